@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building and testing pgjobd need, and
+# nothing that is already there.  Uses sudo when not root.
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config clang-format
+      libpq-dev libev-dev libcjson-dev libyaml-dev libcmocka-dev
+      libcurl4-openssl-dev postgresql-15 postgresql-client-15 procps)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+		missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+# The postgresql package would start a cluster of its own; we only want the
+# binaries, so keep its service from starting (policy-rc.d) where we can.
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

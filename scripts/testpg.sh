@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL for tests and the demo.
+#   testpg.sh start DIR   initdb into DIR/data, start on 127.0.0.1 on a free
+#                         port with its socket in DIR/sock; writes DIR/conninfo
+#   testpg.sh stop DIR    stop it and remove DIR
+#   testpg.sh env DIR     print PG* exports for a shell
+# initdb refuses root, so as root the server runs as the user "postgres"
+# (created by Debian's postgresql package) or "nobody" as a last resort.
+set -euo pipefail
+
+cmd=${1:?usage: testpg.sh start|stop|env DIR}
+dir=${2:?usage: testpg.sh start|stop|env DIR}
+
+find_bindir() {
+	local d
+	if command -v pg_config >/dev/null 2>&1; then
+		d=$(pg_config --bindir)
+		[ -x "$d/initdb" ] && { echo "$d"; return; }
+	fi
+	for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
+		[ -x "$d/initdb" ] && { echo "$d"; return; }
+	done
+	command -v initdb >/dev/null 2>&1 && { dirname "$(command -v initdb)"; return; }
+	echo "testpg: no initdb found (install postgresql-15)" >&2
+	exit 1
+}
+
+as_server() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$run_user" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+free_port() {
+	local p
+	for _ in $(seq 1 50); do
+		p=$((20000 + RANDOM % 30000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+	echo "testpg: no free port" >&2
+	exit 1
+}
+
+start() {
+	local bindir port data
+	bindir=$(find_bindir)
+	run_user=postgres
+	id -u postgres >/dev/null 2>&1 || run_user=nobody
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	data="$dir/data"
+	# The server user must reach the data directory: when a parent of the
+	# build folder is closed to it, keep the cluster under /tmp instead.
+	if [ "$(id -u)" -eq 0 ] && ! runuser -u "$run_user" -- test -x "$dir"; then
+		data=$(mktemp -d /tmp/pgjobd-testpg.XXXXXX)
+		echo "$data" >"$dir/tmpdata"
+	fi
+	mkdir -p "$data" "$data.sock"
+	[ "$(id -u)" -eq 0 ] && chown -R "$run_user" "$data" "$data.sock"
+	as_server "$bindir/initdb" -D "$data" -U postgres --auth=trust -E UTF8 \
+		--no-sync >"$dir/initdb.log" 2>&1 ||
+		{ cat "$dir/initdb.log" >&2; exit 1; }
+	for attempt in 1 2 3; do
+		port=$(free_port)
+		if as_server "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
+			-o "-p $port -k $data.sock -c listen_addresses=127.0.0.1 \
+			-c max_connections=300 -c fsync=off -c synchronous_commit=off \
+			-c full_page_writes=off -c shared_buffers=128MB \
+			-c log_min_messages=warning" start >"$dir/pg_ctl.log" 2>&1; then
+			break
+		fi
+		[ "$attempt" -eq 3 ] && { cat "$dir/pg_ctl.log" "$data/server.log" >&2; exit 1; }
+	done
+	printf 'host=127.0.0.1 port=%s user=postgres dbname=postgres\n' "$port" >"$dir/conninfo"
+	printf '%s\n' "$port" >"$dir/port"
+	printf '%s\n' "$bindir" >"$dir/bindir"
+	printf '%s\n' "$run_user" >"$dir/user"
+	printf '%s\n' "$data" >"$dir/datadir"
+	echo "testpg: PostgreSQL running on 127.0.0.1:$port (data $data)"
+}
+
+stop() {
+	[ -f "$dir/datadir" ] || { rm -rf "$dir"; return 0; }
+	local data bindir
+	data=$(cat "$dir/datadir")
+	bindir=$(cat "$dir/bindir")
+	run_user=$(cat "$dir/user")
+	as_server "$bindir/pg_ctl" -D "$data" -m fast -w -t 30 stop >/dev/null 2>&1 ||
+		as_server "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+	[ -f "$dir/tmpdata" ] && rm -rf "$(cat "$dir/tmpdata")" "$(cat "$dir/tmpdata").sock"
+	rm -rf "$dir"
+	echo "testpg: stopped and removed"
+}
+
+case "$cmd" in
+start) start ;;
+stop) stop ;;
+env)
+	printf 'export PGHOST=127.0.0.1 PGPORT=%s PGUSER=postgres PGDATABASE=postgres\n' \
+		"$(cat "$dir/port")"
+	;;
+*) echo "usage: testpg.sh start|stop|env DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,24 @@
+/*
+ * backoff: retry delays, pure and unit-tested.
+ */
+#ifndef PGJOBD_BACKOFF_H
+#define PGJOBD_BACKOFF_H
+
+#include <stdint.h>
+
+/*
+ * The delay before attempt + 1 of a failed job: base * 2^(attempt - 1),
+ * capped at max, plus up to 25 % jitter (rnd is uniform in [0, 1)).
+ * attempt counts from 1.
+ */
+int64_t backoff_job_delay(int64_t base_ms, int64_t max_ms, int attempt,
+			  double rnd);
+
+/* Full jitter: a delay uniform in [0, min(max, base * 2^n)). */
+int64_t backoff_full_jitter(int64_t base_ms, int64_t max_ms, int n,
+			    double rnd);
+
+/* A uniform double in [0, 1) from a per-process generator. */
+double backoff_random(void);
+
+#endif

@@ -1,0 +1,42 @@
+/*
+ * log: one line per event, as logfmt text or JSON, on stderr.
+ *
+ * Every line names its process (supervisor, worker, pgjob) and, once a
+ * worker holds one, its slot.  Job lines add job, kind and attempt:
+ *   level=info proc=worker slot=3 job=88121 kind=thumbnail attempt=2 msg="..."
+ * Under systemd (JOURNAL_STREAM set) journald adds time and pid, so the line
+ * leaves them out; elsewhere it carries both.
+ */
+#ifndef PGJOBD_LOG_H
+#define PGJOBD_LOG_H
+
+#include <stdint.h>
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_FATAL };
+
+/* The job a line is about; NULL for lines that are not about a job. */
+struct log_job {
+	int64_t id;
+	const char *kind;
+	int attempt;
+};
+
+void log_init(const char *proc, int level, int json);
+void log_set_level(int level);
+void log_set_json(int json);
+/* The slot this process holds, or 0 for none. */
+void log_set_slot(int slot);
+/* Parses "debug", "info", "warn", "error"; returns -1 for anything else. */
+int log_level_parse(const char *s);
+
+void log_msg(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void log_job(int level, const struct log_job *job, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+#endif

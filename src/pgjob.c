@@ -1,0 +1,326 @@
+/*
+ * pgjob: the operator's command line.
+ *
+ *   pgjob [-c FILE] [--database CONNINFO] COMMAND [ARGS]
+ *
+ * The database comes from --database, else the config file's
+ * database.conninfo, else libpq's PG* environment.  Exit codes: 0 done,
+ * 1 the command failed (unknown id, database error), 2 usage, 78 config.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "db.h"
+#include "log.h"
+#include "migrate.h"
+#include "util.h"
+
+#define EXIT_USAGE 2
+
+struct cli {
+	const char *config_path;
+	const char *database;
+	struct config *cfg;
+};
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: pgjob [-c FILE] [--database CONNINFO] COMMAND [ARGS]\n"
+	      "\n"
+	      "commands:\n"
+	      "  migrate                apply pending schema migrations\n"
+	      "  enqueue KIND [JSON] [--queue Q] [--run-at TIME | --in DUR]\n"
+	      "          [--priority N] [--unique-key K] [--ordering-key K]\n"
+	      "          [--max-attempts N]\n"
+	      "                         enqueue a job and print its id\n"
+	      "  version                print the version\n"
+	      "\n"
+	      "The database is --database, else database.conninfo of the "
+	      "config (-c or\nPGJOBD_CONFIG), else the PG* environment.\n",
+	      f);
+}
+
+static int fail(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Prints "pgjob: ..." as one line on stderr; returns code. */
+static int
+fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("pgjob: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+/* Connects per --database / config / PG*; prints the error on failure. */
+static PGconn *
+cli_connect(struct cli *cli)
+{
+	const char *conninfo = cli->database;
+	char *err;
+
+	if (!conninfo && cli->cfg)
+		conninfo = cli->cfg->conninfo;
+	PGconn *conn = db_connect(conninfo, "pgjob", &err);
+	if (!conn) {
+		fail(1, "%s", err);
+		free(err);
+	}
+	return conn;
+}
+
+static int
+cmd_migrate(struct cli *cli, int argc, char **argv)
+{
+	char *err;
+	int applied;
+
+	if (argc > 1)
+		return fail(EXIT_USAGE, "migrate: unexpected argument \"%s\"",
+			    argv[1]);
+	PGconn *conn = cli_connect(cli);
+	if (!conn)
+		return 1;
+	int rc = migrate_run(conn, &applied, &err);
+	PQfinish(conn);
+	if (rc < 0) {
+		fail(1, "migrate: %s", err);
+		free(err);
+		return 1;
+	}
+	if (applied)
+		printf("migrated to schema version %d (%d applied)\n",
+		       migrate_latest(), applied);
+	else
+		printf("schema is up to date (version %d)\n",
+		       migrate_latest());
+	return 0;
+}
+
+/* Parses a decimal integer in [lo, hi]; returns 0 or -1. */
+static int
+parse_int(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+enum { OPT_QUEUE = 256, OPT_RUN_AT, OPT_IN, OPT_PRIORITY, OPT_UNIQUE,
+       OPT_ORDERING, OPT_MAX_ATTEMPTS };
+
+static const struct option enqueue_opts[] = {
+	{"queue", required_argument, NULL, OPT_QUEUE},
+	{"run-at", required_argument, NULL, OPT_RUN_AT},
+	{"in", required_argument, NULL, OPT_IN},
+	{"priority", required_argument, NULL, OPT_PRIORITY},
+	{"unique-key", required_argument, NULL, OPT_UNIQUE},
+	{"ordering-key", required_argument, NULL, OPT_ORDERING},
+	{"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+	{NULL, 0, NULL, 0},
+};
+
+/* The parameters of one enqueue, as text for PQexecParams ($1..$9). */
+struct enqueue_args {
+	const char *p[9]; /* kind payload queue run_at in_ms priority
+			     max_attempts unique_key ordering_key */
+	char in_ms[24], priority[8], max_attempts[12];
+};
+
+static int
+enqueue_parse(int argc, char **argv, struct enqueue_args *a)
+{
+	int64_t ms;
+	const char *why;
+	long v;
+	int c;
+
+	/* optind 0 resets GNU getopt, which then permutes: options may come
+	 * before or after KIND and JSON. */
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", enqueue_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_QUEUE: a->p[2] = optarg; break;
+		case OPT_RUN_AT: a->p[3] = optarg; break;
+		case OPT_IN:
+			if (config_parse_duration(optarg, &ms, &why) < 0)
+				return fail(EXIT_USAGE,
+					    "enqueue: bad --in \"%s\" (use 500ms, "
+					    "30s, 5m, 2h, 7d)", optarg);
+			snprintf(a->in_ms, sizeof(a->in_ms), "%lld",
+				 (long long)ms);
+			a->p[4] = a->in_ms;
+			break;
+		case OPT_PRIORITY:
+			if (parse_int(optarg, -32768, 32767, &v) < 0)
+				return fail(EXIT_USAGE, "enqueue: bad --priority "
+					    "\"%s\" (an integer from -32768 to "
+					    "32767)", optarg);
+			snprintf(a->priority, sizeof(a->priority), "%ld", v);
+			a->p[5] = a->priority;
+			break;
+		case OPT_MAX_ATTEMPTS:
+			if (parse_int(optarg, 1, 1000000, &v) < 0)
+				return fail(EXIT_USAGE, "enqueue: bad "
+					    "--max-attempts \"%s\" (an integer "
+					    ">= 1)", optarg);
+			snprintf(a->max_attempts, sizeof(a->max_attempts),
+				 "%ld", v);
+			a->p[6] = a->max_attempts;
+			break;
+		case OPT_UNIQUE: a->p[7] = optarg; break;
+		case OPT_ORDERING: a->p[8] = optarg; break;
+		default:
+			return fail(EXIT_USAGE, "enqueue: unknown option \"%s\"",
+				    argv[optind - 1]);
+		}
+	}
+	if (a->p[3] && a->p[4])
+		return fail(EXIT_USAGE, "enqueue: %s", "--run-at and --in "
+			    "exclude each other");
+	if (optind >= argc)
+		return fail(EXIT_USAGE, "enqueue: %s", "missing KIND");
+	a->p[0] = argv[optind++];
+	if (!*a->p[0])
+		return fail(EXIT_USAGE, "enqueue: %s", "KIND must not be empty");
+	a->p[1] = optind < argc ? argv[optind++] : "{}";
+	if (optind < argc)
+		return fail(EXIT_USAGE, "enqueue: unexpected argument \"%s\"",
+			    argv[optind]);
+	cJSON *json = cJSON_Parse(a->p[1]);
+	int object = cJSON_IsObject(json);
+	cJSON_Delete(json);
+	if (!json)
+		return fail(EXIT_USAGE, "enqueue: payload is not valid JSON: %s",
+			    a->p[1]);
+	if (!object)
+		return fail(EXIT_USAGE, "enqueue: payload must be a JSON object: "
+			    "%s", a->p[1]);
+	return 0;
+}
+
+static int
+cmd_enqueue(struct cli *cli, int argc, char **argv)
+{
+	struct enqueue_args a = {0};
+	int rc = enqueue_parse(argc, argv, &a);
+	if (rc)
+		return rc;
+
+	PGconn *conn = cli_connect(cli);
+	if (!conn)
+		return 1;
+	PGresult *res = PQexecParams(conn,
+		"select pgjob.enqueue($1, $2::jsonb,"
+		" queue => coalesce($3, 'default'),"
+		" run_at => coalesce($4::timestamptz, now() +"
+		"  coalesce($5::bigint, 0) * interval '1 millisecond'),"
+		" priority => coalesce($6::int, 0),"
+		" max_attempts => $7::int,"
+		" unique_key => $8, ordering_key => $9)",
+		9, NULL, a.p, NULL, NULL, 0);
+	rc = 0;
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		printf("%s\n", PQgetvalue(res, 0, 0));
+	} else {
+		char *text = db_error_text(conn, res);
+		fail(1, "enqueue: %s", text);
+		free(text);
+		rc = 1;
+	}
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}
+
+static const struct {
+	const char *name;
+	int (*run)(struct cli *, int, char **);
+	int needs_config; /* 0: config optional */
+} commands[] = {
+	{"migrate", cmd_migrate, 0},
+	{"enqueue", cmd_enqueue, 0},
+};
+
+static int
+load_config(struct cli *cli)
+{
+	struct config_errors errs = {0};
+
+	if (!cli->config_path)
+		cli->config_path = getenv("PGJOBD_CONFIG");
+	if (!cli->config_path || !*cli->config_path)
+		return 0;
+	cli->cfg = config_load(cli->config_path, &errs);
+	if (cli->cfg)
+		return 0;
+	for (size_t i = 0; i < errs.n; i++)
+		fprintf(stderr, "%s\n", errs.msg[i]);
+	config_errors_free(&errs);
+	return EXIT_CONFIG;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"database", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct cli cli = {0};
+	int c, rc;
+
+	log_init("pgjob", LOG_WARN, 0);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+c:d:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': cli.config_path = optarg; break;
+		case 'd': cli.database = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default:
+			fail(EXIT_USAGE, "unknown option \"%s\"",
+			     argv[optind - 1]);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *name = argv[optind];
+	if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0) {
+		printf("pgjob %s (schema version %d)\n", PGJOBD_VERSION,
+		       migrate_latest());
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(name, commands[i].name) != 0)
+			continue;
+		if ((rc = load_config(&cli)) != 0)
+			return rc;
+		rc = commands[i].run(&cli, argc - optind, argv + optind);
+		config_free(cli.cfg);
+		return rc;
+	}
+	fail(EXIT_USAGE, "unknown command \"%s\"", name);
+	usage(stderr);
+	return EXIT_USAGE;
+}

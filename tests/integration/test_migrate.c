@@ -1,0 +1,128 @@
+/*
+ * Integration: `pgjob migrate` on a real server: fresh, again, two at once,
+ * a database newer than the binary; and the schema it creates.
+ */
+#include "testlib.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "migrate.h"
+
+static void
+migrate(const char *conninfo, struct t_run *r)
+{
+	const char *argv[] = {t_bin("pgjob"), "--database", conninfo,
+			      "migrate", NULL};
+	t_run(r, 60, NULL, argv);
+}
+
+static void
+test_fresh_then_again(void **state)
+{
+	const char *ci = t_db_create("t_migrate_fresh");
+	struct t_run r;
+
+	migrate(ci, &r);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "migrated to schema version"));
+	t_run_free(&r);
+
+	PGconn *c = t_connect(ci);
+	assert_int_equal(t_long(c, "select max(version) from "
+				   "pgjob.schema_version"),
+			 migrate_latest());
+	assert_int_equal(t_long(c, "select count(*) from pg_tables where "
+				   "schemaname = 'pgjob' and tablename in "
+				   "('jobs', 'leases', 'workers', "
+				   "'schema_version')"),
+			 4);
+	char *before = t_value(c, "select string_agg(version || ':' || "
+				  "applied_at, ',') from pgjob.schema_version");
+
+	migrate(ci, &r);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "schema is up to date"));
+	t_run_free(&r);
+	char *after = t_value(c, "select string_agg(version || ':' || "
+				 "applied_at, ',') from pgjob.schema_version");
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	PQfinish(c);
+}
+
+static void
+test_concurrent(void **state)
+{
+	const char *ci = t_db_create("t_migrate_concurrent");
+	char logs[4][256];
+	pid_t pids[4];
+
+	for (int i = 0; i < 4; i++) {
+		snprintf(logs[i], sizeof(logs[i]), "%s/migrate%d.log",
+			 t_tmpdir(), i);
+		const char *argv[] = {t_bin("pgjob"), "--database", ci,
+				      "migrate", NULL};
+		pids[i] = t_spawn(logs[i], NULL, argv);
+	}
+	int applied = 0;
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(t_wait(pids[i], 60), 0);
+		char *log = t_read_file(logs[i]);
+		applied += strstr(log, "migrated to") != NULL;
+		free(log);
+	}
+	assert_int_equal(applied, 1);
+	PGconn *c = t_connect(ci);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.schema_version"),
+			 migrate_latest());
+	PQfinish(c);
+}
+
+static void
+test_newer_database_refused(void **state)
+{
+	const char *ci = t_db_create("t_migrate_newer");
+	struct t_run r;
+
+	migrate(ci, &r);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.schema_version (version, name) "
+		  "values (%d, '999_future.sql')", migrate_latest() + 1);
+
+	migrate(ci, &r);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "newer than this pgjob"));
+	assert_null(strchr(strchr(r.err, '\n') + 1, '\n')); /* one line */
+	t_run_free(&r);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.schema_version"),
+			 migrate_latest() + 1);
+	PQfinish(c);
+}
+
+static void
+test_unreachable(void **state)
+{
+	struct t_run r;
+	migrate("host=127.0.0.1 port=1 connect_timeout=2 password=sekrit", &r);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "pgjob: cannot connect to database"));
+	assert_null(strstr(r.err, "sekrit"));
+	t_run_free(&r);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fresh_then_again),
+		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_newer_database_refused),
+		cmocka_unit_test(test_unreachable),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

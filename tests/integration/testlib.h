@@ -1,0 +1,80 @@
+/*
+ * testlib: what integration tests share.  Each test gets a database of its
+ * own on the throwaway server that the ctest fixture "pg" started
+ * (scripts/testpg.sh), runs the real binaries of the build, and reads the
+ * results back with SQL.  Every helper fails the test on error, so test
+ * bodies read as a list of steps and checks.
+ */
+#ifndef PGJOBD_TESTLIB_H
+#define PGJOBD_TESTLIB_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+#include <libpq-fe.h>
+
+/* conninfo of the server's maintenance database (static storage). */
+const char *t_server_conninfo(void);
+/*
+ * Drops and creates database name; returns its conninfo (static storage,
+ * valid until the next call).
+ */
+const char *t_db_create(const char *name);
+PGconn *t_connect(const char *conninfo);
+/* Runs sql (no parameters) and fails the test on error. */
+void t_exec(PGconn *conn, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* The first column of the first row as a new string, or NULL for SQL null
+ * or no row; caller frees. */
+char *t_value(PGconn *conn, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* The same as a number; a null or missing value fails the test. */
+long long t_long(PGconn *conn, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Path of a build artefact: $PGJOBD_TEST_BIN/name (static storage). */
+const char *t_bin(const char *name);
+/* Path below the source tree: $PGJOBD_SOURCE/rel (static storage). */
+const char *t_src(const char *rel);
+
+/* The outcome of a finished command. */
+struct t_run {
+	int status; /* exit code, or 128 + signal */
+	char *out;  /* stdout, NUL-terminated; freed by t_run_free() */
+	char *err;  /* stderr */
+};
+/*
+ * Runs argv (NULL-terminated) to completion with env_extra ("K=V" strings,
+ * NULL-terminated, may be NULL) added to the environment, stdin from
+ * /dev/null.  Fails the test after timeout_s seconds.
+ */
+void t_run(struct t_run *r, int timeout_s, const char *const *env_extra,
+	   const char *const *argv);
+void t_run_free(struct t_run *r);
+
+/* Starts argv in the background, in its own process group, with stdout
+ * and stderr appended to logpath; returns its pid. */
+pid_t t_spawn(const char *logpath, const char *const *env_extra,
+	      const char *const *argv);
+/* Waits up to timeout_s for pid to exit; returns its status as t_run's, or
+ * -1 on timeout. */
+int t_wait(pid_t pid, int timeout_s);
+/*
+ * Polls sql (a query returning one boolean) every 50 ms until true;
+ * returns 0, or -1 after timeout_s.
+ */
+int t_poll(PGconn *conn, int timeout_s, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Writes text to a new file at path. */
+void t_write_file(const char *path, const char *text);
+/* Reads a whole file into a new string (caller frees); NULL if absent. */
+char *t_read_file(const char *path);
+/* A scratch directory for this test process, created on first use. */
+const char *t_tmpdir(void);
+void t_sleep_ms(int ms);
+
+#endif

@@ -1,0 +1,51 @@
+/* Unit tests for backoff: job retry delays and full jitter. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "backoff.h"
+
+static void
+test_job_delay_doubles_and_caps(void **state)
+{
+	/* base 30s, max 30m: 30s, 60s, 120s, ... capped at 1800s. */
+	assert_int_equal(backoff_job_delay(30000, 1800000, 1, 0), 30000);
+	assert_int_equal(backoff_job_delay(30000, 1800000, 2, 0), 60000);
+	assert_int_equal(backoff_job_delay(30000, 1800000, 3, 0), 120000);
+	assert_int_equal(backoff_job_delay(30000, 1800000, 7, 0), 1800000);
+	assert_int_equal(backoff_job_delay(30000, 1800000, 1000, 0), 1800000);
+	/* Jitter adds at most a quarter. */
+	assert_int_equal(backoff_job_delay(1000, 60000, 1, 0.999), 1249);
+	assert_int_equal(backoff_job_delay(1000, 60000, 0, 0), 1000);
+}
+
+static void
+test_full_jitter(void **state)
+{
+	assert_int_equal(backoff_full_jitter(100, 10000, 0, 0.5), 50);
+	assert_int_equal(backoff_full_jitter(100, 10000, 3, 0.5), 400);
+	assert_int_equal(backoff_full_jitter(100, 10000, 60, 0.5), 5000);
+	assert_int_equal(backoff_full_jitter(100, 10000, 5, 0), 0);
+}
+
+static void
+test_random_range(void **state)
+{
+	for (int i = 0; i < 10000; i++) {
+		double r = backoff_random();
+		assert_true(r >= 0 && r < 1);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_job_delay_doubles_and_caps),
+		cmocka_unit_test(test_full_jitter),
+		cmocka_unit_test(test_random_range),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
