@@ -351,3 +351,71 @@ t_sleep_ms(int ms)
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
+
+const char *
+t_config(const char *name, const char *conninfo, const char *body)
+{
+	static char path[4][4096];
+	static int next;
+	char *p = path[next++ % 4];
+	snprintf(p, 4096, "%s/%s.yaml", t_tmpdir(), name);
+	char *text = xasprintf("database:\n  conninfo: \"%s\"\n%s", conninfo,
+			       body);
+	t_write_file(p, text);
+	free(text);
+	return p;
+}
+
+const char *
+t_log(const char *logname)
+{
+	static char path[4][4096];
+	static int next;
+	char *p = path[next++ % 4];
+	snprintf(p, 4096, "%s/%s.log", t_tmpdir(), logname);
+	return p;
+}
+
+pid_t
+t_daemon(const char *cfg, int workers, const char *logname)
+{
+	char w[16];
+	snprintf(w, sizeof(w), "%d", workers);
+	const char *argv[] = {t_bin("pgjobd"), "-c", cfg, "-w", w, NULL};
+	if (workers <= 0)
+		argv[3] = NULL;
+	return t_spawn(t_log(logname), NULL, argv);
+}
+
+int
+t_stop(pid_t pid, int sig, int timeout_s)
+{
+	kill(pid, sig);
+	return t_wait(pid, timeout_s);
+}
+
+int
+t_alive(pid_t pid)
+{
+	char path[64], *stat;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	stat = t_read_file(path);
+	if (!stat)
+		return 0;
+	/* The state follows the ")" that closes the command name. */
+	char *p = strrchr(stat, ')');
+	int alive = p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	free(stat);
+	return alive;
+}
+
+int
+t_count_in_file(const char *path, const char *needle)
+{
+	char *text = t_read_file(path);
+	int n = 0;
+	for (char *p = text; p && (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	free(text);
+	return n;
+}

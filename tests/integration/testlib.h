@@ -77,4 +77,24 @@ char *t_read_file(const char *path);
 const char *t_tmpdir(void);
 void t_sleep_ms(int ms);
 
+/*
+ * Daemon helpers.  t_config() writes NAME.yaml in t_tmpdir() with
+ * database.conninfo set to conninfo and body appended, and returns its path
+ * (static storage, one per name until the next call with that name slot;
+ * copy it to keep it).  t_daemon() starts `pgjobd -c cfg -w workers` with
+ * its log in t_tmpdir()/logname.log; workers 0 keeps the config's count.
+ */
+const char *t_config(const char *name, const char *conninfo,
+		     const char *body);
+pid_t t_daemon(const char *cfg, int workers, const char *logname);
+/* The path of t_tmpdir()/logname.log (static storage). */
+const char *t_log(const char *logname);
+/* Sends sig to pid and waits up to timeout_s for it to exit; returns its
+ * status as t_wait() does. */
+int t_stop(pid_t pid, int sig, int timeout_s);
+/* 1 while pid exists (and is not a zombie). */
+int t_alive(pid_t pid);
+/* Number of times needle occurs in the file at path. */
+int t_count_in_file(const char *path, const char *needle);
+
 #endif

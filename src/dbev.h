@@ -1,0 +1,54 @@
+/*
+ * dbev: one libpq connection in pipeline mode on a libev loop.
+ *
+ * Every statement is sent at once with its own sync point, so a worker can
+ * have a claim, a renewal and a batch of finishes in flight together, and an
+ * error in one never aborts another.  Results come back in order through
+ * each statement's callback.  Notifications (LISTEN) are passed on as they
+ * arrive.  When the connection breaks, every pending callback gets a NULL
+ * result (in order), then on_lost is called once; the owner then frees the
+ * dbev and reconnects.
+ */
+#ifndef PGJOBD_DBEV_H
+#define PGJOBD_DBEV_H
+
+#include <libpq-fe.h>
+
+struct ev_loop;
+struct dbev;
+
+/*
+ * res is the statement's result, borrowed for the duration of the call
+ * (dbev clears it after); NULL when the connection was lost before it came.
+ */
+typedef void (*dbev_result_fn)(void *arg, PGresult *res);
+
+struct dbev_hooks {
+	void (*on_notify)(void *arg, const char *channel);
+	void (*on_lost)(void *arg, const char *why);
+	void *arg;
+};
+
+/*
+ * Takes over conn (a connected, idle PGconn) and switches it to pipeline
+ * mode.  Returns NULL when that fails; conn is then still the caller's.
+ */
+struct dbev *dbev_new(struct ev_loop *loop, PGconn *conn,
+		      const struct dbev_hooks *hooks);
+/* Stops watching and PQfinish()es the connection.  Pending callbacks are
+ * called with NULL first.  NULL is allowed. */
+void dbev_free(struct dbev *d);
+/*
+ * Sends sql with text parameters (copied by libpq before return).  cb is
+ * always called exactly once, later, from the loop.  Returns 0, or -1 when
+ * the connection is already lost (cb is then still called, with NULL).
+ */
+int dbev_send(struct dbev *d, const char *sql, int nparams,
+	      const char *const *params, dbev_result_fn cb, void *arg);
+/* Statements sent and not yet answered. */
+int dbev_pending(const struct dbev *d);
+/* Round trips (sync points) completed since the connection was made. */
+unsigned long dbev_round_trips(const struct dbev *d);
+PGconn *dbev_conn(struct dbev *d);
+
+#endif

@@ -1,0 +1,682 @@
+/*
+ * handler_exec: runs an exec handler's command as a child process on the
+ * worker's libev loop.
+ *
+ * No shell: argv comes straight from the config.  The child gets a clean
+ * environment (PATH and PGJOB_*, plus the handler's env), its own process
+ * group, pipes on 0, 1 and 2 and no other descriptor.  The payload is
+ * written to its stdin without blocking; stdout is kept up to 1 MiB (the
+ * rest is read and discarded so the child never blocks), stderr's last
+ * 4 KiB become the error text.
+ *
+ * The worker's loop is not libev's default loop, which would reap every
+ * child with waitpid(-1) and lose the rusage; so there is no ev_child here.
+ * The child is watched through a pidfd (ev_io) and reaped with wait4().
+ * When it exits, its whole process group gets SIGKILL before it is reaped
+ * (while the zombie still holds the group id): a handler leaves nothing
+ * behind.  Then whatever the pipes hold is read and the run completes; the
+ * pipes are not waited on for EOF, since a grandchild that left the group
+ * may still hold them.
+ */
+#include "handler.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <ev.h>
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+#define STDOUT_MAX    (1024 * 1024)
+#define STDERR_TAIL   4096
+#define KILL_GRACE_MS 5000
+#define READ_CHUNK    65536
+#define READ_ROUNDS   16 /* chunks per callback, so one child cannot hog */
+#define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin"
+
+struct exec_run {
+	struct handler_run *run;
+	struct ev_loop *loop;
+	const struct job *job; /* borrowed, like the run */
+	struct log_job lj;     /* names the job in log lines */
+	int64_t timeout_ms;
+	pid_t pid; /* also the process group id; 0 once reaped */
+	int pidfd; /* -1: exit is polled with poll_w instead */
+	int in_fd; /* our ends of the pipes; -1 once closed */
+	int out_fd;
+	int err_fd;
+	ev_io pid_w, in_w, out_w, err_w;
+	ev_timer timeout_w, kill_w, poll_w;
+	const char *in; /* the payload, borrowed from the job */
+	size_t in_len;
+	size_t in_off;
+	struct buf out;
+	size_t out_dropped;
+	char err[STDERR_TAIL]; /* ring buffer of the stderr tail */
+	size_t err_total;      /* stderr bytes seen */
+	int64_t start_ms;
+	char *why; /* owned: "timed out after 30s", "stopped: ..." or NULL */
+};
+
+static void
+strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/*
+ * The child's environment: PATH, the PGJOB_* variables, then the handler's
+ * env, whose entries replace a variable of the same name (PATH included)
+ * except PGJOB_*, which always describe the job.  Caller frees with
+ * strv_free().
+ */
+static char **
+build_env(const struct job *job, const struct handler_conf *h, int slot)
+{
+	char **env = xcalloc(7 + h->env.n + 1, sizeof(char *));
+	size_t n = 0;
+
+	env[n++] = xstrdup("PATH=" DEFAULT_PATH);
+	env[n++] = xasprintf("PGJOB_JOB_ID=%lld", (long long)job->id);
+	env[n++] = xasprintf("PGJOB_KIND=%s", job->kind ? job->kind : "");
+	env[n++] = xasprintf("PGJOB_QUEUE=%s", job->queue ? job->queue : "");
+	env[n++] = xasprintf("PGJOB_ATTEMPT=%d", job->attempt);
+	env[n++] = xasprintf("PGJOB_LEASE_TOKEN=%lld",
+	                     (long long)job->lease_token);
+	env[n++] = xasprintf("PGJOB_SLOT=%d", slot);
+	for (size_t i = 0; i < h->env.n; i++) {
+		const char *e = h->env.v[i];
+		const char *eq = strchr(e, '=');
+		size_t j, name_len;
+
+		if (!eq || eq == e || strncmp(e, "PGJOB_", 6) == 0)
+			continue;
+		name_len = (size_t)(eq - e) + 1;
+		for (j = 0; j < n; j++)
+			if (strncmp(env[j], e, name_len) == 0)
+				break;
+		if (j < n)
+			free(env[j]);
+		else
+			n++;
+		env[j] = xstrdup(e);
+	}
+	env[n] = NULL;
+	return env;
+}
+
+/*
+ * The program to run: argv0 itself when it has a slash, else the first
+ * executable file named argv0 in the child's PATH (not the worker's).
+ * Returns a new string (caller frees), or NULL with *err set to an errno.
+ */
+static char *
+resolve_program(const char *argv0, char **env, int *err)
+{
+	const char *path = DEFAULT_PATH;
+
+	if (strchr(argv0, '/'))
+		return xstrdup(argv0);
+	for (size_t i = 0; env[i]; i++)
+		if (strncmp(env[i], "PATH=", 5) == 0)
+			path = env[i] + 5;
+	*err = ENOENT;
+	while (*path) {
+		size_t len = strcspn(path, ":");
+		char *cand = xasprintf("%.*s%s%s", (int)len, path,
+		                       len ? "/" : "", argv0);
+		struct stat st;
+
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (access(cand, X_OK) == 0)
+				return cand;
+			*err = EACCES;
+		}
+		free(cand);
+		path += len + (path[len] == ':');
+	}
+	return NULL;
+}
+
+/* A pipe whose both ends are close-on-exec and above stderr. */
+static int
+make_pipe(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] > 2)
+			continue;
+		int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+		int e = errno;
+		close(fds[i]);
+		fds[i] = fd;
+		if (fd < 0) {
+			close(fds[1 - i]);
+			errno = e;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void
+close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/*
+ * posix_spawn with the child's pipes on 0, 1, 2, every other descriptor
+ * closed, its own process group, default signal dispositions (the worker
+ * ignores SIGPIPE; a child must not inherit that) and an empty signal mask.
+ * glibc reports a failed exec as the return value.  Returns 0 or an errno.
+ */
+static int
+spawn(struct exec_run *x, const char *path, char **argv, char **env)
+{
+	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t sa;
+	sigset_t all, none;
+	int rc = 0;
+
+	for (int i = 0; i < 3 && rc == 0; i++)
+		if (make_pipe(p[i]) < 0)
+			rc = errno;
+	if (rc == 0) {
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_adddup2(&fa, p[0][0], 0);
+		posix_spawn_file_actions_adddup2(&fa, p[1][1], 1);
+		posix_spawn_file_actions_adddup2(&fa, p[2][1], 2);
+		posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+		posix_spawnattr_init(&sa);
+		sigfillset(&all);
+		sigemptyset(&none);
+		posix_spawnattr_setsigdefault(&sa, &all);
+		posix_spawnattr_setsigmask(&sa, &none);
+		posix_spawnattr_setpgroup(&sa, 0);
+		posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP |
+		                                      POSIX_SPAWN_SETSIGDEF |
+		                                      POSIX_SPAWN_SETSIGMASK);
+		rc = posix_spawn(&x->pid, path, &fa, &sa, argv, env);
+		posix_spawnattr_destroy(&sa);
+		posix_spawn_file_actions_destroy(&fa);
+	}
+	close_fd(&p[0][0]);
+	close_fd(&p[1][1]);
+	close_fd(&p[2][1]);
+	x->in_fd = p[0][1];
+	x->out_fd = p[1][0];
+	x->err_fd = p[2][0];
+	if (rc != 0) {
+		x->pid = 0;
+		close_fd(&x->in_fd);
+		close_fd(&x->out_fd);
+		close_fd(&x->err_fd);
+		return rc;
+	}
+	fcntl(x->in_fd, F_SETFL, O_NONBLOCK);
+	fcntl(x->out_fd, F_SETFL, O_NONBLOCK);
+	fcntl(x->err_fd, F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+/* Signals the child's process group, and the child in case it left it. */
+static void
+signal_all(struct exec_run *x, int sig)
+{
+	if (x->pid <= 0)
+		return;
+	kill(-x->pid, sig);
+	kill(x->pid, sig);
+}
+
+/* True once the child has exited (it is not reaped). */
+static bool
+child_exited(struct exec_run *x)
+{
+	siginfo_t si = {0};
+
+	if (waitid(P_PID, (id_t)x->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == ECHILD;
+	return si.si_pid != 0;
+}
+
+static void
+keep(struct exec_run *x, bool is_out, const char *p, size_t n)
+{
+	if (is_out) {
+		size_t room = STDOUT_MAX - x->out.len;
+		size_t k = n < room ? n : room;
+		if (k)
+			buf_append(&x->out, p, k);
+		x->out_dropped += n - k;
+		return;
+	}
+	if (n > STDERR_TAIL) {
+		x->err_total += n - STDERR_TAIL;
+		p += n - STDERR_TAIL;
+		n = STDERR_TAIL;
+	}
+	size_t pos = x->err_total % STDERR_TAIL;
+	size_t first = n < STDERR_TAIL - pos ? n : STDERR_TAIL - pos;
+	memcpy(x->err + pos, p, first);
+	memcpy(x->err, p + first, n - first);
+	x->err_total += n;
+}
+
+/*
+ * Reads what *fd holds now, at most rounds chunks.  At EOF or on an error
+ * the stream is closed.
+ */
+static void
+drain(struct exec_run *x, int *fd, ev_io *w, int rounds)
+{
+	char chunk[READ_CHUNK];
+	bool is_out = fd == &x->out_fd;
+
+	while (*fd >= 0 && rounds-- > 0) {
+		ssize_t n = read(*fd, chunk, sizeof(chunk));
+		if (n > 0) {
+			keep(x, is_out, chunk, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		ev_io_stop(x->loop, w);
+		close_fd(fd);
+	}
+}
+
+static void
+out_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct exec_run *x = w->data;
+	drain(x, &x->out_fd, &x->out_w, READ_ROUNDS);
+}
+
+static void
+err_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct exec_run *x = w->data;
+	drain(x, &x->err_fd, &x->err_w, READ_ROUNDS);
+}
+
+static void
+close_stdin(struct exec_run *x)
+{
+	ev_io_stop(x->loop, &x->in_w);
+	close_fd(&x->in_fd);
+}
+
+static void
+in_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct exec_run *x = w->data;
+	while (x->in_off < x->in_len) {
+		ssize_t n = write(x->in_fd, x->in + x->in_off,
+		                  x->in_len - x->in_off);
+		if (n >= 0) {
+			x->in_off += (size_t)n;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		/* EPIPE: the child does not read its stdin; that is its
+		 * business (the worker ignores SIGPIPE). */
+		if (errno != EPIPE)
+			log_job(LOG_DEBUG, &x->lj, "writing stdin: %s",
+			        strerror(errno));
+		break;
+	}
+	close_stdin(x);
+}
+
+static void
+kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct exec_run *x = w->data;
+
+	log_job(LOG_WARN, &x->lj,
+	        "still running after SIGTERM; sending SIGKILL");
+	signal_all(x, SIGKILL);
+}
+
+/* SIGTERM now, SIGKILL after min(5 s, timeout); takes why. */
+static void
+terminate(struct exec_run *x, char *why)
+{
+	int64_t grace = KILL_GRACE_MS;
+
+	if (x->why) {
+		free(why);
+		return;
+	}
+	x->why = why;
+	ev_timer_stop(x->loop, &x->timeout_w);
+	if (x->timeout_ms > 0 && x->timeout_ms < grace)
+		grace = x->timeout_ms;
+	signal_all(x, SIGTERM);
+	ev_timer_set(&x->kill_w, (double)grace / 1000., 0.);
+	ev_timer_start(x->loop, &x->kill_w);
+}
+
+static void
+timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct exec_run *x = w->data;
+	char d[32];
+
+	if (child_exited(x))
+		return; /* it made it: the pid watcher reports it */
+	handler_format_duration(x->timeout_ms, d, sizeof(d));
+	log_job(LOG_WARN, &x->lj, "timed out after %s; sending SIGTERM", d);
+	terminate(x, xasprintf("timed out after %s", d));
+}
+
+void
+handler_exec_stop(struct exec_run *x, const char *why)
+{
+	log_job(LOG_INFO, &x->lj, "stopping: %s", why);
+	terminate(x, xasprintf("stopped: %s", why));
+}
+
+/* The stderr tail as sanitized text, trailing whitespace removed; caller
+ * frees. */
+static char *
+err_tail(const struct exec_run *x)
+{
+	size_t n = x->err_total < STDERR_TAIL ? x->err_total : STDERR_TAIL;
+	size_t start = (x->err_total - n) % STDERR_TAIL;
+	size_t first = n < STDERR_TAIL - start ? n : STDERR_TAIL - start;
+	size_t skip = x->err_total > STDERR_TAIL ? 3 : 0;
+	char *s = xmalloc(skip + n + 1);
+
+	memcpy(s, "...", skip);
+	memcpy(s + skip, x->err + start, first);
+	memcpy(s + skip + first, x->err, n - first);
+	n += skip;
+	while (n > skip && isspace((unsigned char)s[n - 1]))
+		n--;
+	if (n == skip)
+		n = 0;
+	s[n] = '\0';
+	handler_sanitize_utf8(s, n);
+	return s;
+}
+
+/* stdout, trimmed, when it is JSON; else NULL.  Caller frees. */
+static char *
+stdout_json(const struct exec_run *x)
+{
+	const char *s = x->out.data;
+	size_t len = x->out.len;
+
+	if (x->out_dropped || len == 0)
+		return NULL;
+	while (len && isspace((unsigned char)*s))
+		s++, len--;
+	while (len && isspace((unsigned char)s[len - 1]))
+		len--;
+	if (len && handler_is_json(s, len))
+		return xstrndup(s, len);
+	log_job(LOG_DEBUG, &x->lj, "stdout is not JSON (%zu bytes); no result",
+	        x->out.len);
+	return NULL;
+}
+
+/* retry_in from an exit-75 stdout {"retry_in": 30 | "30s"}, or -1. */
+static int64_t
+stdout_retry_in(const struct exec_run *x)
+{
+	char *text = stdout_json(x);
+	cJSON *j = text ? cJSON_Parse(text) : NULL;
+	cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "retry_in");
+	int64_t ms = -1;
+
+	if (cJSON_IsNumber(r) && r->valuedouble >= 0 && r->valuedouble < 1e12)
+		ms = (int64_t)(r->valuedouble * 1000. + 0.5);
+	else if (cJSON_IsString(r))
+		handler_parse_duration(r->valuestring, &ms);
+	if (r && ms < 0)
+		log_job(LOG_WARN, &x->lj,
+		        "retry_in is not a duration; the backoff decides");
+	cJSON_Delete(j);
+	free(text);
+	return ms;
+}
+
+/* "exit status 3", "killed by signal 9 (core dumped)"; caller frees. */
+static char *
+describe_status(int status)
+{
+	if (status < 0)
+		return xstrdup("exit status unknown (reaped elsewhere)");
+	if (WIFEXITED(status))
+		return xasprintf("exit status %d", WEXITSTATUS(status));
+	return xasprintf("killed by signal %d%s", WTERMSIG(status),
+	                 WCOREDUMP(status) ? " (core dumped)" : "");
+}
+
+static void
+make_result(struct exec_run *x, int status, struct handler_result *res)
+{
+	char *what = describe_status(status);
+	char *tail;
+
+	res->outcome = OUTCOME_RETRY;
+	res->retry_in_ms = -1;
+	if (!x->why && status >= 0 && WIFEXITED(status)) {
+		switch (WEXITSTATUS(status)) {
+		case 0:
+			res->outcome = OUTCOME_DONE;
+			res->result = stdout_json(x);
+			free(what);
+			return;
+		case 65: /* EX_DATAERR */
+			res->outcome = OUTCOME_DEAD;
+			break;
+		case 75: /* EX_TEMPFAIL */
+			res->retry_in_ms = stdout_retry_in(x);
+			break;
+		}
+	}
+	if (x->why) {
+		char *w = xasprintf("%s (%s)", x->why, what);
+		free(what);
+		what = w;
+	}
+	tail = err_tail(x);
+	res->error = tail[0] ? xasprintf("%s: %s", what, tail) : xstrdup(what);
+	free(tail);
+	free(what);
+}
+
+static void
+log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
+            const struct handler_result *res)
+{
+	static const char *names[] = {"done", "retry", "dead"};
+	char *what = describe_status(status);
+	int64_t cpu =
+	        (int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+	        (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+
+	if (x->out_dropped)
+		log_job(LOG_WARN, &x->lj,
+		        "stdout over 1 MiB discarded (%zu bytes)",
+		        x->out_dropped);
+	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &x->lj,
+	        "%s%s%s -> %s, wall %lld ms, cpu %lld ms, max rss %ld KiB",
+	        x->why ? x->why : "", x->why ? ", " : "", what,
+	        names[res->outcome], (long long)(util_now_ms() - x->start_ms),
+	        (long long)cpu, ru->ru_maxrss);
+	free(what);
+}
+
+/* The child has exited: kill what it left, reap it, read what is left of
+ * its output, and complete the run. */
+static void
+child_gone(struct exec_run *x)
+{
+	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1};
+	struct rusage ru = {0};
+	int status = -1;
+	pid_t r;
+
+	/* The zombie still holds the group id: nobody else can have it. */
+	kill(-x->pid, SIGKILL);
+	do
+		r = wait4(x->pid, &status, 0, &ru);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		status = -1;
+		memset(&ru, 0, sizeof(ru));
+	}
+	x->pid = 0;
+	drain(x, &x->out_fd, &x->out_w, 4 * READ_ROUNDS);
+	drain(x, &x->err_fd, &x->err_w, 4 * READ_ROUNDS);
+	make_result(x, status, &res);
+	log_attempt(x, status, &ru, &res);
+	handler_finish(x->run, &res); /* frees x */
+}
+
+static void
+pid_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	child_gone(w->data);
+}
+
+/* Without pidfd_open (kernel before 5.3, or a seccomp filter). */
+static void
+poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct exec_run *x = w->data;
+	if (child_exited(x))
+		child_gone(x);
+}
+
+static void
+watch(struct exec_run *x)
+{
+	ev_io_init(&x->in_w, in_cb, x->in_fd, EV_WRITE);
+	ev_io_init(&x->out_w, out_cb, x->out_fd, EV_READ);
+	ev_io_init(&x->err_w, err_cb, x->err_fd, EV_READ);
+	ev_init(&x->kill_w, kill_cb);
+	ev_timer_init(&x->timeout_w, timeout_cb, (double)x->timeout_ms / 1000.,
+	              0.);
+	ev_timer_init(&x->poll_w, poll_cb, 0.05, 0.05);
+	x->pid_w.data = x->in_w.data = x->out_w.data = x->err_w.data = x;
+	x->kill_w.data = x->timeout_w.data = x->poll_w.data = x;
+
+	x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
+	if (x->pidfd >= 0) {
+		ev_io_init(&x->pid_w, pid_cb, x->pidfd, EV_READ);
+		x->pid_w.data = x;
+		ev_io_start(x->loop, &x->pid_w);
+	} else {
+		log_debug("pidfd_open: %s; polling for the child's exit",
+		          strerror(errno));
+		ev_timer_start(x->loop, &x->poll_w);
+	}
+	if (x->in_len > 0)
+		ev_io_start(x->loop, &x->in_w);
+	else
+		close_fd(&x->in_fd);
+	ev_io_start(x->loop, &x->out_w);
+	ev_io_start(x->loop, &x->err_w);
+	if (x->timeout_ms > 0)
+		ev_timer_start(x->loop, &x->timeout_w);
+}
+
+struct exec_run *
+handler_exec_start(struct handler_run *run, struct ev_loop *loop,
+                   const struct job *job, int slot, struct handler_result *fail)
+{
+	const struct handler_conf *h = job->handler;
+	struct exec_run *x;
+	char **env, *path;
+	int rc = 0;
+
+	if (h->command.n == 0 || !h->command.v[0]) {
+		fail->outcome = OUTCOME_RETRY;
+		fail->error = xstrdup("exec handler has no command");
+		return NULL;
+	}
+	x = xcalloc(1, sizeof(*x));
+	x->run = run;
+	x->loop = loop;
+	x->job = job;
+	x->lj = (struct log_job){job->id, job->kind, job->attempt};
+	x->timeout_ms = h->timeout_ms;
+	x->in = job->payload ? job->payload : "";
+	x->in_len = strlen(x->in);
+	x->pidfd = x->in_fd = x->out_fd = x->err_fd = -1;
+	x->start_ms = util_now_ms();
+	env = build_env(job, h, slot);
+	path = resolve_program(h->command.v[0], env, &rc);
+	if (path)
+		rc = spawn(x, path, h->command.v, env);
+	free(path);
+	strv_free(env);
+	if (rc != 0) {
+		fail->outcome = OUTCOME_RETRY;
+		fail->error = xasprintf("could not start %s: %s",
+		                        h->command.v[0], strerror(rc));
+		log_job(LOG_WARN, &x->lj, "%s", fail->error);
+		free(x);
+		return NULL;
+	}
+	watch(x);
+	return x;
+}
+
+void
+handler_exec_free(struct exec_run *x)
+{
+	ev_io_stop(x->loop, &x->pid_w);
+	ev_io_stop(x->loop, &x->in_w);
+	ev_io_stop(x->loop, &x->out_w);
+	ev_io_stop(x->loop, &x->err_w);
+	ev_timer_stop(x->loop, &x->timeout_w);
+	ev_timer_stop(x->loop, &x->kill_w);
+	ev_timer_stop(x->loop, &x->poll_w);
+	if (x->pid > 0) { /* not reached through child_gone(): no zombie */
+		signal_all(x, SIGKILL);
+		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	close_fd(&x->pidfd);
+	close_fd(&x->in_fd);
+	close_fd(&x->out_fd);
+	close_fd(&x->err_fd);
+	buf_free(&x->out);
+	free(x->why);
+	free(x);
+}

@@ -1,0 +1,41 @@
+/*
+ * lease: slots (the worker's identity, a session advisory lock) and the
+ * worker's row in pgjob.workers.  Slots are identity and liveness, not
+ * safety: the job's lease token is what keeps a job from running twice.
+ */
+#ifndef PGJOBD_LEASE_H
+#define PGJOBD_LEASE_H
+
+#include <libpq-fe.h>
+#include <stdint.h>
+
+#include "dbev.h"
+
+/*
+ * Takes the lowest free slot 1..max_slots with pg_try_advisory_lock(
+ * lock_class, n) in one statement.  Returns the slot, 0 when every slot is
+ * taken, or -1 on a database error (*err set; caller frees).
+ */
+int lease_slot_acquire(PGconn *conn, int64_t lock_class, int max_slots,
+		       char **err);
+
+/* What the worker writes about itself into pgjob.workers. */
+struct lease_worker {
+	int slot;
+	const char *host;
+	int pid;
+	int supervisor_pid;
+	const char *version;
+	const char *kinds; /* a text[] literal */
+};
+
+/* Upserts the worker's row (heartbeat now()).  Returns 0 or -1 (*err). */
+int lease_worker_register(PGconn *conn, const struct lease_worker *w,
+			  char **err);
+/* Sends the heartbeat for slot (pid guards against a slot's new owner). */
+int lease_worker_heartbeat(struct dbev *d, int slot, int pid,
+			   dbev_result_fn cb, void *arg);
+/* Deletes the worker's row on a clean exit (synchronous, best effort). */
+void lease_worker_unregister(PGconn *conn, int slot, int pid);
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * pgjobd: the daemon.
+ *
+ *   pgjobd -c FILE [-w N] [--check-config]
+ *
+ * Exit codes: 0 after a clean stop (or a valid config with --check-config),
+ * 2 for a usage error, 78 (EX_CONFIG) for a config that does not validate
+ * or a schema this binary cannot work with.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "migrate.h"
+#include "supervisor.h"
+#include "util.h"
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: pgjobd -c FILE [-w N] [--check-config]\n"
+	      "  -c, --config FILE   the YAML config (or PGJOBD_CONFIG)\n"
+	      "  -w, --workers N     run N workers instead of `workers:`\n"
+	      "      --check-config  validate the config and exit (0 or 78)\n"
+	      "  -V, --version       print the version\n",
+	      f);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"config", required_argument, NULL, 'c'},
+	        {"workers", required_argument, NULL, 'w'},
+	        {"check-config", no_argument, NULL, 'C'},
+	        {"version", no_argument, NULL, 'V'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
+	};
+	const char *path = getenv("PGJOBD_CONFIG");
+	int workers = 0, check = 0, c;
+	char *end;
+
+	log_init("pgjobd", LOG_INFO, 0);
+	while ((c = getopt_long(argc, argv, "c:w:Vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			path = optarg;
+			break;
+		case 'w':
+			workers = (int)strtol(optarg, &end, 10);
+			if (*end || workers < 1 || workers > 1024) {
+				fprintf(stderr,
+				        "pgjobd: bad -w \"%s\" (1 to "
+				        "1024 workers)\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case 'C':
+			check = 1;
+			break;
+		case 'V':
+			printf("pgjobd %s (schema version %d)\n",
+			       PGJOBD_VERSION, migrate_latest());
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc || !path || !*path) {
+		if (optind < argc)
+			fprintf(stderr, "pgjobd: unexpected argument \"%s\"\n",
+			        argv[optind]);
+		else
+			fputs("pgjobd: no config: use -c FILE\n", stderr);
+		usage(stderr);
+		return 2;
+	}
+
+	struct config_errors errs = {0};
+	struct config *cfg = config_load(path, &errs);
+	if (!cfg) {
+		for (size_t i = 0; i < errs.n; i++)
+			fprintf(stderr, "%s\n", errs.msg[i]);
+		config_errors_free(&errs);
+		return EXIT_CONFIG;
+	}
+	if (check) {
+		printf("%s: ok\n", path);
+		config_free(cfg);
+		return 0;
+	}
+	return supervisor_run(path, cfg, workers);
+}

@@ -1,0 +1,73 @@
+/*
+ * queue: all job SQL, as statements beside the code that reads their
+ * columns.  Every write after a claim is compare-and-set on lease_token.
+ */
+#ifndef PGJOBD_QUEUE_H
+#define PGJOBD_QUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dbev.h"
+
+struct job;
+
+/* What one claim asks for: limits[i] jobs of queues[i]. */
+struct queue_claim_req {
+	const char *const *kinds; /* the kinds this worker handles */
+	size_t nkinds;
+	const char *const *queues;
+	const int *limits;
+	size_t nqueues;
+	const char *locked_by;
+	int64_t lease_ms;
+};
+
+/*
+ * Claims due jobs (by priority, then run_at, then id) and running jobs whose
+ * lease expired, with FOR UPDATE SKIP LOCKED, in one statement that commits
+ * on its own.  Read the rows with queue_claim_rows().
+ */
+int queue_claim(struct dbev *d, const struct queue_claim_req *req,
+		dbev_result_fn cb, void *arg);
+/*
+ * The claimed jobs of a claim result as new structs (caller frees each
+ * with job_free() and the array with free()); *n is their number.  handler
+ * is left NULL for the caller to resolve.
+ */
+struct job **queue_claim_rows(const void *pgresult, int *n);
+
+/* The end of one attempt, as queue_finish() writes it. */
+struct queue_finish {
+	int64_t id;
+	int64_t token;
+	const char *state;  /* done, available (retry), dead, cancelled */
+	const char *result; /* JSON text or NULL */
+	const char *error;  /* or NULL: keep the last error */
+	int64_t delay_ms;   /* available: run again after this long */
+	int refund;         /* give the attempt back (shutdown) */
+};
+
+/*
+ * Writes n finishes in one statement, each only where id, token and state
+ * 'running' still match.  The result's rows are the ids that were written;
+ * any other id had lost its lease.
+ */
+int queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
+		 dbev_result_fn cb, void *arg);
+
+/*
+ * Extends the lease of every (ids[i], tokens[i]) still held to now() +
+ * lease_ms.  The result's rows are the ids renewed (and whether each was
+ * cancelled meanwhile); any other had lost its lease.
+ */
+int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
+		size_t n, int64_t lease_ms, dbev_result_fn cb, void *arg);
+
+/* A PostgreSQL array literal of the strings v[0..n), quoted; caller
+ * frees. */
+char *queue_text_array(const char *const *v, size_t n);
+/* The same for integers. */
+char *queue_int_array(const int64_t *v, size_t n);
+
+#endif

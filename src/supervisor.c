@@ -1,0 +1,367 @@
+/*
+ * supervisor: fork, reap, restart, stop, reload.
+ *
+ * Signal table (all handled on the libev loop, never in a signal handler):
+ *   SIGTERM, SIGINT  first: drain (workers stop claiming and finish what
+ *                    they hold, up to shutdown_timeout); second: stop now
+ *   SIGHUP           reload the config; replace the workers one by one
+ *
+ * A worker that exits is restarted after an exponential backoff with
+ * jitter, reset once it has stayed up for a minute, so a crash loop never
+ * becomes a fork storm.  Exit 78 (EX_CONFIG) is never restarted: the
+ * supervisor stops everything and exits 78 itself.  Workers watch a pipe
+ * whose write end only the supervisor holds: when the supervisor dies, even
+ * by SIGKILL, they see EOF and stop.
+ */
+#include "supervisor.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backoff.h"
+#include "config.h"
+#include "log.h"
+#include "util.h"
+#include "worker.h"
+
+#define STABLE_MS 60000 /* up this long: the restart backoff resets */
+
+struct child {
+	struct supervisor *s;
+	int index;
+	pid_t pid;
+	int pipe_wr;
+	int restarts;
+	int retiring; /* SIGTERM sent for a reload */
+	int64_t started_ms;
+	ev_child watcher;
+	ev_timer restart;
+};
+
+struct supervisor {
+	struct ev_loop *loop;
+	const char *config_path;
+	struct config *cfg;
+	int workers_override;
+	struct child *children;
+	int nchildren;
+	int stopping; /* 0, 1 draining, 2 stopping now */
+	int exit_code;
+	int rolling; /* reload: index of the worker being replaced, or -1 */
+	ev_signal sigterm, sigint, sighup;
+	ev_timer kill_timer;
+};
+
+static int
+nworkers(const struct supervisor *s)
+{
+	return s->workers_override > 0 ? s->workers_override : s->cfg->workers;
+}
+
+/* In the child: forget everything of the supervisor's loop and pipes. */
+static void
+child_detach(struct supervisor *s, struct child *self)
+{
+	ev_signal_stop(s->loop, &s->sigterm);
+	ev_signal_stop(s->loop, &s->sigint);
+	ev_signal_stop(s->loop, &s->sighup);
+	for (int i = 0; i < s->nchildren; i++) {
+		struct child *c = &s->children[i];
+		ev_child_stop(s->loop, &c->watcher);
+		if (c != self && c->pipe_wr >= 0)
+			close(c->pipe_wr);
+	}
+	ev_loop_destroy(s->loop);
+}
+
+static void
+spawn(struct supervisor *s, struct child *c)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		log_error("pipe: %s", strerror(errno));
+		ev_timer_set(&c->restart, 1., 0.);
+		ev_timer_start(s->loop, &c->restart);
+		return;
+	}
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_error("fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		ev_timer_set(&c->restart, 1., 0.);
+		ev_timer_start(s->loop, &c->restart);
+		return;
+	}
+	if (pid == 0) {
+		close(fds[1]);
+		child_detach(s, c);
+		_exit(worker_main(s->cfg, fds[0], parent));
+	}
+	close(fds[0]);
+	c->pid = pid;
+	c->pipe_wr = fds[1];
+	c->retiring = 0;
+	c->started_ms = util_now_ms();
+	ev_child_set(&c->watcher, pid, 0);
+	ev_child_start(s->loop, &c->watcher);
+	log_debug("started worker %d as pid %d", c->index + 1, (int)pid);
+}
+
+static void
+on_restart(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct child *c = t->data;
+	if (!c->s->stopping && c->index < nworkers(c->s))
+		spawn(c->s, c);
+}
+
+static int
+running(const struct supervisor *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->nchildren; i++)
+		n += s->children[i].pid > 0;
+	return n;
+}
+
+static void
+signal_all(struct supervisor *s, int sig)
+{
+	for (int i = 0; i < s->nchildren; i++)
+		if (s->children[i].pid > 0)
+			kill(s->children[i].pid, sig);
+}
+
+static void
+stop_all(struct supervisor *s, int code)
+{
+	if (code)
+		s->exit_code = code;
+	if (s->stopping)
+		return;
+	s->stopping = 1;
+	for (int i = 0; i < s->nchildren; i++)
+		ev_timer_stop(s->loop, &s->children[i].restart);
+	signal_all(s, SIGTERM);
+	/* Workers stop their handlers at shutdown_timeout; this is the last
+	 * resort for one that does not exit. */
+	ev_timer_set(&s->kill_timer,
+	             (double)s->cfg->shutdown_timeout_ms / 1000. + 20., 0.);
+	ev_timer_start(s->loop, &s->kill_timer);
+	if (running(s) == 0)
+		ev_break(s->loop, EVBREAK_ALL);
+}
+
+static void roll_next(struct supervisor *s);
+
+static void
+log_exit(struct child *c, int status)
+{
+	int64_t up = util_now_ms() - c->started_ms;
+	if (WIFEXITED(status))
+		log_msg(WEXITSTATUS(status) ? LOG_WARN : LOG_INFO,
+		        "worker %d (pid %d) exited with status %d after %lldms",
+		        c->index + 1, (int)c->pid, WEXITSTATUS(status),
+		        (long long)up);
+	else if (WIFSIGNALED(status))
+		log_warn("worker %d (pid %d) killed by signal %d (%s)%s after "
+		         "%lldms",
+		         c->index + 1, (int)c->pid, WTERMSIG(status),
+		         strsignal(WTERMSIG(status)),
+		         WCOREDUMP(status) ? ", core dumped" : "",
+		         (long long)up);
+}
+
+static void
+on_child(struct ev_loop *loop, ev_child *w, int revents)
+{
+	struct child *c = w->data;
+	struct supervisor *s = c->s;
+	int status = w->rstatus;
+
+	ev_child_stop(loop, w);
+	log_exit(c, status);
+	close(c->pipe_wr);
+	c->pipe_wr = -1;
+	int64_t up = util_now_ms() - c->started_ms;
+	int retiring = c->retiring;
+	c->pid = 0;
+	if (s->stopping) {
+		if (running(s) == 0)
+			ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CONFIG) {
+		log_error("worker %d cannot work with this config or schema; "
+		          "stopping",
+		          c->index + 1);
+		stop_all(s, EXIT_CONFIG);
+		return;
+	}
+	if (retiring) {
+		if (c->index < nworkers(s))
+			spawn(s, c);
+		roll_next(s);
+		return;
+	}
+	if (up >= STABLE_MS)
+		c->restarts = 0;
+	double d = (double)backoff_job_delay(1000, 60000, c->restarts + 1,
+	                                     backoff_random()) /
+	           1000.;
+	c->restarts++;
+	log_info("restarting worker %d in %.1fs", c->index + 1, d);
+	ev_timer_set(&c->restart, d, 0.);
+	ev_timer_start(loop, &c->restart);
+}
+
+static void
+on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct supervisor *s = t->data;
+	log_warn("%d workers still running; killing them", running(s));
+	signal_all(s, SIGKILL);
+}
+
+static void
+on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct supervisor *s = w->data;
+	if (!s->stopping) {
+		log_info("received %s: draining", strsignal(w->signum));
+		stop_all(s, 0);
+		return;
+	}
+	log_info("received %s again: stopping now", strsignal(w->signum));
+	s->stopping = 2;
+	signal_all(s, SIGTERM);
+}
+
+/* Resizes the child table to the new worker count. */
+static void
+resize(struct supervisor *s, int n)
+{
+	if (n <= s->nchildren)
+		return;
+	/* ev watchers hold pointers to their structs: keep old slots in
+	 * place by allocating the table once at its largest size. */
+	struct child *c = xcalloc((size_t)n, sizeof(*c));
+	memcpy(c, s->children, (size_t)s->nchildren * sizeof(*c));
+	for (int i = 0; i < s->nchildren; i++) {
+		if (s->children[i].pid > 0)
+			ev_child_stop(s->loop, &s->children[i].watcher);
+		ev_timer_stop(s->loop, &s->children[i].restart);
+	}
+	free(s->children);
+	s->children = c;
+	for (int i = 0; i < n; i++) {
+		c[i].s = s;
+		c[i].index = i;
+		if (i >= s->nchildren) {
+			c[i].pipe_wr = -1;
+			c[i].pid = 0;
+		}
+		ev_child_init(&c[i].watcher, on_child, c[i].pid, 0);
+		ev_timer_init(&c[i].restart, on_restart, 0., 0.);
+		c[i].watcher.data = c[i].restart.data = &c[i];
+		if (c[i].pid > 0)
+			ev_child_start(s->loop, &c[i].watcher);
+	}
+	s->nchildren = n;
+}
+
+/* Reload: retire the next worker of the old config, if any. */
+static void
+roll_next(struct supervisor *s)
+{
+	while (++s->rolling < s->nchildren) {
+		struct child *c = &s->children[s->rolling];
+		if (c->pid > 0) {
+			c->retiring = 1;
+			kill(c->pid, SIGTERM);
+			return;
+		}
+		if (s->rolling < nworkers(s)) {
+			ev_timer_stop(s->loop, &c->restart);
+			spawn(s, c);
+		}
+	}
+	s->rolling = -1;
+	log_info("reload done: %d workers on the new config", running(s));
+}
+
+static void
+on_hup(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct supervisor *s = w->data;
+	struct config_errors errs = {0};
+
+	if (s->stopping)
+		return;
+	if (s->rolling >= 0) {
+		log_warn("SIGHUP ignored: a reload is still rolling");
+		return;
+	}
+	struct config *cfg = config_load(s->config_path, &errs);
+	if (!cfg) {
+		for (size_t i = 0; i < errs.n; i++)
+			log_error("%s", errs.msg[i]);
+		log_error("reload refused: %zu errors in %s; the running "
+		          "config stays",
+		          errs.n, s->config_path);
+		config_errors_free(&errs);
+		return;
+	}
+	log_info("reloading %s", s->config_path);
+	/* Children have their own copies of the old config. */
+	config_free(s->cfg);
+	s->cfg = cfg;
+	log_set_level(cfg->log_level);
+	resize(s, nworkers(s));
+	s->rolling = -1;
+	roll_next(s);
+}
+
+int
+supervisor_run(const char *config_path, struct config *cfg, int workers)
+{
+	struct supervisor s = {.config_path = config_path,
+	                       .cfg = cfg,
+	                       .workers_override = workers,
+	                       .rolling = -1};
+
+	log_init("supervisor", cfg->log_level,
+	         cfg->log_format == LOG_FORMAT_JSON);
+	signal(SIGPIPE, SIG_IGN);
+	s.loop = ev_default_loop(0);
+	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
+	ev_signal_init(&s.sigint, on_stop_signal, SIGINT);
+	ev_signal_init(&s.sighup, on_hup, SIGHUP);
+	ev_timer_init(&s.kill_timer, on_kill_timer, 0., 0.);
+	s.sigterm.data = s.sigint.data = s.sighup.data = s.kill_timer.data = &s;
+	ev_signal_start(s.loop, &s.sigterm);
+	ev_signal_start(s.loop, &s.sigint);
+	ev_signal_start(s.loop, &s.sighup);
+	resize(&s, nworkers(&s));
+	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION, nworkers(&s));
+	for (int i = 0; i < s.nchildren; i++)
+		spawn(&s, &s.children[i]);
+	ev_run(s.loop, 0);
+	for (int i = 0; i < s.nchildren; i++)
+		if (s.children[i].pipe_wr >= 0)
+			close(s.children[i].pipe_wr);
+	free(s.children);
+	config_free(s.cfg);
+	log_info("stopped (exit %d)", s.exit_code);
+	return s.exit_code;
+}

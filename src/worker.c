@@ -1,0 +1,805 @@
+/*
+ * worker: claim, run, renew, finish, on one libev loop.
+ *
+ * A job the worker holds is a struct held: RUNNING while its handler runs,
+ * DONE once the handler has reported and its end waits to be written,
+ * WRITING while that write is in flight.  Writes and claims are gathered
+ * in an ev_prepare watcher, which runs once per loop iteration just before
+ * the loop sleeps, so everything that finished in one iteration is written
+ * in one statement and the next claim goes out in the same pipeline.
+ *
+ * Signal work happens on the loop (ev_signal), never in a signal handler.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "backoff.h"
+#include "config.h"
+#include "db.h"
+#include "dbev.h"
+#include "handler.h"
+#include "lease.h"
+#include "log.h"
+#include "migrate.h"
+#include "queue.h"
+#include "util.h"
+
+enum held_state { HELD_RUNNING, HELD_DONE, HELD_WRITING };
+
+struct held {
+	struct job job;
+	enum held_state state;
+	struct handler_run *run;
+	size_t queue;        /* index into cfg->queues */
+	int64_t deadline_ms; /* monotonic: stop the handler past this */
+	int lost;            /* lease lost: discard the result */
+	int release;         /* stopped by shutdown: give the job back */
+	int overdue;         /* stopped at its deadline */
+	int solo;            /* write alone (its batch failed) */
+	int write_failures;
+	struct queue_finish fin; /* valid in DONE and WRITING */
+	struct handler_result res;
+	struct held *prev, *next;
+};
+
+struct worker {
+	const struct config *cfg;
+	struct ev_loop *loop;
+	struct dbev *db;
+	int slot;
+	int pid, supervisor_pid;
+	char host[256];
+	char *locked_by;
+	char **kinds;
+	size_t nkinds;
+	char *kinds_literal;
+	int *running; /* per cfg->queues index */
+	int *serves;  /* per queue: 1 when some handler uses it */
+	struct held *head;
+	int nheld;
+	int want_claim, claim_inflight, finish_inflight;
+	int draining, stopping;
+	int exit_code;
+	int reconnects;
+	ev_prepare prepare;
+	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
+	ev_signal sigterm, sigint;
+	ev_io parent;
+};
+
+static void connect_db(struct worker *w);
+
+static int64_t
+lease_margin(const struct worker *w)
+{
+	return w->cfg->lease_ms / 5;
+}
+
+static void
+held_unlink(struct worker *w, struct held *h)
+{
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		w->head = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	w->nheld--;
+	handler_result_clear(&h->res);
+	free(h->job.kind);
+	free(h->job.queue);
+	free(h->job.payload);
+	free(h->job.ordering_key);
+	free(h);
+}
+
+static struct held *
+held_find(struct worker *w, int64_t id)
+{
+	for (struct held *h = w->head; h; h = h->next)
+		if (h->job.id == id)
+			return h;
+	return NULL;
+}
+
+static struct log_job
+lj(const struct held *h)
+{
+	return (struct log_job){h->job.id, h->job.kind, h->job.attempt};
+}
+
+/* Decides how the attempt ends: done, a retry after a delay, or dead. */
+static void
+decide(struct worker *w, struct held *h)
+{
+	struct handler_result *r = &h->res;
+	const struct handler_conf *hc = h->job.handler;
+	int max = h->job.max_attempts;
+	char dur[32];
+
+	h->fin = (struct queue_finish){.id = h->job.id,
+	                               .token = h->job.lease_token,
+	                               .result = r->result,
+	                               .error = r->error};
+	if (h->release) {
+		h->fin.state = "available";
+		h->fin.refund = 1;
+		h->fin.error = "interrupted: the worker shut down";
+		return;
+	}
+	if (r->outcome == OUTCOME_DONE) {
+		h->fin.state = "done";
+		return;
+	}
+	if (r->outcome == OUTCOME_DEAD || h->job.attempt >= max) {
+		h->fin.state = "dead";
+		log_job(LOG_WARN,
+		        &(struct log_job){h->job.id, h->job.kind,
+		                          h->job.attempt},
+		        "dead after %d of %d attempts: %s", h->job.attempt, max,
+		        r->error ? r->error : "(no error text)");
+		return;
+	}
+	h->fin.state = "available";
+	h->fin.delay_ms =
+	        r->retry_in_ms >= 0
+	                ? r->retry_in_ms
+	                : backoff_job_delay(hc->backoff.base_ms,
+	                                    hc->backoff.max_ms, h->job.attempt,
+	                                    backoff_random());
+	struct log_job l = lj(h);
+	log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
+	        handler_format_duration(h->fin.delay_ms, dur, sizeof(dur)),
+	        r->error ? r->error : "(no error text)");
+}
+
+/* Takes the handler's result over into the held job. */
+static void
+take_result(struct held *h, struct handler_result *res)
+{
+	h->run = NULL;
+	h->res = *res;
+	*res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -1};
+	h->state = HELD_DONE;
+}
+
+/*
+ * The worker is reached from a held job through this table: handler_start()
+ * takes one arg, and the held job needs both.  One worker per process.
+ */
+static struct worker *self;
+
+static void
+job_ended(void *arg, struct handler_result *res)
+{
+	struct held *h = arg;
+	struct worker *w = self;
+	take_result(h, res);
+	w->running[h->queue]--;
+	if (h->lost) {
+		struct log_job l = lj(h);
+		log_job(LOG_WARN, &l, "result discarded: the lease was lost");
+		held_unlink(w, h);
+		return;
+	}
+	decide(w, h);
+	if (!w->draining)
+		w->want_claim = 1;
+}
+
+static int
+payload_is_object(const char *p)
+{
+	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+		p++;
+	return *p == '{';
+}
+
+static void
+start_job(struct worker *w, struct job *job)
+{
+	struct held *h = xcalloc(1, sizeof(*h));
+	h->job = *job;
+	free(job);
+	h->job.handler = config_handler(w->cfg, h->job.kind);
+	h->deadline_ms = util_now_ms() + w->cfg->lease_ms - lease_margin(w);
+	h->next = w->head;
+	if (w->head)
+		w->head->prev = h;
+	w->head = h;
+	w->nheld++;
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (strcmp(w->cfg->queues[i].name, h->job.queue) == 0)
+			h->queue = i;
+	w->running[h->queue]++;
+	if (h->job.max_attempts <= 0)
+		h->job.max_attempts = h->job.handler->max_attempts;
+	if (!payload_is_object(h->job.payload)) {
+		struct handler_result r = {OUTCOME_DEAD, NULL,
+		                           xstrdup("payload is not a JSON "
+		                                   "object"),
+		                           -1};
+		struct log_job l = lj(h);
+		log_job(LOG_WARN, &l, "payload is not a JSON object");
+		job_ended(h, &r);
+		handler_result_clear(&r);
+		return;
+	}
+	h->state = HELD_RUNNING;
+	h->run = handler_start(w->loop, &h->job, w->slot, job_ended, h);
+}
+
+static void
+on_claim(void *arg, PGresult *res)
+{
+	struct worker *w = arg;
+	w->claim_inflight = 0;
+	if (!res)
+		return;
+	if (db_classify(NULL, res) != DB_OK) {
+		char *e = db_error_text(NULL, res);
+		log_warn("claim failed: %s", e);
+		free(e);
+		return;
+	}
+	int n;
+	struct job **jobs = queue_claim_rows(res, &n);
+	for (int i = 0; i < n; i++)
+		start_job(w, jobs[i]);
+	free(jobs);
+	/* A full batch: more may be waiting. */
+	if (n > 0)
+		w->want_claim = 1;
+}
+
+static void
+maybe_claim(struct worker *w)
+{
+	const struct config *c = w->cfg;
+	const char *queues[c->nqueues];
+	int limits[c->nqueues];
+	size_t nq = 0;
+
+	if (!w->db || w->draining || w->claim_inflight || !w->want_claim)
+		return;
+	w->want_claim = 0;
+	for (size_t i = 0; i < c->nqueues; i++) {
+		int free_ = c->queues[i].concurrency - w->running[i];
+		if (!w->serves[i] || free_ <= 0)
+			continue;
+		queues[nq] = c->queues[i].name;
+		limits[nq++] = free_;
+	}
+	if (nq == 0)
+		return;
+	struct queue_claim_req req = {(const char *const *)w->kinds,
+	                              w->nkinds,
+	                              queues,
+	                              limits,
+	                              nq,
+	                              w->locked_by,
+	                              c->lease_ms};
+	w->claim_inflight = 1;
+	queue_claim(w->db, &req, on_claim, w);
+}
+
+/* One batch of finishes in flight. */
+struct batch {
+	struct worker *w;
+	size_t n;
+	int64_t ids[];
+};
+
+static void
+on_finish(void *arg, PGresult *res)
+{
+	struct batch *b = arg;
+	struct worker *w = b->w;
+	enum db_error e = res ? db_classify(NULL, res) : DB_LOST;
+	char *etext = e != DB_OK && res ? db_error_text(NULL, res) : NULL;
+
+	w->finish_inflight = 0;
+	if (etext)
+		log_warn("writing %zu job ends failed: %s", b->n, etext);
+	for (size_t i = 0; i < b->n; i++) {
+		struct held *h = held_find(w, b->ids[i]);
+		if (!h || h->state != HELD_WRITING)
+			continue;
+		if (e == DB_LOST) {
+			h->state = HELD_DONE; /* again after reconnecting */
+			continue;
+		}
+		if (e != DB_OK) {
+			h->state = HELD_DONE;
+			h->solo = 1;
+			if (b->n == 1 && ++h->write_failures >= 3) {
+				struct log_job l = lj(h);
+				log_job(LOG_ERROR, &l,
+				        "giving up writing its end (%s); the "
+				        "lease will expire and it runs again",
+				        etext);
+				held_unlink(w, h);
+			}
+			continue;
+		}
+		int written = 0;
+		for (int r = 0; r < PQntuples(res); r++)
+			if (strtoll(PQgetvalue(res, r, 0), NULL, 10) ==
+			    h->job.id)
+				written = 1;
+		struct log_job l = lj(h);
+		if (!written)
+			log_job(LOG_WARN, &l,
+			        "lease lost: the database refused the end of "
+			        "this attempt (%s), result discarded",
+			        h->fin.state);
+		else
+			log_job(LOG_DEBUG, &l, "%s", h->fin.state);
+		held_unlink(w, h);
+	}
+	free(etext);
+	free(b);
+}
+
+static void
+flush_finishes(struct worker *w)
+{
+	if (!w->db || w->finish_inflight)
+		return;
+	size_t n = 0;
+	for (struct held *h = w->head; h; h = h->next)
+		if (h->state == HELD_DONE)
+			n++;
+	if (n == 0)
+		return;
+	struct queue_finish *f = xcalloc(n, sizeof(*f));
+	struct batch *b = xcalloc(1, sizeof(*b) + n * sizeof(int64_t));
+	b->w = w;
+	for (struct held *h = w->head; h; h = h->next) {
+		if (h->state != HELD_DONE)
+			continue;
+		/* A job whose batch failed is written alone, so one bad
+		 * result cannot block the others. */
+		if (h->solo && b->n > 0)
+			continue;
+		h->state = HELD_WRITING;
+		f[b->n] = h->fin;
+		b->ids[b->n++] = h->job.id;
+		if (h->solo)
+			break;
+	}
+	w->finish_inflight = 1;
+	queue_finish(w->db, f, b->n, on_finish, b);
+	free(f);
+}
+
+static void
+on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	struct worker *w = p->data;
+	flush_finishes(w);
+	maybe_claim(w);
+	if (w->draining && w->nheld == 0)
+		ev_break(loop, EVBREAK_ALL);
+}
+
+/* Renewal: a copy of what was asked, and when. */
+struct renewal {
+	struct worker *w;
+	int64_t sent_ms;
+	size_t n;
+	int64_t ids[];
+};
+
+static void
+on_renew(void *arg, PGresult *res)
+{
+	struct renewal *r = arg;
+	struct worker *w = r->w;
+	if (!res || db_classify(NULL, res) != DB_OK) {
+		free(r);
+		return;
+	}
+	int rows = PQntuples(res);
+	for (size_t i = 0; i < r->n; i++) {
+		struct held *h = held_find(w, r->ids[i]);
+		if (!h || h->lost)
+			continue;
+		int ok = 0;
+		for (int k = 0; k < rows && !ok; k++)
+			ok = strtoll(PQgetvalue(res, k, 0), NULL, 10) ==
+			     r->ids[i];
+		if (ok) {
+			h->deadline_ms =
+			        r->sent_ms + w->cfg->lease_ms - lease_margin(w);
+			continue;
+		}
+		if (h->state == HELD_WRITING)
+			continue; /* its finish will tell */
+		struct log_job l = lj(h);
+		log_job(LOG_WARN, &l,
+		        "lease lost (another worker holds the "
+		        "job now); stopping it");
+		h->lost = 1;
+		if (h->state == HELD_RUNNING)
+			handler_stop(h->run, "lease lost");
+		else
+			held_unlink(w, h);
+	}
+	free(r);
+}
+
+static void
+renew_all(struct worker *w)
+{
+	if (!w->db || w->nheld == 0)
+		return;
+	struct renewal *r = xcalloc(1, sizeof(*r) + w->nheld * sizeof(int64_t));
+	int64_t *tokens = xcalloc(w->nheld, sizeof(int64_t));
+	r->w = w;
+	r->sent_ms = util_now_ms();
+	for (struct held *h = w->head; h; h = h->next) {
+		if (h->lost)
+			continue;
+		tokens[r->n] = h->job.lease_token;
+		r->ids[r->n++] = h->job.id;
+	}
+	queue_renew(w->db, r->ids, tokens, r->n, w->cfg->lease_ms, on_renew, r);
+	free(tokens);
+}
+
+static void
+on_renew_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	renew_all(t->data);
+}
+
+static void
+on_deadline_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = t->data;
+	int64_t now = util_now_ms();
+	for (struct held *h = w->head; h; h = h->next) {
+		if (h->state != HELD_RUNNING || h->lost || h->overdue ||
+		    now < h->deadline_ms)
+			continue;
+		/* The end is still written, compare-and-set on the token:
+		 * if the lease is in fact still ours it counts as a failed
+		 * attempt, and if not the database refuses it. */
+		struct log_job l = lj(h);
+		log_job(LOG_WARN, &l,
+		        "lease not renewed by its deadline; "
+		        "stopping the handler");
+		h->overdue = 1;
+		handler_stop(h->run, "lease not renewed in time");
+	}
+}
+
+static void
+on_poll(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = t->data;
+	w->want_claim = 1;
+}
+
+static void
+on_ignore(void *arg, PGresult *res)
+{
+}
+
+static void
+on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = t->data;
+	if (w->db)
+		lease_worker_heartbeat(w->db, w->slot, w->pid, on_ignore, w);
+}
+
+static void
+on_notify(void *arg, const char *channel)
+{
+	struct worker *w = arg;
+	w->want_claim = 1;
+}
+
+static void
+on_lost(void *arg, const char *why)
+{
+	struct worker *w = arg;
+	char *msg = xstrdup(why);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warn("database connection lost (%s); the slot is gone too, "
+	         "reconnecting",
+	         msg);
+	free(msg);
+	/* Free later: we are inside one of its callbacks. */
+	w->claim_inflight = w->finish_inflight = 0;
+	ev_timer_set(&w->reconnect, 0.05, 0.);
+	ev_timer_start(w->loop, &w->reconnect);
+}
+
+static void
+on_reconnect(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = t->data;
+	if (w->db) {
+		dbev_free(w->db);
+		w->db = NULL;
+	}
+	connect_db(w);
+}
+
+static void
+schedule_reconnect(struct worker *w)
+{
+	double d = (double)backoff_full_jitter(200, 30000, w->reconnects++,
+	                                       backoff_random()) /
+	           1000.0;
+	ev_timer_set(&w->reconnect, d + 0.05, 0.);
+	ev_timer_start(w->loop, &w->reconnect);
+}
+
+/* Synchronous setup on a fresh connection; returns 0, -1 (retry later) or
+ * an exit code > 0. */
+static int
+setup_session(struct worker *w, PGconn *conn)
+{
+	char *err = NULL;
+	int slot;
+
+	PQclear(PQexec(conn, "set idle_in_transaction_session_timeout = "
+	                     "'60s'"));
+	if (migrate_check(conn, NULL, &err) < 0) {
+		log_error("%s", err);
+		free(err);
+		return PQstatus(conn) == CONNECTION_OK ? EXIT_CONFIG : -1;
+	}
+	slot = lease_slot_acquire(conn, w->cfg->lock_class, w->cfg->max_slots,
+	                          &err);
+	if (slot < 0)
+		goto fail;
+	if (slot == 0) {
+		log_error("no free slot among 1..%d (lock class %lld): "
+		          "raise max_slots or run fewer workers",
+		          w->cfg->max_slots, (long long)w->cfg->lock_class);
+		return EXIT_TEMPFAIL;
+	}
+	if (w->slot && slot != w->slot)
+		log_info("slot changed from %d to %d after reconnecting",
+		         w->slot, slot);
+	w->slot = slot;
+	log_set_slot(slot);
+	free(w->locked_by);
+	w->locked_by = xasprintf("%s:%d", w->host, slot);
+	struct lease_worker lw = {slot,           w->host,
+	                          w->pid,         w->supervisor_pid,
+	                          PGJOBD_VERSION, w->kinds_literal};
+	if (lease_worker_register(conn, &lw, &err) < 0)
+		goto fail;
+	PGresult *res = PQexec(conn, "listen pgjob");
+	int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PQclear(res);
+	if (!ok) {
+		err = db_error_text(conn, NULL);
+		goto fail;
+	}
+	return 0;
+fail:
+	log_warn("%s", err);
+	free(err);
+	return -1;
+}
+
+static void
+connect_db(struct worker *w)
+{
+	char *err;
+	PGconn *conn = db_connect(w->cfg->conninfo, "pgjobd", &err);
+	if (!conn) {
+		log_warn("%s", err);
+		free(err);
+		schedule_reconnect(w);
+		return;
+	}
+	int rc = setup_session(w, conn);
+	if (rc > 0) {
+		PQfinish(conn);
+		w->exit_code = rc;
+		w->draining = 1;
+		ev_break(w->loop, EVBREAK_ALL);
+		return;
+	}
+	struct dbev_hooks hooks = {on_notify, on_lost, w};
+	if (rc < 0 || !(w->db = dbev_new(w->loop, conn, &hooks))) {
+		PQfinish(conn);
+		schedule_reconnect(w);
+		return;
+	}
+	if (w->reconnects)
+		log_info("connected again; re-checking %d held leases",
+		         w->nheld);
+	else
+		log_info("connected, slot %d, handling %zu kinds", w->slot,
+		         w->nkinds);
+	w->reconnects = 0;
+	w->want_claim = 1;
+	renew_all(w);
+}
+
+/* Stops every running handler and gives its job back. */
+static void
+stop_now(struct worker *w, const char *why)
+{
+	if (w->stopping)
+		return;
+	w->stopping = w->draining = 1;
+	log_info("stopping now (%s): %d jobs held", why, w->nheld);
+	for (struct held *h = w->head; h; h = h->next) {
+		if (h->state != HELD_RUNNING)
+			continue;
+		h->release = 1;
+		handler_stop(h->run, why);
+	}
+	/* Whatever cannot be written by then expires on its own. */
+	ev_timer_set(&w->final, 10., 0.);
+	ev_timer_start(w->loop, &w->final);
+}
+
+static void
+on_final(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = t->data;
+	log_warn("exiting with %d jobs unwritten; their leases expire",
+	         w->nheld);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+on_shutdown_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	stop_now(t->data, "shutdown_timeout reached");
+}
+
+static void
+on_term(struct ev_loop *loop, ev_signal *s, int revents)
+{
+	struct worker *w = s->data;
+	if (getppid() != w->supervisor_pid) {
+		/* PR_SET_PDEATHSIG: the backstop of the pipe's EOF. */
+		stop_now(w, "the supervisor is gone");
+		return;
+	}
+	if (w->draining) {
+		stop_now(w, "second stop signal");
+		return;
+	}
+	w->draining = 1;
+	log_info("draining: %d jobs held, up to %.0fs", w->nheld,
+	         (double)w->cfg->shutdown_timeout_ms / 1000.0);
+	ev_timer_set(&w->shutdown, (double)w->cfg->shutdown_timeout_ms / 1000.,
+	             0.);
+	ev_timer_start(loop, &w->shutdown);
+}
+
+static void
+on_parent(struct ev_loop *loop, ev_io *io, int revents)
+{
+	char c;
+	ssize_t n = read(io->fd, &c, 1);
+	if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+		ev_io_stop(loop, io);
+		stop_now(io->data, "the supervisor is gone");
+	}
+}
+
+static void
+setup_kinds(struct worker *w)
+{
+	const struct config *c = w->cfg;
+	w->kinds = xcalloc(c->nhandlers + 1, sizeof(char *));
+	w->running = xcalloc(c->nqueues, sizeof(int));
+	w->serves = xcalloc(c->nqueues, sizeof(int));
+	for (size_t i = 0; i < c->nhandlers; i++) {
+		w->kinds[w->nkinds++] = c->handlers[i].kind;
+		for (size_t q = 0; q < c->nqueues; q++)
+			if (strcmp(c->queues[q].name, c->handlers[i].queue) ==
+			    0)
+				w->serves[q] = 1;
+	}
+	w->kinds_literal =
+	        queue_text_array((const char *const *)w->kinds, w->nkinds);
+}
+
+static void
+init_watchers(struct worker *w, int parent_fd)
+{
+	struct ev_loop *l = w->loop;
+	double lease = (double)w->cfg->lease_ms / 1000.;
+	double poll = (double)w->cfg->poll_interval_ms / 1000.;
+
+	ev_prepare_init(&w->prepare, on_prepare);
+	ev_timer_init(&w->poll, on_poll, poll, poll);
+	ev_timer_init(&w->renew, on_renew_timer, lease / 3, lease / 3);
+	ev_timer_init(&w->heartbeat, on_heartbeat, 10., 10.);
+	ev_timer_init(&w->deadline, on_deadline_timer, 0.25, 0.25);
+	ev_timer_init(&w->reconnect, on_reconnect, 0., 0.);
+	ev_timer_init(&w->shutdown, on_shutdown_timer, 0., 0.);
+	ev_timer_init(&w->final, on_final, 0., 0.);
+	ev_signal_init(&w->sigterm, on_term, SIGTERM);
+	ev_signal_init(&w->sigint, on_term, SIGINT);
+	ev_io_init(&w->parent, on_parent, parent_fd, EV_READ);
+	w->prepare.data = w->poll.data = w->renew.data = w->heartbeat.data =
+	        w->deadline.data = w->reconnect.data = w->shutdown.data =
+	                w->final.data = w->sigterm.data = w->sigint.data =
+	                        w->parent.data = w;
+	ev_prepare_start(l, &w->prepare);
+	ev_timer_start(l, &w->poll);
+	ev_timer_start(l, &w->renew);
+	ev_timer_start(l, &w->heartbeat);
+	ev_timer_start(l, &w->deadline);
+	ev_signal_start(l, &w->sigterm);
+	ev_signal_start(l, &w->sigint);
+	if (parent_fd >= 0)
+		ev_io_start(l, &w->parent);
+}
+
+/* Removes the worker's row, best effort, before the connection closes. */
+static void
+unregister(struct worker *w)
+{
+	if (!w->db || w->slot <= 0)
+		return;
+	for (int i = 0; i < 200 && dbev_pending(w->db) > 0; i++)
+		ev_run(w->loop, EVRUN_ONCE);
+	PGconn *conn = dbev_conn(w->db);
+	if (w->db && dbev_pending(w->db) == 0 && PQexitPipelineMode(conn) &&
+	    PQsetnonblocking(conn, 0) == 0)
+		lease_worker_unregister(conn, w->slot, w->pid);
+}
+
+int
+worker_main(const struct config *cfg, int parent_fd, int supervisor_pid)
+{
+	struct worker w = {.cfg = cfg, .supervisor_pid = supervisor_pid};
+
+	self = &w;
+	log_init("worker", cfg->log_level, cfg->log_format == LOG_FORMAT_JSON);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	/* The supervisor's loop watched SIGCHLD: exec handlers need the
+	 * default, or their exit status would be lost. */
+	signal(SIGCHLD, SIG_DFL);
+	if (supervisor_pid > 0 && getppid() != supervisor_pid)
+		return 1;
+	w.pid = getpid();
+	if (gethostname(w.host, sizeof(w.host) - 1) < 0)
+		strcpy(w.host, "localhost");
+	w.loop = ev_loop_new(EVFLAG_AUTO);
+	setup_kinds(&w);
+	handler_init(cfg);
+	init_watchers(&w, parent_fd);
+	connect_db(&w);
+	if (!w.exit_code)
+		ev_run(w.loop, 0);
+	unregister(&w);
+	handler_fini();
+	dbev_free(w.db);
+	while (w.head)
+		held_unlink(&w, w.head);
+	ev_loop_destroy(w.loop);
+	free(w.kinds);
+	free(w.kinds_literal);
+	free(w.running);
+	free(w.serves);
+	free(w.locked_by);
+	log_info("exiting with status %d", w.exit_code);
+	return w.exit_code;
+}

@@ -1,0 +1,21 @@
+/*
+ * worker: one worker process.  It holds its own libpq connection (made after
+ * the fork), a slot, and one libev loop that listens for new work, claims
+ * jobs up to its free capacity, runs their handlers, renews their leases and
+ * writes their ends in batches.
+ */
+#ifndef PGJOBD_WORKER_H
+#define PGJOBD_WORKER_H
+
+struct config;
+
+/*
+ * Runs the worker until it is told to stop.  parent_fd is the read end of a
+ * pipe whose write end only the supervisor holds: its EOF means the
+ * supervisor is gone.  Returns the process exit code: 0 after a clean stop,
+ * EXIT_TEMPFAIL (75) when no slot is free, EXIT_CONFIG (78) when the schema
+ * or config cannot work.
+ */
+int worker_main(const struct config *cfg, int parent_fd, int supervisor_pid);
+
+#endif

@@ -1,0 +1,653 @@
+/*
+ * test_handler_exec: the exec handler with real child processes (no
+ * database): outcomes, stdin/stdout/stderr, environment, descriptors,
+ * timeouts, process groups and handler_stop(); and the registry's helpers
+ * (durations, UTF-8, JSON checks).
+ *
+ * The test process makes itself a child subreaper, so the grandchildren
+ * that fixture scripts leave behind are reparented to it and it can check
+ * how they died.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <ev.h>
+
+#include "config.h"
+#include "handler.h"
+#include "log.h"
+#include "util.h"
+
+struct outcome {
+	struct ev_loop *loop;
+	int calls;
+	struct handler_result res;
+	struct handler_run *run;
+	const char *stop_why; /* handler_stop() after stop_after seconds */
+	double stop_after;
+	bool stop_now; /* handler_stop() right after handler_start() */
+	int64_t elapsed_ms;
+};
+
+static char script[4096];
+
+static void
+done_cb(void *arg, struct handler_result *res)
+{
+	struct outcome *o = arg;
+
+	o->calls++;
+	o->res = *res; /* take the strings */
+	res->result = res->error = NULL;
+	/* A stop from inside done does nothing. */
+	handler_stop(o->run, "from done");
+	ev_break(o->loop, EVBREAK_ALL);
+}
+
+static void
+guard_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	fail_msg("the run did not complete within 30 s");
+}
+
+static void
+stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct outcome *o = w->data;
+
+	if (o->calls > 0)
+		return; /* done ran in this loop iteration: o->run is gone */
+	handler_stop(o->run, o->stop_why);
+	handler_stop(o->run, "second stop is ignored");
+	assert_int_equal(o->calls, 0);
+}
+
+/* A config for command (a NULL-terminated argv); env may be NULL. */
+static struct handler_conf
+conf_for(char **argv, char **env, int64_t timeout_ms)
+{
+	struct handler_conf h = {0};
+
+	h.kind = "test";
+	h.type = HANDLER_EXEC;
+	h.queue = "q1";
+	h.timeout_ms = timeout_ms;
+	h.command.v = argv;
+	while (argv[h.command.n])
+		h.command.n++;
+	if (env) {
+		h.env.v = env;
+		while (env[h.env.n])
+			h.env.n++;
+	}
+	return h;
+}
+
+/* Runs one job with handler h to completion; o receives the result. */
+static void
+run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
+{
+	struct job job = {
+	        .id = 42,
+	        .kind = "test",
+	        .queue = "q1",
+	        .payload = (char *)payload,
+	        .attempt = 2,
+	        .max_attempts = 5,
+	        .lease_token = 777,
+	        .handler = h,
+	};
+	ev_timer guard, stop;
+	int64_t t0 = util_now_ms();
+
+	o->loop = ev_loop_new(EVFLAG_AUTO);
+	o->calls = 0;
+	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2};
+	o->run = handler_start(o->loop, &job, 3, done_cb, o);
+	assert_non_null(o->run);
+	assert_int_equal(o->calls, 0); /* never from inside handler_start */
+	if (o->stop_now) {
+		handler_stop(o->run, o->stop_why);
+		assert_int_equal(o->calls, 0); /* nor handler_stop */
+	}
+	ev_timer_init(&guard, guard_cb, 30., 0.);
+	ev_timer_start(o->loop, &guard);
+	ev_timer_init(&stop, stop_cb, o->stop_after, 0.);
+	stop.data = o;
+	if (o->stop_why && !o->stop_now)
+		ev_timer_start(o->loop, &stop);
+	ev_run(o->loop, 0);
+	ev_timer_stop(o->loop, &guard);
+	ev_timer_stop(o->loop, &stop);
+	ev_loop_destroy(o->loop);
+	o->elapsed_ms = util_now_ms() - t0;
+	assert_int_equal(o->calls, 1);
+}
+
+/* Runs behave.sh mode [arg]. */
+static void
+run_mode(const char *mode, const char *arg, int64_t timeout_ms,
+         struct outcome *o)
+{
+	char *argv[] = {"/bin/sh", script, (char *)mode, (char *)arg, NULL};
+	struct handler_conf h = conf_for(argv, NULL, timeout_ms);
+
+	run_job(&h, "{}", o);
+}
+
+static void
+test_json_stdout(void **state)
+{
+	struct outcome o = {0};
+
+	run_mode("json", NULL, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_string_equal(o.res.result, "{\"a\": 1, \"b\": [true, null]}");
+	assert_null(o.res.error);
+	assert_int_equal(o.res.retry_in_ms, -1);
+	handler_result_clear(&o.res);
+}
+
+static void
+test_text_stdout(void **state)
+{
+	struct outcome o = {0};
+
+	run_mode("text", NULL, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_null(o.res.result);
+	assert_null(o.res.error);
+	handler_result_clear(&o.res);
+}
+
+static void
+test_exit_65_dead(void **state)
+{
+	struct outcome o = {0};
+
+	run_mode("dead", NULL, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DEAD);
+	assert_string_equal(o.res.error, "exit status 65: bad payload");
+	handler_result_clear(&o.res);
+}
+
+static void
+check_retry_in(const char *value, int64_t want)
+{
+	struct outcome o = {0};
+
+	run_mode("retry_in", value, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_int_equal(o.res.retry_in_ms, want);
+	assert_string_equal(o.res.error, "exit status 75");
+	assert_null(o.res.result);
+	handler_result_clear(&o.res);
+}
+
+static void
+test_exit_75_retry_in(void **state)
+{
+	check_retry_in("10", 10000);
+	check_retry_in("0.25", 250);
+	check_retry_in("\"30s\"", 30000);
+	check_retry_in("\"1.5m\"", 90000);
+	check_retry_in("\"500ms\"", 500);
+	check_retry_in("\"soon\"", -1);
+	check_retry_in("-5", -1);
+}
+
+static void
+test_exit_3_stderr(void **state)
+{
+	struct outcome o = {0};
+
+	run_mode("fail3", NULL, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_int_equal(o.res.retry_in_ms, -1);
+	assert_string_equal(o.res.error,
+	                    "exit status 3: something broke\ndetails here");
+	handler_result_clear(&o.res);
+}
+
+static void
+test_stderr_tail(void **state)
+{
+	struct outcome o = {0};
+	const char *prefix = "exit status 3: ...";
+	size_t len;
+
+	run_mode("bigerr", NULL, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	len = strlen(o.res.error);
+	assert_memory_equal(o.res.error, prefix, strlen(prefix));
+	assert_true(len <= strlen(prefix) + 4096);
+	assert_true(len > 4000);
+	assert_string_equal(o.res.error + len - 11, "\nlast words");
+	assert_null(strstr(o.res.error, "noise line 1\n"));
+	assert_non_null(strstr(o.res.error, "noise line 1999\n"));
+	handler_result_clear(&o.res);
+}
+
+static void
+test_signal(void **state)
+{
+	struct outcome o = {0};
+
+	run_mode("signal", NULL, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error, "killed by signal 9");
+	handler_result_clear(&o.res);
+}
+
+/* 200 KiB through cat: stdin and stdout both need the loop. */
+static void
+test_stdin_payload(void **state)
+{
+	char *argv[] = {"/bin/cat", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct outcome o = {0};
+	struct buf payload = {0};
+
+	buf_append(&payload, "{\"x\": \"", 7);
+	for (int i = 0; i < 200 * 1024; i++)
+		buf_append(&payload, "abcdefghijklmnopqrstuvwxyz" + i % 26, 1);
+	buf_append(&payload, "\"}", 2);
+	run_job(&h, payload.data, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_non_null(o.res.result);
+	assert_string_equal(o.res.result, payload.data);
+	handler_result_clear(&o.res);
+	buf_free(&payload);
+}
+
+/* A child that does not read its stdin: EPIPE is ignored. */
+static void
+test_stdin_not_read(void **state)
+{
+	char *argv[] = {"/bin/true", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct outcome o = {0};
+	char *big = xmalloc(1024 * 1024 + 1);
+
+	memset(big, ' ', 1024 * 1024);
+	big[1024 * 1024] = '\0';
+	run_job(&h, big, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	handler_result_clear(&o.res);
+	free(big);
+}
+
+static int
+cmpstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void
+test_clean_env(void **state)
+{
+	char *argv[] = {"/bin/sh", "-c", "/usr/bin/env >&2; exit 3", NULL};
+	char *env[] = {"FOO=bar baz", "PATH=/opt/x:/usr/bin", "PGJOB_SLOT=99",
+	               NULL};
+	struct handler_conf h = conf_for(argv, env, 10000);
+	struct outcome o = {0};
+	const char *want[] = {
+	        "FOO=bar baz",     "PATH=/opt/x:/usr/bin",
+	        "PGJOB_ATTEMPT=2", "PGJOB_JOB_ID=42",
+	        "PGJOB_KIND=test", "PGJOB_LEASE_TOKEN=777",
+	        "PGJOB_QUEUE=q1",  "PGJOB_SLOT=3",
+	};
+	char *lines[32], *save = NULL;
+	size_t n = 0;
+
+	/* env's stdout is not JSON and so not kept: have it write to stderr,
+	 * which becomes the error text. */
+	setenv("PGJOBD_TEST_LEAK", "must not be seen", 1);
+	run_job(&h, "{}", &o);
+	unsetenv("PGJOBD_TEST_LEAK");
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	char *text = o.res.error + strlen("exit status 3: ");
+	for (char *l = strtok_r(text, "\n", &save); l && n < 32;
+	     l = strtok_r(NULL, "\n", &save))
+		lines[n++] = l;
+	qsort(lines, n, sizeof(lines[0]), cmpstr);
+	/* sh may add PWD; nothing else. */
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(lines[i], "PWD=", 4) == 0)
+			continue;
+		assert_true(k < sizeof(want) / sizeof(want[0]));
+		assert_string_equal(lines[i], want[k]);
+		k++;
+	}
+	assert_int_equal(k, sizeof(want) / sizeof(want[0]));
+	handler_result_clear(&o.res);
+}
+
+static void
+test_path_lookup(void **state)
+{
+	char *argv[] = {"true", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct outcome o = {0};
+
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	handler_result_clear(&o.res);
+}
+
+static void
+test_missing_executable(void **state)
+{
+	char *argv[] = {"/nonexistent/prog", "x", NULL};
+	char *argv2[] = {"no-such-program-here", NULL};
+	char path[4200];
+	char *argv3[] = {path, NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct outcome o = {0};
+
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error, "could not start /nonexistent/prog: "
+	                                 "No such file or directory");
+	handler_result_clear(&o.res);
+
+	h = conf_for(argv2, NULL, 10000);
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error,
+	                    "could not start no-such-program-here: "
+	                    "No such file or directory");
+	handler_result_clear(&o.res);
+
+	/* A file that is not executable: the exec itself fails. */
+	snprintf(path, sizeof(path), "%s/handlers/test_plugins.c",
+	         getenv("PGJOBD_FIXTURES"));
+	h = conf_for(argv3, NULL, 10000);
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_non_null(strstr(o.res.error, "Permission denied"));
+	assert_memory_equal(o.res.error, "could not start /", 17);
+	handler_result_clear(&o.res);
+}
+
+static void
+test_big_stdout(void **state)
+{
+	struct outcome o = {0};
+
+	run_mode("bigout", NULL, 20000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_null(o.res.result);
+	handler_result_clear(&o.res);
+}
+
+static void
+test_fds_closed(void **state)
+{
+	/* ls's stdout is not JSON: send the listing to stderr. */
+	char *argv[] = {"/bin/sh", "-c", "/bin/ls /proc/self/fd >&2; exit 3",
+	                NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct outcome o = {0};
+	int fd = open("/dev/null", O_RDONLY); /* not close-on-exec */
+	char *save = NULL;
+	int seen = 0;
+
+	assert_true(fd >= 0);
+	assert_int_equal(dup2(fd, 57), 57);
+	run_job(&h, "{}", &o);
+	close(57);
+	close(fd);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	/* ls lists 0, 1, 2 and the descriptor it reads the directory with. */
+	for (char *l = strtok_r(o.res.error + strlen("exit status 3: "), "\n",
+	                        &save);
+	     l; l = strtok_r(NULL, "\n", &save)) {
+		int n = atoi(l);
+		assert_true(n >= 0 && n <= 3);
+		seen++;
+	}
+	assert_int_equal(seen, 4);
+	handler_result_clear(&o.res);
+}
+
+static pid_t
+read_pid(const char *file)
+{
+	FILE *f = fopen(file, "r");
+	int pid = 0;
+
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	unlink(file);
+	return pid;
+}
+
+/*
+ * The grandchild must die of SIGKILL within a few seconds.  Its parent, the
+ * script, was killed or has exited, so it was reparented to us (subreaper)
+ * and we reap it here, unless the script reaped it first (when SIGKILL
+ * reaches the grandchild before the script): then it is simply gone.
+ */
+static void
+check_killed(pid_t pid)
+{
+	int status = 0;
+	pid_t r = 0;
+
+	for (int i = 0; i < 500 && r == 0; i++) {
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == 0)
+			usleep(10000);
+	}
+	if (r < 0) {
+		assert_int_equal(errno, ECHILD);
+	} else {
+		assert_int_equal(r, pid);
+		assert_true(WIFSIGNALED(status));
+		assert_int_equal(WTERMSIG(status), SIGKILL);
+	}
+	assert_int_equal(kill(pid, 0), -1);
+	assert_int_equal(errno, ESRCH);
+}
+
+static void
+test_grandchild_killed_on_exit(void **state)
+{
+	char file[] = "/tmp/pgjobd-test-gcXXXXXX";
+	struct outcome o = {0};
+	int fd = mkstemp(file);
+
+	assert_true(fd >= 0);
+	close(fd);
+	run_mode("grandchild", file, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_string_equal(o.res.result, "{}");
+	assert_true(o.elapsed_ms < 5000);
+	check_killed(read_pid(file));
+	handler_result_clear(&o.res);
+}
+
+static void
+test_timeout(void **state)
+{
+	char file[] = "/tmp/pgjobd-test-toXXXXXX";
+	struct outcome o = {0};
+	int fd = mkstemp(file);
+
+	assert_true(fd >= 0);
+	close(fd);
+	/* The script ignores SIGTERM: the SIGKILL after the grace (here
+	 * min(5 s, 300 ms)) ends it and its grandchild. */
+	run_mode("hang", file, 300, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error,
+	                    "timed out after 300ms (killed by signal 9)");
+	assert_true(o.elapsed_ms >= 550);
+	assert_true(o.elapsed_ms < 5000);
+	check_killed(read_pid(file));
+	handler_result_clear(&o.res);
+}
+
+static void
+test_stop(void **state)
+{
+	char *argv[] = {"sleep", "1000", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 60000);
+	struct outcome o = {.stop_why = "lease lost", .stop_after = 0.1};
+
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error,
+	                    "stopped: lease lost (killed by signal 15)");
+	assert_true(o.elapsed_ms < 3000);
+	handler_result_clear(&o.res);
+}
+
+static void
+test_stop_escalates(void **state)
+{
+	char file[] = "/tmp/pgjobd-test-stXXXXXX";
+	struct outcome o = {.stop_why = "shutdown", .stop_after = 0.2};
+	int fd = mkstemp(file);
+
+	assert_true(fd >= 0);
+	close(fd);
+	run_mode("hang", file, 400, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error,
+	                    "stopped: shutdown (killed by signal 9)");
+	assert_true(o.elapsed_ms >= 550);
+	check_killed(read_pid(file));
+	handler_result_clear(&o.res);
+}
+
+/* A stop before a deferred failure is delivered keeps the failure. */
+static void
+test_stop_failed_start(void **state)
+{
+	char *argv[] = {"/nonexistent/prog", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct outcome o = {.stop_why = "cancel", .stop_now = true};
+
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_non_null(strstr(o.res.error, "could not start"));
+	handler_result_clear(&o.res);
+}
+
+static void
+test_no_handler(void **state)
+{
+	struct outcome o = {0};
+
+	run_job(NULL, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error, "no handler for kind test");
+	handler_result_clear(&o.res);
+}
+
+static void
+test_durations(void **state)
+{
+	int64_t ms = 0;
+	char b[32];
+
+	assert_int_equal(handler_parse_duration("30", &ms), 0);
+	assert_int_equal(ms, 30000);
+	assert_int_equal(handler_parse_duration("250ms", &ms), 0);
+	assert_int_equal(ms, 250);
+	assert_int_equal(handler_parse_duration("2h", &ms), 0);
+	assert_int_equal(ms, 7200000);
+	assert_int_equal(handler_parse_duration("1d", &ms), 0);
+	assert_int_equal(ms, 86400000);
+	assert_int_equal(handler_parse_duration("0.5s", &ms), 0);
+	assert_int_equal(ms, 500);
+	assert_int_equal(handler_parse_duration("-1s", &ms), -1);
+	assert_int_equal(handler_parse_duration("5 s", &ms), -1);
+	assert_int_equal(handler_parse_duration("5w", &ms), -1);
+	assert_int_equal(handler_parse_duration("", &ms), -1);
+	assert_int_equal(handler_parse_duration("nan", &ms), -1);
+	assert_int_equal(handler_parse_duration("1e30s", &ms), -1);
+	assert_string_equal(handler_format_duration(30000, b, sizeof(b)),
+	                    "30s");
+	assert_string_equal(handler_format_duration(300000, b, sizeof(b)),
+	                    "5m");
+	assert_string_equal(handler_format_duration(1500, b, sizeof(b)),
+	                    "1500ms");
+	assert_string_equal(handler_format_duration(0, b, sizeof(b)), "0ms");
+}
+
+static void
+test_text_checks(void **state)
+{
+	char s[] = "ok \xc3\xa9 \xff \x80x \xed\xa0\x80 end";
+	char cut[] = "\xa9tail";
+
+	handler_sanitize_utf8(s, sizeof(s) - 1);
+	assert_string_equal(s, "ok \xc3\xa9 ? ?x ??? end");
+	handler_sanitize_utf8(cut, sizeof(cut) - 1);
+	assert_string_equal(cut, "?tail");
+	assert_true(handler_is_json("{\"a\": [1, 2]}", 13));
+	assert_true(handler_is_json(" 3 \n", 4));
+	assert_false(handler_is_json("{\"a\": 1} x", 10));
+	assert_false(handler_is_json("{\"a\": \"\\u0000\"}", 15));
+	assert_true(handler_is_json("{\"a\": \"\\\\u0000\"}", 16));
+	assert_false(handler_is_json("\"\xff\"", 3));
+	assert_false(handler_is_json("", 0));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_json_stdout),
+	        cmocka_unit_test(test_text_stdout),
+	        cmocka_unit_test(test_exit_65_dead),
+	        cmocka_unit_test(test_exit_75_retry_in),
+	        cmocka_unit_test(test_exit_3_stderr),
+	        cmocka_unit_test(test_stderr_tail),
+	        cmocka_unit_test(test_signal),
+	        cmocka_unit_test(test_stdin_payload),
+	        cmocka_unit_test(test_stdin_not_read),
+	        cmocka_unit_test(test_clean_env),
+	        cmocka_unit_test(test_path_lookup),
+	        cmocka_unit_test(test_missing_executable),
+	        cmocka_unit_test(test_big_stdout),
+	        cmocka_unit_test(test_fds_closed),
+	        cmocka_unit_test(test_grandchild_killed_on_exit),
+	        cmocka_unit_test(test_timeout),
+	        cmocka_unit_test(test_stop),
+	        cmocka_unit_test(test_stop_escalates),
+	        cmocka_unit_test(test_stop_failed_start),
+	        cmocka_unit_test(test_no_handler),
+	        cmocka_unit_test(test_durations),
+	        cmocka_unit_test(test_text_checks),
+	};
+	const char *fix = getenv("PGJOBD_FIXTURES");
+
+	if (!fix) {
+		fprintf(stderr, "PGJOBD_FIXTURES is not set: run through "
+		                "ctest\n");
+		return 1;
+	}
+	snprintf(script, sizeof(script), "%s/handlers/behave.sh", fix);
+	signal(SIGPIPE, SIG_IGN); /* as the worker does */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	log_init("test", LOG_DEBUG, 0);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
