@@ -16,7 +16,6 @@ struct migration {
 extern const struct migration migrate_list[];
 extern const int migrate_count;
 
-
 /* The schema version this binary was built for (the newest migration). */
 #define migrate_latest() (migrate_count)
 

@@ -13,7 +13,7 @@
 
 /* Exit codes from sysexits.h that the supervisor and scripts rely on. */
 #define EXIT_TEMPFAIL 75 /* try again later (no free slot) */
-#define EXIT_CONFIG 78   /* config or schema this binary cannot work with */
+#define EXIT_CONFIG   78 /* config or schema this binary cannot work with */
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t nmemb, size_t size);
@@ -41,7 +41,7 @@ struct buf {
 
 void buf_append(struct buf *b, const void *p, size_t n);
 void buf_appendf(struct buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 
