@@ -4,6 +4,8 @@
 #                         port with its socket in DIR/sock; writes DIR/conninfo
 #   testpg.sh stop DIR    stop it and remove DIR
 #   testpg.sh env DIR     print PG* exports for a shell
+# PGJOBD_TESTPG_DURABLE=1 keeps PostgreSQL's default durability (fsync and
+# synchronous_commit on), for benchmarks; tests run without it.
 # initdb refuses root, so as root the server runs as the user "postgres"
 # (created by Debian's postgresql package) or "nobody" as a last resort.
 set -euo pipefail
@@ -62,12 +64,13 @@ start() {
 	as_server "$bindir/initdb" -D "$data" -U postgres --auth=trust -E UTF8 \
 		--no-sync >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
+	local speed="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	[ "${PGJOBD_TESTPG_DURABLE:-0}" = 1 ] && speed=""
 	for attempt in 1 2 3; do
 		port=$(free_port)
 		if as_server "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
 			-o "-p $port -k $data.sock -c listen_addresses=127.0.0.1 \
-			-c max_connections=300 -c fsync=off -c synchronous_commit=off \
-			-c full_page_writes=off -c shared_buffers=128MB \
+			-c max_connections=300 $speed -c shared_buffers=256MB \
 			-c log_min_messages=warning" start >"$dir/pg_ctl.log" 2>&1; then
 			break
 		fi

@@ -12,7 +12,7 @@
  * attempt counts from 1.
  */
 int64_t backoff_job_delay(int64_t base_ms, int64_t max_ms, int attempt,
-                          double rnd);
+			  double rnd);
 
 /* Full jitter: a delay uniform in [0, min(max, base * 2^n)). */
 int64_t backoff_full_jitter(int64_t base_ms, int64_t max_ms, int n, double rnd);

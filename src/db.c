@@ -30,8 +30,8 @@ db_connect(const char *conninfo, const char *appname, char **err)
 		if (*p == '\n')
 			*p = ' ';
 	*err = xasprintf("cannot connect to database (%s): %s",
-	                 *target ? target : "PG* environment defaults",
-	                 trimmed);
+			 *target ? target : "PG* environment defaults",
+			 trimmed);
 	free(trimmed);
 	free(target);
 	PQfinish(conn);
@@ -75,9 +75,9 @@ char *
 db_error_text(PGconn *conn, const PGresult *res)
 {
 	const char *state =
-	        res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	const char *msg =
-	        res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+		res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	if (!msg)
 		msg = conn ? PQerrorMessage(conn) : "no connection";
 	if (!*msg && res)
@@ -86,7 +86,7 @@ db_error_text(PGconn *conn, const PGresult *res)
 	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
 		n--;
 	char *text = xasprintf("%s%s%.*s", state ? state : "",
-	                       state ? ": " : "", (int)n, msg);
+			       state ? ": " : "", (int)n, msg);
 	for (char *p = text; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
@@ -111,7 +111,7 @@ db_conninfo_redacted(const char *conninfo)
 		if (!o->val || strcmp(o->keyword, "password") == 0)
 			continue;
 		buf_appendf(&b, "%s%s=%s", b.len ? " " : "", o->keyword,
-		            o->val);
+			    o->val);
 	}
 	PQconninfoFree(opts);
 	if (!b.data)

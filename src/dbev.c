@@ -27,7 +27,7 @@ struct dbev {
 	ev_io rio, wio;
 	struct op *head, *tail;
 	int pending;
-	PGresult *res;  /* the head statement's result, once read */
+	PGresult *res;	/* the head statement's result, once read */
 	int got_result; /* the head's result (or its NULL) has come */
 	int lost;
 	unsigned long round_trips;
@@ -205,11 +205,11 @@ on_deferred(struct ev_loop *loop, ev_timer *t, int revents)
 
 int
 dbev_send(struct dbev *d, const char *sql, int nparams,
-          const char *const *params, dbev_result_fn cb, void *arg)
+	  const char *const *params, dbev_result_fn cb, void *arg)
 {
 	if (!d->lost &&
 	    PQsendQueryParams(d->conn, sql, nparams, NULL, params, NULL, NULL,
-	                      0) &&
+			      0) &&
 	    PQpipelineSync(d->conn)) {
 		push(d, cb, arg);
 		flush(d);

@@ -34,7 +34,7 @@ struct dbev_hooks {
  * mode.  Returns NULL when that fails; conn is then still the caller's.
  */
 struct dbev *dbev_new(struct ev_loop *loop, PGconn *conn,
-                      const struct dbev_hooks *hooks);
+		      const struct dbev_hooks *hooks);
 /* Stops watching and PQfinish()es the connection.  Pending callbacks are
  * called with NULL first.  NULL is allowed. */
 void dbev_free(struct dbev *d);
@@ -44,7 +44,7 @@ void dbev_free(struct dbev *d);
  * the connection is already lost (cb is then still called, with NULL).
  */
 int dbev_send(struct dbev *d, const char *sql, int nparams,
-              const char *const *params, dbev_result_fn cb, void *arg);
+	      const char *const *params, dbev_result_fn cb, void *arg);
 /* Statements sent and not yet answered. */
 int dbev_pending(const struct dbev *d);
 /* Round trips (sync points) completed since the connection was made. */

@@ -39,7 +39,7 @@ struct handler_run {
 	void *arg;
 	enum run_kind kind;
 	struct exec_run *exec; /* RUN_EXEC; owned */
-	ev_timer later;        /* RUN_DEFERRED, RUN_PLUGIN */
+	ev_timer later;	       /* RUN_DEFERRED, RUN_PLUGIN */
 	struct handler_result res;
 	bool stopped;
 	bool finished; /* done is running or has run */
@@ -90,9 +90,9 @@ later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (run->kind == RUN_PLUGIN) {
 		if (run->stopped) {
 			log_job(LOG_INFO,
-			        &(struct log_job){run->job->id, run->job->kind,
-			                          run->job->attempt},
-			        "%s before the plugin ran", run->res.error);
+				&(struct log_job){run->job->id, run->job->kind,
+						  run->job->attempt},
+				"%s before the plugin ran", run->res.error);
 		} else {
 			handler_plugin_run(run->job, run->slot, &run->res);
 		}
@@ -111,7 +111,7 @@ defer_retry(struct handler_run *run, char *msg)
 
 struct handler_run *
 handler_start(struct ev_loop *loop, struct job *job, int slot,
-              handler_done_fn done, void *arg)
+	      handler_done_fn done, void *arg)
 {
 	struct handler_run *run = xcalloc(1, sizeof(*run));
 	const struct handler_conf *h = job->handler;
@@ -127,7 +127,7 @@ handler_start(struct ev_loop *loop, struct job *job, int slot,
 
 	if (!h) {
 		defer_retry(run,
-		            xasprintf("no handler for kind %s", job->kind));
+			    xasprintf("no handler for kind %s", job->kind));
 	} else if (h->type == HANDLER_EXEC) {
 		run->exec = handler_exec_start(run, loop, job, slot, &run->res);
 		run->kind = run->exec ? RUN_EXEC : RUN_DEFERRED;
@@ -135,8 +135,8 @@ handler_start(struct ev_loop *loop, struct job *job, int slot,
 		run->kind = RUN_PLUGIN;
 	} else {
 		defer_retry(run,
-		            xasprintf("%s handlers are not implemented yet",
-		                      h->type == HANDLER_SQL ? "sql" : "http"));
+			    xasprintf("%s handlers are not implemented yet",
+				      h->type == HANDLER_SQL ? "sql" : "http"));
 	}
 	if (run->kind != RUN_EXEC)
 		ev_timer_start(loop, &run->later);
@@ -178,8 +178,8 @@ handler_parse_duration(const char *s, int64_t *ms)
 	static const struct {
 		const char *unit;
 		double ms;
-	} units[] = {{"", 1000},       {"ms", 1},          {"s", 1000},
-	             {"m", 60 * 1000}, {"h", 3600 * 1000}, {"d", 86400 * 1000}};
+	} units[] = {{"", 1000},       {"ms", 1},	   {"s", 1000},
+		     {"m", 60 * 1000}, {"h", 3600 * 1000}, {"d", 86400 * 1000}};
 	char *end;
 	double v;
 
@@ -207,14 +207,14 @@ handler_format_duration(int64_t ms, char *buf, size_t len)
 		const char *unit;
 		int64_t ms;
 	} units[] = {
-	        {"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+		{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
 
 	if (ms > 0) {
 		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 			if (ms % units[i].ms == 0) {
 				snprintf(buf, len, "%lld%s",
-				         (long long)(ms / units[i].ms),
-				         units[i].unit);
+					 (long long)(ms / units[i].ms),
+					 units[i].unit);
 				return buf;
 			}
 		}

@@ -33,7 +33,7 @@ struct job {
 	int attempt;   /* 1 on the first run */
 	int max_attempts;
 	int64_t lease_token;
-	char *ordering_key;                 /* or NULL */
+	char *ordering_key;		    /* or NULL */
 	const struct handler_conf *handler; /* borrowed from the config */
 };
 
@@ -44,8 +44,8 @@ enum handler_outcome { OUTCOME_DONE, OUTCOME_RETRY, OUTCOME_DEAD };
 
 struct handler_result {
 	enum handler_outcome outcome;
-	char *result;        /* JSON text or NULL; owned */
-	char *error;         /* message or NULL; owned */
+	char *result;	     /* JSON text or NULL; owned */
+	char *error;	     /* message or NULL; owned */
 	int64_t retry_in_ms; /* -1: the worker's backoff decides */
 };
 
@@ -82,7 +82,7 @@ void handler_fini(void);
  * unusable plugin, missing executable) is still reported through done.
  */
 struct handler_run *handler_start(struct ev_loop *loop, struct job *job,
-                                  int slot, handler_done_fn done, void *arg);
+				  int slot, handler_done_fn done, void *arg);
 
 /*
  * Stops a running run (lease lost, shutdown, cancel): SIGTERM to the process
@@ -133,8 +133,8 @@ struct exec_run;
  * handler_finish(run, ...) from a loop callback.
  */
 struct exec_run *handler_exec_start(struct handler_run *run,
-                                    struct ev_loop *loop, const struct job *job,
-                                    int slot, struct handler_result *fail);
+				    struct ev_loop *loop, const struct job *job,
+				    int slot, struct handler_result *fail);
 void handler_exec_stop(struct exec_run *x, const char *why);
 /* Stops every watcher, closes every descriptor; the child must be reaped. */
 void handler_exec_free(struct exec_run *x);
@@ -149,6 +149,6 @@ void handler_plugin_unload_all(void);
  * (caller owns its strings).
  */
 void handler_plugin_run(const struct job *job, int slot,
-                        struct handler_result *res);
+			struct handler_result *res);
 
 #endif

@@ -101,7 +101,7 @@ build_env(const struct job *job, const struct handler_conf *h, int slot)
 	env[n++] = xasprintf("PGJOB_QUEUE=%s", job->queue ? job->queue : "");
 	env[n++] = xasprintf("PGJOB_ATTEMPT=%d", job->attempt);
 	env[n++] = xasprintf("PGJOB_LEASE_TOKEN=%lld",
-	                     (long long)job->lease_token);
+			     (long long)job->lease_token);
 	env[n++] = xasprintf("PGJOB_SLOT=%d", slot);
 	for (size_t i = 0; i < h->env.n; i++) {
 		const char *e = h->env.v[i];
@@ -143,7 +143,7 @@ resolve_program(const char *argv0, char **env, int *err)
 	while (*path) {
 		size_t len = strcspn(path, ":");
 		char *cand = xasprintf("%.*s%s%s", (int)len, path,
-		                       len ? "/" : "", argv0);
+				       len ? "/" : "", argv0);
 		struct stat st;
 
 		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -218,8 +218,8 @@ spawn(struct exec_run *x, const char *path, char **argv, char **env)
 		posix_spawnattr_setsigmask(&sa, &none);
 		posix_spawnattr_setpgroup(&sa, 0);
 		posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP |
-		                                      POSIX_SPAWN_SETSIGDEF |
-		                                      POSIX_SPAWN_SETSIGMASK);
+						      POSIX_SPAWN_SETSIGDEF |
+						      POSIX_SPAWN_SETSIGMASK);
 		rc = posix_spawn(&x->pid, path, &fa, &sa, argv, env);
 		posix_spawnattr_destroy(&sa);
 		posix_spawn_file_actions_destroy(&fa);
@@ -339,7 +339,7 @@ in_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct exec_run *x = w->data;
 	while (x->in_off < x->in_len) {
 		ssize_t n = write(x->in_fd, x->in + x->in_off,
-		                  x->in_len - x->in_off);
+				  x->in_len - x->in_off);
 		if (n >= 0) {
 			x->in_off += (size_t)n;
 			continue;
@@ -352,7 +352,7 @@ in_cb(struct ev_loop *loop, ev_io *w, int revents)
 		 * business (the worker ignores SIGPIPE). */
 		if (errno != EPIPE)
 			log_job(LOG_DEBUG, &x->lj, "writing stdin: %s",
-			        strerror(errno));
+				strerror(errno));
 		break;
 	}
 	close_stdin(x);
@@ -364,7 +364,7 @@ kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct exec_run *x = w->data;
 
 	log_job(LOG_WARN, &x->lj,
-	        "still running after SIGTERM; sending SIGKILL");
+		"still running after SIGTERM; sending SIGKILL");
 	signal_all(x, SIGKILL);
 }
 
@@ -447,7 +447,7 @@ stdout_json(const struct exec_run *x)
 	if (len && handler_is_json(s, len))
 		return xstrndup(s, len);
 	log_job(LOG_DEBUG, &x->lj, "stdout is not JSON (%zu bytes); no result",
-	        x->out.len);
+		x->out.len);
 	return NULL;
 }
 
@@ -466,7 +466,7 @@ stdout_retry_in(const struct exec_run *x)
 		handler_parse_duration(r->valuestring, &ms);
 	if (r && ms < 0)
 		log_job(LOG_WARN, &x->lj,
-		        "retry_in is not a duration; the backoff decides");
+			"retry_in is not a duration; the backoff decides");
 	cJSON_Delete(j);
 	free(text);
 	return ms;
@@ -481,7 +481,7 @@ describe_status(int status)
 	if (WIFEXITED(status))
 		return xasprintf("exit status %d", WEXITSTATUS(status));
 	return xasprintf("killed by signal %d%s", WTERMSIG(status),
-	                 WCOREDUMP(status) ? " (core dumped)" : "");
+			 WCOREDUMP(status) ? " (core dumped)" : "");
 }
 
 static void
@@ -520,23 +520,23 @@ make_result(struct exec_run *x, int status, struct handler_result *res)
 
 static void
 log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
-            const struct handler_result *res)
+	    const struct handler_result *res)
 {
 	static const char *names[] = {"done", "retry", "dead"};
 	char *what = describe_status(status);
 	int64_t cpu =
-	        (int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
-	        (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+		(int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+		(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
 
 	if (x->out_dropped)
 		log_job(LOG_WARN, &x->lj,
-		        "stdout over 1 MiB discarded (%zu bytes)",
-		        x->out_dropped);
+			"stdout over 1 MiB discarded (%zu bytes)",
+			x->out_dropped);
 	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &x->lj,
-	        "%s%s%s -> %s, wall %lld ms, cpu %lld ms, max rss %ld KiB",
-	        x->why ? x->why : "", x->why ? ", " : "", what,
-	        names[res->outcome], (long long)(util_now_ms() - x->start_ms),
-	        (long long)cpu, ru->ru_maxrss);
+		"%s%s%s -> %s, wall %lld ms, cpu %lld ms, max rss %ld KiB",
+		x->why ? x->why : "", x->why ? ", " : "", what,
+		names[res->outcome], (long long)(util_now_ms() - x->start_ms),
+		(long long)cpu, ru->ru_maxrss);
 	free(what);
 }
 
@@ -590,7 +590,7 @@ watch(struct exec_run *x)
 	ev_io_init(&x->err_w, err_cb, x->err_fd, EV_READ);
 	ev_init(&x->kill_w, kill_cb);
 	ev_timer_init(&x->timeout_w, timeout_cb, (double)x->timeout_ms / 1000.,
-	              0.);
+		      0.);
 	ev_timer_init(&x->poll_w, poll_cb, 0.05, 0.05);
 	x->pid_w.data = x->in_w.data = x->out_w.data = x->err_w.data = x;
 	x->kill_w.data = x->timeout_w.data = x->poll_w.data = x;
@@ -602,7 +602,7 @@ watch(struct exec_run *x)
 		ev_io_start(x->loop, &x->pid_w);
 	} else {
 		log_debug("pidfd_open: %s; polling for the child's exit",
-		          strerror(errno));
+			  strerror(errno));
 		ev_timer_start(x->loop, &x->poll_w);
 	}
 	if (x->in_len > 0)
@@ -617,7 +617,7 @@ watch(struct exec_run *x)
 
 struct exec_run *
 handler_exec_start(struct handler_run *run, struct ev_loop *loop,
-                   const struct job *job, int slot, struct handler_result *fail)
+		   const struct job *job, int slot, struct handler_result *fail)
 {
 	const struct handler_conf *h = job->handler;
 	struct exec_run *x;
@@ -648,7 +648,7 @@ handler_exec_start(struct handler_run *run, struct ev_loop *loop,
 	if (rc != 0) {
 		fail->outcome = OUTCOME_RETRY;
 		fail->error = xasprintf("could not start %s: %s",
-		                        h->command.v[0], strerror(rc));
+					h->command.v[0], strerror(rc));
 		log_job(LOG_WARN, &x->lj, "%s", fail->error);
 		free(x);
 		return NULL;

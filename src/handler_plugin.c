@@ -37,10 +37,10 @@
 
 struct plugin {
 	const struct handler_conf *conf; /* borrowed from the config */
-	void *dl;                        /* NULL when dlopen failed */
-	const struct pgjobd_plugin *p;   /* in dl; NULL when unusable */
-	void *state;                     /* from init, for run and fini */
-	char *error;                     /* owned; set: unusable, why */
+	void *dl;			 /* NULL when dlopen failed */
+	const struct pgjobd_plugin *p;	 /* in dl; NULL when unusable */
+	void *state;			 /* from init, for run and fini */
+	char *error;			 /* owned; set: unusable, why */
 };
 
 /* The plugins of this worker; one per plugin handler of the config. */
@@ -80,20 +80,20 @@ load(struct plugin *pl)
 	pl->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!pl->dl) {
 		pl->error = xasprintf("plugin %s: cannot load library: %s", sym,
-		                      dlerror());
+				      dlerror());
 		goto out;
 	}
 	p = dlsym(pl->dl, sym);
 	if (!p) {
 		pl->error = xasprintf("plugin %s: symbol not found in %s", sym,
-		                      path);
+				      path);
 		goto out;
 	}
 	if (p->abi_version != PGJOBD_PLUGIN_ABI) {
 		pl->error = xasprintf("plugin %s: ABI version %u, this pgjobd "
-		                      "needs %d (library %s)",
-		                      sym, (unsigned)p->abi_version,
-		                      PGJOBD_PLUGIN_ABI, path);
+				      "needs %d (library %s)",
+				      sym, (unsigned)p->abi_version,
+				      PGJOBD_PLUGIN_ABI, path);
 		goto out;
 	}
 	if (!p->run) {
@@ -102,20 +102,20 @@ load(struct plugin *pl)
 	}
 	if (p->init) {
 		rc = p->init(h->plugin_config ? h->plugin_config : "{}",
-		             &pl->state);
+			     &pl->state);
 		if (rc != 0) {
 			pl->error = xasprintf("plugin %s: init failed (%d)",
-			                      sym, rc);
+					      sym, rc);
 			goto out;
 		}
 	}
 	pl->p = p;
 	log_info("handler %s: plugin %s (%s) loaded from %s", h->kind,
-	         p->name ? p->name : sym, sym, path);
+		 p->name ? p->name : sym, sym, path);
 out:
 	if (pl->error)
 		log_error("handler %s: %s; its jobs are retried, not run",
-		          h->kind, pl->error);
+			  h->kind, pl->error);
 	free(path);
 	return pl->error ? -1 : 0;
 }
@@ -222,28 +222,28 @@ take(const struct plugin *pl, const struct log_job *lj, int oc,
 		if (out->result &&
 		    !handler_is_json(out->result, strlen(out->result))) {
 			log_job(LOG_WARN, lj,
-			        "plugin %s returned a result that is not JSON; "
-			        "dropped",
-			        name);
+				"plugin %s returned a result that is not JSON; "
+				"dropped",
+				name);
 		} else {
 			res->result = out->result;
 			out->result = NULL;
 		}
 	} else if (oc == PGJOBD_RETRY || oc == PGJOBD_FAIL) {
 		res->outcome =
-		        oc == PGJOBD_RETRY ? OUTCOME_RETRY : OUTCOME_DEAD;
+			oc == PGJOBD_RETRY ? OUTCOME_RETRY : OUTCOME_DEAD;
 		res->error = out->error
-		                     ? out->error
-		                     : xasprintf("plugin %s: %s", name,
-		                                 oc == PGJOBD_RETRY ? "retry"
-		                                                    : "failed");
+				     ? out->error
+				     : xasprintf("plugin %s: %s", name,
+						 oc == PGJOBD_RETRY ? "retry"
+								    : "failed");
 		out->error = NULL;
 		if (oc == PGJOBD_RETRY && out->retry_in_ms >= 0)
 			res->retry_in_ms = out->retry_in_ms;
 	} else {
 		res->outcome = OUTCOME_RETRY;
 		res->error = xasprintf(
-		        "plugin %s returned an unknown outcome %d", name, oc);
+			"plugin %s returned an unknown outcome %d", name, oc);
 	}
 	free(out->result);
 	free(out->error);
@@ -257,8 +257,8 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	struct plugin *pl = find(job->handler);
 	const char *payload = job->payload ? job->payload : "";
 	struct pgjobd_job pj = {
-	        job->id,         job->kind,    job->queue,       payload,
-	        strlen(payload), job->attempt, job->lease_token, slot};
+		job->id,	 job->kind,    job->queue,	 payload,
+		strlen(payload), job->attempt, job->lease_token, slot};
 	struct pgjobd_result out = {NULL, NULL, -1};
 	int64_t t0 = util_now_ms(), c0 = cpu_ms(), timeout;
 	sigset_t old;
@@ -268,8 +268,8 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	res->outcome = OUTCOME_RETRY;
 	if (!pl || !pl->p) {
 		res->error = pl ? xstrdup(pl->error)
-		                : xasprintf("plugin handler %s is not loaded",
-		                            job->kind);
+				: xasprintf("plugin handler %s is not loaded",
+					    job->kind);
 		log_job(LOG_WARN, &lj, "%s", res->error);
 		return;
 	}
@@ -281,8 +281,8 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 		disarm(&old);
 	take(pl, &lj, oc, &out, res);
 	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &lj,
-	        "plugin %s -> %s, wall %lld ms, cpu %lld ms",
-	        pl->p->name ? pl->p->name : pl->conf->symbol,
-	        names[res->outcome], (long long)(util_now_ms() - t0),
-	        (long long)(cpu_ms() - c0));
+		"plugin %s -> %s, wall %lld ms, cpu %lld ms",
+		pl->p->name ? pl->p->name : pl->conf->symbol,
+		names[res->outcome], (long long)(util_now_ms() - t0),
+		(long long)(cpu_ms() - c0));
 }

@@ -29,10 +29,10 @@ lease_slot_acquire(PGconn *conn, int64_t lock_class, int max_slots, char **err)
 	/* The filter runs row by row in order and LIMIT stops at the first
 	 * lock taken, so at most one slot is locked: the lowest free one. */
 	PGresult *res =
-	        PQexecParams(conn,
-	                     "select n from generate_series(1, $2::int) n"
-	                     " where pg_try_advisory_lock($1::int, n) limit 1",
-	                     2, NULL, p, NULL, NULL, 0);
+		PQexecParams(conn,
+			     "select n from generate_series(1, $2::int) n"
+			     " where pg_try_advisory_lock($1::int, n) limit 1",
+			     2, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return failed(conn, res, "taking a slot", err);
 	int slot = PQntuples(res) ? atoi(PQgetvalue(res, 0, 0)) : 0;
@@ -49,16 +49,16 @@ lease_worker_register(PGconn *conn, const struct lease_worker *w, char **err)
 	snprintf(spid, sizeof(spid), "%d", w->supervisor_pid);
 	const char *p[] = {slot, w->host, pid, spid, w->version, w->kinds};
 	PGresult *res = PQexecParams(
-	        conn,
-	        "insert into pgjob.workers (slot, host, pid, supervisor_pid,"
-	        "  version, kinds)"
-	        " values ($1, $2, $3, $4, $5, $6::text[])"
-	        " on conflict (slot) do update set host = excluded.host,"
-	        "  pid = excluded.pid, supervisor_pid = "
-	        "excluded.supervisor_pid,"
-	        "  version = excluded.version, kinds = excluded.kinds,"
-	        "  started_at = now(), heartbeat_at = now()",
-	        6, NULL, p, NULL, NULL, 0);
+		conn,
+		"insert into pgjob.workers (slot, host, pid, supervisor_pid,"
+		"  version, kinds)"
+		" values ($1, $2, $3, $4, $5, $6::text[])"
+		" on conflict (slot) do update set host = excluded.host,"
+		"  pid = excluded.pid, supervisor_pid = "
+		"excluded.supervisor_pid,"
+		"  version = excluded.version, kinds = excluded.kinds,"
+		"  started_at = now(), heartbeat_at = now()",
+		6, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		return failed(conn, res, "registering the worker", err);
 	PQclear(res);
@@ -67,16 +67,16 @@ lease_worker_register(PGconn *conn, const struct lease_worker *w, char **err)
 
 int
 lease_worker_heartbeat(struct dbev *d, int slot, int pid, dbev_result_fn cb,
-                       void *arg)
+		       void *arg)
 {
 	char s[16], p[16];
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
 	const char *params[] = {s, p};
 	return dbev_send(d,
-	                 "update pgjob.workers set heartbeat_at = now()"
-	                 " where slot = $1 and pid = $2",
-	                 2, params, cb, arg);
+			 "update pgjob.workers set heartbeat_at = now()"
+			 " where slot = $1 and pid = $2",
+			 2, params, cb, arg);
 }
 
 void
@@ -87,7 +87,7 @@ lease_worker_unregister(PGconn *conn, int slot, int pid)
 	snprintf(p, sizeof(p), "%d", pid);
 	const char *params[] = {s, p};
 	PQclear(PQexecParams(conn,
-	                     "delete from pgjob.workers"
-	                     " where slot = $1 and pid = $2",
-	                     2, NULL, params, NULL, NULL, 0));
+			     "delete from pgjob.workers"
+			     " where slot = $1 and pid = $2",
+			     2, NULL, params, NULL, NULL, 0));
 }

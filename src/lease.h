@@ -17,7 +17,7 @@
  * taken, or -1 on a database error (*err set; caller frees).
  */
 int lease_slot_acquire(PGconn *conn, int64_t lock_class, int max_slots,
-                       char **err);
+		       char **err);
 
 /* What the worker writes about itself into pgjob.workers. */
 struct lease_worker {
@@ -31,10 +31,10 @@ struct lease_worker {
 
 /* Upserts the worker's row (heartbeat now()).  Returns 0 or -1 (*err). */
 int lease_worker_register(PGconn *conn, const struct lease_worker *w,
-                          char **err);
+			  char **err);
 /* Sends the heartbeat for slot (pid guards against a slot's new owner). */
 int lease_worker_heartbeat(struct dbev *d, int slot, int pid, dbev_result_fn cb,
-                           void *arg);
+			   void *arg);
 /* Deletes the worker's row on a clean exit (synchronous, best effort). */
 void lease_worker_unregister(PGconn *conn, int slot, int pid);
 

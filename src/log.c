@@ -102,7 +102,7 @@ field_int(struct buf *b, const char *key, long long val)
 {
 	if (lg.json)
 		buf_appendf(b, "%s\"%s\":%lld", b->len > 1 ? "," : "", key,
-		            val);
+			    val);
 	else
 		buf_appendf(b, "%s%s=%lld", b->len ? " " : "", key, val);
 }
@@ -126,7 +126,7 @@ emit(int level, const struct log_job *job, const char *fmt, va_list ap)
 		gmtime_r(&now.tv_sec, &tm);
 		size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 		snprintf(ts + n, sizeof(ts) - n, ".%03ldZ",
-		         now.tv_nsec / 1000000);
+			 now.tv_nsec / 1000000);
 		field_str(&b, "ts", ts);
 	}
 	field_str(&b, "level", names[level]);

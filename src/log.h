@@ -30,9 +30,9 @@ void log_set_slot(int slot);
 int log_level_parse(const char *s);
 
 void log_msg(int level, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 void log_job(int level, const struct log_job *job, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)

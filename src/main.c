@@ -1,7 +1,7 @@
 /*
  * pgjobd: the daemon.
  *
- *   pgjobd -c FILE [-w N] [--check-config]
+ *   pgjobd -c FILE [-w N] [-d CONNINFO] [--check-config]
  *
  * Exit codes: 0 after a clean stop (or a valid config with --check-config),
  * 2 for a usage error, 78 (EX_CONFIG) for a config that does not validate
@@ -21,8 +21,10 @@
 static void
 usage(FILE *f)
 {
-	fputs("usage: pgjobd -c FILE [-w N] [--check-config]\n"
+	fputs("usage: pgjobd -c FILE [-w N] [-d CONNINFO] [--check-config]\n"
 	      "  -c, --config FILE   the YAML config (or PGJOBD_CONFIG)\n"
+	      "  -d, --database CONNINFO\n"
+	      "                      use this instead of database.conninfo\n"
 	      "  -w, --workers N     run N workers instead of `workers:`\n"
 	      "      --check-config  validate the config and exit (0 or 78)\n"
 	      "  -V, --version       print the version\n",
@@ -33,19 +35,21 @@ int
 main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	        {"config", required_argument, NULL, 'c'},
-	        {"workers", required_argument, NULL, 'w'},
-	        {"check-config", no_argument, NULL, 'C'},
-	        {"version", no_argument, NULL, 'V'},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"workers", required_argument, NULL, 'w'},
+		{"database", required_argument, NULL, 'd'},
+		{"check-config", no_argument, NULL, 'C'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *path = getenv("PGJOBD_CONFIG");
+	const char *database = NULL;
 	int workers = 0, check = 0, c;
 	char *end;
 
 	log_init("pgjobd", LOG_INFO, 0);
-	while ((c = getopt_long(argc, argv, "c:w:Vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:w:d:Vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			path = optarg;
@@ -54,11 +58,14 @@ main(int argc, char **argv)
 			workers = (int)strtol(optarg, &end, 10);
 			if (*end || workers < 1 || workers > 1024) {
 				fprintf(stderr,
-				        "pgjobd: bad -w \"%s\" (1 to "
-				        "1024 workers)\n",
-				        optarg);
+					"pgjobd: bad -w \"%s\" (1 to "
+					"1024 workers)\n",
+					optarg);
 				return 2;
 			}
+			break;
+		case 'd':
+			database = optarg;
 			break;
 		case 'C':
 			check = 1;
@@ -78,7 +85,7 @@ main(int argc, char **argv)
 	if (optind < argc || !path || !*path) {
 		if (optind < argc)
 			fprintf(stderr, "pgjobd: unexpected argument \"%s\"\n",
-			        argv[optind]);
+				argv[optind]);
 		else
 			fputs("pgjobd: no config: use -c FILE\n", stderr);
 		usage(stderr);
@@ -98,5 +105,5 @@ main(int argc, char **argv)
 		config_free(cfg);
 		return 0;
 	}
-	return supervisor_run(path, cfg, workers);
+	return supervisor_run(path, cfg, workers, database);
 }

@@ -39,8 +39,8 @@ read_version(PGconn *conn, int *version, char **err)
 	/* Two statements: a relation named in a query must exist when the
 	 * query is parsed, even in a branch that never runs. */
 	PGresult *res =
-	        PQexec(conn, "select to_regclass('pgjob.schema_version')"
-	                     " is not null");
+		PQexec(conn, "select to_regclass('pgjob.schema_version')"
+			     " is not null");
 	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
 	    strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
 		PQclear(res);
@@ -50,7 +50,7 @@ read_version(PGconn *conn, int *version, char **err)
 	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		PQclear(res);
 		res = PQexec(conn, "select coalesce(max(version), 0)"
-		                   " from pgjob.schema_version");
+				   " from pgjob.schema_version");
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		char *text = db_error_text(conn, res);
@@ -77,9 +77,9 @@ apply(PGconn *conn, const struct migration *m, char **err)
 	snprintf(ver, sizeof(ver), "%d", m->version);
 	const char *params[] = {ver, m->name};
 	PGresult *res = PQexecParams(conn,
-	                             "insert into pgjob.schema_version "
-	                             "(version, name) values ($1, $2)",
-	                             2, NULL, params, NULL, NULL, 0);
+				     "insert into pgjob.schema_version "
+				     "(version, name) values ($1, $2)",
+				     2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		char *text = db_error_text(conn, res);
 		*err = xasprintf("recording migration %s: %s", m->name, text);
@@ -100,7 +100,7 @@ migrate_run(PGconn *conn, int *applied, char **err)
 	*applied = 0;
 	*err = NULL;
 	snprintf(lock, sizeof(lock), "select pg_advisory_xact_lock(%d, 0)",
-	         MIGRATE_LOCK_CLASS);
+		 MIGRATE_LOCK_CLASS);
 	if (exec(conn, "begin", "begin", err) < 0)
 		return -1;
 	if (exec(conn, "set local lock_timeout = '60s'", "set", err) < 0 ||
@@ -109,9 +109,9 @@ migrate_run(PGconn *conn, int *applied, char **err)
 		goto fail;
 	if (version > migrate_latest()) {
 		*err = xasprintf(
-		        "the database schema is version %d, newer than "
-		        "this pgjob (version %d): upgrade pgjobd",
-		        version, migrate_latest());
+			"the database schema is version %d, newer than "
+			"this pgjob (version %d): upgrade pgjobd",
+			version, migrate_latest());
 		goto fail;
 	}
 	for (int i = version; i < migrate_count; i++) {
@@ -144,15 +144,15 @@ migrate_check(PGconn *conn, int *version, char **err)
 		return 0;
 	if (v == 0)
 		*err = xasprintf("schema pgjob is not installed in this "
-		                 "database: run `pgjob migrate`");
+				 "database: run `pgjob migrate`");
 	else if (v < migrate_latest())
 		*err = xasprintf("the database schema is version %d, this "
-		                 "pgjobd needs %d: run `pgjob migrate`",
-		                 v, migrate_latest());
+				 "pgjobd needs %d: run `pgjob migrate`",
+				 v, migrate_latest());
 	else
 		*err = xasprintf(
-		        "the database schema is version %d, newer "
-		        "than this pgjobd (version %d): upgrade pgjobd",
-		        v, migrate_latest());
+			"the database schema is version %d, newer "
+			"than this pgjobd (version %d): upgrade pgjobd",
+			v, migrate_latest());
 	return -1;
 }

@@ -48,7 +48,7 @@ usage(FILE *f)
 }
 
 static int fail(int code, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 
 /* Prints "pgjob: ..." as one line on stderr; returns code. */
 static int
@@ -88,7 +88,7 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 
 	if (argc > 1)
 		return fail(EXIT_USAGE, "migrate: unexpected argument \"%s\"",
-		            argv[1]);
+			    argv[1]);
 	PGconn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
@@ -130,20 +130,20 @@ enum {
 };
 
 static const struct option enqueue_opts[] = {
-        {"queue", required_argument, NULL, OPT_QUEUE},
-        {"run-at", required_argument, NULL, OPT_RUN_AT},
-        {"in", required_argument, NULL, OPT_IN},
-        {"priority", required_argument, NULL, OPT_PRIORITY},
-        {"unique-key", required_argument, NULL, OPT_UNIQUE},
-        {"ordering-key", required_argument, NULL, OPT_ORDERING},
-        {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
-        {NULL, 0, NULL, 0},
+	{"queue", required_argument, NULL, OPT_QUEUE},
+	{"run-at", required_argument, NULL, OPT_RUN_AT},
+	{"in", required_argument, NULL, OPT_IN},
+	{"priority", required_argument, NULL, OPT_PRIORITY},
+	{"unique-key", required_argument, NULL, OPT_UNIQUE},
+	{"ordering-key", required_argument, NULL, OPT_ORDERING},
+	{"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+	{NULL, 0, NULL, 0},
 };
 
 /* The parameters of one enqueue, as text for PQexecParams ($1..$9). */
 struct enqueue_args {
 	const char *p[9]; /* kind payload queue run_at in_ms priority
-	                     max_attempts unique_key ordering_key */
+			     max_attempts unique_key ordering_key */
 	char in_ms[24], priority[8], max_attempts[12];
 };
 
@@ -170,33 +170,33 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 		case OPT_IN:
 			if (config_parse_duration(optarg, &ms, &why) < 0)
 				return fail(
-				        EXIT_USAGE,
-				        "enqueue: bad --in \"%s\" (use 500ms, "
-				        "30s, 5m, 2h, 7d)",
-				        optarg);
+					EXIT_USAGE,
+					"enqueue: bad --in \"%s\" (use 500ms, "
+					"30s, 5m, 2h, 7d)",
+					optarg);
 			snprintf(a->in_ms, sizeof(a->in_ms), "%lld",
-			         (long long)ms);
+				 (long long)ms);
 			a->p[4] = a->in_ms;
 			break;
 		case OPT_PRIORITY:
 			if (parse_int(optarg, -32768, 32767, &v) < 0)
 				return fail(EXIT_USAGE,
-				            "enqueue: bad --priority "
-				            "\"%s\" (an integer from -32768 to "
-				            "32767)",
-				            optarg);
+					    "enqueue: bad --priority "
+					    "\"%s\" (an integer from -32768 to "
+					    "32767)",
+					    optarg);
 			snprintf(a->priority, sizeof(a->priority), "%ld", v);
 			a->p[5] = a->priority;
 			break;
 		case OPT_MAX_ATTEMPTS:
 			if (parse_int(optarg, 1, 1000000, &v) < 0)
 				return fail(EXIT_USAGE,
-				            "enqueue: bad "
-				            "--max-attempts \"%s\" (an integer "
-				            ">= 1)",
-				            optarg);
+					    "enqueue: bad "
+					    "--max-attempts \"%s\" (an integer "
+					    ">= 1)",
+					    optarg);
 			snprintf(a->max_attempts, sizeof(a->max_attempts),
-			         "%ld", v);
+				 "%ld", v);
 			a->p[6] = a->max_attempts;
 			break;
 		case OPT_UNIQUE:
@@ -207,35 +207,35 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 			break;
 		default:
 			return fail(EXIT_USAGE,
-			            "enqueue: unknown option \"%s\"",
-			            argv[optind - 1]);
+				    "enqueue: unknown option \"%s\"",
+				    argv[optind - 1]);
 		}
 	}
 	if (a->p[3] && a->p[4])
 		return fail(EXIT_USAGE, "enqueue: %s",
-		            "--run-at and --in "
-		            "exclude each other");
+			    "--run-at and --in "
+			    "exclude each other");
 	if (optind >= argc)
 		return fail(EXIT_USAGE, "enqueue: %s", "missing KIND");
 	a->p[0] = argv[optind++];
 	if (!*a->p[0])
 		return fail(EXIT_USAGE, "enqueue: %s",
-		            "KIND must not be empty");
+			    "KIND must not be empty");
 	a->p[1] = optind < argc ? argv[optind++] : "{}";
 	if (optind < argc)
 		return fail(EXIT_USAGE, "enqueue: unexpected argument \"%s\"",
-		            argv[optind]);
+			    argv[optind]);
 	cJSON *json = cJSON_Parse(a->p[1]);
 	int object = cJSON_IsObject(json);
 	cJSON_Delete(json);
 	if (!json)
 		return fail(EXIT_USAGE,
-		            "enqueue: payload is not valid JSON: %s", a->p[1]);
+			    "enqueue: payload is not valid JSON: %s", a->p[1]);
 	if (!object)
 		return fail(EXIT_USAGE,
-		            "enqueue: payload must be a JSON object: "
-		            "%s",
-		            a->p[1]);
+			    "enqueue: payload must be a JSON object: "
+			    "%s",
+			    a->p[1]);
 	return 0;
 }
 
@@ -251,15 +251,15 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 	if (!conn)
 		return 1;
 	PGresult *res = PQexecParams(
-	        conn,
-	        "select pgjob.enqueue($1, $2::jsonb,"
-	        " queue => coalesce($3, 'default'),"
-	        " run_at => coalesce($4::timestamptz, now() +"
-	        "  coalesce($5::bigint, 0) * interval '1 millisecond'),"
-	        " priority => coalesce($6::int, 0),"
-	        " max_attempts => $7::int,"
-	        " unique_key => $8, ordering_key => $9)",
-	        9, NULL, a.p, NULL, NULL, 0);
+		conn,
+		"select pgjob.enqueue($1, $2::jsonb,"
+		" queue => coalesce($3, 'default'),"
+		" run_at => coalesce($4::timestamptz, now() +"
+		"  coalesce($5::bigint, 0) * interval '1 millisecond'),"
+		" priority => coalesce($6::int, 0),"
+		" max_attempts => $7::int,"
+		" unique_key => $8, ordering_key => $9)",
+		9, NULL, a.p, NULL, NULL, 0);
 	rc = 0;
 	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		printf("%s\n", PQgetvalue(res, 0, 0));
@@ -279,8 +279,8 @@ static const struct {
 	int (*run)(struct cli *, int, char **);
 	int needs_config; /* 0: config optional */
 } commands[] = {
-        {"migrate", cmd_migrate, 0},
-        {"enqueue", cmd_enqueue, 0},
+	{"migrate", cmd_migrate, 0},
+	{"enqueue", cmd_enqueue, 0},
 };
 
 static int
@@ -305,10 +305,10 @@ int
 main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	        {"config", required_argument, NULL, 'c'},
-	        {"database", required_argument, NULL, 'd'},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"database", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	struct cli cli = {0};
 	int c, rc;

@@ -19,30 +19,30 @@
 #include "util.h"
 
 static const char claim_sql[] =
-        "with q(name, lim) as (select * from unnest($2::text[], $3::int[])),"
-        " cand as ("
-        "  select c.id from q cross join lateral ("
-        "   select e.id from (select j.id from pgjob.jobs j"
-        "     where j.state = 'running' and j.locked_until < now()"
-        "       and j.queue = q.name and j.kind = any($1::text[])"
-        "     limit q.lim for update skip locked) e"
-        "   union all"
-        "   select a.id from (select j.id from pgjob.jobs j"
-        "     where j.state = 'available' and j.queue = q.name"
-        "       and j.run_at <= now() and j.kind = any($1::text[])"
-        "     order by j.priority, j.run_at, j.id"
-        "     limit q.lim for update skip locked) a"
-        "   limit q.lim) c)"
-        " update pgjob.jobs j set state = 'running', locked_by = $4,"
-        "  locked_until = now() + $5::bigint * interval '1 millisecond',"
-        "  lease_token = j.lease_token + 1, attempts = j.attempts + 1"
-        " from cand where j.id = cand.id"
-        " returning j.id, j.kind, j.queue, j.payload, j.attempts,"
-        "  coalesce(j.max_attempts, 0), j.lease_token, j.ordering_key";
+	"with q(name, lim) as (select * from unnest($2::text[], $3::int[])),"
+	" cand as ("
+	"  select c.id from q cross join lateral ("
+	"   select e.id from (select j.id from pgjob.jobs j"
+	"     where j.state = 'running' and j.locked_until < now()"
+	"       and j.queue = q.name and j.kind = any($1::text[])"
+	"     limit q.lim for update skip locked) e"
+	"   union all"
+	"   select a.id from (select j.id from pgjob.jobs j"
+	"     where j.state = 'available' and j.queue = q.name"
+	"       and j.run_at <= now() and j.kind = any($1::text[])"
+	"     order by j.priority, j.run_at, j.id"
+	"     limit q.lim for update skip locked) a"
+	"   limit q.lim) c)"
+	" update pgjob.jobs j set state = 'running', locked_by = $4,"
+	"  locked_until = now() + $5::bigint * interval '1 millisecond',"
+	"  lease_token = j.lease_token + 1, attempts = j.attempts + 1"
+	" from cand where j.id = cand.id"
+	" returning j.id, j.kind, j.queue, j.payload, j.attempts,"
+	"  coalesce(j.max_attempts, 0), j.lease_token, j.ordering_key";
 
 int
 queue_claim(struct dbev *d, const struct queue_claim_req *req,
-            dbev_result_fn cb, void *arg)
+	    dbev_result_fn cb, void *arg)
 {
 	int64_t *lim = xcalloc(req->nqueues, sizeof(int64_t));
 	for (size_t i = 0; i < req->nqueues; i++)
@@ -84,23 +84,23 @@ queue_claim_rows(const void *pgresult, int *n)
 }
 
 static const char finish_sql[] =
-        "update pgjob.jobs j set state = r.state, result = r.result,"
-        "  last_error = coalesce(r.error, j.last_error),"
-        "  finished_at = case when r.state <> 'available' then now() end,"
-        "  run_at = case when r.state = 'available'"
-        "   then now() + r.delay_ms * interval '1 millisecond'"
-        "   else j.run_at end,"
-        "  attempts = j.attempts - case when r.refund then 1 else 0 end,"
-        "  locked_by = null, locked_until = null"
-        " from jsonb_to_recordset($1::jsonb) as r(id bigint, token bigint,"
-        "  state text, result jsonb, error text, delay_ms bigint, refund bool)"
-        " where j.id = r.id and j.lease_token = r.token"
-        "  and j.state = 'running'"
-        " returning j.id";
+	"update pgjob.jobs j set state = r.state, result = r.result,"
+	"  last_error = coalesce(r.error, j.last_error),"
+	"  finished_at = case when r.state <> 'available' then now() end,"
+	"  run_at = case when r.state = 'available'"
+	"   then now() + r.delay_ms * interval '1 millisecond'"
+	"   else j.run_at end,"
+	"  attempts = j.attempts - case when r.refund then 1 else 0 end,"
+	"  locked_by = null, locked_until = null"
+	" from jsonb_to_recordset($1::jsonb) as r(id bigint, token bigint,"
+	"  state text, result jsonb, error text, delay_ms bigint, refund bool)"
+	" where j.id = r.id and j.lease_token = r.token"
+	"  and j.state = 'running'"
+	" returning j.id";
 
 int
 queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
-             dbev_result_fn cb, void *arg)
+	     dbev_result_fn cb, void *arg)
 {
 	cJSON *arr = cJSON_CreateArray();
 	for (size_t i = 0; i < n; i++) {
@@ -114,7 +114,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
 		cJSON_AddStringToObject(o, "state", f[i].state);
 		if (f[i].result)
 			cJSON_AddItemToObject(o, "result",
-			                      cJSON_CreateRaw(f[i].result));
+					      cJSON_CreateRaw(f[i].result));
 		if (f[i].error)
 			cJSON_AddStringToObject(o, "error", f[i].error);
 		snprintf(num, sizeof(num), "%lld", (long long)f[i].delay_ms);
@@ -133,16 +133,16 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
 }
 
 static const char renew_sql[] =
-        "update pgjob.jobs j"
-        "  set locked_until = now() + $3::bigint * interval '1 millisecond'"
-        " from unnest($1::bigint[], $2::bigint[]) as r(id, token)"
-        " where j.id = r.id and j.lease_token = r.token"
-        "  and j.state = 'running'"
-        " returning j.id";
+	"update pgjob.jobs j"
+	"  set locked_until = now() + $3::bigint * interval '1 millisecond'"
+	" from unnest($1::bigint[], $2::bigint[]) as r(id, token)"
+	" where j.id = r.id and j.lease_token = r.token"
+	"  and j.state = 'running'"
+	" returning j.id";
 
 int
 queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
-            int64_t lease_ms, dbev_result_fn cb, void *arg)
+	    int64_t lease_ms, dbev_result_fn cb, void *arg)
 {
 	char *a = queue_int_array(ids, n);
 	char *b = queue_int_array(tokens, n);

@@ -29,7 +29,7 @@ struct queue_claim_req {
  * on its own.  Read the rows with queue_claim_rows().
  */
 int queue_claim(struct dbev *d, const struct queue_claim_req *req,
-                dbev_result_fn cb, void *arg);
+		dbev_result_fn cb, void *arg);
 /*
  * The claimed jobs of a claim result as new structs (caller frees each
  * with job_free() and the array with free()); *n is their number.  handler
@@ -45,7 +45,7 @@ struct queue_finish {
 	const char *result; /* JSON text or NULL */
 	const char *error;  /* or NULL: keep the last error */
 	int64_t delay_ms;   /* available: run again after this long */
-	int refund;         /* give the attempt back (shutdown) */
+	int refund;	    /* give the attempt back (shutdown) */
 };
 
 /*
@@ -54,7 +54,7 @@ struct queue_finish {
  * any other id had lost its lease.
  */
 int queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
-                 dbev_result_fn cb, void *arg);
+		 dbev_result_fn cb, void *arg);
 
 /*
  * Extends the lease of every (ids[i], tokens[i]) still held to now() +
@@ -62,7 +62,7 @@ int queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
  * cancelled meanwhile); any other had lost its lease.
  */
 int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
-                size_t n, int64_t lease_ms, dbev_result_fn cb, void *arg);
+		size_t n, int64_t lease_ms, dbev_result_fn cb, void *arg);
 
 /* A PostgreSQL array literal of the strings v[0..n), quoted; caller
  * frees. */

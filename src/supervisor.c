@@ -50,6 +50,7 @@ struct supervisor {
 	const char *config_path;
 	struct config *cfg;
 	int workers_override;
+	const char *database; /* overrides database.conninfo, or NULL */
 	struct child *children;
 	int nchildren;
 	int stopping; /* 0, 1 draining, 2 stopping now */
@@ -156,7 +157,7 @@ stop_all(struct supervisor *s, int code)
 	/* Workers stop their handlers at shutdown_timeout; this is the last
 	 * resort for one that does not exit. */
 	ev_timer_set(&s->kill_timer,
-	             (double)s->cfg->shutdown_timeout_ms / 1000. + 20., 0.);
+		     (double)s->cfg->shutdown_timeout_ms / 1000. + 20., 0.);
 	ev_timer_start(s->loop, &s->kill_timer);
 	if (running(s) == 0)
 		ev_break(s->loop, EVBREAK_ALL);
@@ -170,16 +171,16 @@ log_exit(struct child *c, int status)
 	int64_t up = util_now_ms() - c->started_ms;
 	if (WIFEXITED(status))
 		log_msg(WEXITSTATUS(status) ? LOG_WARN : LOG_INFO,
-		        "worker %d (pid %d) exited with status %d after %lldms",
-		        c->index + 1, (int)c->pid, WEXITSTATUS(status),
-		        (long long)up);
+			"worker %d (pid %d) exited with status %d after %lldms",
+			c->index + 1, (int)c->pid, WEXITSTATUS(status),
+			(long long)up);
 	else if (WIFSIGNALED(status))
 		log_warn("worker %d (pid %d) killed by signal %d (%s)%s after "
-		         "%lldms",
-		         c->index + 1, (int)c->pid, WTERMSIG(status),
-		         strsignal(WTERMSIG(status)),
-		         WCOREDUMP(status) ? ", core dumped" : "",
-		         (long long)up);
+			 "%lldms",
+			 c->index + 1, (int)c->pid, WTERMSIG(status),
+			 strsignal(WTERMSIG(status)),
+			 WCOREDUMP(status) ? ", core dumped" : "",
+			 (long long)up);
 }
 
 static void
@@ -203,8 +204,8 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CONFIG) {
 		log_error("worker %d cannot work with this config or schema; "
-		          "stopping",
-		          c->index + 1);
+			  "stopping",
+			  c->index + 1);
 		stop_all(s, EXIT_CONFIG);
 		return;
 	}
@@ -217,8 +218,8 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	if (up >= STABLE_MS)
 		c->restarts = 0;
 	double d = (double)backoff_job_delay(1000, 60000, c->restarts + 1,
-	                                     backoff_random()) /
-	           1000.;
+					     backoff_random()) /
+		   1000.;
 	c->restarts++;
 	log_info("restarting worker %d in %.1fs", c->index + 1, d);
 	ev_timer_set(&c->restart, d, 0.);
@@ -301,6 +302,15 @@ roll_next(struct supervisor *s)
 }
 
 static void
+override_database(struct supervisor *s)
+{
+	if (!s->database)
+		return;
+	free(s->cfg->conninfo);
+	s->cfg->conninfo = xstrdup(s->database);
+}
+
+static void
 on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct supervisor *s = w->data;
@@ -317,8 +327,8 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 		for (size_t i = 0; i < errs.n; i++)
 			log_error("%s", errs.msg[i]);
 		log_error("reload refused: %zu errors in %s; the running "
-		          "config stays",
-		          errs.n, s->config_path);
+			  "config stays",
+			  errs.n, s->config_path);
 		config_errors_free(&errs);
 		return;
 	}
@@ -326,6 +336,7 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	/* Children have their own copies of the old config. */
 	config_free(s->cfg);
 	s->cfg = cfg;
+	override_database(s);
 	log_set_level(cfg->log_level);
 	resize(s, nworkers(s));
 	s->rolling = -1;
@@ -333,15 +344,18 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 }
 
 int
-supervisor_run(const char *config_path, struct config *cfg, int workers)
+supervisor_run(const char *config_path, struct config *cfg, int workers,
+	       const char *database)
 {
 	struct supervisor s = {.config_path = config_path,
-	                       .cfg = cfg,
-	                       .workers_override = workers,
-	                       .rolling = -1};
+			       .cfg = cfg,
+			       .workers_override = workers,
+			       .database = database,
+			       .rolling = -1};
 
+	override_database(&s);
 	log_init("supervisor", cfg->log_level,
-	         cfg->log_format == LOG_FORMAT_JSON);
+		 cfg->log_format == LOG_FORMAT_JSON);
 	signal(SIGPIPE, SIG_IGN);
 	s.loop = ev_default_loop(0);
 	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);

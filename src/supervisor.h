@@ -10,10 +10,12 @@ struct config;
 
 /*
  * Runs until stopped.  cfg is taken over (freed on exit or replaced on
- * reload).  workers > 0 overrides cfg->workers, across reloads too.
+ * reload).  workers > 0 overrides cfg->workers, and database (when not
+ * NULL) database.conninfo, across reloads too.
  * Returns the exit code: 0 after a clean stop, EXIT_CONFIG when a worker
  * exited with it.
  */
-int supervisor_run(const char *config_path, struct config *cfg, int workers);
+int supervisor_run(const char *config_path, struct config *cfg, int workers,
+		   const char *database);
 
 #endif

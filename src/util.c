@@ -16,8 +16,8 @@ oom(size_t n)
 {
 	char msg[96];
 	int len =
-	        snprintf(msg, sizeof(msg),
-	                 "level=fatal msg=\"out of memory (%zu bytes)\"\n", n);
+		snprintf(msg, sizeof(msg),
+			 "level=fatal msg=\"out of memory (%zu bytes)\"\n", n);
 	if (len > 0)
 		(void)!write(2, msg, (size_t)len);
 	abort();

@@ -41,7 +41,7 @@ struct buf {
 
 void buf_append(struct buf *b, const void *p, size_t n);
 void buf_appendf(struct buf *b, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 

@@ -37,12 +37,12 @@ struct held {
 	struct job job;
 	enum held_state state;
 	struct handler_run *run;
-	size_t queue;        /* index into cfg->queues */
+	size_t queue;	     /* index into cfg->queues */
 	int64_t deadline_ms; /* monotonic: stop the handler past this */
-	int lost;            /* lease lost: discard the result */
-	int release;         /* stopped by shutdown: give the job back */
-	int overdue;         /* stopped at its deadline */
-	int solo;            /* write alone (its batch failed) */
+	int lost;	     /* lease lost: discard the result */
+	int release;	     /* stopped by shutdown: give the job back */
+	int overdue;	     /* stopped at its deadline */
+	int solo;	     /* write alone (its batch failed) */
 	int write_failures;
 	struct queue_finish fin; /* valid in DONE and WRITING */
 	struct handler_result res;
@@ -125,9 +125,9 @@ decide(struct worker *w, struct held *h)
 	char dur[32];
 
 	h->fin = (struct queue_finish){.id = h->job.id,
-	                               .token = h->job.lease_token,
-	                               .result = r->result,
-	                               .error = r->error};
+				       .token = h->job.lease_token,
+				       .result = r->result,
+				       .error = r->error};
 	if (h->release) {
 		h->fin.state = "available";
 		h->fin.refund = 1;
@@ -141,23 +141,23 @@ decide(struct worker *w, struct held *h)
 	if (r->outcome == OUTCOME_DEAD || h->job.attempt >= max) {
 		h->fin.state = "dead";
 		log_job(LOG_WARN,
-		        &(struct log_job){h->job.id, h->job.kind,
-		                          h->job.attempt},
-		        "dead after %d of %d attempts: %s", h->job.attempt, max,
-		        r->error ? r->error : "(no error text)");
+			&(struct log_job){h->job.id, h->job.kind,
+					  h->job.attempt},
+			"dead after %d of %d attempts: %s", h->job.attempt, max,
+			r->error ? r->error : "(no error text)");
 		return;
 	}
 	h->fin.state = "available";
 	h->fin.delay_ms =
-	        r->retry_in_ms >= 0
-	                ? r->retry_in_ms
-	                : backoff_job_delay(hc->backoff.base_ms,
-	                                    hc->backoff.max_ms, h->job.attempt,
-	                                    backoff_random());
+		r->retry_in_ms >= 0
+			? r->retry_in_ms
+			: backoff_job_delay(hc->backoff.base_ms,
+					    hc->backoff.max_ms, h->job.attempt,
+					    backoff_random());
 	struct log_job l = lj(h);
 	log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
-	        handler_format_duration(h->fin.delay_ms, dur, sizeof(dur)),
-	        r->error ? r->error : "(no error text)");
+		handler_format_duration(h->fin.delay_ms, dur, sizeof(dur)),
+		r->error ? r->error : "(no error text)");
 }
 
 /* Takes the handler's result over into the held job. */
@@ -223,9 +223,9 @@ start_job(struct worker *w, struct job *job)
 		h->job.max_attempts = h->job.handler->max_attempts;
 	if (!payload_is_object(h->job.payload)) {
 		struct handler_result r = {OUTCOME_DEAD, NULL,
-		                           xstrdup("payload is not a JSON "
-		                                   "object"),
-		                           -1};
+					   xstrdup("payload is not a JSON "
+						   "object"),
+					   -1};
 		struct log_job l = lj(h);
 		log_job(LOG_WARN, &l, "payload is not a JSON object");
 		job_ended(h, &r);
@@ -236,6 +236,28 @@ start_job(struct worker *w, struct job *job)
 	h->run = handler_start(w->loop, &h->job, w->slot, job_ended, h);
 }
 
+static void on_lost(void *arg, const char *why);
+
+/*
+ * Whether res succeeded; logs it when not.  An error that says this server
+ * cannot take our writes any more (a standby after a failover: 25006; an
+ * admin shutdown: 57P0x) while libpq still thinks the connection is fine
+ * drops the connection, so that the reconnect finds the new primary.
+ */
+static int
+result_ok(struct worker *w, PGresult *res, const char *what)
+{
+	enum db_error e = db_classify(NULL, res);
+	if (e == DB_OK)
+		return 1;
+	char *text = db_error_text(NULL, res);
+	log_warn("%s failed: %s", what, text);
+	if (e == DB_LOST && w->db && !ev_is_active(&w->reconnect))
+		on_lost(w, text);
+	free(text);
+	return 0;
+}
+
 static void
 on_claim(void *arg, PGresult *res)
 {
@@ -243,12 +265,8 @@ on_claim(void *arg, PGresult *res)
 	w->claim_inflight = 0;
 	if (!res)
 		return;
-	if (db_classify(NULL, res) != DB_OK) {
-		char *e = db_error_text(NULL, res);
-		log_warn("claim failed: %s", e);
-		free(e);
+	if (!result_ok(w, res, "claim"))
 		return;
-	}
 	int n;
 	struct job **jobs = queue_claim_rows(res, &n);
 	for (int i = 0; i < n; i++)
@@ -280,12 +298,12 @@ maybe_claim(struct worker *w)
 	if (nq == 0)
 		return;
 	struct queue_claim_req req = {(const char *const *)w->kinds,
-	                              w->nkinds,
-	                              queues,
-	                              limits,
-	                              nq,
-	                              w->locked_by,
-	                              c->lease_ms};
+				      w->nkinds,
+				      queues,
+				      limits,
+				      nq,
+				      w->locked_by,
+				      c->lease_ms};
 	w->claim_inflight = 1;
 	queue_claim(w->db, &req, on_claim, w);
 }
@@ -306,8 +324,11 @@ on_finish(void *arg, PGresult *res)
 	char *etext = e != DB_OK && res ? db_error_text(NULL, res) : NULL;
 
 	w->finish_inflight = 0;
-	if (etext)
+	if (etext) {
 		log_warn("writing %zu job ends failed: %s", b->n, etext);
+		if (e == DB_LOST && w->db && !ev_is_active(&w->reconnect))
+			on_lost(w, etext);
+	}
 	for (size_t i = 0; i < b->n; i++) {
 		struct held *h = held_find(w, b->ids[i]);
 		if (!h || h->state != HELD_WRITING)
@@ -322,9 +343,9 @@ on_finish(void *arg, PGresult *res)
 			if (b->n == 1 && ++h->write_failures >= 3) {
 				struct log_job l = lj(h);
 				log_job(LOG_ERROR, &l,
-				        "giving up writing its end (%s); the "
-				        "lease will expire and it runs again",
-				        etext);
+					"giving up writing its end (%s); the "
+					"lease will expire and it runs again",
+					etext);
 				held_unlink(w, h);
 			}
 			continue;
@@ -337,9 +358,9 @@ on_finish(void *arg, PGresult *res)
 		struct log_job l = lj(h);
 		if (!written)
 			log_job(LOG_WARN, &l,
-			        "lease lost: the database refused the end of "
-			        "this attempt (%s), result discarded",
-			        h->fin.state);
+				"lease lost: the database refused the end of "
+				"this attempt (%s), result discarded",
+				h->fin.state);
 		else
 			log_job(LOG_DEBUG, &l, "%s", h->fin.state);
 		held_unlink(w, h);
@@ -403,7 +424,7 @@ on_renew(void *arg, PGresult *res)
 {
 	struct renewal *r = arg;
 	struct worker *w = r->w;
-	if (!res || db_classify(NULL, res) != DB_OK) {
+	if (!res || !result_ok(w, res, "renewing leases")) {
 		free(r);
 		return;
 	}
@@ -418,15 +439,15 @@ on_renew(void *arg, PGresult *res)
 			     r->ids[i];
 		if (ok) {
 			h->deadline_ms =
-			        r->sent_ms + w->cfg->lease_ms - lease_margin(w);
+				r->sent_ms + w->cfg->lease_ms - lease_margin(w);
 			continue;
 		}
 		if (h->state == HELD_WRITING)
 			continue; /* its finish will tell */
 		struct log_job l = lj(h);
 		log_job(LOG_WARN, &l,
-		        "lease lost (another worker holds the "
-		        "job now); stopping it");
+			"lease lost (another worker holds the "
+			"job now); stopping it");
 		h->lost = 1;
 		if (h->state == HELD_RUNNING)
 			handler_stop(h->run, "lease lost");
@@ -475,8 +496,8 @@ on_deadline_timer(struct ev_loop *loop, ev_timer *t, int revents)
 		 * attempt, and if not the database refuses it. */
 		struct log_job l = lj(h);
 		log_job(LOG_WARN, &l,
-		        "lease not renewed by its deadline; "
-		        "stopping the handler");
+			"lease not renewed by its deadline; "
+			"stopping the handler");
 		h->overdue = 1;
 		handler_stop(h->run, "lease not renewed in time");
 	}
@@ -516,8 +537,8 @@ on_lost(void *arg, const char *why)
 	char *msg = xstrdup(why);
 	msg[strcspn(msg, "\n")] = '\0';
 	log_warn("database connection lost (%s); the slot is gone too, "
-	         "reconnecting",
-	         msg);
+		 "reconnecting",
+		 msg);
 	free(msg);
 	/* Free later: we are inside one of its callbacks. */
 	w->claim_inflight = w->finish_inflight = 0;
@@ -540,8 +561,8 @@ static void
 schedule_reconnect(struct worker *w)
 {
 	double d = (double)backoff_full_jitter(200, 30000, w->reconnects++,
-	                                       backoff_random()) /
-	           1000.0;
+					       backoff_random()) /
+		   1000.0;
 	ev_timer_set(&w->reconnect, d + 0.05, 0.);
 	ev_timer_start(w->loop, &w->reconnect);
 }
@@ -555,32 +576,32 @@ setup_session(struct worker *w, PGconn *conn)
 	int slot;
 
 	PQclear(PQexec(conn, "set idle_in_transaction_session_timeout = "
-	                     "'60s'"));
+			     "'60s'"));
 	if (migrate_check(conn, NULL, &err) < 0) {
 		log_error("%s", err);
 		free(err);
 		return PQstatus(conn) == CONNECTION_OK ? EXIT_CONFIG : -1;
 	}
 	slot = lease_slot_acquire(conn, w->cfg->lock_class, w->cfg->max_slots,
-	                          &err);
+				  &err);
 	if (slot < 0)
 		goto fail;
 	if (slot == 0) {
 		log_error("no free slot among 1..%d (lock class %lld): "
-		          "raise max_slots or run fewer workers",
-		          w->cfg->max_slots, (long long)w->cfg->lock_class);
+			  "raise max_slots or run fewer workers",
+			  w->cfg->max_slots, (long long)w->cfg->lock_class);
 		return EXIT_TEMPFAIL;
 	}
 	if (w->slot && slot != w->slot)
 		log_info("slot changed from %d to %d after reconnecting",
-		         w->slot, slot);
+			 w->slot, slot);
 	w->slot = slot;
 	log_set_slot(slot);
 	free(w->locked_by);
 	w->locked_by = xasprintf("%s:%d", w->host, slot);
-	struct lease_worker lw = {slot,           w->host,
-	                          w->pid,         w->supervisor_pid,
-	                          PGJOBD_VERSION, w->kinds_literal};
+	struct lease_worker lw = {slot,		  w->host,
+				  w->pid,	  w->supervisor_pid,
+				  PGJOBD_VERSION, w->kinds_literal};
 	if (lease_worker_register(conn, &lw, &err) < 0)
 		goto fail;
 	PGresult *res = PQexec(conn, "listen pgjob");
@@ -624,10 +645,10 @@ connect_db(struct worker *w)
 	}
 	if (w->reconnects)
 		log_info("connected again; re-checking %d held leases",
-		         w->nheld);
+			 w->nheld);
 	else
 		log_info("connected, slot %d, handling %zu kinds", w->slot,
-		         w->nkinds);
+			 w->nkinds);
 	w->reconnects = 0;
 	w->want_claim = 1;
 	renew_all(w);
@@ -657,7 +678,7 @@ on_final(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
 	log_warn("exiting with %d jobs unwritten; their leases expire",
-	         w->nheld);
+		 w->nheld);
 	ev_break(loop, EVBREAK_ALL);
 }
 
@@ -682,9 +703,9 @@ on_term(struct ev_loop *loop, ev_signal *s, int revents)
 	}
 	w->draining = 1;
 	log_info("draining: %d jobs held, up to %.0fs", w->nheld,
-	         (double)w->cfg->shutdown_timeout_ms / 1000.0);
+		 (double)w->cfg->shutdown_timeout_ms / 1000.0);
 	ev_timer_set(&w->shutdown, (double)w->cfg->shutdown_timeout_ms / 1000.,
-	             0.);
+		     0.);
 	ev_timer_start(loop, &w->shutdown);
 }
 
@@ -714,7 +735,7 @@ setup_kinds(struct worker *w)
 				w->serves[q] = 1;
 	}
 	w->kinds_literal =
-	        queue_text_array((const char *const *)w->kinds, w->nkinds);
+		queue_text_array((const char *const *)w->kinds, w->nkinds);
 }
 
 static void
@@ -736,9 +757,9 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_signal_init(&w->sigint, on_term, SIGINT);
 	ev_io_init(&w->parent, on_parent, parent_fd, EV_READ);
 	w->prepare.data = w->poll.data = w->renew.data = w->heartbeat.data =
-	        w->deadline.data = w->reconnect.data = w->shutdown.data =
-	                w->final.data = w->sigterm.data = w->sigint.data =
-	                        w->parent.data = w;
+		w->deadline.data = w->reconnect.data = w->shutdown.data =
+			w->final.data = w->sigterm.data = w->sigint.data =
+				w->parent.data = w;
 	ev_prepare_start(l, &w->prepare);
 	ev_timer_start(l, &w->poll);
 	ev_timer_start(l, &w->renew);

@@ -110,7 +110,7 @@ example_fini(void *state)
 
 static enum pgjobd_outcome
 example_run(void *state, const struct pgjobd_job *job,
-            struct pgjobd_result *out)
+	    struct pgjobd_result *out)
 {
 	struct example *ex = state;
 	const char *payload = job->payload;
@@ -143,9 +143,9 @@ example_run(void *state, const struct pgjobd_job *job,
 
 /* The object that the handler's symbol: names. */
 const struct pgjobd_plugin pgjobd_example = {
-        .abi_version = PGJOBD_PLUGIN_ABI,
-        .name = "example",
-        .init = example_init,
-        .fini = example_fini,
-        .run = example_run,
+	.abi_version = PGJOBD_PLUGIN_ABI,
+	.name = "example",
+	.init = example_init,
+	.fini = example_fini,
+	.run = example_run,
 };

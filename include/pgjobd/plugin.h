@@ -68,14 +68,14 @@ extern "C" {
  * returns; copy what you need to keep.
  */
 struct pgjobd_job {
-	int64_t id;          /* pgjob.jobs.id */
+	int64_t id;	     /* pgjob.jobs.id */
 	const char *kind;    /* the handler's kind */
 	const char *queue;   /* the queue it was claimed from */
 	const char *payload; /* JSON text, NUL-terminated */
 	size_t payload_len;  /* strlen(payload) */
-	int attempt;         /* 1 on the first run */
+	int attempt;	     /* 1 on the first run */
 	int64_t lease_token; /* changes with every claim of the job */
-	int slot;            /* the worker's slot, 1..max_slots */
+	int slot;	     /* the worker's slot, 1..max_slots */
 };
 
 /* What run() returns. */
@@ -121,7 +121,7 @@ struct pgjobd_plugin {
 	void (*fini)(void *state);
 	/* Required: runs one job; see the life cycle above. */
 	enum pgjobd_outcome (*run)(void *state, const struct pgjobd_job *job,
-	                           struct pgjobd_result *out);
+				   struct pgjobd_result *out);
 };
 
 #ifdef __cplusplus

@@ -18,7 +18,7 @@ fresh_db(const char *name)
 	struct t_run r;
 	char *ci = strdup(t_db_create(name));
 	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-	                      NULL};
+			      NULL};
 	t_run(&r, 60, NULL, argv);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
@@ -32,42 +32,42 @@ test_two_instances_ledger(void **state)
 	PGconn *c = t_connect(ci);
 	char body[2048];
 	snprintf(body, sizeof(body),
-	         "workers: 3\n"
-	         "queues: { default: { concurrency: 4 } }\n"
-	         "handlers:\n"
-	         "  ledger:\n"
-	         "    type: exec\n"
-	         "    command: [\"/usr/bin/psql\", \"%s\", \"-qAtX\", \"-v\","
-	         " \"ON_ERROR_STOP=1\", \"-f\", \"%s\"]\n"
-	         "  noop:\n"
-	         "    type: plugin\n"
-	         "    library: \"%s\"\n"
-	         "    symbol: pgjobd_example\n",
-	         ci, t_src("tests/fixtures/daemon/ledger.sql"),
-	         t_bin("pgjobd_example.so"));
+		 "workers: 3\n"
+		 "queues: { default: { concurrency: 4 } }\n"
+		 "handlers:\n"
+		 "  ledger:\n"
+		 "    type: exec\n"
+		 "    command: [\"/usr/bin/psql\", \"%s\", \"-qAtX\", \"-v\","
+		 " \"ON_ERROR_STOP=1\", \"-f\", \"%s\"]\n"
+		 "  noop:\n"
+		 "    type: plugin\n"
+		 "    library: \"%s\"\n"
+		 "    symbol: pgjobd_example\n",
+		 ci, t_src("tests/fixtures/daemon/ledger.sql"),
+		 t_bin("pgjobd_example.so"));
 	const char *cfg = t_config("ledger", ci, body);
 	t_exec(c, "create table ledger (job_id bigint primary key)");
 	t_exec(c, "insert into pgjob.jobs (kind) select 'ledger' from "
-	          "generate_series(1, 2000)");
+		  "generate_series(1, 2000)");
 	t_exec(c, "insert into pgjob.jobs (kind) select 'noop' from "
-	          "generate_series(1, 2000)");
+		  "generate_series(1, 2000)");
 	pid_t a = t_daemon(cfg, 0, "ledger_a");
 	pid_t b = t_daemon(cfg, 0, "ledger_b");
 	assert_int_equal(t_poll(c, 240,
-	                        "select count(*) = 4000 from "
-	                        "pgjob.jobs where state = 'done'"),
-	                 0);
+				"select count(*) = 4000 from "
+				"pgjob.jobs where state = 'done'"),
+			 0);
 	assert_int_equal(t_long(c, "select count(*) from ledger"), 2000);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs j join "
-	                           "ledger l on l.job_id = j.id"),
-	                 2000);
+				   "ledger l on l.job_id = j.id"),
+			 2000);
 	/* Both instances took part, and no attempt was repeated. */
 	assert_true(t_count_in_file(t_log("ledger_a"), "kind=ledger") > 0);
 	assert_true(t_count_in_file(t_log("ledger_b"), "kind=ledger") > 0);
 	assert_int_equal(t_long(c, "select max(attempts) from pgjob.jobs"), 1);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
-	                           "result->>'ok' = 'true'"),
-	                 2000);
+				   "result->>'ok' = 'true'"),
+			 2000);
 	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
 	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.workers"), 0);
@@ -80,9 +80,9 @@ static char *
 slots_of(PGconn *c, pid_t pid)
 {
 	return t_value(c,
-	               "select string_agg(slot::text, ',' order by slot) "
-	               "from pgjob.workers where supervisor_pid = %d",
-	               (int)pid);
+		       "select string_agg(slot::text, ',' order by slot) "
+		       "from pgjob.workers where supervisor_pid = %d",
+		       (int)pid);
 }
 
 static void
@@ -91,10 +91,10 @@ test_slots_lowest_first(void **state)
 	char *ci = fresh_db("t_daemon_slots");
 	PGconn *c = t_connect(ci);
 	const char *cfg =
-	        t_config("slots", ci,
-	                 "workers: 2\n"
-	                 "handlers:\n"
-	                 "  x: { type: exec, command: [\"/bin/true\"] }\n");
+		t_config("slots", ci,
+			 "workers: 2\n"
+			 "handlers:\n"
+			 "  x: { type: exec, command: [\"/bin/true\"] }\n");
 	pid_t p[3];
 	for (int i = 0; i < 3; i++) {
 		char name[16];
@@ -102,10 +102,10 @@ test_slots_lowest_first(void **state)
 		p[i] = t_daemon(cfg, 0, name);
 		/* One instance at a time, so slots follow start order. */
 		assert_int_equal(t_poll(c, 30,
-		                        "select count(*) = %d from "
-		                        "pgjob.workers",
-		                        2 * (i + 1)),
-		                 0);
+					"select count(*) = %d from "
+					"pgjob.workers",
+					2 * (i + 1)),
+				 0);
 	}
 	char *s;
 	assert_string_equal((s = slots_of(c, p[0])), "1,2");
@@ -117,14 +117,14 @@ test_slots_lowest_first(void **state)
 	/* Stop the middle one: its slots 3 and 4 are the lowest free. */
 	assert_int_equal(t_stop(p[1], SIGTERM, 30), 0);
 	assert_int_equal(t_poll(c, 30,
-	                        "select count(*) = 4 from "
-	                        "pgjob.workers"),
-	                 0);
+				"select count(*) = 4 from "
+				"pgjob.workers"),
+			 0);
 	pid_t q = t_daemon(cfg, 3, "slots3");
 	assert_int_equal(t_poll(c, 30,
-	                        "select count(*) = 7 from "
-	                        "pgjob.workers"),
-	                 0);
+				"select count(*) = 7 from "
+				"pgjob.workers"),
+			 0);
 	assert_string_equal((s = slots_of(c, q)), "3,4,7");
 	free(s);
 	/* Every line a worker logs names its slot. */
@@ -142,16 +142,16 @@ test_retries_and_exit_codes(void **state)
 	char *ci = fresh_db("t_daemon_retry");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
-	        "retry", ci,
-	        "workers: 1\n"
-	        "defaults: { backoff: { base: 2s, max: 1m } }\n"
-	        "handlers:\n"
-	        "  fail3: { type: exec, command: [\"/bin/sh\", \"-c\", "
-	        "\"echo boom >&2; exit 3\"], max_attempts: 3 }\n"
-	        "  dead65: { type: exec, command: [\"/bin/sh\", \"-c\", "
-	        "\"echo bad data >&2; exit 65\"] }\n"
-	        "  again75: { type: exec, command: [\"/bin/sh\", \"-c\", "
-	        "\"echo '{\\\"retry_in\\\": 600}'; exit 75\"] }\n");
+		"retry", ci,
+		"workers: 1\n"
+		"defaults: { backoff: { base: 2s, max: 1m } }\n"
+		"handlers:\n"
+		"  fail3: { type: exec, command: [\"/bin/sh\", \"-c\", "
+		"\"echo boom >&2; exit 3\"], max_attempts: 3 }\n"
+		"  dead65: { type: exec, command: [\"/bin/sh\", \"-c\", "
+		"\"echo bad data >&2; exit 65\"] }\n"
+		"  again75: { type: exec, command: [\"/bin/sh\", \"-c\", "
+		"\"echo '{\\\"retry_in\\\": 600}'; exit 75\"] }\n");
 	long long f = t_long(c, "select pgjob.enqueue('fail3')");
 	long long d = t_long(c, "select pgjob.enqueue('dead65')");
 	long long r = t_long(c, "select pgjob.enqueue('again75')");
@@ -159,61 +159,61 @@ test_retries_and_exit_codes(void **state)
 
 	/* exit 65: dead at the first attempt, with the error kept. */
 	assert_int_equal(t_poll(c, 30,
-	                        "select state = 'dead' from pgjob.jobs "
-	                        "where id = %lld",
-	                        d),
-	                 0);
+				"select state = 'dead' from pgjob.jobs "
+				"where id = %lld",
+				d),
+			 0);
 	char *e = t_value(c,
-	                  "select attempts || '|' || last_error from "
-	                  "pgjob.jobs where id = %lld",
-	                  d);
+			  "select attempts || '|' || last_error from "
+			  "pgjob.jobs where id = %lld",
+			  d);
 	assert_non_null(strstr(e, "1|exit status 65"));
 	assert_non_null(strstr(e, "bad data"));
 	free(e);
 	/* exit 75 with retry_in: back to available, due in 10 minutes. */
 	assert_int_equal(t_poll(c, 30,
-	                        "select attempts = 1 and state = "
-	                        "'available' and run_at > now() + "
-	                        "interval '9 minutes' from pgjob.jobs "
-	                        "where id = %lld",
-	                        r),
-	                 0);
+				"select attempts = 1 and state = "
+				"'available' and run_at > now() + "
+				"interval '9 minutes' from pgjob.jobs "
+				"where id = %lld",
+				r),
+			 0);
 	/* exit 3: retried after 2s (+ up to 25 % jitter), then 4s, then
 	 * dead after max_attempts 3. */
 	assert_int_equal(t_poll(c, 30,
-	                        "select attempts = 1 and state = "
-	                        "'available' from pgjob.jobs where "
-	                        "id = %lld",
-	                        f),
-	                 0);
+				"select attempts = 1 and state = "
+				"'available' from pgjob.jobs where "
+				"id = %lld",
+				f),
+			 0);
 	char *ok = t_value(c,
-	                   "select extract(epoch from run_at - now()) "
-	                   "between 1.0 and 2.5 from pgjob.jobs where "
-	                   "id = %lld",
-	                   f);
+			   "select extract(epoch from run_at - now()) "
+			   "between 1.0 and 2.5 from pgjob.jobs where "
+			   "id = %lld",
+			   f);
 	assert_string_equal(ok, "t");
 	free(ok);
 	assert_int_equal(t_poll(c, 30,
-	                        "select attempts = 2 and state = "
-	                        "'available' from pgjob.jobs where "
-	                        "id = %lld",
-	                        f),
-	                 0);
+				"select attempts = 2 and state = "
+				"'available' from pgjob.jobs where "
+				"id = %lld",
+				f),
+			 0);
 	ok = t_value(c,
-	             "select extract(epoch from run_at - now()) between "
-	             "3.0 and 5.0 from pgjob.jobs where id = %lld",
-	             f);
+		     "select extract(epoch from run_at - now()) between "
+		     "3.0 and 5.0 from pgjob.jobs where id = %lld",
+		     f);
 	assert_string_equal(ok, "t");
 	free(ok);
 	assert_int_equal(t_poll(c, 30,
-	                        "select state = 'dead' from pgjob.jobs "
-	                        "where id = %lld",
-	                        f),
-	                 0);
+				"select state = 'dead' from pgjob.jobs "
+				"where id = %lld",
+				f),
+			 0);
 	e = t_value(c,
-	            "select attempts || '|' || last_error from pgjob.jobs "
-	            "where id = %lld",
-	            f);
+		    "select attempts || '|' || last_error from pgjob.jobs "
+		    "where id = %lld",
+		    f);
 	assert_non_null(strstr(e, "3|exit status 3"));
 	assert_non_null(strstr(e, "boom"));
 	free(e);
@@ -231,23 +231,23 @@ test_timeout_kills_process_group(void **state)
 	snprintf(pidfile, sizeof(pidfile), "%s/grandchild.pid", t_tmpdir());
 	unlink(pidfile);
 	snprintf(body, sizeof(body),
-	         "workers: 1\n"
-	         "handlers:\n"
-	         "  hang: { type: exec, timeout: 1s, max_attempts: 1,"
-	         " command: [\"%s\", \"%s\"] }\n",
-	         t_src("tests/fixtures/daemon/grandchild.sh"), pidfile);
+		 "workers: 1\n"
+		 "handlers:\n"
+		 "  hang: { type: exec, timeout: 1s, max_attempts: 1,"
+		 " command: [\"%s\", \"%s\"] }\n",
+		 t_src("tests/fixtures/daemon/grandchild.sh"), pidfile);
 	const char *cfg = t_config("timeout", ci, body);
 	long long id = t_long(c, "select pgjob.enqueue('hang')");
 	pid_t p = t_daemon(cfg, 0, "timeout");
 	assert_int_equal(t_poll(c, 30,
-	                        "select state = 'dead' from pgjob.jobs "
-	                        "where id = %lld",
-	                        id),
-	                 0);
+				"select state = 'dead' from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
 	char *e = t_value(c,
-	                  "select last_error from pgjob.jobs where "
-	                  "id = %lld",
-	                  id);
+			  "select last_error from pgjob.jobs where "
+			  "id = %lld",
+			  id);
 	assert_non_null(strstr(e, "timed out after 1s"));
 	free(e);
 	char *gc = t_read_file(pidfile);
@@ -269,18 +269,18 @@ test_bad_input(void **state)
 	PGconn *c = t_connect(ci);
 	char body[4096];
 	snprintf(body, sizeof(body),
-	         "workers: 1\n"
-	         "handlers:\n"
-	         "  missing: { type: exec, max_attempts: 1,"
-	         " command: [\"/nonexistent/handler\"] }\n"
-	         "  loud: { type: exec, command: [\"/bin/sh\", \"-c\", "
-	         "\"head -c 20000000 /dev/zero; head -c 3000000 /dev/zero "
-	         ">&2\"] }\n"
-	         "  badplugin: { type: plugin, max_attempts: 1,"
-	         " library: \"/nonexistent/plugin.so\", symbol: nope }\n"
-	         "  noop: { type: plugin, library: \"%s\","
-	         " symbol: pgjobd_example }\n",
-	         t_bin("pgjobd_example.so"));
+		 "workers: 1\n"
+		 "handlers:\n"
+		 "  missing: { type: exec, max_attempts: 1,"
+		 " command: [\"/nonexistent/handler\"] }\n"
+		 "  loud: { type: exec, command: [\"/bin/sh\", \"-c\", "
+		 "\"head -c 20000000 /dev/zero; head -c 3000000 /dev/zero "
+		 ">&2\"] }\n"
+		 "  badplugin: { type: plugin, max_attempts: 1,"
+		 " library: \"/nonexistent/plugin.so\", symbol: nope }\n"
+		 "  noop: { type: plugin, library: \"%s\","
+		 " symbol: pgjobd_example }\n",
+		 t_bin("pgjobd_example.so"));
 	const char *cfg = t_config("bad", ci, body);
 	long long m = t_long(c, "select pgjob.enqueue('missing')");
 	long long l = t_long(c, "select pgjob.enqueue('loud')");
@@ -288,38 +288,38 @@ test_bad_input(void **state)
 	long long u = t_long(c, "select pgjob.enqueue('nobody_handles_this')");
 	/* A payload that is not an object, written behind enqueue's back. */
 	long long n = t_long(c, "insert into pgjob.jobs (kind, payload) "
-	                        "values ('noop', '[1,2]') returning id");
+				"values ('noop', '[1,2]') returning id");
 	long long ok = t_long(c, "select pgjob.enqueue('noop')");
 	pid_t p = t_daemon(cfg, 0, "bad");
 	assert_int_equal(t_poll(c, 60,
-	                        "select count(*) = 5 from pgjob.jobs "
-	                        "where state in ('done', 'dead')"),
-	                 0);
+				"select count(*) = 5 from pgjob.jobs "
+				"where state in ('done', 'dead')"),
+			 0);
 	char *e;
 	e = t_value(c,
-	            "select state || '|' || last_error from pgjob.jobs "
-	            "where id = %lld",
-	            m);
+		    "select state || '|' || last_error from pgjob.jobs "
+		    "where id = %lld",
+		    m);
 	assert_non_null(strstr(e, "dead|"));
 	assert_non_null(strstr(e, "/nonexistent/handler"));
 	free(e);
 	e = t_value(c,
-	            "select state || '|' || (result is null) from "
-	            "pgjob.jobs where id = %lld",
-	            l);
+		    "select state || '|' || (result is null) from "
+		    "pgjob.jobs where id = %lld",
+		    l);
 	assert_string_equal(e, "done|true");
 	free(e);
 	e = t_value(c,
-	            "select state || '|' || last_error from pgjob.jobs "
-	            "where id = %lld",
-	            b);
+		    "select state || '|' || last_error from pgjob.jobs "
+		    "where id = %lld",
+		    b);
 	assert_non_null(strstr(e, "dead|"));
 	assert_non_null(strstr(e, "/nonexistent/plugin.so"));
 	free(e);
 	e = t_value(c,
-	            "select state || '|' || last_error from pgjob.jobs "
-	            "where id = %lld",
-	            n);
+		    "select state || '|' || last_error from pgjob.jobs "
+		    "where id = %lld",
+		    n);
 	assert_string_equal(e, "dead|payload is not a JSON object");
 	free(e);
 	e = t_value(c, "select state from pgjob.jobs where id = %lld", ok);
@@ -327,9 +327,9 @@ test_bad_input(void **state)
 	free(e);
 	/* Nobody handles it: it waits, untouched. */
 	e = t_value(c,
-	            "select state || '|' || attempts from pgjob.jobs "
-	            "where id = %lld",
-	            u);
+		    "select state || '|' || attempts from pgjob.jobs "
+		    "where id = %lld",
+		    u);
 	assert_string_equal(e, "available|0");
 	free(e);
 	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
@@ -341,11 +341,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_two_instances_ledger),
-	        cmocka_unit_test(test_slots_lowest_first),
-	        cmocka_unit_test(test_retries_and_exit_codes),
-	        cmocka_unit_test(test_timeout_kills_process_group),
-	        cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_two_instances_ledger),
+		cmocka_unit_test(test_slots_lowest_first),
+		cmocka_unit_test(test_retries_and_exit_codes),
+		cmocka_unit_test(test_timeout_kills_process_group),
+		cmocka_unit_test(test_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

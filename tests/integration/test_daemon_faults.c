@@ -19,7 +19,7 @@ fresh_db(const char *name)
 	struct t_run r;
 	char *ci = strdup(t_db_create(name));
 	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-	                      NULL};
+			      NULL};
 	t_run(&r, 60, NULL, argv);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
@@ -31,15 +31,15 @@ static pid_t
 holder_of(PGconn *c, long long id)
 {
 	return (pid_t)t_long(c,
-	                     "select w.pid from pgjob.jobs j join "
-	                     "pgjob.workers w on j.locked_by = w.host || "
-	                     "':' || w.slot where j.id = %lld",
-	                     id);
+			     "select w.pid from pgjob.jobs j join "
+			     "pgjob.workers w on j.locked_by = w.host || "
+			     "':' || w.slot where j.id = %lld",
+			     id);
 }
 
 static const char slow_handler[] =
-        "  slow: { type: exec, command: [\"/bin/sh\", \"-c\","
-        " \"sleep 2; echo '{\\\"ok\\\": 1}'\"] }\n";
+	"  slow: { type: exec, command: [\"/bin/sh\", \"-c\","
+	" \"sleep 2; echo '{\\\"ok\\\": 1}'\"] }\n";
 
 static void
 test_kill_worker(void **state)
@@ -48,33 +48,33 @@ test_kill_worker(void **state)
 	PGconn *c = t_connect(ci);
 	char body[1024];
 	snprintf(body, sizeof(body), "workers: 1\nlease: 3s\nhandlers:\n%s",
-	         slow_handler);
+		 slow_handler);
 	const char *cfg = t_config("killworker", ci, body);
 	long long id = t_long(c, "select pgjob.enqueue('slow')");
 	pid_t p = t_daemon(cfg, 0, "killworker");
 	assert_int_equal(t_poll(c, 30,
-	                        "select state = 'running' from "
-	                        "pgjob.jobs where id = %lld",
-	                        id),
-	                 0);
+				"select state = 'running' from "
+				"pgjob.jobs where id = %lld",
+				id),
+			 0);
 	pid_t w = holder_of(c, id);
 	kill(w, SIGKILL);
 	/* A new worker comes; the job is done once its lease expired, at its
 	 * second attempt. */
 	assert_int_equal(t_poll(c, 60,
-	                        "select state = 'done' from pgjob.jobs "
-	                        "where id = %lld",
-	                        id),
-	                 0);
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
 	assert_int_equal(t_long(c,
-	                        "select attempts from pgjob.jobs where "
-	                        "id = %lld",
-	                        id),
-	                 2);
+				"select attempts from pgjob.jobs where "
+				"id = %lld",
+				id),
+			 2);
 	assert_true(t_count_in_file(t_log("killworker"),
-	                            "killed by signal 9") == 1);
+				    "killed by signal 9") == 1);
 	assert_true(t_count_in_file(t_log("killworker"),
-	                            "restarting worker 1") >= 1);
+				    "restarting worker 1") >= 1);
 	assert_true(t_alive(p));
 	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
 	PQfinish(c);
@@ -88,17 +88,17 @@ test_kill_supervisor(void **state)
 	PGconn *c = t_connect(ci);
 	char body[1024];
 	snprintf(body, sizeof(body),
-	         "workers: 2\nlease: 5s\nqueues: { default: { concurrency: 2 }"
-	         " }\nhandlers:\n%s",
-	         slow_handler);
+		 "workers: 2\nlease: 5s\nqueues: { default: { concurrency: 2 }"
+		 " }\nhandlers:\n%s",
+		 slow_handler);
 	const char *cfg = t_config("killsup", ci, body);
 	t_exec(c, "insert into pgjob.jobs (kind) select 'slow' from "
-	          "generate_series(1, 12)");
+		  "generate_series(1, 12)");
 	pid_t a = t_daemon(cfg, 0, "killsup_a");
 	assert_int_equal(t_poll(c, 30,
-	                        "select count(*) = 4 from pgjob.jobs "
-	                        "where state = 'running'"),
-	                 0);
+				"select count(*) = 4 from pgjob.jobs "
+				"where state = 'running'"),
+			 0);
 	pid_t w1 = (pid_t)t_long(c, "select min(pid) from pgjob.workers");
 	pid_t w2 = (pid_t)t_long(c, "select max(pid) from pgjob.workers");
 	kill(a, SIGKILL);
@@ -109,13 +109,13 @@ test_kill_supervisor(void **state)
 	assert_false(t_alive(w1));
 	assert_false(t_alive(w2));
 	assert_true(t_count_in_file(t_log("killsup_a"),
-	                            "stopping now (the supervisor is gone)") ==
-	            2);
+				    "stopping now (the supervisor is gone)") ==
+		    2);
 	pid_t b = t_daemon(cfg, 0, "killsup_b");
 	assert_int_equal(t_poll(c, 60,
-	                        "select count(*) = 12 from pgjob.jobs "
-	                        "where state = 'done'"),
-	                 0);
+				"select count(*) = 12 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
 	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
 	PQfinish(c);
 	free(ci);
@@ -127,31 +127,31 @@ test_sigterm_releases_long_jobs(void **state)
 	char *ci = fresh_db("t_fault_sigterm");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
-	        "sigterm", ci,
-	        "workers: 1\nshutdown_timeout: 2s\n"
-	        "queues: { default: { concurrency: 4 } }\n"
-	        "handlers:\n"
-	        "  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
+		"sigterm", ci,
+		"workers: 1\nshutdown_timeout: 2s\n"
+		"queues: { default: { concurrency: 4 } }\n"
+		"handlers:\n"
+		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
 	t_exec(c, "insert into pgjob.jobs (kind) select 'long' from "
-	          "generate_series(1, 3)");
+		  "generate_series(1, 3)");
 	pid_t p = t_daemon(cfg, 0, "sigterm");
 	assert_int_equal(t_poll(c, 30,
-	                        "select count(*) = 3 from pgjob.jobs "
-	                        "where state = 'running'"),
-	                 0);
+				"select count(*) = 3 from pgjob.jobs "
+				"where state = 'running'"),
+			 0);
 	time_t t0 = time(NULL);
 	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
 	/* Generous: the point is that it does not wait for the jobs. */
 	assert_true(time(NULL) - t0 < 15);
 	/* Given back: available now, no lease, the attempt refunded. */
 	char *s = t_value(c, "select string_agg(distinct state || '|' || "
-	                     "attempts || '|' || (locked_until is null) || "
-	                     "'|' || (run_at <= now()), ',') from pgjob.jobs");
+			     "attempts || '|' || (locked_until is null) || "
+			     "'|' || (run_at <= now()), ',') from pgjob.jobs");
 	assert_string_equal(s, "available|0|true|true");
 	free(s);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
-	                           "last_error like 'interrupted%%'"),
-	                 3);
+				   "last_error like 'interrupted%%'"),
+			 3);
 	PQfinish(c);
 	free(ci);
 }
@@ -162,20 +162,20 @@ test_sighup(void **state)
 	char *ci = fresh_db("t_fault_sighup");
 	PGconn *c = t_connect(ci);
 	const char *v1 = "workers: 2\nhandlers:\n"
-	                 "  greet: { type: exec, command: [\"/bin/echo\", "
-	                 "\"{\\\"v\\\": 1}\"] }\n";
+			 "  greet: { type: exec, command: [\"/bin/echo\", "
+			 "\"{\\\"v\\\": 1}\"] }\n";
 	const char *v2 = "workers: 2\nhandlers:\n"
-	                 "  greet: { type: exec, command: [\"/bin/echo\", "
-	                 "\"{\\\"v\\\": 2}\"] }\n";
+			 "  greet: { type: exec, command: [\"/bin/echo\", "
+			 "\"{\\\"v\\\": 2}\"] }\n";
 	char cfg[4096];
 	snprintf(cfg, sizeof(cfg), "%s", t_config("sighup", ci, v1));
 	pid_t p = t_daemon(cfg, 0, "sighup");
 	long long a = t_long(c, "select pgjob.enqueue('greet')");
 	assert_int_equal(t_poll(c, 30,
-	                        "select result->>'v' = '1' from "
-	                        "pgjob.jobs where id = %lld",
-	                        a),
-	                 0);
+				"select result->>'v' = '1' from "
+				"pgjob.jobs where id = %lld",
+				a),
+			 0);
 	/* A broken config: refused with its position, the old one runs. */
 	t_write_file(cfg, "workers: [\n");
 	kill(p, SIGHUP);
@@ -189,10 +189,10 @@ test_sighup(void **state)
 	assert_true(t_alive(p));
 	long long b = t_long(c, "select pgjob.enqueue('greet')");
 	assert_int_equal(t_poll(c, 30,
-	                        "select result->>'v' = '1' from "
-	                        "pgjob.jobs where id = %lld",
-	                        b),
-	                 0);
+				"select result->>'v' = '1' from "
+				"pgjob.jobs where id = %lld",
+				b),
+			 0);
 	/* A changed handler: new jobs use it. */
 	t_config("sighup", ci, v2);
 	kill(p, SIGHUP);
@@ -204,10 +204,10 @@ test_sighup(void **state)
 	assert_int_equal(t_count_in_file(t_log("sighup"), "reload done"), 1);
 	long long d = t_long(c, "select pgjob.enqueue('greet')");
 	assert_int_equal(t_poll(c, 30,
-	                        "select result->>'v' = '2' from "
-	                        "pgjob.jobs where id = %lld",
-	                        d),
-	                 0);
+				"select result->>'v' = '2' from "
+				"pgjob.jobs where id = %lld",
+				d),
+			 0);
 	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
 	PQfinish(c);
 	free(ci);
@@ -220,29 +220,29 @@ test_sigstop_past_lease(void **state)
 	PGconn *c = t_connect(ci);
 	char body[1024];
 	snprintf(body, sizeof(body), "workers: 2\nlease: 2s\nhandlers:\n%s",
-	         slow_handler);
+		 slow_handler);
 	const char *cfg = t_config("sigstop", ci, body);
 	pid_t p = t_daemon(cfg, 0, "sigstop");
 	assert_int_equal(t_poll(c, 30,
-	                        "select count(*) = 2 from "
-	                        "pgjob.workers"),
-	                 0);
+				"select count(*) = 2 from "
+				"pgjob.workers"),
+			 0);
 	long long id = t_long(c, "select pgjob.enqueue('slow')");
 	assert_int_equal(t_poll(c, 30,
-	                        "select state = 'running' from "
-	                        "pgjob.jobs where id = %lld",
-	                        id),
-	                 0);
+				"select state = 'running' from "
+				"pgjob.jobs where id = %lld",
+				id),
+			 0);
 	pid_t w = holder_of(c, id);
 	kill(w, SIGSTOP);
 	/* The other worker takes the job over once the lease expired, with
 	 * a higher token, and finishes it. */
 	assert_int_equal(t_poll(c, 60,
-	                        "select state = 'done' and "
-	                        "lease_token = 2 from pgjob.jobs where "
-	                        "id = %lld",
-	                        id),
-	                 0);
+				"select state = 'done' and "
+				"lease_token = 2 from pgjob.jobs where "
+				"id = %lld",
+				id),
+			 0);
 	kill(w, SIGCONT);
 	/* The stopped worker wakes up, and its late end is refused. */
 	for (int i = 0; i < 100; i++) {
@@ -252,9 +252,9 @@ test_sigstop_past_lease(void **state)
 	}
 	assert_true(t_count_in_file(t_log("sigstop"), "lease lost") > 0);
 	char *s = t_value(c,
-	                  "select state || '|' || attempts || '|' || "
-	                  "lease_token from pgjob.jobs where id = %lld",
-	                  id);
+			  "select state || '|' || attempts || '|' || "
+			  "lease_token from pgjob.jobs where id = %lld",
+			  id);
 	assert_string_equal(s, "done|2|2");
 	free(s);
 	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
@@ -266,11 +266,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_kill_worker),
-	        cmocka_unit_test(test_kill_supervisor),
-	        cmocka_unit_test(test_sigterm_releases_long_jobs),
-	        cmocka_unit_test(test_sighup),
-	        cmocka_unit_test(test_sigstop_past_lease),
+		cmocka_unit_test(test_kill_worker),
+		cmocka_unit_test(test_kill_supervisor),
+		cmocka_unit_test(test_sigterm_releases_long_jobs),
+		cmocka_unit_test(test_sighup),
+		cmocka_unit_test(test_sigstop_past_lease),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@ setup(void **state)
 	struct t_run r;
 	ci = t_db_create("t_enqueue");
 	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-	                      NULL};
+			      NULL};
 	t_run(&r, 60, NULL, argv);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
@@ -28,14 +28,14 @@ test_sql_defaults(void **state)
 {
 	PGconn *c = t_connect(ci);
 	long long id = t_long(c, "select pgjob.enqueue('email', "
-	                         "'{\"to\":\"a@b\"}')");
+				 "'{\"to\":\"a@b\"}')");
 	char *row = t_value(
-	        c,
-	        "select concat_ws('|', queue, kind, payload->>'to', priority, "
-	        "state, attempts, coalesce(max_attempts::text, 'null'), "
-	        "lease_token, run_at <= now(), unique_key is null) "
-	        "from pgjob.jobs where id = %lld",
-	        id);
+		c,
+		"select concat_ws('|', queue, kind, payload->>'to', priority, "
+		"state, attempts, coalesce(max_attempts::text, 'null'), "
+		"lease_token, run_at <= now(), unique_key is null) "
+		"from pgjob.jobs where id = %lld",
+		id);
 	assert_string_equal(row, "default|email|a@b|0|available|0|null|0|t|t");
 	free(row);
 	PQfinish(c);
@@ -46,15 +46,15 @@ test_sql_named_arguments(void **state)
 {
 	PGconn *c = t_connect(ci);
 	long long id = t_long(
-	        c, "select pgjob.enqueue('report', '{}', queue => 'slow', "
-	           "run_at => now() + interval '1 hour', priority => -5, "
-	           "max_attempts => 3, ordering_key => 'tenant-7')");
+		c, "select pgjob.enqueue('report', '{}', queue => 'slow', "
+		   "run_at => now() + interval '1 hour', priority => -5, "
+		   "max_attempts => 3, ordering_key => 'tenant-7')");
 	char *row =
-	        t_value(c,
-	                "select concat_ws('|', queue, priority, max_attempts, "
-	                "ordering_key, run_at > now() + interval '59 minutes') "
-	                "from pgjob.jobs where id = %lld",
-	                id);
+		t_value(c,
+			"select concat_ws('|', queue, priority, max_attempts, "
+			"ordering_key, run_at > now() + interval '59 minutes') "
+			"from pgjob.jobs where id = %lld",
+			id);
 	assert_string_equal(row, "slow|-5|3|tenant-7|t");
 	free(row);
 	PQfinish(c);
@@ -65,25 +65,25 @@ test_unique_key(void **state)
 {
 	PGconn *c = t_connect(ci);
 	long long a = t_long(c, "select pgjob.enqueue('sync', '{\"n\":1}', "
-	                        "unique_key => 'sync-42')");
+				"unique_key => 'sync-42')");
 	long long b = t_long(c, "select pgjob.enqueue('sync', '{\"n\":2}', "
-	                        "unique_key => 'sync-42')");
+				"unique_key => 'sync-42')");
 	assert_int_equal(a, b);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
-	                           "unique_key = 'sync-42'"),
-	                 1);
+				   "unique_key = 'sync-42'"),
+			 1);
 	assert_int_equal(t_long(c,
-	                        "select (payload->>'n')::int from "
-	                        "pgjob.jobs where id = %lld",
-	                        a),
-	                 1);
+				"select (payload->>'n')::int from "
+				"pgjob.jobs where id = %lld",
+				a),
+			 1);
 	/* Once finished, the key is free again. */
 	t_exec(c,
 	       "update pgjob.jobs set state = 'done', finished_at = now() "
 	       "where id = %lld",
 	       a);
 	long long d = t_long(c, "select pgjob.enqueue('sync', '{}', "
-	                        "unique_key => 'sync-42')");
+				"unique_key => 'sync-42')");
 	assert_true(d != a);
 	PQfinish(c);
 }
@@ -95,7 +95,7 @@ test_payload_must_be_object(void **state)
 	PGresult *res = PQexec(c, "select pgjob.enqueue('x', '[1,2]')");
 	assert_int_equal(PQresultStatus(res), PGRES_FATAL_ERROR);
 	assert_non_null(strstr(PQresultErrorMessage(res),
-	                       "payload must be a JSON object, not array"));
+			       "payload must be a JSON object, not array"));
 	PQclear(res);
 	PQfinish(c);
 }
@@ -128,7 +128,7 @@ test_notify(void **state)
 
 	/* A bulk insert of 1,000 rows: one notification, not 1,000. */
 	t_exec(c, "insert into pgjob.jobs (kind) select 'bulk' from "
-	          "generate_series(1, 1000)");
+		  "generate_series(1, 1000)");
 	assert_int_equal(notifications(listener), 1);
 
 	/* 100 enqueues in one transaction: PostgreSQL folds them to one. */
@@ -140,7 +140,7 @@ test_notify(void **state)
 
 	/* Future work wakes nobody; polling picks it up when due. */
 	t_exec(c, "select pgjob.enqueue('n', '{}', run_at => now() + "
-	          "interval '1 hour')");
+		  "interval '1 hour')");
 	assert_int_equal(notifications(listener), 0);
 	PQfinish(c);
 	PQfinish(listener);
@@ -163,32 +163,32 @@ test_cli_enqueue(void **state)
 	struct t_run r;
 	PGconn *c = t_connect(ci);
 	const char *args[] = {"cli_kind",
-	                      "{\"a\": 1}",
-	                      "--queue",
-	                      "q1",
-	                      "--priority",
-	                      "3",
-	                      "--max-attempts",
-	                      "4",
-	                      "--unique-key",
-	                      "u-1",
-	                      "--ordering-key",
-	                      "o-1",
-	                      "--in",
-	                      "5m",
-	                      NULL};
+			      "{\"a\": 1}",
+			      "--queue",
+			      "q1",
+			      "--priority",
+			      "3",
+			      "--max-attempts",
+			      "4",
+			      "--unique-key",
+			      "u-1",
+			      "--ordering-key",
+			      "o-1",
+			      "--in",
+			      "5m",
+			      NULL};
 	enqueue(&r, args);
 	assert_int_equal(r.status, 0);
 	long long id = atoll(r.out);
 	assert_true(id > 0);
 	t_run_free(&r);
 	char *row = t_value(
-	        c,
-	        "select concat_ws('|', kind, payload->>'a', queue, priority, "
-	        "max_attempts, unique_key, ordering_key, run_at between "
-	        "now() + interval '4 minutes' and now() + interval '6 minutes')"
-	        " from pgjob.jobs where id = %lld",
-	        id);
+		c,
+		"select concat_ws('|', kind, payload->>'a', queue, priority, "
+		"max_attempts, unique_key, ordering_key, run_at between "
+		"now() + interval '4 minutes' and now() + interval '6 minutes')"
+		" from pgjob.jobs where id = %lld",
+		id);
 	assert_string_equal(row, "cli_kind|1|q1|3|4|u-1|o-1|t");
 	free(row);
 
@@ -199,23 +199,23 @@ test_cli_enqueue(void **state)
 	t_run_free(&r);
 
 	const char *at[] = {"cli_at", "--run-at", "2030-01-02 03:04:05+00",
-	                    NULL};
+			    NULL};
 	enqueue(&r, at);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(t_long(c,
-	                        "select extract(year from run_at) from "
-	                        "pgjob.jobs where id = %s",
-	                        r.out),
-	                 2030);
+				"select extract(year from run_at) from "
+				"pgjob.jobs where id = %s",
+				r.out),
+			 2030);
 	t_run_free(&r);
 
 	const char *bare[] = {"cli_bare", NULL};
 	enqueue(&r, bare);
 	assert_int_equal(r.status, 0);
 	char *p = t_value(c,
-	                  "select payload::text from pgjob.jobs where "
-	                  "id = %s",
-	                  r.out);
+			  "select payload::text from pgjob.jobs where "
+			  "id = %s",
+			  r.out);
 	assert_string_equal(p, "{}");
 	free(p);
 	t_run_free(&r);
@@ -231,34 +231,34 @@ test_cli_errors(void **state)
 		int status;
 		const char *msg;
 	} cases[] = {
-	        {{"k", "{not json", NULL},
-	         2,
-	         "pgjob: enqueue: payload is not valid JSON: {not json\n"},
-	        {{"k", "[1]", NULL},
-	         2,
-	         "pgjob: enqueue: payload must be a JSON object: [1]\n"},
-	        {{"k", "--bogus", NULL},
-	         2,
-	         "pgjob: enqueue: unknown option \"--bogus\"\n"},
-	        {{"k", "--priority", "high", NULL},
-	         2,
-	         "pgjob: enqueue: bad --priority \"high\" (an integer from "
-	         "-32768 to 32767)\n"},
-	        {{"k", "--in", "5x", NULL},
-	         2,
-	         "pgjob: enqueue: bad --in \"5x\" (use 500ms, 30s, 5m, 2h, "
-	         "7d)\n"},
-	        {{"k", "--in", "5m", "--run-at", "2030-01-01", NULL},
-	         2,
-	         "pgjob: enqueue: --run-at and --in exclude each other\n"},
-	        {{NULL}, 2, "pgjob: enqueue: missing KIND\n"},
-	        {{"k", "{}", "extra", NULL},
-	         2,
-	         "pgjob: enqueue: unexpected argument \"extra\"\n"},
-	        {{"k", "--run-at", "not a time", NULL},
-	         1,
-	         "pgjob: enqueue: 22007: invalid input syntax for type "
-	         "timestamp with time zone: \"not a time\"\n"},
+		{{"k", "{not json", NULL},
+		 2,
+		 "pgjob: enqueue: payload is not valid JSON: {not json\n"},
+		{{"k", "[1]", NULL},
+		 2,
+		 "pgjob: enqueue: payload must be a JSON object: [1]\n"},
+		{{"k", "--bogus", NULL},
+		 2,
+		 "pgjob: enqueue: unknown option \"--bogus\"\n"},
+		{{"k", "--priority", "high", NULL},
+		 2,
+		 "pgjob: enqueue: bad --priority \"high\" (an integer from "
+		 "-32768 to 32767)\n"},
+		{{"k", "--in", "5x", NULL},
+		 2,
+		 "pgjob: enqueue: bad --in \"5x\" (use 500ms, 30s, 5m, 2h, "
+		 "7d)\n"},
+		{{"k", "--in", "5m", "--run-at", "2030-01-01", NULL},
+		 2,
+		 "pgjob: enqueue: --run-at and --in exclude each other\n"},
+		{{NULL}, 2, "pgjob: enqueue: missing KIND\n"},
+		{{"k", "{}", "extra", NULL},
+		 2,
+		 "pgjob: enqueue: unexpected argument \"extra\"\n"},
+		{{"k", "--run-at", "not a time", NULL},
+		 1,
+		 "pgjob: enqueue: 22007: invalid input syntax for type "
+		 "timestamp with time zone: \"not a time\"\n"},
 	};
 	PGconn *c = t_connect(ci);
 	long long before = t_long(c, "select count(*) from pgjob.jobs");
@@ -286,14 +286,14 @@ test_cli_database_sources(void **state)
 	t_write_file(cfg, "database:\n  conninfo: \"${T_CONNINFO}\"\n");
 	snprintf(env, sizeof(env), "T_CONNINFO=%s", ci);
 	const char *envs[] = {env, NULL};
-	const char *argv[] = {t_bin("pgjob"), "-c",       cfg,
-	                      "enqueue",      "from_cfg", NULL};
+	const char *argv[] = {t_bin("pgjob"), "-c",	  cfg,
+			      "enqueue",      "from_cfg", NULL};
 	t_run(&r, 30, envs, argv);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
-	                           "kind = 'from_cfg'"),
-	                 1);
+				   "kind = 'from_cfg'"),
+			 1);
 
 	/* From PG* variables. */
 	char dbname[64], host[64], port[64];
@@ -306,8 +306,8 @@ test_cli_database_sources(void **state)
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
-	                           "kind = 'from_env'"),
-	                 1);
+				   "kind = 'from_env'"),
+			 1);
 
 	/* A config that does not validate: its errors and exit 78. */
 	t_write_file(cfg, "workers: 0\n");
@@ -324,12 +324,12 @@ test_cli_unreachable(void **state)
 {
 	struct t_run r;
 	const char *argv[] = {t_bin("pgjob"),
-	                      "--database",
-	                      "postgresql://u:hunter2@127.0.0.1:1/x"
-	                      "?connect_timeout=2",
-	                      "enqueue",
-	                      "k",
-	                      NULL};
+			      "--database",
+			      "postgresql://u:hunter2@127.0.0.1:1/x"
+			      "?connect_timeout=2",
+			      "enqueue",
+			      "k",
+			      NULL};
 	t_run(&r, 30, NULL, argv);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.err, "pgjob: cannot connect to database ("));
@@ -359,16 +359,16 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_sql_defaults),
-	        cmocka_unit_test(test_sql_named_arguments),
-	        cmocka_unit_test(test_unique_key),
-	        cmocka_unit_test(test_payload_must_be_object),
-	        cmocka_unit_test(test_notify),
-	        cmocka_unit_test(test_cli_enqueue),
-	        cmocka_unit_test(test_cli_errors),
-	        cmocka_unit_test(test_cli_database_sources),
-	        cmocka_unit_test(test_cli_unreachable),
-	        cmocka_unit_test(test_cli_usage),
+		cmocka_unit_test(test_sql_defaults),
+		cmocka_unit_test(test_sql_named_arguments),
+		cmocka_unit_test(test_unique_key),
+		cmocka_unit_test(test_payload_must_be_object),
+		cmocka_unit_test(test_notify),
+		cmocka_unit_test(test_cli_enqueue),
+		cmocka_unit_test(test_cli_errors),
+		cmocka_unit_test(test_cli_database_sources),
+		cmocka_unit_test(test_cli_unreachable),
+		cmocka_unit_test(test_cli_usage),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

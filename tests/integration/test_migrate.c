@@ -14,7 +14,7 @@ static void
 migrate(const char *conninfo, struct t_run *r)
 {
 	const char *argv[] = {t_bin("pgjob"), "--database", conninfo, "migrate",
-	                      NULL};
+			      NULL};
 	t_run(r, 60, NULL, argv);
 }
 
@@ -31,22 +31,22 @@ test_fresh_then_again(void **state)
 
 	PGconn *c = t_connect(ci);
 	assert_int_equal(t_long(c, "select max(version) from "
-	                           "pgjob.schema_version"),
-	                 migrate_latest());
+				   "pgjob.schema_version"),
+			 migrate_latest());
 	assert_int_equal(t_long(c, "select count(*) from pg_tables where "
-	                           "schemaname = 'pgjob' and tablename in "
-	                           "('jobs', 'leases', 'workers', "
-	                           "'schema_version')"),
-	                 4);
+				   "schemaname = 'pgjob' and tablename in "
+				   "('jobs', 'leases', 'workers', "
+				   "'schema_version')"),
+			 4);
 	char *before = t_value(c, "select string_agg(version || ':' || "
-	                          "applied_at, ',') from pgjob.schema_version");
+				  "applied_at, ',') from pgjob.schema_version");
 
 	migrate(ci, &r);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "schema is up to date"));
 	t_run_free(&r);
 	char *after = t_value(c, "select string_agg(version || ':' || "
-	                         "applied_at, ',') from pgjob.schema_version");
+				 "applied_at, ',') from pgjob.schema_version");
 	assert_string_equal(before, after);
 	free(before);
 	free(after);
@@ -62,9 +62,9 @@ test_concurrent(void **state)
 
 	for (int i = 0; i < 4; i++) {
 		snprintf(logs[i], sizeof(logs[i]), "%s/migrate%d.log",
-		         t_tmpdir(), i);
+			 t_tmpdir(), i);
 		const char *argv[] = {t_bin("pgjob"), "--database", ci,
-		                      "migrate", NULL};
+				      "migrate", NULL};
 		pids[i] = t_spawn(logs[i], NULL, argv);
 	}
 	int applied = 0;
@@ -77,7 +77,7 @@ test_concurrent(void **state)
 	assert_int_equal(applied, 1);
 	PGconn *c = t_connect(ci);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.schema_version"),
-	                 migrate_latest());
+			 migrate_latest());
 	PQfinish(c);
 }
 
@@ -102,7 +102,7 @@ test_newer_database_refused(void **state)
 	assert_null(strchr(strchr(r.err, '\n') + 1, '\n')); /* one line */
 	t_run_free(&r);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.schema_version"),
-	                 migrate_latest() + 1);
+			 migrate_latest() + 1);
 	PQfinish(c);
 }
 
@@ -121,10 +121,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_fresh_then_again),
-	        cmocka_unit_test(test_concurrent),
-	        cmocka_unit_test(test_newer_database_refused),
-	        cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_fresh_then_again),
+		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_newer_database_refused),
+		cmocka_unit_test(test_unreachable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,7 +37,7 @@ t_server_conninfo(void)
 	const char *dir = getenv("PGJOBD_TESTPG");
 	if (!dir)
 		fail_msg("PGJOBD_TESTPG is not set: run the tests through "
-		         "ctest");
+			 "ctest");
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/conninfo", dir);
 	conninfo = t_read_file(path);
@@ -57,7 +57,7 @@ t_db_create(const char *name)
 	PQfinish(conn);
 	/* The last dbname= wins in a conninfo string. */
 	snprintf(conninfo, sizeof(conninfo), "%s dbname=%s",
-	         t_server_conninfo(), name);
+		 t_server_conninfo(), name);
 	return conninfo;
 }
 
@@ -216,7 +216,7 @@ t_run(struct t_run *r, int timeout_s, const char *const *env_extra,
 	time_t deadline = time(NULL) + timeout_s;
 	while (oo || eo) {
 		struct pollfd p[2] = {{oo ? out[0] : -1, POLLIN, 0},
-		                      {eo ? err[0] : -1, POLLIN, 0}};
+				      {eo ? err[0] : -1, POLLIN, 0}};
 		if (time(NULL) > deadline) {
 			kill(pid, SIGKILL);
 			fail_msg("%s timed out after %d s", argv[0], timeout_s);
@@ -248,7 +248,7 @@ t_run_free(struct t_run *r)
 
 pid_t
 t_spawn(const char *logpath, const char *const *env_extra,
-        const char *const *argv)
+	const char *const *argv)
 {
 	pid_t pid = fork();
 	if (pid < 0)
@@ -337,7 +337,7 @@ t_tmpdir(void)
 		return dir;
 	const char *base = getenv("PGJOBD_TEST_BIN");
 	snprintf(dir, sizeof(dir), "%s/tmp/t%d", base ? base : "/tmp",
-	         (int)getpid());
+		 (int)getpid());
 	char cmd[4200];
 	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
 	if (system(cmd) != 0)
@@ -361,7 +361,7 @@ t_config(const char *name, const char *conninfo, const char *body)
 	char *p = path[next++ % 4];
 	snprintf(p, 4096, "%s/%s.yaml", t_tmpdir(), name);
 	char *text =
-	        xasprintf("database:\n  conninfo: \"%s\"\n%s", conninfo, body);
+		xasprintf("database:\n  conninfo: \"%s\"\n%s", conninfo, body);
 	t_write_file(p, text);
 	free(text);
 	return p;

@@ -27,14 +27,14 @@ const char *t_db_create(const char *name);
 PGconn *t_connect(const char *conninfo);
 /* Runs sql (no parameters) and fails the test on error. */
 void t_exec(PGconn *conn, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 /* The first column of the first row as a new string, or NULL for SQL null
  * or no row; caller frees. */
 char *t_value(PGconn *conn, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 /* The same as a number; a null or missing value fails the test. */
 long long t_long(PGconn *conn, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 
 /* Path of a build artefact: $PGJOBD_TEST_BIN/name (static storage). */
 const char *t_bin(const char *name);
@@ -53,13 +53,13 @@ struct t_run {
  * /dev/null.  Fails the test after timeout_s seconds.
  */
 void t_run(struct t_run *r, int timeout_s, const char *const *env_extra,
-           const char *const *argv);
+	   const char *const *argv);
 void t_run_free(struct t_run *r);
 
 /* Starts argv in the background, in its own process group, with stdout
  * and stderr appended to logpath; returns its pid. */
 pid_t t_spawn(const char *logpath, const char *const *env_extra,
-              const char *const *argv);
+	      const char *const *argv);
 /* Waits up to timeout_s for pid to exit; returns its status as t_run's, or
  * -1 on timeout. */
 int t_wait(pid_t pid, int timeout_s);
@@ -68,7 +68,7 @@ int t_wait(pid_t pid, int timeout_s);
  * returns 0, or -1 after timeout_s.
  */
 int t_poll(PGconn *conn, int timeout_s, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 /* Writes text to a new file at path. */
 void t_write_file(const char *path, const char *text);
 /* Reads a whole file into a new string (caller frees); NULL if absent. */

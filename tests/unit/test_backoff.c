@@ -43,9 +43,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_job_delay_doubles_and_caps),
-	        cmocka_unit_test(test_full_jitter),
-	        cmocka_unit_test(test_random_range),
+		cmocka_unit_test(test_job_delay_doubles_and_caps),
+		cmocka_unit_test(test_full_jitter),
+		cmocka_unit_test(test_random_range),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,14 +100,14 @@ static void
 run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
 {
 	struct job job = {
-	        .id = 42,
-	        .kind = "test",
-	        .queue = "q1",
-	        .payload = (char *)payload,
-	        .attempt = 2,
-	        .max_attempts = 5,
-	        .lease_token = 777,
-	        .handler = h,
+		.id = 42,
+		.kind = "test",
+		.queue = "q1",
+		.payload = (char *)payload,
+		.attempt = 2,
+		.max_attempts = 5,
+		.lease_token = 777,
+		.handler = h,
 	};
 	ev_timer guard, stop;
 	int64_t t0 = util_now_ms();
@@ -139,7 +139,7 @@ run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
 /* Runs behave.sh mode [arg]. */
 static void
 run_mode(const char *mode, const char *arg, int64_t timeout_ms,
-         struct outcome *o)
+	 struct outcome *o)
 {
 	char *argv[] = {"/bin/sh", script, (char *)mode, (char *)arg, NULL};
 	struct handler_conf h = conf_for(argv, NULL, timeout_ms);
@@ -217,7 +217,7 @@ test_exit_3_stderr(void **state)
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_int_equal(o.res.retry_in_ms, -1);
 	assert_string_equal(o.res.error,
-	                    "exit status 3: something broke\ndetails here");
+			    "exit status 3: something broke\ndetails here");
 	handler_result_clear(&o.res);
 }
 
@@ -300,14 +300,14 @@ test_clean_env(void **state)
 {
 	char *argv[] = {"/bin/sh", "-c", "/usr/bin/env >&2; exit 3", NULL};
 	char *env[] = {"FOO=bar baz", "PATH=/opt/x:/usr/bin", "PGJOB_SLOT=99",
-	               NULL};
+		       NULL};
 	struct handler_conf h = conf_for(argv, env, 10000);
 	struct outcome o = {0};
 	const char *want[] = {
-	        "FOO=bar baz",     "PATH=/opt/x:/usr/bin",
-	        "PGJOB_ATTEMPT=2", "PGJOB_JOB_ID=42",
-	        "PGJOB_KIND=test", "PGJOB_LEASE_TOKEN=777",
-	        "PGJOB_QUEUE=q1",  "PGJOB_SLOT=3",
+		"FOO=bar baz",	   "PATH=/opt/x:/usr/bin",
+		"PGJOB_ATTEMPT=2", "PGJOB_JOB_ID=42",
+		"PGJOB_KIND=test", "PGJOB_LEASE_TOKEN=777",
+		"PGJOB_QUEUE=q1",  "PGJOB_SLOT=3",
 	};
 	char *lines[32], *save = NULL;
 	size_t n = 0;
@@ -361,20 +361,20 @@ test_missing_executable(void **state)
 	run_job(&h, "{}", &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error, "could not start /nonexistent/prog: "
-	                                 "No such file or directory");
+					 "No such file or directory");
 	handler_result_clear(&o.res);
 
 	h = conf_for(argv2, NULL, 10000);
 	run_job(&h, "{}", &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
-	                    "could not start no-such-program-here: "
-	                    "No such file or directory");
+			    "could not start no-such-program-here: "
+			    "No such file or directory");
 	handler_result_clear(&o.res);
 
 	/* A file that is not executable: the exec itself fails. */
 	snprintf(path, sizeof(path), "%s/handlers/test_plugins.c",
-	         getenv("PGJOBD_FIXTURES"));
+		 getenv("PGJOBD_FIXTURES"));
 	h = conf_for(argv3, NULL, 10000);
 	run_job(&h, "{}", &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
@@ -399,7 +399,7 @@ test_fds_closed(void **state)
 {
 	/* ls's stdout is not JSON: send the listing to stderr. */
 	char *argv[] = {"/bin/sh", "-c", "/bin/ls /proc/self/fd >&2; exit 3",
-	                NULL};
+			NULL};
 	struct handler_conf h = conf_for(argv, NULL, 10000);
 	struct outcome o = {0};
 	int fd = open("/dev/null", O_RDONLY); /* not close-on-exec */
@@ -414,7 +414,7 @@ test_fds_closed(void **state)
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	/* ls lists 0, 1, 2 and the descriptor it reads the directory with. */
 	for (char *l = strtok_r(o.res.error + strlen("exit status 3: "), "\n",
-	                        &save);
+				&save);
 	     l; l = strtok_r(NULL, "\n", &save)) {
 		int n = atoi(l);
 		assert_true(n >= 0 && n <= 3);
@@ -496,7 +496,7 @@ test_timeout(void **state)
 	run_mode("hang", file, 300, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
-	                    "timed out after 300ms (killed by signal 9)");
+			    "timed out after 300ms (killed by signal 9)");
 	assert_true(o.elapsed_ms >= 550);
 	assert_true(o.elapsed_ms < 5000);
 	check_killed(read_pid(file));
@@ -513,7 +513,7 @@ test_stop(void **state)
 	run_job(&h, "{}", &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
-	                    "stopped: lease lost (killed by signal 15)");
+			    "stopped: lease lost (killed by signal 15)");
 	assert_true(o.elapsed_ms < 3000);
 	handler_result_clear(&o.res);
 }
@@ -530,7 +530,7 @@ test_stop_escalates(void **state)
 	run_mode("hang", file, 400, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
-	                    "stopped: shutdown (killed by signal 9)");
+			    "stopped: shutdown (killed by signal 9)");
 	assert_true(o.elapsed_ms >= 550);
 	check_killed(read_pid(file));
 	handler_result_clear(&o.res);
@@ -584,11 +584,11 @@ test_durations(void **state)
 	assert_int_equal(handler_parse_duration("nan", &ms), -1);
 	assert_int_equal(handler_parse_duration("1e30s", &ms), -1);
 	assert_string_equal(handler_format_duration(30000, b, sizeof(b)),
-	                    "30s");
+			    "30s");
 	assert_string_equal(handler_format_duration(300000, b, sizeof(b)),
-	                    "5m");
+			    "5m");
 	assert_string_equal(handler_format_duration(1500, b, sizeof(b)),
-	                    "1500ms");
+			    "1500ms");
 	assert_string_equal(handler_format_duration(0, b, sizeof(b)), "0ms");
 }
 
@@ -615,34 +615,34 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_json_stdout),
-	        cmocka_unit_test(test_text_stdout),
-	        cmocka_unit_test(test_exit_65_dead),
-	        cmocka_unit_test(test_exit_75_retry_in),
-	        cmocka_unit_test(test_exit_3_stderr),
-	        cmocka_unit_test(test_stderr_tail),
-	        cmocka_unit_test(test_signal),
-	        cmocka_unit_test(test_stdin_payload),
-	        cmocka_unit_test(test_stdin_not_read),
-	        cmocka_unit_test(test_clean_env),
-	        cmocka_unit_test(test_path_lookup),
-	        cmocka_unit_test(test_missing_executable),
-	        cmocka_unit_test(test_big_stdout),
-	        cmocka_unit_test(test_fds_closed),
-	        cmocka_unit_test(test_grandchild_killed_on_exit),
-	        cmocka_unit_test(test_timeout),
-	        cmocka_unit_test(test_stop),
-	        cmocka_unit_test(test_stop_escalates),
-	        cmocka_unit_test(test_stop_failed_start),
-	        cmocka_unit_test(test_no_handler),
-	        cmocka_unit_test(test_durations),
-	        cmocka_unit_test(test_text_checks),
+		cmocka_unit_test(test_json_stdout),
+		cmocka_unit_test(test_text_stdout),
+		cmocka_unit_test(test_exit_65_dead),
+		cmocka_unit_test(test_exit_75_retry_in),
+		cmocka_unit_test(test_exit_3_stderr),
+		cmocka_unit_test(test_stderr_tail),
+		cmocka_unit_test(test_signal),
+		cmocka_unit_test(test_stdin_payload),
+		cmocka_unit_test(test_stdin_not_read),
+		cmocka_unit_test(test_clean_env),
+		cmocka_unit_test(test_path_lookup),
+		cmocka_unit_test(test_missing_executable),
+		cmocka_unit_test(test_big_stdout),
+		cmocka_unit_test(test_fds_closed),
+		cmocka_unit_test(test_grandchild_killed_on_exit),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_stop),
+		cmocka_unit_test(test_stop_escalates),
+		cmocka_unit_test(test_stop_failed_start),
+		cmocka_unit_test(test_no_handler),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_text_checks),
 	};
 	const char *fix = getenv("PGJOBD_FIXTURES");
 
 	if (!fix) {
 		fprintf(stderr, "PGJOBD_FIXTURES is not set: run through "
-		                "ctest\n");
+				"ctest\n");
 		return 1;
 	}
 	snprintf(script, sizeof(script), "%s/handlers/behave.sh", fix);

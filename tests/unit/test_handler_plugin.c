@@ -54,13 +54,13 @@ static void
 plugin_conf(int i, const char *kind, const char *lib, const char *sym)
 {
 	handlers[i] = (struct handler_conf){
-	        .kind = (char *)kind,
-	        .type = HANDLER_PLUGIN,
-	        .queue = "default",
-	        .timeout_ms = 5000,
-	        .library = (char *)lib,
-	        .symbol = (char *)sym,
-	        .plugin_config = "{}",
+		.kind = (char *)kind,
+		.type = HANDLER_PLUGIN,
+		.queue = "default",
+		.timeout_ms = 5000,
+		.library = (char *)lib,
+		.symbol = (char *)sym,
+		.plugin_config = "{}",
 	};
 }
 
@@ -75,7 +75,7 @@ setup(void **state)
 	plugin_conf(H_WEIRD, "weird", test_so, "weird_outcome");
 	plugin_conf(H_BAD_ABI, "bad_abi", test_so, "bad_abi");
 	plugin_conf(H_NO_LIBRARY, "no_library", "/nonexistent/lib.so",
-	            "pgjobd_example");
+		    "pgjobd_example");
 	plugin_conf(H_NO_SYMBOL, "no_symbol", example_so, "no_such_symbol");
 	plugin_conf(H_INIT_FAILS, "init_fails", test_so, "init_fails");
 	plugin_conf(H_NO_RUN, "no_run", test_so, "no_run");
@@ -107,14 +107,14 @@ static void
 run_job(int h, const char *payload, bool stop, struct outcome *o)
 {
 	struct job job = {
-	        .id = 42,
-	        .kind = handlers[h].kind,
-	        .queue = "default",
-	        .payload = (char *)payload,
-	        .attempt = 3,
-	        .max_attempts = 5,
-	        .lease_token = 777,
-	        .handler = &handlers[h],
+		.id = 42,
+		.kind = handlers[h].kind,
+		.queue = "default",
+		.payload = (char *)payload,
+		.attempt = 3,
+		.max_attempts = 5,
+		.lease_token = 777,
+		.handler = &handlers[h],
 	};
 	struct handler_run *run;
 
@@ -195,8 +195,8 @@ test_job_fields(void **state)
 	run_job(H_ECHO_JOB, "{\"x\": 1}", false, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
-	                    "id=42 kind=echo_job queue=default attempt=3 "
-	                    "token=777 slot=4 len=8 payload={\"x\": 1}");
+			    "id=42 kind=echo_job queue=default attempt=3 "
+			    "token=777 slot=4 len=8 payload={\"x\": 1}");
 	assert_int_equal(o.res.retry_in_ms, 1500);
 	handler_result_clear(&o.res);
 }
@@ -225,8 +225,8 @@ test_bad_answers(void **state)
 	run_job(H_WEIRD, "{}", false, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
-	                    "plugin weird_outcome returned an unknown "
-	                    "outcome 42");
+			    "plugin weird_outcome returned an unknown "
+			    "outcome 42");
 	handler_result_clear(&o.res);
 }
 
@@ -240,7 +240,7 @@ check_unusable(int h, const char *want)
 	assert_int_equal(o.res.retry_in_ms, -1);
 	if (strncmp(o.res.error, want, strlen(want)) != 0)
 		fail_msg("error \"%s\" does not start with \"%s\"", o.res.error,
-		         want);
+			 want);
 	handler_result_clear(&o.res);
 }
 
@@ -250,14 +250,14 @@ test_unusable(void **state)
 	char want[8192];
 
 	snprintf(want, sizeof(want),
-	         "plugin bad_abi: ABI version 99, this pgjobd needs 1 "
-	         "(library %s)",
-	         test_so);
+		 "plugin bad_abi: ABI version 99, this pgjobd needs 1 "
+		 "(library %s)",
+		 test_so);
 	check_unusable(H_BAD_ABI, want);
 	check_unusable(H_NO_LIBRARY, "plugin pgjobd_example: cannot load "
-	                             "library: /nonexistent/lib.so: ");
+				     "library: /nonexistent/lib.so: ");
 	snprintf(want, sizeof(want),
-	         "plugin no_such_symbol: symbol not found in %s", example_so);
+		 "plugin no_such_symbol: symbol not found in %s", example_so);
 	check_unusable(H_NO_SYMBOL, want);
 	check_unusable(H_INIT_FAILS, "plugin init_fails: init failed (7)");
 	check_unusable(H_NO_RUN, "plugin no_run: no run function");
@@ -302,7 +302,7 @@ test_not_loaded(void **state)
 	run_job(H_EXAMPLE, "{}", false, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
-	                    "plugin handler example is not loaded");
+			    "plugin handler example is not loaded");
 	handler_result_clear(&o.res);
 	assert_int_equal(handler_init(&cfg), -1);
 }
@@ -311,23 +311,23 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_example_done),
-	        cmocka_unit_test(test_example_retry),
-	        cmocka_unit_test(test_example_dead),
-	        cmocka_unit_test(test_example_slow),
-	        cmocka_unit_test(test_job_fields),
-	        cmocka_unit_test(test_init_gets_config),
-	        cmocka_unit_test(test_bad_answers),
-	        cmocka_unit_test(test_unusable),
-	        cmocka_unit_test(test_stop_before_run),
-	        cmocka_unit_test(test_timeout_kills_worker),
-	        cmocka_unit_test(test_not_loaded),
+		cmocka_unit_test(test_example_done),
+		cmocka_unit_test(test_example_retry),
+		cmocka_unit_test(test_example_dead),
+		cmocka_unit_test(test_example_slow),
+		cmocka_unit_test(test_job_fields),
+		cmocka_unit_test(test_init_gets_config),
+		cmocka_unit_test(test_bad_answers),
+		cmocka_unit_test(test_unusable),
+		cmocka_unit_test(test_stop_before_run),
+		cmocka_unit_test(test_timeout_kills_worker),
+		cmocka_unit_test(test_not_loaded),
 	};
 	const char *bin = getenv("PGJOBD_TEST_BIN");
 
 	if (!bin) {
 		fprintf(stderr, "PGJOBD_TEST_BIN is not set: run through "
-		                "ctest\n");
+				"ctest\n");
 		return 1;
 	}
 	snprintf(example_so, sizeof(example_so), "%s/pgjobd_example.so", bin);

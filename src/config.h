@@ -1,0 +1,161 @@
+/*
+ * config: the YAML configuration of pgjobd, loaded into one immutable
+ * struct config that the rest of the program borrows.
+ *
+ * config_load() reads the whole file and reports every error it finds, each
+ * as "file:line:column: key.path: message", rather than stopping at the
+ * first.  Values inherit defaults -> queue -> handler at load time, so the
+ * code that runs a job reads one resolved struct handler_conf.
+ */
+#ifndef PGJOBD_CONFIG_H
+#define PGJOBD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fixed default for the first key of pg_try_advisory_lock(lock_class, n). */
+#define CONFIG_DEFAULT_LOCK_CLASS 0x70676a62 /* "pgjb" */
+
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
+enum queue_mode { QUEUE_PARALLEL, QUEUE_SERIAL, QUEUE_PER_KEY };
+enum handler_type {
+	HANDLER_EXEC,
+	HANDLER_SQL,
+	HANDLER_HTTP,
+	HANDLER_PLUGIN,
+};
+
+/* A NULL-terminated list of "NAME=value" or "Name: value" strings. */
+struct strlist {
+	char **v; /* v[n] == NULL */
+	size_t n;
+};
+
+struct backoff {
+	int64_t base_ms;
+	int64_t max_ms;
+};
+
+struct queue_conf {
+	char *name;
+	int concurrency; /* per worker; default 8 */
+	enum queue_mode mode;
+	/* Unset (-1 / 0) means "inherit from defaults". */
+	int64_t timeout_ms;
+	int max_attempts;
+	struct backoff backoff;
+	int line, column; /* where it was defined, for messages */
+};
+
+struct handler_conf {
+	char *kind; /* the map key under handlers: */
+	enum handler_type type;
+	char *queue; /* resolved: "default" when not given */
+	/* Resolved: handler, else queue, else defaults. */
+	int64_t timeout_ms;
+	int max_attempts;
+	struct backoff backoff;
+	/* exec */
+	struct strlist command; /* argv; command.v[0] is the program */
+	struct strlist env;	/* "NAME=value" added to the clean env */
+	/* sql */
+	char *statement;
+	/* http */
+	char *url;
+	struct strlist headers; /* "Name: value" */
+	bool tls_verify;	/* default true */
+	/* plugin */
+	char *library;
+	char *symbol;
+	char *plugin_config; /* JSON text of the handler's `config:` map, or
+				"{}" */
+	int line, column;
+};
+
+struct schedule_conf {
+	char *name;
+	char *cron;
+	char *kind;
+	char *payload;	   /* JSON text; "{}" when not given */
+	char *queue;	   /* NULL: the handler's queue */
+	char *timezone;	   /* NULL: UTC */
+	bool catch_up_all; /* catch_up: all; default latest (false) */
+	int line, column;
+};
+
+struct task_conf {
+	char *name;
+	struct strlist command;
+	int partitions; /* default 1 */
+	int line, column;
+};
+
+struct config {
+	char *path;	/* the file it was loaded from */
+	char *conninfo; /* database.conninfo; NULL: libpq's PG* defaults */
+	int workers;	/* default 2 */
+	int max_slots;	/* default 64 */
+	int64_t lock_class;
+	int64_t lease_ms;	     /* default 30s */
+	int64_t shutdown_timeout_ms; /* default 60s */
+	int64_t retention_ms;	     /* default 7d */
+	int64_t poll_interval_ms;    /* default 1s */
+	int64_t max_payload_bytes;   /* default 1 MiB */
+	int log_level;		     /* LOG_DEBUG.. from log.h; default info */
+	enum log_format log_format;
+	char *metrics_listen;		/* "host:port" or NULL */
+	int64_t default_timeout_ms;	/* default 5m */
+	int default_max_attempts;	/* default 20 */
+	struct backoff default_backoff; /* default 30s / 30m */
+	struct queue_conf *queues;	/* always has "default" */
+	size_t nqueues;
+	struct handler_conf *handlers;
+	size_t nhandlers;
+	struct schedule_conf *schedules;
+	size_t nschedules;
+	struct task_conf *tasks;
+	size_t ntasks;
+};
+
+/* One error; message is "file:line:column: key.path: what is wrong". */
+struct config_errors {
+	char **msg;
+	size_t n;
+};
+
+/*
+ * Loads and validates path.  Returns a new config (caller frees with
+ * config_free()) or NULL, in which case errs holds at least one message
+ * (caller frees with config_errors_free()).  Never prints.
+ */
+struct config *config_load(const char *path, struct config_errors *errs);
+/* The same for YAML text held in memory; name is used in messages. */
+struct config *config_load_string(const char *name, const char *text,
+				  size_t len, struct config_errors *errs);
+void config_free(struct config *c);
+void config_errors_free(struct config_errors *errs);
+
+/* Lookups; NULL when absent.  The pointers are borrowed from c. */
+const struct handler_conf *config_handler(const struct config *c,
+					  const char *kind);
+const struct queue_conf *config_queue(const struct config *c, const char *name);
+
+/*
+ * Parses a duration such as "500ms", "30s", "5m", "2h", "7d" or a bare
+ * number of seconds into milliseconds.  Returns 0, or -1 with *why set to a
+ * static message.
+ */
+int config_parse_duration(const char *s, int64_t *ms, const char **why);
+
+/*
+ * Expands every ${NAME} in s from the environment.  Returns a new string
+ * (caller frees) or NULL when a variable is not set or a ${ is not closed;
+ * *missing then names it (caller frees).  "$$" stands for a literal "$".
+ */
+char *config_expand_env(const char *s, char **missing);
+
+const char *config_handler_type_name(enum handler_type t);
+const char *config_queue_mode_name(enum queue_mode m);
+
+#endif

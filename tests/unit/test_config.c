@@ -1,0 +1,943 @@
+/*
+ * Unit tests for config (and the yaml reader behind it): good files and
+ * what they resolve to, and bad files with the exact text and position of
+ * every error.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+
+#define MAX_ERRORS 12
+
+/* Loads text as "t.yaml" and fails the test if it does not validate. */
+static struct config *
+load_ok(const char *text)
+{
+	struct config_errors errs = {0};
+	struct config *c =
+		config_load_string("t.yaml", text, strlen(text), &errs);
+
+	if (!c) {
+		for (size_t i = 0; i < errs.n; i++)
+			print_error("%s\n", errs.msg[i]);
+		config_errors_free(&errs);
+		fail_msg("config did not validate:\n%s", text);
+	}
+	assert_int_equal(errs.n, 0);
+	return c;
+}
+
+/* Asserts that errs holds exactly want (NULL-terminated), in order. */
+static void
+assert_errors(const struct config_errors *errs, const char *const *want,
+	      const char *text)
+{
+	size_t n = 0;
+
+	while (want[n])
+		n++;
+	for (size_t i = 0; i < errs->n || i < n; i++) {
+		const char *got = i < errs->n ? errs->msg[i] : "(none)";
+		const char *exp = i < n ? want[i] : "(none)";
+
+		if (strcmp(got, exp))
+			fail_msg("error %zu of\n%s\n got: %s\nwant: %s", i,
+				 text, got, exp);
+	}
+}
+
+static const char sketch[] =
+	"database:\n"
+	"  conninfo: \"host=${PGJOBD_T_HOSTS} dbname=app "
+	"target_session_attrs=read-write connect_timeout=5\"\n"
+	"workers: 4\n"
+	"max_slots: 64\n"
+	"lease: 30s\n"
+	"shutdown_timeout: 60s\n"
+	"retention: 7d\n"
+	"log: { level: info, format: text }\n"
+	"metrics: { listen: \"127.0.0.1:9188\" }\n"
+	"defaults: { timeout: 5m, max_attempts: 20, backoff: { base: 30s, "
+	"max: 30m } }\n"
+	"queues:\n"
+	"  default: { concurrency: 8 }\n"
+	"  billing: { concurrency: 1, mode: serial }\n"
+	"  tenants: { concurrency: 4, mode: per_key }\n"
+	"handlers:\n"
+	"  send_email: { type: exec, command: [\"/usr/local/bin/send-email\"], "
+	"timeout: 30s }\n"
+	"  charge:     { type: sql, statement: \"select billing.charge($1, "
+	"$2)\", queue: billing }\n"
+	"  notify:     { type: http, url: \"https://partner.example/hook\", "
+	"timeout: 10s }\n"
+	"  thumbnail:  { type: plugin, library: "
+	"\"/usr/lib/pgjobd/thumbnail.so\", symbol: \"thumbnail_run\" }\n"
+	"schedules:\n"
+	"  nightly-billing: { cron: \"0 3 * * *\", kind: charge, payload: {} "
+	"}\n"
+	"tasks:\n"
+	"  feed-consumer: { command: [\"/usr/local/bin/consume-feed\"], "
+	"partitions: 8 }\n";
+
+/* The configuration sketch of DESIGN.md, with the hosts from the env. */
+static void
+test_design_sketch(void **state)
+{
+	struct config *c;
+	const struct handler_conf *h;
+	const struct queue_conf *q;
+
+	setenv("PGJOBD_T_HOSTS", "db1,db2", 1);
+	c = load_ok(sketch);
+	assert_string_equal(c->path, "t.yaml");
+	assert_string_equal(
+		c->conninfo,
+		"host=db1,db2 dbname=app "
+		"target_session_attrs=read-write connect_timeout=5");
+	assert_int_equal(c->workers, 4);
+	assert_int_equal(c->max_slots, 64);
+	assert_int_equal(c->lease_ms, 30000);
+	assert_int_equal(c->shutdown_timeout_ms, 60000);
+	assert_int_equal(c->retention_ms, 7 * 86400 * 1000LL);
+	assert_int_equal(c->log_level, LOG_INFO);
+	assert_int_equal(c->log_format, LOG_FORMAT_TEXT);
+	assert_string_equal(c->metrics_listen, "127.0.0.1:9188");
+	assert_int_equal(c->nqueues, 3);
+	q = config_queue(c, "billing");
+	assert_non_null(q);
+	assert_int_equal(q->concurrency, 1);
+	assert_int_equal(q->mode, QUEUE_SERIAL);
+	assert_int_equal(q->line, 13);
+	assert_int_equal(q->column, 3);
+	assert_int_equal(config_queue(c, "tenants")->mode, QUEUE_PER_KEY);
+	assert_int_equal(config_queue(c, "default")->mode, QUEUE_PARALLEL);
+	assert_int_equal(c->nhandlers, 4);
+
+	h = config_handler(c, "send_email");
+	assert_int_equal(h->type, HANDLER_EXEC);
+	assert_int_equal(h->command.n, 1);
+	assert_string_equal(h->command.v[0], "/usr/local/bin/send-email");
+	assert_null(h->command.v[1]);
+	assert_string_equal(h->queue, "default");
+	assert_int_equal(h->timeout_ms, 30000);
+	assert_int_equal(h->max_attempts, 20);
+	assert_int_equal(h->backoff.base_ms, 30000);
+	assert_int_equal(h->backoff.max_ms, 30 * 60000);
+	assert_int_equal(h->line, 16);
+
+	h = config_handler(c, "charge");
+	assert_int_equal(h->type, HANDLER_SQL);
+	assert_string_equal(h->statement, "select billing.charge($1, $2)");
+	assert_string_equal(h->queue, "billing");
+	assert_int_equal(h->timeout_ms, 5 * 60000);
+
+	h = config_handler(c, "notify");
+	assert_int_equal(h->type, HANDLER_HTTP);
+	assert_string_equal(h->url, "https://partner.example/hook");
+	assert_true(h->tls_verify);
+	assert_int_equal(h->headers.n, 0);
+
+	h = config_handler(c, "thumbnail");
+	assert_int_equal(h->type, HANDLER_PLUGIN);
+	assert_string_equal(h->library, "/usr/lib/pgjobd/thumbnail.so");
+	assert_string_equal(h->symbol, "thumbnail_run");
+	assert_string_equal(h->plugin_config, "{}");
+
+	assert_int_equal(c->nschedules, 1);
+	assert_string_equal(c->schedules[0].name, "nightly-billing");
+	assert_string_equal(c->schedules[0].cron, "0 3 * * *");
+	assert_string_equal(c->schedules[0].kind, "charge");
+	assert_string_equal(c->schedules[0].payload, "{}");
+	assert_null(c->schedules[0].queue);
+	assert_null(c->schedules[0].timezone);
+	assert_false(c->schedules[0].catch_up_all);
+
+	assert_int_equal(c->ntasks, 1);
+	assert_string_equal(c->tasks[0].name, "feed-consumer");
+	assert_string_equal(c->tasks[0].command.v[0],
+			    "/usr/local/bin/consume-feed");
+	assert_int_equal(c->tasks[0].partitions, 8);
+	assert_null(config_handler(c, "nope"));
+	assert_null(config_queue(c, "nope"));
+	config_free(c);
+}
+
+/* An empty file is valid: every default, and the default queue. */
+static void
+test_defaults(void **state)
+{
+	const char *texts[] = {"", "# nothing\n", "{}\n", "---\n", "~\n"};
+
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		struct config *c = load_ok(texts[i]);
+
+		assert_null(c->conninfo);
+		assert_int_equal(c->workers, 2);
+		assert_int_equal(c->max_slots, 64);
+		assert_int_equal(c->lock_class, CONFIG_DEFAULT_LOCK_CLASS);
+		assert_int_equal(c->lease_ms, 30000);
+		assert_int_equal(c->shutdown_timeout_ms, 60000);
+		assert_int_equal(c->retention_ms, 7 * 86400000LL);
+		assert_int_equal(c->poll_interval_ms, 1000);
+		assert_int_equal(c->max_payload_bytes, 1048576);
+		assert_int_equal(c->log_level, LOG_INFO);
+		assert_int_equal(c->log_format, LOG_FORMAT_TEXT);
+		assert_null(c->metrics_listen);
+		assert_int_equal(c->default_timeout_ms, 300000);
+		assert_int_equal(c->default_max_attempts, 20);
+		assert_int_equal(c->default_backoff.base_ms, 30000);
+		assert_int_equal(c->default_backoff.max_ms, 1800000);
+		assert_int_equal(c->nqueues, 1);
+		assert_string_equal(c->queues[0].name, "default");
+		assert_int_equal(c->queues[0].concurrency, 8);
+		assert_int_equal(c->queues[0].mode, QUEUE_PARALLEL);
+		assert_int_equal(c->nhandlers + c->nschedules + c->ntasks, 0);
+		config_free(c);
+	}
+}
+
+/* Handler settings come from the handler, else its queue, else defaults. */
+static void
+test_inheritance(void **state)
+{
+	struct config *c = load_ok(
+		"defaults:\n"
+		"  timeout: 1m\n"
+		"  max_attempts: 5\n"
+		"  backoff: { base: 10s, max: 1h }\n"
+		"handlers:\n"
+		"  a: { type: sql, statement: x, queue: slow }\n"
+		"  b: { type: sql, statement: x, queue: slow, timeout: 3m,\n"
+		"       max_attempts: 2, backoff: { max: 2h } }\n"
+		"  c: { type: sql, statement: x }\n"
+		"  d: { type: sql, statement: x, queue: default }\n"
+		"queues:\n"
+		"  slow: { timeout: 2m, max_attempts: 7, backoff: { base: 20s "
+		"} }\n");
+	const struct handler_conf *a = config_handler(c, "a");
+	const struct handler_conf *b = config_handler(c, "b");
+	const struct handler_conf *h = config_handler(c, "c");
+	const struct queue_conf *q = config_queue(c, "slow");
+
+	assert_int_equal(a->timeout_ms, 120000);
+	assert_int_equal(a->max_attempts, 7);
+	assert_int_equal(a->backoff.base_ms, 20000);
+	assert_int_equal(a->backoff.max_ms, 3600000);
+	assert_int_equal(b->timeout_ms, 180000);
+	assert_int_equal(b->max_attempts, 2);
+	assert_int_equal(b->backoff.base_ms, 20000);
+	assert_int_equal(b->backoff.max_ms, 7200000);
+	assert_string_equal(h->queue, "default");
+	assert_int_equal(h->timeout_ms, 60000);
+	assert_int_equal(h->max_attempts, 5);
+	assert_int_equal(h->backoff.base_ms, 10000);
+	assert_int_equal(h->backoff.max_ms, 3600000);
+	assert_int_equal(config_handler(c, "d")->timeout_ms, 60000);
+	/* A queue keeps "unset" for what it does not set. */
+	assert_int_equal(q->timeout_ms, 120000);
+	assert_int_equal(q->backoff.max_ms, -1);
+	assert_int_equal(config_queue(c, "default")->timeout_ms, -1);
+	assert_int_equal(config_queue(c, "default")->max_attempts, 0);
+	assert_int_equal(c->nqueues, 2);
+	config_free(c);
+}
+
+/* Every handler type's own keys, schedules' and tasks' optional keys. */
+static void
+test_handler_keys(void **state)
+{
+	struct config *c;
+	const struct handler_conf *h;
+
+	setenv("PGJOBD_T_TOKEN", "s3cret", 1);
+	setenv("PGJOBD_T_NUM", "7", 1);
+	c = load_ok(
+		"log: { level: debug, format: json }\n"
+		"lock_class: -5\n"
+		"poll_interval: 250ms\n"
+		"max_payload_bytes: 65536\n"
+		"handlers:\n"
+		"  run:\n"
+		"    type: exec\n"
+		"    command: [sh, -c, 'echo \"$$1\" $1', 5]\n"
+		"    env: { LANG: C.UTF-8, TOKEN: \"${PGJOBD_T_TOKEN}\" }\n"
+		"  run2:\n"
+		"    type: exec\n"
+		"    command: [/bin/true]\n"
+		"    env: [\"PATH=/opt/x/bin:/usr/bin\", EMPTY=]\n"
+		"  hook:\n"
+		"    type: http\n"
+		"    url: http://localhost:8080/x\n"
+		"    headers: { Authorization: \"Bearer ${PGJOBD_T_TOKEN}\" }\n"
+		"    tls_verify: no\n"
+		"  plug:\n"
+		"    type: plugin\n"
+		"    library: p.so\n"
+		"    symbol: \"5\"\n"
+		"    config:\n"
+		"      n: ${PGJOBD_T_NUM}\n"
+		"      s: \"${PGJOBD_T_NUM}\"\n"
+		"schedules:\n"
+		"  tick:\n"
+		"    cron: \"*/5 * * * *\"\n"
+		"    kind: plug\n"
+		"    queue: default\n"
+		"    timezone: Europe/Paris\n"
+		"    catch_up: all\n"
+		"    payload: { a: [1, { b: x }] }\n");
+	assert_int_equal(c->log_level, LOG_DEBUG);
+	assert_int_equal(c->log_format, LOG_FORMAT_JSON);
+	assert_int_equal(c->lock_class, -5);
+	assert_int_equal(c->poll_interval_ms, 250);
+	assert_int_equal(c->max_payload_bytes, 65536);
+	h = config_handler(c, "run");
+	assert_int_equal(h->command.n, 4);
+	assert_string_equal(h->command.v[0], "sh");
+	assert_string_equal(h->command.v[2], "echo \"$1\" $1");
+	assert_string_equal(h->command.v[3], "5");
+	assert_int_equal(h->env.n, 2);
+	assert_string_equal(h->env.v[0], "LANG=C.UTF-8");
+	assert_string_equal(h->env.v[1], "TOKEN=s3cret");
+	assert_null(h->env.v[2]);
+	h = config_handler(c, "run2");
+	assert_int_equal(h->env.n, 2);
+	assert_string_equal(h->env.v[0], "PATH=/opt/x/bin:/usr/bin");
+	assert_string_equal(h->env.v[1], "EMPTY=");
+	h = config_handler(c, "hook");
+	assert_string_equal(h->headers.v[0], "Authorization: Bearer s3cret");
+	assert_false(h->tls_verify);
+	h = config_handler(c, "plug");
+	assert_string_equal(h->symbol, "5");
+	assert_string_equal(h->plugin_config, "{\"n\":7,\"s\":\"7\"}");
+	assert_string_equal(c->schedules[0].queue, "default");
+	assert_string_equal(c->schedules[0].timezone, "Europe/Paris");
+	assert_true(c->schedules[0].catch_up_all);
+	assert_string_equal(c->schedules[0].payload,
+			    "{\"a\":[1,{\"b\":\"x\"}]}");
+	config_free(c);
+}
+
+/* YAML maps become JSON: plain scalars are typed, quoted ones strings. */
+static void
+test_json(void **state)
+{
+	struct config *c =
+		load_ok("handlers:\n"
+			"  p:\n"
+			"    type: plugin\n"
+			"    library: p.so\n"
+			"    symbol: s\n"
+			"    config:\n"
+			"      big: 12345678901234567890\n"
+			"      neg: -3\n"
+			"      f: 1.5e3\n"
+			"      t: true\n"
+			"      F: False\n"
+			"      yes: no\n"
+			"      q: \"42\"\n"
+			"      sq: 'true'\n"
+			"      nul: ~\n"
+			"      empty:\n"
+			"      estr: \"\"\n"
+			"      oct: 007\n"
+			"      hex: 0x1F\n"
+			"      text: a \"quoted\" \\ word\n"
+			"      utf8: héllo\n"
+			"      list: [1, \"a\", false, null, [], {}]\n"
+			"      nested: { a: { b: c } }\n"
+			"      block: |\n"
+			"        line 1\n"
+			"        line 2\n");
+
+	assert_string_equal(
+		config_handler(c, "p")->plugin_config,
+		"{\"big\":12345678901234567890,\"neg\":-3,\"f\":1.5e3,"
+		"\"t\":true,\"F\":false,\"yes\":\"no\",\"q\":\"42\","
+		"\"sq\":\"true\",\"nul\":null,\"empty\":null,\"estr\":\"\","
+		"\"oct\":\"007\",\"hex\":\"0x1F\","
+		"\"text\":\"a \\\"quoted\\\" \\\\ word\",\"utf8\":\"héllo\","
+		"\"list\":[1,\"a\",false,null,[],{}],"
+		"\"nested\":{\"a\":{\"b\":\"c\"}},"
+		"\"block\":\"line 1\\nline 2\\n\"}");
+	config_free(c);
+}
+
+struct bad {
+	const char *text;
+	const char *want[MAX_ERRORS];
+};
+
+#define HINT "(use 500ms, 30s, 5m, 2h, 7d)"
+
+static const struct bad bad_configs[] = {
+	/* Unknown keys, at the top and deeper. */
+	{"foo: 1\n", {"t.yaml:1:1: foo: unknown key \"foo\""}},
+	{"handlers:\n  x:\n    type: exec\n    command: [/bin/true]\n"
+	 "    timout: 5s\n",
+	 {"t.yaml:5:5: handlers.x.timout: unknown key \"timout\""}},
+	{"log: {level: info, colour: true}\n",
+	 {"t.yaml:1:20: log.colour: unknown key \"colour\""}},
+	/* Wrong types. */
+	{"log: text\n", {"t.yaml:1:6: log: expected a map"}},
+	{"handlers: [a, b]\n", {"t.yaml:1:11: handlers: expected a map"}},
+	{"handlers:\n  x: {type: exec, command: /bin/true}\n",
+	 {"t.yaml:2:28: handlers.x.command: expected a list of strings"}},
+	{"tasks:\n  t: {command: [/bin/x, [a]]}\n",
+	 {"t.yaml:2:25: tasks.t.command[1]: expected a string"}},
+	{"workers: two\n", {"t.yaml:1:10: workers: expected an integer"}},
+	{"workers: \"4\"\n", {"t.yaml:1:10: workers: expected an integer"}},
+	{"workers: 1.5\n", {"t.yaml:1:10: workers: expected an integer"}},
+	{"workers:\n", {"t.yaml:1:9: workers: expected an integer"}},
+	{"handlers:\n  h:\n    type: http\n    url: https://x.example/\n"
+	 "    tls_verify: maybe\n",
+	 {"t.yaml:5:17: handlers.h.tls_verify: expected true or false"}},
+	{"handlers:\n  h: {type: http, url: http://x/, tls_verify: \"true\"}\n",
+	 {"t.yaml:2:47: handlers.h.tls_verify: expected true or false"}},
+	{"database:\n  conninfo: [a, b]\n",
+	 {"t.yaml:2:13: database.conninfo: expected a string"}},
+	{"database: {conninfo: ~}\n",
+	 {"t.yaml:1:22: database.conninfo: expected a string"}},
+	{"? [a]\n: 1\n", {"t.yaml:1:3: keys must be strings"}},
+	{"- workers: 2\n", {"t.yaml:1:1: expected a map of settings"}},
+	/* Durations. */
+	{"queues: {}\nhandlers:\n send_email:\n  timeout: 5x\n  type: exec\n"
+	 "  command: [/usr/bin/send-email]\n",
+	 {"t.yaml:4:12: handlers.send_email.timeout: bad duration "
+	  "\"5x\" " HINT}},
+	{"lease: -1s\n", {"t.yaml:1:8: lease: bad duration \"-1s\" " HINT}},
+	{"lease: \"\"\n", {"t.yaml:1:8: lease: bad duration \"\" " HINT}},
+	{"lease: {a: 1}\n", {"t.yaml:1:8: lease: expected a duration " HINT}},
+	{"lease: 500ms\n", {"t.yaml:1:8: lease: must be at least 1s"}},
+	{"poll_interval: 0\n",
+	 {"t.yaml:1:16: poll_interval: must be at least 10ms"}},
+	{"retention: 999999999999999999d\n",
+	 {"t.yaml:1:12: retention: bad duration \"999999999999999999d\" (too "
+	  "large)"}},
+	/* Handlers. */
+	{"handlers:\n  x:\n    type: exec\n",
+	 {"t.yaml:2:3: handlers.x: missing required key \"command\""}},
+	{"handlers:\n  x:\n    command: [/bin/true]\n",
+	 {"t.yaml:2:3: handlers.x: missing required key \"type\""}},
+	{"handlers:\n  x:\n",
+	 {"t.yaml:2:3: handlers.x: missing required key "
+	  "\"type\""}},
+	{"handlers:\n  x: {type: ftp}\n",
+	 {"t.yaml:2:13: handlers.x.type: unknown handler type \"ftp\" (use "
+	  "exec, sql, http or plugin)"}},
+	{"handlers:\n  x: {type: sql, statement: \"select 1\", queue: "
+	 "billing}\n",
+	 {"t.yaml:2:48: handlers.x.queue: unknown queue \"billing\""}},
+	{"handlers:\n  x: {type: sql, statement: x, command: [/bin/true]}\n",
+	 {"t.yaml:2:32: handlers.x.command: command is only for exec "
+	  "handlers"}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true], url: http://x/, "
+	 "config: {}}\n",
+	 {"t.yaml:2:41: handlers.x.url: url is only for http handlers",
+	  "t.yaml:2:57: handlers.x.config: config is only for plugin "
+	  "handlers"}},
+	{"handlers:\n  p: {type: plugin, library: p.so}\n",
+	 {"t.yaml:2:3: handlers.p: missing required key \"symbol\""}},
+	{"handlers:\n  h: {type: http, url: ftp://x}\n",
+	 {"t.yaml:2:24: handlers.h.url: must start with http:// or https://"}},
+	{"handlers:\n  s: {type: sql, statement: \"\"}\n",
+	 {"t.yaml:2:29: handlers.s.statement: must not be empty"}},
+	{"handlers:\n  x: {type: exec, command: [bin/x]}\n",
+	 {"t.yaml:2:29: handlers.x.command[0]: relative path \"bin/x\": use an "
+	  "absolute path or a bare program name"}},
+	{"handlers:\n  x: {type: exec, command: []}\n",
+	 {"t.yaml:2:28: handlers.x.command: must not be empty"}},
+	{"handlers:\n  x:\n    type: exec\n    command: [/bin/true]\n"
+	 "    env: {1BAD: x, OK: [y]}\n",
+	 {"t.yaml:5:11: handlers.x.env.1BAD: bad variable name \"1BAD\"",
+	  "t.yaml:5:24: handlers.x.env.OK: expected a string"}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true], env: [A=1, B]}\n",
+	 {"t.yaml:2:52: handlers.x.env[1]: expected \"NAME=value\""}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true], env: A=1}\n",
+	 {"t.yaml:2:46: handlers.x.env: expected a map"}},
+	{"handlers:\n  h: {type: http, url: http://x/, headers: {\"A B\": "
+	 "c}}\n",
+	 {"t.yaml:2:45: handlers.h.headers.A B: bad header name \"A B\""}},
+	{"handlers:\n  p: {type: plugin, library: p.so, symbol: s, config: "
+	 "[1]}\n",
+	 {"t.yaml:2:55: handlers.p.config: expected a map"}},
+	{"handlers:\n  p: {type: plugin, library: p.so, symbol: s, config: "
+	 "{a: 1, a: 2}}\n",
+	 {"t.yaml:2:62: handlers.p.config.a: duplicate key \"a\""}},
+	/* Duplicate keys, at the second one. */
+	{"workers: 2\nworkers: 3\n",
+	 {"t.yaml:2:1: workers: duplicate key \"workers\""}},
+	{"handlers:\n  a: {type: sql, statement: x}\n"
+	 "  a: {type: sql, statement: y}\n",
+	 {"t.yaml:3:3: handlers.a: duplicate key \"a\""}},
+	/* The environment. */
+	{"database:\n  conninfo: \"host=${PGJOBD_T_UNSET}\"\n",
+	 {"t.yaml:2:13: database.conninfo: environment variable "
+	  "\"PGJOBD_T_UNSET\" is not set"}},
+	{"database: {conninfo: \"x ${PGJOBD_T_HOSTS\"}\n",
+	 {"t.yaml:1:22: database.conninfo: bad variable reference "
+	  "\"${PGJOBD_T_HOSTS\" (use ${NAME}, or $$ for a literal $)"}},
+	{"workers: ${PGJOBD_T_UNSET}\n",
+	 {"t.yaml:1:10: workers: environment variable \"PGJOBD_T_UNSET\" is "
+	  "not set"}},
+	{"database: {conninfo: \"a\\0b\"}\n",
+	 {"t.yaml:1:22: database.conninfo: contains a NUL character"}},
+	/* Queues. */
+	{"queues:\n  q: {mode: random}\n",
+	 {"t.yaml:2:13: queues.q.mode: unknown queue mode \"random\" (use "
+	  "parallel, serial or per_key)"}},
+	{"queues:\n  q: {concurrency: 0}\n",
+	 {"t.yaml:2:20: queues.q.concurrency: must be at least 1"}},
+	{"queues: {\"\": {}}\n",
+	 {"t.yaml:1:10: queues: names must not be empty"}},
+	/* Schedules and tasks. */
+	{"schedules:\n  nightly: {cron: \"0 3 * * *\", kind: charge}\n",
+	 {"t.yaml:2:38: schedules.nightly.kind: no handler for kind "
+	  "\"charge\""}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"* * * * *\", kind: h, catch_up: some, queue: q, "
+	 "payload: [1]}\n",
+	 {"t.yaml:4:45: schedules.s.catch_up: unknown catch_up \"some\" (use "
+	  "latest or all)",
+	  "t.yaml:4:58: schedules.s.queue: unknown queue \"q\"",
+	  "t.yaml:4:70: schedules.s.payload: expected a map"}},
+	{"schedules:\n  s: {kind: k}\n",
+	 {"t.yaml:2:3: schedules.s: missing required key \"cron\"",
+	  "t.yaml:2:13: schedules.s.kind: no handler for kind \"k\""}},
+	{"tasks:\n  t: {command: []}\n",
+	 {"t.yaml:2:16: tasks.t.command: must not be empty"}},
+	{"tasks:\n  t: {partitions: 2}\n",
+	 {"t.yaml:2:3: tasks.t: missing required key \"command\""}},
+	/* Integers out of range. */
+	{"workers: 0\n", {"t.yaml:1:10: workers: must be at least 1"}},
+	{"workers: -3\n", {"t.yaml:1:10: workers: must be at least 1"}},
+	{"workers: 99999999999999999999\n",
+	 {"t.yaml:1:10: workers: must be at most 2147483647"}},
+	{"max_slots: 0\n", {"t.yaml:1:12: max_slots: must be at least 1"}},
+	{"max_slots: 100001\n",
+	 {"t.yaml:1:12: max_slots: must be at most 100000"}},
+	{"lock_class: 99999999999\n",
+	 {"t.yaml:1:13: lock_class: must be at most 2147483647"}},
+	{"lock_class: -2147483649\n",
+	 {"t.yaml:1:13: lock_class: must be at least -2147483648"}},
+	{"max_payload_bytes: 0\n",
+	 {"t.yaml:1:20: max_payload_bytes: must be at least 1"}},
+	{"max_payload_bytes: 1073741825\n",
+	 {"t.yaml:1:20: max_payload_bytes: must be at most 1073741824"}},
+	{"defaults: {max_attempts: 0}\n",
+	 {"t.yaml:1:26: defaults.max_attempts: must be at least 1"}},
+	{"max_slots: 4\nworkers: 5\n",
+	 {"t.yaml:2:10: workers: must not be more than max_slots (4)"}},
+	/* Other values. */
+	{"log: {level: loud}\n",
+	 {"t.yaml:1:14: log.level: unknown log level \"loud\" (use debug, "
+	  "info, warn or error)"}},
+	{"metrics: {listen: 9188}\n",
+	 {"t.yaml:1:19: metrics.listen: expected \"host:port\", e.g. "
+	  "\"127.0.0.1:9188\""}},
+	{"metrics: {listen: \"localhost:99999\"}\n",
+	 {"t.yaml:1:19: metrics.listen: port must be 1 to 65535"}},
+	/* YAML syntax. */
+	{"a: b: c\n",
+	 {"t.yaml:1:5: syntax: mapping values are not allowed in this "
+	  "context"}},
+	{"workers: 2\n\tlease: 1s\n",
+	 {"t.yaml:2:1: syntax: found a tab character that violates "
+	  "indentation"}},
+	{"workers: [1, 2\n",
+	 {"t.yaml:2:1: syntax: did not find expected ',' or ']'"}},
+	{"workers: 2\nlog: \"caf\xe9\"\n",
+	 {"t.yaml:2:11: syntax: invalid trailing UTF-8 octet"}},
+	{"workers: *nope\n", {"t.yaml:1:10: syntax: found undefined alias"}},
+	{"workers: 2\n---\nworkers: 3\n",
+	 {"t.yaml:2:1: syntax: only one document is allowed"}},
+	/* Several errors: all of them, in document order. */
+	{"workers: 0\n"
+	 "log: {level: loud, format: xml}\n"
+	 "handlers:\n"
+	 "  a: {type: exec}\n"
+	 "  b: {type: exec, command: [bin/x], timeout: -1s}\n"
+	 "queues:\n"
+	 "  q: {concurrency: 0}\n",
+	 {"t.yaml:1:10: workers: must be at least 1",
+	  "t.yaml:2:14: log.level: unknown log level \"loud\" (use debug, "
+	  "info, warn or error)",
+	  "t.yaml:2:28: log.format: unknown log format \"xml\" (use text or "
+	  "json)",
+	  "t.yaml:4:3: handlers.a: missing required key \"command\"",
+	  "t.yaml:5:29: handlers.b.command[0]: relative path \"bin/x\": use an "
+	  "absolute path or a bare program name",
+	  "t.yaml:5:46: handlers.b.timeout: bad duration \"-1s\" " HINT,
+	  "t.yaml:7:20: queues.q.concurrency: must be at least 1"}},
+};
+
+static void
+test_bad_configs(void **state)
+{
+	unsetenv("PGJOBD_T_UNSET");
+	for (size_t i = 0; i < sizeof(bad_configs) / sizeof(bad_configs[0]);
+	     i++) {
+		const struct bad *b = &bad_configs[i];
+		struct config_errors errs = {0};
+		struct config *c = config_load_string("t.yaml", b->text,
+						      strlen(b->text), &errs);
+
+		if (c)
+			fail_msg("config %zu validated:\n%s", i, b->text);
+		assert_errors(&errs, b->want, b->text);
+		config_errors_free(&errs);
+		assert_int_equal(errs.n, 0);
+		/* Without a place for the errors, they are just dropped. */
+		assert_null(config_load_string("t.yaml", b->text,
+					       strlen(b->text), NULL));
+	}
+}
+
+/* Scalars are untyped where the key's type allows it. */
+static void
+test_scalars(void **state)
+{
+	struct config *c = load_ok("database: {conninfo: 5}\n"
+				   "workers: ${PGJOBD_T_NUM}\n"
+				   "max_slots: \t7\n"
+				   "handlers:\n"
+				   "  x: {type: exec, command: [/bin/sleep, 1],"
+				   " timeout: \"90\"}\n"
+				   "  'y': {type: http, url: 'https://y/', "
+				   "tls_verify: YES}\n");
+
+	assert_string_equal(c->conninfo, "5");
+	assert_int_equal(c->workers, 7);
+	assert_int_equal(c->max_slots, 7);
+	assert_string_equal(config_handler(c, "x")->command.v[1], "1");
+	assert_int_equal(config_handler(c, "x")->timeout_ms, 90000);
+	assert_true(config_handler(c, "y")->tls_verify);
+	config_free(c);
+}
+
+/* Aliases are followed, and cannot make a small file huge. */
+static void
+test_aliases(void **state)
+{
+	struct config_errors errs = {0};
+	const char *text;
+	struct config *c = load_ok("defaults: &d { timeout: 1m }\n"
+				   "queues:\n"
+				   "  q: *d\n");
+
+	assert_int_equal(config_queue(c, "q")->timeout_ms, 60000);
+	config_free(c);
+
+	/* A map that contains itself, as a schedule's payload. */
+	text = "handlers: {h: {type: sql, statement: x}}\n"
+	       "schedules:\n"
+	       "  s: {cron: x, kind: h, payload: &p {a: [*p]}}\n";
+	assert_null(config_load_string("t.yaml", text, strlen(text), &errs));
+	assert_int_equal(errs.n, 1);
+	assert_non_null(strstr(errs.msg[0], "nested too deeply (64 levels"));
+	config_errors_free(&errs);
+
+	/* Six levels of ten aliases: a million values if copied. */
+	text = "handlers:\n"
+	       "  p:\n"
+	       "    type: plugin\n"
+	       "    library: l\n"
+	       "    symbol: s\n"
+	       "    config:\n"
+	       "      a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+	       "      a1: &a1 [*a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0, "
+	       "*a0]\n"
+	       "      a2: &a2 [*a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, "
+	       "*a1]\n"
+	       "      a3: &a3 [*a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, "
+	       "*a2]\n"
+	       "      a4: &a4 [*a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3, "
+	       "*a3]\n"
+	       "      a5: &a5 [*a4, *a4, *a4, *a4, *a4, *a4, *a4, *a4, *a4, "
+	       "*a4]\n";
+	assert_null(config_load_string("t.yaml", text, strlen(text), &errs));
+	assert_int_equal(errs.n, 1);
+	assert_string_equal(errs.msg[0],
+			    "t.yaml:7:40: handlers.p.config.a4[7][8][8][8][8]: "
+			    "too many values (100000 at most)");
+	config_errors_free(&errs);
+}
+
+struct duration_case {
+	const char *s;
+	int64_t ms;	 /* when why is NULL */
+	const char *why; /* NULL: valid */
+};
+
+static void
+test_durations(void **state)
+{
+	static const struct duration_case cases[] = {
+		{"500ms", 500, NULL},
+		{"30s", 30000, NULL},
+		{"5m", 300000, NULL},
+		{"2h", 7200000, NULL},
+		{"7d", 604800000, NULL},
+		{"45", 45000, NULL},
+		{"0", 0, NULL},
+		{"0ms", 0, NULL},
+		{"007s", 7000, NULL},
+		{"9223372036854775807ms", INT64_MAX, NULL},
+		{"106751991167d", 106751991167LL * 86400000, NULL},
+		{NULL, 0, "empty"},
+		{"", 0, "empty"},
+		{"-5s", 0, "negative"},
+		{"s", 0, "not a number"},
+		{" 5s", 0, "not a number"},
+		{"+5s", 0, "not a number"},
+		{"5x", 0, "unknown unit"},
+		{"5S", 0, "unknown unit"},
+		{"5 s", 0, "unknown unit"},
+		{"5s ", 0, "unknown unit"},
+		{"1.5s", 0, "unknown unit"},
+		{"1h30m", 0, "unknown unit"},
+		{"9223372036854775808ms", 0, "too large"},
+		{"9223372036854776s", 0, "too large"},
+		{"106751991168d", 0, "too large"},
+		{"99999999999999999999", 0, "too large"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct duration_case *t = &cases[i];
+		int64_t ms = -42;
+		const char *why = "unset";
+		int rc = config_parse_duration(t->s, &ms, &why);
+
+		if (!t->why) {
+			if (rc != 0 || ms != t->ms)
+				fail_msg("\"%s\": rc %d, %lld ms", t->s, rc,
+					 (long long)ms);
+		} else {
+			if (rc != -1 || strcmp(why, t->why))
+				fail_msg("\"%s\": rc %d, why %s",
+					 t->s ? t->s : "NULL", rc, why);
+			assert_int_equal(ms, -42);
+		}
+	}
+}
+
+struct env_case {
+	const char *s;
+	const char *want;    /* NULL: fails */
+	const char *missing; /* when it fails */
+};
+
+static void
+test_expand_env(void **state)
+{
+	static const struct env_case cases[] = {
+		{"plain", "plain", NULL},
+		{"", "", NULL},
+		{"${PGJOBD_T_A}", "alpha", NULL},
+		{"x${PGJOBD_T_A}y${PGJOBD_T_A}", "xalphayalpha", NULL},
+		{"[${PGJOBD_T_EMPTY}]", "[]", NULL},
+		{"${PGJOBD_T_DOLLAR}", "$${X}", NULL},
+		{"$$", "$", NULL},
+		{"a$$b", "a$b", NULL},
+		{"$$$$", "$$", NULL},
+		{"$${PGJOBD_T_A}", "${PGJOBD_T_A}", NULL},
+		{"$HOME and $5", "$HOME and $5", NULL},
+		{"trailing $", "trailing $", NULL},
+		{"{PGJOBD_T_A}", "{PGJOBD_T_A}", NULL},
+		{"${PGJOBD_T_UNSET}", NULL, "PGJOBD_T_UNSET"},
+		{"ok ${PGJOBD_T_A} ${PGJOBD_T_UNSET} ${PGJOBD_T_A", NULL,
+		 "PGJOBD_T_UNSET"},
+		{"${PGJOBD_T_A", NULL, "${PGJOBD_T_A"},
+		{"x ${", NULL, "${"},
+		{"${}", NULL, "${}"},
+		{"${A B}", NULL, "${A B}"},
+		{"${1X}", NULL, "${1X}"},
+		{"${A-default}", NULL, "${A-default}"},
+	};
+
+	setenv("PGJOBD_T_A", "alpha", 1);
+	setenv("PGJOBD_T_EMPTY", "", 1);
+	setenv("PGJOBD_T_DOLLAR", "$${X}", 1);
+	unsetenv("PGJOBD_T_UNSET");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct env_case *t = &cases[i];
+		char *missing = (char *)"unset";
+		char *got = config_expand_env(t->s, &missing);
+
+		if (t->want) {
+			if (!got || strcmp(got, t->want) || missing)
+				fail_msg("\"%s\": got \"%s\"", t->s,
+					 got ? got : "NULL");
+		} else {
+			if (got || !missing || strcmp(missing, t->missing))
+				fail_msg("\"%s\": missing \"%s\"", t->s,
+					 missing ? missing : "NULL");
+		}
+		free(got);
+		free(missing);
+	}
+}
+
+static void
+test_names(void **state)
+{
+	assert_string_equal(config_handler_type_name(HANDLER_EXEC), "exec");
+	assert_string_equal(config_handler_type_name(HANDLER_SQL), "sql");
+	assert_string_equal(config_handler_type_name(HANDLER_HTTP), "http");
+	assert_string_equal(config_handler_type_name(HANDLER_PLUGIN), "plugin");
+	assert_string_equal(config_queue_mode_name(QUEUE_PARALLEL), "parallel");
+	assert_string_equal(config_queue_mode_name(QUEUE_SERIAL), "serial");
+	assert_string_equal(config_queue_mode_name(QUEUE_PER_KEY), "per_key");
+	assert_string_equal(config_queue_mode_name((enum queue_mode)9),
+			    "unknown");
+	config_free(NULL);
+	config_errors_free(NULL);
+}
+
+static char *
+source_path(const char *env, const char *rel)
+{
+	const char *dir = getenv(env);
+	char *p;
+
+	if (!dir)
+		fail_msg("%s is not set (run the tests with ctest)", env);
+	p = malloc(strlen(dir) + strlen(rel) + 1);
+	assert_non_null(p);
+	strcpy(p, dir);
+	strcat(p, rel);
+	return p;
+}
+
+/* The shipped example validates, and says what the README's demo needs. */
+static void
+test_example_file(void **state)
+{
+	char *path = source_path("PGJOBD_SOURCE", "/config/example.yaml");
+	struct config_errors errs = {0};
+	struct config *c;
+	const struct handler_conf *h;
+
+	setenv("PGJOBD_PLUGIN_DIR", "/usr/lib/pgjobd", 1);
+	c = config_load(path, &errs);
+	for (size_t i = 0; i < errs.n; i++)
+		print_error("%s\n", errs.msg[i]);
+	assert_non_null(c);
+	assert_string_equal(c->path, path);
+	assert_null(c->conninfo);
+	assert_int_equal(c->workers, 2);
+	assert_non_null(config_queue(c, "default"));
+	h = config_handler(c, "hello");
+	assert_int_equal(h->type, HANDLER_EXEC);
+	assert_string_equal(h->command.v[0], "/bin/echo");
+	assert_string_equal(h->command.v[1], "{\"greeting\":\"hello\"}");
+	h = config_handler(c, "sleep");
+	assert_string_equal(h->command.v[0], "/bin/sleep");
+	assert_string_equal(h->command.v[1], "1");
+	h = config_handler(c, "noop");
+	assert_int_equal(h->type, HANDLER_PLUGIN);
+	assert_string_equal(h->library, "/usr/lib/pgjobd/pgjobd_example.so");
+	assert_string_equal(h->symbol, "pgjobd_example");
+	assert_int_equal(c->nschedules + c->ntasks, 0);
+	config_free(c);
+
+	/* Without PGJOBD_PLUGIN_DIR it says which variable is missing. */
+	unsetenv("PGJOBD_PLUGIN_DIR");
+	assert_null(config_load(path, &errs));
+	assert_int_equal(errs.n, 1);
+	assert_non_null(strstr(errs.msg[0],
+			       ": handlers.noop.library: environment variable "
+			       "\"PGJOBD_PLUGIN_DIR\" is not set"));
+	config_errors_free(&errs);
+	free(path);
+}
+
+/* A file with many mistakes: every one, in order, with its place. */
+static void
+test_fixture_errors(void **state)
+{
+	char *path = source_path("PGJOBD_FIXTURES", "/config/errors.yaml");
+	static const char *const want[] = {
+		":2:10: workers: must be at least 1",
+		":3:8: lease: bad duration \"30 seconds\" " HINT,
+		":5:10: log.level: unknown log level \"verbose\" (use debug, "
+		"info, warn or error)",
+		":11:14: handlers.send_email.command: expected a list of "
+		"strings",
+		":12:14: handlers.send_email.timeout: bad duration "
+		"\"5x\" " HINT,
+		":16:12: handlers.charge.queue: unknown queue \"biling\"",
+		":17:5: handlers.charge.url: url is only for http handlers",
+		":18:3: handlers.resize: missing required key \"type\"",
+		":21:39: schedules.nightly.kind: no handler for kind "
+		"\"charges\"",
+		":23:65: tasks.feed.partitions: must be at least 1",
+		":24:1: workers: duplicate key \"workers\"",
+	};
+	const size_t n = sizeof(want) / sizeof(want[0]);
+	struct config_errors errs = {0};
+	const char *full[sizeof(want) / sizeof(want[0]) + 1] = {0};
+	char *msgs[sizeof(want) / sizeof(want[0])];
+
+	assert_null(config_load(path, &errs));
+	for (size_t i = 0; i < n; i++) {
+		msgs[i] = malloc(strlen(path) + strlen(want[i]) + 1);
+		assert_non_null(msgs[i]);
+		strcpy(msgs[i], path);
+		strcat(msgs[i], want[i]);
+		full[i] = msgs[i];
+	}
+	assert_errors(&errs, full, path);
+	for (size_t i = 0; i < n; i++)
+		free(msgs[i]);
+	config_errors_free(&errs);
+	free(path);
+}
+
+/* A file that cannot be read: its name and why. */
+static void
+test_unreadable(void **state)
+{
+	struct config_errors errs = {0};
+
+	assert_null(config_load("/nonexistent/pgjobd.yaml", &errs));
+	assert_int_equal(errs.n, 1);
+	assert_string_equal(errs.msg[0], "/nonexistent/pgjobd.yaml: cannot "
+					 "read: No such file or directory");
+	config_errors_free(&errs);
+	assert_null(config_load("/", &errs));
+	assert_string_equal(errs.msg[0], "/: cannot read: Is a directory");
+	config_errors_free(&errs);
+	assert_null(config_load("/nonexistent", NULL));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_design_sketch),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_inheritance),
+		cmocka_unit_test(test_handler_keys),
+		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_bad_configs),
+		cmocka_unit_test(test_scalars),
+		cmocka_unit_test(test_aliases),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_expand_env),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_example_file),
+		cmocka_unit_test(test_fixture_errors),
+		cmocka_unit_test(test_unreadable),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
