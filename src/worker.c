@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -67,7 +68,8 @@ struct worker {
 	int want_claim, claim_inflight, finish_inflight;
 	int draining, stopping;
 	int exit_code;
-	int reconnects;
+	int reconnects; /* failed attempts since the last success */
+	int connected_once;
 	ev_prepare prepare;
 	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
 	ev_signal sigterm, sigint;
@@ -221,13 +223,24 @@ start_job(struct worker *w, struct job *job)
 	w->running[h->queue]++;
 	if (h->job.max_attempts <= 0)
 		h->job.max_attempts = h->job.handler->max_attempts;
-	if (!payload_is_object(h->job.payload)) {
-		struct handler_result r = {OUTCOME_DEAD, NULL,
-					   xstrdup("payload is not a JSON "
-						   "object"),
+	const char *refuse = NULL;
+	char why[160];
+	if (h->job.attempt > h->job.max_attempts) {
+		/* The claim counts every attempt, so a job whose worker died
+		 * in it (a crashing plugin, an OOM kill) gets here: stop. */
+		snprintf(why, sizeof(why),
+			 "attempt %d of %d: the worker running an earlier "
+			 "attempt died or lost its lease",
+			 h->job.attempt, h->job.max_attempts);
+		refuse = why;
+	} else if (!payload_is_object(h->job.payload)) {
+		refuse = "payload is not a JSON object";
+	}
+	if (refuse) {
+		struct handler_result r = {OUTCOME_DEAD, NULL, xstrdup(refuse),
 					   -1};
 		struct log_job l = lj(h);
-		log_job(LOG_WARN, &l, "payload is not a JSON object");
+		log_job(LOG_WARN, &l, "%s", refuse);
 		job_ended(h, &r);
 		handler_result_clear(&r);
 		return;
@@ -643,13 +656,14 @@ connect_db(struct worker *w)
 		schedule_reconnect(w);
 		return;
 	}
-	if (w->reconnects)
+	if (w->connected_once)
 		log_info("connected again; re-checking %d held leases",
 			 w->nheld);
 	else
 		log_info("connected, slot %d, handling %zu kinds", w->slot,
 			 w->nkinds);
 	w->reconnects = 0;
+	w->connected_once = 1;
 	w->want_claim = 1;
 	renew_all(w);
 }

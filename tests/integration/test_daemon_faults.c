@@ -262,6 +262,200 @@ test_sigstop_past_lease(void **state)
 	free(ci);
 }
 
+static void
+test_schema_mismatch_exits_78(void **state)
+{
+	/* A database without schema pgjob: no worker can run, and the
+	 * supervisor stops with 78 instead of restarting them. */
+	char *ci = strdup(t_db_create("t_fault_noschema"));
+	const char *cfg =
+		t_config("noschema", ci,
+			 "workers: 2\nhandlers:\n"
+			 "  x: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "noschema");
+	assert_int_equal(t_wait(p, 30), 78);
+	assert_true(t_count_in_file(t_log("noschema"), "run `pgjob migrate`") >
+		    0);
+	assert_int_equal(t_count_in_file(t_log("noschema"), "restarting"), 0);
+	free(ci);
+}
+
+static void
+test_no_free_slot(void **state)
+{
+	char *ci = fresh_db("t_fault_noslot");
+	PGconn *c = t_connect(ci);
+	const char *cfg =
+		t_config("noslot", ci,
+			 "workers: 2\nmax_slots: 2\nhandlers:\n"
+			 "  x: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t a = t_daemon(cfg, 0, "noslot_a");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 2 from "
+				"pgjob.workers"),
+			 0);
+	pid_t b = t_daemon(cfg, 0, "noslot_b");
+	for (int i = 0; i < 100; i++) {
+		if (t_count_in_file(t_log("noslot_b"), "no free slot") >= 2)
+			break;
+		t_sleep_ms(50);
+	}
+	assert_true(t_count_in_file(t_log("noslot_b"), "no free slot") >= 2);
+	assert_true(t_count_in_file(t_log("noslot_b"), "status 75") >= 2);
+	assert_true(t_alive(b));
+	/* Slots free up: b's workers, restarted with backoff, take them. */
+	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 2 from pgjob.workers "
+				"where supervisor_pid = %d",
+				(int)b),
+			 0);
+	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_connection_killed(void **state)
+{
+	char *ci = fresh_db("t_fault_connkill");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"connkill", ci,
+		"workers: 1\nlease: 10s\n"
+		"queues: { default: { concurrency: 3 } }\nhandlers:\n"
+		"  s: { type: exec, command: [\"/bin/sleep\", \"1\"] }\n");
+	t_exec(c, "insert into pgjob.jobs (kind) select 's' from "
+		  "generate_series(1, 9)");
+	pid_t p = t_daemon(cfg, 0, "connkill");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 3 from pgjob.jobs "
+				"where state = 'running'"),
+			 0);
+	/* Cut the worker's connection while it holds three jobs. */
+	t_exec(c, "select pg_terminate_backend(pid) from pg_stat_activity "
+		  "where application_name = 'pgjobd' and datname = "
+		  "current_database()");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 9 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
+	/* The held jobs were finished with their tokens after reconnecting:
+	 * none ran twice. */
+	assert_int_equal(t_long(c, "select max(attempts) from pgjob.jobs"), 1);
+	assert_true(t_count_in_file(t_log("connkill"), "reconnecting") >= 1);
+	assert_true(t_count_in_file(t_log("connkill"), "re-checking") >= 1);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_lease_renewed(void **state)
+{
+	/* A job that runs three times as long as the lease keeps it. */
+	char *ci = fresh_db("t_fault_renew");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"renew", ci,
+		"workers: 2\nlease: 1s\nhandlers:\n"
+		"  s: { type: exec, command: [\"/bin/sleep\", \"3\"] }\n");
+	long long id = t_long(c, "select pgjob.enqueue('s')");
+	pid_t p = t_daemon(cfg, 0, "renew");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
+	char *s = t_value(c,
+			  "select attempts || '|' || lease_token from "
+			  "pgjob.jobs where id = %lld",
+			  id);
+	assert_string_equal(s, "1|1");
+	free(s);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_plugin_crash(void **state)
+{
+	char *ci = fresh_db("t_fault_crash");
+	PGconn *c = t_connect(ci);
+	char body[1024];
+	snprintf(body, sizeof(body),
+		 "workers: 1\nlease: 1s\nhandlers:\n"
+		 "  p: { type: plugin, max_attempts: 2, library: \"%s\","
+		 " symbol: pgjobd_example }\n",
+		 t_bin("pgjobd_example.so"));
+	const char *cfg = t_config("crash", ci, body);
+	long long bad = t_long(c, "select pgjob.enqueue('p', "
+				  "'{\"crash\": true}')");
+	pid_t p = t_daemon(cfg, 0, "crash");
+	assert_int_equal(t_poll(c, 60,
+				"select state = 'dead' from pgjob.jobs "
+				"where id = %lld",
+				bad),
+			 0);
+	char *e = t_value(c,
+			  "select last_error from pgjob.jobs where "
+			  "id = %lld",
+			  bad);
+	assert_non_null(strstr(e, "attempt 3 of 2"));
+	free(e);
+	/* Only the worker died, twice, each time restarted after a backoff;
+	 * other jobs still run. */
+	assert_int_equal(t_count_in_file(t_log("crash"), "killed by signal 11"),
+			 2);
+	assert_int_equal(t_count_in_file(t_log("crash"), "restarting worker 1 "
+							 "in"),
+			 2);
+	long long ok = t_long(c, "select pgjob.enqueue('p')");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				ok),
+			 0);
+	assert_true(t_alive(p));
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_second_sigterm_stops_now(void **state)
+{
+	char *ci = fresh_db("t_fault_sigterm2");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"sigterm2", ci,
+		"workers: 1\nshutdown_timeout: 5m\n"
+		"handlers:\n"
+		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
+	long long id = t_long(c, "select pgjob.enqueue('long')");
+	pid_t p = t_daemon(cfg, 0, "sigterm2");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'running' from "
+				"pgjob.jobs where id = %lld",
+				id),
+			 0);
+	kill(p, SIGTERM);
+	t_sleep_ms(300);
+	assert_true(t_alive(p)); /* draining: waits for the job */
+	time_t t0 = time(NULL);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	assert_true(time(NULL) - t0 < 15);
+	char *s = t_value(c,
+			  "select state || '|' || attempts from pgjob.jobs "
+			  "where id = %lld",
+			  id);
+	assert_string_equal(s, "available|0");
+	free(s);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -271,6 +465,12 @@ main(void)
 		cmocka_unit_test(test_sigterm_releases_long_jobs),
 		cmocka_unit_test(test_sighup),
 		cmocka_unit_test(test_sigstop_past_lease),
+		cmocka_unit_test(test_schema_mismatch_exits_78),
+		cmocka_unit_test(test_no_free_slot),
+		cmocka_unit_test(test_connection_killed),
+		cmocka_unit_test(test_lease_renewed),
+		cmocka_unit_test(test_plugin_crash),
+		cmocka_unit_test(test_second_sigterm_stops_now),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
