@@ -14,9 +14,14 @@
 #include "log.h"
 #include "util.h"
 
+/* One sync point's worth of statements, and their results so far. */
 struct op {
-	dbev_result_fn cb;
+	dbev_result_fn cb; /* a single statement */
+	dbev_group_fn gcb; /* or a group */
 	void *arg;
+	int n;		/* statements */
+	int idx;	/* the statement whose results are being read */
+	PGresult **res; /* n results */
 	struct op *next;
 };
 
@@ -33,33 +38,39 @@ struct dbev {
 	unsigned long round_trips;
 };
 
-static void
-push(struct dbev *d, dbev_result_fn cb, void *arg)
+static struct op *
+push(struct dbev *d, int n, void *arg)
 {
 	struct op *op = xcalloc(1, sizeof(*op));
-	op->cb = cb;
 	op->arg = arg;
+	op->n = n;
+	op->res = xcalloc((size_t)n, sizeof(PGresult *));
 	if (d->tail)
 		d->tail->next = op;
 	else
 		d->head = op;
 	d->tail = op;
 	d->pending++;
+	return op;
 }
 
-/* Pops the head and calls its callback with res (which it then clears). */
+/* Pops the head and calls its callback with its results, then clears
+ * them. */
 static void
-complete_head(struct dbev *d, PGresult *res)
+complete_head(struct dbev *d)
 {
 	struct op *op = d->head;
 	d->head = op->next;
 	if (!d->head)
 		d->tail = NULL;
 	d->pending--;
-	d->got_result = 0;
-	d->res = NULL;
-	op->cb(op->arg, res);
-	PQclear(res);
+	if (op->gcb)
+		op->gcb(op->arg, op->res, op->n);
+	else
+		op->cb(op->arg, op->res[0]);
+	for (int i = 0; i < op->n; i++)
+		PQclear(op->res[i]);
+	free(op->res);
 	free(op);
 }
 
@@ -72,10 +83,15 @@ lose(struct dbev *d, const char *why)
 	d->lost = 1;
 	ev_io_stop(d->loop, &d->rio);
 	ev_io_stop(d->loop, &d->wio);
-	PQclear(d->res);
-	d->res = NULL;
-	while (d->head)
-		complete_head(d, NULL);
+	while (d->head) {
+		/* What a lost connection leaves unanswered is NULL. */
+		struct op *op = d->head;
+		for (int i = op->idx; i < op->n; i++) {
+			PQclear(op->res[i]);
+			op->res[i] = NULL;
+		}
+		complete_head(d);
+	}
 	if (d->hooks.on_lost)
 		d->hooks.on_lost(d->hooks.arg, why);
 }
@@ -116,29 +132,28 @@ static int
 read_results(struct dbev *d)
 {
 	while (d->head && !d->lost && !PQisBusy(d->conn)) {
+		struct op *op = d->head;
 		PGresult *res = PQgetResult(d->conn);
-		if (!d->got_result) {
-			/* A statement's own result, or NULL after it. */
+		if (op->idx < op->n) {
+			/* A statement's result (the last one counts, as with
+			 * PQexec), or the NULL that ends it. */
 			if (res) {
-				PQclear(d->res);
-				d->res = res;
+				PQclear(op->res[op->idx]);
+				op->res[op->idx] = res;
 			} else {
-				d->got_result = 1;
+				op->idx++;
 			}
 			continue;
 		}
 		if (!res)
 			continue;
 		if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
-			/* More than one result for a statement: keep the
-			 * last, as PQexec does. */
-			PQclear(d->res);
-			d->res = res;
+			PQclear(res); /* not expected after the last NULL */
 			continue;
 		}
 		PQclear(res);
 		d->round_trips++;
-		complete_head(d, d->res);
+		complete_head(d);
 	}
 	if (PQstatus(d->conn) != CONNECTION_OK) {
 		lose(d, PQerrorMessage(d->conn));
@@ -188,41 +203,74 @@ dbev_free(struct dbev *d)
 	free(d);
 }
 
-/* Calls cb(arg, NULL) from the loop, soon, for a send on a lost link. */
+/* Reports a send on a lost link from the loop, soon, as all-NULL results. */
 struct deferred {
 	ev_timer t;
 	dbev_result_fn cb;
+	dbev_group_fn gcb;
 	void *arg;
+	int n;
 };
 
 static void
 on_deferred(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct deferred *df = (struct deferred *)t;
-	df->cb(df->arg, NULL);
+	PGresult **none = xcalloc((size_t)df->n, sizeof(PGresult *));
+	if (df->gcb)
+		df->gcb(df->arg, none, df->n);
+	else
+		df->cb(df->arg, NULL);
+	free(none);
 	free(df);
+}
+
+static int
+send_failed(struct dbev *d, dbev_result_fn cb, dbev_group_fn gcb, void *arg,
+	    int n)
+{
+	struct deferred *df = xcalloc(1, sizeof(*df));
+	df->cb = cb;
+	df->gcb = gcb;
+	df->arg = arg;
+	df->n = n;
+	ev_timer_init(&df->t, on_deferred, 0., 0.);
+	ev_timer_start(d->loop, &df->t);
+	if (!d->lost)
+		lose(d, PQerrorMessage(d->conn));
+	return -1;
 }
 
 int
 dbev_send(struct dbev *d, const char *sql, int nparams,
 	  const char *const *params, dbev_result_fn cb, void *arg)
 {
-	if (!d->lost &&
-	    PQsendQueryParams(d->conn, sql, nparams, NULL, params, NULL, NULL,
-			      0) &&
-	    PQpipelineSync(d->conn)) {
-		push(d, cb, arg);
-		flush(d);
-		return 0;
-	}
-	struct deferred *df = xcalloc(1, sizeof(*df));
-	df->cb = cb;
-	df->arg = arg;
-	ev_timer_init(&df->t, on_deferred, 0., 0.);
-	ev_timer_start(d->loop, &df->t);
-	if (!d->lost)
-		lose(d, PQerrorMessage(d->conn));
-	return -1;
+	if (d->lost ||
+	    !PQsendQueryParams(d->conn, sql, nparams, NULL, params, NULL, NULL,
+			       0) ||
+	    !PQpipelineSync(d->conn))
+		return send_failed(d, cb, NULL, arg, 1);
+	push(d, 1, arg)->cb = cb;
+	flush(d);
+	return 0;
+}
+
+int
+dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
+		dbev_group_fn cb, void *arg)
+{
+	if (d->lost)
+		return send_failed(d, NULL, cb, arg, n);
+	for (int i = 0; i < n; i++)
+		if (!PQsendQueryParams(d->conn, stmts[i].sql, stmts[i].nparams,
+				       stmts[i].types, stmts[i].params, NULL,
+				       NULL, 0))
+			return send_failed(d, NULL, cb, arg, n);
+	if (!PQpipelineSync(d->conn))
+		return send_failed(d, NULL, cb, arg, n);
+	push(d, n, arg)->gcb = cb;
+	flush(d);
+	return 0;
 }
 
 int

@@ -45,6 +45,30 @@ void dbev_free(struct dbev *d);
  */
 int dbev_send(struct dbev *d, const char *sql, int nparams,
 	      const char *const *params, dbev_result_fn cb, void *arg);
+/* One statement of a group sent with dbev_send_group(). */
+struct dbev_stmt {
+	const char *sql;
+	int nparams;
+	const Oid *types; /* NULL: the server infers them */
+	const char *const *params;
+};
+
+/*
+ * res[0..n) are the statements' results, borrowed for the call; an entry
+ * is NULL when the connection was lost first.  After an error, the later
+ * statements of the group have PGRES_PIPELINE_ABORTED.
+ */
+typedef void (*dbev_group_fn)(void *arg, PGresult **res, int n);
+
+/*
+ * Sends n statements with one sync point after the last, so that they run
+ * in one implicit transaction: an error in any of them rolls back all.  No
+ * statement may be BEGIN, COMMIT or ROLLBACK.  cb is called once, later.
+ * Returns 0, or -1 when the connection is already lost.
+ */
+int dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
+		    dbev_group_fn cb, void *arg);
+
 /* Statements sent and not yet answered. */
 int dbev_pending(const struct dbev *d);
 /* Round trips (sync points) completed since the connection was made. */

@@ -15,11 +15,22 @@
 
 #include <cjson/cJSON.h>
 
+#include "db.h"
 #include "handler.h"
 #include "util.h"
 
+/*
+ * Per queue (q.name, up to q.lim jobs, in mode q.mode): jobs whose lease
+ * expired; then by mode, due jobs by priority, run_at, id (parallel); the
+ * head of the queue, its lowest unfinished id, if it is due (serial); the
+ * head of each ordering_key, if due (per_key; jobs without a key are
+ * independent).  A serial or per_key head that waits for a retry holds back
+ * the jobs behind it.  SKIP LOCKED on the head itself never moves a claimer
+ * on to the next job: it finds nothing, as it should.
+ */
 static const char claim_sql[] =
-	"with q(name, lim) as (select * from unnest($2::text[], $3::int[])),"
+	"with q(name, lim, mode) as ("
+	"  select * from unnest($2::text[], $3::int[], $6::text[])),"
 	" cand as ("
 	"  select c.id from q cross join lateral ("
 	"   select e.id from (select j.id from pgjob.jobs j"
@@ -28,10 +39,30 @@ static const char claim_sql[] =
 	"     limit q.lim for update skip locked) e"
 	"   union all"
 	"   select a.id from (select j.id from pgjob.jobs j"
-	"     where j.state = 'available' and j.queue = q.name"
-	"       and j.run_at <= now() and j.kind = any($1::text[])"
+	"     where q.mode = 'parallel' and j.state = 'available'"
+	"       and j.queue = q.name and j.run_at <= now()"
+	"       and j.kind = any($1::text[])"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a"
+	"   union all"
+	"   select s.id from (select j.id from pgjob.jobs j"
+	"     where q.mode = 'serial' and j.id = (select min(h.id)"
+	"       from pgjob.jobs h where h.queue = q.name"
+	"        and h.state in ('available', 'running'))"
+	"       and j.state = 'available' and j.run_at <= now()"
+	"       and j.kind = any($1::text[])"
+	"     for update skip locked) s"
+	"   union all"
+	"   select k.id from (select j.id from pgjob.jobs j"
+	"     where q.mode = 'per_key' and j.state = 'available'"
+	"       and j.queue = q.name and j.run_at <= now()"
+	"       and j.kind = any($1::text[])"
+	"       and (j.ordering_key is null or not exists ("
+	"        select 1 from pgjob.jobs o where o.queue = q.name"
+	"         and o.ordering_key = j.ordering_key and o.id < j.id"
+	"         and o.state in ('available', 'running')))"
+	"     order by j.priority, j.run_at, j.id"
+	"     limit q.lim for update skip locked) k"
 	"   limit q.lim) c)"
 	" update pgjob.jobs j set state = 'running', locked_by = $4,"
 	"  locked_until = now() + $5::bigint * interval '1 millisecond',"
@@ -50,10 +81,12 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	char *kinds = queue_text_array(req->kinds, req->nkinds);
 	char *queues = queue_text_array(req->queues, req->nqueues);
 	char *limits = queue_int_array(lim, req->nqueues);
+	char *modes = queue_text_array(req->modes, req->nqueues);
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)req->lease_ms);
-	const char *p[] = {kinds, queues, limits, req->locked_by, lease};
-	int rc = dbev_send(d, claim_sql, 5, p, cb, arg);
+	const char *p[] = {kinds, queues, limits, req->locked_by, lease, modes};
+	int rc = dbev_send(d, claim_sql, 6, p, cb, arg);
+	free(modes);
 	free(lim);
 	free(kinds);
 	free(queues);
@@ -153,6 +186,61 @@ queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 	free(a);
 	free(b);
 	return rc;
+}
+
+int
+queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
+	      int64_t timeout_ms, dbev_group_fn cb, void *arg)
+{
+	static const Oid types[] = {3802 /* jsonb */, 20 /* int8 */};
+	char id[24], token[24], timeout[24];
+	snprintf(id, sizeof(id), "%lld", (long long)job->id);
+	snprintf(token, sizeof(token), "%lld", (long long)job->lease_token);
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)timeout_ms);
+	const char *p_timeout[] = {timeout};
+	const char *p_lease[] = {id, token};
+	const char *p_stmt[] = {job->payload, id};
+	/* Set locally: it ends with this transaction. */
+	struct dbev_stmt st[] = {
+		{"select set_config('statement_timeout', $1, true)", 1, NULL,
+		 p_timeout},
+		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease},
+		{statement, 2, types, p_stmt},
+		{"update pgjob.jobs set state = 'done', finished_at = now(),"
+		 " locked_by = null, locked_until = null"
+		 " where id = $1 and lease_token = $2 and state = 'running'",
+		 2, NULL, p_lease},
+	};
+	return dbev_send_group(d, st, 4, cb, arg);
+}
+
+static int
+failed(const PGresult *r)
+{
+	ExecStatusType st = PQresultStatus(r);
+	return st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK;
+}
+
+enum queue_sql_end
+queue_sql_result(PGresult **res, int n, char **error)
+{
+	*error = NULL;
+	for (int i = 0; i < n; i++) {
+		if (!res[i]) {
+			*error = xstrdup("the connection broke while the "
+					 "statement ran");
+			return QUEUE_SQL_CONN_LOST;
+		}
+		if (!failed(res[i]))
+			continue;
+		const char *state =
+			PQresultErrorField(res[i], PG_DIAG_SQLSTATE);
+		if (i == 1 && state && strcmp(state, "PJ001") == 0)
+			return QUEUE_SQL_LEASE;
+		*error = db_error_text(NULL, res[i]);
+		return QUEUE_SQL_FAILED;
+	}
+	return QUEUE_SQL_DONE;
 }
 
 char *

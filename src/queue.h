@@ -18,6 +18,7 @@ struct queue_claim_req {
 	size_t nkinds;
 	const char *const *queues;
 	const int *limits;
+	const char *const *modes; /* parallel, serial, per_key */
 	size_t nqueues;
 	const char *locked_by;
 	int64_t lease_ms;
@@ -63,6 +64,26 @@ int queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
  */
 int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
 		size_t n, int64_t lease_ms, dbev_result_fn cb, void *arg);
+
+/* How an sql handler's transaction ended. */
+enum queue_sql_end {
+	QUEUE_SQL_DONE,	     /* the statement and the job's end committed */
+	QUEUE_SQL_FAILED,    /* the statement failed: all rolled back */
+	QUEUE_SQL_LEASE,     /* the lease was lost: nothing ran */
+	QUEUE_SQL_CONN_LOST, /* unknown: the connection broke */
+};
+
+/*
+ * Runs an sql handler: in one transaction, lock the job row and check its
+ * lease (pgjob.lock_lease), run statement with $1 = payload (jsonb) and
+ * $2 = job id under statement_timeout = timeout_ms, and mark the job done.
+ * Read the outcome with queue_sql_result().
+ */
+int queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
+		  int64_t timeout_ms, dbev_group_fn cb, void *arg);
+/* The outcome of queue_run_sql()'s results; *error (caller frees) is set
+ * for QUEUE_SQL_FAILED and QUEUE_SQL_CONN_LOST. */
+enum queue_sql_end queue_sql_result(PGresult **res, int n, char **error);
 
 /* A PostgreSQL array literal of the strings v[0..n), quoted; caller
  * frees. */

@@ -196,6 +196,39 @@ job_ended(void *arg, struct handler_result *res)
 		w->want_claim = 1;
 }
 
+static void
+on_sql_done(void *arg, PGresult **res, int n)
+{
+	struct held *h = arg;
+	struct worker *w = self;
+	char *error;
+	struct log_job l = lj(h);
+	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1};
+
+	switch (queue_sql_result(res, n, &error)) {
+	case QUEUE_SQL_DONE:
+		log_job(LOG_DEBUG, &l, "done");
+		break;
+	case QUEUE_SQL_LEASE:
+		log_job(LOG_WARN, &l,
+			"lease lost before the statement ran; "
+			"nothing was done");
+		break;
+	case QUEUE_SQL_FAILED:
+	case QUEUE_SQL_CONN_LOST:
+		/* Rolled back (or, if the connection broke after the commit,
+		 * done: then the compare-and-set refuses this end). */
+		r.error = error;
+		job_ended(h, &r);
+		handler_result_clear(&r);
+		return;
+	}
+	w->running[h->queue]--;
+	held_unlink(w, h);
+	if (!w->draining)
+		w->want_claim = 1;
+}
+
 static int
 payload_is_object(const char *p)
 {
@@ -246,6 +279,13 @@ start_job(struct worker *w, struct job *job)
 		return;
 	}
 	h->state = HELD_RUNNING;
+	if (h->job.handler->type == HANDLER_SQL) {
+		/* Runs on this worker's connection, in the transaction that
+		 * also ends the job: see queue_run_sql(). */
+		queue_run_sql(w->db, &h->job, h->job.handler->statement,
+			      h->job.handler->timeout_ms, on_sql_done, h);
+		return;
+	}
 	h->run = handler_start(w->loop, &h->job, w->slot, job_ended, h);
 }
 
@@ -295,6 +335,7 @@ maybe_claim(struct worker *w)
 {
 	const struct config *c = w->cfg;
 	const char *queues[c->nqueues];
+	const char *modes[c->nqueues];
 	int limits[c->nqueues];
 	size_t nq = 0;
 
@@ -306,17 +347,19 @@ maybe_claim(struct worker *w)
 		if (!w->serves[i] || free_ <= 0)
 			continue;
 		queues[nq] = c->queues[i].name;
+		modes[nq] = config_queue_mode_name(c->queues[i].mode);
 		limits[nq++] = free_;
 	}
 	if (nq == 0)
 		return;
-	struct queue_claim_req req = {(const char *const *)w->kinds,
-				      w->nkinds,
-				      queues,
-				      limits,
-				      nq,
-				      w->locked_by,
-				      c->lease_ms};
+	struct queue_claim_req req = {.kinds = (const char *const *)w->kinds,
+				      .nkinds = w->nkinds,
+				      .queues = queues,
+				      .limits = limits,
+				      .modes = modes,
+				      .nqueues = nq,
+				      .locked_by = w->locked_by,
+				      .lease_ms = c->lease_ms};
 	w->claim_inflight = 1;
 	queue_claim(w->db, &req, on_claim, w);
 }
@@ -462,10 +505,12 @@ on_renew(void *arg, PGresult *res)
 			"lease lost (another worker holds the "
 			"job now); stopping it");
 		h->lost = 1;
-		if (h->state == HELD_RUNNING)
-			handler_stop(h->run, "lease lost");
-		else
+		if (h->state == HELD_RUNNING) {
+			if (h->run)
+				handler_stop(h->run, "lease lost");
+		} else {
 			held_unlink(w, h);
+		}
 	}
 	free(r);
 }
@@ -501,8 +546,8 @@ on_deadline_timer(struct ev_loop *loop, ev_timer *t, int revents)
 	struct worker *w = t->data;
 	int64_t now = util_now_ms();
 	for (struct held *h = w->head; h; h = h->next) {
-		if (h->state != HELD_RUNNING || h->lost || h->overdue ||
-		    now < h->deadline_ms)
+		if (h->state != HELD_RUNNING || !h->run || h->lost ||
+		    h->overdue || now < h->deadline_ms)
 			continue;
 		/* The end is still written, compare-and-set on the token:
 		 * if the lease is in fact still ours it counts as a failed
@@ -677,8 +722,8 @@ stop_now(struct worker *w, const char *why)
 	w->stopping = w->draining = 1;
 	log_info("stopping now (%s): %d jobs held", why, w->nheld);
 	for (struct held *h = w->head; h; h = h->next) {
-		if (h->state != HELD_RUNNING)
-			continue;
+		if (h->state != HELD_RUNNING || !h->run)
+			continue; /* an sql handler ends by its timeout */
 		h->release = 1;
 		handler_stop(h->run, why);
 	}

@@ -1,0 +1,259 @@
+/*
+ * Integration: the sql handler's exactly-once under faults, and the queue
+ * modes (serial, per_key) across several instances.
+ */
+#include "testlib.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *
+fresh_db(const char *name)
+{
+	struct t_run r;
+	char *ci = strdup(t_db_create(name));
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
+			      NULL};
+	t_run(&r, 60, NULL, argv);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	return ci;
+}
+
+static void
+test_sql_exactly_once_under_faults(void **state)
+{
+	char *ci = fresh_db("t_sql_once");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "create table ledger (job_id bigint primary key, n int)");
+	const char *cfg = t_config(
+		"sqlonce", ci,
+		"workers: 2\nlease: 2s\n"
+		"queues: { default: { concurrency: 4 } }\n"
+		"handlers:\n"
+		"  charge: { type: sql, statement: \"insert into ledger"
+		" select $2, ($1->>'n')::int from pg_sleep(0.01)\" }\n");
+	t_exec(c, "insert into pgjob.jobs (kind, payload) select 'charge', "
+		  "jsonb_build_object('n', i) from generate_series(1, 400) i");
+	pid_t a = t_daemon(cfg, 0, "sqlonce_a");
+	pid_t b = t_daemon(cfg, 0, "sqlonce_b");
+	/* Faults while it runs: kill -9 workers, cut connections, stop a
+	 * worker past its lease. */
+	for (int round = 0; round < 6; round++) {
+		t_sleep_ms(400);
+		long long w = t_long(c, "select coalesce(min(pid), 0) from "
+					"pgjob.workers");
+		if (round % 3 == 0 && w)
+			kill((pid_t)w, SIGKILL);
+		if (round % 3 == 1)
+			t_exec(c, "select pg_terminate_backend(pid) from "
+				  "pg_stat_activity where application_name = "
+				  "'pgjobd' and datname = current_database()");
+		if (round % 3 == 2 && w) {
+			kill((pid_t)w, SIGSTOP);
+			t_sleep_ms(3000);
+			kill((pid_t)w, SIGCONT);
+		}
+	}
+	assert_int_equal(t_poll(c, 120,
+				"select count(*) = 400 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
+	/* Exactly one row per job, with the job's own payload. */
+	assert_int_equal(t_long(c, "select count(*) from ledger"), 400);
+	assert_int_equal(t_long(c, "select count(*) from ledger l join "
+				   "pgjob.jobs j on j.id = l.job_id and "
+				   "(j.payload->>'n')::int = l.n"),
+			 400);
+	/* No second run even tried: it would have hit the primary key. */
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "last_error like '%%duplicate key%%'"),
+			 0);
+	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
+	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_sql_failure_rolls_back(void **state)
+{
+	char *ci = fresh_db("t_sql_fail");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "create table ledger (job_id bigint)");
+	t_exec(c, "create function t_fail(p jsonb, id bigint) returns void "
+		  "language plpgsql as $$ begin insert into ledger values "
+		  "(id); raise exception 'boom %%', p->>'x'; end $$");
+	const char *cfg = t_config("sqlfail", ci,
+				   "workers: 1\ndefaults: { backoff: { base: "
+				   "100ms, max: 100ms } }\n"
+				   "handlers:\n"
+				   "  f: { type: sql, max_attempts: 2,"
+				   " statement: \"select t_fail($1, $2)\" }\n");
+	long long id = t_long(c, "select pgjob.enqueue('f', '{\"x\": \"y\"}')");
+	pid_t p = t_daemon(cfg, 0, "sqlfail");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'dead' from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
+	char *e = t_value(c,
+			  "select attempts || '|' || last_error from "
+			  "pgjob.jobs where id = %lld",
+			  id);
+	assert_string_equal(e, "2|P0001: boom y");
+	free(e);
+	assert_int_equal(t_long(c, "select count(*) from ledger"), 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/* Runs of the interval handler: id, start, end (ns), in file order. */
+struct run {
+	long long id, start, end;
+};
+
+static int
+read_runs(const char *path, struct run *runs, int max)
+{
+	char *text = t_read_file(path);
+	int n = 0;
+	char *line = text;
+	while (line && *line && n < max) {
+		if (sscanf(line, "%lld %lld %lld", &runs[n].id, &runs[n].start,
+			   &runs[n].end) == 3)
+			n++;
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	free(text);
+	return n;
+}
+
+static int
+by_start(const void *a, const void *b)
+{
+	const struct run *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Checks that runs never overlap and follow id order. */
+static void
+assert_one_at_a_time(struct run *runs, int n)
+{
+	qsort(runs, (size_t)n, sizeof(*runs), by_start);
+	for (int i = 1; i < n; i++) {
+		assert_true(runs[i].start >= runs[i - 1].end);
+		assert_true(runs[i].id > runs[i - 1].id);
+	}
+}
+
+static const char *
+interval_config(const char *name, const char *ci, const char *mode,
+		const char *file)
+{
+	char body[4096];
+	snprintf(body, sizeof(body),
+		 "workers: 2\n"
+		 "queues: { q: { concurrency: 4, mode: %s } }\n"
+		 "handlers:\n"
+		 "  iv: { type: exec, queue: q, command: [\"%s\", \"%s\", "
+		 "\"0.03\"] }\n",
+		 mode, t_src("tests/fixtures/daemon/interval.sh"), file);
+	return t_config(name, ci, body);
+}
+
+static void
+test_serial(void **state)
+{
+	char *ci = fresh_db("t_mode_serial");
+	PGconn *c = t_connect(ci);
+	char file[4200];
+	snprintf(file, sizeof(file), "%s/serial.runs", t_tmpdir());
+	unlink(file);
+	const char *cfg = interval_config("serial", ci, "serial", file);
+	t_exec(c, "insert into pgjob.jobs (kind, queue, priority) select "
+		  "'iv', 'q', (random() * 10)::int from "
+		  "generate_series(1, 30)");
+	pid_t p[3];
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "serial%d", i);
+		p[i] = t_daemon(cfg, 0, name);
+	}
+	assert_int_equal(t_poll(c, 120,
+				"select count(*) = 30 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
+	struct run runs[64];
+	int n = read_runs(file, runs, 64);
+	assert_int_equal(n, 30);
+	/* Across 3 instances x 2 workers: one at a time, in id order,
+	 * whatever the priorities. */
+	assert_one_at_a_time(runs, n);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(t_stop(p[i], SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_per_key(void **state)
+{
+	char *ci = fresh_db("t_mode_perkey");
+	PGconn *c = t_connect(ci);
+	char file[4200];
+	snprintf(file, sizeof(file), "%s/perkey.runs", t_tmpdir());
+	unlink(file);
+	const char *cfg = interval_config("perkey", ci, "per_key", file);
+	t_exec(c, "insert into pgjob.jobs (kind, queue, ordering_key) select "
+		  "'iv', 'q', 'k' || (i %% 4) from generate_series(1, 48) i");
+	pid_t p[3];
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "perkey%d", i);
+		p[i] = t_daemon(cfg, 0, name);
+	}
+	assert_int_equal(t_poll(c, 120,
+				"select count(*) = 48 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
+	struct run all[64], mine[64];
+	int n = read_runs(file, all, 64);
+	assert_int_equal(n, 48);
+	int overlaps = 0;
+	qsort(all, (size_t)n, sizeof(*all), by_start);
+	for (int i = 1; i < n; i++)
+		overlaps += all[i].start < all[i - 1].end;
+	/* Different keys ran in parallel. */
+	assert_true(overlaps > 0);
+	for (int k = 0; k < 4; k++) {
+		int m = 0;
+		for (int i = 0; i < n; i++)
+			if (all[i].id % 4 == k)
+				mine[m++] = all[i];
+		assert_int_equal(m, 12);
+		assert_one_at_a_time(mine, m);
+	}
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(t_stop(p[i], SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sql_exactly_once_under_faults),
+		cmocka_unit_test(test_sql_failure_rolls_back),
+		cmocka_unit_test(test_serial),
+		cmocka_unit_test(test_per_key),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
