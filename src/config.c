@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cron.h"
 #include "log.h"
 #include "util.h"
 #include "yaml.h"
@@ -562,6 +563,34 @@ load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	resolve_handler(c, h);
 }
 
+/* A schedule's cron: and timezone:, as cron.c will read them. */
+static void
+check_schedule_time(struct yaml_doc *d, const struct yaml_walk *w,
+		    const char *path, const struct schedule_conf *s)
+{
+	const struct ynode *cron = yaml_walked(w, "cron");
+	const struct ynode *tz = yaml_walked(w, "timezone");
+	struct cron *parsed;
+	char *err, *vpath;
+
+	if (s->cron && cron) {
+		if ((parsed = cron_parse(s->cron, &err))) {
+			cron_free(parsed);
+		} else {
+			vpath = join(path, "cron");
+			yaml_doc_error(d, cron, vpath, "%s", err);
+			free(vpath);
+			free(err);
+		}
+	}
+	if (s->timezone && tz && !cron_tz_valid(s->timezone)) {
+		vpath = join(path, "timezone");
+		yaml_doc_error(d, tz, vpath, "unknown time zone \"%s\"",
+			       s->timezone);
+		free(vpath);
+	}
+}
+
 static void
 load_schedule(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	      const struct ynode *val, const char *path)
@@ -579,6 +608,7 @@ load_schedule(struct yaml_doc *d, struct config *c, const struct ynode *key,
 		.column = key->column,
 	};
 	yaml_walk_map(d, key, val, path, &w);
+	check_schedule_time(d, &w, path, s);
 	kind = yaml_walked(&w, "kind");
 	if (s->kind && kind && !config_handler(c, s->kind)) {
 		kpath = join(path, "kind");

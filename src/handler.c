@@ -4,10 +4,11 @@
  * from handler_start() until its done callback has returned.
  *
  * A result that is known before anything runs (no handler for the kind, an
- * unusable plugin, a command that cannot be spawned) and every plugin run go
- * through a zero-delay timer, so done is never called from inside
- * handler_start() or handler_stop(): the worker can finish its own
- * bookkeeping first.
+ * unusable plugin, a command that cannot be spawned, a url that cannot be
+ * parsed) and every plugin run go through a zero-delay timer, so done is
+ * never called from inside handler_start() or handler_stop(): the worker can
+ * finish its own bookkeeping first.  Exec and http runs are finished by
+ * their modules, from their own loop callbacks.
  */
 #include "handler.h"
 
@@ -29,6 +30,7 @@ enum run_kind {
 	RUN_DEFERRED, /* the result is in run->res already */
 	RUN_PLUGIN,   /* the plugin is called from the zero timer */
 	RUN_EXEC,     /* a child process; handler_exec.c finishes it */
+	RUN_HTTP,     /* a request; handler_http.c finishes it */
 };
 
 struct handler_run {
@@ -39,6 +41,7 @@ struct handler_run {
 	void *arg;
 	enum run_kind kind;
 	struct exec_run *exec; /* RUN_EXEC; owned */
+	struct http_run *http; /* RUN_HTTP; owned */
 	ev_timer later;	       /* RUN_DEFERRED, RUN_PLUGIN */
 	struct handler_result res;
 	bool stopped;
@@ -71,14 +74,20 @@ handler_result_clear(struct handler_result *r)
 int
 handler_init(const struct config *cfg)
 {
+	int rc;
+
 	handler_fini();
-	return handler_plugin_load_all(cfg);
+	rc = handler_plugin_load_all(cfg);
+	if (handler_http_init(cfg) < 0)
+		rc = -1;
+	return rc;
 }
 
 void
 handler_fini(void)
 {
 	handler_plugin_unload_all();
+	handler_http_fini();
 }
 
 static void
@@ -131,14 +140,17 @@ handler_start(struct ev_loop *loop, struct job *job, int slot,
 	} else if (h->type == HANDLER_EXEC) {
 		run->exec = handler_exec_start(run, loop, job, slot, &run->res);
 		run->kind = run->exec ? RUN_EXEC : RUN_DEFERRED;
+	} else if (h->type == HANDLER_HTTP) {
+		run->http = handler_http_start(run, loop, job, &run->res);
+		run->kind = run->http ? RUN_HTTP : RUN_DEFERRED;
 	} else if (h->type == HANDLER_PLUGIN) {
 		run->kind = RUN_PLUGIN;
 	} else {
 		defer_retry(run,
 			    xasprintf("%s handlers are not implemented yet",
-				      h->type == HANDLER_SQL ? "sql" : "http"));
+				      config_handler_type_name(h->type)));
 	}
-	if (run->kind != RUN_EXEC)
+	if (run->kind == RUN_DEFERRED || run->kind == RUN_PLUGIN)
 		ev_timer_start(loop, &run->later);
 	return run;
 }
@@ -151,6 +163,8 @@ handler_stop(struct handler_run *run, const char *why)
 	run->stopped = true;
 	if (run->kind == RUN_EXEC) {
 		handler_exec_stop(run->exec, why);
+	} else if (run->kind == RUN_HTTP) {
+		handler_http_stop(run->http, why);
 	} else if (run->kind == RUN_PLUGIN) {
 		/* Not yet called: it will not be. */
 		defer_retry(run, xasprintf("stopped: %s", why));
@@ -169,6 +183,8 @@ handler_finish(struct handler_run *run, struct handler_result *res)
 		handler_result_clear(&run->res);
 	if (run->exec)
 		handler_exec_free(run->exec);
+	if (run->http)
+		handler_http_free(run->http);
 	free(run);
 }
 

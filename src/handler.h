@@ -5,7 +5,8 @@
  * handler.c is the registry: it dispatches on the handler type, delivers
  * every result from the loop (never from inside handler_start() or
  * handler_stop()), and owns the run.  handler_exec.c runs exec handlers
- * (posix_spawn, pidfd, pipes); handler_plugin.c loads and calls plugins
+ * (posix_spawn, pidfd, pipes); handler_http.c POSTs to webhooks (libcurl's
+ * multi interface on the loop); handler_plugin.c loads and calls plugins
  * (include/pgjobd/plugin.h).  The protocols are described in
  * docs/handlers.md.
  *
@@ -35,6 +36,10 @@ struct job {
 	int64_t lease_token;
 	char *ordering_key;		    /* or NULL */
 	const struct handler_conf *handler; /* borrowed from the config */
+	/* exec only: "NAME=value" strings added after the PGJOB_* job
+	 * variables (a leased task's PGJOB_PARTITION...), or NULL.  Borrowed;
+	 * job_free() does not free them. */
+	char **extra_env;
 };
 
 /* Frees job and its strings; NULL is allowed. */
@@ -65,14 +70,22 @@ struct handler_run;
 
 /*
  * Per-worker setup: dlopen every plugin handler of cfg, check its ABI, call
- * its init.  cfg is borrowed until handler_fini().  Returns 0, or -1 with a
- * log line when at least one plugin is unusable: that state is recorded and
- * the jobs of such a handler get OUTCOME_RETRY with a last_error naming the
- * problem instead of running (fixing the deployment recovers them).  Calling
- * it again first undoes the previous call.
+ * its init; initialise libcurl (curl_global_init) for http handlers and warn
+ * once about each one with tls_verify off.  cfg is borrowed until
+ * handler_fini().  Returns 0, or -1 with a log line when at least one plugin
+ * is unusable: that state is recorded and the jobs of such a handler get
+ * OUTCOME_RETRY with a last_error naming the problem instead of running
+ * (fixing the deployment recovers them).  Calling it again first undoes the
+ * previous call.
  */
 int handler_init(const struct config *cfg);
-/* Calls every plugin's fini and dlcloses them.  Safe to call twice. */
+/*
+ * Calls every plugin's fini and dlcloses them; frees the libcurl state of
+ * every loop that ran http jobs (its watchers are stopped, so call it before
+ * ev_loop_destroy() of such a loop) and calls curl_global_cleanup.  An http
+ * run still in flight is abandoned: its done is never called and it must
+ * not be stopped.  Safe to call twice.
+ */
 void handler_fini(void);
 
 /*
@@ -85,8 +98,9 @@ struct handler_run *handler_start(struct ev_loop *loop, struct job *job,
 				  int slot, handler_done_fn done, void *arg);
 
 /*
- * Stops a running run (lease lost, shutdown, cancel): SIGTERM to the process
- * group, SIGKILL after a grace period of min(5 s, timeout).  done is still
+ * Stops a running run (lease lost, shutdown, cancel): exec, SIGTERM to the
+ * process group, SIGKILL after a grace period of min(5 s, timeout); http, the
+ * request is aborted at once (its connection closed).  done is still
  * called once, later, from the loop, with OUTCOME_RETRY and an error
  * starting "stopped: <why>"; a plugin run that has not started yet is not
  * started.  A run whose result is already known (its command could not be
@@ -138,6 +152,28 @@ struct exec_run *handler_exec_start(struct handler_run *run,
 void handler_exec_stop(struct exec_run *x, const char *why);
 /* Stops every watcher, closes every descriptor; the child must be reaped. */
 void handler_exec_free(struct exec_run *x);
+
+/* http (handler_http.c). */
+struct http_run;
+/* curl_global_init, and a warning per http handler without tls_verify.
+ * Returns 0. */
+int handler_http_init(const struct config *cfg);
+/* Frees every loop's multi handle; abandons requests still in flight. */
+void handler_http_fini(void);
+/*
+ * Starts the POST of job's payload to its handler's url on loop; job is
+ * borrowed until done returns.  Returns the request's state (freed with
+ * handler_http_free()), or NULL with *fail set to a RETRY result when it
+ * cannot be made (a url libcurl cannot parse).  When the request ends the
+ * http module calls handler_finish(run, ...) from a loop callback.
+ */
+struct http_run *handler_http_start(struct handler_run *run,
+				    struct ev_loop *loop, const struct job *job,
+				    struct handler_result *fail);
+/* Aborts the request; done follows from the loop: RETRY "stopped: why". */
+void handler_http_stop(struct http_run *x, const char *why);
+/* Aborts the request if it still runs and frees x. */
+void handler_http_free(struct http_run *x);
 
 /* plugin (handler_plugin.c). */
 /* Loads every plugin handler of cfg; returns 0, or -1 if one is unusable. */

@@ -92,7 +92,10 @@ strv_free(char **v)
 static char **
 build_env(const struct job *job, const struct handler_conf *h, int slot)
 {
-	char **env = xcalloc(7 + h->env.n + 1, sizeof(char *));
+	size_t nextra = 0;
+	while (job->extra_env && job->extra_env[nextra])
+		nextra++;
+	char **env = xcalloc(7 + nextra + h->env.n + 1, sizeof(char *));
 	size_t n = 0;
 
 	env[n++] = xstrdup("PATH=" DEFAULT_PATH);
@@ -103,6 +106,8 @@ build_env(const struct job *job, const struct handler_conf *h, int slot)
 	env[n++] = xasprintf("PGJOB_LEASE_TOKEN=%lld",
 			     (long long)job->lease_token);
 	env[n++] = xasprintf("PGJOB_SLOT=%d", slot);
+	for (size_t i = 0; i < nextra; i++)
+		env[n++] = xstrdup(job->extra_env[i]);
 	for (size_t i = 0; i < h->env.n; i++) {
 		const char *e = h->env.v[i];
 		const char *eq = strchr(e, '=');

@@ -91,3 +91,56 @@ lease_worker_unregister(PGconn *conn, int slot, int pid)
 			     " where slot = $1 and pid = $2",
 			     2, NULL, params, NULL, NULL, 0));
 }
+
+int
+lease_acquire(struct dbev *d, const char *name, const char *holder, int64_t ms,
+	      dbev_result_fn cb, void *arg)
+{
+	char m[24];
+	snprintf(m, sizeof(m), "%lld", (long long)ms);
+	const char *p[] = {name, holder, m};
+	return dbev_send(
+		d,
+		"insert into pgjob.leases as l (name, holder, token, "
+		"expires_at)"
+		" values ($1, $2, 1, now() + $3::bigint * interval '1 ms')"
+		" on conflict (name) do update set holder = excluded.holder,"
+		"  token = l.token + 1, expires_at = excluded.expires_at"
+		"  where l.expires_at is null or l.expires_at < now()"
+		"   or l.holder = excluded.holder"
+		" returning token",
+		3, p, cb, arg);
+}
+
+int
+lease_renew(struct dbev *d, const char *name, const char *holder, int64_t token,
+	    int64_t ms, dbev_result_fn cb, void *arg)
+{
+	char t[24], m[24];
+	snprintf(t, sizeof(t), "%lld", (long long)token);
+	snprintf(m, sizeof(m), "%lld", (long long)ms);
+	const char *p[] = {name, holder, t, m};
+	return dbev_send(
+		d,
+		"update pgjob.leases"
+		" set expires_at = now() + $4::bigint * interval '1 ms'"
+		" where name = $1 and holder = $2 and token = $3"
+		"  and expires_at >= now()"
+		" returning token",
+		4, p, cb, arg);
+}
+
+int
+lease_release(struct dbev *d, const char *name, const char *holder,
+	      int64_t token, dbev_result_fn cb, void *arg)
+{
+	char t[24];
+	snprintf(t, sizeof(t), "%lld", (long long)token);
+	const char *p[] = {name, holder, t};
+	return dbev_send(d,
+			 "update pgjob.leases set holder = null,"
+			 "  expires_at = null"
+			 " where name = $1 and holder = $2 and token = $3"
+			 " returning token",
+			 3, p, cb, arg);
+}

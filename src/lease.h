@@ -38,4 +38,21 @@ int lease_worker_heartbeat(struct dbev *d, int slot, int pid, dbev_result_fn cb,
 /* Deletes the worker's row on a clean exit (synchronous, best effort). */
 void lease_worker_unregister(PGconn *conn, int slot, int pid);
 
+/*
+ * Named leases in pgjob.leases, with fencing tokens.  Each sends one
+ * statement; the result has one row (the token) when it succeeded, none
+ * when it did not.
+ *
+ * lease_acquire takes the lease when it is free, expired, or already this
+ * holder's (after a reconnect), and always gives it a new token.
+ * lease_renew extends it only while (holder, token) still hold it.
+ * lease_release gives it up at once, so another worker can take it.
+ */
+int lease_acquire(struct dbev *d, const char *name, const char *holder,
+		  int64_t ms, dbev_result_fn cb, void *arg);
+int lease_renew(struct dbev *d, const char *name, const char *holder,
+		int64_t token, int64_t ms, dbev_result_fn cb, void *arg);
+int lease_release(struct dbev *d, const char *name, const char *holder,
+		  int64_t token, dbev_result_fn cb, void *arg);
+
 #endif

@@ -5,29 +5,23 @@
  *
  * The database comes from --database, else the config file's
  * database.conninfo, else libpq's PG* environment.  Exit codes: 0 done,
- * 1 the command failed (unknown id, database error), 2 usage, 78 config.
+ * 1 the command failed (unknown id, wrong state, database error), 2 usage,
+ * 78 config or schema.
+ * migrate and enqueue live here; the other commands in cli_*.c (cli.h).
  */
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
+#include "cli.h"
 #include "config.h"
 #include "db.h"
 #include "log.h"
 #include "migrate.h"
 #include "util.h"
-
-#define EXIT_USAGE 2
-
-struct cli {
-	const char *config_path;
-	const char *database;
-	struct config *cfg;
-};
 
 static void
 usage(FILE *f)
@@ -40,44 +34,32 @@ usage(FILE *f)
 	      "          [--priority N] [--unique-key K] [--ordering-key K]\n"
 	      "          [--max-attempts N]\n"
 	      "                         enqueue a job and print its id\n"
+	      "  status [--json]        workers, queues, kinds no live worker "
+	      "handles,\n"
+	      "                         leases\n"
+	      "  jobs [--state S] [--queue Q] [--kind K] [--limit N] [--json]\n"
+	      "                         list jobs, newest first (50 by "
+	      "default)\n"
+	      "  show ID [--json]       one job with every column\n"
+	      "  retry ID               a dead, cancelled or failed job: run "
+	      "it again now\n"
+	      "  retry --dead [--kind K]\n"
+	      "                         every dead job (of one kind)\n"
+	      "  cancel ID              cancel a job that waits to run\n"
+	      "  prune [--older-than DUR]\n"
+	      "                         delete jobs finished before DUR ago\n"
+	      "                         (default: the config's retention, "
+	      "else 7d)\n"
+	      "  top [--interval DUR] [--once]\n"
+	      "                         throughput per kind and queue depth, "
+	      "refreshed\n"
 	      "  version                print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
-	      "config (-c or\nPGJOBD_CONFIG), else the PG* environment.\n",
+	      "config (-c or\nPGJOBD_CONFIG), else the PG* environment.  "
+	      "Durations: 500ms, 30s, 5m,\n2h, 7d.  Exit status: 0 done, 1 "
+	      "failed, 2 usage, 78 config or schema.\n",
 	      f);
-}
-
-static int fail(int code, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-/* Prints "pgjob: ..." as one line on stderr; returns code. */
-static int
-fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-	fputs("pgjob: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return code;
-}
-
-/* Connects per --database / config / PG*; prints the error on failure. */
-static PGconn *
-cli_connect(struct cli *cli)
-{
-	const char *conninfo = cli->database;
-	char *err;
-
-	if (!conninfo && cli->cfg)
-		conninfo = cli->cfg->conninfo;
-	PGconn *conn = db_connect(conninfo, "pgjob", &err);
-	if (!conn) {
-		fail(1, "%s", err);
-		free(err);
-	}
-	return conn;
 }
 
 static int
@@ -87,15 +69,15 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 	int applied;
 
 	if (argc > 1)
-		return fail(EXIT_USAGE, "migrate: unexpected argument \"%s\"",
-			    argv[1]);
+		return cli_fail(CLI_EXIT_USAGE,
+				"migrate: unexpected argument \"%s\"", argv[1]);
 	PGconn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
 	int rc = migrate_run(conn, &applied, &err);
 	PQfinish(conn);
 	if (rc < 0) {
-		fail(1, "migrate: %s", err);
+		cli_fail(CLI_EXIT_FAILED, "migrate: %s", err);
 		free(err);
 		return 1;
 	}
@@ -104,18 +86,6 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 		       migrate_latest(), applied);
 	else
 		printf("schema is up to date (version %d)\n", migrate_latest());
-	return 0;
-}
-
-/* Parses a decimal integer in [lo, hi]; returns 0 or -1. */
-static int
-parse_int(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || v < lo || v > hi)
-		return -1;
-	*out = v;
 	return 0;
 }
 
@@ -169,8 +139,8 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 			break;
 		case OPT_IN:
 			if (config_parse_duration(optarg, &ms, &why) < 0)
-				return fail(
-					EXIT_USAGE,
+				return cli_fail(
+					CLI_EXIT_USAGE,
 					"enqueue: bad --in \"%s\" (use 500ms, "
 					"30s, 5m, 2h, 7d)",
 					optarg);
@@ -179,22 +149,24 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 			a->p[4] = a->in_ms;
 			break;
 		case OPT_PRIORITY:
-			if (parse_int(optarg, -32768, 32767, &v) < 0)
-				return fail(EXIT_USAGE,
-					    "enqueue: bad --priority "
-					    "\"%s\" (an integer from -32768 to "
-					    "32767)",
-					    optarg);
+			if (cli_parse_int(optarg, -32768, 32767, &v) < 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad --priority "
+					"\"%s\" (an integer from -32768 to "
+					"32767)",
+					optarg);
 			snprintf(a->priority, sizeof(a->priority), "%ld", v);
 			a->p[5] = a->priority;
 			break;
 		case OPT_MAX_ATTEMPTS:
-			if (parse_int(optarg, 1, 1000000, &v) < 0)
-				return fail(EXIT_USAGE,
-					    "enqueue: bad "
-					    "--max-attempts \"%s\" (an integer "
-					    ">= 1)",
-					    optarg);
+			if (cli_parse_int(optarg, 1, 1000000, &v) < 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad "
+					"--max-attempts \"%s\" (an integer "
+					">= 1)",
+					optarg);
 			snprintf(a->max_attempts, sizeof(a->max_attempts),
 				 "%ld", v);
 			a->p[6] = a->max_attempts;
@@ -206,36 +178,38 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 			a->p[8] = optarg;
 			break;
 		default:
-			return fail(EXIT_USAGE,
-				    "enqueue: unknown option \"%s\"",
-				    argv[optind - 1]);
+			return cli_fail(CLI_EXIT_USAGE,
+					"enqueue: unknown option \"%s\"",
+					argv[optind - 1]);
 		}
 	}
 	if (a->p[3] && a->p[4])
-		return fail(EXIT_USAGE, "enqueue: %s",
-			    "--run-at and --in "
-			    "exclude each other");
+		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
+				"--run-at and --in "
+				"exclude each other");
 	if (optind >= argc)
-		return fail(EXIT_USAGE, "enqueue: %s", "missing KIND");
+		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s", "missing KIND");
 	a->p[0] = argv[optind++];
 	if (!*a->p[0])
-		return fail(EXIT_USAGE, "enqueue: %s",
-			    "KIND must not be empty");
+		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
+				"KIND must not be empty");
 	a->p[1] = optind < argc ? argv[optind++] : "{}";
 	if (optind < argc)
-		return fail(EXIT_USAGE, "enqueue: unexpected argument \"%s\"",
-			    argv[optind]);
+		return cli_fail(CLI_EXIT_USAGE,
+				"enqueue: unexpected argument \"%s\"",
+				argv[optind]);
 	cJSON *json = cJSON_Parse(a->p[1]);
 	int object = cJSON_IsObject(json);
 	cJSON_Delete(json);
 	if (!json)
-		return fail(EXIT_USAGE,
-			    "enqueue: payload is not valid JSON: %s", a->p[1]);
+		return cli_fail(CLI_EXIT_USAGE,
+				"enqueue: payload is not valid JSON: %s",
+				a->p[1]);
 	if (!object)
-		return fail(EXIT_USAGE,
-			    "enqueue: payload must be a JSON object: "
-			    "%s",
-			    a->p[1]);
+		return cli_fail(CLI_EXIT_USAGE,
+				"enqueue: payload must be a JSON object: "
+				"%s",
+				a->p[1]);
 	return 0;
 }
 
@@ -265,7 +239,7 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 		printf("%s\n", PQgetvalue(res, 0, 0));
 	} else {
 		char *text = db_error_text(conn, res);
-		fail(1, "enqueue: %s", text);
+		cli_fail(CLI_EXIT_FAILED, "enqueue: %s", text);
 		free(text);
 		rc = 1;
 	}
@@ -279,9 +253,23 @@ static const struct {
 	int (*run)(struct cli *, int, char **);
 	int needs_config; /* 0: config optional */
 } commands[] = {
-	{"migrate", cmd_migrate, 0},
-	{"enqueue", cmd_enqueue, 0},
+	{"migrate", cmd_migrate, 0},	 {"enqueue", cmd_enqueue, 0},
+	{"status", cli_status_run, 0},	 {"jobs", cli_jobs_list, 0},
+	{"show", cli_jobs_show, 0},	 {"retry", cli_state_retry, 0},
+	{"cancel", cli_state_cancel, 0}, {"prune", cli_prune_run, 0},
+	{"top", cli_top_run, 0},
 };
+
+/* 1 when the arguments of a command ask for help (before any "--"). */
+static int
+wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0)
+			return 1;
+	return 0;
+}
 
 static int
 load_config(struct cli *cli)
@@ -327,15 +315,15 @@ main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			fail(EXIT_USAGE, "unknown option \"%s\"",
-			     argv[optind - 1]);
+			cli_fail(CLI_EXIT_USAGE, "unknown option \"%s\"",
+				 argv[optind - 1]);
 			usage(stderr);
-			return EXIT_USAGE;
+			return CLI_EXIT_USAGE;
 		}
 	}
 	if (optind >= argc) {
 		usage(stderr);
-		return EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	const char *name = argv[optind];
 	if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0) {
@@ -346,13 +334,17 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(name, commands[i].name) != 0)
 			continue;
+		if (wants_help(argc - optind, argv + optind)) {
+			usage(stdout);
+			return 0;
+		}
 		if ((rc = load_config(&cli)) != 0)
 			return rc;
 		rc = commands[i].run(&cli, argc - optind, argv + optind);
 		config_free(cli.cfg);
 		return rc;
 	}
-	fail(EXIT_USAGE, "unknown command \"%s\"", name);
+	cli_fail(CLI_EXIT_USAGE, "unknown command \"%s\"", name);
 	usage(stderr);
-	return EXIT_USAGE;
+	return CLI_EXIT_USAGE;
 }

@@ -165,13 +165,22 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
 	return rc;
 }
 
+/*
+ * Renews every (id, token) still held; returns one row per job asked for:
+ * id, renewed, and whether an operator cancelled it (pgjob cancel sets a
+ * running job's state to cancelled, and its worker stops the handler).
+ */
 static const char renew_sql[] =
-	"update pgjob.jobs j"
+	"with r as (select * from unnest($1::bigint[], $2::bigint[])"
+	"   as r(id, token)),"
+	" u as (update pgjob.jobs j"
 	"  set locked_until = now() + $3::bigint * interval '1 millisecond'"
-	" from unnest($1::bigint[], $2::bigint[]) as r(id, token)"
-	" where j.id = r.id and j.lease_token = r.token"
-	"  and j.state = 'running'"
-	" returning j.id";
+	"  from r where j.id = r.id and j.lease_token = r.token"
+	"   and j.state = 'running' returning j.id)"
+	" select r.id, u.id is not null,"
+	"  coalesce(j.state = 'cancelled' and j.lease_token = r.token, false)"
+	" from r left join u on u.id = r.id"
+	"  left join pgjob.jobs j on j.id = r.id";
 
 int
 queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,

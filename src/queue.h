@@ -59,8 +59,8 @@ int queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
 
 /*
  * Extends the lease of every (ids[i], tokens[i]) still held to now() +
- * lease_ms.  The result's rows are the ids renewed (and whether each was
- * cancelled meanwhile); any other had lost its lease.
+ * lease_ms.  The result has a row per job: id, renewed (t/f), cancelled
+ * (t/f: an operator cancelled it while this token held it).
  */
 int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
 		size_t n, int64_t lease_ms, dbev_result_fn cb, void *arg);

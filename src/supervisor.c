@@ -257,7 +257,8 @@ resize(struct supervisor *s, int n)
 	/* ev watchers hold pointers to their structs: keep old slots in
 	 * place by allocating the table once at its largest size. */
 	struct child *c = xcalloc((size_t)n, sizeof(*c));
-	memcpy(c, s->children, (size_t)s->nchildren * sizeof(*c));
+	if (s->nchildren > 0)
+		memcpy(c, s->children, (size_t)s->nchildren * sizeof(*c));
 	for (int i = 0; i < s->nchildren; i++) {
 		if (s->children[i].pid > 0)
 			ev_child_stop(s->loop, &s->children[i].watcher);

@@ -24,6 +24,7 @@
 #include "backoff.h"
 #include "config.h"
 #include "db.h"
+#include "duty.h"
 #include "dbev.h"
 #include "handler.h"
 #include "lease.h"
@@ -43,6 +44,7 @@ struct held {
 	int lost;	     /* lease lost: discard the result */
 	int release;	     /* stopped by shutdown: give the job back */
 	int overdue;	     /* stopped at its deadline */
+	int cancelled;	     /* lost because an operator cancelled it */
 	int solo;	     /* write alone (its batch failed) */
 	int write_failures;
 	struct queue_finish fin; /* valid in DONE and WRITING */
@@ -54,6 +56,7 @@ struct worker {
 	const struct config *cfg;
 	struct ev_loop *loop;
 	struct dbev *db;
+	struct duty *duty; /* scheduler, pruning, leased tasks */
 	int slot;
 	int pid, supervisor_pid;
 	char host[256];
@@ -187,7 +190,11 @@ job_ended(void *arg, struct handler_result *res)
 	w->running[h->queue]--;
 	if (h->lost) {
 		struct log_job l = lj(h);
-		log_job(LOG_WARN, &l, "result discarded: the lease was lost");
+		if (h->cancelled)
+			log_job(LOG_INFO, &l, "stopped: cancelled");
+		else
+			log_job(LOG_WARN, &l,
+				"result discarded: the lease was lost");
 		held_unlink(w, h);
 		return;
 	}
@@ -463,7 +470,7 @@ on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 	struct worker *w = p->data;
 	flush_finishes(w);
 	maybe_claim(w);
-	if (w->draining && w->nheld == 0)
+	if (w->draining && w->nheld == 0 && duty_running(w->duty) == 0)
 		ev_break(loop, EVBREAK_ALL);
 }
 
@@ -484,30 +491,30 @@ on_renew(void *arg, PGresult *res)
 		free(r);
 		return;
 	}
-	int rows = PQntuples(res);
-	for (size_t i = 0; i < r->n; i++) {
-		struct held *h = held_find(w, r->ids[i]);
+	for (int k = 0; k < PQntuples(res); k++) {
+		struct held *h =
+			held_find(w, strtoll(PQgetvalue(res, k, 0), NULL, 10));
 		if (!h || h->lost)
 			continue;
-		int ok = 0;
-		for (int k = 0; k < rows && !ok; k++)
-			ok = strtoll(PQgetvalue(res, k, 0), NULL, 10) ==
-			     r->ids[i];
-		if (ok) {
+		if (*PQgetvalue(res, k, 1) == 't') {
 			h->deadline_ms =
 				r->sent_ms + w->cfg->lease_ms - lease_margin(w);
 			continue;
 		}
 		if (h->state == HELD_WRITING)
 			continue; /* its finish will tell */
+		int cancelled = *PQgetvalue(res, k, 2) == 't';
 		struct log_job l = lj(h);
-		log_job(LOG_WARN, &l,
-			"lease lost (another worker holds the "
-			"job now); stopping it");
+		log_job(cancelled ? LOG_INFO : LOG_WARN, &l, "%s; stopping it",
+			cancelled ? "cancelled by an operator"
+				  : "lease lost (another worker holds the "
+				    "job now)");
 		h->lost = 1;
+		h->cancelled = cancelled;
 		if (h->state == HELD_RUNNING) {
 			if (h->run)
-				handler_stop(h->run, "lease lost");
+				handler_stop(h->run, cancelled ? "cancelled"
+							       : "lease lost");
 		} else {
 			held_unlink(w, h);
 		}
@@ -600,6 +607,7 @@ on_lost(void *arg, const char *why)
 	free(msg);
 	/* Free later: we are inside one of its callbacks. */
 	w->claim_inflight = w->finish_inflight = 0;
+	duty_set_db(w->duty, NULL, 0);
 	ev_timer_set(&w->reconnect, 0.05, 0.);
 	ev_timer_start(w->loop, &w->reconnect);
 }
@@ -709,6 +717,7 @@ connect_db(struct worker *w)
 			 w->nkinds);
 	w->reconnects = 0;
 	w->connected_once = 1;
+	duty_set_db(w->duty, w->db, w->slot);
 	w->want_claim = 1;
 	renew_all(w);
 }
@@ -720,6 +729,7 @@ stop_now(struct worker *w, const char *why)
 	if (w->stopping)
 		return;
 	w->stopping = w->draining = 1;
+	duty_stop(w->duty);
 	log_info("stopping now (%s): %d jobs held", why, w->nheld);
 	for (struct held *h = w->head; h; h = h->next) {
 		if (h->state != HELD_RUNNING || !h->run)
@@ -761,6 +771,7 @@ on_term(struct ev_loop *loop, ev_signal *s, int revents)
 		return;
 	}
 	w->draining = 1;
+	duty_stop(w->duty); /* tasks do not end on their own */
 	log_info("draining: %d jobs held, up to %.0fs", w->nheld,
 		 (double)w->cfg->shutdown_timeout_ms / 1000.0);
 	ev_timer_set(&w->shutdown, (double)w->cfg->shutdown_timeout_ms / 1000.,
@@ -797,6 +808,18 @@ setup_kinds(struct worker *w)
 		queue_text_array((const char *const *)w->kinds, w->nkinds);
 }
 
+/*
+ * Seconds between heartbeats, and between the renewals of cluster-wide
+ * leases: 10 s, or a third of the lease when that is shorter.  A worker is
+ * live while its heartbeat is younger than three periods.
+ */
+static double
+period(const struct worker *w)
+{
+	double third = (double)w->cfg->lease_ms / 3000.;
+	return third < 10. ? third : 10.;
+}
+
 static void
 init_watchers(struct worker *w, int parent_fd)
 {
@@ -807,7 +830,7 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_prepare_init(&w->prepare, on_prepare);
 	ev_timer_init(&w->poll, on_poll, poll, poll);
 	ev_timer_init(&w->renew, on_renew_timer, lease / 3, lease / 3);
-	ev_timer_init(&w->heartbeat, on_heartbeat, 10., 10.);
+	ev_timer_init(&w->heartbeat, on_heartbeat, period(w), period(w));
 	ev_timer_init(&w->deadline, on_deadline_timer, 0.25, 0.25);
 	ev_timer_init(&w->reconnect, on_reconnect, 0., 0.);
 	ev_timer_init(&w->shutdown, on_shutdown_timer, 0., 0.);
@@ -836,7 +859,12 @@ unregister(struct worker *w)
 {
 	if (!w->db || w->slot <= 0)
 		return;
-	for (int i = 0; i < 200 && dbev_pending(w->db) > 0; i++)
+	/* The prepare watcher would break out of every run before it polls. */
+	ev_prepare_stop(w->loop, &w->prepare);
+	ev_timer_stop(w->loop, &w->final);
+	ev_timer_set(&w->final, 5., 0.);
+	ev_timer_start(w->loop, &w->final);
+	while (dbev_pending(w->db) > 0 && ev_is_active(&w->final))
 		ev_run(w->loop, EVRUN_ONCE);
 	PGconn *conn = dbev_conn(w->db);
 	if (w->db && dbev_pending(w->db) == 0 && PQexitPipelineMode(conn) &&
@@ -865,11 +893,15 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid)
 	w.loop = ev_loop_new(EVFLAG_AUTO);
 	setup_kinds(&w);
 	handler_init(cfg);
+	char *holder = xasprintf("%s/%d", w.host, w.pid);
+	w.duty = duty_new(w.loop, cfg, holder, (int64_t)(period(&w) * 1000.));
+	free(holder);
 	init_watchers(&w, parent_fd);
 	connect_db(&w);
 	if (!w.exit_code)
 		ev_run(w.loop, 0);
 	unregister(&w);
+	duty_free(w.duty);
 	handler_fini();
 	dbev_free(w.db);
 	while (w.head)

@@ -246,6 +246,52 @@ test_per_key(void **state)
 	free(ci);
 }
 
+static void
+test_cancel_running(void **state)
+{
+	char *ci = fresh_db("t_cancel_running");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"cancel", ci,
+		"workers: 1\nlease: 3s\nhandlers:\n"
+		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
+	long long id = t_long(c, "select pgjob.enqueue('long')");
+	pid_t p = t_daemon(cfg, 0, "cancel");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'running' from "
+				"pgjob.jobs where id = %lld",
+				id),
+			 0);
+	char ids[24];
+	snprintf(ids, sizeof(ids), "%lld", id);
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjob"), "--database", ci,
+			      "cancel",	      ids,	    NULL};
+	t_run(&r, 30, NULL, argv);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	/* The worker stops the handler at its next renewal, and writes
+	 * nothing more: the job stays cancelled. */
+	for (int i = 0; i < 100; i++) {
+		if (t_count_in_file(t_log("cancel"), "stopped: cancelled") > 0)
+			break;
+		t_sleep_ms(100);
+	}
+	assert_int_equal(
+		t_count_in_file(t_log("cancel"), "cancelled by an operator"),
+		1);
+	assert_true(t_count_in_file(t_log("cancel"), "stopped: cancelled") >=
+		    1);
+	t_sleep_ms(500);
+	char *s =
+		t_value(c, "select state from pgjob.jobs where id = %lld", id);
+	assert_string_equal(s, "cancelled");
+	free(s);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -254,6 +300,7 @@ main(void)
 		cmocka_unit_test(test_sql_failure_rolls_back),
 		cmocka_unit_test(test_serial),
 		cmocka_unit_test(test_per_key),
+		cmocka_unit_test(test_cancel_running),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

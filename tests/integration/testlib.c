@@ -164,7 +164,8 @@ make_env(const char *const *extra)
 	while (extra && extra[m])
 		m++;
 	char **env = xcalloc(n + m + 1, sizeof(char *));
-	memcpy(env, extra, m * sizeof(char *));
+	if (m > 0)
+		memcpy(env, extra, m * sizeof(char *));
 	memcpy(env + m, environ, n * sizeof(char *));
 	return env;
 }
@@ -246,10 +247,24 @@ t_run_free(struct t_run *r)
 	r->out = r->err = NULL;
 }
 
+/* Every process group t_spawn() started, killed at exit, so that a failed
+ * test leaves no daemon behind. */
+static pid_t spawned[256];
+static int nspawned;
+
+static void
+kill_spawned(void)
+{
+	for (int i = 0; i < nspawned; i++)
+		kill(-spawned[i], SIGKILL);
+}
+
 pid_t
 t_spawn(const char *logpath, const char *const *env_extra,
 	const char *const *argv)
 {
+	if (nspawned == 0)
+		atexit(kill_spawned);
 	pid_t pid = fork();
 	if (pid < 0)
 		fail_msg("fork: %s", strerror(errno));
@@ -265,6 +280,8 @@ t_spawn(const char *logpath, const char *const *env_extra,
 		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
+	if (nspawned < 256)
+		spawned[nspawned++] = pid;
 	return pid;
 }
 

@@ -577,6 +577,65 @@ static const struct bad bad_configs[] = {
 	  "absolute path or a bare program name",
 	  "t.yaml:5:46: handlers.b.timeout: bad duration \"-1s\" " HINT,
 	  "t.yaml:7:20: queues.q.concurrency: must be at least 1"}},
+	/* Schedules: the cron expression and the time zone, by cron.c. */
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"61 * * * *\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: minute: 61 is out of range 0-59"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"0 3 * *\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: expected 5 fields, got 4"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"0 3 * * * *\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: expected 5 fields, got 6"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"0 0 * foo *\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: month: \"foo\" is not a number or a "
+	  "month name"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"*/0 * * * *\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: minute: step 0 is out of range "
+	  "1-59"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"30-10 * * * *\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: minute: range 30-10 ends before it "
+	  "starts"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"@reboot\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: unknown shortcut \"@reboot\" (use "
+	  "@yearly, @annually, @monthly, @weekly, @daily, @midnight or "
+	  "@hourly)"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"0 3 * * *\", kind: h, timezone: Mars/Olympus}\n",
+	 {"t.yaml:4:45: schedules.s.timezone: unknown time zone "
+	  "\"Mars/Olympus\""}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"0 3 * * *\", kind: h, timezone: ../../etc/passwd}\n",
+	 {"t.yaml:4:45: schedules.s.timezone: unknown time zone "
+	  "\"../../etc/passwd\""}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"0 3 * * *\", kind: h, timezone: \"\"}\n",
+	 {"t.yaml:4:45: schedules.s.timezone: must not be empty"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: must not be empty"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: [0, 3], kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: expected a string"}},
+	{"handlers:\n  h: {type: sql, statement: x}\nschedules:\n"
+	 "  s: {cron: \"0 0 30 2 *\", kind: h}\n",
+	 {"t.yaml:4:13: schedules.s.cron: day-of-month: no such day in the "
+	  "months given"}},
+	/* Every schedule error, in document order. */
+	{"schedules:\n"
+	 "  nightly:\n"
+	 "    timezone: Europe/Pariss\n"
+	 "    cron: \"0 25 * * *\"\n"
+	 "    kind: nope\n",
+	 {"t.yaml:3:15: schedules.nightly.timezone: unknown time zone "
+	  "\"Europe/Pariss\"",
+	  "t.yaml:4:11: schedules.nightly.cron: hour: 25 is out of range 0-23",
+	  "t.yaml:5:11: schedules.nightly.kind: no handler for kind "
+	  "\"nope\""}},
 };
 
 static void
@@ -639,7 +698,7 @@ test_aliases(void **state)
 	/* A map that contains itself, as a schedule's payload. */
 	text = "handlers: {h: {type: sql, statement: x}}\n"
 	       "schedules:\n"
-	       "  s: {cron: x, kind: h, payload: &p {a: [*p]}}\n";
+	       "  s: {cron: \"@daily\", kind: h, payload: &p {a: [*p]}}\n";
 	assert_null(config_load_string("t.yaml", text, strlen(text), &errs));
 	assert_int_equal(errs.n, 1);
 	assert_non_null(strstr(errs.msg[0], "nested too deeply (64 levels"));

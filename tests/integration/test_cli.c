@@ -1,0 +1,964 @@
+/*
+ * Integration: the operator commands of pgjob (status, jobs, show, retry,
+ * cancel, prune, top) against a migrated database whose rows each test
+ * builds in exact states with SQL, rather than running the daemon.
+ */
+#include "testlib.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+static char *ci;
+
+/*
+ * The environment every pgjob here runs with: time zone UTC, so timestamps
+ * print the same everywhere (and never a NULL list, which testlib's
+ * make_env() hands to memcpy(): UBSan stops the child there).
+ */
+static const char *const env[] = {"PGTZ=UTC", NULL};
+
+static int
+setup(void **state)
+{
+	struct t_run r;
+	/* A copy: t_db_create() reuses its buffer. */
+	ci = strdup(t_db_create("t_cli"));
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
+			      NULL};
+	t_run(&r, 60, env, argv);
+	if (r.status != 0)
+		fail_msg("pgjob migrate: exit %d: %s", r.status, r.err);
+	t_run_free(&r);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	free(ci);
+	return 0;
+}
+
+/* Every test starts from empty tables, ids from 1. */
+static int
+empty(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c, "truncate pgjob.jobs, pgjob.workers, pgjob.leases "
+		  "restart identity");
+	PQfinish(c);
+	return 0;
+}
+
+/* Runs `pgjob --database ci ARGS...` (args NULL-terminated). */
+static void
+pgjob(struct t_run *r, const char *const *args)
+{
+	const char *argv[32] = {t_bin("pgjob"), "--database", ci};
+	int n = 3;
+	while (*args)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	t_run(r, 60, env, argv);
+}
+
+/* The same, and the command must succeed with nothing on stderr. */
+static void
+pgjob_ok(struct t_run *r, const char *const *args)
+{
+	pgjob(r, args);
+	if (r->status != 0 || *r->err)
+		fail_msg("pgjob %s: exit %d: %s", args[0], r->status, r->err);
+}
+
+/*
+ * The first line of text that, with runs of blanks made one space and the
+ * ends trimmed, starts with prefix; as a new string, or NULL.
+ */
+static char *
+line_of(const char *text, const char *prefix)
+{
+	for (const char *p = text; *p;) {
+		size_t n = strcspn(p, "\n");
+		char *line = calloc(1, n + 1), *o = line;
+		for (size_t i = 0; i < n; i++) {
+			int blank = p[i] == ' ' || p[i] == '\t';
+			if (blank && (o == line || o[-1] == ' '))
+				continue;
+			*o++ = blank ? ' ' : p[i];
+		}
+		if (o > line && o[-1] == ' ')
+			o[-1] = '\0';
+		if (strncmp(line, prefix, strlen(prefix)) == 0)
+			return line;
+		free(line);
+		p += n + (p[n] == '\n');
+	}
+	return NULL;
+}
+
+/* 1 when text has a line that starts with prefix (blanks folded). */
+static int
+has_line(const char *text, const char *prefix)
+{
+	char *line = line_of(text, prefix);
+	free(line);
+	return line != NULL;
+}
+
+/* Asserts that text has a line that reads exactly want (blanks folded). */
+static void
+assert_line(const char *text, const char *want)
+{
+	char *line = line_of(text, want);
+	if (!line || strcmp(line, want) != 0)
+		fail_msg("no line \"%s\" in:\n%s", want, text);
+	free(line);
+}
+
+static cJSON *
+parse_json(const char *text)
+{
+	cJSON *j = cJSON_Parse(text);
+	if (!j)
+		fail_msg("not JSON:\n%s", text);
+	return j;
+}
+
+static double
+num(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsNumber(v))
+		fail_msg("\"%s\" is not a number", key);
+	return v->valuedouble;
+}
+
+static const char *
+str(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsString(v))
+		fail_msg("\"%s\" is not a string", key);
+	return v->valuestring;
+}
+
+static const cJSON *
+item(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v)
+		fail_msg("no \"%s\"", key);
+	return v;
+}
+
+/* The state of job id, as "state|attempts". */
+static char *
+job_state(PGconn *c, int id)
+{
+	return t_value(c,
+		       "select state || '|' || attempts from pgjob.jobs "
+		       "where id = %d",
+		       id);
+}
+
+/*
+ * Two instances on app1 (slots 1, 2) and app2 (slot 3, stale); jobs in every
+ * state; three leases.  Kinds: email and thumbnail have live workers,
+ * report only a stale one, charge none.
+ */
+static void
+status_rows(PGconn *c)
+{
+	t_exec(c, "insert into pgjob.workers (slot, host, pid, supervisor_pid,"
+		  " version, kinds, heartbeat_at) values"
+		  " (1, 'app1', 4243, 4242, '0.1.0', '{email,thumbnail}',"
+		  "  now() - interval '1 second'),"
+		  " (2, 'app1', 4244, 4242, '0.1.0', '{email}', now()),"
+		  " (3, 'app2', 5101, 5100, '0.1.0', '{report}',"
+		  "  now() - interval '2 hours')");
+	t_exec(c, "insert into pgjob.jobs (queue, kind, state, run_at,"
+		  " attempts, locked_by, finished_at) values"
+		  " ('default', 'email', 'available', now() - interval "
+		  "  '2 hours', 0, null, null),"
+		  " ('default', 'email', 'available', now(), 0, null, null),"
+		  " ('default', 'email', 'available', now() + interval "
+		  "  '1 hour', 0, null, null),"
+		  " ('default', 'email', 'running', now(), 1, 'app1:1', null),"
+		  " ('default', 'thumbnail', 'running', now(), 1, 'app1:1',"
+		  "  null),"
+		  " ('default', 'email', 'running', now(), 1, 'app9:1', null),"
+		  " ('default', 'email', 'done', now(), 1, null,"
+		  "  now() - interval '10 seconds'),"
+		  " ('default', 'email', 'done', now(), 1, null,"
+		  "  now() - interval '20 seconds'),"
+		  " ('default', 'email', 'done', now(), 1, null,"
+		  "  now() - interval '5 minutes'),"
+		  " ('default', 'email', 'dead', now(), 20, null, now()),"
+		  " ('default', 'email', 'cancelled', now(), 0, null, now()),"
+		  " ('billing', 'charge', 'available', now() - interval"
+		  "  '1 hour', 1, null, null),"
+		  " ('billing', 'charge', 'available', now() + interval"
+		  "  '1 day', 0, null, null),"
+		  " ('billing', 'report', 'available', now() - interval"
+		  "  '3 hours', 0, null, null),"
+		  " ('billing', 'thumbnail', 'dead', now(), 3, null, now())");
+	t_exec(c, "insert into pgjob.leases values"
+		  " ('task:feed:0', 'app1:2', 7, now() + interval '1 hour'),"
+		  " ('task:feed:1', null, 3, null),"
+		  " ('duty:prune', 'app2:3', 12, now() - interval '2 hours')");
+}
+
+static void
+test_status_text(void **state)
+{
+	struct t_run r;
+	PGconn *c = t_connect(ci);
+	status_rows(c);
+	const char *args[] = {"status", NULL};
+	pgjob_ok(&r, args);
+
+	assert_line(r.out, "workers: 2 live, 1 stale");
+	assert_line(r.out, "HOST INSTANCE SLOT PID VERSION HEARTBEAT RUNNING "
+			   "KINDS");
+	/* The heartbeat is 0s or 1s old by now; the rest is exact. */
+	char *l = line_of(r.out, "app1 4242 1 4243 0.1.0 ");
+	assert_non_null(l);
+	assert_non_null(strstr(l, "s 2 email, thumbnail"));
+	free(l);
+	l = line_of(r.out, "2 4244 0.1.0 ");
+	assert_non_null(l);
+	assert_non_null(strstr(l, "s 0 email"));
+	free(l);
+	assert_line(r.out, "app2 5100 3 5101 0.1.0 2h00m (stale) 0 report");
+
+	assert_line(r.out, "QUEUE DUE SCHEDULED RUNNING DEAD OLDEST DUE "
+			   "DONE 1MIN");
+	assert_line(r.out, "default 2 1 3 1 2h00m 2");
+	assert_line(r.out, "billing 2 1 0 1 3h00m 0");
+
+	assert_line(r.out, "waiting, no handler");
+	assert_line(r.out, "KIND JOBS DUE OLDEST DUE");
+	assert_line(r.out, "charge 2 1 1h00m");
+	assert_line(r.out, "report 1 1 3h00m");
+	assert_false(has_line(r.out, "email "));
+
+	assert_line(r.out, "duty:prune app2:3 12 expired 2h00m ago");
+	assert_line(r.out, "task:feed:1 - 3 -");
+	l = line_of(r.out, "task:feed:0 app1:2 7 ");
+	assert_non_null(l);
+	assert_true(strstr(l, "59m") || strstr(l, "1h00m"));
+	free(l);
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+static void
+check_instances(const cJSON *j)
+{
+	const cJSON *inst = item(j, "instances");
+	assert_int_equal(cJSON_GetArraySize(inst), 2);
+	const cJSON *a = cJSON_GetArrayItem(inst, 0);
+	assert_string_equal(str(a, "host"), "app1");
+	assert_int_equal(num(a, "supervisor_pid"), 4242);
+	const cJSON *ws = item(a, "workers");
+	assert_int_equal(cJSON_GetArraySize(ws), 2);
+	const cJSON *w = cJSON_GetArrayItem(ws, 0);
+	assert_int_equal(num(w, "slot"), 1);
+	assert_int_equal(num(w, "pid"), 4243);
+	assert_string_equal(str(w, "version"), "0.1.0");
+	assert_int_equal(num(w, "running_jobs"), 2);
+	assert_true(cJSON_IsFalse(item(w, "stale")));
+	assert_true(num(w, "heartbeat_age_s") >= 1.0);
+	assert_true(num(w, "heartbeat_age_s") < 30.0);
+	const cJSON *kinds = item(w, "kinds");
+	assert_int_equal(cJSON_GetArraySize(kinds), 2);
+	assert_string_equal(cJSON_GetArrayItem(kinds, 1)->valuestring,
+			    "thumbnail");
+	assert_int_equal(num(cJSON_GetArrayItem(ws, 1), "running_jobs"), 0);
+
+	const cJSON *b = cJSON_GetArrayItem(inst, 1);
+	assert_string_equal(str(b, "host"), "app2");
+	w = cJSON_GetArrayItem(item(b, "workers"), 0);
+	assert_int_equal(num(w, "slot"), 3);
+	assert_true(cJSON_IsTrue(item(w, "stale")));
+	assert_true(num(w, "heartbeat_age_s") >= 7200.0);
+	/* Timestamps are RFC 3339. */
+	assert_non_null(strchr(str(w, "heartbeat_at"), 'T'));
+}
+
+static void
+check_queue(const cJSON *q, const char *name, int due, int scheduled,
+	    int running, int dead, double oldest, int done)
+{
+	assert_string_equal(str(q, "queue"), name);
+	assert_int_equal(num(q, "due"), due);
+	assert_int_equal(num(q, "scheduled"), scheduled);
+	assert_int_equal(num(q, "running"), running);
+	assert_int_equal(num(q, "dead"), dead);
+	assert_true(num(q, "oldest_due_age_s") >= oldest);
+	assert_true(num(q, "oldest_due_age_s") < oldest + 60);
+	assert_int_equal(num(q, "done_last_minute"), done);
+}
+
+static void
+test_status_json(void **state)
+{
+	struct t_run r;
+	PGconn *c = t_connect(ci);
+	status_rows(c);
+	const char *args[] = {"status", "--json", NULL};
+	pgjob_ok(&r, args);
+	cJSON *j = parse_json(r.out);
+
+	assert_int_equal(num(j, "live_workers"), 2);
+	assert_int_equal(num(j, "stale_workers"), 1);
+	check_instances(j);
+
+	const cJSON *qs = item(j, "queues");
+	assert_int_equal(cJSON_GetArraySize(qs), 2);
+	check_queue(cJSON_GetArrayItem(qs, 0), "billing", 2, 1, 0, 1, 10800, 0);
+	check_queue(cJSON_GetArrayItem(qs, 1), "default", 2, 1, 3, 1, 7200, 2);
+
+	const cJSON *nh = item(j, "no_handler");
+	assert_int_equal(cJSON_GetArraySize(nh), 2);
+	const cJSON *k = cJSON_GetArrayItem(nh, 0);
+	assert_string_equal(str(k, "kind"), "charge");
+	assert_int_equal(num(k, "jobs"), 2);
+	assert_int_equal(num(k, "due"), 1);
+	assert_true(num(k, "oldest_due_age_s") >= 3600);
+	assert_string_equal(str(cJSON_GetArrayItem(nh, 1), "kind"), "report");
+
+	const cJSON *ls = item(j, "leases");
+	assert_int_equal(cJSON_GetArraySize(ls), 3);
+	const cJSON *l = cJSON_GetArrayItem(ls, 0);
+	assert_string_equal(str(l, "name"), "duty:prune");
+	assert_string_equal(str(l, "holder"), "app2:3");
+	assert_int_equal(num(l, "token"), 12);
+	assert_true(num(l, "expires_in_s") <= -7200);
+	l = cJSON_GetArrayItem(ls, 2);
+	assert_string_equal(str(l, "name"), "task:feed:1");
+	assert_true(cJSON_IsNull(item(l, "holder")));
+	assert_true(cJSON_IsNull(item(l, "expires_in_s")));
+	cJSON_Delete(j);
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+static void
+test_status_empty(void **state)
+{
+	struct t_run r;
+	const char *args[] = {"status", NULL};
+	pgjob_ok(&r, args);
+	assert_line(r.out, "workers: 0 live, 0 stale");
+	assert_line(r.out, "no jobs");
+	t_run_free(&r);
+
+	const char *json[] = {"status", "--json", NULL};
+	pgjob_ok(&r, json);
+	cJSON *j = parse_json(r.out);
+	assert_int_equal(num(j, "live_workers"), 0);
+	assert_int_equal(cJSON_GetArraySize(item(j, "instances")), 0);
+	assert_int_equal(cJSON_GetArraySize(item(j, "queues")), 0);
+	assert_int_equal(cJSON_GetArraySize(item(j, "leases")), 0);
+	cJSON_Delete(j);
+	t_run_free(&r);
+}
+
+/* Jobs 1..6: kinds a and b in queues q1 and q2, in several states. */
+static void
+jobs_rows(PGconn *c)
+{
+	t_exec(c, "insert into pgjob.jobs (queue, kind, state, attempts,"
+		  " max_attempts, run_at, last_error, finished_at) values"
+		  " ('q1', 'a', 'available', 0, null, '2030-01-02 03:04:05+00',"
+		  "  null, null),"
+		  " ('q1', 'a', 'dead', 3, 3, '2030-01-02 03:04:05+00',"
+		  "  repeat('x', 100) || E'\\nsecond line', now()),"
+		  " ('q2', 'b', 'done', 1, null, '2030-01-02 03:04:05+00',"
+		  "  null, now()),"
+		  " ('q2', 'a', 'dead', 1, 1, '2030-01-02 03:04:05+00',"
+		  "  E'boom\\n', now()),"
+		  " ('q1', 'b', 'running', 1, 5, '2030-01-02 03:04:05+00',"
+		  "  null, null),"
+		  " ('q1', 'a', 'available', 2, 5, '2030-01-02 03:04:05+00',"
+		  "  'timeout', null)");
+}
+
+static void
+test_jobs(void **state)
+{
+	struct t_run r;
+	PGconn *c = t_connect(ci);
+	jobs_rows(c);
+
+	const char *all[] = {"jobs", NULL};
+	pgjob_ok(&r, all);
+	assert_line(r.out, "ID QUEUE KIND STATE ATTEMPTS RUN AT LAST ERROR");
+	/* Newest first. */
+	assert_non_null(strstr(r.out, " 6  q1"));
+	assert_true(strstr(r.out, " 6  q1") < strstr(r.out, " 1  q1"));
+	assert_line(r.out, "5 q1 b running 1/5 2030-01-02 03:04:05+00 -");
+	/* last_error on one line, cut to 60 characters. */
+	char want[128];
+	snprintf(want, sizeof(want),
+		 "2 q1 a dead 3/3 2030-01-02 03:04:05+00 "
+		 "%.57s...",
+		 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+	assert_line(r.out, want);
+	assert_line(r.out, "4 q2 a dead 1/1 2030-01-02 03:04:05+00 boom");
+	assert_line(r.out, "3 q2 b done 1/- 2030-01-02 03:04:05+00 -");
+	assert_null(strstr(r.out, "--limit"));
+	t_run_free(&r);
+
+	const char *lim[] = {"jobs", "--limit", "2", NULL};
+	pgjob_ok(&r, lim);
+	assert_true(has_line(r.out, "6 q1 a available 2/5"));
+	assert_true(has_line(r.out, "5 q1 b running"));
+	assert_false(has_line(r.out, "4 "));
+	assert_line(r.out, "(the newest 2; --limit shows more)");
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+/* The ids of a `jobs --json` answer, as "6,5,...". */
+static char *
+json_ids(const char *out)
+{
+	cJSON *j = parse_json(out), *e;
+	char buf[256] = "";
+	assert_true(cJSON_IsArray(j));
+	cJSON_ArrayForEach(e, j)
+	{
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%d",
+			 *buf ? "," : "", (int)num(e, "id"));
+	}
+	cJSON_Delete(j);
+	return strdup(buf);
+}
+
+static void
+test_jobs_filters_json(void **state)
+{
+	static const struct {
+		const char *args[10];
+		const char *ids;
+	} cases[] = {
+		{{"jobs", "--json", NULL}, "6,5,4,3,2,1"},
+		{{"jobs", "--state", "dead", "--json", NULL}, "4,2"},
+		{{"jobs", "--queue", "q1", "--json", NULL}, "6,5,2,1"},
+		{{"jobs", "--kind", "b", "--json", NULL}, "5,3"},
+		{{"jobs", "--json", "--queue", "q1", "--kind", "a", "--state",
+		  "dead"},
+		 "2"},
+		{{"jobs", "--limit", "3", "--json", NULL}, "6,5,4"},
+		{{"jobs", "--state", "cancelled", "--json", NULL}, ""},
+	};
+	PGconn *c = t_connect(ci);
+	jobs_rows(c);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct t_run r;
+		pgjob_ok(&r, cases[i].args);
+		char *ids = json_ids(r.out);
+		assert_string_equal(ids, cases[i].ids);
+		free(ids);
+		t_run_free(&r);
+	}
+
+	struct t_run r;
+	const char *one[] = {"jobs",	"--state", "dead",   "--kind", "a",
+			     "--queue", "q1",	   "--json", NULL};
+	pgjob_ok(&r, one);
+	cJSON *j = parse_json(r.out);
+	cJSON *o = cJSON_GetArrayItem(j, 0);
+	assert_string_equal(str(o, "queue"), "q1");
+	assert_string_equal(str(o, "kind"), "a");
+	assert_string_equal(str(o, "state"), "dead");
+	assert_int_equal(num(o, "attempts"), 3);
+	assert_int_equal(num(o, "max_attempts"), 3);
+	assert_string_equal(str(o, "run_at"), "2030-01-02T03:04:05+00:00");
+	/* In full: 100 x, a newline, "second line". */
+	assert_int_equal(strlen(str(o, "last_error")), 112);
+	cJSON_Delete(j);
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+static void
+test_show(void **state)
+{
+	struct t_run r;
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (kind, payload, state, attempts,"
+		  " last_error, result, unique_key, lease_token,"
+		  " finished_at) values ('mail', '{\"to\": \"a@b\","
+		  " \"big\": 12345678901234567890}', 'done', 2,"
+		  " E'first line\\nsecond line', '{\"sent\": true}', 'u-1',"
+		  " 9007199254740993, now())");
+
+	const char *args[] = {"show", "1", NULL};
+	pgjob_ok(&r, args);
+	assert_line(r.out, "id 1");
+	assert_line(r.out, "kind mail");
+	assert_line(r.out, "state done");
+	assert_line(r.out, "unique_key u-1");
+	assert_line(r.out, "last_error first line");
+	assert_line(r.out, "second line");
+	assert_line(r.out, "result {\"sent\": true}");
+	assert_line(r.out, "locked_by -");
+	assert_true(has_line(r.out, "finished_at 20"));
+	t_run_free(&r);
+
+	const char *json[] = {"show", "--json", "1", NULL};
+	pgjob_ok(&r, json);
+	/* Numbers as PostgreSQL printed them, not rounded through a double. */
+	assert_non_null(strstr(r.out, "\"lease_token\":9007199254740993"));
+	assert_non_null(strstr(r.out, "\"big\": 12345678901234567890"));
+	cJSON *j = parse_json(r.out);
+	assert_int_equal(num(j, "id"), 1);
+	assert_string_equal(str(j, "state"), "done");
+	assert_int_equal(num(j, "attempts"), 2);
+	assert_string_equal(str(j, "last_error"), "first line\nsecond line");
+	assert_string_equal(str(item(j, "payload"), "to"), "a@b");
+	assert_true(cJSON_IsTrue(item(item(j, "result"), "sent")));
+	assert_true(cJSON_IsNull(item(j, "max_attempts")));
+	assert_non_null(strchr(str(j, "created_at"), 'T'));
+	cJSON_Delete(j);
+	t_run_free(&r);
+
+	const char *none[] = {"show", "123", NULL};
+	pgjob(&r, none);
+	assert_int_equal(r.status, 1);
+	assert_string_equal(r.err, "pgjob: no job 123\n");
+	assert_string_equal(r.out, "");
+	t_run_free(&r);
+	const char *none_json[] = {"show", "123", "--json", NULL};
+	pgjob(&r, none_json);
+	assert_int_equal(r.status, 1);
+	assert_string_equal(r.err, "pgjob: no job 123\n");
+	assert_string_equal(r.out, "");
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+/* Notifications on channel pgjob that reached listener by now. */
+static int
+notifications(PGconn *listener)
+{
+	int n = 0;
+	PGnotify *note;
+	t_sleep_ms(100);
+	PQconsumeInput(listener);
+	while ((note = PQnotifies(listener)) != NULL) {
+		n += strcmp(note->relname, "pgjob") == 0;
+		PQfreemem(note);
+	}
+	return n;
+}
+
+/* Runs pgjob args; checks exit status, stdout and stderr exactly. */
+static void
+expect(const char *const *args, int status, const char *out, const char *err)
+{
+	struct t_run r;
+	pgjob(&r, args);
+	if (r.status != status || strcmp(r.out, out) || strcmp(r.err, err))
+		fail_msg("pgjob %s %s: exit %d, stdout \"%s\", stderr \"%s\"; "
+			 "expected %d, \"%s\", \"%s\"",
+			 args[0], args[1] ? args[1] : "", r.status, r.out,
+			 r.err, status, out, err);
+	t_run_free(&r);
+}
+
+/* Jobs 1..7: dead, cancelled, failed and waiting, running, done, never
+ * run, and a dead job whose unique_key another job holds now. */
+static void
+retry_rows(PGconn *c)
+{
+	t_exec(c, "insert into pgjob.jobs (kind, state, attempts, run_at,"
+		  " last_error, finished_at, locked_by, unique_key) values"
+		  " ('k', 'dead', 20, now() - interval '1 day', 'boom',"
+		  "  now(), null, null),"
+		  " ('k', 'cancelled', 0, now(), null, now(), null, null),"
+		  " ('k', 'available', 3, now() + interval '1 hour', 'slow',"
+		  "  null, null, null),"
+		  " ('k', 'running', 1, now(), null, null, 'h:1', null),"
+		  " ('k', 'done', 1, now(), null, now(), null, null),"
+		  " ('k', 'available', 0, now() + interval '1 hour', null,"
+		  "  null, null, null),"
+		  " ('k', 'dead', 5, now(), 'x', now(), null, 'key-1'),"
+		  " ('k', 'available', 0, now(), null, null, null, 'key-1')");
+}
+
+static void
+test_retry(void **state)
+{
+	PGconn *c = t_connect(ci);
+	PGconn *listener = t_connect(ci);
+	t_exec(listener, "listen pgjob");
+	retry_rows(c);
+	notifications(listener); /* the insert's own */
+
+	const char *r1[] = {"retry", "1", NULL};
+	expect(r1, 0, "retried job 1 (was dead)\n", "");
+	char *row =
+		t_value(c, "select concat_ws('|', state, attempts,"
+			   " last_error, finished_at is null,"
+			   " run_at <= now()) from pgjob.jobs where id = 1");
+	assert_string_equal(row, "available|0|boom|t|t");
+	free(row);
+	assert_int_equal(notifications(listener), 1);
+
+	const char *r2[] = {"retry", "2", NULL};
+	expect(r2, 0, "retried job 2 (was cancelled)\n", "");
+	const char *r3[] = {"retry", "3", NULL};
+	expect(r3, 0, "retried job 3 (was available)\n", "");
+	row = t_value(c, "select concat_ws('|', state, attempts, last_error,"
+			 " run_at <= now()) from pgjob.jobs where id = 3");
+	assert_string_equal(row, "available|0|slow|t");
+	free(row);
+	assert_int_equal(notifications(listener), 2);
+
+	const char *r4[] = {"retry", "4", NULL};
+	expect(r4, 1, "",
+	       "pgjob: job 4 is running: only dead, cancelled or failed jobs "
+	       "can be retried\n");
+	const char *r5[] = {"retry", "5", NULL};
+	expect(r5, 1, "",
+	       "pgjob: job 5 is done: only dead, cancelled or failed jobs "
+	       "can be retried\n");
+	const char *r6[] = {"retry", "6", NULL};
+	expect(r6, 1, "",
+	       "pgjob: job 6 has not failed: it waits for its first "
+	       "attempt\n");
+	const char *r7[] = {"retry", "7", NULL};
+	expect(r7, 1, "",
+	       "pgjob: job 7 cannot be retried: job 8 holds its unique_key "
+	       "\"key-1\"\n");
+	const char *r9[] = {"retry", "99", NULL};
+	expect(r9, 1, "", "pgjob: no job 99\n");
+	/* Refusals change nothing and wake nobody. */
+	for (int id = 4; id <= 7; id++) {
+		static const char *const was[] = {"running|1", "done|1",
+						  "available|0", "dead|5"};
+		row = job_state(c, id);
+		assert_string_equal(row, was[id - 4]);
+		free(row);
+	}
+	assert_int_equal(notifications(listener), 0);
+	PQfinish(listener);
+	PQfinish(c);
+}
+
+static void
+test_retry_dead(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c,
+	       "insert into pgjob.jobs (kind, state, attempts,"
+	       " finished_at, unique_key) values"
+	       " ('a', 'dead', 3, now(), null), ('a', 'dead', 3, now(), null),"
+	       " ('b', 'dead', 3, now(), null), ('a', 'done', 1, now(), null),"
+	       " ('c', 'dead', 3, now(), 'u'), ('c', 'dead', 3, now(), 'u'),"
+	       " ('d', 'dead', 3, now(), 'v'), ('d', 'running', 1, null, 'v')");
+
+	const char *a[] = {"retry", "--dead", "--kind", "a", NULL};
+	expect(a, 0, "retried 2 dead jobs of kind a\n", "");
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where"
+				   " kind = 'a' and state = 'available'"
+				   " and attempts = 0"),
+			 2);
+	char *b = job_state(c, 3);
+	assert_string_equal(b, "dead|3");
+	free(b);
+
+	const char *none[] = {"retry", "--dead", "--kind", "zzz", NULL};
+	expect(none, 0, "retried 0 dead jobs of kind zzz\n", "");
+
+	/* Of two dead jobs with key u the newer comes back; v is held by a
+	 * running job. */
+	const char *all[] = {"retry", "--dead", NULL};
+	expect(all, 0,
+	       "retried 2 dead jobs; 2 left dead: another job holds their "
+	       "unique_key\n",
+	       "");
+	char *s = t_value(c, "select string_agg(id || ':' || state, ',' "
+			     "order by id) from pgjob.jobs where id >= 3");
+	assert_string_equal(s, "3:available,4:done,5:dead,6:available,"
+			       "7:dead,8:running");
+	free(s);
+	PQfinish(c);
+}
+
+static void
+test_cancel(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (kind, state, attempts, finished_at,"
+		  " locked_by) values ('k', 'available', 0, null, null),"
+		  " ('k', 'running', 1, null, 'h:1'), ('k', 'done', 1, now(),"
+		  " null), ('k', 'dead', 3, now(), null),"
+		  " ('k', 'cancelled', 0, now(), null)");
+
+	const char *c1[] = {"cancel", "1", NULL};
+	expect(c1, 0, "cancelled job 1\n", "");
+	char *row = t_value(c, "select state || '|' || (finished_at between"
+			       " now() - interval '1 minute' and now())"
+			       " from pgjob.jobs where id = 1");
+	assert_string_equal(row, "cancelled|true");
+	free(row);
+
+	const char *c2[] = {"cancel", "2", NULL};
+	expect(c2, 0,
+	       "cancelled job 2 (running: its worker stops it at its next "
+	       "lease renewal)\n",
+	       "");
+	const char *c3[] = {"cancel", "3", NULL};
+	expect(c3, 1, "",
+	       "pgjob: job 3 is done: only available or running jobs can be "
+	       "cancelled\n");
+	const char *c4[] = {"cancel", "4", NULL};
+	expect(c4, 1, "",
+	       "pgjob: job 4 is dead: only available or running jobs can be "
+	       "cancelled\n");
+	const char *c5[] = {"cancel", "5", NULL};
+	expect(c5, 1, "", "pgjob: job 5 is already cancelled\n");
+	expect(c1, 1, "", "pgjob: job 1 is already cancelled\n");
+	const char *c9[] = {"cancel", "9", NULL};
+	expect(c9, 1, "", "pgjob: no job 9\n");
+	char *s = t_value(c, "select string_agg(state, ',' order by id)"
+			     " from pgjob.jobs");
+	assert_string_equal(s, "cancelled,cancelled,done,dead,cancelled");
+	free(s);
+	PQfinish(c);
+}
+
+static void
+test_prune(void **state)
+{
+	PGconn *c = t_connect(ci);
+	/* 1-3 are older than 7 days; 4-6 younger; 7-8 unfinished (and old). */
+	t_exec(c,
+	       "insert into pgjob.jobs (kind, state, finished_at,"
+	       " created_at) values"
+	       " ('k', 'done', now() - interval '30 days', now()),"
+	       " ('k', 'dead', now() - interval '8 days', now()),"
+	       " ('k', 'cancelled', now() - interval '7 days 1 hour', now()),"
+	       " ('k', 'done', now() - interval '6 days', now()),"
+	       " ('k', 'dead', now() - interval '1 day', now()),"
+	       " ('k', 'done', now(), now()),"
+	       " ('k', 'available', null, now() - interval '60 days'),"
+	       " ('k', 'running', null, now() - interval '60 days')");
+	struct t_run r;
+	const char *def[] = {"prune", NULL};
+	pgjob_ok(&r, def);
+	assert_non_null(strstr(r.out, "pruned 3 jobs finished before "));
+	t_run_free(&r);
+	char *ids = t_value(c, "select string_agg(id::text, ',' order by id)"
+			       " from pgjob.jobs");
+	assert_string_equal(ids, "4,5,6,7,8");
+	free(ids);
+
+	const char *h[] = {"prune", "--older-than", "12h", NULL};
+	pgjob_ok(&r, h);
+	assert_non_null(strstr(r.out, "pruned 2 jobs finished before "));
+	t_run_free(&r);
+	ids = t_value(c, "select string_agg(id::text, ',' order by id)"
+			 " from pgjob.jobs");
+	assert_string_equal(ids, "6,7,8");
+	free(ids);
+
+	/* More than one batch of 10,000. */
+	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at)"
+		  " select 'bulk', 'done', now() - interval '9 days'"
+		  " from generate_series(1, 25003)");
+	pgjob_ok(&r, def);
+	assert_non_null(strstr(r.out, "pruned 25003 jobs finished before "));
+	t_run_free(&r);
+	pgjob_ok(&r, def);
+	assert_non_null(strstr(r.out, "pruned 0 jobs finished before "));
+	t_run_free(&r);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 3);
+	PQfinish(c);
+}
+
+/* Without --older-than, the config's retention decides. */
+static void
+test_prune_retention(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at) values"
+		  " ('k', 'done', now() - interval '3 days'),"
+		  " ('k', 'done', now() - interval '1 day')");
+	const char *cfg = t_config("retention", ci, "retention: 2d\n");
+	const char *argv[] = {t_bin("pgjob"), "-c", cfg, "prune", NULL};
+	struct t_run r;
+	t_run(&r, 60, env, argv);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "pruned 1 job finished before "));
+	t_run_free(&r);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 1);
+	PQfinish(c);
+}
+
+static void
+test_top_once(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c,
+	       "insert into pgjob.jobs (kind, queue, state, run_at,"
+	       " finished_at) values"
+	       " ('resize', 'img', 'done', now(), now()),"
+	       " ('resize', 'img', 'done', now(), now()),"
+	       " ('resize', 'img', 'done', now(), now() - interval '1 hour'),"
+	       " ('resize', 'img', 'dead', now(), now()),"
+	       " ('resize', 'img', 'running', now(), null),"
+	       " ('email', 'default', 'available', now(), null),"
+	       " ('email', 'default', 'available', now() + interval '1 day',"
+	       "  null),"
+	       " ('old', 'default', 'done', now(), now() - interval '1 day')");
+	struct t_run r;
+	const char *args[] = {"top", "--once", "--interval", "10m", NULL};
+	pgjob_ok(&r, args);
+	assert_true(has_line(r.out, "pgjob top "));
+	assert_line(r.out, "KIND DONE DONE/S DEAD RUNNING DUE");
+	assert_line(r.out, "email 0 0.0 0 0 1");
+	assert_line(r.out, "resize 2 0.0 1 1 0");
+	assert_false(has_line(r.out, "old "));
+	assert_true(has_line(r.out, "default 1 1 0 0 "));
+	assert_true(has_line(r.out, "img 0 0 1 1 - 2"));
+	/* One frame, no clearing. */
+	assert_null(strchr(r.out, '\033'));
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+/* Without --once, top refreshes until SIGINT or SIGTERM, then exits 0. */
+static void
+test_top_signals(void **state)
+{
+	static const int sigs[] = {SIGINT, SIGTERM};
+	for (size_t i = 0; i < 2; i++) {
+		const char *log = t_log(i ? "top_term" : "top_int");
+		const char *argv[] = {t_bin("pgjob"), "--database", ci,	 "top",
+				      "--interval",   "100ms",	    NULL};
+		pid_t pid = t_spawn(log, env, argv);
+		for (int n = 0;
+		     n < 100 && t_count_in_file(log, "pgjob top") < 2; n++)
+			t_sleep_ms(50);
+		assert_true(t_count_in_file(log, "pgjob top") >= 2);
+		assert_int_equal(t_stop(pid, sigs[i], 10), 0);
+		assert_int_equal(t_count_in_file(log, "pgjob:"), 0);
+	}
+}
+
+static void
+test_usage(void **state)
+{
+	static const struct {
+		const char *args[6];
+		const char *err;
+	} cases[] = {
+		{{"status", "--bogus"}, "status: unknown option \"--bogus\""},
+		{{"status", "extra"}, "status: unexpected argument \"extra\""},
+		{{"jobs", "--state", "weird"}, "jobs: bad --state \"weird\""},
+		{{"jobs", "--limit", "0"}, "jobs: bad --limit \"0\""},
+		{{"jobs", "--limit"}, "jobs: option \"--limit\" needs a value"},
+		{{"jobs", "-x"}, "jobs: unknown option \"-x\""},
+		{{"show"}, "show: missing job ID"},
+		{{"show", "abc"}, "show: bad job id \"abc\""},
+		{{"show", "1", "2"}, "show: unexpected argument \"2\""},
+		{{"retry"}, "retry: missing job ID (or --dead)"},
+		{{"retry", "--dead", "3"}, "retry: give a job ID or --dead"},
+		{{"retry", "--kind", "k"}, "retry: --kind goes with --dead"},
+		{{"cancel"}, "cancel: missing job ID"},
+		{{"cancel", "0"}, "cancel: bad job id \"0\""},
+		{{"prune", "--older-than", "5x"},
+		 "prune: bad --older-than \"5x\" (unknown unit"},
+		{{"prune", "--older-than", "-1d"},
+		 "prune: bad --older-than \"-1d\""},
+		{{"top", "--interval", "10ms"},
+		 "top: bad --interval \"10ms\" (from 100ms to 1d)"},
+		{{"top", "--interval", "soon"}, "top: bad --interval \"soon\""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct t_run r;
+		pgjob(&r, cases[i].args);
+		if (r.status != 2 || strncmp(r.err, "pgjob: ", 7) ||
+		    strncmp(r.err + 7, cases[i].err, strlen(cases[i].err)) ||
+		    strchr(r.err, '\n') != r.err + strlen(r.err) - 1)
+			fail_msg("pgjob %s: exit %d, \"%s\"", cases[i].args[0],
+				 r.status, r.err);
+		assert_string_equal(r.out, "");
+		t_run_free(&r);
+	}
+}
+
+static void
+test_help(void **state)
+{
+	static const char *const commands[] = {
+		"migrate", "enqueue", "status", "jobs", "show",
+		"retry",   "cancel",  "prune",	"top",	"version"};
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjob"), "--help", NULL};
+	t_run(&r, 30, env, argv);
+	assert_int_equal(r.status, 0);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		char want[32];
+		snprintf(want, sizeof(want), "\n  %s", commands[i]);
+		if (!strstr(r.out, want))
+			fail_msg("--help does not list %s", commands[i]);
+	}
+	t_run_free(&r);
+	const char *sub[] = {"jobs", "--help", NULL};
+	pgjob(&r, sub);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "usage: pgjob"));
+	t_run_free(&r);
+}
+
+/* A database without schema pgjob: exit 78 and what to do. */
+static void
+test_no_schema(void **state)
+{
+	struct t_run r;
+	char *conninfo = strdup(t_db_create("t_cli_empty"));
+	const char *argv[] = {t_bin("pgjob"), "--database", conninfo, "status",
+			      NULL};
+	t_run(&r, 30, env, argv);
+	assert_int_equal(r.status, 78);
+	assert_string_equal(r.err, "pgjob: schema pgjob is not installed in "
+				   "this database: run `pgjob migrate`\n");
+	t_run_free(&r);
+	free(conninfo);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_status_text, empty),
+		cmocka_unit_test_setup(test_status_json, empty),
+		cmocka_unit_test_setup(test_status_empty, empty),
+		cmocka_unit_test_setup(test_jobs, empty),
+		cmocka_unit_test_setup(test_jobs_filters_json, empty),
+		cmocka_unit_test_setup(test_show, empty),
+		cmocka_unit_test_setup(test_retry, empty),
+		cmocka_unit_test_setup(test_retry_dead, empty),
+		cmocka_unit_test_setup(test_cancel, empty),
+		cmocka_unit_test_setup(test_prune, empty),
+		cmocka_unit_test_setup(test_prune_retention, empty),
+		cmocka_unit_test_setup(test_top_once, empty),
+		cmocka_unit_test_setup(test_top_signals, empty),
+		cmocka_unit_test(test_usage),
+		cmocka_unit_test(test_help),
+		cmocka_unit_test(test_no_schema),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,223 @@
+/*
+ * Integration: once-per-cluster work behind leases.  Leased tasks spread
+ * over live workers and move when one dies; a stale holder is fenced out;
+ * schedules enqueue each tick once however many schedulers run; pruning.
+ */
+#include "testlib.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *
+fresh_db(const char *name)
+{
+	struct t_run r;
+	char *ci = strdup(t_db_create(name));
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
+			      NULL};
+	t_run(&r, 60, NULL, argv);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	return ci;
+}
+
+static const char *
+task_config(const char *name, const char *ci, int partitions)
+{
+	char body[4096], file[4200];
+	snprintf(file, sizeof(file), "%s/%s.starts", t_tmpdir(), name);
+	snprintf(body, sizeof(body),
+		 "workers: 1\nlease: 3s\nshutdown_timeout: 5s\n"
+		 "tasks:\n"
+		 "  feed: { command: [\"%s\", \"%s\"], partitions: %d }\n",
+		 t_src("tests/fixtures/daemon/task.sh"), file, partitions);
+	return t_config(name, ci, body);
+}
+
+/* How many live partitions each holder has, sorted: "{2,3,3}". */
+static const char spread_sql[] =
+	"select coalesce(array_agg(c order by c)::text, '{}') = '%s' from ("
+	" select count(*) c from pgjob.leases where name like 'task:feed:%%'"
+	"  and expires_at > now() group by holder) x";
+
+static void
+test_tasks_spread_and_move(void **state)
+{
+	char *ci = fresh_db("t_duty_tasks");
+	PGconn *c = t_connect(ci);
+	char cfg[4096];
+	snprintf(cfg, sizeof(cfg), "%s", task_config("tasks", ci, 8));
+	pid_t p[3];
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "tasks%d", i);
+		p[i] = t_daemon(cfg, 0, name);
+	}
+	assert_int_equal(t_poll(c, 60, spread_sql, "{2,3,3}"), 0);
+	/* Each held partition's command runs with its partition and token. */
+	assert_int_equal(t_long(c, "select count(distinct name) from "
+				   "pgjob.leases where name like 'task:feed:%%'"
+				   " and expires_at > now()"),
+			 8);
+	/* Kill a whole instance, commands' parents and all. */
+	kill(-p[0], SIGKILL);
+	t_wait(p[0], 10);
+	/* The other two take its partitions over once their leases
+	 * expire. */
+	assert_int_equal(t_poll(c, 30, spread_sql, "{4,4}"), 0);
+	for (int i = 1; i < 3; i++)
+		assert_int_equal(t_stop(p[i], SIGTERM, 30), 0);
+	/* Stopped cleanly: leases given back. */
+	char *left = t_value(c, "select string_agg(name || '=' || holder || "
+				"':' || token, ' ') from pgjob.leases where "
+				"name like 'task:feed:%%' and holder is not "
+				"null");
+	if (left)
+		print_message("still held: %s\n", left);
+	assert_null(left);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_fencing(void **state)
+{
+	char *ci = fresh_db("t_duty_fence");
+	PGconn *c = t_connect(ci);
+	char cfg[4096];
+	snprintf(cfg, sizeof(cfg), "%s", task_config("fence", ci, 1));
+	pid_t a = t_daemon(cfg, 0, "fence_a");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 1 from pgjob.leases "
+				"where name = 'task:feed:0' and "
+				"expires_at > now()"),
+			 0);
+	pid_t b = t_daemon(cfg, 0, "fence_b");
+	long long old = t_long(c, "select token from pgjob.leases where "
+				  "name = 'task:feed:0'");
+	pid_t holder = (pid_t)t_long(c, "select split_part(holder, '/', 2)"
+					"::int from pgjob.leases where "
+					"name = 'task:feed:0'");
+	/* The token works for its holder's own transactions. */
+	t_exec(c, "select pgjob.fence('task:feed:0', %lld)", old);
+	kill(holder, SIGSTOP);
+	assert_int_equal(t_poll(c, 30,
+				"select token > %lld from pgjob.leases "
+				"where name = 'task:feed:0' and "
+				"expires_at > now()",
+				old),
+			 0);
+	/* The stale holder's write is refused. */
+	PGresult *r = PQexec(c, "select pgjob.fence('task:feed:0', 1)");
+	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+	assert_non_null(strstr(PQresultErrorMessage(r), "is stale"));
+	PQclear(r);
+	kill(holder, SIGCONT);
+	/* Woken up, the old holder finds its lease gone and kills its
+	 * command. */
+	int seen = 0;
+	for (int i = 0; i < 100 && !seen; i++) {
+		seen = t_count_in_file(t_log("fence_a"),
+				       "lease lost; killing") +
+		       t_count_in_file(t_log("fence_b"), "lease lost; killing");
+		t_sleep_ms(100);
+	}
+	assert_true(seen > 0);
+	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
+	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_schedules_once_per_tick(void **state)
+{
+	char *ci = fresh_db("t_duty_sched");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"sched", ci,
+		"workers: 2\nlease: 3s\n"
+		"handlers:\n"
+		"  tick: { type: exec, command: [\"/bin/true\"] }\n"
+		"schedules:\n"
+		"  latest: { cron: \"* * * * *\", kind: tick,"
+		" payload: { from: latest } }\n"
+		"  all: { cron: \"* * * * *\", kind: tick, catch_up: all,"
+		" payload: { from: all } }\n");
+	/* As if no instance had run for five minutes. */
+	t_exec(c,
+	       "insert into pgjob.schedules values ('latest', "
+	       "date_trunc('minute', now()) - interval '5 minutes'), "
+	       "('all', date_trunc('minute', now()) - interval '5 minutes')");
+	/* Two instances, four would-be schedulers. */
+	pid_t a = t_daemon(cfg, 0, "sched_a");
+	pid_t b = t_daemon(cfg, 0, "sched_b");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) >= 5 from pgjob.jobs "
+				"where payload->>'from' = 'all'"),
+			 0);
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) >= 1 from pgjob.jobs "
+				"where payload->>'from' = 'latest'"),
+			 0);
+	t_sleep_ms(2000);
+	/* catch_up all: every missed minute once; latest: only the last. */
+	assert_int_equal(t_long(c, "select count(*) - count(distinct "
+				   "unique_key) from pgjob.jobs"),
+			 0);
+	assert_true(t_long(c, "select count(*) from pgjob.jobs where "
+			      "payload->>'from' = 'all'") >= 5);
+	assert_true(t_long(c, "select count(*) from pgjob.jobs where "
+			      "payload->>'from' = 'latest'") <= 2);
+	char *k = t_value(c, "select min(unique_key) from pgjob.jobs where "
+			     "payload->>'from' = 'all'");
+	assert_int_equal(strncmp(k, "schedule:all:20", 15), 0);
+	assert_non_null(strstr(k, ":00Z"));
+	free(k);
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 0 from pgjob.jobs "
+				"where state <> 'done'"),
+			 0);
+	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
+	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_prune(void **state)
+{
+	char *ci = fresh_db("t_duty_prune");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"prune", ci,
+		"workers: 1\nretention: 1h\n"
+		"handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n");
+	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at) select "
+		  "'x', 'done', now() - interval '2 hours' from "
+		  "generate_series(1, 500)");
+	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at) select "
+		  "'x', 'dead', now() - interval '10 minutes' from "
+		  "generate_series(1, 7)");
+	pid_t p = t_daemon(cfg, 0, "prune");
+	assert_int_equal(t_poll(c, 30, "select count(*) = 7 from pgjob.jobs"),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tasks_spread_and_move),
+		cmocka_unit_test(test_fencing),
+		cmocka_unit_test(test_schedules_once_per_tick),
+		cmocka_unit_test(test_prune),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
