@@ -28,6 +28,9 @@
 #include "backoff.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
+#include "stats.h"
 #include "util.h"
 #include "worker.h"
 
@@ -58,6 +61,12 @@ struct supervisor {
 	int rolling; /* reload: index of the worker being replaced, or -1 */
 	ev_signal sigterm, sigint, sighup;
 	ev_timer kill_timer;
+	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
+	struct stats *stats; /* shared with the workers */
+	struct metrics_server *metrics;
+	int ready;	     /* READY=1 sent for the current config */
+	int64_t watchdog_ms; /* 0: no watchdog */
+	int64_t last_watchdog;
 };
 
 static int
@@ -79,6 +88,7 @@ child_detach(struct supervisor *s, struct child *self)
 		if (c != self && c->pipe_wr >= 0)
 			close(c->pipe_wr);
 	}
+	metrics_forget(s->metrics);
 	ev_loop_destroy(s->loop);
 }
 
@@ -106,7 +116,7 @@ spawn(struct supervisor *s, struct child *c)
 	if (pid == 0) {
 		close(fds[1]);
 		child_detach(s, c);
-		_exit(worker_main(s->cfg, fds[0], parent));
+		_exit(worker_main(s->cfg, fds[0], parent, s->stats, c->index));
 	}
 	close(fds[0]);
 	c->pid = pid;
@@ -151,6 +161,7 @@ stop_all(struct supervisor *s, int code)
 	if (s->stopping)
 		return;
 	s->stopping = 1;
+	notify_send("STOPPING=1");
 	for (int i = 0; i < s->nchildren; i++)
 		ev_timer_stop(s->loop, &s->children[i].restart);
 	signal_all(s, SIGTERM);
@@ -221,6 +232,8 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 					     backoff_random()) /
 		   1000.;
 	c->restarts++;
+	if (s->stats)
+		stats_add(&s->stats->worker_restarts, 1);
 	log_info("restarting worker %d in %.1fs", c->index + 1, d);
 	ev_timer_set(&c->restart, d, 0.);
 	ev_timer_start(loop, &c->restart);
@@ -300,6 +313,7 @@ roll_next(struct supervisor *s)
 	}
 	s->rolling = -1;
 	log_info("reload done: %d workers on the new config", running(s));
+	s->ready = 0; /* READY=1 again once they all hold slots */
 }
 
 static void
@@ -334,6 +348,7 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 		return;
 	}
 	log_info("reloading %s", s->config_path);
+	notify_send("RELOADING=1");
 	/* Children have their own copies of the old config. */
 	config_free(s->cfg);
 	s->cfg = cfg;
@@ -342,6 +357,96 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	resize(s, nworkers(s));
 	s->rolling = -1;
 	roll_next(s);
+}
+
+/* The period of the status timer: READY=1, STATUS= and the watchdog. */
+#define STATUS_EVERY 0.5
+
+static int
+render(void *arg, const char *path, struct buf *body, const char **content_type)
+{
+	struct supervisor *s = arg;
+	int n = nworkers(s) < STATS_MAX_WORKERS ? nworkers(s)
+						: STATS_MAX_WORKERS;
+	if (strcmp(path, "/metrics") == 0) {
+		*content_type = METRICS_CONTENT_TYPE;
+		stats_render(s->stats, n, body);
+		return 200;
+	}
+	if (strcmp(path, "/healthz") == 0) {
+		char why[256];
+		/* A worker reaches the database at least every heartbeat. */
+		int64_t stale =
+			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
+							  : 10000);
+		int ok = !s->stopping &&
+			 stats_healthy(s->stats, n, stale, why, sizeof(why));
+		if (s->stopping)
+			snprintf(why, sizeof(why), "stopping\n");
+		buf_appendf(body, "%s", why);
+		return ok ? 200 : 503;
+	}
+	buf_appendf(body, "not found: try /metrics or /healthz\n");
+	return 404;
+}
+
+static void
+on_status(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct supervisor *s = t->data;
+	int n = nworkers(s) < STATS_MAX_WORKERS ? nworkers(s)
+						: STATS_MAX_WORKERS;
+	char why[256];
+	if (!s->ready && !s->stopping && s->rolling < 0 &&
+	    stats_healthy(s->stats, n, 60000, why, sizeof(why))) {
+		s->ready = 1;
+		struct buf slots = {0};
+		uint64_t done = 0;
+		for (int i = 0; i < n; i++) {
+			buf_appendf(&slots, "%s%d", i ? "," : "",
+				    s->stats->w[i].slot);
+			for (uint32_t k = 0; k < s->stats->w[i].nkinds; k++)
+				done += s->stats->w[i].kinds[k].done;
+		}
+		notify_send("READY=1\nSTATUS=%d workers, slots %s, %llu jobs "
+			    "done",
+			    n, slots.data, (unsigned long long)done);
+		log_info("ready: %d workers hold slots %s", n, slots.data);
+		buf_free(&slots);
+	}
+	int64_t now = util_now_ms();
+	if (s->watchdog_ms && now - s->last_watchdog >= s->watchdog_ms / 2) {
+		s->last_watchdog = now;
+		notify_send("WATCHDOG=1");
+	}
+}
+
+/* The shared stats area, the metrics server and systemd notification. */
+static int
+start_services(struct supervisor *s)
+{
+	char *err = NULL;
+	notify_init();
+	s->watchdog_ms = notify_watchdog_usec() / 1000;
+	s->stats = stats_create();
+	if (!s->stats)
+		return -1;
+	if (s->cfg->metrics_listen) {
+		s->metrics = metrics_listen(s->loop, s->cfg->metrics_listen,
+					    render, s, &err);
+		if (!s->metrics) {
+			log_error("metrics.listen %s: %s",
+				  s->cfg->metrics_listen, err);
+			free(err);
+			return -1;
+		}
+		log_info("serving /metrics and /healthz on %s (port %d)",
+			 s->cfg->metrics_listen, metrics_port(s->metrics));
+	}
+	ev_timer_init(&s->status, on_status, STATUS_EVERY, STATUS_EVERY);
+	s->status.data = s;
+	ev_timer_start(s->loop, &s->status);
+	return 0;
 }
 
 int
@@ -369,6 +474,11 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	ev_signal_start(s.loop, &s.sighup);
 	resize(&s, nworkers(&s));
 	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION, nworkers(&s));
+	if (start_services(&s) < 0) {
+		free(s.children);
+		config_free(s.cfg);
+		return EXIT_CONFIG;
+	}
 	for (int i = 0; i < s.nchildren; i++)
 		spawn(&s, &s.children[i]);
 	ev_run(s.loop, 0);
@@ -377,6 +487,9 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 			close(s.children[i].pipe_wr);
 	free(s.children);
 	config_free(s.cfg);
+	metrics_close(s.metrics);
+	stats_destroy(s.stats);
+	notify_close();
 	log_info("stopped (exit %d)", s.exit_code);
 	return s.exit_code;
 }

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "queue.h"
+#include "stats.h"
 #include "util.h"
 
 enum held_state { HELD_RUNNING, HELD_DONE, HELD_WRITING };
@@ -47,6 +48,8 @@ struct held {
 	int cancelled;	     /* lost because an operator cancelled it */
 	int solo;	     /* write alone (its batch failed) */
 	int write_failures;
+	struct stats_kind *sk; /* this kind's counters, or NULL */
+	int64_t started_ms;
 	struct queue_finish fin; /* valid in DONE and WRITING */
 	struct handler_result res;
 	struct held *prev, *next;
@@ -56,7 +59,11 @@ struct worker {
 	const struct config *cfg;
 	struct ev_loop *loop;
 	struct dbev *db;
-	struct duty *duty; /* scheduler, pruning, leased tasks */
+	struct duty *duty;	 /* scheduler, pruning, leased tasks */
+	struct stats *stats;	 /* shared with the supervisor */
+	struct stats_worker *st; /* this worker's entry in it */
+	int index;		 /* this worker's place in the supervisor */
+	int64_t claim_sent_ms;
 	int slot;
 	int pid, supervisor_pid;
 	char host[256];
@@ -75,6 +82,7 @@ struct worker {
 	int connected_once;
 	ev_prepare prepare;
 	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
+	ev_timer depth; /* worker 1 reads queue depths for /metrics */
 	ev_signal sigterm, sigint;
 	ev_io parent;
 };
@@ -165,6 +173,31 @@ decide(struct worker *w, struct held *h)
 		r->error ? r->error : "(no error text)");
 }
 
+/* Counts the handler's run time. */
+static void
+observe_run(struct held *h)
+{
+	if (h->sk)
+		stats_observe(h->sk->dur, &h->sk->dur_count, &h->sk->dur_sum_us,
+			      (util_now_ms() - h->started_ms) * 1000);
+}
+
+/* Counts how an attempt's end was written: written, or refused. */
+static void
+count_end(struct held *h, const char *state, int written)
+{
+	if (!h->sk)
+		return;
+	if (!written)
+		stats_add(&h->sk->lost, 1);
+	else if (strcmp(state, "done") == 0)
+		stats_add(&h->sk->done, 1);
+	else if (strcmp(state, "dead") == 0)
+		stats_add(&h->sk->dead, 1);
+	else if (strcmp(state, "available") == 0 && !h->release)
+		stats_add(&h->sk->retried, 1);
+}
+
 /* Takes the handler's result over into the held job. */
 static void
 take_result(struct held *h, struct handler_result *res)
@@ -188,6 +221,7 @@ job_ended(void *arg, struct handler_result *res)
 	struct worker *w = self;
 	take_result(h, res);
 	w->running[h->queue]--;
+	observe_run(h);
 	if (h->lost) {
 		struct log_job l = lj(h);
 		if (h->cancelled)
@@ -215,8 +249,12 @@ on_sql_done(void *arg, PGresult **res, int n)
 	switch (queue_sql_result(res, n, &error)) {
 	case QUEUE_SQL_DONE:
 		log_job(LOG_DEBUG, &l, "done");
+		observe_run(h);
+		count_end(h, "done", 1);
 		break;
 	case QUEUE_SQL_LEASE:
+		observe_run(h);
+		count_end(h, "done", 0);
 		log_job(LOG_WARN, &l,
 			"lease lost before the statement ran; "
 			"nothing was done");
@@ -251,6 +289,9 @@ start_job(struct worker *w, struct job *job)
 	h->job = *job;
 	free(job);
 	h->job.handler = config_handler(w->cfg, h->job.kind);
+	h->started_ms = util_now_ms();
+	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL)
+		stats_add(&h->sk->claimed, 1);
 	h->deadline_ms = util_now_ms() + w->cfg->lease_ms - lease_margin(w);
 	h->next = w->head;
 	if (w->head)
@@ -308,8 +349,10 @@ static int
 result_ok(struct worker *w, PGresult *res, const char *what)
 {
 	enum db_error e = db_classify(NULL, res);
-	if (e == DB_OK)
+	if (e == DB_OK) {
+		stats_set(&w->st->last_ok_ms, util_now_ms());
 		return 1;
+	}
 	char *text = db_error_text(NULL, res);
 	log_warn("%s failed: %s", what, text);
 	if (e == DB_LOST && w->db && !ev_is_active(&w->reconnect))
@@ -327,6 +370,8 @@ on_claim(void *arg, PGresult *res)
 		return;
 	if (!result_ok(w, res, "claim"))
 		return;
+	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
+		      (util_now_ms() - w->claim_sent_ms) * 1000);
 	int n;
 	struct job **jobs = queue_claim_rows(res, &n);
 	for (int i = 0; i < n; i++)
@@ -368,6 +413,7 @@ maybe_claim(struct worker *w)
 				      .locked_by = w->locked_by,
 				      .lease_ms = c->lease_ms};
 	w->claim_inflight = 1;
+	w->claim_sent_ms = util_now_ms();
 	queue_claim(w->db, &req, on_claim, w);
 }
 
@@ -419,6 +465,7 @@ on_finish(void *arg, PGresult *res)
 			    h->job.id)
 				written = 1;
 		struct log_job l = lj(h);
+		count_end(h, h->fin.state, written);
 		if (!written)
 			log_job(LOG_WARN, &l,
 				"lease lost: the database refused the end of "
@@ -552,6 +599,8 @@ on_deadline_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
 	int64_t now = util_now_ms();
+	__atomic_store_n(&w->st->tasks_held, duty_running(w->duty),
+			 __ATOMIC_RELAXED);
 	for (struct held *h = w->head; h; h = h->next) {
 		if (h->state != HELD_RUNNING || !h->run || h->lost ||
 		    h->overdue || now < h->deadline_ms)
@@ -575,9 +624,55 @@ on_poll(struct ev_loop *loop, ev_timer *t, int revents)
 	w->want_claim = 1;
 }
 
+/* Worker 1 of an instance reads the queue depths for /metrics. */
 static void
-on_ignore(void *arg, PGresult *res)
+on_depth_done(void *arg, PGresult *res)
 {
+	struct worker *w = arg;
+	struct stats *s = w->stats;
+	if (!res || !result_ok(w, res, "reading queue depths"))
+		return;
+	int n = PQntuples(res);
+	if (n > STATS_MAX_QUEUES)
+		n = STATS_MAX_QUEUES;
+	__atomic_store_n(&s->nqueues, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < n; i++) {
+		struct stats_queue *q = &s->queues[i];
+		snprintf(q->name, sizeof(q->name), "%s", PQgetvalue(res, i, 0));
+		stats_set(&q->due, strtoll(PQgetvalue(res, i, 1), NULL, 10));
+		stats_set(&q->running,
+			  strtoll(PQgetvalue(res, i, 2), NULL, 10));
+		stats_set(&q->oldest_due_ms,
+			  strtoll(PQgetvalue(res, i, 3), NULL, 10));
+	}
+	__atomic_store_n(&s->nqueues, (uint32_t)n, __ATOMIC_RELEASE);
+	stats_set(&s->queues_at_ms, util_now_ms());
+}
+
+static void
+on_depth(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = t->data;
+	if (w->db)
+		dbev_send(w->db,
+			  "select queue,"
+			  "  count(*) filter (where state = 'available'"
+			  "   and run_at <= now()),"
+			  "  count(*) filter (where state = 'running'),"
+			  "  coalesce(extract(epoch from now() - min(run_at)"
+			  "   filter (where state = 'available'"
+			  "    and run_at <= now())) * 1000, 0)::bigint"
+			  " from pgjob.jobs"
+			  " where state in ('available', 'running')"
+			  " group by queue order by queue limit 32",
+			  0, NULL, on_depth_done, w);
+}
+
+static void
+on_heartbeat_done(void *arg, PGresult *res)
+{
+	if (res)
+		result_ok(arg, res, "heartbeat");
 }
 
 static void
@@ -585,7 +680,8 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
 	if (w->db)
-		lease_worker_heartbeat(w->db, w->slot, w->pid, on_ignore, w);
+		lease_worker_heartbeat(w->db, w->slot, w->pid,
+				       on_heartbeat_done, w);
 }
 
 static void
@@ -608,6 +704,8 @@ on_lost(void *arg, const char *why)
 	/* Free later: we are inside one of its callbacks. */
 	w->claim_inflight = w->finish_inflight = 0;
 	duty_set_db(w->duty, NULL, 0);
+	__atomic_store_n(&w->st->connected, 0, __ATOMIC_RELAXED);
+	stats_add(&w->st->reconnects, 1);
 	ev_timer_set(&w->reconnect, 0.05, 0.);
 	ev_timer_start(w->loop, &w->reconnect);
 }
@@ -718,6 +816,10 @@ connect_db(struct worker *w)
 	w->reconnects = 0;
 	w->connected_once = 1;
 	duty_set_db(w->duty, w->db, w->slot);
+	__atomic_store_n(&w->st->pid, w->pid, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->st->slot, w->slot, __ATOMIC_RELAXED);
+	stats_set(&w->st->last_ok_ms, util_now_ms());
+	__atomic_store_n(&w->st->connected, 1, __ATOMIC_RELAXED);
 	w->want_claim = 1;
 	renew_all(w);
 }
@@ -835,6 +937,10 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_timer_init(&w->reconnect, on_reconnect, 0., 0.);
 	ev_timer_init(&w->shutdown, on_shutdown_timer, 0., 0.);
 	ev_timer_init(&w->final, on_final, 0., 0.);
+	ev_timer_init(&w->depth, on_depth, 1., 5.);
+	w->depth.data = w;
+	if (w->index == 0 && w->stats && w->cfg->metrics_listen)
+		ev_timer_start(l, &w->depth);
 	ev_signal_init(&w->sigterm, on_term, SIGTERM);
 	ev_signal_init(&w->sigint, on_term, SIGINT);
 	ev_io_init(&w->parent, on_parent, parent_fd, EV_READ);
@@ -873,9 +979,16 @@ unregister(struct worker *w)
 }
 
 int
-worker_main(const struct config *cfg, int parent_fd, int supervisor_pid)
+worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
+	    struct stats *stats, int index)
 {
-	struct worker w = {.cfg = cfg, .supervisor_pid = supervisor_pid};
+	struct worker w = {.cfg = cfg,
+			   .supervisor_pid = supervisor_pid,
+			   .stats = stats,
+			   .index = index};
+	/* Without the shared area (mmap failed), count into a private one. */
+	struct stats_worker own = {0};
+	w.st = stats && index < STATS_MAX_WORKERS ? &stats->w[index] : &own;
 
 	self = &w;
 	log_init("worker", cfg->log_level, cfg->log_format == LOG_FORMAT_JSON);

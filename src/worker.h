@@ -8,14 +8,17 @@
 #define PGJOBD_WORKER_H
 
 struct config;
+struct stats;
 
 /*
  * Runs the worker until it is told to stop.  parent_fd is the read end of a
  * pipe whose write end only the supervisor holds: its EOF means the
  * supervisor is gone.  Returns the process exit code: 0 after a clean stop,
  * EXIT_TEMPFAIL (75) when no slot is free, EXIT_CONFIG (78) when the schema
- * or config cannot work.
+ * or config cannot work.  stats is the area shared with the supervisor
+ * (may be NULL) and index this worker's entry in it.
  */
-int worker_main(const struct config *cfg, int parent_fd, int supervisor_pid);
+int worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
+		struct stats *stats, int index);
 
 #endif

@@ -1,0 +1,105 @@
+/*
+ * stats: the counters that workers keep for the supervisor's /metrics.
+ *
+ * One anonymous MAP_SHARED mapping, made by the supervisor before it forks
+ * any worker.  Each worker writes only its own entry (indexed by its place
+ * in the supervisor's table, so a restarted worker continues its
+ * predecessor's counters and Prometheus sees no reset); the supervisor only
+ * reads.  Writes are relaxed atomic adds and stores: the hot path pays a
+ * few uncontended increments and no system call.
+ */
+#ifndef PGJOBD_STATS_H
+#define PGJOBD_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define STATS_MAX_WORKERS 256
+#define STATS_MAX_KINDS	  64
+#define STATS_MAX_QUEUES  32
+#define STATS_NAME	  64
+#define STATS_BUCKETS	  12
+
+/* Upper bounds of the duration histograms, in seconds. */
+extern const double stats_bounds[STATS_BUCKETS];
+
+/* One (kind, queue) a worker has run jobs of. */
+struct stats_kind {
+	char kind[STATS_NAME];
+	char queue[STATS_NAME];
+	uint64_t claimed, done, retried, dead, lost;
+	uint64_t dur[STATS_BUCKETS]; /* handler durations, per bucket */
+	uint64_t dur_count, dur_sum_us;
+};
+
+/* Queue depth as one worker per instance last read it. */
+struct stats_queue {
+	char name[STATS_NAME];
+	int64_t due, running;
+	int64_t oldest_due_ms;
+};
+
+struct stats_worker {
+	int32_t pid;
+	int32_t slot; /* 0: none held */
+	int32_t connected;
+	int32_t tasks_held;
+	int64_t last_ok_ms; /* CLOCK_MONOTONIC ms of the last good result */
+	uint64_t reconnects;
+	uint64_t claim[STATS_BUCKETS]; /* claim round-trip times */
+	uint64_t claim_count, claim_sum_us;
+	uint32_t nkinds;
+	struct stats_kind kinds[STATS_MAX_KINDS];
+};
+
+struct stats {
+	uint64_t worker_restarts;
+	int64_t queues_at_ms; /* when queues[] was written; 0: never */
+	uint32_t nqueues;
+	struct stats_queue queues[STATS_MAX_QUEUES];
+	struct stats_worker w[STATS_MAX_WORKERS];
+};
+
+/* Maps a zeroed area; NULL (logged) if mmap fails.  Free with
+ * stats_destroy(). */
+struct stats *stats_create(void);
+void stats_destroy(struct stats *s);
+
+/* The entry of (kind, queue) in w, added if new; NULL when w is full. */
+struct stats_kind *stats_kind(struct stats_worker *w, const char *kind,
+			      const char *queue);
+
+/* Relaxed atomic add and store, safe against a concurrent reader. */
+static inline void
+stats_add(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static inline void
+stats_set(int64_t *v, int64_t x)
+{
+	__atomic_store_n(v, x, __ATOMIC_RELAXED);
+}
+
+/* Counts one observation of us microseconds into a histogram. */
+void stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us,
+		   int64_t us);
+
+/*
+ * Appends the Prometheus text of the first n workers' entries (summed by
+ * kind and queue) to out.
+ */
+void stats_render(const struct stats *s, int n, struct buf *out);
+
+/*
+ * 1 when every one of the n workers holds a slot and has reached the
+ * database within stale_ms; else 0, with a reason in why (at least 128
+ * bytes).
+ */
+int stats_healthy(const struct stats *s, int n, int64_t stale_ms, char *why,
+		  size_t len);
+
+#endif

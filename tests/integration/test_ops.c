@@ -1,0 +1,200 @@
+/*
+ * Integration: what an operator's tools see.  The systemd notify protocol
+ * from a real supervisor (READY=1 once every worker holds a slot,
+ * RELOADING=1, STOPPING=1), and /metrics and /healthz over TCP, with
+ * counters that move as jobs are done.
+ */
+#include "testlib.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static char *
+fresh_db(const char *name)
+{
+	struct t_run r;
+	char *ci = strdup(t_db_create(name));
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
+			      NULL};
+	t_run(&r, 60, NULL, argv);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	return ci;
+}
+
+static int
+free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* GET path from 127.0.0.1:port; returns the whole response (caller frees)
+ * or NULL when nothing listens. */
+static char *
+http_get(int port, const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return NULL;
+	}
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	struct buf b = {0};
+	char chunk[4096];
+	ssize_t r;
+	while ((r = read(fd, chunk, sizeof(chunk))) > 0)
+		buf_append(&b, chunk, (size_t)r);
+	close(fd);
+	return b.data ? b.data : strdup("");
+}
+
+/* Reads the notify messages that have arrived, appended to log. */
+static void
+drain_notify(int fd, struct buf *log)
+{
+	char msg[4096];
+	ssize_t n;
+	while ((n = recv(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT)) > 0) {
+		msg[n] = '\0';
+		buf_appendf(log, "%s\n--\n", msg);
+	}
+}
+
+static int
+wait_notify(int fd, struct buf *log, const char *what, int count)
+{
+	for (int i = 0; i < 300; i++) {
+		drain_notify(fd, log);
+		int seen = 0;
+		for (char *p = log->data; p && (p = strstr(p, what)); p++)
+			seen++;
+		if (seen >= count)
+			return 0;
+		t_sleep_ms(50);
+	}
+	return -1;
+}
+
+static void
+test_notify_and_metrics(void **state)
+{
+	char *ci = fresh_db("t_ops");
+	PGconn *c = t_connect(ci);
+	int port = free_port();
+	char body[2048];
+	snprintf(body, sizeof(body),
+		 "workers: 2\nmetrics: { listen: \"127.0.0.1:%d\" }\n"
+		 "handlers:\n"
+		 "  noop: { type: plugin, library: \"%s\","
+		 " symbol: pgjobd_example }\n",
+		 port, t_bin("pgjobd_example.so"));
+	char cfg[4096];
+	snprintf(cfg, sizeof(cfg), "%s", t_config("ops", ci, body));
+
+	char sock[4200], env[4300];
+	snprintf(sock, sizeof(sock), "%s/notify.sock", t_tmpdir());
+	unlink(sock);
+	int nfd = socket(AF_UNIX, SOCK_DGRAM, 0);
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	snprintf(un.sun_path, sizeof(un.sun_path), "%s", sock);
+	assert_int_equal(bind(nfd, (struct sockaddr *)&un, sizeof(un)), 0);
+	snprintf(env, sizeof(env), "NOTIFY_SOCKET=%s", sock);
+	const char *envs[] = {env, NULL};
+	const char *argv[] = {t_bin("pgjobd"), "-c", cfg, NULL};
+	pid_t p = t_spawn(t_log("ops"), envs, argv);
+
+	struct buf log = {0};
+	assert_int_equal(wait_notify(nfd, &log, "READY=1", 1), 0);
+	/* READY=1 comes once both workers hold slots. */
+	assert_int_equal(t_long(c, "select count(*) from pgjob.workers"), 2);
+	assert_non_null(strstr(log.data, "STATUS=2 workers, slots "));
+
+	char *r = http_get(port, "/healthz");
+	assert_non_null(r);
+	assert_non_null(strstr(r, "HTTP/1.0 200") ? r : strstr(r, " 200 "));
+	free(r);
+	r = http_get(port, "/nope");
+	assert_non_null(strstr(r, " 404 "));
+	free(r);
+
+	t_exec(c, "insert into pgjob.jobs (kind) select 'noop' from "
+		  "generate_series(1, 25)");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 25 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
+	t_sleep_ms(200);
+	r = http_get(port, "/metrics");
+	assert_non_null(strstr(r, "text/plain; version=0.0.4"));
+	assert_non_null(strstr(r, "pgjobd_jobs_done_total{kind=\"noop\","
+				  "queue=\"default\"} 25\n"));
+	assert_non_null(strstr(r, "pgjobd_jobs_claimed_total{kind=\"noop\","
+				  "queue=\"default\"} 25\n"));
+	assert_non_null(strstr(r, "pgjobd_handler_duration_seconds_count{"
+				  "kind=\"noop\",queue=\"default\"} 25\n"));
+	assert_non_null(strstr(r, "pgjobd_slots_held 2\n"));
+	assert_non_null(strstr(r, "pgjobd_claim_seconds_count "));
+	free(r);
+
+	/* A reload: RELOADING=1, then READY=1 again. */
+	kill(p, SIGHUP);
+	assert_int_equal(wait_notify(nfd, &log, "READY=1", 2), 0);
+	char *reload = strstr(log.data, "RELOADING=1");
+	assert_non_null(reload);
+	assert_non_null(strstr(reload, "READY=1"));
+
+	/* A worker killed: restarts count, counters carry on. */
+	kill((pid_t)t_long(c, "select min(pid) from pgjob.workers"), SIGKILL);
+	for (int i = 0; i < 100; i++) {
+		r = http_get(port, "/metrics");
+		int moved =
+			strstr(r, "pgjobd_worker_restarts_total 1\n") != NULL;
+		free(r);
+		if (moved)
+			break;
+		t_sleep_ms(100);
+	}
+	r = http_get(port, "/metrics");
+	assert_non_null(strstr(r, "pgjobd_worker_restarts_total 1\n"));
+	assert_non_null(strstr(r, "pgjobd_jobs_done_total{kind=\"noop\","
+				  "queue=\"default\"} 25\n"));
+	free(r);
+
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	drain_notify(nfd, &log);
+	assert_non_null(strstr(log.data, "STOPPING=1"));
+	buf_free(&log);
+	close(nfd);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_notify_and_metrics),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
