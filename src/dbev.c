@@ -255,6 +255,39 @@ dbev_send(struct dbev *d, const char *sql, int nparams,
 	return 0;
 }
 
+static void
+on_prepared(void *arg, PGresult *res)
+{
+	if (res && PQresultStatus(res) != PGRES_COMMAND_OK)
+		log_error("preparing statement %s: %s", (const char *)arg,
+			  PQresultErrorMessage(res));
+}
+
+int
+dbev_prepare(struct dbev *d, const char *name, const char *sql, int nparams)
+{
+	if (d->lost || !PQsendPrepare(d->conn, name, sql, nparams, NULL) ||
+	    !PQpipelineSync(d->conn))
+		return send_failed(d, on_prepared, NULL, (void *)name, 1);
+	push(d, 1, (void *)name)->cb = on_prepared;
+	flush(d);
+	return 0;
+}
+
+int
+dbev_send_prepared(struct dbev *d, const char *name, int nparams,
+		   const char *const *params, dbev_result_fn cb, void *arg)
+{
+	if (d->lost ||
+	    !PQsendQueryPrepared(d->conn, name, nparams, params, NULL, NULL,
+				 0) ||
+	    !PQpipelineSync(d->conn))
+		return send_failed(d, cb, NULL, arg, 1);
+	push(d, 1, arg)->cb = cb;
+	flush(d);
+	return 0;
+}
+
 int
 dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
 		dbev_group_fn cb, void *arg)

@@ -45,6 +45,16 @@ void dbev_free(struct dbev *d);
  */
 int dbev_send(struct dbev *d, const char *sql, int nparams,
 	      const char *const *params, dbev_result_fn cb, void *arg);
+/*
+ * Prepares sql as the named statement on this connection (pipelined: it
+ * may be used by dbev_send_prepared() at once).  A failure is logged.
+ */
+int dbev_prepare(struct dbev *d, const char *name, const char *sql,
+		 int nparams);
+/* dbev_send() of a statement prepared with dbev_prepare(). */
+int dbev_send_prepared(struct dbev *d, const char *name, int nparams,
+		       const char *const *params, dbev_result_fn cb, void *arg);
+
 /* One statement of a group sent with dbev_send_group(). */
 struct dbev_stmt {
 	const char *sql;

@@ -67,7 +67,9 @@ static const char claim_sql[] =
 	" update pgjob.jobs j set state = 'running', locked_by = $4,"
 	"  locked_until = now() + $5::bigint * interval '1 millisecond',"
 	"  lease_token = j.lease_token + 1, attempts = j.attempts + 1"
-	" from cand where j.id = cand.id"
+	/* An array, so that the planner looks the rows up by id rather
+	 * than joining the whole table. */
+	" where j.id = any(array(select id from cand))"
 	" returning j.id, j.kind, j.queue, j.payload, j.attempts,"
 	"  coalesce(j.max_attempts, 0), j.lease_token, j.ordering_key";
 
@@ -85,7 +87,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)req->lease_ms);
 	const char *p[] = {kinds, queues, limits, req->locked_by, lease, modes};
-	int rc = dbev_send(d, claim_sql, 6, p, cb, arg);
+	int rc = dbev_send_prepared(d, "pgjob_claim", 6, p, cb, arg);
 	free(modes);
 	free(lim);
 	free(kinds);
@@ -160,7 +162,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
 	if (!json)
 		abort(); /* cJSON only fails on out-of-memory */
 	const char *p[] = {json};
-	int rc = dbev_send(d, finish_sql, 1, p, cb, arg);
+	int rc = dbev_send_prepared(d, "pgjob_finish", 1, p, cb, arg);
 	cJSON_free(json);
 	return rc;
 }
@@ -191,10 +193,19 @@ queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
 	const char *p[] = {a, b, lease};
-	int rc = dbev_send(d, renew_sql, 3, p, cb, arg);
+	int rc = dbev_send_prepared(d, "pgjob_renew", 3, p, cb, arg);
 	free(a);
 	free(b);
 	return rc;
+}
+
+void
+queue_prepare(struct dbev *d)
+{
+	/* Parsed and planned once per connection, not once per batch. */
+	dbev_prepare(d, "pgjob_claim", claim_sql, 6);
+	dbev_prepare(d, "pgjob_finish", finish_sql, 1);
+	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 }
 
 int

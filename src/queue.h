@@ -12,6 +12,12 @@
 
 struct job;
 
+/*
+ * Prepares the claim, finish and renew statements on a new connection;
+ * call it before any of them is sent.
+ */
+void queue_prepare(struct dbev *d);
+
 /* What one claim asks for: limits[i] jobs of queues[i]. */
 struct queue_claim_req {
 	const char *const *kinds; /* the kinds this worker handles */

@@ -807,6 +807,7 @@ connect_db(struct worker *w)
 		schedule_reconnect(w);
 		return;
 	}
+	queue_prepare(w->db);
 	if (w->connected_once)
 		log_info("connected again; re-checking %d held leases",
 			 w->nheld);
