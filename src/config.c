@@ -12,6 +12,8 @@
  */
 #include "config.h"
 
+#include "metrics.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -300,13 +302,22 @@ static const char *
 check_listen(const char *s)
 {
 	const char *colon = strrchr(s, ':');
-	long port;
+	char *host, *port;
 
-	if (!colon || colon == s || !is_digit(colon[1]) ||
+	if (!colon || !is_digit(colon[1]) ||
 	    strspn(colon + 1, "0123456789") != strlen(colon + 1))
-		return "expected \"host:port\", e.g. \"127.0.0.1:9188\"";
-	port = strtol(colon + 1, NULL, 10);
-	return port >= 1 && port <= 65535 ? NULL : "port must be 1 to 65535";
+		return "expected \"host:port\", e.g. \"127.0.0.1:9188\", "
+		       "\"[::1]:9188\" or \":9188\"";
+	long n = strtol(colon + 1, NULL, 10);
+	if (n < 1 || n > 65535)
+		return "port must be 1 to 65535";
+	/* The parser the metrics server uses: what validates also binds. */
+	if (metrics_parse_listen(s, &host, &port) < 0)
+		return "expected \"host:port\", e.g. \"127.0.0.1:9188\", "
+		       "\"[::1]:9188\" or \":9188\"";
+	free(host);
+	free(port);
+	return NULL;
 }
 
 /* ---- the key tables ---- */

@@ -43,10 +43,10 @@ struct conn {
 	enum conn_state state;
 	ev_io io;
 	ev_timer timer;
-	size_t len;		     /* bytes in req */
-	char req[MAX_REQUEST + 1];   /* NUL-terminated */
-	struct buf out;		     /* the response */
-	size_t off;		     /* bytes of out sent */
+	size_t len;		   /* bytes in req */
+	char req[MAX_REQUEST + 1]; /* NUL-terminated */
+	struct buf out;		   /* the response */
+	size_t off;		   /* bytes of out sent */
 };
 
 struct metrics_server {
@@ -96,28 +96,43 @@ static const char *
 reason(int status)
 {
 	switch (status) {
-	case 200: return "OK";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 503: return "Service Unavailable";
-	default: return "Status";
+	case 200:
+		return "OK";
+	case 204:
+		return "No Content";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Status";
 	}
 }
 
-/* Reads and drops input until the client closes; then frees c. */
+/*
+ * Reads and drops input until the client closes; then frees c.  At most
+ * 64 KiB per wakeup, so that a client that keeps sending cannot hold the
+ * loop (the linger timer ends it).
+ */
 static void
 conn_drain(struct conn *c)
 {
 	char sink[4096];
 
-	for (;;) {
+	for (int i = 0; i < 16;) {
 		ssize_t n = recv(c->fd, sink, sizeof(sink), 0);
-		if (n > 0)
+		if (n > 0) {
+			i++;
 			continue;
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -178,11 +193,11 @@ conn_respond(struct conn *c, int status, const char *ctype,
 
 /* A response that the server makes itself (400, 405, 431). */
 static void
-conn_error(struct conn *c, int status, int head)
+conn_error(struct conn *c, int status)
 {
 	struct buf body = {0};
 	buf_appendf(&body, "%s\n", reason(status));
-	conn_respond(c, status, "text/plain; charset=utf-8", &body, head);
+	conn_respond(c, status, "text/plain; charset=utf-8", &body, 0);
 	buf_free(&body);
 }
 
@@ -200,7 +215,7 @@ conn_handle(struct conn *c)
 	int head, status;
 
 	if (!eol) {
-		conn_error(c, 400, 0);
+		conn_error(c, 400);
 		return;
 	}
 	*eol = '\0';
@@ -210,19 +225,24 @@ conn_handle(struct conn *c)
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
 	if (!sp1 || !sp2 || sp1[1] != '/' || strncmp(sp2 + 1, "HTTP/", 5) ||
 	    strchr(sp2 + 1, ' ')) {
-		conn_error(c, 400, 0);
+		conn_error(c, 400);
 		return;
 	}
 	*sp1 = *sp2 = '\0';
 	head = strcmp(line, "HEAD") == 0;
 	if (!head && strcmp(line, "GET") != 0) {
-		conn_error(c, 405, 0);
+		conn_error(c, 405);
 		return;
 	}
 	q = strpbrk(sp1 + 1, "?#");
 	if (q)
 		*q = '\0';
 	status = c->s->render(c->s->arg, sp1 + 1, &body, &ctype);
+	if (status < 100 || status > 599) {
+		log_warn("metrics: GET %s: status %d from the renderer",
+			 sp1 + 1, status);
+		status = 500;
+	}
 	conn_respond(c, status, ctype ? ctype : "text/plain; charset=utf-8",
 		     &body, head);
 	buf_free(&body);
@@ -241,17 +261,17 @@ conn_read(struct conn *c)
 {
 	for (;;) {
 		if (c->len == MAX_REQUEST) {
-			conn_error(c, 431, 0);
+			conn_error(c, 431);
 			return;
 		}
-		ssize_t n = recv(c->fd, c->req + c->len, MAX_REQUEST - c->len,
-				 0);
+		ssize_t n =
+			recv(c->fd, c->req + c->len, MAX_REQUEST - c->len, 0);
 		if (n > 0) {
 			const char *added = c->req + c->len;
 			c->len += (size_t)n;
 			c->req[c->len] = '\0';
 			if (memchr(added, '\0', (size_t)n)) {
-				conn_error(c, 400, 0);
+				conn_error(c, 400);
 				return;
 			}
 			if (head_complete(c)) {
@@ -276,9 +296,15 @@ on_conn_io(struct ev_loop *loop, ev_io *w, int revents)
 	struct conn *c = w->data;
 
 	switch (c->state) {
-	case READING: conn_read(c); break;
-	case WRITING: conn_write(c); break;
-	case DRAINING: conn_drain(c); break;
+	case READING:
+		conn_read(c);
+		break;
+	case WRITING:
+		conn_write(c);
+		break;
+	case DRAINING:
+		conn_drain(c);
+		break;
 	}
 }
 
@@ -492,9 +518,10 @@ metrics_listen(struct ev_loop *loop, const char *hostport,
 
 	*err = NULL;
 	if (metrics_parse_listen(hostport, &host, &port) < 0) {
-		*err = xasprintf("%s: expected \"host:port\", \"[v6addr]:port\" "
-				 "or \":port\"",
-				 hostport);
+		*err = xasprintf(
+			"%s: expected \"host:port\", \"[v6addr]:port\" "
+			"or \":port\"",
+			hostport);
 		return NULL;
 	}
 	if (host) {
@@ -635,8 +662,7 @@ metrics_header(struct buf *b, const char *name, const char *type,
 
 /* "name{labels} " (no braces without labels). */
 static void
-series(struct buf *b, const char *name, const char *suffix,
-       const char *labels)
+series(struct buf *b, const char *name, const char *suffix, const char *labels)
 {
 	if (labels && *labels)
 		buf_appendf(b, "%s%s{%s} ", name, suffix, labels);

@@ -43,14 +43,15 @@ parse_address(const char *s)
 		if (n < 2 || n > sizeof(nt.addr.sun_path))
 			return -1;
 		memcpy(nt.addr.sun_path + 1, s + 1, n - 1);
-		nt.addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-					 n);
+		nt.addrlen =
+			(socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
 		return 0;
 	}
 	if (s[0] != '/' || n >= sizeof(nt.addr.sun_path))
 		return -1;
 	memcpy(nt.addr.sun_path, s, n + 1);
-	nt.addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	nt.addrlen =
+		(socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
 	return 0;
 }
 

@@ -89,6 +89,7 @@ child_detach(struct supervisor *s, struct child *self)
 			close(c->pipe_wr);
 	}
 	metrics_forget(s->metrics);
+	notify_close();
 	ev_loop_destroy(s->loop);
 }
 

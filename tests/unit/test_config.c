@@ -542,7 +542,10 @@ static const struct bad bad_configs[] = {
 	  "info, warn or error)"}},
 	{"metrics: {listen: 9188}\n",
 	 {"t.yaml:1:19: metrics.listen: expected \"host:port\", e.g. "
-	  "\"127.0.0.1:9188\""}},
+	  "\"127.0.0.1:9188\", \"[::1]:9188\" or \":9188\""}},
+	{"metrics: {listen: \"::1:9188\"}\n",
+	 {"t.yaml:1:19: metrics.listen: expected \"host:port\", e.g. "
+	  "\"127.0.0.1:9188\", \"[::1]:9188\" or \":9188\""}},
 	{"metrics: {listen: \"localhost:99999\"}\n",
 	 {"t.yaml:1:19: metrics.listen: port must be 1 to 65535"}},
 	/* YAML syntax. */

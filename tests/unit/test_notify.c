@@ -73,7 +73,8 @@ send_lifecycle(void)
 static void
 check_lifecycle(int fd)
 {
-	assert_string_equal(next(fd), "READY=1\nSTATUS=4 workers, 4 with a slot");
+	assert_string_equal(next(fd),
+			    "READY=1\nSTATUS=4 workers, 4 with a slot");
 	assert_string_equal(next(fd), "STATUS=running");
 	assert_string_equal(next(fd), "RELOADING=1");
 	assert_string_equal(next(fd), "READY=1");
