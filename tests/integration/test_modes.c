@@ -246,6 +246,64 @@ test_per_key(void **state)
 	free(ci);
 }
 
+/* Jobs per second between the first and the last finish of queue q. */
+static double
+rate(PGconn *c, const char *q)
+{
+	char *v = t_value(c,
+			  "select count(*) / greatest(extract(epoch from "
+			  "max(finished_at) - min(finished_at)), 0.001) "
+			  "from pgjob.jobs where queue = '%s'",
+			  q);
+	double r = atof(v);
+	free(v);
+	return r;
+}
+
+static void
+test_per_key_throughput(void **state)
+{
+	/* per_key with many keys stays within a small factor of parallel:
+	 * a ratio measured in one run, not a time limit. */
+	char *ci = fresh_db("t_mode_rate");
+	PGconn *c = t_connect(ci);
+	char body[2048];
+	snprintf(body, sizeof(body),
+		 "workers: 2\n"
+		 "queues:\n"
+		 "  par: { concurrency: 50 }\n"
+		 "  keyed: { concurrency: 50, mode: per_key }\n"
+		 "handlers:\n"
+		 "  a: { type: plugin, queue: par, library: \"%s\","
+		 " symbol: pgjobd_example }\n"
+		 "  b: { type: plugin, queue: keyed, library: \"%s\","
+		 " symbol: pgjobd_example }\n",
+		 t_bin("pgjobd_example.so"), t_bin("pgjobd_example.so"));
+	const char *cfg = t_config("rate", ci, body);
+	t_exec(c, "insert into pgjob.jobs (kind, queue) select 'a', 'par' "
+		  "from generate_series(1, 3000)");
+	pid_t p = t_daemon(cfg, 0, "rate");
+	assert_int_equal(t_poll(c, 120,
+				"select count(*) = 3000 from "
+				"pgjob.jobs where state = 'done'"),
+			 0);
+	t_exec(c, "insert into pgjob.jobs (kind, queue, ordering_key) select "
+		  "'b', 'keyed', 'k' || (i %% 100) from "
+		  "generate_series(1, 3000) i");
+	assert_int_equal(t_poll(c, 120,
+				"select count(*) = 6000 from "
+				"pgjob.jobs where state = 'done'"),
+			 0);
+	double par = rate(c, "par"), keyed = rate(c, "keyed");
+	print_message("parallel %.0f jobs/s, per_key (100 keys) %.0f jobs/s, "
+		      "ratio %.2f\n",
+		      par, keyed, keyed / par);
+	assert_true(keyed * 5 >= par);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
 static void
 test_cancel_running(void **state)
 {
@@ -300,6 +358,7 @@ main(void)
 		cmocka_unit_test(test_sql_failure_rolls_back),
 		cmocka_unit_test(test_serial),
 		cmocka_unit_test(test_per_key),
+		cmocka_unit_test(test_per_key_throughput),
 		cmocka_unit_test(test_cancel_running),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
