@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 static char *
@@ -246,6 +247,94 @@ test_per_key(void **state)
 	free(ci);
 }
 
+/* Starts tests/fixtures/http/httpd.c; returns its port.  *in is the pipe
+ * whose closing stops it. */
+static int
+httpd_start(int *in_fd, pid_t *pid)
+{
+	int in[2], out[2];
+	char line[32] = "";
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	*pid = fork();
+	if (*pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(t_bin("pgjobd_test_httpd"), "httpd", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	ssize_t n = read(out[0], line, sizeof(line) - 1);
+	close(out[0]);
+	assert_true(n > 0);
+	*in_fd = in[1];
+	return atoi(line);
+}
+
+static void
+test_http_through_daemon(void **state)
+{
+	char *ci = fresh_db("t_http");
+	PGconn *c = t_connect(ci);
+	int in;
+	pid_t hp;
+	int port = httpd_start(&in, &hp);
+	char body[2048];
+	snprintf(body, sizeof(body),
+		 "workers: 1\n"
+		 "defaults: { backoff: { base: 100ms, max: 100ms } }\n"
+		 "handlers:\n"
+		 "  ok: { type: http, url: \"http://127.0.0.1:%d/ok\","
+		 " headers: { X-Tenant: \"t-7\" } }\n"
+		 "  gone: { type: http, url: "
+		 "\"http://127.0.0.1:%d/status/410\" }\n"
+		 "  busy: { type: http, max_attempts: 2,"
+		 " url: \"http://127.0.0.1:%d/retry-after/1\" }\n",
+		 port, port, port);
+	const char *cfg = t_config("http", ci, body);
+	long long ok = t_long(c, "select pgjob.enqueue('ok', '{\"n\": 7}')");
+	long long gone = t_long(c, "select pgjob.enqueue('gone')");
+	long long busy = t_long(c, "select pgjob.enqueue('busy')");
+	pid_t p = t_daemon(cfg, 0, "http");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 3 from pgjob.jobs "
+				"where state in ('done', 'dead')"),
+			 0);
+	/* 2xx: done, the JSON answer is the result; the server saw the
+	 * payload, the job id as Idempotency-Key and our header. */
+	char *r = t_value(c,
+			  "select state || '|' || (result->>'body') || '|' "
+			  "|| (result->'headers'->>'idempotency-key' = "
+			  "id::text or result->'headers'->>"
+			  "'Idempotency-Key' = id::text) from pgjob.jobs "
+			  "where id = %lld",
+			  ok);
+	assert_non_null(r);
+	assert_non_null(strstr(r, "done|"));
+	assert_non_null(strstr(r, "7"));
+	assert_non_null(strstr(r, "|true"));
+	free(r);
+	/* Other 4xx: dead at once.  503 with Retry-After: retried. */
+	r = t_value(c,
+		    "select state || '|' || attempts || '|' || last_error "
+		    "from pgjob.jobs where id = %lld",
+		    gone);
+	assert_non_null(strstr(r, "dead|1|HTTP 410"));
+	free(r);
+	r = t_value(c,
+		    "select state || '|' || attempts from pgjob.jobs "
+		    "where id = %lld",
+		    busy);
+	assert_string_equal(r, "dead|2");
+	free(r);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	close(in);
+	t_wait(hp, 10);
+	PQfinish(c);
+	free(ci);
+}
+
 /* Jobs per second between the first and the last finish of queue q. */
 static double
 rate(PGconn *c, const char *q)
@@ -359,6 +448,7 @@ main(void)
 		cmocka_unit_test(test_serial),
 		cmocka_unit_test(test_per_key),
 		cmocka_unit_test(test_per_key_throughput),
+		cmocka_unit_test(test_http_through_daemon),
 		cmocka_unit_test(test_cancel_running),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
