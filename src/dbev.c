@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "failpoint.h"
 #include "log.h"
 #include "util.h"
 
@@ -22,6 +23,7 @@ struct op {
 	int n;		/* statements */
 	int idx;	/* the statement whose results are being read */
 	PGresult **res; /* n results */
+	int fp_result;	/* failpoint: lose the link once it is done */
 	struct op *next;
 };
 
@@ -32,9 +34,10 @@ struct dbev {
 	ev_io rio, wio;
 	struct op *head, *tail;
 	int pending;
-	PGresult *res;	/* the head statement's result, once read */
-	int got_result; /* the head's result (or its NULL) has come */
 	int lost;
+	ev_timer lost_timer; /* reports the loss from the loop */
+	char *lost_why;
+	int fp_send, fp_result; /* tags for the next statement */
 	unsigned long round_trips;
 };
 
@@ -92,8 +95,18 @@ lose(struct dbev *d, const char *why)
 		}
 		complete_head(d);
 	}
+	/* Reported from the loop, never from inside a send: the caller may
+	 * still be using this dbev when its send finds the link broken. */
+	d->lost_why = xstrdup(why);
+	ev_timer_start(d->loop, &d->lost_timer);
+}
+
+static void
+on_lost_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dbev *d = t->data;
 	if (d->hooks.on_lost)
-		d->hooks.on_lost(d->hooks.arg, why);
+		d->hooks.on_lost(d->hooks.arg, d->lost_why);
 }
 
 static void
@@ -153,6 +166,13 @@ read_results(struct dbev *d)
 		}
 		PQclear(res);
 		d->round_trips++;
+		if (op->fp_result && FAILPOINT(op->fp_result)) {
+			/* As if the link broke after the commit: the caller
+			 * never sees the result. */
+			op->idx = 0;
+			lose(d, "failpoint");
+			return -1;
+		}
 		complete_head(d);
 	}
 	if (PQstatus(d->conn) != CONNECTION_OK) {
@@ -187,6 +207,8 @@ dbev_new(struct ev_loop *loop, PGconn *conn, const struct dbev_hooks *hooks)
 		d->hooks = *hooks;
 	ev_io_init(&d->rio, on_read, PQsocket(conn), EV_READ);
 	ev_io_init(&d->wio, on_write, PQsocket(conn), EV_WRITE);
+	ev_timer_init(&d->lost_timer, on_lost_timer, 0., 0.);
+	d->lost_timer.data = d;
 	d->rio.data = d->wio.data = d;
 	ev_io_start(loop, &d->rio);
 	return d;
@@ -199,6 +221,8 @@ dbev_free(struct dbev *d)
 		return;
 	d->hooks.on_lost = NULL;
 	lose(d, "closed");
+	ev_timer_stop(d->loop, &d->lost_timer);
+	free(d->lost_why);
 	PQfinish(d->conn);
 	free(d);
 }
@@ -241,16 +265,42 @@ send_failed(struct dbev *d, dbev_result_fn cb, dbev_group_fn gcb, void *arg,
 	return -1;
 }
 
+void
+dbev_failpoints(struct dbev *d, int send_fp, int result_fp)
+{
+	d->fp_send = send_fp;
+	d->fp_result = result_fp;
+}
+
+/* Takes the tags of the statement being sent; 1 when it must fail now. */
+static int
+take_tags(struct dbev *d, int *result_fp)
+{
+	int fs = d->fp_send;
+	*result_fp = d->fp_result;
+	d->fp_send = d->fp_result = 0;
+	if (fs && FAILPOINT(fs)) {
+		lose(d, "failpoint");
+		return 1;
+	}
+	return 0;
+}
+
 int
 dbev_send(struct dbev *d, const char *sql, int nparams,
 	  const char *const *params, dbev_result_fn cb, void *arg)
 {
+	int fr;
+	if (take_tags(d, &fr))
+		return send_failed(d, cb, NULL, arg, 1);
 	if (d->lost ||
 	    !PQsendQueryParams(d->conn, sql, nparams, NULL, params, NULL, NULL,
 			       0) ||
 	    !PQpipelineSync(d->conn))
 		return send_failed(d, cb, NULL, arg, 1);
-	push(d, 1, arg)->cb = cb;
+	struct op *op = push(d, 1, arg);
+	op->cb = cb;
+	op->fp_result = fr;
 	flush(d);
 	return 0;
 }
@@ -278,12 +328,17 @@ int
 dbev_send_prepared(struct dbev *d, const char *name, int nparams,
 		   const char *const *params, dbev_result_fn cb, void *arg)
 {
+	int fr;
+	if (take_tags(d, &fr))
+		return send_failed(d, cb, NULL, arg, 1);
 	if (d->lost ||
 	    !PQsendQueryPrepared(d->conn, name, nparams, params, NULL, NULL,
 				 0) ||
 	    !PQpipelineSync(d->conn))
 		return send_failed(d, cb, NULL, arg, 1);
-	push(d, 1, arg)->cb = cb;
+	struct op *op = push(d, 1, arg);
+	op->cb = cb;
+	op->fp_result = fr;
 	flush(d);
 	return 0;
 }
@@ -292,6 +347,9 @@ int
 dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
 		dbev_group_fn cb, void *arg)
 {
+	int fr;
+	if (take_tags(d, &fr))
+		return send_failed(d, NULL, cb, arg, n);
 	if (d->lost)
 		return send_failed(d, NULL, cb, arg, n);
 	for (int i = 0; i < n; i++)
@@ -301,7 +359,9 @@ dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
 			return send_failed(d, NULL, cb, arg, n);
 	if (!PQpipelineSync(d->conn))
 		return send_failed(d, NULL, cb, arg, n);
-	push(d, n, arg)->gcb = cb;
+	struct op *op = push(d, n, arg);
+	op->gcb = cb;
+	op->fp_result = fr;
 	flush(d);
 	return 0;
 }

@@ -79,6 +79,13 @@ typedef void (*dbev_group_fn)(void *arg, PGresult **res, int n);
 int dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
 		    dbev_group_fn cb, void *arg);
 
+/*
+ * Tags the next statement sent (dbev_send*) with failpoints (failpoint.h):
+ * send_fp fails it as a connection lost before it is sent, result_fp as one
+ * lost after it committed.  0 for none.
+ */
+void dbev_failpoints(struct dbev *d, int send_fp, int result_fp);
+
 /* Statements sent and not yet answered. */
 int dbev_pending(const struct dbev *d);
 /* Round trips (sync points) completed since the connection was made. */

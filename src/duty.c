@@ -24,6 +24,7 @@
 #include "cron.h"
 #include "db.h"
 #include "dbev.h"
+#include "failpoint.h"
 #include "handler.h"
 #include "lease.h"
 #include "log.h"
@@ -450,6 +451,7 @@ enqueue_tick(struct duty *d, const struct schedule_conf *s, int64_t tick)
 	t->d = d;
 	d->sched_pending++;
 	log_info("schedule %s: enqueueing the tick of %s", s->name, when);
+	dbev_failpoints(d->db, FP_SCHEDULE_TICK, 0);
 	dbev_send_group(d->db, st, 2, on_ticked, t);
 	free(key);
 }

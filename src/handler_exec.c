@@ -18,6 +18,7 @@
  * pipes are not waited on for EOF, since a grandchild that left the group
  * may still hold them.
  */
+#include "failpoint.h"
 #include "handler.h"
 
 #include <ctype.h>
@@ -225,7 +226,11 @@ spawn(struct exec_run *x, const char *path, char **argv, char **env)
 		posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP |
 						      POSIX_SPAWN_SETSIGDEF |
 						      POSIX_SPAWN_SETSIGMASK);
-		rc = posix_spawn(&x->pid, path, &fa, &sa, argv, env);
+		rc = FAILPOINT(FP_EXEC_SPAWN)
+			     ? EAGAIN
+			     : posix_spawn(&x->pid, path, &fa, &sa, argv, env);
+		if (rc == 0 && FAILPOINT(FP_EXEC_CRASH))
+			kill(x->pid, SIGKILL);
 		posix_spawnattr_destroy(&sa);
 		posix_spawn_file_actions_destroy(&fa);
 	}

@@ -20,6 +20,7 @@
  * response body: those can carry secrets (an Authorization header, a token
  * in the query).  Log lines and errors name the server as host:port.
  */
+#include "failpoint.h"
 #include "handler.h"
 
 #include <ctype.h>
@@ -501,6 +502,11 @@ handler_http_start(struct handler_run *run, struct ev_loop *loop,
 	x->https = strncasecmp(h->url, "https:", 6) == 0;
 	x->m = multi_get(loop);
 	x->headers = build_headers(job, h);
+	if (FAILPOINT(FP_HTTP_REQUEST)) {
+		/* Retried, as a network error is. */
+		start_failed(x, fail, xstrdup("could not connect: failpoint"));
+		return NULL;
+	}
 	x->easy = curl_easy_init();
 	if (!x->easy || setup(x, job, h) < 0) {
 		start_failed(x, fail,

@@ -13,6 +13,7 @@
  * plugin that hangs past it kills its worker, and only it; the job comes
  * back after its lease expires.
  */
+#include "failpoint.h"
 #include "handler.h"
 
 #include <dlfcn.h>
@@ -276,6 +277,8 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	timeout = pl->conf->timeout_ms;
 	if (timeout > 0)
 		arm(timeout, &old);
+	if (FAILPOINT(FP_PLUGIN_RUN))
+		abort(); /* a plugin that crashes its worker */
 	oc = pl->p->run(pl->state, &pj, &out);
 	if (timeout > 0)
 		disarm(&old);

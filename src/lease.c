@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "db.h"
+#include "failpoint.h"
 #include "util.h"
 
 static int
@@ -73,6 +74,7 @@ lease_worker_heartbeat(struct dbev *d, int slot, int pid, dbev_result_fn cb,
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
 	const char *params[] = {s, p};
+	dbev_failpoints(d, FP_HEARTBEAT_SEND, 0);
 	return dbev_send(d,
 			 "update pgjob.workers set heartbeat_at = now()"
 			 " where slot = $1 and pid = $2",
@@ -99,6 +101,7 @@ lease_acquire(struct dbev *d, const char *name, const char *holder, int64_t ms,
 	char m[24];
 	snprintf(m, sizeof(m), "%lld", (long long)ms);
 	const char *p[] = {name, holder, m};
+	dbev_failpoints(d, FP_LEASE_ACQUIRE, 0);
 	return dbev_send(
 		d,
 		"insert into pgjob.leases as l (name, holder, token, "

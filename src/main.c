@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "failpoint.h"
 #include "log.h"
 #include "migrate.h"
 #include "supervisor.h"
@@ -27,7 +28,10 @@ usage(FILE *f)
 	      "                      use this instead of database.conninfo\n"
 	      "  -w, --workers N     run N workers instead of `workers:`\n"
 	      "      --check-config  validate the config and exit (0 or 78)\n"
-	      "  -V, --version       print the version\n",
+	      "  -V, --version       print the version\n"
+	      "      --list-failpoints\n"
+	      "                      print the failpoints "
+	      "(PGJOBD_FAILPOINTS)\n",
 	      f);
 }
 
@@ -39,6 +43,7 @@ main(int argc, char **argv)
 		{"workers", required_argument, NULL, 'w'},
 		{"database", required_argument, NULL, 'd'},
 		{"check-config", no_argument, NULL, 'C'},
+		{"list-failpoints", no_argument, NULL, 'F'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -70,6 +75,11 @@ main(int argc, char **argv)
 		case 'C':
 			check = 1;
 			break;
+		case 'F':
+			for (int i = 1; i < FP_COUNT; i++)
+				printf("%s\t%s\n", failpoint_name(i),
+				       failpoint_effect(i));
+			return 0;
 		case 'V':
 			printf("pgjobd %s (schema version %d)\n",
 			       PGJOBD_VERSION, migrate_latest());
@@ -105,5 +115,6 @@ main(int argc, char **argv)
 		config_free(cfg);
 		return 0;
 	}
+	failpoint_init();
 	return supervisor_run(path, cfg, workers, database);
 }

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "db.h"
+#include "failpoint.h"
 #include "handler.h"
 #include "util.h"
 
@@ -87,6 +88,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)req->lease_ms);
 	const char *p[] = {kinds, queues, limits, req->locked_by, lease, modes};
+	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
 	int rc = dbev_send_prepared(d, "pgjob_claim", 6, p, cb, arg);
 	free(modes);
 	free(lim);
@@ -162,6 +164,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
 	if (!json)
 		abort(); /* cJSON only fails on out-of-memory */
 	const char *p[] = {json};
+	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
 	int rc = dbev_send_prepared(d, "pgjob_finish", 1, p, cb, arg);
 	cJSON_free(json);
 	return rc;
@@ -193,6 +196,7 @@ queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
 	const char *p[] = {a, b, lease};
+	dbev_failpoints(d, FP_RENEW_SEND, FP_RENEW_RESULT);
 	int rc = dbev_send_prepared(d, "pgjob_renew", 3, p, cb, arg);
 	free(a);
 	free(b);
@@ -231,6 +235,7 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		 " where id = $1 and lease_token = $2 and state = 'running'",
 		 2, NULL, p_lease},
 	};
+	dbev_failpoints(d, FP_SQL_HANDLER_SEND, FP_SQL_HANDLER_RESULT);
 	return dbev_send_group(d, st, 4, cb, arg);
 }
 

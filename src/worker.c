@@ -25,6 +25,7 @@
 #include "config.h"
 #include "db.h"
 #include "duty.h"
+#include "failpoint.h"
 #include "dbev.h"
 #include "handler.h"
 #include "lease.h"
@@ -746,8 +747,10 @@ setup_session(struct worker *w, PGconn *conn)
 		free(err);
 		return PQstatus(conn) == CONNECTION_OK ? EXIT_CONFIG : -1;
 	}
-	slot = lease_slot_acquire(conn, w->cfg->lock_class, w->cfg->max_slots,
-				  &err);
+	slot = FAILPOINT(FP_SLOT_LOCK)
+		       ? (err = xstrdup("taking a slot: failpoint"), -1)
+		       : lease_slot_acquire(conn, w->cfg->lock_class,
+					    w->cfg->max_slots, &err);
 	if (slot < 0)
 		goto fail;
 	if (slot == 0) {
@@ -768,6 +771,10 @@ setup_session(struct worker *w, PGconn *conn)
 				  PGJOBD_VERSION, w->kinds_literal};
 	if (lease_worker_register(conn, &lw, &err) < 0)
 		goto fail;
+	if (FAILPOINT(FP_LISTEN)) {
+		err = xstrdup("LISTEN: failpoint");
+		goto fail;
+	}
 	PGresult *res = PQexec(conn, "listen pgjob");
 	int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	PQclear(res);
@@ -786,7 +793,10 @@ static void
 connect_db(struct worker *w)
 {
 	char *err;
-	PGconn *conn = db_connect(w->cfg->conninfo, "pgjobd", &err);
+	PGconn *conn =
+		FAILPOINT(FP_CONNECT)
+			? (err = xstrdup("cannot connect: failpoint"), NULL)
+			: db_connect(w->cfg->conninfo, "pgjobd", &err);
 	if (!conn) {
 		log_warn("%s", err);
 		free(err);

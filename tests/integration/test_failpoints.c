@@ -1,0 +1,271 @@
+/*
+ * The failpoint sweep: every outside call fails once, in turn.
+ *
+ * A reference workload (exec, sql, plugin and http jobs, a retry, a dead
+ * job, a schedule tick, a leased task) runs once with no failpoint and
+ * records how every job ends.  Then, for each failpoint that
+ * `pgjobd --list-failpoints` prints, the same workload runs on a fresh
+ * database with that failpoint armed for its first hit, and must end the
+ * same way, with only the differences the failure explains: an extra
+ * attempt, a re-run of an at-least-once handler.  Never a lost job, never a
+ * second effect of an sql handler, never a missed or doubled tick.  A
+ * failpoint that the workload never reaches fails the sweep, so a new call
+ * site cannot hide from it.  It prints one row per failpoint.
+ */
+#include "testlib.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static int http_in = -1, http_port;
+static pid_t http_pid;
+
+static int
+start_httpd(void **state)
+{
+	int in[2], out[2];
+	char line[32] = "";
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		return -1;
+	http_pid = fork();
+	if (http_pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(t_bin("pgjobd_test_httpd"), "httpd", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	if (read(out[0], line, sizeof(line) - 1) <= 0)
+		return -1;
+	close(out[0]);
+	http_in = in[1];
+	http_port = atoi(line);
+	return http_port > 0 ? 0 : -1;
+}
+
+static int
+stop_httpd(void **state)
+{
+	close(http_in);
+	t_wait(http_pid, 10);
+	return 0;
+}
+
+/* How one run ended. */
+struct outcome {
+	char states[2048];  /* "label=state" for every job, in label order */
+	long long attempts; /* all attempts of all jobs */
+	long long sql_rows, sql_jobs;
+	long long exec_runs, exec_jobs;
+	long long ticks;
+	int task_held;
+	int hit; /* the armed failpoint was reached */
+	double seconds;
+};
+
+static const char *
+workload_config(const char *name, const char *ci, const char *dir)
+{
+	char body[8192];
+	snprintf(
+		body, sizeof(body),
+		"workers: 2\nlease: 2s\n"
+		"defaults: { backoff: { base: 200ms, max: 200ms } }\n"
+		"queues: { default: { concurrency: 4 } }\n"
+		"handlers:\n"
+		"  rec: { type: exec, command: [\"%s\", \"%s/exec.runs\","
+		" \"0.05\"] }\n"
+		"  slow: { type: exec, command: [\"%s\", \"%s/exec.runs\","
+		" \"1.5\"] }\n"
+		"  flaky: { type: exec, command: [\"%s\", \"%s/exec.runs\"] }\n"
+		"  ledger: { type: sql, statement: \"insert into ledger"
+		" values ($2)\" }\n"
+		"  noop: { type: plugin, library: \"%s\","
+		" symbol: pgjobd_example }\n"
+		"  hook: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n"
+		"  tick: { type: exec, command: [\"/bin/true\"] }\n"
+		"schedules:\n"
+		"  minutely: { cron: \"* * * * *\", kind: tick }\n"
+		"tasks:\n"
+		"  feed: { command: [\"%s\", \"%s/task.starts\"] }\n",
+		t_src("tests/fixtures/daemon/record.sh"), dir,
+		t_src("tests/fixtures/daemon/record.sh"), dir,
+		t_src("tests/fixtures/daemon/flaky.sh"), dir,
+		t_bin("pgjobd_example.so"), http_port,
+		t_src("tests/fixtures/daemon/task.sh"), dir);
+	return t_config(name, ci, body);
+}
+
+static void
+enqueue_workload(PGconn *c)
+{
+	t_exec(c, "create table ledger (job_id bigint primary key)");
+	/* Labels keep runs comparable whatever the ids. */
+	t_exec(c,
+	       "insert into pgjob.jobs (kind, payload) select k, "
+	       "jsonb_build_object('label', k || i) from (values ('rec'), "
+	       "('ledger'), ('noop'), ('hook')) v(k), generate_series(1, 4) i");
+	t_exec(c,
+	       "insert into pgjob.jobs (kind, payload, max_attempts) values "
+	       "('slow', '{\"label\": \"slow\"}', null), "
+	       "('flaky', '{\"label\": \"flaky\"}', 3), "
+	       "('noop', '{\"label\": \"dead\", \"fail\": \"dead\"}', null)");
+	/* As if the last tick enqueued had been two minutes ago. */
+	t_exec(c, "insert into pgjob.schedules values ('minutely', "
+		  "date_trunc('minute', now()) - interval '2 minutes')");
+}
+
+static long long
+count_lines(const char *path)
+{
+	char *t = t_read_file(path);
+	long long n = 0;
+	for (char *p = t; p && *p; p++)
+		n += *p == '\n';
+	free(t);
+	return n;
+}
+
+static void
+run_workload(const char *fp, struct outcome *o)
+{
+	char name[64], dir[4200];
+	snprintf(name, sizeof(name), "fp_%s", fp ? fp : "reference");
+	char *ci = strdup(t_db_create(name));
+	struct t_run r;
+	const char *mig[] = {t_bin("pgjob"), "--database", ci, "migrate", NULL};
+	t_run(&r, 60, NULL, mig);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	snprintf(dir, sizeof(dir), "%s/%s", t_tmpdir(), name);
+	char cmd[4300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+	assert_int_equal(system(cmd), 0);
+	PGconn *c = t_connect(ci);
+	enqueue_workload(c);
+	const char *cfg = workload_config(name, ci, dir);
+
+	char env[128];
+	snprintf(env, sizeof(env), "PGJOBD_FAILPOINTS=%s:1", fp ? fp : "");
+	const char *envs[] = {env, NULL};
+	const char *argv[] = {t_bin("pgjobd"), "-c", cfg, NULL};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pid_t p = t_spawn(t_log(name), envs, argv);
+	int settled = t_poll(c, 90,
+			     "select count(*) = 0 from pgjob.jobs where state "
+			     "not in ('done', 'dead') and kind <> 'tick' or "
+			     "(select count(*) from pgjob.jobs where kind = "
+			     "'tick' and state = 'done') = 0 or (select "
+			     "count(*) from pgjob.leases where name = "
+			     "'task:feed:0' and expires_at > now()) = 0");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	o->seconds = (double)(t1.tv_sec - t0.tv_sec) +
+		     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	assert_int_equal(t_stop(p, SIGTERM, 60), 0);
+	if (settled != 0)
+		print_message("%s: did not settle; see %s\n", name,
+			      t_log(name));
+	assert_int_equal(settled, 0);
+
+	char *s = t_value(c, "select string_agg(payload->>'label' || '=' || "
+			     "state, ' ' order by payload->>'label') from "
+			     "pgjob.jobs where kind <> 'tick'");
+	snprintf(o->states, sizeof(o->states), "%s", s);
+	free(s);
+	o->attempts = t_long(c, "select sum(attempts) from pgjob.jobs");
+	o->sql_rows = t_long(c, "select count(*) from ledger");
+	o->sql_jobs = t_long(c, "select count(*) from pgjob.jobs where kind "
+				"= 'ledger'");
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/exec.runs", dir);
+	o->exec_runs = count_lines(path);
+	o->exec_jobs = t_long(c, "select count(*) from pgjob.jobs where kind "
+				 "in ('rec', 'slow', 'flaky')");
+	o->ticks = t_long(c, "select count(*) from pgjob.jobs where kind = "
+			     "'tick'");
+	o->task_held = 1;
+	if (fp) {
+		char needle[96];
+		snprintf(needle, sizeof(needle), "failpoint %s:", fp);
+		o->hit = t_count_in_file(t_log(name), needle) > 0;
+	}
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_sweep(void **state)
+{
+	struct outcome ref = {0};
+	run_workload(NULL, &ref);
+	/* The reference itself is what the workload promises. */
+	assert_int_equal(ref.sql_rows, ref.sql_jobs);
+	assert_non_null(strstr(ref.states, "dead=dead"));
+	assert_non_null(strstr(ref.states, "flaky=done"));
+	assert_int_equal(ref.ticks, 1);
+	print_message("%-20s %-9s %-44s %s\n", "failpoint", "outcome",
+		      "explained differences", "settled in");
+	print_message("%-20s %-9s %-44s %.1fs\n", "(none)", "reference", "",
+		      ref.seconds);
+
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjobd"), "--list-failpoints", NULL};
+	t_run(&r, 10, NULL, argv);
+	assert_int_equal(r.status, 0);
+	int failures = 0, n = 0;
+	for (char *line = strtok(r.out, "\n"); line;
+	     line = strtok(NULL, "\n")) {
+		char fp[64];
+		if (sscanf(line, "%63[^\t]", fp) != 1)
+			continue;
+		struct outcome o = {0};
+		run_workload(fp, &o);
+		n++;
+		char diff[128] = "";
+		int ok = o.hit && strcmp(o.states, ref.states) == 0 &&
+			 o.sql_rows == o.sql_jobs && o.ticks == ref.ticks &&
+			 o.exec_runs >= ref.exec_runs;
+		if (o.attempts > ref.attempts)
+			snprintf(diff, sizeof(diff), "+%lld attempts",
+				 o.attempts - ref.attempts);
+		if (o.exec_runs > ref.exec_runs)
+			snprintf(diff + strlen(diff),
+				 sizeof(diff) - strlen(diff),
+				 "%s+%lld exec re-runs", *diff ? ", " : "",
+				 o.exec_runs - ref.exec_runs);
+		print_message("%-20s %-9s %-44s %.1fs\n", fp,
+			      !o.hit ? "NOT HIT"
+			      : ok   ? (*diff ? "explained" : "equal")
+				     : "DIFFERENT",
+			      diff, o.seconds);
+		if (!ok) {
+			print_message(
+				"  states %s\n  reference %s\n  sql %lld/%lld "
+				"exec runs %lld ticks %lld\n",
+				o.states, ref.states, o.sql_rows, o.sql_jobs,
+				o.exec_runs, o.ticks);
+			failures++;
+		}
+	}
+	t_run_free(&r);
+	assert_true(n > 0);
+	assert_int_equal(failures, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sweep),
+	};
+	return cmocka_run_group_tests(tests, start_httpd, stop_httpd);
+}
