@@ -1,0 +1,31 @@
+# Installs the build into a scratch DESTDIR and checks that everything a
+# packager expects is there.  Run by ctest as "install".
+set(dest "${BUILD}/install-check")
+file(REMOVE_RECURSE "${dest}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env DESTDIR=${dest}
+	${CMAKE_COMMAND} --install "${BUILD}" --prefix /usr
+	RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+	message(FATAL_ERROR "cmake --install failed: ${rc}")
+endif()
+foreach(f usr/bin/pgjobd usr/bin/pgjob usr/include/pgjobd/plugin.h
+	usr/share/pgjobd/example.yaml usr/share/pgjobd/sql/001_init.sql
+	usr/lib/systemd/system/pgjobd.service
+	usr/lib/systemd/system/pgjobd@.service)
+	if(NOT EXISTS "${dest}/${f}")
+		message(FATAL_ERROR "missing after install: /${f}")
+	endif()
+endforeach()
+file(GLOB_RECURSE all "${dest}/*")
+list(FILTER all INCLUDE REGEX "/pgjobd-plugin\\.pc$|/pgjobd/pgjobd_example\\.so$")
+list(LENGTH all found)
+set(pc 1)
+set(plugin 1)
+if(NOT found EQUAL 2)
+	set(pc "")
+endif()
+if(NOT pc OR NOT plugin)
+	message(FATAL_ERROR "missing after install: pgjobd-plugin.pc or the example plugin")
+endif()
+file(REMOVE_RECURSE "${dest}")
+message(STATUS "install: binaries, sql/, config, units, header, pkg-config file and plugin in place")
