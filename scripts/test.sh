@@ -6,9 +6,17 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
+# PGJOBD_SANITIZE=1: an AddressSanitizer + UBSan build in its own folder.
+extra=()
+if [ "${PGJOBD_SANITIZE:-0}" = 1 ]; then
+	build=${PGJOBD_BUILD_DIR:-$root/build-asan}
+	extra=(-DPGJOBD_SANITIZE=ON)
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+fi
 
 bash "$root/scripts/deps.sh"
-cmake -S "$root" -B "$build" -DPGJOBD_WERROR=ON >/dev/null
+cmake -S "$root" -B "$build" -DPGJOBD_WERROR=ON "${extra[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 # Should ctest be killed half-way, the fixture's cleanup never runs.
 trap 'bash "$root/scripts/testpg.sh" stop "$build/testpg" >/dev/null 2>&1 || true' EXIT

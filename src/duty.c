@@ -546,6 +546,17 @@ on_pruned(void *arg, PGresult *res)
 }
 
 static void
+on_pruned_keys(void *arg, PGresult *res)
+{
+	if (got_row(res) && atol(PQgetvalue(res, 0, 0)) > 0)
+		log_info("pruned %s expired request keys",
+			 PQgetvalue(res, 0, 0));
+	else if (res && PQresultStatus(res) != PGRES_TUPLES_OK)
+		log_warn("pruning request keys failed: %s",
+			 PQresultErrorMessage(res));
+}
+
+static void
 on_prune_lease(void *arg, PGresult *res)
 {
 	struct duty *d = arg;
@@ -563,6 +574,9 @@ on_prune_lease(void *arg, PGresult *res)
 		  "   order by finished_at limit " PRUNE_BATCH ") returning 1)"
 		  " select count(*) from d",
 		  1, p, on_pruned, d);
+	/* Expired idempotency keys (docs/idempotency.md), one batch. */
+	dbev_send(d->db, "select pgjob.prune_request_keys(" PRUNE_BATCH ")", 0,
+		  NULL, on_pruned_keys, d);
 	/* Rows of workers gone for a day go too. */
 	dbev_send(d->db,
 		  "delete from pgjob.workers"

@@ -1,0 +1,755 @@
+/*
+ * Integration: the docs cannot drift (issue 5).  Every command in the
+ * fenced code blocks of README.md and the .md files of docs/ runs, or is in
+ * the allow-list below with the reason why it cannot; every YAML block is a
+ * config that `pgjobd --check-config` accepts; SQL blocks run.
+ *
+ * What is read, in each Markdown file, block by block:
+ *
+ * - ```sh, ```shell, ```bash: every line is a command (a trailing "\" joins
+ *   the next line; "# ..." comments are dropped).
+ * - any other block (```console, or none): lines that start with "$ " are
+ *   commands; the lines after one are its output.  "[exit N]" there is the
+ *   exit code it must end with (else 0), and an output line that starts
+ *   with "pgjob: " or "pgjobd: " is an error message that must be on its
+ *   stderr.  Other output is not compared: ids and times vary.
+ * - ```yaml: a whole config, written to a file and checked with
+ *   `pgjobd -c FILE --check-config` (exit 0), with each ${NAME} it uses
+ *   set in the environment.
+ * - ```sql: must be marked, on the line before the block, either
+ *   <!-- run --> (run as it is against the test database, which must
+ *   succeed) or <!-- fragment --> (not runnable as it is: parameters, a
+ *   signature).  <!-- fragment --> before a YAML block says that it is not a
+ *   whole pgjobd config.  A marker may carry a reason: <!-- fragment: ... -->.
+ *
+ * Commands whose first word is pgjob, pgjobd or psql run through bash,
+ * after the placeholders of the table below are replaced, in an environment
+ * where those names are the binaries of this build and libpq's PG*
+ * variables name a fresh database that `pgjob migrate` made and
+ * tests/fixtures/docs/setup.sql prepared; tests/fixtures/docs/jobs.sql
+ * loads the jobs of docs/cli.md's examples before each file.  A pgjobd
+ * without --check-config runs until it logs "ready:", then gets SIGTERM and
+ * must exit 0.  Every other command must be in the allow-list, and every
+ * entry of the allow-list must still be in the docs: a new command cannot
+ * slip in unchecked, nor an old entry linger.
+ */
+#include "testlib.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/*
+ * The placeholders of the docs, and what stands in for them.  Replacements
+ * are shell text: the environment that commands run in has
+ *   DB              the test database's conninfo (README.md's "$DB")
+ *   PGHOST, PGPORT, PGUSER, PGDATABASE   the same, for bare pgjob and psql
+ *   PGTZ=UTC        as docs/cli.md's examples ran
+ *   PGJOBD_PLUGIN_DIR   the build, for config/example.yaml's plugin
+ *   PATH            pgjob and pgjobd of this build first
+ */
+static const struct {
+	const char *doc;
+	const char *test;
+} placeholders[] = {
+	/* The file docs/operations.md installs as /etc/pgjobd/pgjobd.yaml;
+	 * it names no database, so libpq's PG* variables apply. */
+	{"/etc/pgjobd/pgjobd.yaml", "$PGJOBD_SOURCE/config/example.yaml"},
+	{"host=db1 dbname=app user=pgjobd", "$DB"},
+	/* A database without schema pgjob (docs/cli.md, exit 78). */
+	{"dbname=empty", "dbname=t_docs_empty"},
+};
+
+#define ROOT                                                                   \
+	"changes the host as root; the units are verified by "                 \
+	"test_systemd_units"
+#define SYSTEMD "needs systemd as PID 1 and an installed unit"
+
+/* Commands that do not run here, each with the reason. */
+static const struct {
+	const char *command;
+	const char *why;
+} allowed[] = {
+	{"scripts/run.sh", "the demo: CI runs it (it builds and starts a "
+			   "PostgreSQL of its own)"},
+	{"scripts/test.sh", "CI runs it, and it runs this test"},
+	{"scripts/run.sh --database \"host=localhost dbname=app user=app\"",
+	 "needs the reader's own database; CI runs scripts/run.sh, which takes "
+	 "the same path once its private server is up"},
+	{"git clone ... pgjobd && cd pgjobd",
+	 "fetches the source; \"...\" stands for the repository's address"},
+	{"cmake -S . -B build -DCMAKE_INSTALL_PREFIX=/usr",
+	 "builds into the source tree; CI builds the same way "
+	 "(scripts/test.sh)"},
+	{"cmake --build build", "the same"},
+	{"sudo cmake --install build", ROOT},
+	{"sudo useradd --system --user-group --home-dir /nonexistent "
+	 "--no-create-home --shell /usr/sbin/nologin pgjobd",
+	 ROOT},
+	{"sudo install -d -m 0750 -o root -g pgjobd /etc/pgjobd", ROOT},
+	{"sudo install -m 0640 -o root -g pgjobd "
+	 "/usr/share/pgjobd/example.yaml /etc/pgjobd/pgjobd.yaml",
+	 ROOT "; the file is config/example.yaml, which the commands here use"},
+	{"sudo cp /etc/pgjobd/pgjobd.yaml /etc/pgjobd/2.yaml", ROOT},
+	{"sudo systemctl daemon-reload", SYSTEMD},
+	{"sudo systemctl enable --now pgjobd", SYSTEMD},
+	{"sudo systemctl enable --now pgjobd@2", SYSTEMD},
+	{"systemctl status pgjobd", SYSTEMD},
+	{"journalctl -u pgjobd -f", SYSTEMD " (and follows the journal)"},
+};
+#define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
+
+/* --- the Markdown ------------------------------------------------------ */
+
+struct block {
+	char *file;    /* "docs/cli.md" */
+	int line;      /* of the opening fence, from 1 */
+	char type[32]; /* the first word of the info string, or "" */
+	char mark[16]; /* "run", "fragment", or "" */
+	char **lines;  /* the content, without the fence's indentation */
+	int *linenos;
+	int n;
+};
+
+static struct block *blocks;
+static int nblocks;
+static char *files[64];
+/* Each file's text: the parsed lines point into it until teardown. */
+static char *texts[64];
+static int nfiles;
+
+/* The word of "<!-- WORD ... -->" on line, or "". */
+static void
+marker_of(const char *line, char *out, size_t size)
+{
+	out[0] = '\0';
+	line += strspn(line, " ");
+	size_t n = strlen(line);
+	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\r'))
+		n--;
+	if (strncmp(line, "<!--", 4) != 0 || n < 7 ||
+	    strncmp(line + n - 3, "-->", 3) != 0)
+		return;
+	line += 4;
+	line += strspn(line, " ");
+	size_t w = strcspn(line, " :-");
+	if (w >= size)
+		w = size - 1;
+	memcpy(out, line, w);
+	out[w] = '\0';
+}
+
+static void
+parse_markdown(const char *rel)
+{
+	char *text = t_read_file(t_src(rel));
+	if (!text)
+		fail_msg("cannot read %s", t_src(rel));
+	texts[nfiles] = text;
+	files[nfiles++] = xstrdup(rel);
+
+	/* Split into lines in place. */
+	int nl = 1;
+	for (char *p = text; *p; p++)
+		nl += *p == '\n';
+	char **lines = xcalloc((size_t)nl, sizeof(char *));
+	int n = 0;
+	for (char *p = text; p;) {
+		lines[n++] = p;
+		p = strchr(p, '\n');
+		if (p)
+			*p++ = '\0';
+	}
+
+	struct block *b = NULL;
+	size_t indent = 0;
+	for (int i = 0; i < n; i++) {
+		size_t sp = strspn(lines[i], " ");
+		const char *l = lines[i] + sp;
+		if (strncmp(l, "```", 3) == 0) {
+			if (b) {
+				b = NULL;
+				continue;
+			}
+			blocks = xrealloc(blocks, (size_t)(nblocks + 1) *
+							  sizeof(*blocks));
+			b = &blocks[nblocks++];
+			memset(b, 0, sizeof(*b));
+			b->file = files[nfiles - 1];
+			b->line = i + 1;
+			l += 3;
+			size_t w = strcspn(l, " \r{");
+			if (w >= sizeof(b->type))
+				w = sizeof(b->type) - 1;
+			memcpy(b->type, l, w);
+			if (i > 0)
+				marker_of(lines[i - 1], b->mark,
+					  sizeof(b->mark));
+			b->lines = xcalloc((size_t)n, sizeof(char *));
+			b->linenos = xcalloc((size_t)n, sizeof(int));
+			indent = sp;
+			continue;
+		}
+		if (b) {
+			b->lines[b->n] = lines[i] + (sp < indent ? sp : indent);
+			b->linenos[b->n++] = i + 1;
+		}
+	}
+	if (b)
+		fail_msg("%s:%d: the block has no closing fence", rel, b->line);
+	free(lines); /* the blocks point into text, which stays */
+}
+
+static int
+by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int
+is_markdown(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+	return n > 3 && strcmp(d->d_name + n - 3, ".md") == 0;
+}
+
+static void
+parse_docs(void)
+{
+	struct dirent **names;
+	parse_markdown("README.md");
+	int n = scandir(t_src("docs"), &names, is_markdown, by_name);
+	if (n < 0)
+		fail_msg("cannot list %s: %s", t_src("docs"), strerror(errno));
+	if (n > 60)
+		fail_msg("more Markdown files than this test keeps");
+	for (int i = 0; i < n; i++) {
+		char rel[512];
+		snprintf(rel, sizeof(rel), "docs/%s", names[i]->d_name);
+		parse_markdown(rel);
+		free(names[i]);
+	}
+	free(names);
+}
+
+static int
+is_type(const struct block *b, const char *const *types)
+{
+	for (; *types; types++)
+		if (strcmp(b->type, *types) == 0)
+			return 1;
+	return 0;
+}
+
+static const char *const sh_types[] = {"sh", "shell", "bash", NULL};
+static const char *const yaml_types[] = {"yaml", "yml", NULL};
+static const char *const sql_types[] = {"sql", NULL};
+
+/* --- commands ---------------------------------------------------------- */
+
+struct cmd {
+	const char *file;
+	int line;
+	char *text; /* comment dropped, blanks outside quotes folded */
+	int want;   /* the exit code it must end with */
+	char *errors[8];
+	int nerrors;
+};
+
+/*
+ * A shell line as the test compares and runs it: without its comment (an
+ * unquoted "#" at the start or after a blank), runs of blanks outside
+ * quotes made one space, ends trimmed.  A new string.
+ */
+static char *
+shell_line(const char *s)
+{
+	char *out = xcalloc(strlen(s) + 1, 1), *o = out;
+	char quote = 0;
+	for (const char *p = s; *p; p++) {
+		if (quote) {
+			*o++ = *p;
+			if (*p == quote)
+				quote = 0;
+			else if (*p == '\\' && quote == '"' && p[1])
+				*o++ = *++p;
+			continue;
+		}
+		if (*p == '#' && (o == out || o[-1] == ' '))
+			break;
+		if (*p == ' ' || *p == '\t') {
+			if (o > out && o[-1] != ' ')
+				*o++ = ' ';
+			continue;
+		}
+		if (*p == '\'' || *p == '"')
+			quote = *p;
+		*o++ = *p;
+		if (*p == '\\' && p[1])
+			*o++ = *++p;
+	}
+	while (o > out && o[-1] == ' ')
+		o--;
+	*o = '\0';
+	return out;
+}
+
+/* Line i of b and the lines a trailing backslash joins to it; advances *i
+ * to the last line used.  A new string. */
+static char *
+joined(const struct block *b, int *i, const char *first)
+{
+	struct buf cmd = {0};
+	const char *l = first;
+	for (;;) {
+		size_t n = strlen(l);
+		while (n > 0 && (l[n - 1] == ' ' || l[n - 1] == '\r'))
+			n--;
+		int more = n > 0 && l[n - 1] == '\\' && *i + 1 < b->n;
+		buf_append(&cmd, l, more ? n - 1 : n);
+		if (!more)
+			break;
+		buf_append(&cmd, " ", 1);
+		l = b->lines[++*i];
+	}
+	char *s = shell_line(cmd.data ? cmd.data : "");
+	buf_free(&cmd);
+	return s;
+}
+
+static struct cmd *cmds;
+static int ncmds;
+
+static struct cmd *
+add_cmd(const struct block *b, int i, char *text)
+{
+	cmds = xrealloc(cmds, (size_t)(ncmds + 1) * sizeof(*cmds));
+	struct cmd *c = &cmds[ncmds++];
+	memset(c, 0, sizeof(*c));
+	c->file = b->file;
+	c->line = b->linenos[i];
+	c->text = text;
+	return c;
+}
+
+static void
+extract_commands(void)
+{
+	for (int k = 0; k < nblocks; k++) {
+		const struct block *b = &blocks[k];
+		int sh = is_type(b, sh_types);
+		struct cmd *c = NULL;
+		for (int i = 0; i < b->n; i++) {
+			const char *l = b->lines[i];
+			if (sh) {
+				const char *t = l + strspn(l, " \t");
+				if (*t == '\0' || *t == '#')
+					continue;
+				add_cmd(b, i, joined(b, &i, t));
+				continue;
+			}
+			if (strncmp(l, "$ ", 2) == 0) {
+				int at = i;
+				c = add_cmd(b, at, joined(b, &i, l + 2));
+				continue;
+			}
+			if (!c)
+				continue;
+			/* The output of the command above. */
+			int code;
+			char end;
+			if (sscanf(l, "[exit %d%c", &code, &end) == 2 &&
+			    end == ']')
+				c->want = code;
+			else if ((strncmp(l, "pgjob: ", 7) == 0 ||
+				  strncmp(l, "pgjobd: ", 8) == 0) &&
+				 c->nerrors < 8)
+				c->errors[c->nerrors++] = xstrdup(l);
+		}
+	}
+}
+
+/* --- the test database and environment ---------------------------------- */
+
+static char *ci;
+static int nrun, nconfigs, nsql, nallowed, nproblems;
+
+/* Reports a problem and carries on, so that one run lists them all. */
+static void problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+problem(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("docs: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	nproblems++;
+}
+
+static void
+check_problems(void)
+{
+	int n = nproblems;
+	nproblems = 0;
+	if (n)
+		fail_msg("%d problems with the docs, listed above", n);
+}
+
+static void
+load_sql(const char *fixture)
+{
+	char rel[256];
+	snprintf(rel, sizeof(rel), "tests/fixtures/docs/%s", fixture);
+	char *sql = t_read_file(t_src(rel));
+	if (!sql)
+		fail_msg("cannot read %s", t_src(rel));
+	PGconn *c = t_connect(ci);
+	t_exec(c, "%s", sql);
+	PQfinish(c);
+	free(sql);
+}
+
+/* The environment of the commands (see the top of the file). */
+static void
+set_environment(void)
+{
+	PQconninfoOption *opts = PQconninfoParse(ci, NULL);
+	if (!opts)
+		fail_msg("cannot parse %s", ci);
+	static const char *const keys[][2] = {{"host", "PGHOST"},
+					      {"port", "PGPORT"},
+					      {"user", "PGUSER"},
+					      {"dbname", "PGDATABASE"}};
+	for (PQconninfoOption *o = opts; o->keyword; o++)
+		for (size_t i = 0; i < 4; i++)
+			if (o->val && strcmp(o->keyword, keys[i][0]) == 0)
+				setenv(keys[i][1], o->val, 1);
+	PQconninfoFree(opts);
+	setenv("DB", ci, 1);
+	setenv("PGTZ", "UTC", 1);
+	setenv("PGJOBD_PLUGIN_DIR", getenv("PGJOBD_TEST_BIN"), 1);
+	unsetenv("PGJOBD_CONFIG");
+
+	char bin[4096];
+	snprintf(bin, sizeof(bin), "%s/bin", t_tmpdir());
+	if (mkdir(bin, 0755) < 0 && errno != EEXIST)
+		fail_msg("mkdir %s: %s", bin, strerror(errno));
+	const char *names[] = {"pgjob", "pgjobd"};
+	for (size_t i = 0; i < 2; i++) {
+		char link[4200];
+		snprintf(link, sizeof(link), "%s/%s", bin, names[i]);
+		unlink(link);
+		if (symlink(t_bin(names[i]), link) < 0)
+			fail_msg("symlink %s: %s", link, strerror(errno));
+	}
+	const char *path = getenv("PATH");
+	char *newpath =
+		xasprintf("%s:%s", bin, path && *path ? path : "/usr/bin:/bin");
+	setenv("PATH", newpath, 1);
+	free(newpath);
+}
+
+static int
+setup(void **state)
+{
+	struct t_run r;
+	t_db_create("t_docs_empty");
+	ci = xstrdup(t_db_create("t_docs"));
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
+			      NULL};
+	t_run(&r, 60, NULL, argv);
+	if (r.status != 0)
+		fail_msg("pgjob migrate: exit %d: %s", r.status, r.err);
+	t_run_free(&r);
+	load_sql("setup.sql");
+	set_environment();
+	parse_docs();
+	extract_commands();
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	printf("docs: %d commands run, %d configs checked, %d SQL blocks run, "
+	       "%d allowed without running\n",
+	       nrun, nconfigs, nsql, nallowed);
+	free(ci);
+	for (int i = 0; i < nfiles; i++) {
+		free(texts[i]);
+		free(files[i]);
+	}
+	return 0;
+}
+
+/* --- running ------------------------------------------------------------ */
+
+/* text with every placeholder replaced; a new string. */
+static char *
+substitute(const char *text)
+{
+	char *s = xstrdup(text);
+	for (size_t i = 0; i < sizeof(placeholders) / sizeof(placeholders[0]);
+	     i++) {
+		const char *from = placeholders[i].doc,
+			   *to = placeholders[i].test;
+		char *at;
+		while ((at = strstr(s, from)) != NULL) {
+			char *t = xasprintf("%.*s%s%s", (int)(at - s), s, to,
+					    at + strlen(from));
+			free(s);
+			s = t;
+		}
+	}
+	return s;
+}
+
+static int
+first_word_is(const char *text, const char *word)
+{
+	size_t n = strlen(word);
+	return strncmp(text, word, n) == 0 && (text[n] == ' ' || !text[n]);
+}
+
+/* Runs a pgjobd that does not exit by itself: until "ready:", then
+ * SIGTERM.  Returns its exit code, or -1 (reported) if it never got ready. */
+static int
+run_daemon(const struct cmd *c, const char *text)
+{
+	static int seq;
+	char name[64];
+	snprintf(name, sizeof(name), "docs-daemon-%d", ++seq);
+	char logpath[4096]; /* a copy: t_log() reuses its buffers */
+	snprintf(logpath, sizeof(logpath), "%s", t_log(name));
+	char *script = xasprintf("exec %s", text);
+	const char *argv[] = {"bash", "-c", script, NULL};
+	pid_t pid = t_spawn(logpath, NULL, argv);
+	free(script);
+	int ready = 0;
+	for (int i = 0; i < 300 && !ready && t_alive(pid); i++) {
+		ready = t_count_in_file(logpath, "ready:") > 0;
+		if (!ready)
+			t_sleep_ms(50);
+	}
+	int status = t_stop(pid, SIGTERM, 30);
+	if (!ready) {
+		char *text_log = t_read_file(logpath);
+		problem("%s:%d: %s: never logged \"ready:\" (exit %d):\n%s",
+			c->file, c->line, c->text, status,
+			text_log ? text_log : "");
+		free(text_log);
+		return -1;
+	}
+	return status;
+}
+
+static void
+run_command(const struct cmd *c)
+{
+	char *text = substitute(c->text);
+	if (strstr(text, "/etc/pgjobd/") || strstr(text, "dbname=app")) {
+		problem("%s:%d: %s: a placeholder without a test value: add "
+			"it to the table in test_docs.c",
+			c->file, c->line, c->text);
+		free(text);
+		return;
+	}
+	nrun++;
+	if (first_word_is(text, "pgjobd") && !strstr(text, "--check-config") &&
+	    !strstr(text, "--help")) {
+		int status = run_daemon(c, text);
+		if (status >= 0 && status != c->want)
+			problem("%s:%d: %s: exit %d after SIGTERM, not %d",
+				c->file, c->line, c->text, status, c->want);
+		free(text);
+		return;
+	}
+	char *script = xasprintf("set -o pipefail; %s", text);
+	const char *argv[] = {"bash", "-c", script, NULL};
+	struct t_run r;
+	t_run(&r, 60, NULL, argv);
+	if (r.status != c->want)
+		problem("%s:%d: %s: exit %d, the doc says %d\n(ran: %s)\n"
+			"stderr: %s",
+			c->file, c->line, c->text, r.status, c->want, text,
+			r.err);
+	for (int i = 0; i < c->nerrors; i++)
+		if (!strstr(r.err, c->errors[i]))
+			problem("%s:%d: %s: stderr lacks the doc's \"%s\"; "
+				"it was: %s",
+				c->file, c->line, c->text, c->errors[i], r.err);
+	t_run_free(&r);
+	free(script);
+	free(text);
+}
+
+/* Every command of the docs runs, or is allowed with a reason. */
+static void
+test_commands(void **state)
+{
+	int used[NALLOWED] = {0};
+	const char *loaded = NULL;
+	for (int i = 0; i < ncmds; i++) {
+		const struct cmd *c = &cmds[i];
+		size_t a;
+		for (a = 0; a < NALLOWED; a++)
+			if (strcmp(c->text, allowed[a].command) == 0)
+				break;
+		if (a < NALLOWED) {
+			used[a]++;
+			nallowed++;
+			continue;
+		}
+		if (!first_word_is(c->text, "pgjob") &&
+		    !first_word_is(c->text, "pgjobd") &&
+		    !first_word_is(c->text, "psql")) {
+			problem("%s:%d: \"%s\" is neither run nor allowed: run "
+				"it, or add it to the allow-list of "
+				"test_docs.c with the reason",
+				c->file, c->line, c->text);
+			continue;
+		}
+		if (loaded != c->file) {
+			load_sql("jobs.sql");
+			loaded = c->file;
+		}
+		run_command(c);
+	}
+	for (size_t a = 0; a < NALLOWED; a++)
+		if (!used[a])
+			problem("the allow-list's \"%s\" is in no doc: remove "
+				"it",
+				allowed[a].command);
+	check_problems();
+}
+
+/* A marker means something only where it is defined. */
+static void
+test_markers(void **state)
+{
+	for (int k = 0; k < nblocks; k++) {
+		const struct block *b = &blocks[k];
+		int yaml = is_type(b, yaml_types), sql = is_type(b, sql_types);
+		if (!b->mark[0])
+			continue;
+		if (strcmp(b->mark, "fragment") == 0 && (yaml || sql))
+			continue;
+		if (strcmp(b->mark, "run") == 0 && sql)
+			continue;
+		problem("%s:%d: <!-- %s --> means nothing before a ```%s "
+			"block",
+			b->file, b->line, b->mark, b->type);
+	}
+	check_problems();
+}
+
+/* Every YAML block that is not marked a fragment is a valid config. */
+static void
+test_configs(void **state)
+{
+	for (int k = 0; k < nblocks; k++) {
+		const struct block *b = &blocks[k];
+		if (!is_type(b, yaml_types) || strcmp(b->mark, "fragment") == 0)
+			continue;
+		struct buf text = {0};
+		for (int i = 0; i < b->n; i++)
+			buf_appendf(&text, "%s\n", b->lines[i]);
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s-%d.yaml", t_tmpdir(),
+			 strrchr(b->file, '/') ? strrchr(b->file, '/') + 1
+					       : b->file,
+			 b->line);
+		t_write_file(path, text.data ? text.data : "");
+
+		/* Each ${NAME} it uses, set. */
+		char *env[32];
+		int nenv = 0;
+		for (const char *p = text.data;
+		     p && nenv < 31 && (p = strstr(p, "${")) != NULL; p += 2) {
+			size_t n = strspn(p + 2, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						 "abcdefghijklmnopqrstuvwxyz"
+						 "0123456789_");
+			if (n > 0 && p[2 + n] == '}')
+				env[nenv++] = xasprintf("%.*s=docs-value",
+							(int)n, p + 2);
+		}
+		env[nenv] = NULL;
+
+		const char *argv[] = {t_bin("pgjobd"), "-c", path,
+				      "--check-config", NULL};
+		struct t_run r;
+		t_run(&r, 30, (const char *const *)env, argv);
+		nconfigs++;
+		if (r.status != 0)
+			problem("%s:%d: the config does not validate (exit "
+				"%d); mark it <!-- fragment --> if it is not "
+				"a whole config:\n%s",
+				b->file, b->line, r.status, r.err);
+		t_run_free(&r);
+		for (int i = 0; i < nenv; i++)
+			free(env[i]);
+		buf_free(&text);
+	}
+	check_problems();
+}
+
+/* SQL blocks marked <!-- run --> run; every other one says why not. */
+static void
+test_sql(void **state)
+{
+	const char *loaded = NULL;
+	for (int k = 0; k < nblocks; k++) {
+		const struct block *b = &blocks[k];
+		if (!is_type(b, sql_types))
+			continue;
+		if (strcmp(b->mark, "fragment") == 0)
+			continue;
+		if (strcmp(b->mark, "run") != 0) {
+			problem("%s:%d: mark the SQL <!-- run --> (the test "
+				"runs it) or <!-- fragment --> (it cannot run "
+				"as it is)",
+				b->file, b->line);
+			continue;
+		}
+		if (loaded != b->file) {
+			load_sql("jobs.sql");
+			loaded = b->file;
+		}
+		struct buf sql = {0};
+		for (int i = 0; i < b->n; i++)
+			buf_appendf(&sql, "%s\n", b->lines[i]);
+		PGconn *c = t_connect(ci);
+		PGresult *res = PQexec(c, sql.data ? sql.data : "");
+		ExecStatusType st = PQresultStatus(res);
+		nsql++;
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+			problem("%s:%d: the SQL fails: %s", b->file, b->line,
+				PQresultErrorMessage(res));
+		PQclear(res);
+		PQfinish(c);
+		buf_free(&sql);
+	}
+	check_problems();
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_markers),
+		cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_configs),
+		cmocka_unit_test(test_sql),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
