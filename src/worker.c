@@ -317,6 +317,15 @@ start_job(struct worker *w, struct job *job)
 		refuse = why;
 	} else if (!payload_is_object(h->job.payload)) {
 		refuse = "payload is not a JSON object";
+	} else if ((int64_t)strlen(h->job.payload) >
+		   w->cfg->max_payload_bytes) {
+		/* Written behind pgjob.enqueue's back: never handed on. */
+		snprintf(why, sizeof(why),
+			 "payload of %zu bytes is over max_payload_bytes "
+			 "(%lld)",
+			 strlen(h->job.payload),
+			 (long long)w->cfg->max_payload_bytes);
+		refuse = why;
 	}
 	if (refuse) {
 		struct handler_result r = {OUTCOME_DEAD, NULL, xstrdup(refuse),

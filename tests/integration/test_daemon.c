@@ -269,7 +269,7 @@ test_bad_input(void **state)
 	PGconn *c = t_connect(ci);
 	char body[4096];
 	snprintf(body, sizeof(body),
-		 "workers: 1\n"
+		 "workers: 1\nmax_payload_bytes: 4096\n"
 		 "handlers:\n"
 		 "  missing: { type: exec, max_attempts: 1,"
 		 " command: [\"/nonexistent/handler\"] }\n"
@@ -289,10 +289,13 @@ test_bad_input(void **state)
 	/* A payload that is not an object, written behind enqueue's back. */
 	long long n = t_long(c, "insert into pgjob.jobs (kind, payload) "
 				"values ('noop', '[1,2]') returning id");
+	long long big = t_long(c, "insert into pgjob.jobs (kind, payload) "
+				  "values ('noop', jsonb_build_object('x', "
+				  "repeat('y', 5000))) returning id");
 	long long ok = t_long(c, "select pgjob.enqueue('noop')");
 	pid_t p = t_daemon(cfg, 0, "bad");
 	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 5 from pgjob.jobs "
+				"select count(*) = 6 from pgjob.jobs "
 				"where state in ('done', 'dead')"),
 			 0);
 	char *e;
@@ -321,6 +324,13 @@ test_bad_input(void **state)
 		    "where id = %lld",
 		    n);
 	assert_string_equal(e, "dead|payload is not a JSON object");
+	free(e);
+	e = t_value(c,
+		    "select state || '|' || last_error from pgjob.jobs "
+		    "where id = %lld",
+		    big);
+	assert_non_null(strstr(e, "dead|payload of 50"));
+	assert_non_null(strstr(e, "over max_payload_bytes (4096)"));
 	free(e);
 	e = t_value(c, "select state from pgjob.jobs where id = %lld", ok);
 	assert_string_equal(e, "done");
