@@ -353,6 +353,7 @@ tasks_period(struct duty *d)
 	snprintf(window, sizeof(window), "%lld", (long long)lease_ms(d));
 	if (n > 0) {
 		const char *p[] = {names.data, tokens.data, ms, d->holder};
+		dbev_failpoints(d->db, 0, FP_TASK_RENEW);
 		dbev_send(
 			d->db,
 			"update pgjob.leases l"

@@ -45,6 +45,9 @@ static const struct {
 	[FP_LEASE_ACQUIRE] = {"lease_acquire",
 			      "the connection is lost before a cluster lease "
 			      "is taken"},
+	[FP_TASK_RENEW] = {"task_renew",
+			   "the connection is lost after a task's lease "
+			   "renewal committed"},
 	[FP_SCHEDULE_TICK] = {"schedule_tick",
 			      "the connection is lost before a schedule tick "
 			      "is enqueued"},
@@ -55,6 +58,7 @@ static const struct {
 			   "it starts"},
 	[FP_PLUGIN_RUN] = {"plugin_run",
 			   "the worker crashes (abort) inside a plugin run"},
+	[FP_MIGRATE] = {"migrate", "pgjob migrate fails before it commits"},
 	[FP_HTTP_REQUEST] = {"http_request",
 			     "an http handler's request fails as a network "
 			     "error"},

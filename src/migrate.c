@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "db.h"
+#include "failpoint.h"
 #include "util.h"
 
 /* pg_advisory_xact_lock(MIGRATE_LOCK_CLASS, 0) serialises migrations. */
@@ -118,6 +119,11 @@ migrate_run(PGconn *conn, int *applied, char **err)
 		if (apply(conn, &migrate_list[i], err) < 0)
 			goto fail;
 		(*applied)++;
+	}
+	if (FAILPOINT(FP_MIGRATE)) {
+		*err = xstrdup("failpoint: the migration fails before it "
+			       "commits");
+		goto fail;
 	}
 	if (exec(conn, "commit", "commit", err) < 0) {
 		*applied = 0;

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "config.h"
 #include "db.h"
+#include "failpoint.h"
 #include "log.h"
 #include "migrate.h"
 #include "util.h"
@@ -302,6 +303,7 @@ main(int argc, char **argv)
 	int c, rc;
 
 	log_init("pgjob", LOG_WARN, 0);
+	failpoint_init();
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+c:d:h", opts, NULL)) != -1) {
 		switch (c) {
