@@ -67,6 +67,7 @@ struct supervisor {
 	int ready;	     /* READY=1 sent for the current config */
 	int64_t watchdog_ms; /* 0: no watchdog */
 	int64_t last_watchdog;
+	int64_t last_status; /* when STATUS= was last sent */
 };
 
 static int
@@ -391,6 +392,24 @@ render(void *arg, const char *path, struct buf *body, const char **content_type)
 	return 404;
 }
 
+/* "2 workers, slots 1,2, 1234 jobs done" for STATUS=. */
+static void
+status_line(struct supervisor *s, int n, struct buf *b)
+{
+	uint64_t done = 0;
+	buf_appendf(b, "%d workers, slots ", n);
+	for (int i = 0; i < n; i++) {
+		const struct stats_worker *w = &s->stats->w[i];
+		buf_appendf(b, "%s%d", i ? "," : "",
+			    __atomic_load_n(&w->slot, __ATOMIC_RELAXED));
+		uint32_t nk = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
+		for (uint32_t k = 0; k < nk; k++)
+			done += __atomic_load_n(&w->kinds[k].done,
+						__ATOMIC_RELAXED);
+	}
+	buf_appendf(b, ", %llu jobs done", (unsigned long long)done);
+}
+
 static void
 on_status(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -398,24 +417,22 @@ on_status(struct ev_loop *loop, ev_timer *t, int revents)
 	int n = nworkers(s) < STATS_MAX_WORKERS ? nworkers(s)
 						: STATS_MAX_WORKERS;
 	char why[256];
+	int64_t now = util_now_ms();
+	struct buf line = {0};
 	if (!s->ready && !s->stopping && s->rolling < 0 &&
 	    stats_healthy(s->stats, n, 60000, why, sizeof(why))) {
 		s->ready = 1;
-		struct buf slots = {0};
-		uint64_t done = 0;
-		for (int i = 0; i < n; i++) {
-			buf_appendf(&slots, "%s%d", i ? "," : "",
-				    s->stats->w[i].slot);
-			for (uint32_t k = 0; k < s->stats->w[i].nkinds; k++)
-				done += s->stats->w[i].kinds[k].done;
-		}
-		notify_send("READY=1\nSTATUS=%d workers, slots %s, %llu jobs "
-			    "done",
-			    n, slots.data, (unsigned long long)done);
-		log_info("ready: %d workers hold slots %s", n, slots.data);
-		buf_free(&slots);
+		s->last_status = now;
+		status_line(s, n, &line);
+		notify_send("READY=1\nSTATUS=%s", line.data);
+		log_info("ready: %s", line.data);
+	} else if (s->ready && !s->stopping && now - s->last_status >= 5000) {
+		/* Keep `systemctl status` current. */
+		s->last_status = now;
+		status_line(s, n, &line);
+		notify_send("STATUS=%s", line.data);
 	}
-	int64_t now = util_now_ms();
+	buf_free(&line);
 	if (s->watchdog_ms && now - s->last_watchdog >= s->watchdog_ms / 2) {
 		s->last_watchdog = now;
 		notify_send("WATCHDOG=1");
