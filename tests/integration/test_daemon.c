@@ -11,24 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Creates and migrates database name; returns its conninfo (copied). */
-static char *
-fresh_db(const char *name)
-{
-	struct t_run r;
-	char *ci = strdup(t_db_create(name));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
-	return ci;
-}
-
 static void
 test_two_instances_ledger(void **state)
 {
-	char *ci = fresh_db("t_daemon_ledger");
+	char *ci = t_db_migrated("t_daemon_ledger");
 	PGconn *c = t_connect(ci);
 	char body[2048];
 	snprintf(body, sizeof(body),
@@ -88,7 +74,7 @@ slots_of(PGconn *c, pid_t pid)
 static void
 test_slots_lowest_first(void **state)
 {
-	char *ci = fresh_db("t_daemon_slots");
+	char *ci = t_db_migrated("t_daemon_slots");
 	PGconn *c = t_connect(ci);
 	const char *cfg =
 		t_config("slots", ci,
@@ -139,7 +125,7 @@ test_slots_lowest_first(void **state)
 static void
 test_retries_and_exit_codes(void **state)
 {
-	char *ci = fresh_db("t_daemon_retry");
+	char *ci = t_db_migrated("t_daemon_retry");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"retry", ci,
@@ -225,7 +211,7 @@ test_retries_and_exit_codes(void **state)
 static void
 test_timeout_kills_process_group(void **state)
 {
-	char *ci = fresh_db("t_daemon_timeout");
+	char *ci = t_db_migrated("t_daemon_timeout");
 	PGconn *c = t_connect(ci);
 	char pidfile[4200], body[8192];
 	snprintf(pidfile, sizeof(pidfile), "%s/grandchild.pid", t_tmpdir());
@@ -265,7 +251,7 @@ test_timeout_kills_process_group(void **state)
 static void
 test_bad_input(void **state)
 {
-	char *ci = fresh_db("t_daemon_bad");
+	char *ci = t_db_migrated("t_daemon_bad");
 	PGconn *c = t_connect(ci);
 	char body[4096];
 	snprintf(body, sizeof(body),

@@ -13,19 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static char *
-fresh_db(const char *name)
-{
-	struct t_run r;
-	char *ci = strdup(t_db_create(name));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
-	return ci;
-}
-
 /* The pid of the worker that holds job id (from locked_by = host:slot). */
 static pid_t
 holder_of(PGconn *c, long long id)
@@ -44,7 +31,7 @@ static const char slow_handler[] =
 static void
 test_kill_worker(void **state)
 {
-	char *ci = fresh_db("t_fault_killworker");
+	char *ci = t_db_migrated("t_fault_killworker");
 	PGconn *c = t_connect(ci);
 	char body[1024];
 	snprintf(body, sizeof(body), "workers: 1\nlease: 3s\nhandlers:\n%s",
@@ -84,7 +71,7 @@ test_kill_worker(void **state)
 static void
 test_kill_supervisor(void **state)
 {
-	char *ci = fresh_db("t_fault_killsup");
+	char *ci = t_db_migrated("t_fault_killsup");
 	PGconn *c = t_connect(ci);
 	char body[1024];
 	snprintf(body, sizeof(body),
@@ -124,7 +111,7 @@ test_kill_supervisor(void **state)
 static void
 test_sigterm_releases_long_jobs(void **state)
 {
-	char *ci = fresh_db("t_fault_sigterm");
+	char *ci = t_db_migrated("t_fault_sigterm");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"sigterm", ci,
@@ -159,7 +146,7 @@ test_sigterm_releases_long_jobs(void **state)
 static void
 test_sighup(void **state)
 {
-	char *ci = fresh_db("t_fault_sighup");
+	char *ci = t_db_migrated("t_fault_sighup");
 	PGconn *c = t_connect(ci);
 	const char *v1 = "workers: 2\nhandlers:\n"
 			 "  greet: { type: exec, command: [\"/bin/echo\", "
@@ -216,7 +203,7 @@ test_sighup(void **state)
 static void
 test_sigstop_past_lease(void **state)
 {
-	char *ci = fresh_db("t_fault_sigstop");
+	char *ci = t_db_migrated("t_fault_sigstop");
 	PGconn *c = t_connect(ci);
 	char body[1024];
 	snprintf(body, sizeof(body), "workers: 2\nlease: 2s\nhandlers:\n%s",
@@ -283,7 +270,7 @@ test_schema_mismatch_exits_78(void **state)
 static void
 test_no_free_slot(void **state)
 {
-	char *ci = fresh_db("t_fault_noslot");
+	char *ci = t_db_migrated("t_fault_noslot");
 	PGconn *c = t_connect(ci);
 	const char *cfg =
 		t_config("noslot", ci,
@@ -318,7 +305,7 @@ test_no_free_slot(void **state)
 static void
 test_connection_killed(void **state)
 {
-	char *ci = fresh_db("t_fault_connkill");
+	char *ci = t_db_migrated("t_fault_connkill");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"connkill", ci,
@@ -354,7 +341,7 @@ static void
 test_lease_renewed(void **state)
 {
 	/* A job that runs three times as long as the lease keeps it. */
-	char *ci = fresh_db("t_fault_renew");
+	char *ci = t_db_migrated("t_fault_renew");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"renew", ci,
@@ -381,7 +368,7 @@ test_lease_renewed(void **state)
 static void
 test_plugin_crash(void **state)
 {
-	char *ci = fresh_db("t_fault_crash");
+	char *ci = t_db_migrated("t_fault_crash");
 	PGconn *c = t_connect(ci);
 	char body[1024];
 	snprintf(body, sizeof(body),
@@ -426,7 +413,7 @@ test_plugin_crash(void **state)
 static void
 test_second_sigterm_stops_now(void **state)
 {
-	char *ci = fresh_db("t_fault_sigterm2");
+	char *ci = t_db_migrated("t_fault_sigterm2");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"sigterm2", ci,

@@ -11,19 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static char *
-fresh_db(const char *name)
-{
-	struct t_run r;
-	char *ci = strdup(t_db_create(name));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
-	return ci;
-}
-
 static const char *
 task_config(const char *name, const char *ci, int partitions)
 {
@@ -46,7 +33,7 @@ static const char spread_sql[] =
 static void
 test_tasks_spread_and_move(void **state)
 {
-	char *ci = fresh_db("t_duty_tasks");
+	char *ci = t_db_migrated("t_duty_tasks");
 	PGconn *c = t_connect(ci);
 	char cfg[4096];
 	snprintf(cfg, sizeof(cfg), "%s", task_config("tasks", ci, 8));
@@ -85,7 +72,7 @@ test_tasks_spread_and_move(void **state)
 static void
 test_fencing(void **state)
 {
-	char *ci = fresh_db("t_duty_fence");
+	char *ci = t_db_migrated("t_duty_fence");
 	PGconn *c = t_connect(ci);
 	char cfg[4096];
 	snprintf(cfg, sizeof(cfg), "%s", task_config("fence", ci, 1));
@@ -135,7 +122,7 @@ test_fencing(void **state)
 static void
 test_schedules_once_per_tick(void **state)
 {
-	char *ci = fresh_db("t_duty_sched");
+	char *ci = t_db_migrated("t_duty_sched");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"sched", ci,
@@ -190,7 +177,7 @@ test_schedules_once_per_tick(void **state)
 static void
 test_prune(void **state)
 {
-	char *ci = fresh_db("t_duty_prune");
+	char *ci = t_db_migrated("t_duty_prune");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"prune", ci,

@@ -11,23 +11,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-static char *
-fresh_db(const char *name)
-{
-	struct t_run r;
-	char *ci = strdup(t_db_create(name));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
-	return ci;
-}
-
 static void
 test_sql_exactly_once_under_faults(void **state)
 {
-	char *ci = fresh_db("t_sql_once");
+	char *ci = t_db_migrated("t_sql_once");
 	PGconn *c = t_connect(ci);
 	t_exec(c, "create table ledger (job_id bigint primary key, n int)");
 	const char *cfg = t_config(
@@ -82,7 +69,7 @@ test_sql_exactly_once_under_faults(void **state)
 static void
 test_sql_failure_rolls_back(void **state)
 {
-	char *ci = fresh_db("t_sql_fail");
+	char *ci = t_db_migrated("t_sql_fail");
 	PGconn *c = t_connect(ci);
 	t_exec(c, "create table ledger (job_id bigint)");
 	t_exec(c, "create function t_fail(p jsonb, id bigint) returns void "
@@ -172,7 +159,7 @@ interval_config(const char *name, const char *ci, const char *mode,
 static void
 test_serial(void **state)
 {
-	char *ci = fresh_db("t_mode_serial");
+	char *ci = t_db_migrated("t_mode_serial");
 	PGconn *c = t_connect(ci);
 	char file[4200];
 	snprintf(file, sizeof(file), "%s/serial.runs", t_tmpdir());
@@ -206,7 +193,7 @@ test_serial(void **state)
 static void
 test_per_key(void **state)
 {
-	char *ci = fresh_db("t_mode_perkey");
+	char *ci = t_db_migrated("t_mode_perkey");
 	PGconn *c = t_connect(ci);
 	char file[4200];
 	snprintf(file, sizeof(file), "%s/perkey.runs", t_tmpdir());
@@ -275,7 +262,7 @@ httpd_start(int *in_fd, pid_t *pid)
 static void
 test_http_through_daemon(void **state)
 {
-	char *ci = fresh_db("t_http");
+	char *ci = t_db_migrated("t_http");
 	PGconn *c = t_connect(ci);
 	int in;
 	pid_t hp;
@@ -354,7 +341,7 @@ test_per_key_throughput(void **state)
 {
 	/* per_key with many keys stays within a small factor of parallel:
 	 * a ratio measured in one run, not a time limit. */
-	char *ci = fresh_db("t_mode_rate");
+	char *ci = t_db_migrated("t_mode_rate");
 	PGconn *c = t_connect(ci);
 	char body[2048];
 	snprintf(body, sizeof(body),
@@ -396,7 +383,7 @@ test_per_key_throughput(void **state)
 static void
 test_cancel_running(void **state)
 {
-	char *ci = fresh_db("t_cancel_running");
+	char *ci = t_db_migrated("t_cancel_running");
 	PGconn *c = t_connect(ci);
 	const char *cfg = t_config(
 		"cancel", ci,

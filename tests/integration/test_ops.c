@@ -18,19 +18,6 @@
 
 #include "util.h"
 
-static char *
-fresh_db(const char *name)
-{
-	struct t_run r;
-	char *ci = strdup(t_db_create(name));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
-	return ci;
-}
-
 static int
 free_port(void)
 {
@@ -99,7 +86,7 @@ wait_notify(int fd, struct buf *log, const char *what, int count)
 static void
 test_notify_and_metrics(void **state)
 {
-	char *ci = fresh_db("t_ops");
+	char *ci = t_db_migrated("t_ops");
 	PGconn *c = t_connect(ci);
 	int port = free_port();
 	char body[2048];

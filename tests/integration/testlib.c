@@ -61,6 +61,20 @@ t_db_create(const char *name)
 	return conninfo;
 }
 
+char *
+t_db_migrated(const char *name)
+{
+	struct t_run r;
+	char *ci = xstrdup(t_db_create(name));
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
+			      NULL};
+	t_run(&r, 60, NULL, argv);
+	if (r.status != 0)
+		fail_msg("pgjob migrate failed: %s", r.err);
+	t_run_free(&r);
+	return ci;
+}
+
 PGconn *
 t_connect(const char *conninfo)
 {

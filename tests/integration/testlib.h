@@ -24,6 +24,9 @@ const char *t_server_conninfo(void);
  * valid until the next call).
  */
 const char *t_db_create(const char *name);
+/* t_db_create() then `pgjob migrate`; returns a new copy of the conninfo
+ * (caller frees). */
+char *t_db_migrated(const char *name);
 PGconn *t_connect(const char *conninfo);
 /* Runs sql (no parameters) and fails the test on error. */
 void t_exec(PGconn *conn, const char *fmt, ...)

@@ -1,0 +1,1007 @@
+/*
+ * Integration: hostile and broken input (issue 7).  Real pgjobd processes
+ * against the test server, fed what a careless or hostile world sends:
+ * payloads that are too big or too deep, handlers whose output is binary,
+ * enormous or endless, a plugin that hangs, HTTP endpoints that hang,
+ * dribble or redirect forever, a password that must never be printed, roles
+ * without the rights they need, and a read-only session.  Each must end in
+ * a clear error while the rest of the system keeps working and no job is
+ * lost.  docs/security.md describes the same; its GRANTs are run from the
+ * docs themselves here (docs_grants()).
+ *
+ * Roles belong to the server, not to a test database: their names carry
+ * this process's pid, and the group teardown drops them.
+ */
+#include "testlib.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Creates and migrates database name; returns its conninfo (copied). */
+static char *
+fresh_db(const char *name)
+{
+	struct t_run r;
+	char *ci = xstrdup(t_db_create(name));
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
+			      NULL};
+	t_run(&r, 60, NULL, argv);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	return ci;
+}
+
+/*
+ * Runs sql and returns the SQLSTATE of its error (a new string), or NULL
+ * when it succeeded; *msg (when not NULL) gets the primary message.
+ */
+static char *
+sqlstate_of(PGconn *c, char **msg, const char *sql)
+{
+	PGresult *res = PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(res);
+	char *state = NULL;
+	if (msg)
+		*msg = NULL;
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		const char *m =
+			PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		state = xstrdup(s ? s : "?????");
+		if (msg)
+			*msg = xstrdup(m ? m : PQerrorMessage(c));
+	}
+	PQclear(res);
+	return state;
+}
+
+/* Asserts that sql fails with SQLSTATE want; returns the message (new). */
+static char *
+expect_error(PGconn *c, const char *want, const char *sql)
+{
+	char *msg;
+	char *state = sqlstate_of(c, &msg, sql);
+	if (!state)
+		fail_msg("expected SQLSTATE %s, but it succeeded: %.200s", want,
+			 sql);
+	if (strcmp(state, want) != 0)
+		fail_msg("expected SQLSTATE %s, got %s (%s): %.200s", want,
+			 state, msg, sql);
+	free(state);
+	return msg;
+}
+
+/* A config in t_tmpdir() (copied: t_config keeps only four at once). */
+static char *
+config(const char *name, const char *conninfo, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static char *
+config(const char *name, const char *conninfo, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *body;
+	if (vasprintf(&body, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	char *path = xstrdup(t_config(name, conninfo, body));
+	free(body);
+	return path;
+}
+
+/* A field of /proc/PID/status in kB ("VmHWM", "VmRSS"), or -1. */
+static long
+proc_kb(pid_t pid, const char *field)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	char *text = t_read_file(path);
+	if (!text)
+		return -1;
+	long kb = -1;
+	size_t n = strlen(field);
+	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1
+							 : NULL)
+		if (strncmp(l, field, n) == 0 && l[n] == ':')
+			kb = strtol(l + n + 1, NULL, 10);
+	free(text);
+	return kb;
+}
+
+/* The pid of the one worker of supervisor sup, from pgjob.workers. */
+static pid_t
+worker_pid(PGconn *c, pid_t sup)
+{
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 1 from pgjob.workers "
+				"where supervisor_pid = %d",
+				(int)sup),
+			 0);
+	return (pid_t)t_long(c,
+			     "select pid from pgjob.workers where "
+			     "supervisor_pid = %d",
+			     (int)sup);
+}
+
+/* Starts tests/fixtures/http/httpd.c; returns its port.  It stops when
+ * *in_fd is closed. */
+static int
+httpd_start(int *in_fd, pid_t *pid)
+{
+	int in[2], out[2];
+	char line[32] = "";
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	*pid = fork();
+	if (*pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(t_bin("pgjobd_test_httpd"), "httpd", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	ssize_t n = read(out[0], line, sizeof(line) - 1);
+	close(out[0]);
+	assert_true(n > 0);
+	*in_fd = in[1];
+	return atoi(line);
+}
+
+/* ---- roles ------------------------------------------------------------ */
+
+/* This process's role names; dropped by the group teardown. */
+static char role_worker[64], role_enqueue[64], role_none[64],
+	role_partial[64], role_ro[64];
+/* Databases where they may hold privileges. */
+static const char *const role_dbs[] = {"t_hostile_roles", "t_hostile_ro"};
+
+static void
+name_roles(void)
+{
+	int pid = (int)getpid();
+	snprintf(role_worker, sizeof(role_worker), "h_worker_%d", pid);
+	snprintf(role_enqueue, sizeof(role_enqueue), "h_enqueue_%d", pid);
+	snprintf(role_none, sizeof(role_none), "h_none_%d", pid);
+	snprintf(role_partial, sizeof(role_partial), "h_partial_%d", pid);
+	snprintf(role_ro, sizeof(role_ro), "h_ro_%d", pid);
+}
+
+/* s with every "from" replaced by "to"; a new string. */
+static char *
+replace_all(const char *s, const char *from, const char *to)
+{
+	struct buf b = {0};
+	size_t n = strlen(from);
+	const char *p;
+	while ((p = strstr(s, from)) != NULL) {
+		buf_append(&b, s, (size_t)(p - s));
+		buf_append(&b, to, strlen(to));
+		s = p + n;
+	}
+	buf_append(&b, s, strlen(s));
+	return b.data;
+}
+
+/*
+ * Runs the SQL blocks of docs/security.md that are marked <!-- run -->, in
+ * order, with the documented role names pgjobd_worker and app_enqueue
+ * replaced by worker and enqueue: the test uses exactly the GRANTs that
+ * the docs give.
+ */
+static void
+docs_grants(PGconn *c, const char *worker, const char *enqueue)
+{
+	char *doc = t_read_file(t_src("docs/security.md"));
+	assert_non_null(doc);
+	int blocks = 0;
+	const char *p = doc;
+	while ((p = strstr(p, "<!-- run")) != NULL) {
+		const char *open = strchr(p, '\n');
+		assert_non_null(open);
+		open++;
+		p = open;
+		if (strncmp(open, "```sql\n", 7) != 0)
+			continue;
+		open += 7;
+		const char *close = strstr(open, "\n```");
+		assert_non_null(close);
+		char *sql = xstrndup(open, (size_t)(close - open + 1));
+		char *a = replace_all(sql, "pgjobd_worker", worker);
+		char *b = replace_all(a, "app_enqueue", enqueue);
+		t_exec(c, "%s", b);
+		free(b);
+		free(a);
+		free(sql);
+		blocks++;
+		p = close;
+	}
+	free(doc);
+	/* The roles, the worker's grants, the enqueuer's grants. */
+	assert_true(blocks >= 3);
+}
+
+/* ---- (a) payload limit ------------------------------------------------ */
+
+static void
+test_payload_limit(void **state)
+{
+	char *ci = fresh_db("t_hostile_payload");
+	PGconn *c = t_connect(ci);
+	char *m;
+
+	/* The default, 1 MiB of payload text: {"a": "x..."} is 9 bytes
+	 * more than its string. */
+	m = expect_error(c, "54000",
+			 "select pgjob.enqueue('big', jsonb_build_object('a', "
+			 "repeat('x', 1048576)))");
+	assert_non_null(strstr(m, "payload of 1048585 bytes is over the "
+				  "limit of 1048576 bytes"));
+	free(m);
+	assert_true(t_long(c, "select pgjob.enqueue('big', "
+			      "jsonb_build_object('a', repeat('x', "
+			      "1048567)))") > 0);
+
+	/* A session's own setting. */
+	t_exec(c, "set pgjob.max_payload_bytes = 100");
+	m = expect_error(c, "54000",
+			 "select pgjob.enqueue('big', jsonb_build_object('a', "
+			 "repeat('x', 150)))");
+	assert_non_null(strstr(m, "payload of 159 bytes is over the limit "
+				  "of 100 bytes"));
+	free(m);
+	/* Everything enqueue did before still holds. */
+	free(expect_error(c, "22023", "select pgjob.enqueue('')"));
+	free(expect_error(c, "22023", "select pgjob.enqueue('k', '[1]')"));
+	long long u1 = t_long(c, "select pgjob.enqueue('k', '{}', "
+				 "unique_key => 'u')");
+	long long u2 = t_long(c, "select pgjob.enqueue('k', '{}', "
+				 "unique_key => 'u')");
+	assert_int_equal(u1, u2);
+
+	/* What an operator sets: the database's default, for new sessions;
+	 * pgjob enqueue goes through pgjob.enqueue and says why. */
+	t_exec(c, "alter database t_hostile_payload set "
+		  "pgjob.max_payload_bytes = 1000");
+	PGconn *c2 = t_connect(ci);
+	m = expect_error(c2, "54000",
+			 "select pgjob.enqueue('big', jsonb_build_object('a', "
+			 "repeat('x', 1500)))");
+	assert_non_null(strstr(m, "over the limit of 1000 bytes"));
+	free(m);
+	char big[1600];
+	snprintf(big, sizeof(big), "{\"a\": \"%01500d\"}", 0);
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "enqueue",
+			      "big", big, NULL};
+	t_run(&r, 30, NULL, argv);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "pgjob: enqueue: 54000: pgjob.enqueue: "
+				      "payload of 1509 bytes is over the "
+				      "limit of 1000 bytes"));
+	t_run_free(&r);
+	const char *small[] = {t_bin("pgjob"), "--database", ci, "enqueue",
+			       "big", "{\"a\": 1}", NULL};
+	t_run(&r, 30, NULL, small);
+	assert_int_equal(r.status, 0);
+	assert_true(atoll(r.out) > 0);
+	t_run_free(&r);
+	/* Refused means nothing written. */
+	assert_int_equal(t_long(c2, "select count(*) from pgjob.jobs where "
+				    "kind = 'big'"),
+			 2);
+	PQfinish(c2);
+	PQfinish(c);
+	free(ci);
+}
+
+/* ---- (b) deeply nested payloads --------------------------------------- */
+
+static void
+test_deep_payload(void **state)
+{
+	char *ci = fresh_db("t_hostile_deep");
+	PGconn *c = t_connect(ci);
+	char *m;
+
+	/* 10,000 levels: PostgreSQL takes it (70 kB of text). */
+	long long d = t_long(c, "select pgjob.enqueue('cat', (repeat('{\"a\":', "
+				"10000) || '1' || repeat('}', 10000))::jsonb)");
+	assert_true(d > 0);
+	/* 100,000 levels: PostgreSQL's own stack limit refuses it at once,
+	 * with a clear error, and nothing is written. */
+	m = expect_error(c, "54001",
+			 "select pgjob.enqueue('cat', (repeat('{\"a\":', "
+			 "100000) || '1' || repeat('}', 100000))::jsonb)");
+	assert_non_null(strstr(m, "stack depth limit exceeded"));
+	free(m);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 1);
+	/* Rows written behind enqueue's back, for every handler type: deep
+	 * objects and deep arrays, as deep as PostgreSQL takes them. */
+	t_exec(c, "insert into pgjob.jobs (kind, payload) select k, p from "
+		  "unnest(array['cat', 'plug', 'sqlh', 'hook']) k, "
+		  "(values ((repeat('{\"a\":', 10000) || '1' || "
+		  "repeat('}', 10000))::jsonb), (('{\"a\":' || "
+		  "repeat('[', 10000) || '1' || repeat(']', 10000) || "
+		  "'}')::jsonb)) v(p)");
+	long long ok = t_long(c, "select pgjob.enqueue('plug')");
+
+	int in;
+	pid_t hp;
+	int port = httpd_start(&in, &hp);
+	char *cfg = config(
+		"deep", ci,
+		"workers: 1\n"
+		"handlers:\n"
+		"  cat: { type: exec, max_attempts: 1, command: [\"/bin/cat\"] }\n"
+		"  plug: { type: plugin, max_attempts: 1, library: \"%s\","
+		" symbol: pgjobd_example }\n"
+		"  sqlh: { type: sql, max_attempts: 1, statement: \"select "
+		"jsonb_typeof($1) from (select $2::bigint) j\" }\n"
+		"  hook: { type: http, max_attempts: 1,"
+		" url: \"http://127.0.0.1:%d/ok\" }\n",
+		t_bin("pgjobd_example.so"), port);
+	pid_t p = t_daemon(cfg, 0, "deep");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 10 from pgjob.jobs where "
+				"state in ('done', 'dead')"),
+			 0);
+	/* Each ran, or failed with a reason; none took its worker down. */
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "state = 'dead' and (last_error is null "
+				   "or last_error = '')"),
+			 0);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "attempts <> 1"),
+			 0);
+	char *s = t_value(c, "select state from pgjob.jobs where id = %lld",
+			  ok);
+	assert_string_equal(s, "done");
+	free(s);
+	s = t_value(c, "select state from pgjob.jobs where id = %lld", d);
+	assert_string_equal(s, "done");
+	free(s);
+	assert_int_equal(t_count_in_file(t_log("deep"), "restarting worker"),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	close(in);
+	t_wait(hp, 10);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/* ---- (c) handler output: binary, enormous, endless -------------------- */
+
+static void
+test_binary_output(void **state)
+{
+	char *ci = fresh_db("t_hostile_binary");
+	PGconn *c = t_connect(ci);
+	const char *script = t_src("tests/fixtures/hostile/binary.sh");
+	char *cfg = config("binary", ci,
+			   "workers: 1\n"
+			   "handlers:\n"
+			   "  binfail: { type: exec, max_attempts: 1,"
+			   " command: [\"/bin/sh\", \"%s\", \"3\"] }\n"
+			   "  binok: { type: exec, command: [\"/bin/sh\","
+			   " \"%s\", \"0\"] }\n"
+			   "  bindead: { type: exec, command: [\"/bin/sh\","
+			   " \"%s\", \"65\"] }\n",
+			   script, script, script);
+	long long f = t_long(c, "select pgjob.enqueue('binfail')");
+	long long o = t_long(c, "select pgjob.enqueue('binok')");
+	long long d = t_long(c, "select pgjob.enqueue('bindead')");
+	pid_t p = t_daemon(cfg, 0, "binary");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 3 from pgjob.jobs where "
+				"state in ('done', 'dead')"),
+			 0);
+	/* The stderr tail became text PostgreSQL took: valid UTF-8, no NUL,
+	 * bounded. */
+	char *e = t_value(c,
+			  "select state || '|' || attempts || '|' || "
+			  "(octet_length(last_error) < 8192) || '|' || "
+			  "last_error from pgjob.jobs where id = %lld",
+			  f);
+	assert_non_null(e);
+	assert_non_null(strstr(e, "dead|1|true|exit status 3"));
+	free(e);
+	e = t_value(c,
+		    "select state || '|' || attempts || '|' || last_error "
+		    "from pgjob.jobs where id = %lld",
+		    d);
+	assert_non_null(strstr(e, "dead|1|exit status 65"));
+	free(e);
+	/* Success with garbage on stdout: done, and no result. */
+	e = t_value(c,
+		    "select state || '|' || (result is null) from pgjob.jobs "
+		    "where id = %lld",
+		    o);
+	assert_string_equal(e, "done|true");
+	free(e);
+	assert_int_equal(t_count_in_file(t_log("binary"), "restarting worker"),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_enormous_output(void **state)
+{
+	char *ci = fresh_db("t_hostile_enormous");
+	PGconn *c = t_connect(ci);
+	/* 100 MB of NULs on stdout, 20 MB of lines on stderr. */
+	char *cfg = config("enormous", ci,
+			   "workers: 1\n"
+			   "handlers:\n"
+			   "  flood: { type: exec, command: [\"/bin/sh\", \"-c\","
+			   " \"head -c 100000000 /dev/zero; yes stderr | head "
+			   "-c 20000000 >&2; exit 3\"], max_attempts: 1 }\n"
+			   "  floodok: { type: exec, command: [\"/bin/sh\", "
+			   "\"-c\", \"head -c 100000000 /dev/zero\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "enormous");
+	pid_t w = worker_pid(c, p);
+	long base = proc_kb(w, "VmHWM");
+	assert_true(base > 0);
+	long long f = t_long(c, "select pgjob.enqueue('flood')");
+	long long o = t_long(c, "select pgjob.enqueue('floodok')");
+	assert_int_equal(t_poll(c, 120,
+				"select count(*) = 2 from pgjob.jobs where "
+				"state in ('done', 'dead')"),
+			 0);
+	/* The worker's peak resident memory stayed small: it keeps 1 MiB of
+	 * stdout and 4 kB of stderr tail, and drops the rest. */
+	long peak = proc_kb(w, "VmHWM");
+	print_message("worker VmHWM %ld kB before, %ld kB after 240 MB of "
+		      "output\n",
+		      base, peak);
+	assert_true(peak > 0 && peak < 64 * 1024);
+	char *e = t_value(c,
+			  "select state || '|' || (octet_length(last_error) "
+			  "< 8192) || '|' || last_error from pgjob.jobs "
+			  "where id = %lld",
+			  f);
+	assert_non_null(strstr(e, "dead|true|exit status 3"));
+	assert_non_null(strstr(e, "stderr"));
+	free(e);
+	e = t_value(c, "select state from pgjob.jobs where id = %lld", o);
+	assert_string_equal(e, "done");
+	free(e);
+	assert_int_equal(worker_pid(c, p), w); /* the same worker */
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_never_ending(void **state)
+{
+	char *ci = fresh_db("t_hostile_endless");
+	PGconn *c = t_connect(ci);
+	char pidfile[4200];
+	snprintf(pidfile, sizeof(pidfile), "%s/yes.pid", t_tmpdir());
+	unlink(pidfile);
+	char *cfg = config("endless", ci,
+			   "workers: 1\n"
+			   "handlers:\n"
+			   "  yes: { type: exec, timeout: 2s, max_attempts: 1,"
+			   " command: [\"/bin/sh\", \"-c\", \"echo $$$$ > %s; "
+			   "exec yes\"] }\n"
+			   "  ok: { type: exec, command: [\"/bin/true\"] }\n",
+			   pidfile);
+	long long y = t_long(c, "select pgjob.enqueue('yes')");
+	pid_t p = t_daemon(cfg, 0, "endless");
+	pid_t w = worker_pid(c, p);
+	/* While yes writes as fast as it can, other jobs still run. */
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'running' from pgjob.jobs "
+				"where id = %lld",
+				y),
+			 0);
+	long long ok = t_long(c, "select pgjob.enqueue('ok')");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				ok),
+			 0);
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'dead' from pgjob.jobs "
+				"where id = %lld",
+				y),
+			 0);
+	char *e = t_value(c,
+			  "select last_error from pgjob.jobs where id = %lld",
+			  y);
+	assert_non_null(strstr(e, "timed out after 2s"));
+	free(e);
+	char *text = t_read_file(pidfile);
+	assert_non_null(text);
+	pid_t yes = atoi(text);
+	free(text);
+	for (int i = 0; i < 100 && t_alive(yes); i++)
+		t_sleep_ms(50);
+	assert_false(t_alive(yes));
+	assert_true(proc_kb(w, "VmHWM") < 64 * 1024);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/* ---- (c) a plugin that hangs ------------------------------------------ */
+
+static void
+test_plugin_hangs(void **state)
+{
+	char *ci = fresh_db("t_hostile_plugin");
+	PGconn *c = t_connect(ci);
+	char *cfg = config("plughang", ci,
+			   "workers: 1\n"
+			   "lease: 3s\n"
+			   "handlers:\n"
+			   "  hang: { type: plugin, timeout: 1s, max_attempts: 2,"
+			   " library: \"%s\", symbol: pgjobd_example }\n",
+			   t_bin("pgjobd_example.so"));
+	long long h = t_long(c, "select pgjob.enqueue('hang', "
+				"'{\"sleep_ms\": 60000}')");
+	pid_t p = t_daemon(cfg, 0, "plughang");
+	/* Each attempt: SIGALRM kills the worker after 1s, the supervisor
+	 * starts another (1s, then 2s later), the lease runs out (3s) and the
+	 * job is claimed again; the claim after max_attempts ends it. */
+	assert_int_equal(t_poll(c, 90,
+				"select state = 'dead' from pgjob.jobs "
+				"where id = %lld",
+				h),
+			 0);
+	char *e = t_value(c,
+			  "select attempts || '|' || last_error from "
+			  "pgjob.jobs where id = %lld",
+			  h);
+	assert_non_null(strstr(e, "3|attempt 3 of 2: the worker running an "
+				  "earlier attempt died or lost its lease"));
+	free(e);
+	assert_int_equal(t_count_in_file(t_log("plughang"),
+					 "killed by signal 14"),
+			 2);
+	/* The daemon is still there, and still works. */
+	assert_true(t_alive(p));
+	long long ok = t_long(c, "select pgjob.enqueue('hang', "
+				 "'{\"sleep_ms\": 10}')");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				ok),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/* ---- (c) HTTP endpoints that hang, dribble, redirect ------------------ */
+
+static void
+test_http_hostile(void **state)
+{
+	char *ci = fresh_db("t_hostile_http");
+	PGconn *c = t_connect(ci);
+	int in;
+	pid_t hp;
+	int port = httpd_start(&in, &hp);
+	char *cfg = config(
+		"http", ci,
+		"workers: 1\n"
+		"handlers:\n"
+		"  hang: { type: http, timeout: 2s, max_attempts: 1,"
+		" url: \"http://127.0.0.1:%d/hang\" }\n"
+		"  slow: { type: http, timeout: 500ms, max_attempts: 1,"
+		" url: \"http://127.0.0.1:%d/slow-bytes\" }\n"
+		"  slowok: { type: http, timeout: 10s,"
+		" url: \"http://127.0.0.1:%d/slow-bytes\" }\n"
+		"  loop: { type: http, url: \"http://127.0.0.1:%d/redirect\" }\n"
+		"  ok: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n",
+		port, port, port, port, port);
+	long long hang = t_long(c, "select pgjob.enqueue('hang')");
+	long long slow = t_long(c, "select pgjob.enqueue('slow')");
+	long long slowok = t_long(c, "select pgjob.enqueue('slowok')");
+	long long loop = t_long(c, "select pgjob.enqueue('loop')");
+	long long ok = t_long(c, "select pgjob.enqueue('ok')");
+	pid_t p = t_daemon(cfg, 0, "http");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 5 from pgjob.jobs where "
+				"state in ('done', 'dead')"),
+			 0);
+	char *e;
+	e = t_value(c,
+		    "select state || '|' || attempts || '|' || last_error "
+		    "from pgjob.jobs where id = %lld",
+		    hang);
+	assert_non_null(strstr(e, "dead|1|"));
+	assert_non_null(strstr(e, "timed out after 2s"));
+	free(e);
+	e = t_value(c,
+		    "select state || '|' || attempts || '|' || last_error "
+		    "from pgjob.jobs where id = %lld",
+		    slow);
+	assert_non_null(strstr(e, "dead|1|"));
+	assert_non_null(strstr(e, "timed out after 500ms"));
+	free(e);
+	e = t_value(c,
+		    "select state || '|' || (result::text) from pgjob.jobs "
+		    "where id = %lld",
+		    slowok);
+	assert_string_equal(e, "done|[1, 2]");
+	free(e);
+	/* A redirect is not followed, so it cannot loop: dead at once. */
+	e = t_value(c,
+		    "select state || '|' || attempts || '|' || last_error "
+		    "from pgjob.jobs where id = %lld",
+		    loop);
+	assert_non_null(strstr(e, "dead|1|"));
+	assert_non_null(strstr(e, "302"));
+	free(e);
+	/* The hanging endpoint held up nothing else. */
+	e = t_value(c,
+		    "select (select state from pgjob.jobs where id = %lld) "
+		    "|| '|' || ((select finished_at from pgjob.jobs where "
+		    "id = %lld) < (select finished_at from pgjob.jobs where "
+		    "id = %lld))",
+		    ok, ok, hang);
+	assert_string_equal(e, "done|true");
+	free(e);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	close(in);
+	t_wait(hp, 10);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/* ---- (d) a password is never printed ---------------------------------- */
+
+/* Runs pgjob status and a pgjobd for a few seconds against conninfo;
+ * neither may print "hunter". */
+static void
+no_password_in_output(const char *name, const char *conninfo,
+		      const char *expect)
+{
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjob"), "--database", conninfo,
+			      "status", NULL};
+	t_run(&r, 30, NULL, argv);
+	assert_int_not_equal(r.status, 0);
+	if (!strstr(r.err, expect) || strstr(r.err, "hunter") ||
+	    strstr(r.out, "hunter"))
+		fail_msg("pgjob status with %s printed:\n%s%s", name, r.out,
+			 r.err);
+	t_run_free(&r);
+
+	char *cfg = config(name, conninfo,
+			   "workers: 1\n"
+			   "handlers: { k: { type: exec, command: "
+			   "[\"/bin/true\"] } }\n");
+	pid_t p = t_daemon(cfg, 0, name);
+	/* A few reconnect attempts (backoff from 200 ms). */
+	t_sleep_ms(2500);
+	int st = t_stop(p, SIGTERM, 30);
+	char *log = t_read_file(t_log(name));
+	assert_non_null(log);
+	if (st != 0 || !strstr(log, expect) || strstr(log, "hunter"))
+		fail_msg("pgjobd with %s: exit %d, log:\n%s", name, st, log);
+	free(log);
+	free(cfg);
+}
+
+static void
+test_password_never_printed(void **state)
+{
+	char ci[1024];
+	snprintf(ci, sizeof(ci),
+		 "host=127.0.0.1 port=1 user=postgres dbname=x "
+		 "password=hunter2 connect_timeout=2");
+	no_password_in_output("pw_port", ci, "cannot connect");
+	snprintf(ci, sizeof(ci), "%s dbname=t_hostile_nope password=hunter2",
+		 t_server_conninfo());
+	no_password_in_output("pw_dbname", ci, "does not exist");
+	no_password_in_output("pw_url", "postgresql://postgres:hunter2@"
+					 "127.0.0.1:1/x?connect_timeout=2",
+			      "cannot connect");
+	/* A password with a space that the operator forgot to quote: the
+	 * conninfo does not parse, and libpq's message about it quotes the
+	 * word after the space, the second half of the password. */
+	snprintf(ci, sizeof(ci), "%s password=hunter2 hunter3",
+		 t_server_conninfo());
+	no_password_in_output("pw_unquoted", ci, "cannot connect");
+}
+
+/* ---- (d) roles with and without the rights they need ------------------ */
+
+static void
+test_roles(void **state)
+{
+	char *ci = fresh_db("t_hostile_roles");
+	PGconn *c = t_connect(ci);
+	docs_grants(c, role_worker, role_enqueue);
+	/* A role that may connect and nothing else, and one with the
+	 * worker's grants but no UPDATE on the jobs (so every claim fails). */
+	t_exec(c, "create role %s login", role_none);
+	docs_grants(c, role_partial, role_enqueue);
+	t_exec(c, "revoke update on pgjob.jobs from %s", role_partial);
+	/* Something old and finished for the pruning duty. */
+	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at) values "
+		  "('old', 'done', now() - interval '30 days')");
+
+	/* The enqueue-only role enqueues, by SQL and with pgjob, and reads
+	 * no payload and changes no job. */
+	char ce[1200];
+	snprintf(ce, sizeof(ce), "%s user=%s", ci, role_enqueue);
+	PGconn *e = t_connect(ce);
+	long long j1 = t_long(e, "select pgjob.enqueue('k', '{\"n\": 1}')");
+	long long u1 = t_long(e, "select pgjob.enqueue('sqlh', '{}', "
+				 "unique_key => 'once')");
+	long long u2 = t_long(e, "select pgjob.enqueue('sqlh', '{}', "
+				 "unique_key => 'once')");
+	assert_int_equal(u1, u2);
+	free(expect_error(e, "42501", "select payload from pgjob.jobs"));
+	free(expect_error(e, "42501", "select * from pgjob.jobs"));
+	free(expect_error(e, "42501",
+			  "update pgjob.jobs set state = 'cancelled'"));
+	free(expect_error(e, "42501", "delete from pgjob.jobs"));
+	free(expect_error(e, "42501", "select * from pgjob.workers"));
+	PQfinish(e);
+	struct t_run r;
+	const char *enq[] = {t_bin("pgjob"), "--database", ce, "enqueue",
+			     "k", "{\"n\": 2}", NULL};
+	t_run(&r, 30, NULL, enq);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	const char *jobs[] = {t_bin("pgjob"), "--database", ce, "jobs", NULL};
+	t_run(&r, 30, NULL, jobs);
+	assert_int_not_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "permission denied"));
+	t_run_free(&r);
+
+	/* The worker role runs everything: claims, finishes, sql handlers
+	 * (their statement runs as it), the duties (pruning, schedules,
+	 * tasks). */
+	char cw[1200];
+	snprintf(cw, sizeof(cw), "%s user=%s", ci, role_worker);
+	char *cfg = config("worker_role", cw,
+			   "workers: 1\n"
+			   "handlers:\n"
+			   "  k: { type: exec, command: [\"/bin/true\"] }\n"
+			   "  sqlh: { type: sql, statement: \"select $2::bigint, "
+			   "$1\" }\n"
+			   "schedules:\n"
+			   "  tick: { cron: \"* * * * *\", kind: k }\n"
+			   "tasks:\n"
+			   "  t: { command: [\"/bin/sleep\", \"60\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "worker_role");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 3 from pgjob.jobs where "
+				"state = 'done' and kind <> 'old'"),
+			 0);
+	assert_int_equal(t_poll(c, 30,
+				"select not exists (select from pgjob.jobs "
+				"where kind = 'old')"),
+			 0);
+	assert_int_equal(t_poll(c, 30,
+				"select exists (select from pgjob.leases "
+				"where name like '%%t%%' and holder is not "
+				"null)"),
+			 0);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "id = %lld and state = 'done'",
+				   j1),
+			 1);
+	/* pgjob as the worker role reads what operators read. */
+	const char *status[] = {t_bin("pgjob"), "--database", cw, "status",
+				NULL};
+	t_run(&r, 30, NULL, status);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	assert_int_equal(t_count_in_file(t_log("worker_role"), "42501"), 0);
+	assert_int_equal(
+		t_count_in_file(t_log("worker_role"), "permission denied"), 0);
+
+	/* No rights at all: a clear error and exit 78 (no restart loop). */
+	char cn[1200];
+	snprintf(cn, sizeof(cn), "%s user=%s", ci, role_none);
+	char *cfgn = config("none_role", cn,
+			    "workers: 1\n"
+			    "handlers: { k: { type: exec, command: "
+			    "[\"/bin/true\"] } }\n");
+	t_exec(c, "select pgjob.enqueue('k')");
+	p = t_daemon(cfgn, 0, "none_role");
+	assert_int_equal(t_wait(p, 30), 78);
+	assert_true(t_count_in_file(t_log("none_role"),
+				    "42501: permission denied for schema "
+				    "pgjob") > 0);
+	assert_int_equal(t_count_in_file(t_log("none_role"),
+					 "restarting worker"),
+			 0);
+
+	/* Rights for everything but the claim: every claim fails with
+	 * 42501, logged, at the poll interval and no faster; the worker
+	 * stays up and the jobs wait, untouched. */
+	char cp[1200];
+	snprintf(cp, sizeof(cp), "%s user=%s", ci, role_partial);
+	char *cfgp = config("partial_role", cp,
+			    "workers: 1\n"
+			    "poll_interval: 1s\n"
+			    "handlers: { k: { type: exec, command: "
+			    "[\"/bin/true\"] } }\n");
+	p = t_daemon(cfgp, 0, "partial_role");
+	t_sleep_ms(4000);
+	int denied = t_count_in_file(t_log("partial_role"),
+				     "claim failed: 42501: permission denied "
+				     "for table jobs");
+	print_message("claim denied %d times in 4 s\n", denied);
+	assert_true(denied >= 1 && denied <= 8);
+	assert_int_equal(t_count_in_file(t_log("partial_role"),
+					 "restarting worker"),
+			 0);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "kind = 'k' and state = 'available' and "
+				   "attempts = 0"),
+			 1);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfgp);
+	free(cfgn);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/* ---- (d) a read-only session ------------------------------------------ */
+
+static void
+test_read_only(void **state)
+{
+	char *ci = fresh_db("t_hostile_ro");
+	PGconn *c = t_connect(ci);
+	docs_grants(c, role_ro, role_enqueue);
+	char cr[1200];
+	snprintf(cr, sizeof(cr), "%s user=%s", ci, role_ro);
+	char *cfg = config("ro", cr,
+			   "workers: 1\n"
+			   "lease: 10s\n"
+			   "handlers:\n"
+			   "  k: { type: exec, command: [\"/bin/true\"] }\n"
+			   "  slow: { type: exec, command: [\"/bin/sleep\", "
+			   "\"2\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "ro");
+	t_exec(c, "insert into pgjob.jobs (kind) select 'k' from "
+		  "generate_series(1, 5)");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 5 from pgjob.jobs where "
+				"state = 'done'"),
+			 0);
+
+	/* The role's sessions become read-only, and the worker's present
+	 * one is cut while a job runs: it reconnects into a session where
+	 * every write fails. */
+	long long slow = t_long(c, "select pgjob.enqueue('slow')");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'running' from pgjob.jobs "
+				"where id = %lld",
+				slow),
+			 0);
+	t_exec(c, "alter role %s set default_transaction_read_only = on",
+	       role_ro);
+	t_exec(c, "select pg_terminate_backend(pid) from pg_stat_activity "
+		  "where usename = '%s'",
+	       role_ro);
+	t_exec(c, "insert into pgjob.jobs (kind) select 'k' from "
+		  "generate_series(1, 5)");
+	/* A second instance that starts read-only and is stopped in that
+	 * state: it stops at once. */
+	pid_t q = t_daemon(cfg, 0, "ro2");
+	t_sleep_ms(4000);
+	assert_true(t_count_in_file(t_log("ro"), "read-only transaction") >
+		    0);
+	assert_true(t_count_in_file(t_log("ro2"), "read-only transaction") >
+		    0);
+	assert_int_equal(t_stop(q, SIGTERM, 10), 0);
+	/* Nothing was lost or half-done meanwhile. */
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "state = 'available' and attempts = 0"),
+			 5);
+	assert_true(t_alive(p));
+	assert_int_equal(t_count_in_file(t_log("ro"), "restarting worker"),
+			 0);
+
+	/* Writable again: the worker gets back in (backoff up to 30 s) and
+	 * everything ends done, each new job in one attempt. */
+	t_exec(c, "alter role %s reset default_transaction_read_only",
+	       role_ro);
+	assert_int_equal(t_poll(c, 90,
+				"select count(*) = 11 from pgjob.jobs where "
+				"state = 'done'"),
+			 0);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "kind = 'k' and attempts <> 1"),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/* ---- setup and teardown ------------------------------------------------ */
+
+static void
+drop_roles(void)
+{
+	const char *roles[] = {role_worker, role_enqueue, role_none,
+			       role_partial, role_ro};
+	PGconn *s = t_connect(t_server_conninfo());
+	for (size_t i = 0; i < sizeof(role_dbs) / sizeof(role_dbs[0]); i++) {
+		char *exists = t_value(s,
+				       "select 1 from pg_database where "
+				       "datname = '%s'",
+				       role_dbs[i]);
+		if (!exists)
+			continue;
+		free(exists);
+		char ci[1200];
+		snprintf(ci, sizeof(ci), "%s dbname=%s", t_server_conninfo(),
+			 role_dbs[i]);
+		PGconn *d = t_connect(ci);
+		for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]); k++) {
+			char sql[256];
+			snprintf(sql, sizeof(sql),
+				 "do $$ begin drop owned by %s; exception "
+				 "when undefined_object then null; end $$",
+				 roles[k]);
+			t_exec(d, "%s", sql);
+		}
+		PQfinish(d);
+	}
+	for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]); k++)
+		t_exec(s, "drop role if exists %s", roles[k]);
+	PQfinish(s);
+}
+
+static int
+group_setup(void **state)
+{
+	name_roles();
+	return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	drop_roles();
+	return 0;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_payload_limit),
+		cmocka_unit_test(test_deep_payload),
+		cmocka_unit_test(test_binary_output),
+		cmocka_unit_test(test_enormous_output),
+		cmocka_unit_test(test_never_ending),
+		cmocka_unit_test(test_plugin_hangs),
+		cmocka_unit_test(test_http_hostile),
+		cmocka_unit_test(test_password_never_printed),
+		cmocka_unit_test(test_roles),
+		cmocka_unit_test(test_read_only),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
