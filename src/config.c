@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cron.h"
+#include "db.h"
 #include "log.h"
 #include "util.h"
 #include "yaml.h"
@@ -320,6 +321,17 @@ check_listen(const char *s)
 	return NULL;
 }
 
+/* libpq must be able to read it; its own message is not repeated, since it
+ * may quote part of a password. */
+static const char *
+check_conninfo(const char *s)
+{
+	return db_conninfo_valid(s) ? NULL
+				    : "not a valid libpq connection string "
+				      "(keyword=value pairs or a postgresql:// "
+				      "URI)";
+}
+
 /* ---- the key tables ---- */
 
 /*
@@ -346,7 +358,7 @@ static const struct yaml_field backoff_fields[] = {
 };
 
 static const struct yaml_field database_fields[] = {
-	F("conninfo", YF_STRING, config, conninfo),
+	F("conninfo", YF_STRING, config, conninfo, .check = check_conninfo),
 	{0},
 };
 

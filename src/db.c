@@ -8,6 +8,19 @@
 
 #include "util.h"
 
+int
+db_conninfo_valid(const char *conninfo)
+{
+	char *errmsg = NULL;
+	PQconninfoOption *opts;
+	if (!conninfo || !*conninfo)
+		return 1;
+	opts = PQconninfoParse(conninfo, &errmsg);
+	PQfreemem(errmsg);
+	PQconninfoFree(opts);
+	return opts != NULL;
+}
+
 PGconn *
 db_connect(const char *conninfo, const char *appname, char **err)
 {
@@ -16,6 +29,13 @@ db_connect(const char *conninfo, const char *appname, char **err)
 	PGconn *conn;
 
 	*err = NULL;
+	if (!db_conninfo_valid(conninfo)) {
+		/* libpq's message may quote part of a password. */
+		*err = xstrdup("cannot connect to database: the connection "
+			       "string is malformed (not shown: it may hold a "
+			       "password)");
+		return NULL;
+	}
 	/* expand_dbname: dbname may be a whole conninfo or URI. */
 	conn = PQconnectdbParams(keys, vals, 1);
 	if (conn && PQstatus(conn) == CONNECTION_OK)

@@ -36,6 +36,9 @@ enum db_error db_classify(PGconn *conn, const PGresult *res);
  */
 char *db_error_text(PGconn *conn, const PGresult *res);
 
+/* 1 when libpq can parse conninfo (NULL and "" included). */
+int db_conninfo_valid(const char *conninfo);
+
 /*
  * conninfo as keyword=value pairs with any password removed, for log lines.
  * Returns a new string; caller frees.  Never returns the input verbatim.

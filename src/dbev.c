@@ -8,6 +8,7 @@
 #include "dbev.h"
 
 #include <ev.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,10 +21,12 @@ struct op {
 	dbev_result_fn cb; /* a single statement */
 	dbev_group_fn gcb; /* or a group */
 	void *arg;
-	int n;		/* statements */
-	int idx;	/* the statement whose results are being read */
-	PGresult **res; /* n results */
-	int fp_result;	/* failpoint: lose the link once it is done */
+	int n;		     /* statements */
+	int idx;	     /* the statement whose results are being read */
+	PGresult **res;	     /* n results */
+	int fp_result;	     /* failpoint: lose the link once it is done */
+	int64_t deadline_ms; /* monotonic: no answer by then, the link is dead
+			      */
 	struct op *next;
 };
 
@@ -37,7 +40,10 @@ struct dbev {
 	int lost;
 	ev_timer lost_timer; /* reports the loss from the loop */
 	char *lost_why;
-	int fp_send, fp_result; /* tags for the next statement */
+	int fp_send, fp_result;	 /* tags for the next statement */
+	int64_t timeout_ms;	 /* how long a statement may go unanswered */
+	int64_t next_timeout_ms; /* for the next statement only, or 0 */
+	ev_timer watchdog;	 /* checks the deadlines every second */
 	unsigned long round_trips;
 };
 
@@ -48,6 +54,13 @@ push(struct dbev *d, int n, void *arg)
 	op->arg = arg;
 	op->n = n;
 	op->res = xcalloc((size_t)n, sizeof(PGresult *));
+	int64_t t = d->next_timeout_ms ? d->next_timeout_ms : d->timeout_ms;
+	d->next_timeout_ms = 0;
+	op->deadline_ms = t > 0 ? util_now_ms() + t : 0;
+	/* It cannot be answered before the statements ahead of it. */
+	if (op->deadline_ms && d->tail &&
+	    d->tail->deadline_ms > op->deadline_ms)
+		op->deadline_ms = d->tail->deadline_ms;
 	if (d->tail)
 		d->tail->next = op;
 	else
@@ -99,6 +112,28 @@ lose(struct dbev *d, const char *why)
 	 * still be using this dbev when its send finds the link broken. */
 	d->lost_why = xstrdup(why);
 	ev_timer_start(d->loop, &d->lost_timer);
+}
+
+/*
+ * A server behind a frozen network path never answers and never closes:
+ * the kernel keeps acknowledging, so TCP keepalives cannot tell.  A
+ * statement unanswered past its deadline counts as a lost connection.
+ */
+static void
+on_watchdog(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct dbev *d = t->data;
+	int64_t now = util_now_ms();
+	for (struct op *op = d->head; op && !d->lost; op = op->next) {
+		if (op->deadline_ms && now > op->deadline_ms) {
+			char why[96];
+			snprintf(why, sizeof(why),
+				 "no answer from the server for %lld ms",
+				 (long long)(now - op->deadline_ms +
+					     d->timeout_ms));
+			lose(d, why);
+		}
+	}
 }
 
 static void
@@ -209,6 +244,9 @@ dbev_new(struct ev_loop *loop, PGconn *conn, const struct dbev_hooks *hooks)
 	ev_io_init(&d->wio, on_write, PQsocket(conn), EV_WRITE);
 	ev_timer_init(&d->lost_timer, on_lost_timer, 0., 0.);
 	d->lost_timer.data = d;
+	ev_timer_init(&d->watchdog, on_watchdog, 1., 1.);
+	d->watchdog.data = d;
+	ev_timer_start(loop, &d->watchdog);
 	d->rio.data = d->wio.data = d;
 	ev_io_start(loop, &d->rio);
 	return d;
@@ -222,6 +260,7 @@ dbev_free(struct dbev *d)
 	d->hooks.on_lost = NULL;
 	lose(d, "closed");
 	ev_timer_stop(d->loop, &d->lost_timer);
+	ev_timer_stop(d->loop, &d->watchdog);
 	free(d->lost_why);
 	PQfinish(d->conn);
 	free(d);
@@ -364,6 +403,18 @@ dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
 	op->fp_result = fr;
 	flush(d);
 	return 0;
+}
+
+void
+dbev_set_timeout(struct dbev *d, int64_t ms)
+{
+	d->timeout_ms = ms;
+}
+
+void
+dbev_next_timeout(struct dbev *d, int64_t ms)
+{
+	d->next_timeout_ms = ms;
 }
 
 int

@@ -13,6 +13,7 @@
 #define PGJOBD_DBEV_H
 
 #include <libpq-fe.h>
+#include <stdint.h>
 
 struct ev_loop;
 struct dbev;
@@ -85,6 +86,15 @@ int dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
  * lost after it committed.  0 for none.
  */
 void dbev_failpoints(struct dbev *d, int send_fp, int result_fp);
+
+/*
+ * A statement unanswered for ms (0: no limit, the default) counts as a lost
+ * connection: a frozen path never closes, and TCP keepalives cannot see
+ * it.  dbev_next_timeout() sets another limit for the next statement only
+ * (one that may rightly run long, such as an sql handler's).
+ */
+void dbev_set_timeout(struct dbev *d, int64_t ms);
+void dbev_next_timeout(struct dbev *d, int64_t ms);
 
 /* Statements sent and not yet answered. */
 int dbev_pending(const struct dbev *d);

@@ -89,6 +89,14 @@ int handler_init(const struct config *cfg);
 void handler_fini(void);
 
 /*
+ * Where the exec handler records the process group of every command it
+ * runs (a table of n entries, 0 = free), so that the supervisor can kill
+ * them when this worker dies without stopping them itself.  The table is
+ * borrowed (it lives in memory shared with the supervisor); NULL: none.
+ */
+void handler_set_pgid_table(int32_t *table, int n);
+
+/*
  * Starts job on loop.  slot is the worker's slot (PGJOB_SLOT).  job is
  * borrowed until done returns.  Returns the run (owned by this module; valid
  * until done returns); never NULL: a job that cannot be started (no handler,

@@ -552,6 +552,30 @@ log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 
 /* The child has exited: kill what it left, reap it, read what is left of
  * its output, and complete the run. */
+static int32_t *pgids; /* see handler_set_pgid_table() */
+static int npgids;
+
+void
+handler_set_pgid_table(int32_t *table, int n)
+{
+	pgids = table;
+	npgids = n;
+}
+
+/* Records (or forgets, with on = 0) pid as a running group. */
+static void
+note_pgid(pid_t pid, int on)
+{
+	for (int i = 0; i < npgids; i++) {
+		int32_t want = on ? 0 : (int32_t)pid;
+		if (__atomic_load_n(&pgids[i], __ATOMIC_RELAXED) == want) {
+			__atomic_store_n(&pgids[i], on ? (int32_t)pid : 0,
+					 __ATOMIC_RELAXED);
+			return;
+		}
+	}
+}
+
 static void
 child_gone(struct exec_run *x)
 {
@@ -562,6 +586,7 @@ child_gone(struct exec_run *x)
 
 	/* The zombie still holds the group id: nobody else can have it. */
 	kill(-x->pid, SIGKILL);
+	note_pgid(x->pid, 0);
 	do
 		r = wait4(x->pid, &status, 0, &ru);
 	while (r < 0 && errno == EINTR);
@@ -663,6 +688,7 @@ handler_exec_start(struct handler_run *run, struct ev_loop *loop,
 		free(x);
 		return NULL;
 	}
+	note_pgid(x->pid, 1);
 	watch(x);
 	return x;
 }
@@ -679,6 +705,7 @@ handler_exec_free(struct exec_run *x)
 	ev_timer_stop(x->loop, &x->poll_w);
 	if (x->pid > 0) { /* not reached through child_gone(): no zombie */
 		signal_all(x, SIGKILL);
+		note_pgid(x->pid, 0);
 		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}

@@ -16,11 +16,12 @@
 
 #include "util.h"
 
-#define STATS_MAX_WORKERS 256
-#define STATS_MAX_KINDS	  64
-#define STATS_MAX_QUEUES  32
-#define STATS_NAME	  64
-#define STATS_BUCKETS	  12
+#define STATS_MAX_WORKERS  256
+#define STATS_MAX_KINDS	   64
+#define STATS_MAX_QUEUES   32
+#define STATS_NAME	   64
+#define STATS_BUCKETS	   12
+#define STATS_MAX_HANDLERS 512 /* exec process groups tracked per worker */
 
 /* Upper bounds of the duration histograms, in seconds. */
 extern const double stats_bounds[STATS_BUCKETS];
@@ -52,6 +53,9 @@ struct stats_worker {
 	uint64_t claim_count, claim_sum_us;
 	uint32_t nkinds;
 	struct stats_kind kinds[STATS_MAX_KINDS];
+	/* Process groups of the exec handlers it runs: when a worker dies
+	 * without stopping them, the supervisor kills them. */
+	int32_t handler_pgids[STATS_MAX_HANDLERS];
 };
 
 struct stats {

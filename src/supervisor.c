@@ -196,6 +196,29 @@ log_exit(struct child *c, int status)
 			 (long long)up);
 }
 
+/*
+ * Kills the exec handlers a dead worker left running (their own process
+ * groups, so its death did not take them along): otherwise they would run
+ * on beside the next holder of their jobs' leases.
+ */
+static void
+kill_orphans(struct supervisor *s, struct child *c)
+{
+	if (!s->stats || c->index >= STATS_MAX_WORKERS)
+		return;
+	int32_t *t = s->stats->w[c->index].handler_pgids;
+	int n = 0;
+	for (int i = 0; i < STATS_MAX_HANDLERS; i++) {
+		int32_t g = __atomic_exchange_n(&t[i], 0, __ATOMIC_RELAXED);
+		if (g > 0 && kill(-g, SIGKILL) == 0)
+			n++;
+	}
+	if (n)
+		log_warn("killed %d handler process groups that worker %d "
+			 "left running",
+			 n, c->index + 1);
+}
+
 static void
 on_child(struct ev_loop *loop, ev_child *w, int revents)
 {
@@ -205,6 +228,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 
 	ev_child_stop(loop, w);
 	log_exit(c, status);
+	kill_orphans(s, c);
 	close(c->pipe_wr);
 	c->pipe_wr = -1;
 	int64_t up = util_now_ms() - c->started_ms;

@@ -827,6 +827,8 @@ connect_db(struct worker *w)
 		return;
 	}
 	queue_prepare(w->db);
+	/* No answer within a lease: the path is dead, whatever TCP says. */
+	dbev_set_timeout(w->db, w->cfg->lease_ms);
 	if (w->connected_once)
 		log_info("connected again; re-checking %d held leases",
 			 w->nheld);
@@ -992,9 +994,10 @@ unregister(struct worker *w)
 	ev_timer_start(w->loop, &w->final);
 	while (dbev_pending(w->db) > 0 && ev_is_active(&w->final))
 		ev_run(w->loop, EVRUN_ONCE);
+	if (dbev_pending(w->db) > 0)
+		return;
 	PGconn *conn = dbev_conn(w->db);
-	if (w->db && dbev_pending(w->db) == 0 && PQexitPipelineMode(conn) &&
-	    PQsetnonblocking(conn, 0) == 0)
+	if (PQexitPipelineMode(conn) && PQsetnonblocking(conn, 0) == 0)
 		lease_worker_unregister(conn, w->slot, w->pid);
 }
 
@@ -1009,6 +1012,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	/* Without the shared area (mmap failed), count into a private one. */
 	struct stats_worker own = {0};
 	w.st = stats && index < STATS_MAX_WORKERS ? &stats->w[index] : &own;
+	handler_set_pgid_table(w.st->handler_pgids, STATS_MAX_HANDLERS);
 
 	self = &w;
 	log_init("worker", cfg->log_level, cfg->log_format == LOG_FORMAT_JSON);

@@ -162,6 +162,56 @@ copy_tree(struct yaml_doc *d, yaml_document_t *doc)
 	d->root = d->nnodes ? &d->nodes[0] : NULL;
 }
 
+/*
+ * libyaml's scanner takes time quadratic in the depth of flow collections
+ * ([[[[...) and has no limit of its own: a config 100,000 brackets deep
+ * would hold --check-config, or a reload, for minutes.  No real config nests
+ * flow collections more than a few levels, so look before parsing: the
+ * first bracket deeper than this is an error at its position.  Quotes and
+ * comments are skipped; a block scalar's brackets may count, which only
+ * matters past this depth.
+ */
+#define FLOW_MAX_DEPTH 64
+
+static int
+flow_too_deep(struct yaml_doc *d, const char *text, size_t len)
+{
+	int depth = 0, line = 1, col = 1;
+	char quote = 0;
+	for (size_t i = 0; i < len; i++, col++) {
+		char c = text[i];
+		if (c == '\n') {
+			line++;
+			col = 0;
+			if (quote == '#')
+				quote = 0;
+			continue;
+		}
+		if (quote) {
+			if (c == quote && quote != '#' &&
+			    !(quote == '"' && i > 0 && text[i - 1] == '\\'))
+				quote = 0;
+			continue;
+		}
+		if (c == '"' || c == '\'')
+			quote = c;
+		else if (c == '#' &&
+			 (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' ||
+			  text[i - 1] == '\n'))
+			quote = '#';
+		else if (c == '[' || c == '{')
+			depth++;
+		else if ((c == ']' || c == '}') && depth > 0)
+			depth--;
+		if (depth > FLOW_MAX_DEPTH) {
+			syntax_at(d, line, col,
+				  "collections nested more than 64 deep");
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int
 yaml_doc_load(struct yaml_doc *d, const char *name, const char *text,
 	      size_t len)
@@ -171,6 +221,8 @@ yaml_doc_load(struct yaml_doc *d, const char *name, const char *text,
 	int rc = -1;
 
 	*d = (struct yaml_doc){.name = name, .json_left = JSON_MAX_VALUES};
+	if (flow_too_deep(d, text, len))
+		return -1;
 	if (!yaml_parser_initialize(&parser))
 		abort(); /* out of memory */
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);

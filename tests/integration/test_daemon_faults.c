@@ -62,6 +62,9 @@ test_kill_worker(void **state)
 				    "killed by signal 9") == 1);
 	assert_true(t_count_in_file(t_log("killworker"),
 				    "restarting worker 1") >= 1);
+	/* Its exec handler, in its own process group, died with it. */
+	assert_true(t_count_in_file(t_log("killworker"),
+				    "killed 1 handler process groups") == 1);
 	assert_true(t_alive(p));
 	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
 	PQfinish(c);

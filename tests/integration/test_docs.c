@@ -103,6 +103,15 @@ static const struct {
 	{"sudo systemctl enable --now pgjobd@2", SYSTEMD},
 	{"systemctl status pgjobd", SYSTEMD},
 	{"journalctl -u pgjobd -f", SYSTEMD " (and follows the journal)"},
+	{"scripts/test.sh -L fault", "the fault suite: CI runs it as part of "
+				     "scripts/test.sh"},
+	{"cd build && ctest -L fault --output-on-failure", "the same"},
+	{"ctest -R fault.failover -V", "one scenario of the same suite"},
+	{"PGJOBD_TEST_BIN=$PWD PGJOBD_SOURCE=.. tests/fault/fault_suite kill9",
+	 "one scenario of the same suite, by hand"},
+	{"PGJOBD_FAULT_LONG=1 PGJOBD_FAULT_FIGURES=$PWD/figures.txt ctest -L "
+	 "fault -V",
+	 "the long form: about 20 minutes"},
 };
 #define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
 

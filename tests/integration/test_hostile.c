@@ -23,20 +23,6 @@
 
 #include "util.h"
 
-/* Creates and migrates database name; returns its conninfo (copied). */
-static char *
-fresh_db(const char *name)
-{
-	struct t_run r;
-	char *ci = xstrdup(t_db_create(name));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
-	return ci;
-}
-
 /*
  * Runs sql and returns the SQLSTATE of its error (a new string), or NULL
  * when it succeeded; *msg (when not NULL) gets the primary message.
@@ -78,9 +64,8 @@ expect_error(PGconn *c, const char *want, const char *sql)
 }
 
 /* A config in t_tmpdir() (copied: t_config keeps only four at once). */
-static char *
-config(const char *name, const char *conninfo, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static char *config(const char *name, const char *conninfo, const char *fmt,
+		    ...) __attribute__((format(printf, 3, 4)));
 static char *
 config(const char *name, const char *conninfo, const char *fmt, ...)
 {
@@ -106,8 +91,8 @@ proc_kb(pid_t pid, const char *field)
 		return -1;
 	long kb = -1;
 	size_t n = strlen(field);
-	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1
-							 : NULL)
+	for (char *l = text; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
 		if (strncmp(l, field, n) == 0 && l[n] == ':')
 			kb = strtol(l + n + 1, NULL, 10);
 	free(text);
@@ -157,8 +142,8 @@ httpd_start(int *in_fd, pid_t *pid)
 /* ---- roles ------------------------------------------------------------ */
 
 /* This process's role names; dropped by the group teardown. */
-static char role_worker[64], role_enqueue[64], role_none[64],
-	role_partial[64], role_ro[64];
+static char role_worker[64], role_enqueue[64], role_none[64], role_partial[64],
+	role_ro[64];
 /* Databases where they may hold privileges. */
 static const char *const role_dbs[] = {"t_hostile_roles", "t_hostile_ro"};
 
@@ -232,7 +217,7 @@ docs_grants(PGconn *c, const char *worker, const char *enqueue)
 static void
 test_payload_limit(void **state)
 {
-	char *ci = fresh_db("t_hostile_payload");
+	char *ci = t_db_migrated("t_hostile_payload");
 	PGconn *c = t_connect(ci);
 	char *m;
 
@@ -278,16 +263,16 @@ test_payload_limit(void **state)
 	char big[1600];
 	snprintf(big, sizeof(big), "{\"a\": \"%01500d\"}", 0);
 	struct t_run r;
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "enqueue",
-			      "big", big, NULL};
+	const char *argv[] = {t_bin("pgjob"), "--database", ci,	 "enqueue",
+			      "big",	      big,	    NULL};
 	t_run(&r, 30, NULL, argv);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.err, "pgjob: enqueue: 54000: pgjob.enqueue: "
 				      "payload of 1509 bytes is over the "
 				      "limit of 1000 bytes"));
 	t_run_free(&r);
-	const char *small[] = {t_bin("pgjob"), "--database", ci, "enqueue",
-			       "big", "{\"a\": 1}", NULL};
+	const char *small[] = {t_bin("pgjob"), "--database", ci,  "enqueue",
+			       "big",	       "{\"a\": 1}", NULL};
 	t_run(&r, 30, NULL, small);
 	assert_int_equal(r.status, 0);
 	assert_true(atoll(r.out) > 0);
@@ -306,13 +291,14 @@ test_payload_limit(void **state)
 static void
 test_deep_payload(void **state)
 {
-	char *ci = fresh_db("t_hostile_deep");
+	char *ci = t_db_migrated("t_hostile_deep");
 	PGconn *c = t_connect(ci);
 	char *m;
 
 	/* 10,000 levels: PostgreSQL takes it (70 kB of text). */
-	long long d = t_long(c, "select pgjob.enqueue('cat', (repeat('{\"a\":', "
-				"10000) || '1' || repeat('}', 10000))::jsonb)");
+	long long d =
+		t_long(c, "select pgjob.enqueue('cat', (repeat('{\"a\":', "
+			  "10000) || '1' || repeat('}', 10000))::jsonb)");
 	assert_true(d > 0);
 	/* 100,000 levels: PostgreSQL's own stack limit refuses it at once,
 	 * with a clear error, and nothing is written. */
@@ -339,7 +325,8 @@ test_deep_payload(void **state)
 		"deep", ci,
 		"workers: 1\n"
 		"handlers:\n"
-		"  cat: { type: exec, max_attempts: 1, command: [\"/bin/cat\"] }\n"
+		"  cat: { type: exec, max_attempts: 1, command: [\"/bin/cat\"] "
+		"}\n"
 		"  plug: { type: plugin, max_attempts: 1, library: \"%s\","
 		" symbol: pgjobd_example }\n"
 		"  sqlh: { type: sql, max_attempts: 1, statement: \"select "
@@ -360,8 +347,8 @@ test_deep_payload(void **state)
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "attempts <> 1"),
 			 0);
-	char *s = t_value(c, "select state from pgjob.jobs where id = %lld",
-			  ok);
+	char *s =
+		t_value(c, "select state from pgjob.jobs where id = %lld", ok);
 	assert_string_equal(s, "done");
 	free(s);
 	s = t_value(c, "select state from pgjob.jobs where id = %lld", d);
@@ -382,7 +369,7 @@ test_deep_payload(void **state)
 static void
 test_binary_output(void **state)
 {
-	char *ci = fresh_db("t_hostile_binary");
+	char *ci = t_db_migrated("t_hostile_binary");
 	PGconn *c = t_connect(ci);
 	const char *script = t_src("tests/fixtures/hostile/binary.sh");
 	char *cfg = config("binary", ci,
@@ -437,17 +424,18 @@ test_binary_output(void **state)
 static void
 test_enormous_output(void **state)
 {
-	char *ci = fresh_db("t_hostile_enormous");
+	char *ci = t_db_migrated("t_hostile_enormous");
 	PGconn *c = t_connect(ci);
 	/* 100 MB of NULs on stdout, 20 MB of lines on stderr. */
-	char *cfg = config("enormous", ci,
-			   "workers: 1\n"
-			   "handlers:\n"
-			   "  flood: { type: exec, command: [\"/bin/sh\", \"-c\","
-			   " \"head -c 100000000 /dev/zero; yes stderr | head "
-			   "-c 20000000 >&2; exit 3\"], max_attempts: 1 }\n"
-			   "  floodok: { type: exec, command: [\"/bin/sh\", "
-			   "\"-c\", \"head -c 100000000 /dev/zero\"] }\n");
+	char *cfg =
+		config("enormous", ci,
+		       "workers: 1\n"
+		       "handlers:\n"
+		       "  flood: { type: exec, command: [\"/bin/sh\", \"-c\","
+		       " \"head -c 100000000 /dev/zero; yes stderr | head "
+		       "-c 20000000 >&2; exit 3\"], max_attempts: 1 }\n"
+		       "  floodok: { type: exec, command: [\"/bin/sh\", "
+		       "\"-c\", \"head -c 100000000 /dev/zero\"] }\n");
 	pid_t p = t_daemon(cfg, 0, "enormous");
 	pid_t w = worker_pid(c, p);
 	long base = proc_kb(w, "VmHWM");
@@ -459,12 +447,14 @@ test_enormous_output(void **state)
 				"state in ('done', 'dead')"),
 			 0);
 	/* The worker's peak resident memory stayed small: it keeps 1 MiB of
-	 * stdout and 4 kB of stderr tail, and drops the rest. */
+	 * stdout and 4 kB of stderr tail, and drops the rest as it reads.
+	 * Measured as growth, so that a sanitizer build's larger baseline
+	 * does not count. */
 	long peak = proc_kb(w, "VmHWM");
-	print_message("worker VmHWM %ld kB before, %ld kB after 240 MB of "
+	print_message("worker VmHWM %ld kB before, %ld kB after 220 MB of "
 		      "output\n",
 		      base, peak);
-	assert_true(peak > 0 && peak < 64 * 1024);
+	assert_true(peak > 0 && peak - base < 32 * 1024);
 	char *e = t_value(c,
 			  "select state || '|' || (octet_length(last_error) "
 			  "< 8192) || '|' || last_error from pgjob.jobs "
@@ -486,7 +476,7 @@ test_enormous_output(void **state)
 static void
 test_never_ending(void **state)
 {
-	char *ci = fresh_db("t_hostile_endless");
+	char *ci = t_db_migrated("t_hostile_endless");
 	PGconn *c = t_connect(ci);
 	char pidfile[4200];
 	snprintf(pidfile, sizeof(pidfile), "%s/yes.pid", t_tmpdir());
@@ -502,6 +492,7 @@ test_never_ending(void **state)
 	long long y = t_long(c, "select pgjob.enqueue('yes')");
 	pid_t p = t_daemon(cfg, 0, "endless");
 	pid_t w = worker_pid(c, p);
+	long base = proc_kb(w, "VmHWM");
 	/* While yes writes as fast as it can, other jobs still run. */
 	assert_int_equal(t_poll(c, 30,
 				"select state = 'running' from pgjob.jobs "
@@ -519,9 +510,8 @@ test_never_ending(void **state)
 				"where id = %lld",
 				y),
 			 0);
-	char *e = t_value(c,
-			  "select last_error from pgjob.jobs where id = %lld",
-			  y);
+	char *e = t_value(
+		c, "select last_error from pgjob.jobs where id = %lld", y);
 	assert_non_null(strstr(e, "timed out after 2s"));
 	free(e);
 	char *text = t_read_file(pidfile);
@@ -531,7 +521,7 @@ test_never_ending(void **state)
 	for (int i = 0; i < 100 && t_alive(yes); i++)
 		t_sleep_ms(50);
 	assert_false(t_alive(yes));
-	assert_true(proc_kb(w, "VmHWM") < 64 * 1024);
+	assert_true(proc_kb(w, "VmHWM") - base < 32 * 1024);
 	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
 	free(cfg);
 	PQfinish(c);
@@ -543,15 +533,16 @@ test_never_ending(void **state)
 static void
 test_plugin_hangs(void **state)
 {
-	char *ci = fresh_db("t_hostile_plugin");
+	char *ci = t_db_migrated("t_hostile_plugin");
 	PGconn *c = t_connect(ci);
-	char *cfg = config("plughang", ci,
-			   "workers: 1\n"
-			   "lease: 3s\n"
-			   "handlers:\n"
-			   "  hang: { type: plugin, timeout: 1s, max_attempts: 2,"
-			   " library: \"%s\", symbol: pgjobd_example }\n",
-			   t_bin("pgjobd_example.so"));
+	char *cfg =
+		config("plughang", ci,
+		       "workers: 1\n"
+		       "lease: 3s\n"
+		       "handlers:\n"
+		       "  hang: { type: plugin, timeout: 1s, max_attempts: 2,"
+		       " library: \"%s\", symbol: pgjobd_example }\n",
+		       t_bin("pgjobd_example.so"));
 	long long h = t_long(c, "select pgjob.enqueue('hang', "
 				"'{\"sleep_ms\": 60000}')");
 	pid_t p = t_daemon(cfg, 0, "plughang");
@@ -570,9 +561,8 @@ test_plugin_hangs(void **state)
 	assert_non_null(strstr(e, "3|attempt 3 of 2: the worker running an "
 				  "earlier attempt died or lost its lease"));
 	free(e);
-	assert_int_equal(t_count_in_file(t_log("plughang"),
-					 "killed by signal 14"),
-			 2);
+	assert_int_equal(
+		t_count_in_file(t_log("plughang"), "killed by signal 14"), 2);
 	/* The daemon is still there, and still works. */
 	assert_true(t_alive(p));
 	long long ok = t_long(c, "select pgjob.enqueue('hang', "
@@ -593,7 +583,7 @@ test_plugin_hangs(void **state)
 static void
 test_http_hostile(void **state)
 {
-	char *ci = fresh_db("t_hostile_http");
+	char *ci = t_db_migrated("t_hostile_http");
 	PGconn *c = t_connect(ci);
 	int in;
 	pid_t hp;
@@ -608,7 +598,8 @@ test_http_hostile(void **state)
 		" url: \"http://127.0.0.1:%d/slow-bytes\" }\n"
 		"  slowok: { type: http, timeout: 10s,"
 		" url: \"http://127.0.0.1:%d/slow-bytes\" }\n"
-		"  loop: { type: http, url: \"http://127.0.0.1:%d/redirect\" }\n"
+		"  loop: { type: http, url: \"http://127.0.0.1:%d/redirect\" "
+		"}\n"
 		"  ok: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n",
 		port, port, port, port, port);
 	long long hang = t_long(c, "select pgjob.enqueue('hang')");
@@ -676,15 +667,18 @@ no_password_in_output(const char *name, const char *conninfo,
 		      const char *expect)
 {
 	struct t_run r;
-	const char *argv[] = {t_bin("pgjob"), "--database", conninfo,
-			      "status", NULL};
+	const char *argv[] = {t_bin("pgjob"), "--database", conninfo, "status",
+			      NULL};
 	t_run(&r, 30, NULL, argv);
 	assert_int_not_equal(r.status, 0);
-	if (!strstr(r.err, expect) || strstr(r.err, "hunter") ||
-	    strstr(r.out, "hunter"))
-		fail_msg("pgjob status with %s printed:\n%s%s", name, r.out,
-			 r.err);
+	int bad = !strstr(r.err, expect) || strstr(r.err, "hunter") ||
+		  strstr(r.out, "hunter");
+	if (bad)
+		print_error("pgjob status with %s printed:\n%s%s", name, r.out,
+			    r.err);
 	t_run_free(&r);
+	if (bad)
+		fail();
 
 	char *cfg = config(name, conninfo,
 			   "workers: 1\n"
@@ -696,10 +690,13 @@ no_password_in_output(const char *name, const char *conninfo,
 	int st = t_stop(p, SIGTERM, 30);
 	char *log = t_read_file(t_log(name));
 	assert_non_null(log);
-	if (st != 0 || !strstr(log, expect) || strstr(log, "hunter"))
-		fail_msg("pgjobd with %s: exit %d, log:\n%s", name, st, log);
+	bad = st != 0 || !strstr(log, expect) || strstr(log, "hunter");
+	if (bad)
+		print_error("pgjobd with %s: exit %d, log:\n%s", name, st, log);
 	free(log);
 	free(cfg);
+	if (bad)
+		fail();
 }
 
 static void
@@ -713,15 +710,46 @@ test_password_never_printed(void **state)
 	snprintf(ci, sizeof(ci), "%s dbname=t_hostile_nope password=hunter2",
 		 t_server_conninfo());
 	no_password_in_output("pw_dbname", ci, "does not exist");
-	no_password_in_output("pw_url", "postgresql://postgres:hunter2@"
-					 "127.0.0.1:1/x?connect_timeout=2",
+	no_password_in_output("pw_url",
+			      "postgresql://postgres:hunter2@"
+			      "127.0.0.1:1/x?connect_timeout=2",
 			      "cannot connect");
-	/* A password with a space that the operator forgot to quote: the
-	 * conninfo does not parse, and libpq's message about it quotes the
-	 * word after the space, the second half of the password. */
+}
+
+/*
+ * A password with a space that the operator forgot to quote: the conninfo
+ * does not parse, and libpq's message about that quotes the word after the
+ * space, which is the second half of the password.
+ */
+static void
+test_password_unquoted(void **state)
+{
+	/* libpq's own parse error would quote "hunter3": never passed on. */
+	char ci[1024];
 	snprintf(ci, sizeof(ci), "%s password=hunter2 hunter3",
 		 t_server_conninfo());
-	no_password_in_output("pw_unquoted", ci, "cannot connect");
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjob"), "--database", ci, "status", NULL};
+	t_run(&r, 30, NULL, argv);
+	assert_int_not_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "connection string is malformed"));
+	assert_null(strstr(r.err, "hunter"));
+	assert_null(strstr(r.out, "hunter"));
+	t_run_free(&r);
+	/* In a config file it is a config error, with its position. */
+	char *cfg = config("pw_unquoted", ci,
+			   "workers: 1\n"
+			   "handlers: { k: { type: exec, command: "
+			   "[\"/bin/true\"] } }\n");
+	const char *chk[] = {t_bin("pgjobd"), "-c", cfg, "--check-config",
+			     NULL};
+	t_run(&r, 30, NULL, chk);
+	assert_int_equal(r.status, 78);
+	assert_non_null(strstr(r.err, "database.conninfo: not a valid libpq "
+				      "connection string"));
+	assert_null(strstr(r.err, "hunter"));
+	t_run_free(&r);
+	free(cfg);
 }
 
 /* ---- (d) roles with and without the rights they need ------------------ */
@@ -729,7 +757,7 @@ test_password_never_printed(void **state)
 static void
 test_roles(void **state)
 {
-	char *ci = fresh_db("t_hostile_roles");
+	char *ci = t_db_migrated("t_hostile_roles");
 	PGconn *c = t_connect(ci);
 	docs_grants(c, role_worker, role_enqueue);
 	/* A role that may connect and nothing else, and one with the
@@ -760,10 +788,12 @@ test_roles(void **state)
 	free(expect_error(e, "42501", "select * from pgjob.workers"));
 	PQfinish(e);
 	struct t_run r;
-	const char *enq[] = {t_bin("pgjob"), "--database", ce, "enqueue",
-			     "k", "{\"n\": 2}", NULL};
+	const char *enq[] = {t_bin("pgjob"), "--database", ce, "enqueue", "k",
+			     "{\"n\": 2}",   NULL};
 	t_run(&r, 30, NULL, enq);
 	assert_int_equal(r.status, 0);
+	long long j2 = atoll(r.out);
+	assert_true(j2 > 0);
 	t_run_free(&r);
 	const char *jobs[] = {t_bin("pgjob"), "--database", ce, "jobs", NULL};
 	t_run(&r, 30, NULL, jobs);
@@ -776,20 +806,22 @@ test_roles(void **state)
 	 * tasks). */
 	char cw[1200];
 	snprintf(cw, sizeof(cw), "%s user=%s", ci, role_worker);
-	char *cfg = config("worker_role", cw,
-			   "workers: 1\n"
-			   "handlers:\n"
-			   "  k: { type: exec, command: [\"/bin/true\"] }\n"
-			   "  sqlh: { type: sql, statement: \"select $2::bigint, "
-			   "$1\" }\n"
-			   "schedules:\n"
-			   "  tick: { cron: \"* * * * *\", kind: k }\n"
-			   "tasks:\n"
-			   "  t: { command: [\"/bin/sleep\", \"60\"] }\n");
+	char *cfg =
+		config("worker_role", cw,
+		       "workers: 1\n"
+		       "handlers:\n"
+		       "  k: { type: exec, command: [\"/bin/true\"] }\n"
+		       "  sqlh: { type: sql, statement: \"select $2::bigint, "
+		       "$1\" }\n"
+		       "schedules:\n"
+		       "  tick: { cron: \"* * * * *\", kind: k }\n"
+		       "tasks:\n"
+		       "  t: { command: [\"/bin/sleep\", \"60\"] }\n");
 	pid_t p = t_daemon(cfg, 0, "worker_role");
 	assert_int_equal(t_poll(c, 60,
 				"select count(*) = 3 from pgjob.jobs where "
-				"state = 'done' and kind <> 'old'"),
+				"state = 'done' and id in (%lld, %lld, %lld)",
+				j1, u1, j2),
 			 0);
 	assert_int_equal(t_poll(c, 30,
 				"select not exists (select from pgjob.jobs "
@@ -797,13 +829,9 @@ test_roles(void **state)
 			 0);
 	assert_int_equal(t_poll(c, 30,
 				"select exists (select from pgjob.leases "
-				"where name like '%%t%%' and holder is not "
+				"where name = 'task:t:0' and holder is not "
 				"null)"),
 			 0);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
-				   "id = %lld and state = 'done'",
-				   j1),
-			 1);
 	/* pgjob as the worker role reads what operators read. */
 	const char *status[] = {t_bin("pgjob"), "--database", cw, "status",
 				NULL};
@@ -828,9 +856,8 @@ test_roles(void **state)
 	assert_true(t_count_in_file(t_log("none_role"),
 				    "42501: permission denied for schema "
 				    "pgjob") > 0);
-	assert_int_equal(t_count_in_file(t_log("none_role"),
-					 "restarting worker"),
-			 0);
+	assert_int_equal(
+		t_count_in_file(t_log("none_role"), "restarting worker"), 0);
 
 	/* Rights for everything but the claim: every claim fails with
 	 * 42501, logged, at the poll interval and no faster; the worker
@@ -849,9 +876,8 @@ test_roles(void **state)
 				     "for table jobs");
 	print_message("claim denied %d times in 4 s\n", denied);
 	assert_true(denied >= 1 && denied <= 8);
-	assert_int_equal(t_count_in_file(t_log("partial_role"),
-					 "restarting worker"),
-			 0);
+	assert_int_equal(
+		t_count_in_file(t_log("partial_role"), "restarting worker"), 0);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "kind = 'k' and state = 'available' and "
 				   "attempts = 0"),
@@ -869,7 +895,7 @@ test_roles(void **state)
 static void
 test_read_only(void **state)
 {
-	char *ci = fresh_db("t_hostile_ro");
+	char *ci = t_db_migrated("t_hostile_ro");
 	PGconn *c = t_connect(ci);
 	docs_grants(c, role_ro, role_enqueue);
 	char cr[1200];
@@ -900,8 +926,9 @@ test_read_only(void **state)
 			 0);
 	t_exec(c, "alter role %s set default_transaction_read_only = on",
 	       role_ro);
-	t_exec(c, "select pg_terminate_backend(pid) from pg_stat_activity "
-		  "where usename = '%s'",
+	t_exec(c,
+	       "select pg_terminate_backend(pid) from pg_stat_activity "
+	       "where usename = '%s'",
 	       role_ro);
 	t_exec(c, "insert into pgjob.jobs (kind) select 'k' from "
 		  "generate_series(1, 5)");
@@ -909,23 +936,19 @@ test_read_only(void **state)
 	 * state: it stops at once. */
 	pid_t q = t_daemon(cfg, 0, "ro2");
 	t_sleep_ms(4000);
-	assert_true(t_count_in_file(t_log("ro"), "read-only transaction") >
-		    0);
-	assert_true(t_count_in_file(t_log("ro2"), "read-only transaction") >
-		    0);
+	assert_true(t_count_in_file(t_log("ro"), "read-only transaction") > 0);
+	assert_true(t_count_in_file(t_log("ro2"), "read-only transaction") > 0);
 	assert_int_equal(t_stop(q, SIGTERM, 10), 0);
 	/* Nothing was lost or half-done meanwhile. */
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "state = 'available' and attempts = 0"),
 			 5);
 	assert_true(t_alive(p));
-	assert_int_equal(t_count_in_file(t_log("ro"), "restarting worker"),
-			 0);
+	assert_int_equal(t_count_in_file(t_log("ro"), "restarting worker"), 0);
 
 	/* Writable again: the worker gets back in (backoff up to 30 s) and
 	 * everything ends done, each new job in one attempt. */
-	t_exec(c, "alter role %s reset default_transaction_read_only",
-	       role_ro);
+	t_exec(c, "alter role %s reset default_transaction_read_only", role_ro);
 	assert_int_equal(t_poll(c, 90,
 				"select count(*) = 11 from pgjob.jobs where "
 				"state = 'done'"),
@@ -1000,6 +1023,7 @@ main(void)
 		cmocka_unit_test(test_plugin_hangs),
 		cmocka_unit_test(test_http_hostile),
 		cmocka_unit_test(test_password_never_printed),
+		cmocka_unit_test(test_password_unquoted),
 		cmocka_unit_test(test_roles),
 		cmocka_unit_test(test_read_only),
 	};

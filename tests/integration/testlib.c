@@ -218,8 +218,12 @@ t_run(struct t_run *r, int timeout_s, const char *const *env_extra,
 		dup2(null, 0);
 		dup2(out[1], 1);
 		dup2(err[1], 2);
+		/* Only 1 and 2 may hold the pipes: a daemon the command leaves
+		 * behind must not keep them open. */
 		close(out[0]);
 		close(err[0]);
+		close(out[1]);
+		close(err[1]);
 		environ = make_env(env_extra);
 		execvp(argv[0], (char *const *)argv);
 		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));

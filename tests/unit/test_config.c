@@ -540,6 +540,9 @@ static const struct bad bad_configs[] = {
 	{"log: {level: loud}\n",
 	 {"t.yaml:1:14: log.level: unknown log level \"loud\" (use debug, "
 	  "info, warn or error)"}},
+	{"database: {conninfo: \"host=x password=a b\"}\n",
+	 {"t.yaml:1:22: database.conninfo: not a valid libpq connection "
+	  "string (keyword=value pairs or a postgresql:// URI)"}},
 	{"metrics: {listen: 9188}\n",
 	 {"t.yaml:1:19: metrics.listen: expected \"host:port\", e.g. "
 	  "\"127.0.0.1:9188\", \"[::1]:9188\" or \":9188\""}},
@@ -667,7 +670,7 @@ test_bad_configs(void **state)
 static void
 test_scalars(void **state)
 {
-	struct config *c = load_ok("database: {conninfo: 5}\n"
+	struct config *c = load_ok("database: {conninfo: dbname=5}\n"
 				   "workers: ${PGJOBD_T_NUM}\n"
 				   "max_slots: \t7\n"
 				   "handlers:\n"
@@ -676,7 +679,7 @@ test_scalars(void **state)
 				   "  'y': {type: http, url: 'https://y/', "
 				   "tls_verify: YES}\n");
 
-	assert_string_equal(c->conninfo, "5");
+	assert_string_equal(c->conninfo, "dbname=5");
 	assert_int_equal(c->workers, 7);
 	assert_int_equal(c->max_slots, 7);
 	assert_string_equal(config_handler(c, "x")->command.v[1], "1");
