@@ -21,12 +21,11 @@ struct op {
 	dbev_result_fn cb; /* a single statement */
 	dbev_group_fn gcb; /* or a group */
 	void *arg;
-	int n;		     /* statements */
-	int idx;	     /* the statement whose results are being read */
-	PGresult **res;	     /* n results */
-	int fp_result;	     /* failpoint: lose the link once it is done */
-	int64_t deadline_ms; /* monotonic: no answer by then, the link is dead
-			      */
+	int n;		 /* statements */
+	int idx;	 /* the statement whose results are being read */
+	PGresult **res;	 /* n results */
+	int fp_result;	 /* failpoint: lose the link once it is done */
+	int64_t sent_ms; /* monotonic */
 	struct op *next;
 };
 
@@ -40,10 +39,10 @@ struct dbev {
 	int lost;
 	ev_timer lost_timer; /* reports the loss from the loop */
 	char *lost_why;
-	int fp_send, fp_result;	 /* tags for the next statement */
-	int64_t timeout_ms;	 /* how long a statement may go unanswered */
-	int64_t next_timeout_ms; /* for the next statement only, or 0 */
-	ev_timer watchdog;	 /* checks the deadlines every second */
+	int fp_send, fp_result; /* tags for the next statement */
+	int64_t timeout_ms;	/* how long a statement may go unanswered */
+	int64_t progress_ms;	/* when the last answer came */
+	ev_timer watchdog;	/* checks the deadlines every second */
 	unsigned long round_trips;
 };
 
@@ -54,13 +53,7 @@ push(struct dbev *d, int n, void *arg)
 	op->arg = arg;
 	op->n = n;
 	op->res = xcalloc((size_t)n, sizeof(PGresult *));
-	int64_t t = d->next_timeout_ms ? d->next_timeout_ms : d->timeout_ms;
-	d->next_timeout_ms = 0;
-	op->deadline_ms = t > 0 ? util_now_ms() + t : 0;
-	/* It cannot be answered before the statements ahead of it. */
-	if (op->deadline_ms && d->tail &&
-	    d->tail->deadline_ms > op->deadline_ms)
-		op->deadline_ms = d->tail->deadline_ms;
+	op->sent_ms = util_now_ms();
 	if (d->tail)
 		d->tail->next = op;
 	else
@@ -116,23 +109,27 @@ lose(struct dbev *d, const char *why)
 
 /*
  * A server behind a frozen network path never answers and never closes:
- * the kernel keeps acknowledging, so TCP keepalives cannot tell.  A
- * statement unanswered past its deadline counts as a lost connection.
+ * the kernel keeps acknowledging, so TCP keepalives cannot tell.  While
+ * statements are pending, some answer must come within the timeout: the
+ * oldest pending statement was sent, or the last answer came, at most that
+ * long ago.  (Progress, not each statement's age: statements queued behind
+ * a slow one are answered in turn.)
  */
 static void
 on_watchdog(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct dbev *d = t->data;
-	int64_t now = util_now_ms();
-	for (struct op *op = d->head; op && !d->lost; op = op->next) {
-		if (op->deadline_ms && now > op->deadline_ms) {
-			char why[96];
-			snprintf(why, sizeof(why),
-				 "no answer from the server for %lld ms",
-				 (long long)(now - op->deadline_ms +
-					     d->timeout_ms));
-			lose(d, why);
-		}
+	if (!d->head || d->lost || d->timeout_ms <= 0)
+		return;
+	int64_t since = d->head->sent_ms > d->progress_ms ? d->head->sent_ms
+							  : d->progress_ms;
+	int64_t quiet = util_now_ms() - since;
+	if (quiet > d->timeout_ms) {
+		char why[96];
+		snprintf(why, sizeof(why),
+			 "no answer from the server for %lld ms",
+			 (long long)quiet);
+		lose(d, why);
 	}
 }
 
@@ -201,6 +198,7 @@ read_results(struct dbev *d)
 		}
 		PQclear(res);
 		d->round_trips++;
+		d->progress_ms = util_now_ms();
 		if (op->fp_result && FAILPOINT(op->fp_result)) {
 			/* As if the link broke after the commit: the caller
 			 * never sees the result. */
@@ -409,12 +407,6 @@ void
 dbev_set_timeout(struct dbev *d, int64_t ms)
 {
 	d->timeout_ms = ms;
-}
-
-void
-dbev_next_timeout(struct dbev *d, int64_t ms)
-{
-	d->next_timeout_ms = ms;
 }
 
 int

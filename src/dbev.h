@@ -88,13 +88,11 @@ int dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
 void dbev_failpoints(struct dbev *d, int send_fp, int result_fp);
 
 /*
- * A statement unanswered for ms (0: no limit, the default) counts as a lost
- * connection: a frozen path never closes, and TCP keepalives cannot see
- * it.  dbev_next_timeout() sets another limit for the next statement only
- * (one that may rightly run long, such as an sql handler's).
+ * While statements are pending, no answer for ms (0: no limit, the default)
+ * counts as a lost connection: a frozen path never closes, and TCP
+ * keepalives cannot see it.
  */
 void dbev_set_timeout(struct dbev *d, int64_t ms);
-void dbev_next_timeout(struct dbev *d, int64_t ms);
 
 /* Statements sent and not yet answered. */
 int dbev_pending(const struct dbev *d);

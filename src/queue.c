@@ -236,8 +236,6 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		 2, NULL, p_lease},
 	};
 	dbev_failpoints(d, FP_SQL_HANDLER_SEND, FP_SQL_HANDLER_RESULT);
-	/* The statement may rightly run up to its timeout. */
-	dbev_next_timeout(d, timeout_ms + 10000);
 	return dbev_send_group(d, st, 4, cb, arg);
 }
 

@@ -340,8 +340,15 @@ start_job(struct worker *w, struct job *job)
 	if (h->job.handler->type == HANDLER_SQL) {
 		/* Runs on this worker's connection, in the transaction that
 		 * also ends the job: see queue_run_sql(). */
-		queue_run_sql(w->db, &h->job, h->job.handler->statement,
-			      h->job.handler->timeout_ms, on_sql_done, h);
+		/* The statement holds the worker's only connection: the
+		 * renewals of its other jobs wait behind it, and a path that
+		 * stops answering must still be noticed within a lease.  So
+		 * it gets at most half a lease. */
+		int64_t limit = w->cfg->lease_ms / 2;
+		if (h->job.handler->timeout_ms < limit)
+			limit = h->job.handler->timeout_ms;
+		queue_run_sql(w->db, &h->job, h->job.handler->statement, limit,
+			      on_sql_done, h);
 		return;
 	}
 	h->run = handler_start(w->loop, &h->job, w->slot, job_ended, h);
