@@ -30,25 +30,8 @@ static pid_t http_pid;
 static int
 start_httpd(void **state)
 {
-	int in[2], out[2];
-	char line[32] = "";
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-		return -1;
-	http_pid = fork();
-	if (http_pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		execl(t_bin("pgjobd_test_httpd"), "httpd", (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	if (read(out[0], line, sizeof(line) - 1) <= 0)
-		return -1;
-	close(out[0]);
-	http_in = in[1];
-	http_port = atoi(line);
-	return http_port > 0 ? 0 : -1;
+	http_port = t_httpd_start(&http_in, &http_pid);
+	return 0;
 }
 
 static int

@@ -114,31 +114,6 @@ worker_pid(PGconn *c, pid_t sup)
 			     (int)sup);
 }
 
-/* Starts tests/fixtures/http/httpd.c; returns its port.  It stops when
- * *in_fd is closed. */
-static int
-httpd_start(int *in_fd, pid_t *pid)
-{
-	int in[2], out[2];
-	char line[32] = "";
-	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-	*pid = fork();
-	if (*pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		execl(t_bin("pgjobd_test_httpd"), "httpd", (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	ssize_t n = read(out[0], line, sizeof(line) - 1);
-	close(out[0]);
-	assert_true(n > 0);
-	*in_fd = in[1];
-	return atoi(line);
-}
-
 /* ---- roles ------------------------------------------------------------ */
 
 /* This process's role names; dropped by the group teardown. */
@@ -320,7 +295,7 @@ test_deep_payload(void **state)
 
 	int in;
 	pid_t hp;
-	int port = httpd_start(&in, &hp);
+	int port = t_httpd_start(&in, &hp);
 	char *cfg = config(
 		"deep", ci,
 		"workers: 1\n"
@@ -587,7 +562,7 @@ test_http_hostile(void **state)
 	PGconn *c = t_connect(ci);
 	int in;
 	pid_t hp;
-	int port = httpd_start(&in, &hp);
+	int port = t_httpd_start(&in, &hp);
 	char *cfg = config(
 		"http", ci,
 		"workers: 1\n"

@@ -234,31 +234,6 @@ test_per_key(void **state)
 	free(ci);
 }
 
-/* Starts tests/fixtures/http/httpd.c; returns its port.  *in is the pipe
- * whose closing stops it. */
-static int
-httpd_start(int *in_fd, pid_t *pid)
-{
-	int in[2], out[2];
-	char line[32] = "";
-	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-	*pid = fork();
-	if (*pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		execl(t_bin("pgjobd_test_httpd"), "httpd", (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	ssize_t n = read(out[0], line, sizeof(line) - 1);
-	close(out[0]);
-	assert_true(n > 0);
-	*in_fd = in[1];
-	return atoi(line);
-}
-
 static void
 test_http_through_daemon(void **state)
 {
@@ -266,7 +241,7 @@ test_http_through_daemon(void **state)
 	PGconn *c = t_connect(ci);
 	int in;
 	pid_t hp;
-	int port = httpd_start(&in, &hp);
+	int port = t_httpd_start(&in, &hp);
 	char body[2048];
 	snprintf(body, sizeof(body),
 		 "workers: 1\n"

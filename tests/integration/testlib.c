@@ -455,3 +455,27 @@ t_count_in_file(const char *path, const char *needle)
 	free(text);
 	return n;
 }
+
+int
+t_httpd_start(int *in_fd, pid_t *pid)
+{
+	int in[2], out[2];
+	char line[32] = "";
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		fail_msg("pipe: %s", strerror(errno));
+	*pid = fork();
+	if (*pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(t_bin("pgjobd_test_httpd"), "httpd", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	ssize_t n = read(out[0], line, sizeof(line) - 1);
+	close(out[0]);
+	if (n <= 0 || atoi(line) <= 0)
+		fail_msg("the test HTTP server did not print its port");
+	*in_fd = in[1];
+	return atoi(line);
+}

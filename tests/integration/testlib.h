@@ -96,6 +96,11 @@ const char *t_log(const char *logname);
 int t_stop(pid_t pid, int sig, int timeout_s);
 /* 1 while pid exists (and is not a zombie). */
 int t_alive(pid_t pid);
+/*
+ * Starts the test HTTP server (tests/fixtures/http/httpd.c) on 127.0.0.1
+ * and returns its port; it stops when *in_fd is closed (then t_wait(*pid)).
+ */
+int t_httpd_start(int *in_fd, pid_t *pid);
 /* Number of times needle occurs in the file at path. */
 int t_count_in_file(const char *path, const char *needle);
 
