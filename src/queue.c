@@ -1,10 +1,11 @@
 /*
- * queue: the claim, finish and renew statements.
+ * queue: the cycle (finish and claim), renew and sql-handler statements.
  *
  * The claim takes, per queue, up to that queue's free capacity: first jobs
  * whose lease expired (their worker died), then due jobs by priority, run_at
- * and id.  It is one UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED),
- * so it commits at once and concurrent claimers skip each other's rows.
+ * and id.  It is an UPDATE ... WHERE id = any(SELECT ... FOR UPDATE SKIP
+ * LOCKED), so concurrent claimers skip each other's rows, and it shares its
+ * statement, and so its commit, with the writes of the batch that ended.
  */
 #include "queue.h"
 
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
 #include "db.h"
 #include "failpoint.h"
@@ -21,22 +21,73 @@
 #include "util.h"
 
 /*
- * Per queue (q.name, up to q.lim jobs, in mode q.mode): jobs whose lease
- * expired; then by mode, due jobs by priority, run_at, id (parallel); the
- * head of the queue, its lowest unfinished id, if it is due (serial); the
- * head of each ordering_key, if due (per_key; jobs without a key are
- * independent).  A serial or per_key head that waits for a retry holds back
- * the jobs behind it.  SKIP LOCKED on the head itself never moves a claimer
- * on to the next job: it finds nothing, as it should.
+ * One statement for both halves of a worker's turn: it writes the ends of
+ * the jobs that finished and claims the next ones, so a busy worker pays
+ * one round trip and one commit per batch, not two.
+ *
+ * Finishes ($7..$13, parallel arrays): each row is written only where id,
+ * token and state 'running' still match (compare-and-set on the lease).
+ *
+ * Claim, per queue (q.name, up to q.lim jobs, in mode q.mode): jobs whose
+ * lease expired (not the ones this statement finishes: they are still
+ * 'running' in its snapshot); then by mode, due jobs by priority, run_at,
+ * id (parallel); the head of the queue, its lowest available id, if it is
+ * due and no running job of the queue is older (serial); the head of each
+ * ordering_key, if due (per_key; jobs without a key are independent).  A
+ * serial or per_key head that waits for a retry holds back the jobs behind
+ * it.  SKIP LOCKED on the head itself never moves a claimer on to the next
+ * job: it finds nothing, as it should.  An empty $2 claims nothing.
+ *
+ * Rows: 'c' and the claimed job's columns, or 'f' and the id of a job whose
+ * end was written.
  */
-static const char claim_sql[] =
-	"with q(name, lim, mode) as ("
+static const char cycle_sql[] =
+	/* With $14 (retention 0), a job that ends done is deleted there
+	 * and then: no new row version, no index entries, nothing for the
+	 * pruning duty to do later. */
+	"with fd as ("
+	"  delete from pgjob.jobs j"
+	"  using unnest($7::bigint[], $8::bigint[], $9::text[])"
+	"   as r(id, token, state)"
+	"  where $14 and r.state = 'done' and j.id = r.id"
+	"   and j.lease_token = r.token"
+	"   and coalesce(j.state, '') = 'running'"
+	"  returning j.id),"
+	" f as ("
+	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
+	"   last_error = coalesce(r.error, j.last_error),"
+	"   finished_at = case when r.state <> 'available' then now() end,"
+	"   run_at = case when r.state = 'available'"
+	"    then now() + r.delay_ms * interval '1 millisecond'"
+	"    else j.run_at end,"
+	"   attempts = j.attempts - case when r.refund then 1 else 0 end,"
+	"   locked_by = null, locked_until = null"
+	"  from unnest($7::bigint[], $8::bigint[], $9::text[], $10::text[],"
+	"   $11::text[], $12::bigint[], $13::bool[])"
+	"   as r(id, token, state, result, error, delay_ms, refund)"
+	/* Each row is found by primary key, one lookup per finish.  The
+	 * state test is not written j.state = 'running': the planner would
+	 * then prefer to read every running job from jobs_running_idx
+	 * (dead entries too) and hash-join them to the batch. */
+	"  where not ($14 and r.state = 'done') and j.id = r.id"
+	"   and j.lease_token = r.token"
+	"   and coalesce(j.state, '') = 'running'"
+	"  returning j.id),"
+	/* The jobs this statement ends for good.  Its snapshot still shows
+	 * them running, so the serial and per_key tests below look past
+	 * them: the next job of a key can start in the statement that ends
+	 * the one before it (a retry still holds its key). */
+	" ending as ("
+	"  select r.id, r.token from unnest($7::bigint[], $8::bigint[],"
+	"   $9::text[]) as r(id, token, state) where r.state <> 'available'),"
+	" q(name, lim, mode) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[])),"
 	" cand as ("
 	"  select c.id from q cross join lateral ("
 	"   select e.id from (select j.id from pgjob.jobs j"
-	"     where j.state = 'running' and j.locked_until < now()"
-	"       and j.queue = q.name and j.kind = any($1::text[])"
+	"     where j.state = 'running' and j.queue = q.name"
+	"       and j.locked_until < now() and j.kind = any($1::text[])"
+	"       and j.id <> all($7::bigint[])"
 	"     limit q.lim for update skip locked) e"
 	"   union all"
 	"   select a.id from (select j.id from pgjob.jobs j"
@@ -49,9 +100,13 @@ static const char claim_sql[] =
 	"   select s.id from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'serial' and j.id = (select min(h.id)"
 	"       from pgjob.jobs h where h.queue = q.name"
-	"        and h.state in ('available', 'running'))"
+	"        and h.state = 'available')"
 	"       and j.state = 'available' and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
+	"       and not exists (select 1 from pgjob.jobs r"
+	"        where r.queue = q.name and r.state = 'running'"
+	"         and r.id < j.id and not exists (select 1 from ending x"
+	"          where x.id = r.id and x.token = r.lease_token))"
 	"     for update skip locked) s"
 	"   union all"
 	"   select k.id from (select j.id from pgjob.jobs j"
@@ -61,40 +116,115 @@ static const char claim_sql[] =
 	"       and (j.ordering_key is null or not exists ("
 	"        select 1 from pgjob.jobs o where o.queue = q.name"
 	"         and o.ordering_key = j.ordering_key and o.id < j.id"
-	"         and o.state in ('available', 'running')))"
+	"         and o.state in ('available', 'running')"
+	"         and not exists (select 1 from ending x"
+	"          where x.id = o.id and x.token = o.lease_token)))"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) k"
-	"   limit q.lim) c)"
-	" update pgjob.jobs j set state = 'running', locked_by = $4,"
-	"  locked_until = now() + $5::bigint * interval '1 millisecond',"
-	"  lease_token = j.lease_token + 1, attempts = j.attempts + 1"
+	"   limit q.lim) c),"
+	" u as ("
+	"  update pgjob.jobs j set state = 'running', locked_by = $4,"
+	"   locked_until = now() + $5::bigint * interval '1 millisecond',"
+	"   lease_token = j.lease_token + 1, attempts = j.attempts + 1"
 	/* An array, so that the planner looks the rows up by id rather
 	 * than joining the whole table. */
-	" where j.id = any(array(select id from cand))"
-	" returning j.id, j.kind, j.queue, j.payload, j.attempts,"
-	"  coalesce(j.max_attempts, 0), j.lease_token, j.ordering_key";
+	"  where j.id = any(array(select id from cand))"
+	"  returning j.id, j.kind, j.queue, j.payload, j.attempts,"
+	"   coalesce(j.max_attempts, 0), j.lease_token, j.ordering_key)"
+	" select 'c', u.* from u"
+	" union all"
+	" select 'f', f.id, null, null, null, null, null, null, null from f"
+	" union all"
+	" select 'f', fd.id, null, null, null, null, null, null, null from fd";
+
+/* A text[] literal that may hold NULLs: v[i] == NULL is NULL. */
+static char *
+nullable_text_array(const char *const *v, size_t n)
+{
+	struct buf b = {0};
+	buf_append(&b, "{", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_append(&b, ",", 1);
+		if (!v[i]) {
+			buf_append(&b, "NULL", 4);
+			continue;
+		}
+		buf_append(&b, "\"", 1);
+		for (const char *s = v[i]; *s; s++) {
+			if (*s == '"' || *s == '\\')
+				buf_append(&b, "\\", 1);
+			buf_append(&b, s, 1);
+		}
+		buf_append(&b, "\"", 1);
+	}
+	buf_append(&b, "}", 1);
+	return b.data;
+}
 
 int
-queue_claim(struct dbev *d, const struct queue_claim_req *req,
+queue_cycle(struct dbev *d, const struct queue_claim_req *req,
+	    const struct queue_finish *f, size_t nf, int delete_done,
 	    dbev_result_fn cb, void *arg)
 {
-	int64_t *lim = xcalloc(req->nqueues, sizeof(int64_t));
+	static const struct queue_claim_req none = {.locked_by = ""};
+	if (!req)
+		req = &none;
+	int64_t *lim = xcalloc(req->nqueues + 1, sizeof(int64_t));
 	for (size_t i = 0; i < req->nqueues; i++)
 		lim[i] = req->limits[i];
-	char *kinds = queue_text_array(req->kinds, req->nkinds);
-	char *queues = queue_text_array(req->queues, req->nqueues);
-	char *limits = queue_int_array(lim, req->nqueues);
-	char *modes = queue_text_array(req->modes, req->nqueues);
-	char lease[24];
-	snprintf(lease, sizeof(lease), "%lld", (long long)req->lease_ms);
-	const char *p[] = {kinds, queues, limits, req->locked_by, lease, modes};
-	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_claim", 6, p, cb, arg);
-	free(modes);
+	size_t n1 = nf + 1;
+	int64_t *ids = xcalloc(n1, sizeof(int64_t));
+	int64_t *tokens = xcalloc(n1, sizeof(int64_t));
+	int64_t *delays = xcalloc(n1, sizeof(int64_t));
+	const char **states = xcalloc(n1, sizeof(char *));
+	const char **results = xcalloc(n1, sizeof(char *));
+	const char **errors = xcalloc(n1, sizeof(char *));
+	const char **refunds = xcalloc(n1, sizeof(char *));
+	for (size_t i = 0; i < nf; i++) {
+		ids[i] = f[i].id;
+		tokens[i] = f[i].token;
+		delays[i] = f[i].delay_ms;
+		states[i] = f[i].state;
+		results[i] = f[i].result;
+		errors[i] = f[i].error;
+		refunds[i] = f[i].refund ? "t" : "f";
+	}
+	char *a[14];
+	a[0] = queue_text_array(req->kinds, req->nkinds);
+	a[1] = queue_text_array(req->queues, req->nqueues);
+	a[2] = queue_int_array(lim, req->nqueues);
+	a[3] = xstrdup(req->locked_by);
+	a[4] = xasprintf("%lld", (long long)req->lease_ms);
+	a[5] = queue_text_array(req->modes, req->nqueues);
+	a[6] = queue_int_array(ids, nf);
+	a[7] = queue_int_array(tokens, nf);
+	a[8] = nullable_text_array(states, nf);
+	a[9] = nullable_text_array(results, nf);
+	a[10] = nullable_text_array(errors, nf);
+	a[11] = queue_int_array(delays, nf);
+	a[12] = nullable_text_array(refunds, nf);
+	a[13] = xstrdup(delete_done ? "t" : "f");
+	const char *p[14];
+	for (int i = 0; i < 14; i++)
+		p[i] = a[i];
+	/* A cycle that carries ends is a finish to the failpoints (and
+	 * loses the claim that goes with it); one without is a claim. */
+	if (nf)
+		dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
+	else
+		dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
+	int rc = dbev_send_prepared(d, "pgjob_cycle", 14, p, cb, arg);
+	for (int i = 0; i < 14; i++)
+		free(a[i]);
 	free(lim);
-	free(kinds);
-	free(queues);
-	free(limits);
+	free(ids);
+	free(tokens);
+	free(delays);
+	free(states);
+	free(results);
+	free(errors);
+	free(refunds);
 	return rc;
 }
 
@@ -102,72 +232,52 @@ struct job **
 queue_claim_rows(const void *pgresult, int *n)
 {
 	const PGresult *res = pgresult;
-	*n = PQntuples(res);
-	struct job **jobs = xcalloc((size_t)*n, sizeof(*jobs));
-	for (int i = 0; i < *n; i++) {
+	int rows = PQntuples(res);
+	struct job **jobs = xcalloc((size_t)rows + 1, sizeof(*jobs));
+	*n = 0;
+	for (int i = 0; i < rows; i++) {
+		if (*PQgetvalue(res, i, 0) != 'c')
+			continue;
 		struct job *j = xcalloc(1, sizeof(*j));
-		j->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-		j->kind = xstrdup(PQgetvalue(res, i, 1));
-		j->queue = xstrdup(PQgetvalue(res, i, 2));
-		j->payload = xstrdup(PQgetvalue(res, i, 3));
-		j->attempt = atoi(PQgetvalue(res, i, 4));
-		j->max_attempts = atoi(PQgetvalue(res, i, 5));
-		j->lease_token = strtoll(PQgetvalue(res, i, 6), NULL, 10);
-		if (!PQgetisnull(res, i, 7))
-			j->ordering_key = xstrdup(PQgetvalue(res, i, 7));
-		jobs[i] = j;
+		j->id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		j->kind = xstrdup(PQgetvalue(res, i, 2));
+		j->queue = xstrdup(PQgetvalue(res, i, 3));
+		j->payload = xstrdup(PQgetvalue(res, i, 4));
+		j->attempt = atoi(PQgetvalue(res, i, 5));
+		j->max_attempts = atoi(PQgetvalue(res, i, 6));
+		j->lease_token = strtoll(PQgetvalue(res, i, 7), NULL, 10);
+		if (!PQgetisnull(res, i, 8))
+			j->ordering_key = xstrdup(PQgetvalue(res, i, 8));
+		jobs[(*n)++] = j;
 	}
 	return jobs;
 }
 
-static const char finish_sql[] =
-	"update pgjob.jobs j set state = r.state, result = r.result,"
-	"  last_error = coalesce(r.error, j.last_error),"
-	"  finished_at = case when r.state <> 'available' then now() end,"
-	"  run_at = case when r.state = 'available'"
-	"   then now() + r.delay_ms * interval '1 millisecond'"
-	"   else j.run_at end,"
-	"  attempts = j.attempts - case when r.refund then 1 else 0 end,"
-	"  locked_by = null, locked_until = null"
-	" from jsonb_to_recordset($1::jsonb) as r(id bigint, token bigint,"
-	"  state text, result jsonb, error text, delay_ms bigint, refund bool)"
-	" where j.id = r.id and j.lease_token = r.token"
-	"  and j.state = 'running'"
-	" returning j.id";
+static int
+cmp_id(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+int64_t *
+queue_finished_ids(const void *pgresult, size_t *n)
+{
+	const PGresult *res = pgresult;
+	int rows = PQntuples(res);
+	int64_t *ids = xcalloc((size_t)rows + 1, sizeof(int64_t));
+	*n = 0;
+	for (int i = 0; i < rows; i++)
+		if (*PQgetvalue(res, i, 0) == 'f')
+			ids[(*n)++] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	qsort(ids, *n, sizeof(int64_t), cmp_id);
+	return ids;
+}
 
 int
-queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
-	     dbev_result_fn cb, void *arg)
+queue_id_in(const int64_t *sorted, size_t n, int64_t id)
 {
-	cJSON *arr = cJSON_CreateArray();
-	for (size_t i = 0; i < n; i++) {
-		cJSON *o = cJSON_CreateObject();
-		char num[24];
-		/* Raw, so that 64-bit ids never pass through a double. */
-		snprintf(num, sizeof(num), "%lld", (long long)f[i].id);
-		cJSON_AddItemToObject(o, "id", cJSON_CreateRaw(num));
-		snprintf(num, sizeof(num), "%lld", (long long)f[i].token);
-		cJSON_AddItemToObject(o, "token", cJSON_CreateRaw(num));
-		cJSON_AddStringToObject(o, "state", f[i].state);
-		if (f[i].result)
-			cJSON_AddItemToObject(o, "result",
-					      cJSON_CreateRaw(f[i].result));
-		if (f[i].error)
-			cJSON_AddStringToObject(o, "error", f[i].error);
-		snprintf(num, sizeof(num), "%lld", (long long)f[i].delay_ms);
-		cJSON_AddItemToObject(o, "delay_ms", cJSON_CreateRaw(num));
-		cJSON_AddBoolToObject(o, "refund", f[i].refund);
-		cJSON_AddItemToArray(arr, o);
-	}
-	char *json = cJSON_PrintUnformatted(arr);
-	cJSON_Delete(arr);
-	if (!json)
-		abort(); /* cJSON only fails on out-of-memory */
-	const char *p[] = {json};
-	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_finish", 1, p, cb, arg);
-	cJSON_free(json);
-	return rc;
+	return bsearch(&id, sorted, n, sizeof(int64_t), cmp_id) != NULL;
 }
 
 /*
@@ -207,8 +317,7 @@ void
 queue_prepare(struct dbev *d)
 {
 	/* Parsed and planned once per connection, not once per batch. */
-	dbev_prepare(d, "pgjob_claim", claim_sql, 6);
-	dbev_prepare(d, "pgjob_finish", finish_sql, 1);
+	dbev_prepare(d, "pgjob_cycle", cycle_sql, 14);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 }
 
@@ -226,8 +335,13 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 	const char *p_stmt[] = {job->payload, id};
 	/* Set locally: it ends with this transaction. */
 	struct dbev_stmt st[] = {
-		{"select set_config('statement_timeout', $1, true)", 1, NULL,
-		 p_timeout},
+		/* The worker's session turns JIT and custom plans off for
+		 * its own statements; the handler's gets the values it
+		 * would have had. */
+		{"select set_config('statement_timeout', $1, true),"
+		 " set_config(name, reset_val, true) from pg_settings"
+		 " where name in ('jit', 'plan_cache_mode')",
+		 1, NULL, p_timeout},
 		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease},
 		{statement, 2, types, p_stmt},
 		{"update pgjob.jobs set state = 'done', finished_at = now(),"

@@ -30,21 +30,7 @@ struct queue_claim_req {
 	int64_t lease_ms;
 };
 
-/*
- * Claims due jobs (by priority, then run_at, then id) and running jobs whose
- * lease expired, with FOR UPDATE SKIP LOCKED, in one statement that commits
- * on its own.  Read the rows with queue_claim_rows().
- */
-int queue_claim(struct dbev *d, const struct queue_claim_req *req,
-		dbev_result_fn cb, void *arg);
-/*
- * The claimed jobs of a claim result as new structs (caller frees each
- * with job_free() and the array with free()); *n is their number.  handler
- * is left NULL for the caller to resolve.
- */
-struct job **queue_claim_rows(const void *pgresult, int *n);
-
-/* The end of one attempt, as queue_finish() writes it. */
+/* The end of one attempt, as queue_cycle() writes it. */
 struct queue_finish {
 	int64_t id;
 	int64_t token;
@@ -56,12 +42,28 @@ struct queue_finish {
 };
 
 /*
- * Writes n finishes in one statement, each only where id, token and state
- * 'running' still match.  The result's rows are the ids that were written;
- * any other id had lost its lease.
+ * One statement, one commit: writes the nf finishes f (each only where id,
+ * token and state 'running' still match) and claims due jobs (by priority,
+ * then run_at, then id) and running jobs whose lease expired, with FOR
+ * UPDATE SKIP LOCKED.  req NULL (or no queues) claims nothing.  With
+ * delete_done (retention 0), a job that ends done is deleted, not kept.  Read the
+ * result with queue_claim_rows() and queue_finished_ids().
  */
-int queue_finish(struct dbev *d, const struct queue_finish *f, size_t n,
-		 dbev_result_fn cb, void *arg);
+int queue_cycle(struct dbev *d, const struct queue_claim_req *req,
+		const struct queue_finish *f, size_t nf, int delete_done,
+		dbev_result_fn cb, void *arg);
+/*
+ * The claimed jobs of a cycle's result as new structs (caller frees each
+ * and the array with free()); *n is their number.  handler is left NULL
+ * for the caller to resolve.
+ */
+struct job **queue_claim_rows(const void *pgresult, int *n);
+/*
+ * The ids whose end a cycle wrote, sorted (caller frees); a finish whose id
+ * is missing had lost its lease.  Look one up with queue_id_in().
+ */
+int64_t *queue_finished_ids(const void *pgresult, size_t *n);
+int queue_id_in(const int64_t *sorted, size_t n, int64_t id);
 
 /*
  * Extends the lease of every (ids[i], tokens[i]) still held to now() +

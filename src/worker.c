@@ -76,7 +76,7 @@ struct worker {
 	int *serves;  /* per queue: 1 when some handler uses it */
 	struct held *head;
 	int nheld;
-	int want_claim, claim_inflight, finish_inflight;
+	int want_claim, cycle_inflight;
 	int draining, stopping;
 	int exit_code;
 	int reconnects; /* failed attempts since the last success */
@@ -378,87 +378,24 @@ result_ok(struct worker *w, PGresult *res, const char *what)
 	return 0;
 }
 
-static void
-on_claim(void *arg, PGresult *res)
-{
-	struct worker *w = arg;
-	w->claim_inflight = 0;
-	if (!res)
-		return;
-	if (!result_ok(w, res, "claim"))
-		return;
-	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
-		      (util_now_ms() - w->claim_sent_ms) * 1000);
-	int n;
-	struct job **jobs = queue_claim_rows(res, &n);
-	for (int i = 0; i < n; i++)
-		start_job(w, jobs[i]);
-	free(jobs);
-	/* A full batch: more may be waiting. */
-	if (n > 0)
-		w->want_claim = 1;
-}
-
-static void
-maybe_claim(struct worker *w)
-{
-	const struct config *c = w->cfg;
-	const char *queues[c->nqueues];
-	const char *modes[c->nqueues];
-	int limits[c->nqueues];
-	size_t nq = 0;
-
-	if (!w->db || w->draining || w->claim_inflight || !w->want_claim)
-		return;
-	w->want_claim = 0;
-	for (size_t i = 0; i < c->nqueues; i++) {
-		int free_ = c->queues[i].concurrency - w->running[i];
-		if (!w->serves[i] || free_ <= 0)
-			continue;
-		queues[nq] = c->queues[i].name;
-		modes[nq] = config_queue_mode_name(c->queues[i].mode);
-		limits[nq++] = free_;
-	}
-	if (nq == 0)
-		return;
-	struct queue_claim_req req = {.kinds = (const char *const *)w->kinds,
-				      .nkinds = w->nkinds,
-				      .queues = queues,
-				      .limits = limits,
-				      .modes = modes,
-				      .nqueues = nq,
-				      .locked_by = w->locked_by,
-				      .lease_ms = c->lease_ms};
-	w->claim_inflight = 1;
-	w->claim_sent_ms = util_now_ms();
-	queue_claim(w->db, &req, on_claim, w);
-}
-
-/* One batch of finishes in flight. */
-struct batch {
+/* One cycle in flight: the ends it writes, and whether it claims. */
+struct cycle {
 	struct worker *w;
+	int claims;
 	size_t n;
-	int64_t ids[];
+	struct held *held[];
 };
 
+/* What became of the ends a cycle carried. */
 static void
-on_finish(void *arg, PGresult *res)
+cycle_ends(struct worker *w, struct cycle *c, PGresult *res, enum db_error e,
+	   const char *etext)
 {
-	struct batch *b = arg;
-	struct worker *w = b->w;
-	enum db_error e = res ? db_classify(NULL, res) : DB_LOST;
-	char *etext = e != DB_OK && res ? db_error_text(NULL, res) : NULL;
-
-	w->finish_inflight = 0;
-	if (etext) {
-		log_warn("writing %zu job ends failed: %s", b->n, etext);
-		if (e == DB_LOST && w->db && !ev_is_active(&w->reconnect))
-			on_lost(w, etext);
-	}
-	for (size_t i = 0; i < b->n; i++) {
-		struct held *h = held_find(w, b->ids[i]);
-		if (!h || h->state != HELD_WRITING)
-			continue;
+	size_t nwritten = 0;
+	int64_t *written = e == DB_OK ? queue_finished_ids(res, &nwritten)
+				      : NULL;
+	for (size_t i = 0; i < c->n; i++) {
+		struct held *h = c->held[i];
 		if (e == DB_LOST) {
 			h->state = HELD_DONE; /* again after reconnecting */
 			continue;
@@ -466,7 +403,7 @@ on_finish(void *arg, PGresult *res)
 		if (e != DB_OK) {
 			h->state = HELD_DONE;
 			h->solo = 1;
-			if (b->n == 1 && ++h->write_failures >= 3) {
+			if (c->n == 1 && ++h->write_failures >= 3) {
 				struct log_job l = lj(h);
 				log_job(LOG_ERROR, &l,
 					"giving up writing its end (%s); the "
@@ -476,14 +413,10 @@ on_finish(void *arg, PGresult *res)
 			}
 			continue;
 		}
-		int written = 0;
-		for (int r = 0; r < PQntuples(res); r++)
-			if (strtoll(PQgetvalue(res, r, 0), NULL, 10) ==
-			    h->job.id)
-				written = 1;
+		int ok = queue_id_in(written, nwritten, h->job.id);
 		struct log_job l = lj(h);
-		count_end(h, h->fin.state, written);
-		if (!written)
+		count_end(h, h->fin.state, ok);
+		if (!ok)
 			log_job(LOG_WARN, &l,
 				"lease lost: the database refused the end of "
 				"this attempt (%s), result discarded",
@@ -492,39 +425,118 @@ on_finish(void *arg, PGresult *res)
 			log_job(LOG_DEBUG, &l, "%s", h->fin.state);
 		held_unlink(w, h);
 	}
-	free(etext);
-	free(b);
+	free(written);
 }
 
 static void
-flush_finishes(struct worker *w)
+on_cycle(void *arg, PGresult *res)
 {
-	if (!w->db || w->finish_inflight)
+	struct cycle *c = arg;
+	struct worker *w = c->w;
+	enum db_error e = res ? db_classify(NULL, res) : DB_LOST;
+	char *etext = e != DB_OK && res ? db_error_text(NULL, res) : NULL;
+
+	w->cycle_inflight = 0;
+	if (res && e != DB_OK) {
+		char what[64];
+		if (!c->n)
+			snprintf(what, sizeof(what), "claim");
+		else
+			snprintf(what, sizeof(what), "%swriting %zu job ends",
+				 c->claims ? "claiming and " : "", c->n);
+		result_ok(w, res, what);
+		/* A cycle that fails for its claim fails its ends too:
+		 * they are written alone next, claiming nothing, so that
+		 * one cannot block the other. */
+		if (c->claims && c->n)
+			w->want_claim = 1;
+	}
+	cycle_ends(w, c, res, e, etext);
+	if (e == DB_OK) {
+		stats_set(&w->st->last_ok_ms, util_now_ms());
+		if (c->claims) {
+			stats_observe(w->st->claim, &w->st->claim_count,
+				      &w->st->claim_sum_us,
+				      (util_now_ms() - w->claim_sent_ms) * 1000);
+			int n;
+			struct job **jobs = queue_claim_rows(res, &n);
+			for (int i = 0; i < n; i++)
+				start_job(w, jobs[i]);
+			free(jobs);
+			/* A batch came: more may be waiting. */
+			if (n > 0)
+				w->want_claim = 1;
+		}
+	}
+	free(etext);
+	free(c);
+}
+
+/*
+ * Sends the next cycle: every end waiting to be written (or one written
+ * alone, after its batch failed) and, when the worker wants work and has
+ * room, a claim for up to each queue's free capacity.
+ */
+static void
+send_cycle(struct worker *w)
+{
+	const struct config *cf = w->cfg;
+	const char *queues[cf->nqueues];
+	const char *modes[cf->nqueues];
+	int limits[cf->nqueues];
+	size_t nq = 0, n = 0;
+	int solo = 0;
+
+	if (!w->db || w->cycle_inflight)
 		return;
-	size_t n = 0;
 	for (struct held *h = w->head; h; h = h->next)
-		if (h->state == HELD_DONE)
+		if (h->state == HELD_DONE) {
 			n++;
-	if (n == 0)
+			solo |= h->solo;
+		}
+	if (w->want_claim && !w->draining && !solo) {
+		w->want_claim = 0;
+		for (size_t i = 0; i < cf->nqueues; i++) {
+			int free_ = cf->queues[i].concurrency - w->running[i];
+			if (!w->serves[i] || free_ <= 0)
+				continue;
+			queues[nq] = cf->queues[i].name;
+			modes[nq] = config_queue_mode_name(cf->queues[i].mode);
+			limits[nq++] = free_;
+		}
+	}
+	if (n == 0 && nq == 0)
 		return;
-	struct queue_finish *f = xcalloc(n, sizeof(*f));
-	struct batch *b = xcalloc(1, sizeof(*b) + n * sizeof(int64_t));
-	b->w = w;
+	struct queue_finish *f = xcalloc(n + 1, sizeof(*f));
+	struct cycle *c = xcalloc(1, sizeof(*c) + n * sizeof(struct held *));
+	c->w = w;
+	c->claims = nq > 0;
 	for (struct held *h = w->head; h; h = h->next) {
 		if (h->state != HELD_DONE)
 			continue;
 		/* A job whose batch failed is written alone, so one bad
 		 * result cannot block the others. */
-		if (h->solo && b->n > 0)
+		if (h->solo && c->n > 0)
 			continue;
 		h->state = HELD_WRITING;
-		f[b->n] = h->fin;
-		b->ids[b->n++] = h->job.id;
+		f[c->n] = h->fin;
+		c->held[c->n++] = h;
 		if (h->solo)
 			break;
 	}
-	w->finish_inflight = 1;
-	queue_finish(w->db, f, b->n, on_finish, b);
+	struct queue_claim_req req = {.kinds = (const char *const *)w->kinds,
+				      .nkinds = w->nkinds,
+				      .queues = queues,
+				      .limits = limits,
+				      .modes = modes,
+				      .nqueues = nq,
+				      .locked_by = w->locked_by,
+				      .lease_ms = cf->lease_ms};
+	w->cycle_inflight = 1;
+	if (nq)
+		w->claim_sent_ms = util_now_ms();
+	queue_cycle(w->db, nq ? &req : NULL, f, c->n, cf->retention_ms == 0,
+		    on_cycle, c);
 	free(f);
 }
 
@@ -532,8 +544,7 @@ static void
 on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 {
 	struct worker *w = p->data;
-	flush_finishes(w);
-	maybe_claim(w);
+	send_cycle(w);
 	if (w->draining && w->nheld == 0 && duty_running(w->duty) == 0)
 		ev_break(loop, EVBREAK_ALL);
 }
@@ -719,7 +730,7 @@ on_lost(void *arg, const char *why)
 		 msg);
 	free(msg);
 	/* Free later: we are inside one of its callbacks. */
-	w->claim_inflight = w->finish_inflight = 0;
+	w->cycle_inflight = 0;
 	duty_set_db(w->duty, NULL, 0);
 	__atomic_store_n(&w->st->connected, 0, __ATOMIC_RELAXED);
 	stats_add(&w->st->reconnects, 1);
@@ -758,6 +769,14 @@ setup_session(struct worker *w, PGconn *conn)
 
 	PQclear(PQexec(conn, "set idle_in_transaction_session_timeout = "
 			     "'60s'"));
+	/* The claim's plan does not depend on its parameters: planning it
+	 * anew for every batch (PostgreSQL's custom plans) cost about a
+	 * tenth of the server's time per job.  And its estimated cost, which
+	 * counts every branch of every mode, can pass jit_above_cost: JIT
+	 * compiling it took longer than running it.  An sql handler's own
+	 * statement gets both settings back (queue_run_sql). */
+	PQclear(PQexec(conn, "set plan_cache_mode = force_generic_plan;"
+			     " set jit = off"));
 	if (migrate_check(conn, NULL, &err) < 0) {
 		log_error("%s", err);
 		free(err);

@@ -197,6 +197,54 @@ test_prune(void **state)
 	free(ci);
 }
 
+/*
+ * retention: 0 deletes a job that ends done in the statement that ends it
+ * (no "done" row is ever written); a job that ends dead is still written
+ * dead, with its error, and left to the pruning duty.
+ */
+static void
+test_retention_zero(void **state)
+{
+	char *ci = t_db_migrated("t_duty_ret0");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"ret0", ci,
+		"workers: 2\nretention: 0\n"
+		"handlers:\n"
+		"  ok: { type: exec, command: [\"/bin/true\"] }\n"
+		"  bad: { type: exec, command: [\"/bin/false\"],"
+		" max_attempts: 1 }\n");
+	t_exec(c, "create table public.ended (id bigint, state text,"
+		  " last_error text)");
+	t_exec(c, "create function public.note_end() returns trigger"
+		  " language plpgsql as $$ begin"
+		  " insert into public.ended values"
+		  " (new.id, new.state, new.last_error); return null; end $$");
+	t_exec(c, "create trigger note_end after update on pgjob.jobs"
+		  " for each row when (new.state in ('done', 'dead'))"
+		  " execute function public.note_end()");
+	t_exec(c, "insert into pgjob.jobs (kind) select 'ok' from "
+		  "generate_series(1, 50)");
+	t_exec(c, "insert into pgjob.jobs (kind) select 'bad' from "
+		  "generate_series(1, 3)");
+	pid_t p = t_daemon(cfg, 0, "ret0");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 3 from public.ended"
+				" where state = 'dead' and last_error <> ''"),
+			 0);
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 0 from pgjob.jobs"
+				" where kind = 'ok'"),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	char *done = t_value(c, "select count(*) from public.ended"
+				" where state = 'done'");
+	assert_string_equal(done, "0");
+	free(done);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -205,6 +253,7 @@ main(void)
 		cmocka_unit_test(test_fencing),
 		cmocka_unit_test(test_schedules_once_per_tick),
 		cmocka_unit_test(test_prune),
+		cmocka_unit_test(test_retention_zero),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
