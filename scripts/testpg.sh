@@ -6,6 +6,8 @@
 #   testpg.sh env DIR     print PG* exports for a shell
 # PGJOBD_TESTPG_DURABLE=1 keeps PostgreSQL's default durability (fsync and
 # synchronous_commit on), for benchmarks; tests run without it.
+# PGJOBD_TESTPG_OPTS adds server options (e.g. "-c shared_preload_libraries=
+# pg_stat_statements" for the benchmark suite).
 # initdb refuses root, so as root the server runs as the user "postgres"
 # (created by Debian's postgresql package) or "nobody" as a last resort.
 set -euo pipefail
@@ -66,6 +68,7 @@ start() {
 		{ cat "$dir/initdb.log" >&2; exit 1; }
 	local speed="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	[ "${PGJOBD_TESTPG_DURABLE:-0}" = 1 ] && speed=""
+	speed="$speed ${PGJOBD_TESTPG_OPTS:-}"
 	for attempt in 1 2 3; do
 		port=$(free_port)
 		if as_server "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
