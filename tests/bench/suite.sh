@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# The benchmark suite (issue 6), one command:
+#
+#   tests/bench/suite.sh            full form, about 6 minutes on 2 cores
+#   tests/bench/suite.sh --short    seconds: what CI runs, so it cannot rot
+#
+# It starts its own PostgreSQL at default durability (fsync and
+# synchronous_commit on, pg_stat_statements loaded), queues no-op jobs with
+# generate_series, runs pgjobd on them, and prints one table:
+#
+#   - the SQL-only ceiling: pgbench running the seed design's naive claim and
+#     finish statements (tests/bench/ceiling), batches of 100, 4 clients,
+#     update on finish and delete on finish;
+#   - pgjobd with the bench plugin, retention 7d (done jobs kept) and
+#     retention 0 (done jobs deleted), median, min and max of RUNS runs;
+#   - /bin/true through the exec handler against the plugin, same config;
+#   - a backlog of BACKLOG jobs, and a run while another session holds an
+#     old snapshot open (vacuum can remove nothing), against the first row;
+#   - 16 instances of 1 worker and 1 instance of 16 workers;
+#
+# and then the wake-up latency (idle instance, single enqueues), the RSS of
+# the supervisor and a worker at rest before and after the backlog, and
+# the claim statement's figures from pg_stat_statements per scale run.
+#
+# Figures: jobs/s from the first job seen running to none left (the
+# watcher polls every 20 ms with two index probes); statements/job are the
+# transactions the server committed during the run, less the watcher's,
+# per job (each of pgjobd's statements is one transaction, and pipelining
+# can put several in one round trip, so this bounds round trips from
+# above); WAL B/job is the WAL written from start to stop, checkpoints and
+# autovacuum included; dead tuples are pg_stat_user_tables.n_dead_tup of
+# the jobs table, the largest seen during the run.
+#
+# Options: --short, --runs N, --jobs N, --workers W, --concurrency C
+# (per worker), --backlog N.  PGJOBD_BUILD_DIR picks the build folder.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${PGJOBD_BUILD_DIR:-$root/build}
+
+short=0 runs=3 n=200000 workers=2 conc=1000 backlog=1000000
+lat_count=200 lat_ms=20 exec_n=20000 exec_conc=50
+while [ $# -gt 0 ]; do
+	case $1 in
+	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 exec_n=500 ;;
+	--runs) runs=$2; shift ;;
+	--jobs) n=$2; shift ;;
+	--workers) workers=$2; shift ;;
+	--concurrency) conc=$2; shift ;;
+	--backlog) backlog=$2; shift ;;
+	*) echo "usage: suite.sh [--short] [--runs N] [--jobs N] [--workers W] [--concurrency C] [--backlog N]" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+cmake --build "$build" -j"$(nproc)" --target pgjobd pgjob pgjobd_bench \
+	pgjobd_bench_tool >/dev/null
+dir="$build/bench-suite"
+PGJOBD_TESTPG_DURABLE=1 \
+	PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
+	bash "$root/scripts/testpg.sh" start "$dir" >/dev/null
+holder=
+# pg_sleep never notices that its client went away: end the session.
+release_snapshot() {
+	sql -c "select pg_terminate_backend(pid) from pg_stat_activity where query like 'select pg_sleep(3600)%'" >/dev/null
+}
+cleanup() {
+	[ -n "$holder" ] && release_snapshot
+	pkill -TERM -f -- "-c $dir/" 2>/dev/null || true
+	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
+}
+trap cleanup EXIT
+db=$(cat "$dir/conninfo")
+tool="$build/pgjobd_bench_tool"
+results="$dir/results.tsv"
+: >"$results"
+: >"$dir/pgjobd.log"
+
+sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$db" "$@"; }
+sql -c "create extension if not exists pg_stat_statements"
+
+# name median min max statements/job wal/job dead [note]: one row
+row() {
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" \
+		"$7" "${8:-}" >>"$results"
+}
+
+median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+
+xacts() { sql -c "select xact_commit + xact_rollback from pg_stat_database where datname = current_database()"; }
+lsn() { sql -c "select pg_current_wal_lsn()"; }
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+fresh_schema() {
+	sql -c "drop schema if exists pgjob cascade" 2>/dev/null
+	"$build/pgjob" -d "$db" migrate >/dev/null
+}
+
+enqueue() { # count kind
+	sql -c "insert into pgjob.jobs (kind, payload) select '$2', jsonb_build_object('id', i) from generate_series(1, $1) i" \
+		-c "vacuum analyze pgjob.jobs" -c "checkpoint"
+}
+
+config() { # file workers concurrency retention
+	cat >"$1" <<YAML
+workers: $2
+log: { level: warn }
+retention: $4
+queues: { default: { concurrency: $3 } }
+handlers:
+  noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
+  true: { type: exec, command: ["/bin/true"] }
+YAML
+}
+
+start_instances() { # count config: sets $pids
+	pids=
+	for _ in $(seq "$1"); do
+		"$build/pgjobd" -c "$2" -d "$db" 2>>"$dir/pgjobd.log" &
+		pids="$pids $!"
+	done
+}
+
+stop_instances() {
+	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in $pids; do wait "$p" 2>/dev/null || true; done
+}
+
+# One drain: jobs already queued, instances started, watched to the end.
+# Prints "rate stmts_per_job wal_per_job max_dead" and writes the RSS of
+# the first supervisor and its first worker (KiB, at rest once the queue is
+# empty) to $dir/rss.
+drain() { # jobs instances config
+	local x0 l0 out first end dead polls x1 l1
+	sleep 0.5 # the last statements' counters reach pg_stat_database
+	x0=$(xacts)
+	l0=$(lsn)
+	start_instances "$2" "$3"
+	out=$("$tool" wait "$db" 600)
+	read -r first end dead polls <<<"$(sed 's/[a-z_]*=//g' <<<"$out")"
+	local p1
+	p1=$(awk '{print $1}' <<<"$pids")
+	echo "$(rss_kb "$p1") $(rss_kb "$(pgrep -P "$p1" | head -1)")" >"$dir/rss"
+	stop_instances
+	sleep 0.5
+	x1=$(xacts)
+	l1=$(sql -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0')")
+	awk -v n="$1" -v f="$first" -v e="$end" -v x="$((x1 - x0 - polls))" \
+		-v w="$l1" -v d="$dead" 'BEGIN {
+		s = (e - f) / 1e6; if (s <= 0) s = 0.001
+		printf "%.0f %.3f %.0f %d\n", n / s, x / n, w / n, d }'
+}
+
+# RUNS drains of N jobs with this config; one row, median (min-max).
+series() { # name retention workers concurrency jobs kind instances
+	local rates="" stmts="" wals="" deads="" r a b c d
+	config "$dir/run.yaml" "$3" "$4" "$2"
+	for r in $(seq "$runs"); do
+		fresh_schema
+		enqueue "$5" "$6"
+		read -r a b c d <<<"$(drain "$5" "${7:-1}" "$dir/run.yaml")"
+		rates="$rates $a" stmts="$stmts $b" wals="$wals $c" deads="$deads $d"
+	done
+	local med min max
+	med=$(tr ' ' '\n' <<<"$rates" | grep . | median)
+	min=$(tr ' ' '\n' <<<"$rates" | grep . | sort -n | head -1)
+	max=$(tr ' ' '\n' <<<"$rates" | grep . | sort -n | tail -1)
+	row "$1" "$med" "$min" "$max" "$(tr ' ' '\n' <<<"$stmts" | grep . | median)" \
+		"$(tr ' ' '\n' <<<"$wals" | grep . | median)" \
+		"$(tr ' ' '\n' <<<"$deads" | grep . | sort -n | tail -1)"
+	echo "$med"
+}
+
+ceiling() { # mode
+	local rates="" r out tps processed left
+	for r in $(seq "$runs"); do
+		sql -f "$root/tests/bench/ceiling/schema.sql" 2>/dev/null
+		sql -c "insert into ceiling.jobs (kind, payload) select 'noop', jsonb_build_object('id', i) from generate_series(1, $n) i" \
+			-c "vacuum analyze ceiling.jobs" -c "checkpoint"
+		local x0 l0
+		x0=$(xacts)
+		l0=$(lsn)
+		out=$(pgbench -n -M prepared -c 4 -j 4 -t $((n / 400 + 1)) \
+			-f "$root/tests/bench/ceiling/claim_$1.sql" "$db" 2>&1)
+		tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")
+		processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+		left=$(sql -c "select count(*) from ceiling.jobs where done_at is null")
+		# Jobs per transaction pair times pairs per second.
+		rates="$rates $(awk -v n="$n" -v l="$left" -v t="$tps" -v p="$processed" \
+			'BEGIN {printf "%.0f", (n - l) * t / p}')"
+		sleep 0.5
+		last_stmts=$(awk -v x="$(($(xacts) - x0))" -v n="$n" 'BEGIN {printf "%.3f", x / n}')
+		last_wal=$(sql -c "select round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0') / $n)")
+		last_dead=$(sql -c "select n_dead_tup from pg_stat_user_tables where relid = 'ceiling.jobs'::regclass")
+	done
+	local med
+	med=$(tr ' ' '\n' <<<"$rates" | grep . | median)
+	row "SQL-only ceiling, $1 on finish (pgbench, batches of 100, 4 clients)" \
+		"$med" "$(tr ' ' '\n' <<<"$rates" | grep . | sort -n | head -1)" \
+		"$(tr ' ' '\n' <<<"$rates" | grep . | sort -n | tail -1)" \
+		"$last_stmts" "$last_wal" "$last_dead"
+	echo "$med"
+	sql -c "drop schema ceiling cascade"
+}
+
+echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo);" \
+	"$(sql -c 'select version()' | cut -d, -f1); jobs=$n runs=$runs workers=$workers concurrency=$conc" >&2
+
+ceil_update=$(ceiling update)
+ceiling delete >/dev/null
+base_keep=$(series "pgjobd, plugin, retention 7d (workers $workers, concurrency $conc)" 7d "$workers" "$conc" "$n" noop)
+series "pgjobd, plugin, retention 0 (workers $workers, concurrency $conc)" 0 "$workers" "$conc" "$n" noop >/dev/null
+
+# exec against the plugin at the same, handler-sized concurrency.
+plug=$(runs=1 series "plugin, concurrency $exec_conc (reference for exec)" 7d "$workers" "$exec_conc" "$exec_n" noop)
+exe=$(runs=1 series "exec /bin/true, concurrency $exec_conc" 7d "$workers" "$exec_conc" "$exec_n" true)
+exec_overhead=$(awk -v p="$plug" -v e="$exe" 'BEGIN {printf "%.3f", 1000 / e - 1000 / p}')
+
+# Latency and RSS at rest: an idle instance, single enqueues.
+fresh_schema
+config "$dir/lat.yaml" "$workers" "$conc" 7d
+rm -f "$dir/starts"
+export LAT_START_LOG="$dir/starts"
+start_instances 1 "$dir/lat.yaml"
+unset LAT_START_LOG
+until [ "$(sql -c "select count(*) from pgjob.workers")" = "$workers" ]; do sleep 0.1; done
+sleep 1
+sup=${pids# }
+rest_sup=$(rss_kb "$sup")
+rest_worker=$(rss_kb "$(pgrep -P "$sup" | head -1)")
+"$tool" latency "$db" "$lat_count" "$lat_ms" >"$dir/ends"
+sleep 0.5
+stop_instances
+lat=$(awk '$1 == "E" {e[$2] = $3} $1 == "S" {s[$2] = $3}
+	END {for (k in e) if (k in s) print (s[k] - e[k]) / 1000}' "$dir/ends" "$dir/starts" |
+	sort -n | awk '{a[NR] = $1} END {
+		if (NR == 0) {print "none none 0"; exit}
+		printf "%.2f %.2f %d\n", a[int(NR * 0.5 + 0.5)], a[int(NR * 0.99 + 0.5)], NR}')
+read -r lat_p50 lat_p99 lat_n <<<"$lat"
+
+# A backlog, then RSS at rest after it.
+fresh_schema
+enqueue "$backlog" noop
+config "$dir/run.yaml" "$workers" "$conc" 7d
+read -r a b c d <<<"$(drain "$backlog" 1 "$dir/run.yaml")"
+row "backlog of $backlog jobs (retention 7d)" "$a" "$a" "$a" "$b" "$c" "$d"
+backlog_rate=$a
+read -r after_sup after_worker <"$dir/rss"
+
+# An old snapshot held open for the whole run.
+fresh_schema
+enqueue "$n" noop
+# The snapshot is taken by its first statement and pins the xmin horizon
+# until the transaction ends; it touches no table, so it takes no lock.
+psql -X -q "$db" -c "begin isolation level repeatable read" \
+	-c "select 1" -c "select pg_sleep(3600)" >/dev/null 2>&1 &
+holder=$!
+until [ "$(sql -c "select count(*) from pg_stat_activity where query like 'select pg_sleep(3600)%'")" = 1 ]; do sleep 0.1; done
+read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
+row "old snapshot held through the run (retention 7d)" "$a" "$a" "$a" "$b" "$c" "$d"
+snap_rate=$a
+release_snapshot
+wait "$holder" 2>/dev/null || true
+holder=
+
+# Scale: many instances of one worker, one instance of many workers.
+scale() { # instances workers
+	local c=$((conc * workers / ($1 * $2)))
+	[ "$c" -lt 1 ] && c=1
+	fresh_schema
+	enqueue "$n" noop
+	config "$dir/scale.yaml" "$2" "$c" 7d
+	sql -c "select pg_stat_statements_reset()" >/dev/null
+	: >"$dir/scale.log"
+	local before
+	before=$(wc -l <"$dir/pgjobd.log")
+	read -r a b c2 d <<<"$(drain "$n" "$1" "$dir/scale.yaml")"
+	local errs
+	errs=$(tail -n +"$((before + 1))" "$dir/pgjobd.log" | grep -c -E 'level=(error|warn)|40P01|40001' || true)
+	local server_errs
+	server_errs=$(grep -c -E 'deadlock detected|could not serialize' "$(cat "$dir/tmpdata" 2>/dev/null || echo "$dir/data")/server.log" || true)
+	local claim
+	claim=$(sql -c "select format('%s statements, %s rows per statement, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 2)) from pg_stat_statements where query like 'with fd as%' order by calls desc limit 1")
+	row "$1 instance(s) x $2 worker(s), concurrency $c each" "$a" "$a" "$a" "$b" "$c2" "$d" \
+		"log warnings/errors: $errs; server deadlocks/serialization failures: $server_errs; cycle: $claim"
+}
+scale 16 1
+scale 1 16
+
+# The table.
+echo
+echo "| run | jobs/s median | min | max | x ceiling (update) | statements/job | WAL B/job | max dead tuples |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+awk -F'\t' -v c="$ceil_update" '{
+	printf "| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", $1, $2, $3, $4, $2 / c, $5, $6, $7 }' "$results"
+echo
+awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
+echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
+echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
+echo "- wake-up latency, idle instance, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched)"
+echo "- RSS at rest: supervisor $rest_sup KiB, worker $rest_worker KiB; after the backlog of $backlog: supervisor $after_sup KiB, worker $after_worker KiB"
