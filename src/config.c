@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "cron.h"
-#include "db.h"
 #include "log.h"
 #include "util.h"
 #include "yaml.h"
@@ -326,10 +325,13 @@ check_listen(const char *s)
 static const char *
 check_conninfo(const char *s)
 {
-	return db_conninfo_valid(s) ? NULL
-				    : "not a valid libpq connection string "
-				      "(keyword=value pairs or a postgresql:// "
-				      "URI)";
+	int valid = config_conninfo_valid(s);
+	if (valid > 0)
+		return NULL;
+	if (valid == 0)
+		return "not a valid libpq connection string (keyword=value "
+		       "pairs or a postgresql:// URI)";
+	return "could not be checked (the log says why)";
 }
 
 /* ---- the key tables ---- */

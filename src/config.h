@@ -136,6 +136,17 @@ struct config *config_load_string(const char *name, const char *text,
 void config_free(struct config *c);
 void config_errors_free(struct config_errors *errs);
 
+/*
+ * Whether libpq can parse conninfo (NULL and "" included): 1 yes, 0 no, -1
+ * when it could not be checked (the reason is logged).  config_load()
+ * calls it for database.conninfo.  config.c does not define it, so that
+ * config.c needs no libpq: every program links one definition, and the
+ * linker makes sure there is one.  pgjob and the tests ask libpq directly
+ * (config_conninfo.c); the daemon, whose supervisor does not map libpq,
+ * asks it in a short-lived child (workermod.c).
+ */
+int config_conninfo_valid(const char *conninfo);
+
 /* Lookups; NULL when absent.  The pointers are borrowed from c. */
 const struct handler_conf *config_handler(const struct config *c,
 					  const char *kind);

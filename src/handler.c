@@ -210,7 +210,10 @@ handler_parse_duration(const char *s, int64_t *ms)
 		v *= units[i].ms;
 		if (v > 1e15) /* some 30,000 years: not a delay */
 			return -1;
-		*ms = (int64_t)llround(v);
+		/* Rounded to the nearest ms, as llround() would for these
+		 * non-negative values, without libm (issue 6: every library
+		 * a worker maps costs it resident memory). */
+		*ms = (int64_t)(v + 0.5);
 		return 0;
 	}
 	return -1;

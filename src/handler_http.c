@@ -19,11 +19,21 @@
  * Nothing here logs a header value, the URL's path or query, or a
  * response body: those can carry secrets (an Authorization header, a token
  * in the query).  Log lines and errors name the server as host:port.
+ *
+ * libcurl is not linked but loaded with dlopen() the first time it is
+ * needed: by handler_http_init() for a config with an http handler, or by
+ * the first request.  libcurl and the libraries it pulls in (a second TLS
+ * stack, HTTP/2, IDN, ssh, rtmp...) add about 1.5 MiB to the resident set
+ * of every process that maps them, and most configs have no http handler
+ * (issue 6: a worker at rest stays under 8 MiB).  Every libcurl call goes
+ * through the table lc, whose members have the exact types of curl.h's
+ * declarations; curl.h is still what the code is compiled against.
  */
 #include "failpoint.h"
 #include "handler.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +51,46 @@
 #if LIBCURL_VERSION_NUM < 0x075500
 #error "the http handler needs libcurl 7.85 or later"
 #endif
+#define LIBCURL_MIN 0x075500 /* checked again at run time */
+/* libcurl's soname: libcurl.so.4 since 7.16 (2006). */
+#define LIBCURL_SONAME "libcurl.so.4"
+
+/* The libcurl functions used here, without their curl_ prefix. */
+#define LIBCURL_FUNCS(X)                                                       \
+	X(global_init)                                                         \
+	X(global_cleanup)                                                      \
+	X(version_info)                                                        \
+	X(easy_init)                                                           \
+	X(easy_cleanup)                                                        \
+	X(easy_setopt)                                                         \
+	X(easy_getinfo)                                                        \
+	X(easy_header)                                                         \
+	X(easy_strerror)                                                       \
+	X(multi_init)                                                          \
+	X(multi_cleanup)                                                       \
+	X(multi_setopt)                                                        \
+	X(multi_add_handle)                                                    \
+	X(multi_remove_handle)                                                 \
+	X(multi_assign)                                                        \
+	X(multi_socket_action)                                                 \
+	X(multi_timeout)                                                       \
+	X(multi_info_read)                                                     \
+	X(slist_append)                                                        \
+	X(slist_free_all)                                                      \
+	X(url)                                                                 \
+	X(url_set)                                                             \
+	X(url_get)                                                             \
+	X(url_cleanup)                                                         \
+	X(url_strerror)                                                        \
+	X(getdate)                                                             \
+	X(free)
+
+/* lc.easy_init is curl_easy_init, and so on; filled by libcurl_load(). */
+static struct {
+#define X(f) __typeof__(curl_##f) *f;
+	LIBCURL_FUNCS(X)
+#undef X
+} lc;
 
 #define BODY_MAX	   (1024 * 1024) /* response bytes kept */
 #define ERROR_BODY_MAX	   512		 /* of which, in an error text */
@@ -97,7 +147,7 @@ static void check_done(struct http_multi *m);
 static struct curl_slist *
 slist_add(struct curl_slist *l, const char *s)
 {
-	struct curl_slist *n = curl_slist_append(l, s);
+	struct curl_slist *n = lc.slist_append(l, s);
 
 	if (!n) {
 		log_error("out of memory (curl_slist_append)");
@@ -106,16 +156,67 @@ slist_add(struct curl_slist *l, const char *s)
 	return n;
 }
 
-static void
+/*
+ * Loads libcurl into lc, once per process; it is never unloaded (its TLS
+ * libraries cannot be, and a worker that used it keeps using it).  Returns
+ * NULL, or why it cannot be used (static storage): the same reason on
+ * every later call.
+ */
+static const char *
+libcurl_load(void)
+{
+	static void *dl;
+	static char why[512];
+
+	if (dl)
+		return NULL;
+	if (why[0])
+		return why;
+	dlerror();
+	void *h = dlopen(LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, sizeof(why), "cannot load libcurl: %s",
+			 dlerror());
+		return why;
+	}
+#define X(f)                                                                   \
+	if (!why[0] && !(lc.f = (__typeof__(lc.f))dlsym(h, "curl_" #f)))       \
+		snprintf(why, sizeof(why),                                     \
+			 "%s has no curl_%s: libcurl %s or "                   \
+			 "later is needed",                                    \
+			 LIBCURL_SONAME, #f, "7.85");
+	LIBCURL_FUNCS(X)
+#undef X
+	const curl_version_info_data *v =
+		why[0] ? NULL : lc.version_info(CURLVERSION_NOW);
+	if (v && (unsigned)v->version_num < LIBCURL_MIN)
+		snprintf(why, sizeof(why),
+			 "libcurl %s is too old: 7.85 or later is needed",
+			 v->version);
+	if (why[0]) {
+		dlclose(h);
+		memset(&lc, 0, sizeof(lc));
+		return why;
+	}
+	dl = h;
+	return NULL;
+}
+
+/* libcurl_load() and curl_global_init(); NULL, or why libcurl cannot be
+ * used. */
+static const char *
 global_init(void)
 {
-	if (global_ready)
-		return;
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	const char *why = libcurl_load();
+
+	if (why || global_ready)
+		return why;
+	if (lc.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		log_error("curl_global_init failed");
 		abort();
 	}
 	global_ready = true;
+	return NULL;
 }
 
 static void io_cb(struct ev_loop *loop, ev_io *w, int revents);
@@ -155,7 +256,7 @@ sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 		if (m->socks)
 			m->socks->prev = hs;
 		m->socks = hs;
-		curl_multi_assign(m->multi, s, hs);
+		lc.multi_assign(m->multi, s, hs);
 	}
 	ev_io_stop(m->loop, &hs->w);
 	ev_io_set(&hs->w, s, events);
@@ -173,7 +274,7 @@ io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		    (revents & EV_WRITE ? CURL_CSELECT_OUT : 0);
 	int running;
 
-	curl_multi_socket_action(m->multi, w->fd, flags, &running);
+	lc.multi_socket_action(m->multi, w->fd, flags, &running);
 	check_done(m);
 }
 
@@ -201,12 +302,12 @@ timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	long ms = -1;
 	int running;
 
-	curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	lc.multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
 	check_done(m);
 	/* libcurl calls timer_cb only when its next deadline changes; if this
 	 * one came a little early, arm the timer again ourselves. */
 	if (!ev_is_active(&m->timer) &&
-	    curl_multi_timeout(m->multi, &ms) == CURLM_OK && ms >= 0)
+	    lc.multi_timeout(m->multi, &ms) == CURLM_OK && ms >= 0)
 		timer_cb(m->multi, ms, m);
 }
 
@@ -219,20 +320,19 @@ multi_get(struct ev_loop *loop)
 	for (m = multis; m; m = m->next)
 		if (m->loop == loop)
 			return m;
-	global_init();
 	m = xcalloc(1, sizeof(*m));
 	m->loop = loop;
-	m->multi = curl_multi_init();
+	m->multi = lc.multi_init();
 	if (!m->multi) {
 		log_error("out of memory (curl_multi_init)");
 		abort();
 	}
 	ev_init(&m->timer, timeout_cb);
 	m->timer.data = m;
-	curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-	curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
-	curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
+	lc.multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+	lc.multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
+	lc.multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	lc.multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
 	m->next = multis;
 	multis = m;
 	return m;
@@ -245,7 +345,7 @@ detach(struct http_run *x)
 {
 	if (!x->attached)
 		return;
-	curl_multi_remove_handle(x->m->multi, x->easy);
+	lc.multi_remove_handle(x->m->multi, x->easy);
 	x->attached = false;
 }
 
@@ -269,9 +369,9 @@ abandon(struct http_run *x)
 	ev_timer_stop(x->m->loop, &x->later);
 	detach(x);
 	unlink_run(x);
-	curl_easy_cleanup(x->easy);
+	lc.easy_cleanup(x->easy);
 	x->easy = NULL;
-	curl_slist_free_all(x->headers);
+	lc.slist_free_all(x->headers);
 	x->headers = NULL;
 	buf_free(&x->body);
 	x->m = NULL;
@@ -283,15 +383,15 @@ multi_free(struct http_multi *m)
 	int n = 0;
 
 	/* No callbacks while it is taken apart: we free the watchers. */
-	curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, NULL);
-	curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, NULL);
+	lc.multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, NULL);
+	lc.multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, NULL);
 	while (m->runs) {
 		abandon(m->runs);
 		n++;
 	}
 	if (n)
 		log_warn("http: %d requests abandoned unfinished", n);
-	curl_multi_cleanup(m->multi);
+	lc.multi_cleanup(m->multi);
 	while (m->socks) {
 		struct http_sock *hs = m->socks;
 		m->socks = hs->next;
@@ -305,14 +405,23 @@ multi_free(struct http_multi *m)
 int
 handler_http_init(const struct config *cfg)
 {
-	global_init();
+	int nhttp = 0;
 	for (size_t i = 0; cfg && i < cfg->nhandlers; i++) {
 		const struct handler_conf *h = &cfg->handlers[i];
-		if (h->type == HANDLER_HTTP && !h->tls_verify)
+		if (h->type != HANDLER_HTTP)
+			continue;
+		nhttp++;
+		if (!h->tls_verify)
 			log_warn("handler %s: tls_verify is false: the "
 				 "server's certificate and host name are not "
 				 "checked",
 				 h->kind);
+	}
+	/* Without an http handler, libcurl is not even loaded. */
+	const char *why = nhttp ? global_init() : NULL;
+	if (why) {
+		log_error("http handlers: %s", why);
+		return -1;
 	}
 	return 0;
 }
@@ -326,7 +435,7 @@ handler_http_fini(void)
 		multi_free(m);
 	}
 	if (global_ready)
-		curl_global_cleanup();
+		lc.global_cleanup();
 	global_ready = false;
 }
 
@@ -405,7 +514,7 @@ build_headers(const struct job *job, const struct handler_conf *h)
 static char *
 target_of(const char *url, const char **why)
 {
-	CURLU *u = curl_url();
+	CURLU *u = lc.url();
 	char *host = NULL, *port = NULL, *s = NULL;
 	CURLUcode rc;
 
@@ -413,18 +522,18 @@ target_of(const char *url, const char **why)
 		log_error("out of memory (curl_url)");
 		abort();
 	}
-	rc = curl_url_set(u, CURLUPART_URL, url, 0);
+	rc = lc.url_set(u, CURLUPART_URL, url, 0);
 	if (rc == CURLUE_OK)
-		rc = curl_url_get(u, CURLUPART_HOST, &host, 0);
+		rc = lc.url_get(u, CURLUPART_HOST, &host, 0);
 	if (rc == CURLUE_OK)
-		rc = curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+		rc = lc.url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
 	if (rc == CURLUE_OK)
 		s = xasprintf("%s:%s", host, port);
 	else
-		*why = curl_url_strerror(rc);
-	curl_free(host);
-	curl_free(port);
-	curl_url_cleanup(u);
+		*why = lc.url_strerror(rc);
+	lc.free(host);
+	lc.free(port);
+	lc.url_cleanup(u);
 	return s;
 }
 
@@ -441,7 +550,7 @@ setup(struct http_run *x, const struct job *job, const struct handler_conf *h)
 
 	if (x->timeout_ms > 0 && x->timeout_ms < connect_ms)
 		connect_ms = x->timeout_ms;
-#define SET(opt, val) (bad |= curl_easy_setopt(e, opt, val) != CURLE_OK)
+#define SET(opt, val) (bad |= lc.easy_setopt(e, opt, val) != CURLE_OK)
 	SET(CURLOPT_URL, h->url);
 	SET(CURLOPT_PROTOCOLS_STR, PROTOCOLS);
 	SET(CURLOPT_REDIR_PROTOCOLS_STR, PROTOCOLS);
@@ -474,8 +583,9 @@ start_failed(struct http_run *x, struct handler_result *fail, char *msg)
 	fail->error = msg;
 	log_job(LOG_WARN, &x->lj, "%s", msg);
 	if (x->easy)
-		curl_easy_cleanup(x->easy);
-	curl_slist_free_all(x->headers);
+		lc.easy_cleanup(x->easy);
+	if (x->headers) /* else libcurl may not be loaded */
+		lc.slist_free_all(x->headers);
 	free(x->target);
 	free(x);
 }
@@ -494,6 +604,11 @@ handler_http_start(struct handler_run *run, struct ev_loop *loop,
 	x->start_ms = util_now_ms();
 	ev_timer_init(&x->later, later_cb, 0., 0.);
 	x->later.data = x;
+	const char *nolib = global_init();
+	if (nolib) {
+		start_failed(x, fail, xasprintf("http handler: %s", nolib));
+		return NULL;
+	}
 	if (!h->url || !(x->target = target_of(h->url, &why))) {
 		start_failed(x, fail,
 			     xasprintf("http handler: bad url: %s", why));
@@ -507,7 +622,7 @@ handler_http_start(struct handler_run *run, struct ev_loop *loop,
 		start_failed(x, fail, xstrdup("could not connect: failpoint"));
 		return NULL;
 	}
-	x->easy = curl_easy_init();
+	x->easy = lc.easy_init();
 	if (!x->easy || setup(x, job, h) < 0) {
 		start_failed(x, fail,
 			     xstrdup("http handler: libcurl refused "
@@ -515,7 +630,7 @@ handler_http_start(struct handler_run *run, struct ev_loop *loop,
 		return NULL;
 	}
 	/* Calls timer_cb at most: the transfer starts from the loop. */
-	if (curl_multi_add_handle(x->m->multi, x->easy) != CURLM_OK) {
+	if (lc.multi_add_handle(x->m->multi, x->easy) != CURLM_OK) {
 		start_failed(x, fail,
 			     xstrdup("http handler: libcurl refused "
 				     "the request"));
@@ -588,7 +703,7 @@ redirect_text(const struct http_run *x, long status)
 {
 	char *loc = NULL, *t;
 
-	curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &loc);
+	lc.easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &loc);
 	if (!loc || !*loc)
 		return status_text(x, status);
 	t = xasprintf("HTTP %ld: redirect to %.*s not followed", status,
@@ -605,8 +720,7 @@ header(const struct http_run *x, const char *name)
 	size_t len;
 	const char *s;
 
-	if (curl_easy_header(x->easy, name, 0, CURLH_HEADER, -1, &h) !=
-	    CURLHE_OK)
+	if (lc.easy_header(x->easy, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
 		return NULL;
 	len = strlen(h->value);
 	s = trim(h->value, &len);
@@ -632,9 +746,9 @@ retry_after(const struct http_run *x)
 	digits = strspn(ra, "0123456789");
 	if (digits > 0 && digits <= 10 && ra[digits] == '\0') {
 		ms = strtoll(ra, NULL, 10) * 1000;
-	} else if ((when = curl_getdate(ra, NULL)) >= 0) {
+	} else if ((when = lc.getdate(ra, NULL)) >= 0) {
 		date = header(x, "Date");
-		if (date && (server_now = curl_getdate(date, NULL)) >= 0)
+		if (date && (server_now = lc.getdate(date, NULL)) >= 0)
 			base = server_now;
 		free(date);
 		ms = when > base ? (int64_t)(when - base) * 1000 : 0;
@@ -679,8 +793,8 @@ timeout_text(const struct http_run *x, const char *detail)
 	int64_t connect_ms = CONNECT_TIMEOUT_MS;
 	char d[32];
 
-	curl_easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &tcp);
-	curl_easy_getinfo(x->easy, CURLINFO_APPCONNECT_TIME_T, &tls);
+	lc.easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &tcp);
+	lc.easy_getinfo(x->easy, CURLINFO_APPCONNECT_TIME_T, &tls);
 	if (x->timeout_ms > 0 && x->timeout_ms <= connect_ms)
 		connect_ms = -1; /* the same limit: say "timed out" */
 	if (connect_ms > 0 && (tcp == 0 || (x->https && tls == 0)))
@@ -697,12 +811,12 @@ timeout_text(const struct http_run *x, const char *detail)
 static char *
 curl_error_text(const struct http_run *x, CURLcode rc)
 {
-	const char *detail = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+	const char *detail = x->errbuf[0] ? x->errbuf : lc.easy_strerror(rc);
 	long oserr = 0;
 	char *t;
 
 	if (rc == CURLE_COULDNT_CONNECT) {
-		curl_easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &oserr);
+		lc.easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &oserr);
 		t = xasprintf("could not connect to %s: %s", x->target,
 			      oserr ? strerror((int)oserr) : detail);
 	} else if (rc == CURLE_COULDNT_RESOLVE_HOST) {
@@ -730,7 +844,7 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 		res->error = curl_error_text(x, rc);
 		return;
 	}
-	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (status >= 200 && status <= 299) {
 		res->outcome = OUTCOME_DONE;
 		res->result = body_json(x);
@@ -758,7 +872,7 @@ log_attempt(const struct http_run *x, CURLcode rc,
 	char what[64], d[32] = "";
 
 	if (!x->why && rc == CURLE_OK)
-		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+		lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (status)
 		snprintf(what, sizeof(what), "HTTP %ld", status);
 	if (res->retry_in_ms >= 0)
@@ -792,13 +906,13 @@ check_done(struct http_multi *m)
 	CURLMsg *msg;
 	int left;
 
-	while ((msg = curl_multi_info_read(m->multi, &left))) {
+	while ((msg = lc.multi_info_read(m->multi, &left))) {
 		struct http_run *x = NULL;
 		CURLcode rc = msg->data.result;
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &x);
+		lc.easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &x);
 		complete(x, rc);
 	}
 }
@@ -832,8 +946,8 @@ handler_http_free(struct http_run *x)
 		detach(x);
 		unlink_run(x);
 	}
-	curl_easy_cleanup(x->easy);
-	curl_slist_free_all(x->headers);
+	lc.easy_cleanup(x->easy);
+	lc.slist_free_all(x->headers);
 	buf_free(&x->body);
 	free(x->target);
 	free(x->why);

@@ -32,7 +32,7 @@
 #include "notify.h"
 #include "stats.h"
 #include "util.h"
-#include "worker.h"
+#include "workermod.h"
 
 #define STABLE_MS 60000 /* up this long: the restart backoff resets */
 
@@ -118,7 +118,9 @@ spawn(struct supervisor *s, struct child *c)
 	if (pid == 0) {
 		close(fds[1]);
 		child_detach(s, c);
-		_exit(worker_main(s->cfg, fds[0], parent, s->stats, c->index));
+		/* The worker's code, and libpq, are loaded only now. */
+		_exit(workermod_run(s->cfg, fds[0], parent, s->stats,
+				    c->index));
 	}
 	close(fds[0]);
 	c->pid = pid;
