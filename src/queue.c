@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "db.h"
 #include "failpoint.h"
 #include "handler.h"

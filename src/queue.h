@@ -46,8 +46,8 @@ struct queue_finish {
  * token and state 'running' still match) and claims due jobs (by priority,
  * then run_at, then id) and running jobs whose lease expired, with FOR
  * UPDATE SKIP LOCKED.  req NULL (or no queues) claims nothing.  With
- * delete_done (retention 0), a job that ends done is deleted, not kept.  Read the
- * result with queue_claim_rows() and queue_finished_ids().
+ * delete_done (retention 0), a job that ends done is deleted, not kept.  Read
+ * the result with queue_claim_rows() and queue_finished_ids().
  */
 int queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 		const struct queue_finish *f, size_t nf, int delete_done,

@@ -14,6 +14,9 @@
 
 #include <errno.h>
 #include <ev.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +80,7 @@ struct worker {
 	struct held *head;
 	int nheld;
 	int want_claim, cycle_inflight;
+	int trimmed; /* the heap was trimmed since the worker went idle */
 	int draining, stopping;
 	int exit_code;
 	int reconnects; /* failed attempts since the last success */
@@ -378,6 +382,27 @@ result_ok(struct worker *w, PGresult *res, const char *what)
 	return 0;
 }
 
+/*
+ * The first time a claim finds nothing and the worker holds nothing, the
+ * heap's free memory goes back to the system: a batch of a thousand jobs
+ * leaves a high-water mark that would otherwise stay in the worker's RSS
+ * for as long as it rests.
+ */
+static void
+trim_when_idle(struct worker *w, int claimed)
+{
+	if (claimed > 0 || w->nheld > 0) {
+		w->trimmed = 0;
+		return;
+	}
+	if (w->trimmed)
+		return;
+	w->trimmed = 1;
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
 /* One cycle in flight: the ends it writes, and whether it claims. */
 struct cycle {
 	struct worker *w;
@@ -392,8 +417,8 @@ cycle_ends(struct worker *w, struct cycle *c, PGresult *res, enum db_error e,
 	   const char *etext)
 {
 	size_t nwritten = 0;
-	int64_t *written = e == DB_OK ? queue_finished_ids(res, &nwritten)
-				      : NULL;
+	int64_t *written =
+		e == DB_OK ? queue_finished_ids(res, &nwritten) : NULL;
 	for (size_t i = 0; i < c->n; i++) {
 		struct held *h = c->held[i];
 		if (e == DB_LOST) {
@@ -457,7 +482,8 @@ on_cycle(void *arg, PGresult *res)
 		if (c->claims) {
 			stats_observe(w->st->claim, &w->st->claim_count,
 				      &w->st->claim_sum_us,
-				      (util_now_ms() - w->claim_sent_ms) * 1000);
+				      (util_now_ms() - w->claim_sent_ms) *
+					      1000);
 			int n;
 			struct job **jobs = queue_claim_rows(res, &n);
 			for (int i = 0; i < n; i++)
@@ -466,6 +492,7 @@ on_cycle(void *arg, PGresult *res)
 			/* A batch came: more may be waiting. */
 			if (n > 0)
 				w->want_claim = 1;
+			trim_when_idle(w, n);
 		}
 	}
 	free(etext);

@@ -98,11 +98,11 @@ latency(PGconn *c, int count, int interval_ms)
 		char seq[16];
 		snprintf(seq, sizeof(seq), "%d", i);
 		const char *p[] = {seq};
-		PGresult *r = PQexecParams(
-			c,
-			"select pgjob.enqueue('noop',"
-			" jsonb_build_object('seq', $1::int))",
-			1, NULL, p, NULL, NULL, 0);
+		PGresult *r =
+			PQexecParams(c,
+				     "select pgjob.enqueue('noop',"
+				     " jsonb_build_object('seq', $1::int))",
+				     1, NULL, p, NULL, NULL, 0);
 		long long t = now_us();
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));

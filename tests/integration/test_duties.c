@@ -207,13 +207,13 @@ test_retention_zero(void **state)
 {
 	char *ci = t_db_migrated("t_duty_ret0");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
-		"ret0", ci,
-		"workers: 2\nretention: 0\n"
-		"handlers:\n"
-		"  ok: { type: exec, command: [\"/bin/true\"] }\n"
-		"  bad: { type: exec, command: [\"/bin/false\"],"
-		" max_attempts: 1 }\n");
+	const char *cfg =
+		t_config("ret0", ci,
+			 "workers: 2\nretention: 0\n"
+			 "handlers:\n"
+			 "  ok: { type: exec, command: [\"/bin/true\"] }\n"
+			 "  bad: { type: exec, command: [\"/bin/false\"],"
+			 " max_attempts: 1 }\n");
 	t_exec(c, "create table public.ended (id bigint, state text,"
 		  " last_error text)");
 	t_exec(c, "create function public.note_end() returns trigger"
