@@ -287,6 +287,16 @@ scale() { # instances workers
 scale 16 1
 scale 1 16
 
+# What must hold whatever the machine: every row measured, no job lost to
+# the latency run, no error in a scale run.  Timing is only printed.
+fail=0
+[ "$(wc -l <"$results")" -eq 10 ] || { echo "suite: expected 10 rows" >&2; fail=1; }
+[ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
+if grep -q -E 'warnings/errors: [1-9]|failures: [1-9]' "$results"; then
+	echo "suite: a scale run logged errors (see $dir/pgjobd.log)" >&2
+	fail=1
+fi
+
 # The table.
 echo
 echo "| run | jobs/s median | min | max | x ceiling (update) | statements/job | WAL B/job | max dead tuples |"
@@ -299,3 +309,4 @@ echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/ra
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, idle instance, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched)"
 echo "- RSS at rest: supervisor $rest_sup KiB, worker $rest_worker KiB; after the backlog of $backlog: supervisor $after_sup KiB, worker $after_worker KiB"
+exit "$fail"
