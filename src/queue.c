@@ -20,9 +20,11 @@
 #include "util.h"
 
 /*
- * One statement for both halves of a worker's turn: it writes the ends of
- * the jobs that finished and claims the next ones, so a busy worker pays
- * one round trip and one commit per batch, not two.
+ * The statement for both halves of a worker's turn: it writes the ends of
+ * the jobs that finished and claims the next ones.  The worker sends the
+ * two halves as two of these, pipelined in one round trip (see
+ * send_cycle() in worker.c for why not one); the statement still takes
+ * both, and then claims past the jobs it ends.
  *
  * Finishes ($7..$13, parallel arrays): each row is written only where id,
  * token and state 'running' still match (compare-and-set on the lease).

@@ -461,7 +461,10 @@ on_cycle(void *arg, PGresult *res)
 	enum db_error e = res ? db_classify(NULL, res) : DB_LOST;
 	char *etext = e != DB_OK && res ? db_error_text(NULL, res) : NULL;
 
-	w->cycle_inflight = 0;
+	/* on_lost() zeroes the count, and the cycles of the lost link
+	 * still report (with NULL) after it. */
+	if (w->cycle_inflight > 0)
+		w->cycle_inflight--;
 	if (res && e != DB_OK) {
 		char what[64];
 		if (!c->n)
@@ -559,9 +562,29 @@ send_cycle(struct worker *w)
 				      .nqueues = nq,
 				      .locked_by = w->locked_by,
 				      .lease_ms = cf->lease_ms};
-	w->cycle_inflight = 1;
 	if (nq)
 		w->claim_sent_ms = util_now_ms();
+	/* Ends and claim go out as two transactions in one round trip (the
+	 * pipeline keeps their order).  In one statement they deadlocked
+	 * with 16 claimers: a claim that meets an older version of a row
+	 * waits for whoever is updating its newest version, even under
+	 * SKIP LOCKED, and a statement that also held its finished rows
+	 * could be waited for in turn.  A transaction that only writes
+	 * ends waits for no claim. */
+	if (c->n && nq) {
+		struct cycle *c2 = xcalloc(1, sizeof(*c2));
+		c2->w = w;
+		c2->claims = 1;
+		c->claims = 0;
+		w->cycle_inflight += 2;
+		queue_cycle(w->db, NULL, f, c->n, cf->retention_ms == 0,
+			    on_cycle, c);
+		queue_cycle(w->db, &req, NULL, 0, cf->retention_ms == 0,
+			    on_cycle, c2);
+		free(f);
+		return;
+	}
+	w->cycle_inflight++;
 	queue_cycle(w->db, nq ? &req : NULL, f, c->n, cf->retention_ms == 0,
 		    on_cycle, c);
 	free(f);
