@@ -24,11 +24,11 @@ static const struct {
 	[FP_CLAIM_RESULT] = {"claim_result",
 			     "the connection is lost after a claim committed"},
 	[FP_FINISH_SEND] = {"finish_send",
-			    "the connection is lost before job ends (and "
-			    "the claim that goes with them) are written"},
+			    "the connection is lost before job ends are "
+			    "written"},
 	[FP_FINISH_RESULT] = {"finish_result",
-			      "the connection is lost after job ends (and "
-			      "their claim) committed"},
+			      "the connection is lost after job ends "
+			      "committed"},
 	[FP_RENEW_SEND] = {"renew_send",
 			   "the connection is lost before a lease renewal"},
 	[FP_RENEW_RESULT] = {"renew_result",

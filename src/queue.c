@@ -209,8 +209,8 @@ queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 	const char *p[14];
 	for (int i = 0; i < 14; i++)
 		p[i] = a[i];
-	/* A cycle that carries ends is a finish to the failpoints (and
-	 * loses the claim that goes with it); one without is a claim. */
+	/* A cycle that carries ends is a finish to the failpoints; one
+	 * without is a claim. */
 	if (nf)
 		dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
 	else
