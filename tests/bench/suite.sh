@@ -66,6 +66,10 @@ release_snapshot() {
 cleanup() {
 	[ -n "$holder" ] && release_snapshot
 	pkill -TERM -f -- "-c $dir/" 2>/dev/null || true
+	# The logs outlive the server: $build/bench-suite.logs.
+	mkdir -p "$dir.logs"
+	cp "$dir/pgjobd.log" "$dir.logs/" 2>/dev/null || true
+	cp "$(cat "$dir/tmpdata" 2>/dev/null || echo "$dir/data")/server.log" "$dir.logs/" 2>/dev/null || true
 	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
 }
 trap cleanup EXIT
@@ -293,7 +297,7 @@ fail=0
 [ "$(wc -l <"$results")" -eq 10 ] || { echo "suite: expected 10 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 if grep -q -E 'warnings/errors: [1-9]|failures: [1-9]' "$results"; then
-	echo "suite: a scale run logged errors (see $dir/pgjobd.log)" >&2
+	echo "suite: a scale run logged errors (see $dir.logs/pgjobd.log)" >&2
 	fail=1
 fi
 
