@@ -112,6 +112,12 @@ static const struct {
 	{"PGJOBD_FAULT_LONG=1 PGJOBD_FAULT_FIGURES=$PWD/figures.txt ctest -L "
 	 "fault -V",
 	 "the long form: about 20 minutes"},
+	{"tests/bench/suite.sh --short",
+	 "the benchmark suite's short form: CI runs it as the ctest "
+	 "bench.short"},
+	{"tests/bench/suite.sh",
+	 "the benchmark suite's full form, about 7 minutes: the figures "
+	 "of docs/performance.md come from it, and its short form runs in CI"},
 };
 #define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
 
