@@ -138,31 +138,6 @@ static const char cycle_sql[] =
 	" union all"
 	" select 'f', fd.id, null, null, null, null, null, null, null from fd";
 
-/* A text[] literal that may hold NULLs: v[i] == NULL is NULL. */
-static char *
-nullable_text_array(const char *const *v, size_t n)
-{
-	struct buf b = {0};
-	buf_append(&b, "{", 1);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_append(&b, ",", 1);
-		if (!v[i]) {
-			buf_append(&b, "NULL", 4);
-			continue;
-		}
-		buf_append(&b, "\"", 1);
-		for (const char *s = v[i]; *s; s++) {
-			if (*s == '"' || *s == '\\')
-				buf_append(&b, "\\", 1);
-			buf_append(&b, s, 1);
-		}
-		buf_append(&b, "\"", 1);
-	}
-	buf_append(&b, "}", 1);
-	return b.data;
-}
-
 int
 queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 	    const struct queue_finish *f, size_t nf, int delete_done,
@@ -200,11 +175,11 @@ queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 	a[5] = queue_text_array(req->modes, req->nqueues);
 	a[6] = queue_int_array(ids, nf);
 	a[7] = queue_int_array(tokens, nf);
-	a[8] = nullable_text_array(states, nf);
-	a[9] = nullable_text_array(results, nf);
-	a[10] = nullable_text_array(errors, nf);
+	a[8] = queue_text_array(states, nf);
+	a[9] = queue_text_array(results, nf);
+	a[10] = queue_text_array(errors, nf);
 	a[11] = queue_int_array(delays, nf);
-	a[12] = nullable_text_array(refunds, nf);
+	a[12] = queue_text_array(refunds, nf);
 	a[13] = xstrdup(delete_done ? "t" : "f");
 	const char *p[14];
 	for (int i = 0; i < 14; i++)
@@ -389,7 +364,13 @@ queue_text_array(const char *const *v, size_t n)
 	struct buf b = {0};
 	buf_append(&b, "{", 1);
 	for (size_t i = 0; i < n; i++) {
-		buf_append(&b, i ? ",\"" : "\"", i ? 2 : 1);
+		if (i)
+			buf_append(&b, ",", 1);
+		if (!v[i]) {
+			buf_append(&b, "NULL", 4);
+			continue;
+		}
+		buf_append(&b, "\"", 1);
 		for (const char *s = v[i]; *s; s++) {
 			if (*s == '"' || *s == '\\')
 				buf_append(&b, "\\", 1);

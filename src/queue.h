@@ -93,8 +93,8 @@ int queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
  * for QUEUE_SQL_FAILED and QUEUE_SQL_CONN_LOST. */
 enum queue_sql_end queue_sql_result(PGresult **res, int n, char **error);
 
-/* A PostgreSQL array literal of the strings v[0..n), quoted; caller
- * frees. */
+/* A PostgreSQL array literal of the strings v[0..n), quoted, a NULL
+ * pointer as NULL; caller frees. */
 char *queue_text_array(const char *const *v, size_t n);
 /* The same for integers. */
 char *queue_int_array(const int64_t *v, size_t n);

@@ -65,6 +65,11 @@ test_arrays(void **state)
 	s = queue_text_array(v, 0);
 	assert_string_equal(s, "{}");
 	free(s);
+	/* A NULL pointer is SQL NULL; the string "NULL" stays quoted. */
+	const char *w[] = {NULL, "NULL", "x"};
+	s = queue_text_array(w, 3);
+	assert_string_equal(s, "{NULL,\"NULL\",\"x\"}");
+	free(s);
 	int64_t n[] = {1, -2, 9007199254740993LL};
 	s = queue_int_array(n, 3);
 	assert_string_equal(s, "{1,-2,9007199254740993}");
