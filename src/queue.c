@@ -81,24 +81,34 @@ static const char cycle_sql[] =
 	" ending as ("
 	"  select r.id, r.token from unnest($7::bigint[], $8::bigint[],"
 	"   $9::text[]) as r(id, token, state) where r.state <> 'available'),"
-	" q(name, lim, mode) as ("
-	"  select * from unnest($2::text[], $3::int[], $6::text[])),"
+	/* (hp, hr, hi): where the parallel scan of a queue starts, past
+	 * the index entries this worker's last claims left behind; NULL is
+	 * the head (see queue_claim_req). */
+	" q(name, lim, mode, hp, hr, hi) as ("
+	"  select * from unnest($2::text[], $3::int[], $6::text[],"
+	"   $15::smallint[], $16::timestamptz[], $17::bigint[])),"
 	" cand as ("
-	"  select c.id from q cross join lateral ("
-	"   select e.id from (select j.id from pgjob.jobs j"
+	"  select c.id, c.b from q cross join lateral ("
+	"   select e.id, 'e' as b from (select j.id from pgjob.jobs j"
 	"     where j.state = 'running' and j.queue = q.name"
 	"       and j.locked_until < now() and j.kind = any($1::text[])"
 	"       and j.id <> all($7::bigint[])"
 	"     limit q.lim for update skip locked) e"
 	"   union all"
-	"   select a.id from (select j.id from pgjob.jobs j"
+	"   select a.id, 'a' from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'parallel' and j.state = 'available'"
 	"       and j.queue = q.name and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
+	/* A bound the index scan starts from, not a filter: always true
+	 * without a position. */
+	"       and (j.priority, j.run_at, j.id) > ("
+	"        coalesce(q.hp, (-32768)::smallint),"
+	"        coalesce(q.hr, '-infinity'::timestamptz),"
+	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a"
 	"   union all"
-	"   select s.id from (select j.id from pgjob.jobs j"
+	"   select s.id, 's' from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'serial' and j.id = (select min(h.id)"
 	"       from pgjob.jobs h where h.queue = q.name"
 	"        and h.state = 'available')"
@@ -110,7 +120,7 @@ static const char cycle_sql[] =
 	"          where x.id = r.id and x.token = r.lease_token))"
 	"     for update skip locked) s"
 	"   union all"
-	"   select k.id from (select j.id from pgjob.jobs j"
+	"   select k.id, 'k' from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'per_key' and j.state = 'available'"
 	"       and j.queue = q.name and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
@@ -131,12 +141,23 @@ static const char cycle_sql[] =
 	 * than joining the whole table. */
 	"  where j.id = any(array(select id from cand))"
 	"  returning j.id, j.kind, j.queue, j.payload, j.attempts,"
-	"   coalesce(j.max_attempts, 0), j.lease_token, j.ordering_key)"
-	" select 'c', u.* from u"
+	"   coalesce(j.max_attempts, 0) as max_attempts, j.lease_token,"
+	"   j.ordering_key, j.priority, j.run_at),"
+	" claimed as (select u.*, c.b from u join cand c on c.id = u.id)"
+	" select 'c', id, kind, queue, payload, attempts, max_attempts,"
+	"  lease_token, ordering_key, null::smallint, null::timestamptz"
+	" from claimed"
 	" union all"
-	" select 'f', f.id, null, null, null, null, null, null, null from f"
+	/* Per queue, the last job its parallel branch claimed. */
+	" (select distinct on (queue) 'p', id, null, queue, null, null, null,"
+	"   null, null, priority, run_at from claimed where b = 'a'"
+	"  order by queue, priority desc, run_at desc, id desc)"
 	" union all"
-	" select 'f', fd.id, null, null, null, null, null, null, null from fd";
+	" select 'f', f.id, null, null, null, null, null, null, null, null,"
+	"  null from f"
+	" union all"
+	" select 'f', fd.id, null, null, null, null, null, null, null, null,"
+	"  null from fd";
 
 int
 queue_cycle(struct dbev *d, const struct queue_claim_req *req,
@@ -166,7 +187,7 @@ queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 		errors[i] = f[i].error;
 		refunds[i] = f[i].refund ? "t" : "f";
 	}
-	char *a[14];
+	char *a[17];
 	a[0] = queue_text_array(req->kinds, req->nkinds);
 	a[1] = queue_text_array(req->queues, req->nqueues);
 	a[2] = queue_int_array(lim, req->nqueues);
@@ -181,8 +202,17 @@ queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 	a[11] = queue_int_array(delays, nf);
 	a[12] = queue_text_array(refunds, nf);
 	a[13] = xstrdup(delete_done ? "t" : "f");
-	const char *p[14];
-	for (int i = 0; i < 14; i++)
+	/* No positions: a NULL for each queue, from the head. */
+	const char **heads = xcalloc(req->nqueues + 1, sizeof(char *));
+	a[14] = queue_text_array(
+		req->from_priority ? req->from_priority : heads, req->nqueues);
+	a[15] = queue_text_array(req->from_run_at ? req->from_run_at : heads,
+				 req->nqueues);
+	a[16] = queue_text_array(req->from_id ? req->from_id : heads,
+				 req->nqueues);
+	free(heads);
+	const char *p[17];
+	for (int i = 0; i < 17; i++)
 		p[i] = a[i];
 	/* A cycle that carries ends is a finish to the failpoints; one
 	 * without is a claim. */
@@ -190,8 +220,8 @@ queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 		dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
 	else
 		dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_cycle", 14, p, cb, arg);
-	for (int i = 0; i < 14; i++)
+	int rc = dbev_send_prepared(d, "pgjob_cycle", 17, p, cb, arg);
+	for (int i = 0; i < 17; i++)
 		free(a[i]);
 	free(lim);
 	free(ids);
@@ -227,6 +257,25 @@ queue_claim_rows(const void *pgresult, int *n)
 		jobs[(*n)++] = j;
 	}
 	return jobs;
+}
+
+int
+queue_claim_position(const void *pgresult, const char *queue,
+		     struct queue_position *pos)
+{
+	const PGresult *res = pgresult;
+	for (int i = 0; i < PQntuples(res); i++) {
+		if (*PQgetvalue(res, i, 0) != 'p' ||
+		    strcmp(PQgetvalue(res, i, 3), queue) != 0)
+			continue;
+		snprintf(pos->priority, sizeof(pos->priority), "%s",
+			 PQgetvalue(res, i, 9));
+		snprintf(pos->run_at, sizeof(pos->run_at), "%s",
+			 PQgetvalue(res, i, 10));
+		snprintf(pos->id, sizeof(pos->id), "%s", PQgetvalue(res, i, 1));
+		return 1;
+	}
+	return 0;
 }
 
 static int
@@ -293,7 +342,7 @@ void
 queue_prepare(struct dbev *d)
 {
 	/* Parsed and planned once per connection, not once per batch. */
-	dbev_prepare(d, "pgjob_cycle", cycle_sql, 14);
+	dbev_prepare(d, "pgjob_cycle", cycle_sql, 17);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 }
 

@@ -28,7 +28,36 @@ struct queue_claim_req {
 	size_t nqueues;
 	const char *locked_by;
 	int64_t lease_ms;
+	/*
+	 * Per queue, where a parallel queue's scan of available jobs starts:
+	 * past (priority, run_at, id), a position queue_claim_position()
+	 * returned, or at the head where the three are NULL.  With a snapshot
+	 * held open somewhere, the index entries of claimed jobs cannot be
+	 * cleaned, and a scan from the head reads every one of them.  A
+	 * starting point may pass over a job that became available behind
+	 * it (a more urgent one, or one another claimer gave back): the
+	 * caller scans from the head often enough to bound that delay.
+	 * NULL arrays: from the head.
+	 */
+	const char *const *from_priority;
+	const char *const *from_run_at;
+	const char *const *from_id;
 };
+
+/* A place in a queue's index of available jobs, as text for the next
+ * claim. */
+struct queue_position {
+	char priority[8];
+	char run_at[64];
+	char id[24];
+};
+
+/*
+ * The position of the last job a cycle's parallel claim took from queue:
+ * 1 and *pos set, or 0 when it took none.
+ */
+int queue_claim_position(const void *pgresult, const char *queue,
+			 struct queue_position *pos);
 
 /* The end of one attempt, as queue_cycle() writes it. */
 struct queue_finish {

@@ -81,6 +81,12 @@ struct worker {
 	int nheld;
 	int want_claim, cycle_inflight;
 	int trimmed; /* the heap was trimmed since the worker went idle */
+	/* Per queue: where its next claim reads the index of available jobs
+	 * from (queue_claim_req), and when a claim last read from the head. */
+	struct queue_position *pos;
+	int *pos_valid;
+	int notified; /* a NOTIFY came since the last claim from the head */
+	int64_t head_scan_ms;
 	int draining, stopping;
 	int exit_code;
 	int reconnects; /* failed attempts since the last success */
@@ -403,10 +409,20 @@ trim_when_idle(struct worker *w, int claimed)
 #endif
 }
 
+static int
+queue_index(const struct worker *w, const char *name)
+{
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (strcmp(w->cfg->queues[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
 /* One cycle in flight: the ends it writes, and whether it claims. */
 struct cycle {
 	struct worker *w;
 	int claims;
+	int limits[STATS_MAX_QUEUES]; /* per cfg->queues index; 0: not asked */
 	size_t n;
 	struct held *held[];
 };
@@ -453,6 +469,24 @@ cycle_ends(struct worker *w, struct cycle *c, PGresult *res, enum db_error e,
 	free(written);
 }
 
+/*
+ * After a claim: a queue that gave a full batch is read from past its last
+ * job next time; one that gave less, from its head (see from_positions).
+ */
+static void
+remember_positions(struct worker *w, const struct cycle *c, PGresult *res,
+		   const int *got)
+{
+	for (size_t i = 0; i < w->cfg->nqueues && i < STATS_MAX_QUEUES; i++) {
+		if (!c->limits[i])
+			continue;
+		w->pos_valid[i] =
+			got[i] >= c->limits[i] &&
+			queue_claim_position(res, w->cfg->queues[i].name,
+					     &w->pos[i]);
+	}
+}
+
 static void
 on_cycle(void *arg, PGresult *res)
 {
@@ -489,9 +523,15 @@ on_cycle(void *arg, PGresult *res)
 					      1000);
 			int n;
 			struct job **jobs = queue_claim_rows(res, &n);
-			for (int i = 0; i < n; i++)
+			int got[STATS_MAX_QUEUES] = {0};
+			for (int i = 0; i < n; i++) {
+				int q = queue_index(w, jobs[i]->queue);
+				if (q >= 0 && q < STATS_MAX_QUEUES)
+					got[q]++;
 				start_job(w, jobs[i]);
+			}
 			free(jobs);
+			remember_positions(w, c, res, got);
 			/* A batch came: more may be waiting. */
 			if (n > 0)
 				w->want_claim = 1;
@@ -500,6 +540,41 @@ on_cycle(void *arg, PGresult *res)
 	}
 	free(etext);
 	free(c);
+}
+
+/*
+ * Where each queue of a claim is read from: past the worker's last
+ * position in it, or from its head.  Every claim reads from the head when a
+ * NOTIFY came since the last one that did (new jobs may sort before the
+ * positions) or a second has passed (a job another claimer gave back may
+ * sit behind them): that bounds how long such a job can be passed over.
+ */
+static void
+from_positions(struct worker *w, size_t nq, const size_t *qidx, const char **p,
+	       const char **r, const char **id)
+{
+	int64_t now = util_now_ms();
+	int use = !w->notified && now - w->head_scan_ms < 1000;
+	if (nq && !use) {
+		w->head_scan_ms = now;
+		w->notified = 0;
+	}
+	for (size_t k = 0; k < nq; k++) {
+		size_t i = qidx[k];
+		int ok = use && i < STATS_MAX_QUEUES && w->pos_valid[i];
+		p[k] = ok ? w->pos[i].priority : NULL;
+		r[k] = ok ? w->pos[i].run_at : NULL;
+		id[k] = ok ? w->pos[i].id : NULL;
+	}
+}
+
+/* Records what a claim asked of each queue, for remember_positions(). */
+static void
+asked(struct cycle *c, size_t nq, const size_t *qidx, const int *limits)
+{
+	for (size_t k = 0; k < nq; k++)
+		if (qidx[k] < STATS_MAX_QUEUES)
+			c->limits[qidx[k]] = limits[k];
 }
 
 /*
@@ -513,7 +588,10 @@ send_cycle(struct worker *w)
 	const struct config *cf = w->cfg;
 	const char *queues[cf->nqueues];
 	const char *modes[cf->nqueues];
+	const char *from_p[cf->nqueues], *from_r[cf->nqueues],
+		*from_i[cf->nqueues];
 	int limits[cf->nqueues];
+	size_t qidx[cf->nqueues];
 	size_t nq = 0, n = 0;
 	int solo = 0;
 
@@ -532,9 +610,11 @@ send_cycle(struct worker *w)
 				continue;
 			queues[nq] = cf->queues[i].name;
 			modes[nq] = config_queue_mode_name(cf->queues[i].mode);
+			qidx[nq] = i;
 			limits[nq++] = free_;
 		}
 	}
+	from_positions(w, nq, qidx, from_p, from_r, from_i);
 	if (n == 0 && nq == 0)
 		return;
 	struct queue_finish *f = xcalloc(n + 1, sizeof(*f));
@@ -561,7 +641,10 @@ send_cycle(struct worker *w)
 				      .modes = modes,
 				      .nqueues = nq,
 				      .locked_by = w->locked_by,
-				      .lease_ms = cf->lease_ms};
+				      .lease_ms = cf->lease_ms,
+				      .from_priority = from_p,
+				      .from_run_at = from_r,
+				      .from_id = from_i};
 	if (nq)
 		w->claim_sent_ms = util_now_ms();
 	/* Ends and claim go out as two transactions in one round trip (the
@@ -576,6 +659,7 @@ send_cycle(struct worker *w)
 		c2->w = w;
 		c2->claims = 1;
 		c->claims = 0;
+		asked(c2, nq, qidx, limits);
 		w->cycle_inflight += 2;
 		queue_cycle(w->db, NULL, f, c->n, cf->retention_ms == 0,
 			    on_cycle, c);
@@ -585,6 +669,7 @@ send_cycle(struct worker *w)
 		return;
 	}
 	w->cycle_inflight++;
+	asked(c, nq, qidx, limits);
 	queue_cycle(w->db, nq ? &req : NULL, f, c->n, cf->retention_ms == 0,
 		    on_cycle, c);
 	free(f);
@@ -767,6 +852,8 @@ on_notify(void *arg, const char *channel)
 {
 	struct worker *w = arg;
 	w->want_claim = 1;
+	/* New jobs may sort before this worker's positions. */
+	w->notified = 1;
 }
 
 static void
@@ -996,6 +1083,8 @@ setup_kinds(struct worker *w)
 	const struct config *c = w->cfg;
 	w->kinds = xcalloc(c->nhandlers + 1, sizeof(char *));
 	w->running = xcalloc(c->nqueues, sizeof(int));
+	w->pos = xcalloc(c->nqueues, sizeof(*w->pos));
+	w->pos_valid = xcalloc(c->nqueues, sizeof(int));
 	w->serves = xcalloc(c->nqueues, sizeof(int));
 	for (size_t i = 0; i < c->nhandlers; i++) {
 		w->kinds[w->nkinds++] = c->handlers[i].kind;
@@ -1125,6 +1214,8 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	free(w.kinds);
 	free(w.kinds_literal);
 	free(w.running);
+	free(w.pos);
+	free(w.pos_valid);
 	free(w.serves);
 	free(w.locked_by);
 	log_info("exiting with status %d", w.exit_code);

@@ -401,6 +401,49 @@ test_cancel_running(void **state)
 	free(ci);
 }
 
+/*
+ * A claim reads a parallel queue from past its last position while batches
+ * come back full (issue 6: an old snapshot leaves the head full of entries
+ * that cannot be cleaned).  A more urgent job enqueued behind that position
+ * must still run long before the backlog drains: the worker reads from
+ * the head after a NOTIFY, and at least once a second.
+ */
+static void
+test_urgent_job_not_behind_position(void **state)
+{
+	char *ci = t_db_migrated("t_mode_urgent");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"urgent", ci,
+		"workers: 1\n"
+		"queues: { default: { concurrency: 20 } }\n"
+		"handlers:\n"
+		"  slow: { type: exec, command: [\"/bin/sleep\", \"0.05\"] }\n"
+		"  urgent: { type: exec, command: [\"/bin/true\"] }\n");
+	/* 2,000 jobs of 50 ms, 20 at a time: at least 5 s of work. */
+	t_exec(c, "insert into pgjob.jobs (kind, priority) select 'slow', 5 "
+		  "from generate_series(1, 2000)");
+	pid_t p = t_daemon(cfg, 0, "urgent");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) >= 100 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
+	t_exec(c, "select pgjob.enqueue('urgent', priority => 0)");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 1 from pgjob.jobs "
+				"where kind = 'urgent' and state = 'done'"),
+			 0);
+	char *left = t_value(c, "select count(*) from pgjob.jobs "
+				"where kind = 'slow' and state = 'available'");
+	print_message("slow jobs still queued when the urgent one ended: %s\n",
+		      left);
+	assert_true(atoi(left) >= 1000);
+	free(left);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -412,6 +455,7 @@ main(void)
 		cmocka_unit_test(test_per_key_throughput),
 		cmocka_unit_test(test_http_through_daemon),
 		cmocka_unit_test(test_cancel_running),
+		cmocka_unit_test(test_urgent_job_not_behind_position),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
