@@ -83,10 +83,12 @@ static const char cycle_sql[] =
 	"   $9::text[]) as r(id, token, state) where r.state <> 'available'),"
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
 	 * the index entries this worker's last claims left behind; NULL is
-	 * the head (see queue_claim_req). */
+	 * the head (see queue_claim_req).  run_at travels as microseconds
+	 * since the epoch: exact, and never a time the host could have
+	 * written (the fault suite's clock scenario checks for those). */
 	" q(name, lim, mode, hp, hr, hi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
-	"   $15::smallint[], $16::timestamptz[], $17::bigint[])),"
+	"   $15::smallint[], $16::bigint[], $17::bigint[])),"
 	" cand as ("
 	"  select c.id, c.b from q cross join lateral ("
 	"   select e.id, 'e' as b from (select j.id from pgjob.jobs j"
@@ -103,7 +105,8 @@ static const char cycle_sql[] =
 	 * without a position. */
 	"       and (j.priority, j.run_at, j.id) > ("
 	"        coalesce(q.hp, (-32768)::smallint),"
-	"        coalesce(q.hr, '-infinity'::timestamptz),"
+	"        coalesce(timestamptz 'epoch'"
+	"         + q.hr * interval '1 microsecond', '-infinity'),"
 	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a"
@@ -145,12 +148,14 @@ static const char cycle_sql[] =
 	"   j.ordering_key, j.priority, j.run_at),"
 	" claimed as (select u.*, c.b from u join cand c on c.id = u.id)"
 	" select 'c', id, kind, queue, payload, attempts, max_attempts,"
-	"  lease_token, ordering_key, null::smallint, null::timestamptz"
+	"  lease_token, ordering_key, null::smallint, null::bigint"
 	" from claimed"
 	" union all"
 	/* Per queue, the last job its parallel branch claimed. */
 	" (select distinct on (queue) 'p', id, null, queue, null, null, null,"
-	"   null, null, priority, run_at from claimed where b = 'a'"
+	"   null, null, priority,"
+	"   (extract(epoch from run_at) * 1000000)::bigint"
+	"  from claimed where b = 'a'"
 	"  order by queue, priority desc, run_at desc, id desc)"
 	" union all"
 	" select 'f', f.id, null, null, null, null, null, null, null, null,"

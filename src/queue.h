@@ -48,7 +48,7 @@ struct queue_claim_req {
  * claim. */
 struct queue_position {
 	char priority[8];
-	char run_at[64];
+	char run_at[24]; /* microseconds since the epoch */
 	char id[24];
 };
 
