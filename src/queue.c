@@ -1,11 +1,11 @@
 /*
- * queue: the cycle (finish and claim), renew and sql-handler statements.
+ * queue: the finish, claim, renew and sql-handler statements.
  *
  * The claim takes, per queue, up to that queue's free capacity: first jobs
  * whose lease expired (their worker died), then due jobs by priority, run_at
  * and id.  It is an UPDATE ... WHERE id = any(SELECT ... FOR UPDATE SKIP
- * LOCKED), so concurrent claimers skip each other's rows, and it shares its
- * statement, and so its commit, with the writes of the batch that ended.
+ * LOCKED), so concurrent claimers skip each other's rows.  A worker sends
+ * the ends of a batch and the next claim in one round trip.
  */
 #include "queue.h"
 
@@ -20,37 +20,22 @@
 #include "util.h"
 
 /*
- * The statement for both halves of a worker's turn: it writes the ends of
- * the jobs that finished and claims the next ones.  The worker sends the
- * two halves as two of these, pipelined in one round trip (see
- * send_cycle() in worker.c for why not one); the statement still takes
- * both, and then claims past the jobs it ends.
+ * The end of a batch: each row is written only where id, token and state
+ * 'running' still match (compare-and-set on the lease).  With $8
+ * (retention 0), a job that ends done is deleted there and then: no new
+ * row version, no index entries, nothing for the pruning duty to do later.
+ * Rows: 'f' and the id of each job whose end was written.
  *
- * Finishes ($7..$13, parallel arrays): each row is written only where id,
- * token and state 'running' still match (compare-and-set on the lease).
- *
- * Claim, per queue (q.name, up to q.lim jobs, in mode q.mode): jobs whose
- * lease expired (not the ones this statement finishes: they are still
- * 'running' in its snapshot); then by mode, due jobs by priority, run_at,
- * id (parallel); the head of the queue, its lowest available id, if it is
- * due and no running job of the queue is older (serial); the head of each
- * ordering_key, if due (per_key; jobs without a key are independent).  A
- * serial or per_key head that waits for a retry holds back the jobs behind
- * it.  SKIP LOCKED on the head itself never moves a claimer on to the next
- * job: it finds nothing, as it should.  An empty $2 claims nothing.
- *
- * Rows: 'c' and the claimed job's columns, or 'f' and the id of a job whose
- * end was written.
+ * The worker pipelines the next claim right behind it, in the same round
+ * trip but its own transaction: see send_cycle() in worker.c for why the
+ * two are not one statement.
  */
-static const char cycle_sql[] =
-	/* With $14 (retention 0), a job that ends done is deleted there
-	 * and then: no new row version, no index entries, nothing for the
-	 * pruning duty to do later. */
+static const char finish_sql[] =
 	"with fd as ("
 	"  delete from pgjob.jobs j"
-	"  using unnest($7::bigint[], $8::bigint[], $9::text[])"
+	"  using unnest($1::bigint[], $2::bigint[], $3::text[])"
 	"   as r(id, token, state)"
-	"  where $14 and r.state = 'done' and j.id = r.id"
+	"  where $8 and r.state = 'done' and j.id = r.id"
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
 	"  returning j.id),"
@@ -63,38 +48,46 @@ static const char cycle_sql[] =
 	"    else j.run_at end,"
 	"   attempts = j.attempts - case when r.refund then 1 else 0 end,"
 	"   locked_by = null, locked_until = null"
-	"  from unnest($7::bigint[], $8::bigint[], $9::text[], $10::text[],"
-	"   $11::text[], $12::bigint[], $13::bool[])"
+	"  from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
+	"   $5::text[], $6::bigint[], $7::bool[])"
 	"   as r(id, token, state, result, error, delay_ms, refund)"
 	/* Each row is found by primary key, one lookup per finish.  The
 	 * state test is not written j.state = 'running': the planner would
 	 * then prefer to read every running job from jobs_running_idx
 	 * (dead entries too) and hash-join them to the batch. */
-	"  where not ($14 and r.state = 'done') and j.id = r.id"
+	"  where not ($8 and r.state = 'done') and j.id = r.id"
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
-	"  returning j.id),"
-	/* The jobs this statement ends for good.  Its snapshot still shows
-	 * them running, so the serial and per_key tests below look past
-	 * them: the next job of a key can start in the statement that ends
-	 * the one before it (a retry still holds its key). */
-	" ending as ("
-	"  select r.id, r.token from unnest($7::bigint[], $8::bigint[],"
-	"   $9::text[]) as r(id, token, state) where r.state <> 'available'),"
+	"  returning j.id)"
+	" select 'f', id from f union all select 'f', id from fd";
+
+/*
+ * The claim, per queue (q.name, up to q.lim jobs, in mode q.mode): jobs
+ * whose lease expired; then by mode, due jobs by priority, run_at, id
+ * (parallel); the head of the queue, its lowest available id, if it is due
+ * and no running job of the queue is older (serial); the head of each
+ * ordering_key, if due (per_key; jobs without a key are independent).  A
+ * serial or per_key head that waits for a retry holds back the jobs behind
+ * it.  SKIP LOCKED on the head itself never moves a claimer on to the next
+ * job: it finds nothing, as it should.
+ *
+ * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
+ * parallel branch stopped (queue_claim_position()).
+ */
+static const char claim_sql[] =
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
 	 * the index entries this worker's last claims left behind; NULL is
 	 * the head (see queue_claim_req).  run_at travels as microseconds
 	 * since the epoch: exact, and never a time the host could have
 	 * written (the fault suite's clock scenario checks for those). */
-	" q(name, lim, mode, hp, hr, hi) as ("
+	"with q(name, lim, mode, hp, hr, hi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
-	"   $15::smallint[], $16::bigint[], $17::bigint[])),"
+	"   $7::smallint[], $8::bigint[], $9::bigint[])),"
 	" cand as ("
 	"  select c.id, c.b from q cross join lateral ("
 	"   select e.id, 'e' as b from (select j.id from pgjob.jobs j"
 	"     where j.state = 'running' and j.queue = q.name"
 	"       and j.locked_until < now() and j.kind = any($1::text[])"
-	"       and j.id <> all($7::bigint[])"
 	"     limit q.lim for update skip locked) e"
 	"   union all"
 	"   select a.id, 'a' from (select j.id from pgjob.jobs j"
@@ -119,8 +112,7 @@ static const char cycle_sql[] =
 	"       and j.kind = any($1::text[])"
 	"       and not exists (select 1 from pgjob.jobs r"
 	"        where r.queue = q.name and r.state = 'running'"
-	"         and r.id < j.id and not exists (select 1 from ending x"
-	"          where x.id = r.id and x.token = r.lease_token))"
+	"         and r.id < j.id)"
 	"     for update skip locked) s"
 	"   union all"
 	"   select k.id, 'k' from (select j.id from pgjob.jobs j"
@@ -130,9 +122,7 @@ static const char cycle_sql[] =
 	"       and (j.ordering_key is null or not exists ("
 	"        select 1 from pgjob.jobs o where o.queue = q.name"
 	"         and o.ordering_key = j.ordering_key and o.id < j.id"
-	"         and o.state in ('available', 'running')"
-	"         and not exists (select 1 from ending x"
-	"          where x.id = o.id and x.token = o.lease_token)))"
+	"         and o.state in ('available', 'running')))"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) k"
 	"   limit q.lim) c),"
@@ -156,25 +146,12 @@ static const char cycle_sql[] =
 	"   null, null, priority,"
 	"   (extract(epoch from run_at) * 1000000)::bigint"
 	"  from claimed where b = 'a'"
-	"  order by queue, priority desc, run_at desc, id desc)"
-	" union all"
-	" select 'f', f.id, null, null, null, null, null, null, null, null,"
-	"  null from f"
-	" union all"
-	" select 'f', fd.id, null, null, null, null, null, null, null, null,"
-	"  null from fd";
+	"  order by queue, priority desc, run_at desc, id desc)";
 
 int
-queue_cycle(struct dbev *d, const struct queue_claim_req *req,
-	    const struct queue_finish *f, size_t nf, int delete_done,
-	    dbev_result_fn cb, void *arg)
+queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
+	     int delete_done, dbev_result_fn cb, void *arg)
 {
-	static const struct queue_claim_req none = {.locked_by = ""};
-	if (!req)
-		req = &none;
-	int64_t *lim = xcalloc(req->nqueues + 1, sizeof(int64_t));
-	for (size_t i = 0; i < req->nqueues; i++)
-		lim[i] = req->limits[i];
 	size_t n1 = nf + 1;
 	int64_t *ids = xcalloc(n1, sizeof(int64_t));
 	int64_t *tokens = xcalloc(n1, sizeof(int64_t));
@@ -192,43 +169,22 @@ queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 		errors[i] = f[i].error;
 		refunds[i] = f[i].refund ? "t" : "f";
 	}
-	char *a[17];
-	a[0] = queue_text_array(req->kinds, req->nkinds);
-	a[1] = queue_text_array(req->queues, req->nqueues);
-	a[2] = queue_int_array(lim, req->nqueues);
-	a[3] = xstrdup(req->locked_by);
-	a[4] = xasprintf("%lld", (long long)req->lease_ms);
-	a[5] = queue_text_array(req->modes, req->nqueues);
-	a[6] = queue_int_array(ids, nf);
-	a[7] = queue_int_array(tokens, nf);
-	a[8] = queue_text_array(states, nf);
-	a[9] = queue_text_array(results, nf);
-	a[10] = queue_text_array(errors, nf);
-	a[11] = queue_int_array(delays, nf);
-	a[12] = queue_text_array(refunds, nf);
-	a[13] = xstrdup(delete_done ? "t" : "f");
-	/* No positions: a NULL for each queue, from the head. */
-	const char **heads = xcalloc(req->nqueues + 1, sizeof(char *));
-	a[14] = queue_text_array(
-		req->from_priority ? req->from_priority : heads, req->nqueues);
-	a[15] = queue_text_array(req->from_run_at ? req->from_run_at : heads,
-				 req->nqueues);
-	a[16] = queue_text_array(req->from_id ? req->from_id : heads,
-				 req->nqueues);
-	free(heads);
-	const char *p[17];
-	for (int i = 0; i < 17; i++)
+	char *a[8];
+	a[0] = queue_int_array(ids, nf);
+	a[1] = queue_int_array(tokens, nf);
+	a[2] = queue_text_array(states, nf);
+	a[3] = queue_text_array(results, nf);
+	a[4] = queue_text_array(errors, nf);
+	a[5] = queue_int_array(delays, nf);
+	a[6] = queue_text_array(refunds, nf);
+	a[7] = xstrdup(delete_done ? "t" : "f");
+	const char *p[8];
+	for (int i = 0; i < 8; i++)
 		p[i] = a[i];
-	/* A cycle that carries ends is a finish to the failpoints; one
-	 * without is a claim. */
-	if (nf)
-		dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	else
-		dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_cycle", 17, p, cb, arg);
-	for (int i = 0; i < 17; i++)
+	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
+	int rc = dbev_send_prepared(d, "pgjob_finish", 8, p, cb, arg);
+	for (int i = 0; i < 8; i++)
 		free(a[i]);
-	free(lim);
 	free(ids);
 	free(tokens);
 	free(delays);
@@ -236,6 +192,40 @@ queue_cycle(struct dbev *d, const struct queue_claim_req *req,
 	free(results);
 	free(errors);
 	free(refunds);
+	return rc;
+}
+
+int
+queue_claim(struct dbev *d, const struct queue_claim_req *req,
+	    dbev_result_fn cb, void *arg)
+{
+	int64_t *lim = xcalloc(req->nqueues + 1, sizeof(int64_t));
+	for (size_t i = 0; i < req->nqueues; i++)
+		lim[i] = req->limits[i];
+	/* No positions: a NULL for each queue, from the head. */
+	const char **heads = xcalloc(req->nqueues + 1, sizeof(char *));
+	char *a[9];
+	a[0] = queue_text_array(req->kinds, req->nkinds);
+	a[1] = queue_text_array(req->queues, req->nqueues);
+	a[2] = queue_int_array(lim, req->nqueues);
+	a[3] = xstrdup(req->locked_by);
+	a[4] = xasprintf("%lld", (long long)req->lease_ms);
+	a[5] = queue_text_array(req->modes, req->nqueues);
+	a[6] = queue_text_array(req->from_priority ? req->from_priority : heads,
+				req->nqueues);
+	a[7] = queue_text_array(req->from_run_at ? req->from_run_at : heads,
+				req->nqueues);
+	a[8] = queue_text_array(req->from_id ? req->from_id : heads,
+				req->nqueues);
+	free(heads);
+	free(lim);
+	const char *p[9];
+	for (int i = 0; i < 9; i++)
+		p[i] = a[i];
+	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
+	int rc = dbev_send_prepared(d, "pgjob_claim", 9, p, cb, arg);
+	for (int i = 0; i < 9; i++)
+		free(a[i]);
 	return rc;
 }
 
@@ -347,7 +337,8 @@ void
 queue_prepare(struct dbev *d)
 {
 	/* Parsed and planned once per connection, not once per batch. */
-	dbev_prepare(d, "pgjob_cycle", cycle_sql, 17);
+	dbev_prepare(d, "pgjob_finish", finish_sql, 8);
+	dbev_prepare(d, "pgjob_claim", claim_sql, 9);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 }
 

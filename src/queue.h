@@ -53,13 +53,13 @@ struct queue_position {
 };
 
 /*
- * The position of the last job a cycle's parallel claim took from queue:
+ * The position of the last job a claim's parallel branch took from queue:
  * 1 and *pos set, or 0 when it took none.
  */
 int queue_claim_position(const void *pgresult, const char *queue,
 			 struct queue_position *pos);
 
-/* The end of one attempt, as queue_cycle() writes it. */
+/* The end of one attempt, as queue_finish() writes it. */
 struct queue_finish {
 	int64_t id;
 	int64_t token;
@@ -71,24 +71,28 @@ struct queue_finish {
 };
 
 /*
- * One statement, one commit: writes the nf finishes f (each only where id,
- * token and state 'running' still match) and claims due jobs (by priority,
- * then run_at, then id) and running jobs whose lease expired, with FOR
- * UPDATE SKIP LOCKED.  req NULL (or no queues) claims nothing.  With
- * delete_done (retention 0), a job that ends done is deleted, not kept.  Read
- * the result with queue_claim_rows() and queue_finished_ids().
+ * Writes the nf ends f in one statement, each only where id, token and state
+ * 'running' still match.  With delete_done (retention 0), a job that ends
+ * done is deleted, not kept.  Read the result with queue_finished_ids().
  */
-int queue_cycle(struct dbev *d, const struct queue_claim_req *req,
-		const struct queue_finish *f, size_t nf, int delete_done,
+int queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
+		 int delete_done, dbev_result_fn cb, void *arg);
+/*
+ * Claims due jobs (by priority, then run_at, then id) and running jobs whose
+ * lease expired, with FOR UPDATE SKIP LOCKED, in one statement that commits
+ * on its own.  Read the result with queue_claim_rows() and
+ * queue_claim_position().
+ */
+int queue_claim(struct dbev *d, const struct queue_claim_req *req,
 		dbev_result_fn cb, void *arg);
 /*
- * The claimed jobs of a cycle's result as new structs (caller frees each
+ * The claimed jobs of a claim's result as new structs (caller frees each
  * and the array with free()); *n is their number.  handler is left NULL
  * for the caller to resolve.
  */
 struct job **queue_claim_rows(const void *pgresult, int *n);
 /*
- * The ids whose end a cycle wrote, sorted (caller frees); a finish whose id
+ * The ids whose end a finish wrote, sorted (caller frees); a finish whose id
  * is missing had lost its lease.  Look one up with queue_id_in().
  */
 int64_t *queue_finished_ids(const void *pgresult, size_t *n);

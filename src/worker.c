@@ -418,7 +418,7 @@ queue_index(const struct worker *w, const char *name)
 	return -1;
 }
 
-/* One cycle in flight: the ends it writes, and whether it claims. */
+/* One statement of a turn in flight: a batch of ends, or a claim. */
 struct cycle {
 	struct worker *w;
 	int claims;
@@ -501,17 +501,12 @@ on_cycle(void *arg, PGresult *res)
 		w->cycle_inflight--;
 	if (res && e != DB_OK) {
 		char what[64];
-		if (!c->n)
+		if (c->claims)
 			snprintf(what, sizeof(what), "claim");
 		else
-			snprintf(what, sizeof(what), "%swriting %zu job ends",
-				 c->claims ? "claiming and " : "", c->n);
+			snprintf(what, sizeof(what), "writing %zu job ends",
+				 c->n);
 		result_ok(w, res, what);
-		/* A cycle that fails for its claim fails its ends too:
-		 * they are written alone next, claiming nothing, so that
-		 * one cannot block the other. */
-		if (c->claims && c->n)
-			w->want_claim = 1;
 	}
 	cycle_ends(w, c, res, e, etext);
 	if (e == DB_OK) {
@@ -593,16 +588,13 @@ send_cycle(struct worker *w)
 	int limits[cf->nqueues];
 	size_t qidx[cf->nqueues];
 	size_t nq = 0, n = 0;
-	int solo = 0;
 
 	if (!w->db || w->cycle_inflight)
 		return;
 	for (struct held *h = w->head; h; h = h->next)
-		if (h->state == HELD_DONE) {
+		if (h->state == HELD_DONE)
 			n++;
-			solo |= h->solo;
-		}
-	if (w->want_claim && !w->draining && !solo) {
+	if (w->want_claim && !w->draining) {
 		w->want_claim = 0;
 		for (size_t i = 0; i < cf->nqueues; i++) {
 			int free_ = cf->queues[i].concurrency - w->running[i];
@@ -620,7 +612,6 @@ send_cycle(struct worker *w)
 	struct queue_finish *f = xcalloc(n + 1, sizeof(*f));
 	struct cycle *c = xcalloc(1, sizeof(*c) + n * sizeof(struct held *));
 	c->w = w;
-	c->claims = nq > 0;
 	for (struct held *h = w->head; h; h = h->next) {
 		if (h->state != HELD_DONE)
 			continue;
@@ -654,24 +645,21 @@ send_cycle(struct worker *w)
 	 * SKIP LOCKED, and a statement that also held its finished rows
 	 * could be waited for in turn.  A transaction that only writes
 	 * ends waits for no claim. */
-	if (c->n && nq) {
-		struct cycle *c2 = xcalloc(1, sizeof(*c2));
-		c2->w = w;
-		c2->claims = 1;
-		c->claims = 0;
-		asked(c2, nq, qidx, limits);
-		w->cycle_inflight += 2;
-		queue_cycle(w->db, NULL, f, c->n, cf->retention_ms == 0,
-			    on_cycle, c);
-		queue_cycle(w->db, &req, NULL, 0, cf->retention_ms == 0,
-			    on_cycle, c2);
-		free(f);
-		return;
+	if (c->n) {
+		w->cycle_inflight++;
+		queue_finish(w->db, f, c->n, cf->retention_ms == 0, on_cycle,
+			     c);
+	} else {
+		free(c);
 	}
-	w->cycle_inflight++;
-	asked(c, nq, qidx, limits);
-	queue_cycle(w->db, nq ? &req : NULL, f, c->n, cf->retention_ms == 0,
-		    on_cycle, c);
+	if (nq) {
+		struct cycle *cl = xcalloc(1, sizeof(*cl));
+		cl->w = w;
+		cl->claims = 1;
+		asked(cl, nq, qidx, limits);
+		w->cycle_inflight++;
+		queue_claim(w->db, &req, on_cycle, cl);
+	}
 	free(f);
 }
 
