@@ -80,17 +80,23 @@ static const char claim_sql[] =
 	 * the head (see queue_claim_req).  run_at travels as microseconds
 	 * since the epoch: exact, and never a time the host could have
 	 * written (the fault suite's clock scenario checks for those). */
-	"with q(name, lim, mode, hp, hr, hi) as ("
+	"with q(name, lim, mode, hp, hr, hi, qi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
-	"   $7::smallint[], $8::bigint[], $9::bigint[])),"
+	"   $7::smallint[], $8::bigint[], $9::bigint[]) with ordinality),"
+	/* Per candidate: its branch, its queue's ordinal, and for the
+	 * parallel branch its (priority, run_at), where the next claim
+	 * starts from.  Narrow and fixed-width: the last one of each queue
+	 * is found without deforming wide rows or comparing text. */
 	" cand as ("
-	"  select c.id, c.b from q cross join lateral ("
-	"   select e.id, 'e' as b from (select j.id from pgjob.jobs j"
+	"  select c.id, c.b, q.qi, c.pr, c.ra from q cross join lateral ("
+	"   select e.id, 'e' as b, null::smallint as pr,"
+	"    null::timestamptz as ra from (select j.id from pgjob.jobs j"
 	"     where j.state = 'running' and j.queue = q.name"
 	"       and j.locked_until < now() and j.kind = any($1::text[])"
 	"     limit q.lim for update skip locked) e"
 	"   union all"
-	"   select a.id, 'a' from (select j.id from pgjob.jobs j"
+	"   select a.id, 'a', a.priority, a.run_at from ("
+	"     select j.id, j.priority, j.run_at from pgjob.jobs j"
 	"     where q.mode = 'parallel' and j.state = 'available'"
 	"       and j.queue = q.name and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
@@ -104,7 +110,7 @@ static const char claim_sql[] =
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a"
 	"   union all"
-	"   select s.id, 's' from (select j.id from pgjob.jobs j"
+	"   select s.id, 's', null, null from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'serial' and j.id = (select min(h.id)"
 	"       from pgjob.jobs h where h.queue = q.name"
 	"        and h.state = 'available')"
@@ -115,7 +121,7 @@ static const char claim_sql[] =
 	"         and r.id < j.id)"
 	"     for update skip locked) s"
 	"   union all"
-	"   select k.id, 'k' from (select j.id from pgjob.jobs j"
+	"   select k.id, 'k', null, null from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'per_key' and j.state = 'available'"
 	"       and j.queue = q.name and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
@@ -135,18 +141,17 @@ static const char claim_sql[] =
 	"  where j.id = any(array(select id from cand))"
 	"  returning j.id, j.kind, j.queue, j.payload, j.attempts,"
 	"   coalesce(j.max_attempts, 0) as max_attempts, j.lease_token,"
-	"   j.ordering_key, j.priority, j.run_at),"
-	" claimed as (select u.*, c.b from u join cand c on c.id = u.id)"
+	"   j.ordering_key)"
 	" select 'c', id, kind, queue, payload, attempts, max_attempts,"
 	"  lease_token, ordering_key, null::smallint, null::bigint"
-	" from claimed"
+	" from u"
 	" union all"
 	/* Per queue, the last job its parallel branch claimed. */
-	" (select distinct on (queue) 'p', id, null, queue, null, null, null,"
-	"   null, null, priority,"
-	"   (extract(epoch from run_at) * 1000000)::bigint"
-	"  from claimed where b = 'a'"
-	"  order by queue, priority desc, run_at desc, id desc)";
+	" select 'p', l.id, null, q.name, null, null, null, null, null, l.pr,"
+	"  (extract(epoch from l.ra) * 1000000)::bigint"
+	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
+	"  from cand where cand.qi = q.qi and cand.b = 'a'"
+	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l";
 
 int
 queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,

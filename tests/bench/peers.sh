@@ -36,7 +36,7 @@ export CMD_SETUP="psql -q -c 'drop schema if exists pgjob cascade' && $build/pgj
 export CMD_ENQUEUE_SQL="insert into pgjob.jobs (kind, payload) select 'noop', jsonb_build_object('id', i) from generate_series(1, :N) i"
 # Unfinished jobs, read from the two small partial indexes rather than by
 # scanning every row the run leaves behind.
-export CMD_REMAINING_SQL="select count(*) from pgjob.jobs where state in ('available', 'running')"
+export CMD_REMAINING_SQL="select (select count(*) from (select 1 from pgjob.jobs where state = 'available' order by queue, priority, run_at, id) a) + (select count(*) from pgjob.jobs where state = 'running')"
 export CMD_LAT_ENQUEUE_SQL="select pgjob.enqueue('noop', jsonb_build_object('seq', \$1::int))"
 
 case "$mode" in
