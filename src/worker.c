@@ -85,6 +85,9 @@ struct worker {
 	 * from (queue_claim_req), and when a claim last read from the head. */
 	struct queue_position *pos;
 	int *pos_valid;
+	/* Per queue: its last claim came back full, so more due jobs may be
+	 * waiting than a claim asked for (see claim_after_end()). */
+	int *more;
 	int notified; /* a NOTIFY came since the last claim from the head */
 	int64_t head_scan_ms;
 	int draining, stopping;
@@ -220,6 +223,25 @@ take_result(struct held *h, struct handler_result *res)
 }
 
 /*
+ * Whether a job's end calls for a claim.  Its place in the queue is free,
+ * but a claim finds work only where the queue's last claim came back full
+ * (due jobs beyond what it asked for may wait), the job itself went back
+ * to the queue (a retry, due now or soon), or the queue is serial or
+ * per_key (the end makes the next job of its line eligible).  New jobs
+ * send a NOTIFY, and the poll timer claims in any case: a claim after
+ * every end of a quiet queue only found nothing.
+ */
+static void
+claim_after_end(struct worker *w, size_t q, const char *state)
+{
+	if (w->draining)
+		return;
+	if (w->more[q] || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
+	    strcmp(state, "available") == 0)
+		w->want_claim = 1;
+}
+
+/*
  * The worker is reached from a held job through this table: handler_start()
  * takes one arg, and the held job needs both.  One worker per process.
  */
@@ -244,8 +266,7 @@ job_ended(void *arg, struct handler_result *res)
 		return;
 	}
 	decide(w, h);
-	if (!w->draining)
-		w->want_claim = 1;
+	claim_after_end(w, h->queue, h->fin.state);
 }
 
 static void
@@ -280,9 +301,8 @@ on_sql_done(void *arg, PGresult **res, int n)
 		return;
 	}
 	w->running[h->queue]--;
+	claim_after_end(w, h->queue, "done");
 	held_unlink(w, h);
-	if (!w->draining)
-		w->want_claim = 1;
 }
 
 static int
@@ -487,6 +507,26 @@ remember_positions(struct worker *w, const struct cycle *c, PGresult *res,
 	}
 }
 
+/* Notes, per queue asked, whether its batch came back full. */
+static int
+claimed_full(struct worker *w, const struct cycle *c, const int *got, int n)
+{
+	int any = 0;
+	for (size_t i = 0; i < w->cfg->nqueues; i++) {
+		if (i >= STATS_MAX_QUEUES) {
+			/* Not counted per queue: more while jobs come. */
+			w->more[i] = n > 0;
+			any |= n > 0;
+			continue;
+		}
+		if (!c->limits[i])
+			continue;
+		w->more[i] = got[i] >= c->limits[i];
+		any |= w->more[i];
+	}
+	return any;
+}
+
 static void
 on_cycle(void *arg, PGresult *res)
 {
@@ -527,8 +567,8 @@ on_cycle(void *arg, PGresult *res)
 			}
 			free(jobs);
 			remember_positions(w, c, res, got);
-			/* A batch came: more may be waiting. */
-			if (n > 0)
+			/* A full batch came: more may be waiting. */
+			if (claimed_full(w, c, got, n))
 				w->want_claim = 1;
 			trim_when_idle(w, n);
 		}
@@ -1073,6 +1113,9 @@ setup_kinds(struct worker *w)
 	w->running = xcalloc(c->nqueues, sizeof(int));
 	w->pos = xcalloc(c->nqueues, sizeof(*w->pos));
 	w->pos_valid = xcalloc(c->nqueues, sizeof(int));
+	w->more = xcalloc(c->nqueues, sizeof(int));
+	for (size_t i = 0; i < c->nqueues; i++)
+		w->more[i] = 1;
 	w->serves = xcalloc(c->nqueues, sizeof(int));
 	for (size_t i = 0; i < c->nhandlers; i++) {
 		w->kinds[w->nkinds++] = c->handlers[i].kind;
@@ -1204,6 +1247,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	free(w.running);
 	free(w.pos);
 	free(w.pos_valid);
+	free(w.more);
 	free(w.serves);
 	free(w.locked_by);
 	log_info("exiting with status %d", w.exit_code);
