@@ -43,7 +43,9 @@ YAML
 cfg="$BENCH_DIR/pgjobd.yaml"
 write_config "$cfg" "${BENCH_RETENTION:-7d}"
 
-export CMD_WORKER="$build/pgjobd -c {config} -d {conninfo}"
+# READY, which the latency harness waits for (30 s without it), once every
+# worker holds its slot.
+export CMD_WORKER="$build/pgjobd -c {config} -d {conninfo} & until [ \"\$(psql -Atc 'select count(*) from pgjob.workers' 2>/dev/null)\" = $workers ]; do sleep 0.1; done; echo READY; wait"
 export CMD_SETUP="psql -q -c 'drop schema if exists pgjob cascade' && $build/pgjob migrate >/dev/null${BENCH_EXTRA_SETUP:+ && psql -q -c \"$BENCH_EXTRA_SETUP\"}"
 export CMD_ENQUEUE_SQL="insert into pgjob.jobs (kind, payload) select 'noop', jsonb_build_object('id', i) from generate_series(1, :N) i"
 # Unfinished jobs, read from the two small partial indexes rather than by
