@@ -107,6 +107,12 @@ field_int(struct buf *b, const char *key, long long val)
 		buf_appendf(b, "%s%s=%lld", b->len ? " " : "", key, val);
 }
 
+int
+log_enabled(int level)
+{
+	return level >= lg.level;
+}
+
 static void
 emit(int level, const struct log_job *job, const char *fmt, va_list ap)
 {

@@ -29,6 +29,9 @@ void log_set_slot(int slot);
 /* Parses "debug", "info", "warn", "error"; returns -1 for anything else. */
 int log_level_parse(const char *s);
 
+/* Whether a line at level would be written. */
+int log_enabled(int level);
+
 void log_msg(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void log_job(int level, const struct log_job *job, const char *fmt, ...)
