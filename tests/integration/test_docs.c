@@ -118,6 +118,10 @@ static const struct {
 	{"tests/bench/suite.sh",
 	 "the benchmark suite's full form, about 7 minutes: the figures "
 	 "of docs/performance.md come from it, and its short form runs in CI"},
+	{"tests/bench/peers.sh compare 200000 3",
+	 "the side-by-side run against graphile-worker, about 2 minutes: "
+	 "it needs ../shared/bench/peers and graphile-worker from npm, "
+	 "which CI machines do not have"},
 };
 #define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
 
