@@ -73,6 +73,10 @@ static const char finish_sql[] =
  *
  * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
  * parallel branch stopped (queue_claim_position()).
+ *
+ * queue_prepare() puts it together: claim_sql (expired leases, parallel),
+ * the serial and per_key branches when a queue of the worker's needs them,
+ * and claim_tail_sql.
  */
 static const char claim_sql[] =
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
@@ -108,7 +112,10 @@ static const char claim_sql[] =
 	"         + q.hr * interval '1 microsecond', '-infinity'),"
 	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
 	"     order by j.priority, j.run_at, j.id"
-	"     limit q.lim for update skip locked) a"
+	"     limit q.lim for update skip locked) a";
+
+/* The serial branch, in the claim of a worker that serves a serial queue. */
+static const char claim_serial_sql[] =
 	"   union all"
 	"   select s.id, 's', null, null from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'serial' and j.id = (select min(h.id)"
@@ -119,7 +126,10 @@ static const char claim_sql[] =
 	"       and not exists (select 1 from pgjob.jobs r"
 	"        where r.queue = q.name and r.state = 'running'"
 	"         and r.id < j.id)"
-	"     for update skip locked) s"
+	"     for update skip locked) s";
+
+/* The per_key branch, likewise. */
+static const char claim_per_key_sql[] =
 	"   union all"
 	"   select k.id, 'k', null, null from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'per_key' and j.state = 'available'"
@@ -130,7 +140,9 @@ static const char claim_sql[] =
 	"         and o.ordering_key = j.ordering_key and o.id < j.id"
 	"         and o.state in ('available', 'running')))"
 	"     order by j.priority, j.run_at, j.id"
-	"     limit q.lim for update skip locked) k"
+	"     limit q.lim for update skip locked) k";
+
+static const char claim_tail_sql[] =
 	"   limit q.lim) c),"
 	" u as ("
 	"  update pgjob.jobs j set state = 'running', locked_by = $4,"
@@ -339,12 +351,18 @@ queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 }
 
 void
-queue_prepare(struct dbev *d)
+queue_prepare(struct dbev *d, int serial, int per_key)
 {
+	/* A branch no queue of the worker's uses still costs every claim
+	 * its executor's start and end: only the ones used go in. */
+	char *claim =
+		xasprintf("%s%s%s%s", claim_sql, serial ? claim_serial_sql : "",
+			  per_key ? claim_per_key_sql : "", claim_tail_sql);
 	/* Parsed and planned once per connection, not once per batch. */
 	dbev_prepare(d, "pgjob_finish", finish_sql, 8);
-	dbev_prepare(d, "pgjob_claim", claim_sql, 9);
+	dbev_prepare(d, "pgjob_claim", claim, 9);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
+	free(claim);
 }
 
 int

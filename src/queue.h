@@ -14,9 +14,10 @@ struct job;
 
 /*
  * Prepares the claim, finish and renew statements on a new connection;
- * call it before any of them is sent.
+ * call it before any of them is sent.  serial and per_key: whether any
+ * queue the claim asks for is in that mode (its branch is left out if not).
  */
-void queue_prepare(struct dbev *d);
+void queue_prepare(struct dbev *d, int serial, int per_key);
 
 /* What one claim asks for: limits[i] jobs of queues[i]. */
 struct queue_claim_req {

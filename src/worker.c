@@ -1017,7 +1017,14 @@ connect_db(struct worker *w)
 		schedule_reconnect(w);
 		return;
 	}
-	queue_prepare(w->db);
+	int serial = 0, per_key = 0;
+	for (size_t i = 0; i < w->cfg->nqueues; i++) {
+		if (!w->serves[i])
+			continue;
+		serial |= w->cfg->queues[i].mode == QUEUE_SERIAL;
+		per_key |= w->cfg->queues[i].mode == QUEUE_PER_KEY;
+	}
+	queue_prepare(w->db, serial, per_key);
 	/* No answer within a lease: the path is dead, whatever TCP says. */
 	dbev_set_timeout(w->db, w->cfg->lease_ms);
 	if (w->connected_once)
