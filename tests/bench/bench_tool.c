@@ -7,7 +7,9 @@
  *	"first_us=<first poll that saw a job running (or none left)>
  *	end_us=<first poll that saw none left> max_dead=<largest n_dead_tup
  *	of pgjob.jobs seen> polls=<n>", times in CLOCK_REALTIME µs.  Exit 1
- *	on timeout.
+ *	on timeout.  With $PGJOBD_BENCH_DEAD_TRACE naming a file, appends
+ *	"<µs> <n_dead_tup>" to it at every poll: the dead tuples over the
+ *	run.
  *
  *   pgjobd_bench_tool latency CONNINFO COUNT INTERVAL_MS
  *	Enqueues COUNT single 'noop' jobs with payload {"seq": i}, one
@@ -65,6 +67,8 @@ wait_empty(PGconn *c, double timeout_s)
 		"  coalesce((select n_dead_tup from pg_stat_user_tables"
 		"   where relid = 'pgjob.jobs'::regclass), 0)";
 	long long start = now_us(), first = 0, dead = 0, polls = 0;
+	const char *trace_path = getenv("PGJOBD_BENCH_DEAD_TRACE");
+	FILE *trace = trace_path && *trace_path ? fopen(trace_path, "a") : NULL;
 	for (;;) {
 		PGresult *r = PQexec(c, sql);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -79,12 +83,16 @@ wait_empty(PGconn *c, double timeout_s)
 		PQclear(r);
 		if (d > dead)
 			dead = d;
+		if (trace)
+			fprintf(trace, "%lld %lld\n", t, d);
 		if (!first && (started || !left))
 			first = t;
 		if (!left) {
 			printf("first_us=%lld end_us=%lld max_dead=%lld "
 			       "polls=%lld\n",
 			       first, t, dead, polls);
+			if (trace)
+				fclose(trace);
 			return 0;
 		}
 		if (t - start > (long long)(timeout_s * 1e6)) {

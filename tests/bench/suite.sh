@@ -249,12 +249,30 @@ lat=$(awk '$1 == "E" {e[$2] = $3} $1 == "S" {s[$2] = $3}
 		printf "%.2f %.2f %d\n", a[int(NR * 0.5 + 0.5)], a[int(NR * 0.99 + 0.5)], NR}')
 read -r lat_p50 lat_p99 lat_n <<<"$lat"
 
+# The dead tuples of the jobs table over a drain, from the watcher's
+# samples: the count at each tenth of the run, from its start (the
+# instances' launch) to its end.
+dead_over_run() { # trace
+	sort -n "$1" | awk '{t[NR] = $1; d[NR] = $2} END {
+		if (NR == 0) exit
+		s = ""
+		for (k = 0; k <= 10; k++) {
+			want = t[1] + (t[NR] - t[1]) * k / 10
+			i = 1
+			while (i < NR && t[i] < want) i++
+			s = s (k ? ", " : "") d[i]
+		}
+		print s }'
+}
+
 # A backlog, then RSS at rest after it.
 fresh_schema
 enqueue "$backlog" noop
 config "$dir/run.yaml" "$workers" "$conc" 7d
-read -r a b c d <<<"$(drain "$backlog" 1 "$dir/run.yaml")"
-row "backlog of $backlog jobs (retention 7d)" "$a" "$a" "$a" "$b" "$c" "$d"
+: >"$dir/dead.trace"
+read -r a b c d <<<"$(PGJOBD_BENCH_DEAD_TRACE=$dir/dead.trace drain "$backlog" 1 "$dir/run.yaml")"
+row "backlog of $backlog jobs (retention 7d)" "$a" "$a" "$a" "$b" "$c" "$d" \
+	"dead tuples at each tenth of the run: $(dead_over_run "$dir/dead.trace")"
 backlog_rate=$a
 read -r after_sup after_worker <"$dir/rss"
 
@@ -267,8 +285,10 @@ psql -X -q "$db" -c "begin isolation level repeatable read" \
 	-c "select 1" -c "select pg_sleep(3600)" >/dev/null 2>&1 &
 holder=$!
 until [ "$(sql -c "select count(*) from pg_stat_activity where query like 'select pg_sleep(3600)%'")" = 1 ]; do sleep 0.1; done
-read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
-row "old snapshot held through the run (retention 7d)" "$a" "$a" "$a" "$b" "$c" "$d"
+: >"$dir/dead.trace"
+read -r a b c d <<<"$(PGJOBD_BENCH_DEAD_TRACE=$dir/dead.trace drain "$n" 1 "$dir/run.yaml")"
+row "old snapshot held through the run (retention 7d)" "$a" "$a" "$a" "$b" "$c" "$d" \
+	"dead tuples at each tenth of the run: $(dead_over_run "$dir/dead.trace")"
 snap_rate=$a
 release_snapshot
 wait "$holder" 2>/dev/null || true
