@@ -167,7 +167,7 @@ notifies(struct dbev *d)
 	PGnotify *n;
 	while ((n = PQnotifies(d->conn)) != NULL) {
 		if (d->hooks.on_notify)
-			d->hooks.on_notify(d->hooks.arg, n->relname);
+			d->hooks.on_notify(d->hooks.arg, n->relname, n->extra);
 		PQfreemem(n);
 	}
 }

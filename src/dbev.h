@@ -25,7 +25,7 @@ struct dbev;
 typedef void (*dbev_result_fn)(void *arg, PGresult *res);
 
 struct dbev_hooks {
-	void (*on_notify)(void *arg, const char *channel);
+	void (*on_notify)(void *arg, const char *channel, const char *payload);
 	void (*on_lost)(void *arg, const char *why);
 	void *arg;
 };

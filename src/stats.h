@@ -58,12 +58,18 @@ struct stats_worker {
 	int32_t handler_pgids[STATS_MAX_HANDLERS];
 };
 
+/* Recent NOTIFYs, shared out among an instance's workers (worker.c). */
+#define STATS_NOTIFY_RING 64
+
 struct stats {
 	uint64_t worker_restarts;
 	int64_t queues_at_ms; /* when queues[] was written; 0: never */
 	uint32_t nqueues;
 	struct stats_queue queues[STATS_MAX_QUEUES];
 	struct stats_worker w[STATS_MAX_WORKERS];
+	/* Per slot: a notification's transaction id (low 48 bits) and how
+	 * many workers took it (high 16). */
+	uint64_t notify_ring[STATS_NOTIFY_RING];
 };
 
 /* Maps a zeroed area; NULL (logged) if mmap fails.  Free with

@@ -80,7 +80,8 @@ struct worker {
 	struct held *head;
 	int nheld;
 	int want_claim, cycle_inflight;
-	int trimmed; /* the heap was trimmed since the worker went idle */
+	int sql_inflight; /* sql handler statements on the connection */
+	int trimmed;	  /* the heap was trimmed since the worker went idle */
 	/* Per queue: where its next claim reads the index of available jobs
 	 * from (queue_claim_req), and when a claim last read from the head. */
 	struct queue_position *pos;
@@ -278,6 +279,8 @@ on_sql_done(void *arg, PGresult **res, int n)
 	struct log_job l = lj(h);
 	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1};
 
+	if (w->sql_inflight > 0)
+		w->sql_inflight--;
 	switch (queue_sql_result(res, n, &error)) {
 	case QUEUE_SQL_DONE:
 		log_job(LOG_DEBUG, &l, "done");
@@ -377,6 +380,7 @@ start_job(struct worker *w, struct job *job)
 		int64_t limit = w->cfg->lease_ms / 2;
 		if (h->job.handler->timeout_ms < limit)
 			limit = h->job.handler->timeout_ms;
+		w->sql_inflight++;
 		queue_run_sql(w->db, &h->job, h->job.handler->statement, limit,
 			      on_sql_done, h);
 		return;
@@ -875,11 +879,57 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 				       on_heartbeat_done, w);
 }
 
+/*
+ * Whether this worker claims on a NOTIFY.  The trigger's payload is
+ * "<transaction id> <due jobs>" (migration 007).  The workers of an
+ * instance share a small table of recent notifications, and a worker takes
+ * one only while the workers that took it have too little room for its
+ * jobs: one claim per instance for a job that comes alone, where every
+ * worker used to claim, and as many workers as a burst needs.  A worker
+ * whose claim would wait (an sql handler's statement holds its
+ * connection), or that has no room, or cannot read the payload, claims as
+ * before, so no job waits on it; one that takes a notification and then
+ * dies leaves its jobs to the poll timer.
+ */
+static int
+answer_notify(struct worker *w, const char *payload)
+{
+	unsigned long long xid;
+	long long due;
+	if (w->draining)
+		return 0; /* claims no more: takes no turn */
+	if (!w->stats || !payload ||
+	    sscanf(payload, "%llu %lld", &xid, &due) != 2 || due <= 0 ||
+	    w->sql_inflight > 0)
+		return 1;
+	long long room = 0;
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (w->serves[i] &&
+		    w->cfg->queues[i].concurrency > w->running[i])
+			room += w->cfg->queues[i].concurrency - w->running[i];
+	if (room == 0)
+		return 1;
+	const uint64_t mask = (1ULL << 48) - 1, key = xid & mask;
+	uint64_t *slot = &w->stats->notify_ring[xid % STATS_NOTIFY_RING];
+	uint64_t old = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint64_t taken = (old & mask) == key ? old >> 48 : 0;
+		if ((long long)taken * room >= due || taken == 0xffff)
+			return 0;
+		uint64_t next = key | (taken + 1) << 48;
+		if (__atomic_compare_exchange_n(slot, &old, next, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return 1;
+	}
+}
+
 static void
-on_notify(void *arg, const char *channel)
+on_notify(void *arg, const char *channel, const char *payload)
 {
 	struct worker *w = arg;
-	w->want_claim = 1;
+	if (answer_notify(w, payload))
+		w->want_claim = 1;
 	/* New jobs may sort before this worker's positions. */
 	w->notified = 1;
 }

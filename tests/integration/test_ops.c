@@ -177,11 +177,90 @@ test_notify_and_metrics(void **state)
 	free(ci);
 }
 
+/* Claims so far, from /metrics. */
+static long long
+claims(int port)
+{
+	char *r = http_get(port, "/metrics");
+	assert_non_null(r);
+	const char *p = strstr(r, "pgjobd_claim_seconds_count ");
+	assert_non_null(p);
+	long long n = atoll(p + strlen("pgjobd_claim_seconds_count "));
+	free(r);
+	return n;
+}
+
+/*
+ * The workers of an instance share a NOTIFY out (migration 007): a job that
+ * comes alone is claimed by one of them, not by all four, and a burst
+ * larger than one worker's room brings them all in without waiting for the
+ * poll timer (a minute here).
+ */
+static void
+test_notify_shared_out(void **state)
+{
+	char *ci = t_db_migrated("t_ops_share");
+	PGconn *c = t_connect(ci);
+	int port = free_port();
+	char body[2048];
+	snprintf(body, sizeof(body),
+		 "workers: 4\npoll_interval: 60s\n"
+		 "metrics: { listen: \"127.0.0.1:%d\" }\n"
+		 "queues: { default: { concurrency: 10 } }\n"
+		 "handlers:\n"
+		 "  noop: { type: plugin, library: \"%s\","
+		 " symbol: pgjobd_example }\n",
+		 port, t_bin("pgjobd_example.so"));
+	const char *argv[] = {t_bin("pgjobd"), "-c",
+			      t_config("ops_share", ci, body), NULL};
+	pid_t p = t_spawn(t_log("ops_share"), NULL, argv);
+	assert_int_equal(
+		t_poll(c, 30, "select count(*) = 4 from pgjob.workers"), 0);
+	/* The workers' first claims, made as they connect, are counted. */
+	long long before = 0;
+	for (int i = 0; i < 100 && (before = claims(port)) < 4; i++)
+		t_sleep_ms(100);
+	assert_true(before >= 4);
+
+	for (int i = 0; i < 20; i++) {
+		long long id = t_long(c, "select pgjob.enqueue('noop')");
+		assert_int_equal(t_poll(c, 30,
+					"select state = 'done' from "
+					"pgjob.jobs where id = %lld",
+					id),
+				 0);
+	}
+	t_sleep_ms(200);
+	long long single = claims(port) - before;
+	/* One claim per job, give or take a race; every worker claiming on
+	 * every NOTIFY made it 80. */
+	assert_true(single >= 20);
+	assert_true(single <= 30);
+
+	/* 40 slow jobs in one statement, room for 10 per worker: all four
+	 * take the notification, long before a poll would bring them. */
+	t_exec(c, "insert into pgjob.jobs (kind, payload) select 'noop',"
+		  " '{\"sleep_ms\": 300}' from generate_series(1, 40)");
+	assert_int_equal(t_poll(c, 20,
+				"select count(distinct locked_by) = 4 from "
+				"pgjob.jobs where state = 'running'"),
+			 0);
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 60 from pgjob.jobs "
+				"where state = 'done'"),
+			 0);
+
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_notify_and_metrics),
+		cmocka_unit_test(test_notify_shared_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
