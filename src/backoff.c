@@ -21,7 +21,9 @@ int64_t
 backoff_job_delay(int64_t base_ms, int64_t max_ms, int attempt, double rnd)
 {
 	int64_t d = capped(base_ms, max_ms, attempt > 1 ? attempt - 1 : 0);
-	return d + (int64_t)((double)d * 0.25 * rnd);
+	/* The jitter comes off, so that max holds and jobs that reached it
+	 * together still spread out. */
+	return d - (int64_t)((double)d * 0.25 * rnd);
 }
 
 int64_t

@@ -7,9 +7,10 @@
 #include <stdint.h>
 
 /*
- * The delay before attempt + 1 of a failed job: base * 2^(attempt - 1),
- * capped at max, plus up to 25 % jitter (rnd is uniform in [0, 1)).
- * attempt counts from 1.
+ * The delay before attempt + 1 of a failed job: min(base * 2^(attempt - 1),
+ * max), less up to 25 % jitter (rnd is uniform in [0, 1)), so never more
+ * than max.  attempt counts from 1.  The one formula: docs/daemon.md,
+ * "Retries", says the same.
  */
 int64_t backoff_job_delay(int64_t base_ms, int64_t max_ms, int attempt,
 			  double rnd);

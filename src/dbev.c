@@ -167,7 +167,8 @@ notifies(struct dbev *d)
 	PGnotify *n;
 	while ((n = PQnotifies(d->conn)) != NULL) {
 		if (d->hooks.on_notify)
-			d->hooks.on_notify(d->hooks.arg, n->relname, n->extra);
+			d->hooks.on_notify(d->hooks.arg, n->relname, n->extra,
+					   n->be_pid);
 		PQfreemem(n);
 	}
 }

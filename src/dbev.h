@@ -25,7 +25,9 @@ struct dbev;
 typedef void (*dbev_result_fn)(void *arg, PGresult *res);
 
 struct dbev_hooks {
-	void (*on_notify)(void *arg, const char *channel, const char *payload);
+	/* be_pid: the backend that sent it (PGnotify.be_pid). */
+	void (*on_notify)(void *arg, const char *channel, const char *payload,
+			  int be_pid);
 	void (*on_lost)(void *arg, const char *why);
 	void *arg;
 };

@@ -34,7 +34,12 @@ struct job {
 	int attempt;   /* 1 on the first run */
 	int max_attempts;
 	int64_t lease_token;
-	char *ordering_key;		    /* or NULL */
+	char *ordering_key; /* or NULL */
+	/* Attempts whose worker vanished (docs/daemon.md, "Attempts"). */
+	int lost_attempts;
+	/* The payload's size in bytes as the claim measured it; payload is
+	 * NULL when that was over max_payload_bytes. */
+	int64_t payload_bytes;
 	const struct handler_conf *handler; /* borrowed from the config */
 	/* exec only: "NAME=value" strings added after the PGJOB_* job
 	 * variables (a leased task's PGJOB_PARTITION...), or NULL.  Borrowed;

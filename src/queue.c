@@ -78,6 +78,8 @@ static const char finish_sql[] =
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
  */
+#define CLAIM_NPARAMS 10
+
 static const char claim_sql[] =
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
 	 * the index entries this worker's last claims left behind; NULL is
@@ -147,20 +149,30 @@ static const char claim_tail_sql[] =
 	" u as ("
 	"  update pgjob.jobs j set state = 'running', locked_by = $4,"
 	"   locked_until = now() + $5::bigint * interval '1 millisecond',"
-	"   lease_token = j.lease_token + 1, attempts = j.attempts + 1"
+	"   lease_token = j.lease_token + 1, attempts = j.attempts + 1,"
+	/* A running row here is one whose lease expired: its worker
+	 * vanished, and that attempt is lost, not failed. */
+	"   lost_attempts = j.lost_attempts"
+	"    + case when j.state = 'running' then 1 else 0 end"
 	/* An array, so that the planner looks the rows up by id rather
 	 * than joining the whole table. */
 	"  where j.id = any(array(select id from cand))"
-	"  returning j.id, j.kind, j.queue, j.payload, j.attempts,"
-	"   coalesce(j.max_attempts, 0) as max_attempts, j.lease_token,"
-	"   j.ordering_key)"
-	" select 'c', id, kind, queue, payload, attempts, max_attempts,"
-	"  lease_token, ordering_key, null::smallint, null::bigint"
+	/* The payload as text, once: its length decides below whether it
+	 * is sent at all. */
+	"  returning j.id, j.kind, j.queue, j.payload::text as payload,"
+	"   j.attempts, coalesce(j.max_attempts, 0) as max_attempts,"
+	"   j.lease_token, j.ordering_key, j.lost_attempts)"
+	/* A payload over $10 bytes never reaches the worker's memory: it
+	 * gets the size, and the job ends dead (see start_job()). */
+	" select 'c', id, kind, queue,"
+	"  case when octet_length(payload) <= $10 then payload end,"
+	"  attempts, max_attempts, lease_token, ordering_key,"
+	"  null::smallint, null::bigint, lost_attempts, octet_length(payload)"
 	" from u"
 	" union all"
 	/* Per queue, the last job its parallel branch claimed. */
 	" select 'p', l.id, null, q.name, null, null, null, null, null, l.pr,"
-	"  (extract(epoch from l.ra) * 1000000)::bigint"
+	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null"
 	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
 	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l";
@@ -221,7 +233,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 		lim[i] = req->limits[i];
 	/* No positions: a NULL for each queue, from the head. */
 	const char **heads = xcalloc(req->nqueues + 1, sizeof(char *));
-	char *a[9];
+	char *a[CLAIM_NPARAMS];
 	a[0] = queue_text_array(req->kinds, req->nkinds);
 	a[1] = queue_text_array(req->queues, req->nqueues);
 	a[2] = queue_int_array(lim, req->nqueues);
@@ -234,14 +246,16 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 				req->nqueues);
 	a[8] = queue_text_array(req->from_id ? req->from_id : heads,
 				req->nqueues);
+	a[9] = xasprintf("%lld", (long long)req->max_payload_bytes);
 	free(heads);
 	free(lim);
-	const char *p[9];
-	for (int i = 0; i < 9; i++)
+	const char *p[CLAIM_NPARAMS];
+	for (int i = 0; i < CLAIM_NPARAMS; i++)
 		p[i] = a[i];
 	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_claim", 9, p, cb, arg);
-	for (int i = 0; i < 9; i++)
+	int rc =
+		dbev_send_prepared(d, "pgjob_claim", CLAIM_NPARAMS, p, cb, arg);
+	for (int i = 0; i < CLAIM_NPARAMS; i++)
 		free(a[i]);
 	return rc;
 }
@@ -260,12 +274,17 @@ queue_claim_rows(const void *pgresult, int *n)
 		j->id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 		j->kind = xstrdup(PQgetvalue(res, i, 2));
 		j->queue = xstrdup(PQgetvalue(res, i, 3));
-		j->payload = xstrdup(PQgetvalue(res, i, 4));
+		if (!PQgetisnull(res, i, 4))
+			j->payload = xstrdup(PQgetvalue(res, i, 4));
 		j->attempt = atoi(PQgetvalue(res, i, 5));
 		j->max_attempts = atoi(PQgetvalue(res, i, 6));
 		j->lease_token = strtoll(PQgetvalue(res, i, 7), NULL, 10);
 		if (!PQgetisnull(res, i, 8))
 			j->ordering_key = xstrdup(PQgetvalue(res, i, 8));
+		j->lost_attempts = atoi(PQgetvalue(res, i, 11));
+		/* NULL: over the limit, not sent (payload_bytes says how
+		 * big). */
+		j->payload_bytes = strtoll(PQgetvalue(res, i, 12), NULL, 10);
 		jobs[(*n)++] = j;
 	}
 	return jobs;
@@ -319,8 +338,10 @@ queue_id_in(const int64_t *sorted, size_t n, int64_t id)
 
 /*
  * Renews every (id, token) still held; returns one row per job asked for:
- * id, renewed, and whether an operator cancelled it (pgjob cancel sets a
- * running job's state to cancelled, and its worker stops the handler).
+ * id, renewed, whether an operator cancelled it (pgjob cancel sets a
+ * running job's state to cancelled, and its worker stops the handler), and
+ * the token asked for: an answer is about one attempt, and the worker may
+ * hold the same job again under a newer token by the time it comes.
  */
 static const char renew_sql[] =
 	"with r as (select * from unnest($1::bigint[], $2::bigint[])"
@@ -330,7 +351,8 @@ static const char renew_sql[] =
 	"  from r where j.id = r.id and j.lease_token = r.token"
 	"   and j.state = 'running' returning j.id)"
 	" select r.id, u.id is not null,"
-	"  coalesce(j.state = 'cancelled' and j.lease_token = r.token, false)"
+	"  coalesce(j.state = 'cancelled' and j.lease_token = r.token, false),"
+	"  r.token"
 	" from r left join u on u.id = r.id"
 	"  left join pgjob.jobs j on j.id = r.id";
 
@@ -360,7 +382,7 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 			  per_key ? claim_per_key_sql : "", claim_tail_sql);
 	/* Parsed and planned once per connection, not once per batch. */
 	dbev_prepare(d, "pgjob_finish", finish_sql, 8);
-	dbev_prepare(d, "pgjob_claim", claim, 9);
+	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	free(claim);
 }

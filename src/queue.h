@@ -43,6 +43,9 @@ struct queue_claim_req {
 	const char *const *from_priority;
 	const char *const *from_run_at;
 	const char *const *from_id;
+	/* A payload whose text is longer is not sent: the job comes back
+	 * with a NULL payload and its size in payload_bytes. */
+	int64_t max_payload_bytes;
 };
 
 /* A place in a queue's index of available jobs, as text for the next
@@ -102,7 +105,7 @@ int queue_id_in(const int64_t *sorted, size_t n, int64_t id);
 /*
  * Extends the lease of every (ids[i], tokens[i]) still held to now() +
  * lease_ms.  The result has a row per job: id, renewed (t/f), cancelled
- * (t/f: an operator cancelled it while this token held it).
+ * (t/f: an operator cancelled it while this token held it), token.
  */
 int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
 		size_t n, int64_t lease_ms, dbev_result_fn cb, void *arg);

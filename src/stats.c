@@ -126,7 +126,8 @@ render_jobs(struct buf *out, const struct sum *k, size_t m)
 		{"pgjobd_jobs_dead_total", "Jobs that ended dead.",
 		 offsetof(struct stats_kind, dead)},
 		{"pgjobd_jobs_lost_lease_total",
-		 "Attempts whose end was refused: the lease was lost.",
+		 "Attempts whose lease was lost: found at a renewal, or an end "
+		 "the database refused.",
 		 offsetof(struct stats_kind, lost)},
 	};
 	struct buf l = {0};
@@ -158,7 +159,7 @@ render_jobs(struct buf *out, const struct sum *k, size_t m)
 }
 
 static void
-render_workers(struct buf *out, const struct stats *s, int n)
+render_workers(struct buf *out, const struct stats *s, int n, int configured)
 {
 	struct stats_worker t = {0};
 	int slots = 0;
@@ -186,7 +187,7 @@ render_workers(struct buf *out, const struct stats *s, int n)
 			"Database connections lost and made again.", NULL,
 			(double)t.reconnects);
 	metrics_gauge(out, "pgjobd_workers", "Worker processes configured.",
-		      NULL, n);
+		      NULL, configured);
 	metrics_gauge(out, "pgjobd_slots_held",
 		      "Workers holding a slot on a live connection.", NULL,
 		      slots);
@@ -228,22 +229,36 @@ render_queues(struct buf *out, const struct stats *s)
 }
 
 void
-stats_render(const struct stats *s, int n, struct buf *out)
+stats_render(const struct stats *s, int n, int configured, struct buf *out)
 {
 	static struct sum k[STATS_MAX_KINDS * 4];
 	size_t m = sum_kinds(s, n, k, sizeof(k) / sizeof(k[0]));
 	render_jobs(out, k, m);
-	render_workers(out, s, n);
+	render_workers(out, s, n, configured);
 	render_queues(out, s);
 }
 
+void
+stats_worker_gone(struct stats *s, int index)
+{
+	if (!s || index < 0 || index >= STATS_MAX_WORKERS)
+		return;
+	struct stats_worker *w = &s->w[index];
+	__atomic_store_n(&w->pid, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->slot, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->connected, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->tasks_held, 0, __ATOMIC_RELAXED);
+}
+
 int
-stats_healthy(const struct stats *s, int n, int64_t stale_ms, char *why,
-	      size_t len)
+stats_healthy(const struct stats *s, const int *idx, int n, int64_t stale_ms,
+	      char *why, size_t len)
 {
 	int64_t now = util_now_ms();
 	for (int i = 0; i < n; i++) {
-		const struct stats_worker *w = &s->w[i];
+		if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
+			continue;
+		const struct stats_worker *w = &s->w[idx[i]];
 		int slot = __atomic_load_n(&w->slot, __ATOMIC_RELAXED);
 		int up = __atomic_load_n(&w->connected, __ATOMIC_RELAXED);
 		int64_t ok = __atomic_load_n(&w->last_ok_ms, __ATOMIC_RELAXED);
@@ -264,4 +279,57 @@ stats_healthy(const struct stats *s, int n, int64_t stale_ms, char *why,
 	}
 	snprintf(why, len, "ok: %d workers hold slots\n", n);
 	return 1;
+}
+
+int
+stats_notify_parse(const char *payload, uint64_t *xid, long long *due)
+{
+	const char *p = payload;
+	uint64_t x = 0;
+	long long d = 0;
+	int nx = 0, nd = 0;
+
+	if (!p)
+		return -1;
+	for (; *p >= '0' && *p <= '9' && nx < 20; p++, nx++) {
+		if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+	}
+	if (nx == 0 || *p++ != ' ')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++, nd++)
+		if (d < STATS_NOTIFY_MAX_DUE)
+			d = d * 10 + (*p - '0');
+	if (nd == 0 || *p || d <= 0)
+		return -1;
+	*xid = x;
+	*due = d < STATS_NOTIFY_MAX_DUE ? d : STATS_NOTIFY_MAX_DUE;
+	return 0;
+}
+
+int
+stats_notify_take(struct stats *s, uint64_t xid, int be_pid, long long due,
+		  long long room)
+{
+	const uint64_t mask = (1ULL << 48) - 1;
+	/* Mixed so that neither half alone picks the slot. */
+	uint64_t key =
+		(xid ^ ((uint64_t)(uint32_t)be_pid * 0x9e3779b97f4a7c15ULL)) &
+		mask;
+	uint64_t *slot = &s->notify_ring[key % STATS_NOTIFY_RING];
+	uint64_t old = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (room <= 0)
+		return 1;
+	for (;;) {
+		uint64_t taken = (old & mask) == key ? old >> 48 : 0;
+		if ((long long)taken * room >= due || taken == 0xffff)
+			return 0;
+		uint64_t next = key | (taken + 1) << 48;
+		if (__atomic_compare_exchange_n(slot, &old, next, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return 1;
+	}
 }

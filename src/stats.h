@@ -60,15 +60,21 @@ struct stats_worker {
 
 /* Recent NOTIFYs, shared out among an instance's workers (worker.c). */
 #define STATS_NOTIFY_RING 64
+/* The most due jobs a notification is believed to announce. */
+#define STATS_NOTIFY_MAX_DUE 1000000
 
 struct stats {
 	uint64_t worker_restarts;
+	/* The entry of the worker that reads queue depths for /metrics (one
+	 * per instance; the supervisor names it), or -1. */
+	int32_t depth_reader;
 	int64_t queues_at_ms; /* when queues[] was written; 0: never */
 	uint32_t nqueues;
 	struct stats_queue queues[STATS_MAX_QUEUES];
 	struct stats_worker w[STATS_MAX_WORKERS];
-	/* Per slot: a notification's transaction id (low 48 bits) and how
-	 * many workers took it (high 16). */
+	/* Per slot: a notification's key (low 48 bits: its transaction id
+	 * and sending backend, stats_notify_take()) and how many workers
+	 * took it (high 16). */
 	uint64_t notify_ring[STATS_NOTIFY_RING];
 };
 
@@ -99,17 +105,41 @@ void stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us,
 		   int64_t us);
 
 /*
- * Appends the Prometheus text of the first n workers' entries (summed by
- * kind and queue) to out.
+ * Reads a NOTIFY payload of the trigger pgjob.jobs_notify(): "<transaction
+ * id> <due jobs>", two decimal numbers and nothing else.  Returns 0 with
+ * *xid and *due (capped at STATS_NOTIFY_MAX_DUE) set, or -1 for anything
+ * else (an empty payload, from pgjob retry; or one that any role can send:
+ * NOTIFY needs no privilege).
  */
-void stats_render(const struct stats *s, int n, struct buf *out);
+int stats_notify_parse(const char *payload, uint64_t *xid, long long *due);
+/*
+ * Whether this worker takes its turn at notification (xid, be_pid) with
+ * room free places: 1 when the workers that took it so far have too little
+ * room for its due jobs (it is counted as taken), else 0.  The key includes
+ * the backend that sent it, so a notification forged by another session
+ * never stands for a real one (docs/security.md, "NOTIFY").
+ */
+int stats_notify_take(struct stats *s, uint64_t xid, int be_pid, long long due,
+		      long long room);
 
 /*
- * 1 when every one of the n workers holds a slot and has reached the
- * database within stale_ms; else 0, with a reason in why (at least 128
- * bytes).
+ * Appends the Prometheus text of the first n workers' entries (summed by
+ * kind and queue: the entries of workers that exited keep counting, so no
+ * counter goes back) to out; configured is the worker count of the config.
  */
-int stats_healthy(const struct stats *s, int n, int64_t stale_ms, char *why,
-		  size_t len);
+void stats_render(const struct stats *s, int n, int configured,
+		  struct buf *out);
+
+/* The worker of entry index is gone (the supervisor reaped it): its gauges
+ * (slot, connection, tasks) go to zero; its counters stay. */
+void stats_worker_gone(struct stats *s, int index);
+
+/*
+ * 1 when each of the n workers whose entries are idx[0..n) holds a slot
+ * and has reached the database within stale_ms; else 0, with a reason in
+ * why (at least 128 bytes).
+ */
+int stats_healthy(const struct stats *s, const int *idx, int n,
+		  int64_t stale_ms, char *why, size_t len);
 
 #endif

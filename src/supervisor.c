@@ -4,7 +4,11 @@
  * Signal table (all handled on the libev loop, never in a signal handler):
  *   SIGTERM, SIGINT  first: drain (workers stop claiming and finish what
  *                    they hold, up to shutdown_timeout); second: stop now
- *   SIGHUP           reload the config; replace the workers one by one
+ *   SIGHUP           reload the config: new workers start on it at once,
+ *                    and the old ones retire (SIGUSR2): they claim no more
+ *                    and finish the jobs they hold, however long they take,
+ *                    as nginx's old workers do.  Only a stop hands jobs
+ *                    back.
  *
  * A worker that exits is restarted after an exponential backoff with
  * jitter, reset once it has stayed up for a minute, so a crash loop never
@@ -36,16 +40,22 @@
 
 #define STABLE_MS 60000 /* up this long: the restart backoff resets */
 
+/*
+ * A worker process.  The active ones are s->children[index]; a worker
+ * retired by a reload moves to s->retired (a copy of its own) until it
+ * exits.
+ */
 struct child {
 	struct supervisor *s;
-	int index;
+	int index; /* place in s->children; -1 once retired */
+	int sidx;  /* its entry in the shared stats area; -1: none yet */
 	pid_t pid;
 	int pipe_wr;
 	int restarts;
-	int retiring; /* SIGTERM sent for a reload */
 	int64_t started_ms;
 	ev_child watcher;
 	ev_timer restart;
+	struct child *next; /* in s->retired */
 };
 
 struct supervisor {
@@ -56,9 +66,12 @@ struct supervisor {
 	const char *database; /* overrides database.conninfo, or NULL */
 	struct child *children;
 	int nchildren;
-	int stopping; /* 0, 1 draining, 2 stopping now */
+	struct child *retired; /* old workers finishing their jobs */
+	/* Which entries of the stats area a live worker uses. */
+	unsigned char sidx_used[STATS_MAX_WORKERS];
+	int sidx_high; /* entries ever used: /metrics sums them all */
+	int stopping;  /* 0, 1 draining, 2 stopping now */
 	int exit_code;
-	int rolling; /* reload: index of the worker being replaced, or -1 */
 	ev_signal sigterm, sigint, sighup;
 	ev_timer kill_timer;
 	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
@@ -89,9 +102,47 @@ child_detach(struct supervisor *s, struct child *self)
 		if (c != self && c->pipe_wr >= 0)
 			close(c->pipe_wr);
 	}
+	for (struct child *r = s->retired; r; r = r->next) {
+		ev_child_stop(s->loop, &r->watcher);
+		if (r->pipe_wr >= 0)
+			close(r->pipe_wr);
+	}
 	metrics_forget(s->metrics);
 	notify_close();
 	ev_loop_destroy(s->loop);
+}
+
+/* The lowest free entry of the stats area, taken; STATS_MAX_WORKERS when
+ * none is free (the worker then counts into a private one). */
+static int
+sidx_take(struct supervisor *s)
+{
+	for (int i = 0; i < STATS_MAX_WORKERS; i++) {
+		if (s->sidx_used[i])
+			continue;
+		s->sidx_used[i] = 1;
+		if (i + 1 > s->sidx_high)
+			s->sidx_high = i + 1;
+		return i;
+	}
+	return STATS_MAX_WORKERS;
+}
+
+static void
+sidx_give_back(struct supervisor *s, int sidx)
+{
+	if (sidx >= 0 && sidx < STATS_MAX_WORKERS)
+		s->sidx_used[sidx] = 0;
+}
+
+/* The first active worker reads the queue depths for /metrics. */
+static void
+name_depth_reader(struct supervisor *s)
+{
+	if (s->stats)
+		__atomic_store_n(&s->stats->depth_reader,
+				 s->nchildren > 0 ? s->children[0].sidx : -1,
+				 __ATOMIC_RELAXED);
 }
 
 static void
@@ -104,6 +155,12 @@ spawn(struct supervisor *s, struct child *c)
 		ev_timer_start(s->loop, &c->restart);
 		return;
 	}
+	/* A restarted worker keeps its predecessor's entry, so its
+	 * counters carry on. */
+	if (c->sidx < 0)
+		c->sidx = sidx_take(s);
+	if (c->index == 0)
+		name_depth_reader(s);
 	pid_t parent = getpid();
 	fflush(NULL);
 	pid_t pid = fork();
@@ -116,16 +173,20 @@ spawn(struct supervisor *s, struct child *c)
 		return;
 	}
 	if (pid == 0) {
+		/* A reload's SIGUSR2 waits until the worker watches for it
+		 * (worker_main() unblocks it): its default action kills. */
+		sigset_t usr2;
+		sigemptyset(&usr2);
+		sigaddset(&usr2, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &usr2, NULL);
 		close(fds[1]);
 		child_detach(s, c);
 		/* The worker's code, and libpq, are loaded only now. */
-		_exit(workermod_run(s->cfg, fds[0], parent, s->stats,
-				    c->index));
+		_exit(workermod_run(s->cfg, fds[0], parent, s->stats, c->sidx));
 	}
 	close(fds[0]);
 	c->pid = pid;
 	c->pipe_wr = fds[1];
-	c->retiring = 0;
 	c->started_ms = util_now_ms();
 	ev_child_set(&c->watcher, pid, 0);
 	ev_child_start(s->loop, &c->watcher);
@@ -140,12 +201,15 @@ on_restart(struct ev_loop *loop, ev_timer *t, int revents)
 		spawn(c->s, c);
 }
 
+/* Worker processes alive: active and retired. */
 static int
 running(const struct supervisor *s)
 {
 	int n = 0;
 	for (int i = 0; i < s->nchildren; i++)
 		n += s->children[i].pid > 0;
+	for (const struct child *r = s->retired; r; r = r->next)
+		n++;
 	return n;
 }
 
@@ -155,6 +219,8 @@ signal_all(struct supervisor *s, int sig)
 	for (int i = 0; i < s->nchildren; i++)
 		if (s->children[i].pid > 0)
 			kill(s->children[i].pid, sig);
+	for (struct child *r = s->retired; r; r = r->next)
+		kill(r->pid, sig);
 }
 
 static void
@@ -178,21 +244,23 @@ stop_all(struct supervisor *s, int code)
 		ev_break(s->loop, EVBREAK_ALL);
 }
 
-static void roll_next(struct supervisor *s);
-
 static void
 log_exit(struct child *c, int status)
 {
 	int64_t up = util_now_ms() - c->started_ms;
+	char who[48];
+	if (c->index >= 0)
+		snprintf(who, sizeof(who), "worker %d", c->index + 1);
+	else
+		snprintf(who, sizeof(who), "retired worker");
 	if (WIFEXITED(status))
 		log_msg(WEXITSTATUS(status) ? LOG_WARN : LOG_INFO,
-			"worker %d (pid %d) exited with status %d after %lldms",
-			c->index + 1, (int)c->pid, WEXITSTATUS(status),
-			(long long)up);
+			"%s (pid %d) exited with status %d after %lldms", who,
+			(int)c->pid, WEXITSTATUS(status), (long long)up);
 	else if (WIFSIGNALED(status))
-		log_warn("worker %d (pid %d) killed by signal %d (%s)%s after "
+		log_warn("%s (pid %d) killed by signal %d (%s)%s after "
 			 "%lldms",
-			 c->index + 1, (int)c->pid, WTERMSIG(status),
+			 who, (int)c->pid, WTERMSIG(status),
 			 strsignal(WTERMSIG(status)),
 			 WCOREDUMP(status) ? ", core dumped" : "",
 			 (long long)up);
@@ -206,9 +274,9 @@ log_exit(struct child *c, int status)
 static void
 kill_orphans(struct supervisor *s, struct child *c)
 {
-	if (!s->stats || c->index >= STATS_MAX_WORKERS)
+	if (!s->stats || c->sidx < 0 || c->sidx >= STATS_MAX_WORKERS)
 		return;
-	int32_t *t = s->stats->w[c->index].handler_pgids;
+	int32_t *t = s->stats->w[c->sidx].handler_pgids;
 	int n = 0;
 	for (int i = 0; i < STATS_MAX_HANDLERS; i++) {
 		int32_t g = __atomic_exchange_n(&t[i], 0, __ATOMIC_RELAXED);
@@ -216,9 +284,25 @@ kill_orphans(struct supervisor *s, struct child *c)
 			n++;
 	}
 	if (n)
-		log_warn("killed %d handler process groups that worker %d "
-			 "left running",
-			 n, c->index + 1);
+		log_warn("killed %d handler process groups that pid %d left "
+			 "running",
+			 n, (int)c->pid);
+}
+
+/* A retired worker has exited: forget it. */
+static void
+retired_gone(struct supervisor *s, struct child *r)
+{
+	for (struct child **pp = &s->retired; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	stats_worker_gone(s->stats, r->sidx);
+	sidx_give_back(s, r->sidx);
+	free(r);
+	if (s->stopping && running(s) == 0)
+		ev_break(s->loop, EVBREAK_ALL);
 }
 
 static void
@@ -233,8 +317,12 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	kill_orphans(s, c);
 	close(c->pipe_wr);
 	c->pipe_wr = -1;
+	if (c->index < 0) {
+		retired_gone(s, c);
+		return;
+	}
+	stats_worker_gone(s->stats, c->sidx);
 	int64_t up = util_now_ms() - c->started_ms;
-	int retiring = c->retiring;
 	c->pid = 0;
 	if (s->stopping) {
 		if (running(s) == 0)
@@ -248,10 +336,10 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 		stop_all(s, EXIT_CONFIG);
 		return;
 	}
-	if (retiring) {
-		if (c->index < nworkers(s))
-			spawn(s, c);
-		roll_next(s);
+	if (c->index >= nworkers(s)) {
+		/* Not in the config any more (a reload lowered workers). */
+		sidx_give_back(s, c->sidx);
+		c->sidx = -1;
 		return;
 	}
 	if (up >= STABLE_MS)
@@ -289,7 +377,8 @@ on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	signal_all(s, SIGTERM);
 }
 
-/* Resizes the child table to the new worker count. */
+/* Resizes the child table to the new worker count (it never shrinks:
+ * entries past the count stay empty). */
 static void
 resize(struct supervisor *s, int n)
 {
@@ -313,6 +402,7 @@ resize(struct supervisor *s, int n)
 		if (i >= s->nchildren) {
 			c[i].pipe_wr = -1;
 			c[i].pid = 0;
+			c[i].sidx = -1;
 		}
 		ev_child_init(&c[i].watcher, on_child, c[i].pid, 0);
 		ev_timer_init(&c[i].restart, on_restart, 0., 0.);
@@ -323,24 +413,53 @@ resize(struct supervisor *s, int n)
 	s->nchildren = n;
 }
 
-/* Reload: retire the next worker of the old config, if any. */
+/*
+ * Reload: the worker in c retires.  It moves to s->retired (the table
+ * entry is free for its successor at once) and gets SIGUSR2: it claims no
+ * more, gives its cluster duties up, finishes the jobs it holds and exits.
+ */
 static void
-roll_next(struct supervisor *s)
+retire(struct supervisor *s, struct child *c)
 {
-	while (++s->rolling < s->nchildren) {
-		struct child *c = &s->children[s->rolling];
-		if (c->pid > 0) {
-			c->retiring = 1;
-			kill(c->pid, SIGTERM);
-			return;
-		}
-		if (s->rolling < nworkers(s)) {
-			ev_timer_stop(s->loop, &c->restart);
-			spawn(s, c);
-		}
+	ev_timer_stop(s->loop, &c->restart);
+	if (c->pid <= 0) {
+		/* Waiting for a restart: its successor takes over. */
+		sidx_give_back(s, c->sidx);
+		c->sidx = -1;
+		return;
 	}
-	s->rolling = -1;
-	log_info("reload done: %d workers on the new config", running(s));
+	struct child *r = xcalloc(1, sizeof(*r));
+	ev_child_stop(s->loop, &c->watcher);
+	*r = *c;
+	r->index = -1;
+	ev_child_init(&r->watcher, on_child, r->pid, 0);
+	ev_timer_init(&r->restart, on_restart, 0., 0.);
+	r->watcher.data = r->restart.data = r;
+	ev_child_start(s->loop, &r->watcher);
+	r->next = s->retired;
+	s->retired = r;
+	kill(r->pid, SIGUSR2);
+	c->pid = 0;
+	c->pipe_wr = -1;
+	c->sidx = -1;
+	c->restarts = 0;
+}
+
+/* Reload: every worker of the old config retires; new ones start now. */
+static void
+roll_over(struct supervisor *s)
+{
+	int old = 0;
+	for (int i = 0; i < s->nchildren; i++) {
+		old += s->children[i].pid > 0;
+		retire(s, &s->children[i]);
+	}
+	for (int i = 0; i < nworkers(s); i++)
+		spawn(s, &s->children[i]);
+	name_depth_reader(s);
+	log_info("reload done: %d workers start on the new config; %d old "
+		 "ones finish the jobs they hold",
+		 nworkers(s), old);
 	s->ready = 0; /* READY=1 again once they all hold slots */
 }
 
@@ -361,10 +480,6 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 
 	if (s->stopping)
 		return;
-	if (s->rolling >= 0) {
-		log_warn("SIGHUP ignored: a reload is still rolling");
-		return;
-	}
 	struct config *cfg = config_load(s->config_path, &errs);
 	if (!cfg) {
 		for (size_t i = 0; i < errs.n; i++)
@@ -383,22 +498,32 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	override_database(s);
 	log_set_level(cfg->log_level);
 	resize(s, nworkers(s));
-	s->rolling = -1;
-	roll_next(s);
+	roll_over(s);
 }
 
 /* The period of the status timer: READY=1, STATUS= and the watchdog. */
 #define STATUS_EVERY 0.5
 
+/* The stats entries of the active workers, for the health checks;
+ * returns their number. */
+static int
+active_entries(const struct supervisor *s, int *idx)
+{
+	int n = 0;
+	for (int i = 0; i < nworkers(s) && i < s->nchildren; i++)
+		idx[n++] = s->children[i].sidx;
+	return n;
+}
+
 static int
 render(void *arg, const char *path, struct buf *body, const char **content_type)
 {
 	struct supervisor *s = arg;
-	int n = nworkers(s) < STATS_MAX_WORKERS ? nworkers(s)
-						: STATS_MAX_WORKERS;
+	int idx[s->nchildren + 1];
+	int n = active_entries(s, idx);
 	if (strcmp(path, "/metrics") == 0) {
 		*content_type = METRICS_CONTENT_TYPE;
-		stats_render(s->stats, n, body);
+		stats_render(s->stats, s->sidx_high, nworkers(s), body);
 		return 200;
 	}
 	if (strcmp(path, "/healthz") == 0) {
@@ -407,8 +532,8 @@ render(void *arg, const char *path, struct buf *body, const char **content_type)
 		int64_t stale =
 			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
 							  : 10000);
-		int ok = !s->stopping &&
-			 stats_healthy(s->stats, n, stale, why, sizeof(why));
+		int ok = !s->stopping && stats_healthy(s->stats, idx, n, stale,
+						       why, sizeof(why));
 		if (s->stopping)
 			snprintf(why, sizeof(why), "stopping\n");
 		buf_appendf(body, "%s", why);
@@ -420,14 +545,19 @@ render(void *arg, const char *path, struct buf *body, const char **content_type)
 
 /* "2 workers, slots 1,2, 1234 jobs done" for STATUS=. */
 static void
-status_line(struct supervisor *s, int n, struct buf *b)
+status_line(struct supervisor *s, const int *idx, int n, struct buf *b)
 {
 	uint64_t done = 0;
 	buf_appendf(b, "%d workers, slots ", n);
 	for (int i = 0; i < n; i++) {
-		const struct stats_worker *w = &s->stats->w[i];
+		if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
+			continue;
+		const struct stats_worker *w = &s->stats->w[idx[i]];
 		buf_appendf(b, "%s%d", i ? "," : "",
 			    __atomic_load_n(&w->slot, __ATOMIC_RELAXED));
+	}
+	for (int i = 0; i < s->sidx_high; i++) {
+		const struct stats_worker *w = &s->stats->w[i];
 		uint32_t nk = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
 		for (uint32_t k = 0; k < nk; k++)
 			done += __atomic_load_n(&w->kinds[k].done,
@@ -440,22 +570,22 @@ static void
 on_status(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct supervisor *s = t->data;
-	int n = nworkers(s) < STATS_MAX_WORKERS ? nworkers(s)
-						: STATS_MAX_WORKERS;
+	int idx[s->nchildren + 1];
+	int n = active_entries(s, idx);
 	char why[256];
 	int64_t now = util_now_ms();
 	struct buf line = {0};
-	if (!s->ready && !s->stopping && s->rolling < 0 &&
-	    stats_healthy(s->stats, n, 60000, why, sizeof(why))) {
+	if (!s->ready && !s->stopping &&
+	    stats_healthy(s->stats, idx, n, 60000, why, sizeof(why))) {
 		s->ready = 1;
 		s->last_status = now;
-		status_line(s, n, &line);
+		status_line(s, idx, n, &line);
 		notify_send("READY=1\nSTATUS=%s", line.data);
 		log_info("ready: %s", line.data);
 	} else if (s->ready && !s->stopping && now - s->last_status >= 5000) {
 		/* Keep `systemctl status` current. */
 		s->last_status = now;
-		status_line(s, n, &line);
+		status_line(s, idx, n, &line);
 		notify_send("STATUS=%s", line.data);
 	}
 	buf_free(&line);
@@ -500,8 +630,7 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	struct supervisor s = {.config_path = config_path,
 			       .cfg = cfg,
 			       .workers_override = workers,
-			       .database = database,
-			       .rolling = -1};
+			       .database = database};
 
 	override_database(&s);
 	log_init("supervisor", cfg->log_level,
@@ -529,6 +658,13 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	for (int i = 0; i < s.nchildren; i++)
 		if (s.children[i].pipe_wr >= 0)
 			close(s.children[i].pipe_wr);
+	while (s.retired) {
+		struct child *r = s.retired;
+		s.retired = r->next;
+		if (r->pipe_wr >= 0)
+			close(r->pipe_wr);
+		free(r);
+	}
 	free(s.children);
 	config_free(s.cfg);
 	metrics_close(s.metrics);

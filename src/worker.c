@@ -38,7 +38,12 @@
 #include "stats.h"
 #include "util.h"
 
-enum held_state { HELD_RUNNING, HELD_DONE, HELD_WRITING };
+/*
+ * RUNNING: its handler runs; SQL_WAITING: an sql handler's job waits for
+ * its turn on the connection (one statement at a time, see sql_next());
+ * DONE: its end waits to be written; WRITING: that write is in flight.
+ */
+enum held_state { HELD_RUNNING, HELD_SQL_WAITING, HELD_DONE, HELD_WRITING };
 
 struct held {
 	struct job job;
@@ -67,7 +72,6 @@ struct worker {
 	struct stats *stats;	 /* shared with the supervisor */
 	struct stats_worker *st; /* this worker's entry in it */
 	int index;		 /* this worker's place in the supervisor */
-	int64_t claim_sent_ms;
 	int slot;
 	int pid, supervisor_pid;
 	char host[256];
@@ -81,6 +85,7 @@ struct worker {
 	int nheld;
 	int want_claim, cycle_inflight;
 	int sql_inflight; /* sql handler statements on the connection */
+	int online;	  /* connected, slot held, statements can be sent */
 	int trimmed;	  /* the heap was trimmed since the worker went idle */
 	/* Per queue: where its next claim reads the index of available jobs
 	 * from (queue_claim_req), and when a claim last read from the head. */
@@ -92,13 +97,14 @@ struct worker {
 	int notified; /* a NOTIFY came since the last claim from the head */
 	int64_t head_scan_ms;
 	int draining, stopping;
+	int retiring; /* a reload retired it: no deadline to finish */
 	int exit_code;
 	int reconnects; /* failed attempts since the last success */
 	int connected_once;
 	ev_prepare prepare;
 	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
 	ev_timer depth; /* worker 1 reads queue depths for /metrics */
-	ev_signal sigterm, sigint;
+	ev_signal sigterm, sigint, sigusr2;
 	ev_io parent;
 };
 
@@ -128,11 +134,13 @@ held_unlink(struct worker *w, struct held *h)
 	free(h);
 }
 
+/* The attempt (id, token) this worker holds, or NULL: an answer about an
+ * earlier attempt of a job held again is about none of ours. */
 static struct held *
-held_find(struct worker *w, int64_t id)
+held_find(struct worker *w, int64_t id, int64_t token)
 {
 	for (struct held *h = w->head; h; h = h->next)
-		if (h->job.id == id)
+		if (h->job.id == id && h->job.lease_token == token)
 			return h;
 	return NULL;
 }
@@ -166,12 +174,14 @@ decide(struct worker *w, struct held *h)
 		h->fin.state = "done";
 		return;
 	}
-	if (r->outcome == OUTCOME_DEAD || h->job.attempt >= max) {
+	/* Attempts lost with their worker do not count here. */
+	int failed = h->job.attempt - h->job.lost_attempts;
+	if (r->outcome == OUTCOME_DEAD || failed >= max) {
 		h->fin.state = "dead";
 		log_job(LOG_WARN,
 			&(struct log_job){h->job.id, h->job.kind,
 					  h->job.attempt},
-			"dead after %d of %d attempts: %s", h->job.attempt, max,
+			"dead after %d failed attempts of %d: %s", failed, max,
 			r->error ? r->error : "(no error text)");
 		return;
 	}
@@ -270,6 +280,8 @@ job_ended(void *arg, struct handler_result *res)
 	claim_after_end(w, h->queue, h->fin.state);
 }
 
+static void sql_next(struct worker *w);
+
 static void
 on_sql_done(void *arg, PGresult **res, int n)
 {
@@ -301,11 +313,51 @@ on_sql_done(void *arg, PGresult **res, int n)
 		r.error = error;
 		job_ended(h, &r);
 		handler_result_clear(&r);
+		sql_next(w);
 		return;
 	}
 	w->running[h->queue]--;
 	claim_after_end(w, h->queue, "done");
 	held_unlink(w, h);
+	sql_next(w);
+}
+
+/*
+ * Sends the statement of an sql handler's job.  It holds the worker's only
+ * connection: the renewals of its other jobs wait behind it, and a path
+ * that stops answering must still be noticed within a lease.  So it gets at
+ * most half a lease, and only one is on the connection at a time: what
+ * waits ahead of a renewal is bounded by half a lease, however many sql
+ * jobs the worker holds.
+ */
+static void
+sql_start(struct worker *w, struct held *h)
+{
+	int64_t limit = w->cfg->lease_ms / 2;
+	if (h->job.handler->timeout_ms < limit)
+		limit = h->job.handler->timeout_ms;
+	h->state = HELD_RUNNING;
+	w->sql_inflight++;
+	/* Runs on this worker's connection, in the transaction that also
+	 * ends the job: see queue_run_sql(). */
+	queue_run_sql(w->db, &h->job, h->job.handler->statement, limit,
+		      on_sql_done, h);
+}
+
+/* Starts the sql job that has waited longest, when the connection is
+ * free. */
+static void
+sql_next(struct worker *w)
+{
+	struct held *next = NULL;
+	if (w->sql_inflight > 0 || !w->online || w->stopping)
+		return;
+	/* The list is newest first: the last waiting one came first. */
+	for (struct held *h = w->head; h; h = h->next)
+		if (h->state == HELD_SQL_WAITING)
+			next = h;
+	if (next)
+		sql_start(w, next);
 }
 
 static int
@@ -316,8 +368,13 @@ payload_is_object(const char *p)
 	return *p == '{';
 }
 
+/*
+ * Takes over a claimed job and starts its handler.  sent_ms is when the
+ * claim was sent: the lease runs from a moment between that and the
+ * answer, so the deadline counts from the earlier one.
+ */
 static void
-start_job(struct worker *w, struct job *job)
+start_job(struct worker *w, struct job *job, int64_t sent_ms)
 {
 	struct held *h = xcalloc(1, sizeof(*h));
 	h->job = *job;
@@ -326,7 +383,7 @@ start_job(struct worker *w, struct job *job)
 	h->started_ms = util_now_ms();
 	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL)
 		stats_add(&h->sk->claimed, 1);
-	h->deadline_ms = util_now_ms() + w->cfg->lease_ms - lease_margin(w);
+	h->deadline_ms = sent_ms + w->cfg->lease_ms - lease_margin(w);
 	h->next = w->head;
 	if (w->head)
 		w->head->prev = h;
@@ -340,25 +397,26 @@ start_job(struct worker *w, struct job *job)
 		h->job.max_attempts = h->job.handler->max_attempts;
 	const char *refuse = NULL;
 	char why[160];
-	if (h->job.attempt > h->job.max_attempts) {
-		/* The claim counts every attempt, so a job whose worker died
-		 * in it (a crashing plugin, an OOM kill) gets here: stop. */
+	if (h->job.lost_attempts > h->job.max_attempts) {
+		/* Lost attempts are not failures, but a job that takes its
+		 * worker down every time (a crashing plugin, an OOM kill)
+		 * must stop somewhere: they have an allowance of their own,
+		 * max_attempts (docs/daemon.md, "Attempts"). */
 		snprintf(why, sizeof(why),
-			 "attempt %d of %d: the worker running an earlier "
-			 "attempt died or lost its lease",
-			 h->job.attempt, h->job.max_attempts);
+			 "lost %d attempts: the worker running it died or "
+			 "lost its lease each time (allowance: %d)",
+			 h->job.lost_attempts, h->job.max_attempts);
+		refuse = why;
+	} else if (!h->job.payload) {
+		/* The claim did not send it: see queue_claim_req. */
+		snprintf(why, sizeof(why),
+			 "payload of %lld bytes is over max_payload_bytes "
+			 "(%lld)",
+			 (long long)h->job.payload_bytes,
+			 (long long)w->cfg->max_payload_bytes);
 		refuse = why;
 	} else if (!payload_is_object(h->job.payload)) {
 		refuse = "payload is not a JSON object";
-	} else if ((int64_t)strlen(h->job.payload) >
-		   w->cfg->max_payload_bytes) {
-		/* Written behind pgjob.enqueue's back: never handed on. */
-		snprintf(why, sizeof(why),
-			 "payload of %zu bytes is over max_payload_bytes "
-			 "(%lld)",
-			 strlen(h->job.payload),
-			 (long long)w->cfg->max_payload_bytes);
-		refuse = why;
 	}
 	if (refuse) {
 		struct handler_result r = {OUTCOME_DEAD, NULL, xstrdup(refuse),
@@ -369,22 +427,12 @@ start_job(struct worker *w, struct job *job)
 		handler_result_clear(&r);
 		return;
 	}
-	h->state = HELD_RUNNING;
 	if (h->job.handler->type == HANDLER_SQL) {
-		/* Runs on this worker's connection, in the transaction that
-		 * also ends the job: see queue_run_sql(). */
-		/* The statement holds the worker's only connection: the
-		 * renewals of its other jobs wait behind it, and a path that
-		 * stops answering must still be noticed within a lease.  So
-		 * it gets at most half a lease. */
-		int64_t limit = w->cfg->lease_ms / 2;
-		if (h->job.handler->timeout_ms < limit)
-			limit = h->job.handler->timeout_ms;
-		w->sql_inflight++;
-		queue_run_sql(w->db, &h->job, h->job.handler->statement, limit,
-			      on_sql_done, h);
+		h->state = HELD_SQL_WAITING;
+		sql_next(w);
 		return;
 	}
+	h->state = HELD_RUNNING;
 	h->run = handler_start(w->loop, &h->job, w->slot, job_ended, h);
 }
 
@@ -446,16 +494,44 @@ queue_index(const struct worker *w, const char *name)
 struct cycle {
 	struct worker *w;
 	int claims;
+	int64_t sent_ms;
 	int limits[STATS_MAX_QUEUES]; /* per cfg->queues index; 0: not asked */
 	size_t n;
 	struct held *held[];
 };
+
+/*
+ * A job's end that PostgreSQL refused for its data (SQLSTATE class 22):
+ * the result, which the handler printed and which passed our check, but
+ * not jsonb's (a number past numeric's range, say).  The run succeeded: it
+ * is written done without its result, and last_error says why, rather than
+ * running again.  Returns 1 when it had a result to drop.
+ */
+static int
+drop_result(struct held *h, const char *sqlstate, const char *etext)
+{
+	if (!h->fin.result || !sqlstate || strncmp(sqlstate, "22", 2) != 0)
+		return 0;
+	char *note = xasprintf("result not stored: PostgreSQL refused it (%s)",
+			       etext ? etext : sqlstate);
+	struct log_job l = lj(h);
+	log_job(LOG_WARN, &l, "%s; writing the end without it", note);
+	free(h->res.result);
+	h->res.result = NULL;
+	free(h->res.error);
+	h->res.error = note;
+	h->fin.result = NULL;
+	h->fin.error = note;
+	return 1;
+}
 
 /* What became of the ends a cycle carried. */
 static void
 cycle_ends(struct worker *w, struct cycle *c, PGresult *res, enum db_error e,
 	   const char *etext)
 {
+	const char *sqlstate =
+		res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	size_t nwritten = 0;
 	int64_t *written =
 		e == DB_OK ? queue_finished_ids(res, &nwritten) : NULL;
@@ -467,6 +543,10 @@ cycle_ends(struct worker *w, struct cycle *c, PGresult *res, enum db_error e,
 		}
 		if (e != DB_OK) {
 			h->state = HELD_DONE;
+			/* Alone, the error is this job's own. */
+			if (h->solo && e == DB_PERMANENT &&
+			    drop_result(h, sqlstate, etext))
+				continue;
 			h->solo = 1;
 			if (c->n == 1 && ++h->write_failures >= 3) {
 				struct log_job l = lj(h);
@@ -558,8 +638,7 @@ on_cycle(void *arg, PGresult *res)
 		if (c->claims) {
 			stats_observe(w->st->claim, &w->st->claim_count,
 				      &w->st->claim_sum_us,
-				      (util_now_ms() - w->claim_sent_ms) *
-					      1000);
+				      (util_now_ms() - c->sent_ms) * 1000);
 			int n;
 			struct job **jobs = queue_claim_rows(res, &n);
 			int got[STATS_MAX_QUEUES] = {0};
@@ -567,7 +646,7 @@ on_cycle(void *arg, PGresult *res)
 				int q = queue_index(w, jobs[i]->queue);
 				if (q >= 0 && q < STATS_MAX_QUEUES)
 					got[q]++;
-				start_job(w, jobs[i]);
+				start_job(w, jobs[i], c->sent_ms);
 			}
 			free(jobs);
 			remember_positions(w, c, res, got);
@@ -679,9 +758,9 @@ send_cycle(struct worker *w)
 				      .lease_ms = cf->lease_ms,
 				      .from_priority = from_p,
 				      .from_run_at = from_r,
-				      .from_id = from_i};
-	if (nq)
-		w->claim_sent_ms = util_now_ms();
+				      .from_id = from_i,
+				      .max_payload_bytes =
+					      cf->max_payload_bytes};
 	/* Ends and claim go out as two transactions in one round trip (the
 	 * pipeline keeps their order).  In one statement they deadlocked
 	 * with 16 claimers: a claim that meets an older version of a row
@@ -700,6 +779,7 @@ send_cycle(struct worker *w)
 		struct cycle *cl = xcalloc(1, sizeof(*cl));
 		cl->w = w;
 		cl->claims = 1;
+		cl->sent_ms = util_now_ms();
 		asked(cl, nq, qidx, limits);
 		w->cycle_inflight++;
 		queue_claim(w->db, &req, on_cycle, cl);
@@ -735,7 +815,8 @@ on_renew(void *arg, PGresult *res)
 	}
 	for (int k = 0; k < PQntuples(res); k++) {
 		struct held *h =
-			held_find(w, strtoll(PQgetvalue(res, k, 0), NULL, 10));
+			held_find(w, strtoll(PQgetvalue(res, k, 0), NULL, 10),
+				  strtoll(PQgetvalue(res, k, 3), NULL, 10));
 		if (!h || h->lost)
 			continue;
 		if (*PQgetvalue(res, k, 1) == 't') {
@@ -753,11 +834,17 @@ on_renew(void *arg, PGresult *res)
 				    "job now)");
 		h->lost = 1;
 		h->cancelled = cancelled;
+		/* The alert on leases lost counts this, the common case, as
+		 * well as ends the database refused (count_end()). */
+		if (!cancelled && h->sk)
+			stats_add(&h->sk->lost, 1);
 		if (h->state == HELD_RUNNING) {
 			if (h->run)
 				handler_stop(h->run, cancelled ? "cancelled"
 							       : "lease lost");
 		} else {
+			if (h->state == HELD_SQL_WAITING)
+				w->running[h->queue]--;
 			held_unlink(w, h);
 		}
 	}
@@ -848,6 +935,10 @@ static void
 on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
+	/* One worker per instance reads them: the supervisor names it. */
+	if (w->retiring || __atomic_load_n(&w->stats->depth_reader,
+					   __ATOMIC_RELAXED) != w->index)
+		return;
 	if (w->db)
 		dbev_send(w->db,
 			  "select queue,"
@@ -890,16 +981,20 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
  * connection), or that has no room, or cannot read the payload, claims as
  * before, so no job waits on it; one that takes a notification and then
  * dies leaves its jobs to the poll timer.
+ *
+ * Any role can NOTIFY pgjob.  A forged notification costs at most one
+ * claim per worker (claims never pile up: one is in flight at a time), and
+ * cannot stand in for a real one, whose key includes the backend that sent
+ * it (stats_notify_take()).
  */
 static int
-answer_notify(struct worker *w, const char *payload)
+answer_notify(struct worker *w, const char *payload, int be_pid)
 {
-	unsigned long long xid;
+	uint64_t xid;
 	long long due;
 	if (w->draining)
 		return 0; /* claims no more: takes no turn */
-	if (!w->stats || !payload ||
-	    sscanf(payload, "%llu %lld", &xid, &due) != 2 || due <= 0 ||
+	if (!w->stats || stats_notify_parse(payload, &xid, &due) < 0 ||
 	    w->sql_inflight > 0)
 		return 1;
 	long long room = 0;
@@ -907,28 +1002,14 @@ answer_notify(struct worker *w, const char *payload)
 		if (w->serves[i] &&
 		    w->cfg->queues[i].concurrency > w->running[i])
 			room += w->cfg->queues[i].concurrency - w->running[i];
-	if (room == 0)
-		return 1;
-	const uint64_t mask = (1ULL << 48) - 1, key = xid & mask;
-	uint64_t *slot = &w->stats->notify_ring[xid % STATS_NOTIFY_RING];
-	uint64_t old = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	for (;;) {
-		uint64_t taken = (old & mask) == key ? old >> 48 : 0;
-		if ((long long)taken * room >= due || taken == 0xffff)
-			return 0;
-		uint64_t next = key | (taken + 1) << 48;
-		if (__atomic_compare_exchange_n(slot, &old, next, 0,
-						__ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE))
-			return 1;
-	}
+	return stats_notify_take(w->stats, xid, be_pid, due, room);
 }
 
 static void
-on_notify(void *arg, const char *channel, const char *payload)
+on_notify(void *arg, const char *channel, const char *payload, int be_pid)
 {
 	struct worker *w = arg;
-	if (answer_notify(w, payload))
+	if (answer_notify(w, payload, be_pid))
 		w->want_claim = 1;
 	/* New jobs may sort before this worker's positions. */
 	w->notified = 1;
@@ -945,6 +1026,7 @@ on_lost(void *arg, const char *why)
 		 msg);
 	free(msg);
 	/* Free later: we are inside one of its callbacks. */
+	w->online = 0;
 	w->cycle_inflight = 0;
 	duty_set_db(w->duty, NULL, 0);
 	__atomic_store_n(&w->st->connected, 0, __ATOMIC_RELAXED);
@@ -1091,7 +1173,9 @@ connect_db(struct worker *w)
 	stats_set(&w->st->last_ok_ms, util_now_ms());
 	__atomic_store_n(&w->st->connected, 1, __ATOMIC_RELAXED);
 	w->want_claim = 1;
+	w->online = 1;
 	renew_all(w);
+	sql_next(w);
 }
 
 /* Stops every running handler and gives its job back. */
@@ -1104,6 +1188,14 @@ stop_now(struct worker *w, const char *why)
 	duty_stop(w->duty);
 	log_info("stopping now (%s): %d jobs held", why, w->nheld);
 	for (struct held *h = w->head; h; h = h->next) {
+		if (h->state == HELD_SQL_WAITING) {
+			/* Never started: given back as it is. */
+			struct handler_result r = {OUTCOME_RETRY, NULL, NULL,
+						   -1};
+			h->release = 1;
+			job_ended(h, &r);
+			continue;
+		}
 		if (h->state != HELD_RUNNING || !h->run)
 			continue; /* an sql handler ends by its timeout */
 		h->release = 1;
@@ -1138,17 +1230,39 @@ on_term(struct ev_loop *loop, ev_signal *s, int revents)
 		stop_now(w, "the supervisor is gone");
 		return;
 	}
-	if (w->draining) {
+	if (w->draining && !w->retiring) {
 		stop_now(w, "second stop signal");
 		return;
 	}
 	w->draining = 1;
+	w->retiring = 0;    /* a stop: the deadline holds again */
 	duty_stop(w->duty); /* tasks do not end on their own */
 	log_info("draining: %d jobs held, up to %.0fs", w->nheld,
 		 (double)w->cfg->shutdown_timeout_ms / 1000.0);
 	ev_timer_set(&w->shutdown, (double)w->cfg->shutdown_timeout_ms / 1000.,
 		     0.);
 	ev_timer_start(loop, &w->shutdown);
+}
+
+/*
+ * SIGUSR2: a reload retired this worker.  Workers on the new config take
+ * new work from now on; this one claims nothing more, gives its cluster
+ * duties up at once (their new holders run on the new config), and
+ * finishes the jobs it holds however long they take: a reload restarts no
+ * job.  A stop signal after this drains it as usual, up to
+ * shutdown_timeout.
+ */
+static void
+on_retire(struct ev_loop *loop, ev_signal *s, int revents)
+{
+	struct worker *w = s->data;
+	if (w->draining)
+		return;
+	w->draining = w->retiring = 1;
+	duty_stop(w->duty);
+	log_info("retiring (reload): finishing the %d jobs held; new work "
+		 "goes to the workers on the new config",
+		 w->nheld);
 }
 
 static void
@@ -1214,15 +1328,16 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_timer_init(&w->final, on_final, 0., 0.);
 	ev_timer_init(&w->depth, on_depth, 1., 5.);
 	w->depth.data = w;
-	if (w->index == 0 && w->stats && w->cfg->metrics_listen)
+	if (w->stats && w->cfg->metrics_listen)
 		ev_timer_start(l, &w->depth);
 	ev_signal_init(&w->sigterm, on_term, SIGTERM);
 	ev_signal_init(&w->sigint, on_term, SIGINT);
+	ev_signal_init(&w->sigusr2, on_retire, SIGUSR2);
 	ev_io_init(&w->parent, on_parent, parent_fd, EV_READ);
 	w->prepare.data = w->poll.data = w->renew.data = w->heartbeat.data =
 		w->deadline.data = w->reconnect.data = w->shutdown.data =
 			w->final.data = w->sigterm.data = w->sigint.data =
-				w->parent.data = w;
+				w->sigusr2.data = w->parent.data = w;
 	ev_prepare_start(l, &w->prepare);
 	ev_timer_start(l, &w->poll);
 	ev_timer_start(l, &w->renew);
@@ -1230,6 +1345,7 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_timer_start(l, &w->deadline);
 	ev_signal_start(l, &w->sigterm);
 	ev_signal_start(l, &w->sigint);
+	ev_signal_start(l, &w->sigusr2);
 	if (parent_fd >= 0)
 		ev_io_start(l, &w->parent);
 }
@@ -1289,6 +1405,12 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	w.duty = duty_new(w.loop, cfg, holder, (int64_t)(period(&w) * 1000.));
 	free(holder);
 	init_watchers(&w, parent_fd);
+	/* Blocked by the supervisor until now (see spawn()): a retire sent
+	 * meanwhile is delivered here. */
+	sigset_t usr2;
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	sigprocmask(SIG_UNBLOCK, &usr2, NULL);
 	connect_db(&w);
 	if (!w.exit_code)
 		ev_run(w.loop, 0);

@@ -333,6 +333,98 @@ test_bad_input(void **state)
 	free(ci);
 }
 
+/*
+ * A result that PostgreSQL refuses never undoes a successful run: the job
+ * ends done without it, and last_error says why.  The refusal is made
+ * here by a trigger (a data exception, as jsonb raises for what it will
+ * not store); such an end used to fail three times, be given up, and run
+ * again and again.
+ */
+static void
+test_refused_result_keeps_success(void **state)
+{
+	char *ci = t_db_migrated("t_daemon_refused");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "create function public.refuse() returns trigger"
+		  " language plpgsql as $$ begin"
+		  " if new.result ? 'refuse' then raise exception"
+		  "  'invalid input syntax for type json' using"
+		  "  errcode = '22P02'; end if; return new; end $$");
+	t_exec(c, "create trigger refuse before update on pgjob.jobs"
+		  " for each row execute function public.refuse()");
+	const char *cfg =
+		t_config("refused", ci,
+			 "workers: 1\nlease: 3s\nhandlers:\n"
+			 "  k: { type: exec, command: [\"/bin/echo\","
+			 " \"{\\\"refuse\\\": 1}\"] }\n"
+			 "  ok: { type: exec, command: [\"/bin/echo\","
+			 " \"{\\\"fine\\\": 1}\"] }\n");
+	long long a = t_long(c, "select pgjob.enqueue('k')");
+	long long b = t_long(c, "select pgjob.enqueue('ok')");
+	pid_t p = t_daemon(cfg, 0, "refused");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 2 from pgjob.jobs where "
+				"state = 'done' and id in (%lld, %lld)",
+				a, b),
+			 0);
+	char *s = t_value(c,
+			  "select attempts || '|' || (result is null) || '|'"
+			  " || last_error from pgjob.jobs where id = %lld",
+			  a);
+	assert_non_null(strstr(s, "1|true|result not stored: PostgreSQL "
+				  "refused it (22P02"));
+	free(s);
+	s = t_value(c, "select result::text from pgjob.jobs where id = %lld",
+		    b);
+	assert_string_equal(s, "{\"fine\": 1}");
+	free(s);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * An sql handler's statement holds the worker's only connection, so at
+ * most one is on it at a time: renewals of the worker's other jobs wait
+ * behind one statement (at most half a lease), not behind every statement
+ * it holds.  Here four statements of 1.5 s each would keep a renewal
+ * waiting 6 s, past the 4 s lease of the exec job beside them.
+ */
+static void
+test_sql_statements_one_at_a_time(void **state)
+{
+	char *ci = t_db_migrated("t_daemon_sqlqueue");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"sqlqueue", ci,
+		"workers: 1\nlease: 4s\n"
+		"queues: { default: { concurrency: 8 } }\n"
+		"handlers:\n"
+		"  slow_sql: { type: sql, statement: \"select pg_sleep(1.5),"
+		" $1::jsonb, $2::bigint\" }\n"
+		"  long: { type: exec, command: [\"/bin/sleep\", \"5\"] }\n");
+	long long l = t_long(c, "select pgjob.enqueue('long')");
+	t_exec(c, "select pgjob.enqueue('slow_sql') from "
+		  "generate_series(1, 4)");
+	pid_t p = t_daemon(cfg, 0, "sqlqueue");
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 5 from pgjob.jobs where "
+				"state = 'done'"),
+			 0);
+	char *s = t_value(c,
+			  "select attempts || '|' || lease_token from "
+			  "pgjob.jobs where id = %lld",
+			  l);
+	assert_string_equal(s, "1|1");
+	free(s);
+	assert_int_equal(t_count_in_file(t_log("sqlqueue"), "by its deadline"),
+			 0);
+	assert_int_equal(t_count_in_file(t_log("sqlqueue"), "lease lost"), 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -342,6 +434,8 @@ main(void)
 		cmocka_unit_test(test_retries_and_exit_codes),
 		cmocka_unit_test(test_timeout_kills_process_group),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_refused_result_keeps_success),
+		cmocka_unit_test(test_sql_statements_one_at_a_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

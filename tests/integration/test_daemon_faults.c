@@ -392,15 +392,17 @@ test_plugin_crash(void **state)
 			  "select last_error from pgjob.jobs where "
 			  "id = %lld",
 			  bad);
-	assert_non_null(strstr(e, "attempt 3 of 2"));
+	/* Crashes are lost attempts, with an allowance of max_attempts of
+	 * their own (docs/daemon.md, "Attempts"). */
+	assert_non_null(strstr(e, "lost 3 attempts"));
 	free(e);
-	/* Only the worker died, twice, each time restarted after a backoff;
-	 * other jobs still run. */
+	/* Only the worker died, three times, each time restarted after a
+	 * backoff; other jobs still run. */
 	assert_int_equal(t_count_in_file(t_log("crash"), "killed by signal 11"),
-			 2);
+			 3);
 	assert_int_equal(t_count_in_file(t_log("crash"), "restarting worker 1 "
 							 "in"),
-			 2);
+			 3);
 	long long ok = t_long(c, "select pgjob.enqueue('p')");
 	assert_int_equal(t_poll(c, 30,
 				"select state = 'done' from pgjob.jobs "
@@ -446,6 +448,211 @@ test_second_sigterm_stops_now(void **state)
 	free(ci);
 }
 
+/*
+ * A reload lets the old workers finish the jobs they hold, however long
+ * they take (here longer than shutdown_timeout), while new workers on the
+ * new config take new work at once.  It used to hand them back after
+ * shutdown_timeout, so that a `systemctl reload` restarted every long job.
+ */
+static void
+test_reload_lets_jobs_finish(void **state)
+{
+	char *ci = t_db_migrated("t_fault_reload");
+	PGconn *c = t_connect(ci);
+	const char *v1 = "workers: 1\nshutdown_timeout: 1s\nhandlers:\n"
+			 "  long: { type: exec, command: [\"/bin/sh\", \"-c\","
+			 " \"sleep 4; echo '{\\\"v\\\": 1}'\"] }\n"
+			 "  quick: { type: exec, command: [\"/bin/echo\","
+			 " \"{\\\"v\\\": 1}\"] }\n";
+	const char *v2 = "workers: 1\nshutdown_timeout: 1s\nhandlers:\n"
+			 "  long: { type: exec, command: [\"/bin/sh\", \"-c\","
+			 " \"sleep 4; echo '{\\\"v\\\": 2}'\"] }\n"
+			 "  quick: { type: exec, command: [\"/bin/echo\","
+			 " \"{\\\"v\\\": 2}\"] }\n";
+	char cfg[4096];
+	snprintf(cfg, sizeof(cfg), "%s", t_config("reload", ci, v1));
+	pid_t p = t_daemon(cfg, 0, "reload");
+	long long a = t_long(c, "select pgjob.enqueue('long')");
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'running' from pgjob.jobs "
+				"where id = %lld",
+				a),
+			 0);
+	pid_t old = holder_of(c, a);
+	t_config("reload", ci, v2);
+	kill(p, SIGHUP);
+	for (int i = 0; i < 200; i++) {
+		if (t_count_in_file(t_log("reload"), "reload done") > 0)
+			break;
+		t_sleep_ms(50);
+	}
+	assert_int_equal(t_count_in_file(t_log("reload"), "reload done"), 1);
+	/* New work goes to the new worker while the old one still runs
+	 * its job. */
+	long long b = t_long(c, "select pgjob.enqueue('quick')");
+	assert_int_equal(t_poll(c, 30,
+				"select result->>'v' = '2' from pgjob.jobs "
+				"where id = %lld",
+				b),
+			 0);
+	assert_true(t_alive(old));
+	/* The long job ends done on the old config, at its first attempt,
+	 * well past shutdown_timeout; then its worker exits. */
+	assert_int_equal(t_poll(c, 30,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				a),
+			 0);
+	char *s = t_value(c,
+			  "select attempts || '|' || (result->>'v') from "
+			  "pgjob.jobs where id = %lld",
+			  a);
+	assert_string_equal(s, "1|1");
+	free(s);
+	for (int i = 0; i < 100 && t_alive(old); i++)
+		t_sleep_ms(50);
+	assert_false(t_alive(old));
+	assert_int_equal(t_count_in_file(t_log("reload"), "interrupted"), 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * Three workers killed with -9 in the middle of a job whose max_attempts
+ * is 3: the job never failed, so it is not retired; the fourth attempt
+ * runs it to the end.  Each killed attempt is counted as lost.
+ */
+static void
+test_lost_attempts_do_not_retire(void **state)
+{
+	char *ci = t_db_migrated("t_fault_lost");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"lost", ci,
+		"workers: 1\nlease: 2s\nhandlers:\n"
+		"  k: { type: exec, max_attempts: 3, command: [\"/bin/sh\","
+		" \"-c\", \"[ $PGJOB_ATTEMPT -gt 3 ] || sleep 60\"] }\n");
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	pid_t p = t_daemon(cfg, 0, "lost");
+	for (int attempt = 1; attempt <= 3; attempt++) {
+		assert_int_equal(t_poll(c, 60,
+					"select state = 'running' and "
+					"attempts = %d from pgjob.jobs "
+					"where id = %lld",
+					attempt, id),
+				 0);
+		kill(holder_of(c, id), SIGKILL);
+	}
+	assert_int_equal(t_poll(c, 60,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
+	char *s = t_value(c,
+			  "select attempts || '|' || lost_attempts from "
+			  "pgjob.jobs where id = %lld",
+			  id);
+	assert_string_equal(s, "4|3");
+	free(s);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A job that fails with a retry delay of 0 is claimed again by the same
+ * worker at once, often while a renewal for its old lease token is in
+ * flight.  That renewal's answer (not renewed: the token moved on) used
+ * to be matched by job id alone and stopped the new attempt as "lease
+ * lost".
+ */
+static void
+test_stale_renewal_answer(void **state)
+{
+	char *ci = t_db_migrated("t_fault_stalerenew");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"stalerenew", ci,
+		"workers: 1\nlease: 1s\nhandlers:\n"
+		"  k: { type: exec, max_attempts: 100000, command:"
+		" [\"/bin/sh\", \"-c\", \"[ $PGJOB_ATTEMPT -gt 1500 ] && "
+		"exit 0; echo '{\\\"retry_in\\\": 0}'; exit 75\"] }\n");
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	pid_t p = t_daemon(cfg, 0, "stalerenew");
+	assert_int_equal(t_poll(c, 120,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
+	assert_int_equal(t_count_in_file(t_log("stalerenew"), "lease lost"), 0);
+	assert_int_equal(t_long(c,
+				"select lost_attempts from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A claimed job's deadline counts from when the claim was sent, as the
+ * lease does, not from when its answer came.  Here the claim takes 2.5 s
+ * on the server (a trigger sleeps) and renewals fail: the worker must stop
+ * the handler and write its end before the 4 s lease runs out.  Counted
+ * from the answer, the deadline fell after the lease's end, and the job
+ * was claimed again beside its still running handler.
+ */
+static void
+test_deadline_from_claim_send(void **state)
+{
+	char *ci = t_db_migrated("t_fault_deadline");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "create function public.slow_claim() returns trigger"
+		  " language plpgsql as $$ begin"
+		  " if old.state <> 'running' and new.state = 'running' then"
+		  "  perform pg_sleep(2.5); end if; return new; end $$");
+	t_exec(c, "create trigger slow_claim before update on pgjob.jobs"
+		  " for each row execute function public.slow_claim()");
+	t_exec(c, "create function public.no_renewal() returns trigger"
+		  " language plpgsql as $$ begin"
+		  " if old.state = 'running' and new.state = 'running'"
+		  "  and old.lease_token = new.lease_token then"
+		  "  raise exception 'no renewals today'; end if;"
+		  " return new; end $$");
+	t_exec(c, "create trigger no_renewal before update on pgjob.jobs"
+		  " for each row execute function public.no_renewal()");
+	const char *cfg = t_config(
+		"deadline", ci,
+		"workers: 1\nlease: 4s\nhandlers:\n"
+		"  k: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	pid_t p = t_daemon(cfg, 0, "deadline");
+	for (int i = 0; i < 400; i++) {
+		if (t_count_in_file(t_log("deadline"), "by its deadline") > 0)
+			break;
+		t_sleep_ms(50);
+	}
+	assert_true(t_count_in_file(t_log("deadline"), "by its deadline") > 0);
+	/* Its end was written while the lease still held: the attempt
+	 * failed (back to available), it was not taken over. */
+	assert_int_equal(t_poll(c, 30,
+				"select last_error like '%%lease not renewed%%'"
+				" from pgjob.jobs where id = %lld",
+				id),
+			 0);
+	assert_int_equal(t_count_in_file(t_log("deadline"), "refused"), 0);
+	assert_int_equal(t_long(c,
+				"select lost_attempts from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -461,6 +668,10 @@ main(void)
 		cmocka_unit_test(test_lease_renewed),
 		cmocka_unit_test(test_plugin_crash),
 		cmocka_unit_test(test_second_sigterm_stops_now),
+		cmocka_unit_test(test_reload_lets_jobs_finish),
+		cmocka_unit_test(test_lost_attempts_do_not_retire),
+		cmocka_unit_test(test_stale_renewal_answer),
+		cmocka_unit_test(test_deadline_from_claim_send),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

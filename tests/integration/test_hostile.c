@@ -120,7 +120,8 @@ worker_pid(PGconn *c, pid_t sup)
 static char role_worker[64], role_enqueue[64], role_none[64], role_partial[64],
 	role_ro[64];
 /* Databases where they may hold privileges. */
-static const char *const role_dbs[] = {"t_hostile_roles", "t_hostile_ro"};
+static const char *const role_dbs[] = {"t_hostile_roles", "t_hostile_ro",
+				       "t_hostile_enqrole"};
 
 static void
 name_roles(void)
@@ -208,14 +209,15 @@ test_payload_limit(void **state)
 			      "jsonb_build_object('a', repeat('x', "
 			      "1048567)))") > 0);
 
-	/* A session's own setting. */
-	t_exec(c, "set pgjob.max_payload_bytes = 100");
+	/* A session cannot raise (or lower) the limit for itself: the
+	 * setting that once was the limit is ignored. */
+	t_exec(c, "set pgjob.max_payload_bytes = 100000000");
 	m = expect_error(c, "54000",
 			 "select pgjob.enqueue('big', jsonb_build_object('a', "
-			 "repeat('x', 150)))");
-	assert_non_null(strstr(m, "payload of 159 bytes is over the limit "
-				  "of 100 bytes"));
+			 "repeat('x', 1048576)))");
+	assert_non_null(strstr(m, "over the limit of 1048576 bytes"));
 	free(m);
+	t_exec(c, "reset pgjob.max_payload_bytes");
 	/* Everything enqueue did before still holds. */
 	free(expect_error(c, "22023", "select pgjob.enqueue('')"));
 	free(expect_error(c, "22023", "select pgjob.enqueue('k', '[1]')"));
@@ -225,10 +227,9 @@ test_payload_limit(void **state)
 				 "unique_key => 'u')");
 	assert_int_equal(u1, u2);
 
-	/* What an operator sets: the database's default, for new sessions;
-	 * pgjob enqueue goes through pgjob.enqueue and says why. */
-	t_exec(c, "alter database t_hostile_payload set "
-		  "pgjob.max_payload_bytes = 1000");
+	/* What the owner sets, in pgjob.settings, holds for every session
+	 * at once; pgjob enqueue goes through pgjob.enqueue and says why. */
+	t_exec(c, "update pgjob.settings set max_payload_bytes = 1000");
 	PGconn *c2 = t_connect(ci);
 	m = expect_error(c2, "54000",
 			 "select pgjob.enqueue('big', jsonb_build_object('a', "
@@ -522,8 +523,8 @@ test_plugin_hangs(void **state)
 				"'{\"sleep_ms\": 60000}')");
 	pid_t p = t_daemon(cfg, 0, "plughang");
 	/* Each attempt: SIGALRM kills the worker after 1s, the supervisor
-	 * starts another (1s, then 2s later), the lease runs out (3s) and the
-	 * job is claimed again; the claim after max_attempts ends it. */
+	 * starts another (1s, 2s, then 4s later), the lease runs out (3s) and
+	 * the job is claimed again. */
 	assert_int_equal(t_poll(c, 90,
 				"select state = 'dead' from pgjob.jobs "
 				"where id = %lld",
@@ -533,11 +534,14 @@ test_plugin_hangs(void **state)
 			  "select attempts || '|' || last_error from "
 			  "pgjob.jobs where id = %lld",
 			  h);
-	assert_non_null(strstr(e, "3|attempt 3 of 2: the worker running an "
-				  "earlier attempt died or lost its lease"));
+	/* A worker that dies in a run loses the attempt rather than fails
+	 * it: lost attempts have an allowance of max_attempts of their own,
+	 * and the claim after it ends the job. */
+	assert_non_null(strstr(e, "4|lost 3 attempts: the worker running it "
+				  "died or lost its lease each time"));
 	free(e);
 	assert_int_equal(
-		t_count_in_file(t_log("plughang"), "killed by signal 14"), 2);
+		t_count_in_file(t_log("plughang"), "killed by signal 14"), 3);
 	/* The daemon is still there, and still works. */
 	assert_true(t_alive(p));
 	long long ok = t_long(c, "select pgjob.enqueue('hang', "
@@ -937,6 +941,194 @@ test_read_only(void **state)
 	free(ci);
 }
 
+/* ---- (e) no row a client can write stops other jobs ------------------- */
+
+/*
+ * run_at '-infinity' made every claim of the queue fail (0A000: cannot
+ * convert infinity to bigint) and the queue-depth query with it.  Now it is
+ * refused at enqueue and by the table, and the queue runs.
+ */
+static void
+test_infinite_run_at(void **state)
+{
+	char *ci = t_db_migrated("t_hostile_infinity");
+	PGconn *c = t_connect(ci);
+	char *m = expect_error(c, "22008",
+			       "select pgjob.enqueue('k', '{}', run_at => "
+			       "'-infinity', priority => 32767)");
+	assert_non_null(strstr(m, "run_at must be a finite time"));
+	free(m);
+	free(expect_error(c, "22008",
+			  "select pgjob.enqueue('k', '{}', run_at => "
+			  "'infinity')"));
+	/* Behind enqueue's back, the table refuses it too. */
+	free(expect_error(c, "23514",
+			  "insert into pgjob.jobs (kind, run_at, priority) "
+			  "values ('k', '-infinity', 32767)"));
+	/* A running row that no lease end could ever free. */
+	free(expect_error(c, "23514",
+			  "insert into pgjob.jobs (kind, state) values "
+			  "('k', 'running')"));
+	long long a = t_long(c, "select pgjob.enqueue('k', '{}', "
+				"priority => 32767)");
+	long long b = t_long(c, "select pgjob.enqueue('k')");
+	free(expect_error(c, "23514",
+			  "update pgjob.jobs set run_at = '-infinity'"));
+	char *cfg = config("infinity", ci,
+			   "workers: 1\n"
+			   "handlers:\n"
+			   "  k: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "infinity");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 2 from pgjob.jobs where "
+				"state = 'done' and id in (%lld, %lld)",
+				a, b),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	assert_int_equal(t_count_in_file(t_log("infinity"), "claim failed"), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A payload far over max_payload_bytes, written by a role that may write
+ * rows by hand, never reaches the worker: the claim sends its size.  The
+ * worker used to read it whole (60 MB took one to 183 MB).
+ */
+static void
+test_huge_payload_never_read(void **state)
+{
+	char *ci = t_db_migrated("t_hostile_hugepayload");
+	PGconn *c = t_connect(ci);
+	char *cfg = config("hugepayload", ci,
+			   "workers: 1\n"
+			   "handlers:\n"
+			   "  k: { type: exec, command: [\"/bin/true\"] }\n");
+	/* Random text: TOAST cannot shrink it, and its size is its own. */
+	long long big = t_long(
+		c, "insert into pgjob.jobs (kind, payload) select 'k', "
+		   "jsonb_build_object('x', string_agg(md5(g::text), '')) "
+		   "from generate_series(1, 1900000) g returning id");
+	long long ok = t_long(c, "select pgjob.enqueue('k')");
+	pid_t p = t_daemon(cfg, 0, "hugepayload");
+	pid_t w = worker_pid(c, p);
+	assert_int_equal(t_poll(c, 60,
+				"select count(*) = 2 from pgjob.jobs where "
+				"state in ('done', 'dead') and id in "
+				"(%lld, %lld)",
+				big, ok),
+			 0);
+	long hwm = proc_kb(w, "VmHWM");
+	print_message("worker VmHWM after a 60 MB payload: %ld kB\n", hwm);
+	assert_true(hwm > 0 && hwm < 30 * 1024);
+	char *e = t_value(c,
+			  "select state || '|' || last_error from pgjob.jobs "
+			  "where id = %lld",
+			  big);
+	assert_non_null(strstr(e, "dead|payload of 60800"));
+	assert_non_null(strstr(e, "over max_payload_bytes (1048576)"));
+	free(e);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * The enqueue role writes jobs only through pgjob.enqueue(): an INSERT by
+ * hand (any state, any lock) is refused, and enqueue() still works.
+ */
+static void
+test_enqueue_role_only_enqueues(void **state)
+{
+	char *ci = t_db_migrated("t_hostile_enqrole");
+	PGconn *c = t_connect(ci);
+	docs_grants(c, role_worker, role_enqueue);
+	char ce[1200];
+	snprintf(ce, sizeof(ce), "%s user=%s", ci, role_enqueue);
+	PGconn *e = t_connect(ce);
+	free(expect_error(e, "42501",
+			  "insert into pgjob.jobs (kind, state, locked_until) "
+			  "values ('k', 'running', now() + interval "
+			  "'100 years')"));
+	free(expect_error(e, "42501",
+			  "insert into pgjob.jobs (kind) values ('k')"));
+	free(expect_error(e, "42501",
+			  "select id, unique_key, state from pgjob.jobs"));
+	assert_true(t_long(e, "select pgjob.enqueue('k')") > 0);
+	/* Not the client's to change: the limit of pgjob.settings. */
+	free(expect_error(e, "42501",
+			  "update pgjob.settings set max_payload_bytes = "
+			  "100000000"));
+	t_exec(e, "set pgjob.max_payload_bytes = 100000000");
+	free(expect_error(e, "54000",
+			  "select pgjob.enqueue('big', jsonb_build_object("
+			  "'a', repeat('x', 1048576)))"));
+	/* A role without the grant cannot enqueue at all: EXECUTE is no
+	 * longer PUBLIC's. */
+	t_exec(c,
+	       "do $$ begin create role %s login; exception when "
+	       "duplicate_object then null; end $$",
+	       role_none);
+	char cn[1200];
+	snprintf(cn, sizeof(cn), "%s user=%s", ci, role_none);
+	PGconn *n = t_connect(cn);
+	t_exec(c, "grant usage on schema pgjob to %s", role_none);
+	free(expect_error(n, "42501", "select pgjob.enqueue('k')"));
+	PQfinish(n);
+	PQfinish(e);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * Any role may NOTIFY pgjob.  A forged notification for the transactions
+ * about to come, each claimed to hold one job, used to stand in for the
+ * real ones: the workers took their turns on the forgery, found nothing,
+ * and the real job waited for the poll.  Real notifications are now keyed
+ * by their sender too.
+ */
+static void
+test_forged_notify(void **state)
+{
+	char *ci = t_db_migrated("t_hostile_notify");
+	PGconn *c = t_connect(ci);
+	/* A poll too slow to hide the difference. */
+	char *cfg = config("notify", ci,
+			   "workers: 2\npoll_interval: 120s\n"
+			   "handlers:\n"
+			   "  k: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "notify");
+	assert_int_equal(
+		t_poll(c, 30, "select count(*) = 2 from pgjob.workers"), 0);
+	/* Wait out the claims of the start. */
+	t_sleep_ms(1500);
+	/* Another session (any role may) announces the next 64 transaction
+	 * ids, one job each: every slot of the workers' shared table of
+	 * recent notifications. */
+	PGconn *forger = t_connect(ci);
+	t_exec(forger, "select pg_notify('pgjob', (pg_current_xact_id()::text"
+		       "::bigint + g)::text || ' 1') from "
+		       "generate_series(1, 64) g");
+	PQfinish(forger);
+	t_sleep_ms(500);
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	assert_int_equal(t_poll(c, 20,
+				"select state = 'done' from pgjob.jobs "
+				"where id = %lld",
+				id),
+			 0);
+	/* Garbage in the payload costs a claim, nothing more. */
+	t_exec(c, "notify pgjob, '18446744073709551616 x'");
+	t_exec(c, "notify pgjob, '1 99999999999999999999999'");
+	assert_true(t_alive(p));
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	free(cfg);
+	PQfinish(c);
+	free(ci);
+}
+
 /* ---- setup and teardown ------------------------------------------------ */
 
 static void
@@ -1001,6 +1193,10 @@ main(void)
 		cmocka_unit_test(test_password_unquoted),
 		cmocka_unit_test(test_roles),
 		cmocka_unit_test(test_read_only),
+		cmocka_unit_test(test_infinite_run_at),
+		cmocka_unit_test(test_huge_payload_never_read),
+		cmocka_unit_test(test_enqueue_role_only_enqueues),
+		cmocka_unit_test(test_forged_notify),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

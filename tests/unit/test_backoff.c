@@ -16,9 +16,23 @@ test_job_delay_doubles_and_caps(void **state)
 	assert_int_equal(backoff_job_delay(30000, 1800000, 3, 0), 120000);
 	assert_int_equal(backoff_job_delay(30000, 1800000, 7, 0), 1800000);
 	assert_int_equal(backoff_job_delay(30000, 1800000, 1000, 0), 1800000);
-	/* Jitter adds at most a quarter. */
-	assert_int_equal(backoff_job_delay(1000, 60000, 1, 0.999), 1249);
+	/* Jitter takes off at most a quarter. */
+	assert_int_equal(backoff_job_delay(1000, 60000, 1, 0.999), 751);
 	assert_int_equal(backoff_job_delay(1000, 60000, 0, 0), 1000);
+}
+
+/* The cap holds whatever the jitter: never a delay over backoff.max. */
+static void
+test_job_delay_never_over_max(void **state)
+{
+	for (int attempt = 1; attempt < 40; attempt++)
+		for (double r = 0; r < 1; r += 0.125) {
+			int64_t d =
+				backoff_job_delay(30000, 1800000, attempt, r);
+			assert_true(d <= 1800000);
+			assert_true(d >= 30000 * 3 / 4);
+		}
+	assert_true(backoff_job_delay(30000, 1800000, 7, 0.999) < 1800000);
 }
 
 static void
@@ -44,6 +58,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_job_delay_doubles_and_caps),
+		cmocka_unit_test(test_job_delay_never_over_max),
 		cmocka_unit_test(test_full_jitter),
 		cmocka_unit_test(test_random_range),
 	};
