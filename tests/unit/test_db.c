@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,42 @@ test_redacted_edge_cases(void **state)
 	free(s);
 }
 
+/* Every option libpq marks secret (dispchar "*"), not only password. */
+static void
+test_redacted_every_secret(void **state)
+{
+	char *s = db_conninfo_redacted("host=db sslmode=verify-full "
+				       "sslkey=/k.pem sslpassword=k3ypass "
+				       "password=s3cret user=u");
+	assert_null(strstr(s, "k3ypass"));
+	assert_null(strstr(s, "s3cret"));
+	assert_non_null(strstr(s, "sslkey=/k.pem"));
+	assert_non_null(strstr(s, "user=u"));
+	free(s);
+	s = db_conninfo_redacted("postgresql://u:pw1@h/app?sslpassword=k3y"
+				 "&pass%77ord=pw2");
+	assert_null(strstr(s, "pw1"));
+	assert_null(strstr(s, "pw2"));
+	assert_null(strstr(s, "k3y"));
+	assert_non_null(strstr(s, "dbname=app"));
+	free(s);
+
+	/* Whatever the linked libpq calls secret is left out. */
+	PQconninfoOption *all = PQconndefaults();
+	assert_non_null(all);
+	for (PQconninfoOption *o = all; o->keyword; o++) {
+		if (!strchr(o->dispchar, '*'))
+			continue;
+		char in[256];
+		snprintf(in, sizeof(in), "host=h %s=xyzzy", o->keyword);
+		s = db_conninfo_redacted(in);
+		if (strstr(s, "xyzzy"))
+			fail_msg("%s is shown: %s", o->keyword, s);
+		free(s);
+	}
+	PQconninfoFree(all);
+}
+
 static void
 test_classify_without_result(void **state)
 {
@@ -83,6 +120,7 @@ main(void)
 		cmocka_unit_test(test_redacted_keyword_form),
 		cmocka_unit_test(test_redacted_uri_form),
 		cmocka_unit_test(test_redacted_edge_cases),
+		cmocka_unit_test(test_redacted_every_secret),
 		cmocka_unit_test(test_classify_without_result),
 		cmocka_unit_test(test_arrays),
 	};
