@@ -28,8 +28,10 @@
 /* What every command gets from the global options. */
 struct cli {
 	const char *config_path;
-	const char *database; /* --database, else cfg->conninfo, else PG* */
-	struct config *cfg;   /* NULL when no config file was given */
+	/* A copy of --database (owned; argv's is scrubbed), else NULL for
+	 * cfg->conninfo, else PG*. */
+	char *database;
+	struct config *cfg; /* NULL when no config file was given */
 };
 
 /* Prints "pgjob: ..." as one line on stderr; returns code. */

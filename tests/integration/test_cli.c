@@ -5,6 +5,7 @@
  */
 #include "testlib.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -923,6 +924,95 @@ test_help(void **state)
 	t_run_free(&r);
 }
 
+/*
+ * What ps shows for pid: /proc/PID/cmdline with its NULs (between the
+ * arguments) as spaces.  A new string; caller frees.
+ */
+static char *
+cmdline(pid_t pid)
+{
+	char path[64], buf[8192];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		fail_msg("%s: %s", path, strerror(errno));
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+/* Fails unless ps shows pid without the secrets, the rest still there. */
+static void
+assert_scrubbed(pid_t pid)
+{
+	char *cmd = cmdline(pid);
+	if (strstr(cmd, "s3cret") || strstr(cmd, "first1") ||
+	    strstr(cmd, "k3y") || !strstr(cmd, "dbname=t_cli") ||
+	    !strstr(cmd, "password=****** "))
+		fail_msg("pid %d shows: %s", (int)pid, cmd);
+	free(cmd);
+}
+
+/*
+ * A password given with -d/--database is hidden from ps in pgjobd's
+ * supervisor and its workers, and in a pgjob command that runs long, while
+ * they use it: the config's conninfo leads nowhere, so the workers are
+ * connected with the -d given last.
+ */
+static void
+test_password_not_in_ps(void **state)
+{
+	PGconn *c = t_connect(ci);
+	char *db = NULL;
+	if (asprintf(&db, "%s password=s3cret sslpassword='k3y x'", ci) < 0)
+		fail_msg("asprintf");
+	const char *cfg =
+		t_config("ps", "dbname=t_cli_nowhere",
+			 "handlers:\n"
+			 "  x: { type: exec, command: [\"/bin/true\"] }\n");
+	const char *argv[] = {t_bin("pgjobd"),
+			      "-c",
+			      cfg,
+			      "-w",
+			      "1",
+			      "-d",
+			      "dbname=x password=first1",
+			      "--database",
+			      db,
+			      NULL};
+	pid_t sup = t_spawn(t_log("ps"), NULL, argv);
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 1 from pgjob.workers"
+				" where supervisor_pid = %d",
+				(int)sup),
+			 0);
+	assert_scrubbed(sup);
+	assert_scrubbed((pid_t)t_long(c,
+				      "select pid from pgjob.workers"
+				      " where supervisor_pid = %d",
+				      (int)sup));
+	assert_int_equal(t_stop(sup, SIGTERM, 30), 0);
+
+	const char *top[] = {
+		t_bin("pgjob"), "--database=dbname=x password=first1",
+		"--database",	db,
+		"top",		"--interval",
+		"100ms",	NULL};
+	const char *log = t_log("ps_top");
+	pid_t pid = t_spawn(log, env, top);
+	for (int n = 0; n < 100 && t_count_in_file(log, "pgjob top") < 1; n++)
+		t_sleep_ms(50);
+	assert_true(t_count_in_file(log, "pgjob top") >= 1);
+	assert_scrubbed(pid);
+	assert_int_equal(t_stop(pid, SIGTERM, 10), 0);
+	free(db);
+	PQfinish(c);
+}
+
 /* A database without schema pgjob: exit 78 and what to do. */
 static void
 test_no_schema(void **state)
@@ -956,6 +1046,7 @@ main(void)
 		cmocka_unit_test_setup(test_prune_retention, empty),
 		cmocka_unit_test_setup(test_top_once, empty),
 		cmocka_unit_test_setup(test_top_signals, empty),
+		cmocka_unit_test_setup(test_password_not_in_ps, empty),
 		cmocka_unit_test(test_usage),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_no_schema),
