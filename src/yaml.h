@@ -29,6 +29,7 @@ enum ynode_type { YNODE_SCALAR, YNODE_LIST, YNODE_MAP };
 struct ypair {
 	struct ynode *key;
 	struct ynode *value;
+	bool dup; /* an earlier pair of the map has the same string key */
 };
 
 /*
@@ -57,6 +58,10 @@ struct yaml_doc {
 	struct yaml_error *errs;
 	size_t nerrs, caperrs;
 	size_t json_left; /* values yaml_json() may still convert */
+	/* Key comparisons of the duplicate-key check, for tests: it sorts
+	 * each map's keys once, O(n log n), rather than compare each key with
+	 * every earlier one. */
+	size_t key_compares;
 };
 
 /*
