@@ -19,6 +19,7 @@
  */
 #include <../include/yaml.h>
 
+#include "text.h"
 #include "util.h"
 
 #define DURATION_HINT  "(use 500ms, 30s, 5m, 2h, 7d)"
@@ -54,11 +55,14 @@ yaml_doc_error(struct yaml_doc *d, const struct ynode *at, const char *path,
 	e->line = line;
 	e->column = column;
 	e->seq = d->nerrs++;
-	if (*path)
-		e->msg = xasprintf("%s:%d:%d: %s: %s", d->name, line, column,
-				   path, what);
-	else
-		e->msg = xasprintf("%s:%d:%d: %s", d->name, line, column, what);
+	char *msg =
+		*path ? xasprintf("%s:%d:%d: %s: %s", d->name, line, column,
+				  path, what)
+		      : xasprintf("%s:%d:%d: %s", d->name, line, column, what);
+	/* Messages quote keys and values, which reach a terminal or a log:
+	 * one line, with nothing in it that a terminal would act on. */
+	e->msg = text_safe(msg, NULL, NULL);
+	free(msg);
 	free(what);
 }
 

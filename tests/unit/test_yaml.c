@@ -214,6 +214,30 @@ test_duplicate_keys_exact(void **state)
 	yaml_doc_release(&d);
 }
 
+/*
+ * Messages quote keys and values: what a terminal would act on shows as an
+ * escape, the rest (UTF-8 included) as it is.
+ */
+static void
+test_error_text(void **state)
+{
+	static const char text[] = "\"caf\u00e9\\e[2J\\r\\x9b\": 1\n"
+				   "\"caf\u00e9\\e[2J\\r\\x9b\": 2\n";
+	struct yaml_doc d;
+	char **msgs;
+
+	assert_int_equal(yaml_doc_load(&d, "t.yaml", text, strlen(text)), 0);
+	assert_true(yaml_entry_ok(&d, d.root, 0, ""));
+	assert_false(yaml_entry_ok(&d, d.root, 1, ""));
+	assert_int_equal(yaml_doc_take_errors(&d, &msgs), 1);
+	assert_string_equal(
+		msgs[0], "t.yaml:2:1: caf\xc3\xa9\\x1b[2J\\x0d\\u009b: "
+			 "duplicate key \"caf\xc3\xa9\\x1b[2J\\x0d\\u009b\"");
+	free(msgs[0]);
+	free(msgs);
+	yaml_doc_release(&d);
+}
+
 int
 main(void)
 {
@@ -224,6 +248,7 @@ main(void)
 		cmocka_unit_test(test_anchors_and_aliases),
 		cmocka_unit_test(test_duplicate_keys_linear),
 		cmocka_unit_test(test_duplicate_keys_exact),
+		cmocka_unit_test(test_error_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
