@@ -283,10 +283,11 @@ over_limit(const yaml_event_t *e, int *flow, int *anchors, int *aliases)
  * the first that passes a limit, recording it at its position.  The events
  * come from libyaml's own scanner, so quotes, escapes, comments and block
  * scalars are read exactly as the loader reads them (an apostrophe in a
- * plain scalar starts nothing).  The scanner looks at most 1024 characters
- * ahead of the event it hands over, so stopping costs little whatever
- * follows: a million brackets are refused at the 65th.  Returns 0 when the
- * loader may go on; -1 after recording a limit or a syntax error.
+ * plain scalar starts nothing).  libyaml hands an event over once it has
+ * read one token and at most 1024 characters past it (a possible key runs
+ * out there), so stopping costs little whatever follows: a million
+ * brackets are refused at the 65th.  Returns 0 when the loader may go on;
+ * -1 after recording a limit or a syntax error.
  */
 static int
 guard(struct yaml_doc *d, const char *text, size_t len)

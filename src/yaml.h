@@ -65,8 +65,10 @@ struct yaml_doc {
 };
 
 /*
- * Parses text into d (release with yaml_doc_release()).  Returns 0, or -1
- * after recording a syntax error, "file:line:column: syntax: problem".
+ * Parses text into d (release with yaml_doc_release()), in time linear in
+ * len.  Returns 0, or -1 after recording a syntax error, or a limit passed
+ * (flow collections nested more than 64 deep, more than 1000 anchors or
+ * 10000 aliases), as "file:line:column: syntax: problem".
  */
 int yaml_doc_load(struct yaml_doc *d, const char *name, const char *text,
 		  size_t len);
