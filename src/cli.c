@@ -5,11 +5,13 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
 #include "migrate.h"
+#include "text.h"
 #include "util.h"
 
 /* Type OIDs of the columns we print (from PostgreSQL's pg_type.dat). */
@@ -30,11 +32,18 @@ int
 cli_fail(int code, const char *fmt, ...)
 {
 	va_list ap;
-	fputs("pgjob: ", stderr);
+	char *msg;
+
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort(); /* out of memory, as in xmalloc() */
 	va_end(ap);
-	fputc('\n', stderr);
+	/* Messages quote arguments, keys and server errors: one line, and
+	 * nothing in it that a terminal would act on. */
+	char *line = cli_one_line(msg, SIZE_MAX);
+	fprintf(stderr, "pgjob: %s\n", line);
+	free(line);
+	free(msg);
 	return code;
 }
 
@@ -239,13 +248,8 @@ cli_table_add(struct cli_table *t, const char *const *row)
 				   t->cap * (size_t)t->ncols * sizeof(char *));
 	}
 	char **cell = t->cell + t->nrows * (size_t)t->ncols;
-	for (int c = 0; c < t->ncols; c++) {
-		/* A control character would break the line or the layout. */
-		cell[c] = xstrdup(row[c] ? row[c] : "-");
-		for (char *p = cell[c]; *p; p++)
-			if ((unsigned char)*p < 0x20 || *p == 0x7f)
-				*p = ' ';
-	}
+	for (int c = 0; c < t->ncols; c++)
+		cell[c] = cli_one_line(row[c] ? row[c] : "-", SIZE_MAX);
 	t->nrows++;
 }
 
@@ -319,23 +323,27 @@ cli_format_age(double seconds, char *buf, size_t len)
 char *
 cli_one_line(const char *s, size_t max)
 {
-	struct buf b = {0};
-	size_t chars = 0, total = width(s);
+	char *safe = text_safe(s, NULL, "\n\r\t");
+	size_t total = width(safe), chars = 0, i;
 
 	if (max < 4)
 		max = 4;
-	for (const char *p = s; *p; p++) {
-		unsigned char ch = (unsigned char)*p;
-		int start = (ch & 0xc0) != 0x80;
-		if (start && total > max && chars == max - 3)
+	if (total <= max)
+		return safe;
+	/* Cut before the character that would pass max - 3. */
+	for (i = 0; safe[i]; i++) {
+		int start = ((unsigned char)safe[i] & 0xc0) != 0x80;
+		if (start && chars++ == max - 3)
 			break;
-		chars += start;
-		char out = ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
-		buf_append(&b, &out, 1);
 	}
-	if (total > max)
-		buf_append(&b, "...", 3);
-	return b.data ? b.data : xstrdup("");
+	memcpy(safe + i, "...", 4);
+	return safe;
+}
+
+char *
+cli_text(const char *s)
+{
+	return text_safe(s, "\n\t", NULL);
 }
 
 const char *

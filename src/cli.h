@@ -28,8 +28,10 @@
 /* What every command gets from the global options. */
 struct cli {
 	const char *config_path;
-	const char *database; /* --database, else cfg->conninfo, else PG* */
-	struct config *cfg;   /* NULL when no config file was given */
+	/* A copy of --database (owned; argv's is scrubbed), else NULL for
+	 * cfg->conninfo, else PG*. */
+	char *database;
+	struct config *cfg; /* NULL when no config file was given */
 };
 
 /* Prints "pgjob: ..." as one line on stderr; returns code. */
@@ -91,8 +93,8 @@ struct cli_table {
 
 void cli_table_init(struct cli_table *t, int ncols, const char *const *head,
 		    const char *align);
-/* Adds a row of t->ncols strings (NULL prints as "-"; control characters
- * as spaces). */
+/* Adds a row of t->ncols strings (NULL prints as "-"), each made one line
+ * by cli_one_line(). */
 void cli_table_add(struct cli_table *t, const char *const *row);
 /* Prints the table, every line prefixed with indent, then frees it. */
 void cli_table_print(struct cli_table *t, FILE *f, const char *indent);
@@ -100,11 +102,18 @@ void cli_table_print(struct cli_table *t, FILE *f, const char *indent);
 /* seconds as "42s", "3m07s", "5h02m" or "2d03h" (negative counts as 0). */
 const char *cli_format_age(double seconds, char *buf, size_t len);
 /*
- * s on one line, at most max characters (UTF-8 code points): control
- * characters become spaces and a longer text ends in "...".  Returns a new
- * string; caller frees.
+ * s on one line for a terminal, at most max characters (UTF-8 code points;
+ * SIZE_MAX for no limit): line breaks and tabs become spaces, every other
+ * control character (ESC, CR, BEL, DEL, C1) and every byte that is not
+ * UTF-8 a visible escape (\x1b, \u009b: text.h), and a longer text ends in
+ * "...".  Returns a new string; caller frees.
  */
 char *cli_one_line(const char *s, size_t max);
+/*
+ * s for a terminal over several lines: as cli_one_line(), but line breaks
+ * and tabs stay, and no limit.  Returns a new string; caller frees.
+ */
+char *cli_text(const char *s);
 /* A timestamp as PostgreSQL prints it, without fractional seconds. */
 const char *cli_format_time(const char *ts, char *buf, size_t len);
 

@@ -243,10 +243,14 @@ show_text(const PGresult *res)
 		if (n > width)
 			width = n;
 	}
-	for (int c = 0; c < PQnfields(res); c++)
-		show_field(PQfname(res, c), width + 2,
-			   PQgetisnull(res, 0, c) ? "-"
-						  : PQgetvalue(res, 0, c));
+	for (int c = 0; c < PQnfields(res); c++) {
+		/* Any column may hold what a client wrote: kind, queue,
+		 * payload, last_error, keys, locked_by. */
+		char *v = cli_text(
+			PQgetisnull(res, 0, c) ? "-" : PQgetvalue(res, 0, c));
+		show_field(PQfname(res, c), width + 2, v);
+		free(v);
+	}
 }
 
 int

@@ -15,6 +15,7 @@
  */
 #include "cli.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -198,8 +199,10 @@ retry_dead(PGconn *conn, const char *kind)
 			  NULL) < 0) ||
 	    commit(conn, "retry") < 0)
 		return cli_abort(conn);
+	char *k = kind ? cli_one_line(kind, SIZE_MAX) : NULL;
 	printf("retried %lld dead job%s%s%s", n, n == 1 ? "" : "s",
-	       kind ? " of kind " : "", kind ? kind : "");
+	       k ? " of kind " : "", k ? k : "");
+	free(k);
 	if (dead > n)
 		printf("; %lld left dead: another job holds their unique_key",
 		       dead - n);

@@ -113,6 +113,20 @@ db_error_text(PGconn *conn, const PGresult *res)
 	return text;
 }
 
+/*
+ * libpq marks the options it would not show in a dialog with dispchar "*"
+ * (password and sslpassword in libpq 15): every one of them is left out,
+ * including any a later libpq adds.  The names are checked too, in case a
+ * libpq does not mark them.
+ */
+static int
+secret(const PQconninfoOption *o)
+{
+	return (o->dispchar && strchr(o->dispchar, '*')) ||
+	       strcmp(o->keyword, "password") == 0 ||
+	       strcmp(o->keyword, "sslpassword") == 0;
+}
+
 char *
 db_conninfo_redacted(const char *conninfo)
 {
@@ -128,7 +142,7 @@ db_conninfo_redacted(const char *conninfo)
 		return xstrdup("(unparsable conninfo)");
 	}
 	for (PQconninfoOption *o = opts; o->keyword; o++) {
-		if (!o->val || strcmp(o->keyword, "password") == 0)
+		if (!o->val || secret(o))
 			continue;
 		buf_appendf(&b, "%s%s=%s", b.len ? " " : "", o->keyword,
 			    o->val);

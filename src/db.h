@@ -1,7 +1,7 @@
 /*
  * db: the libpq boundary shared by the daemon and the CLI: connecting,
  * classifying errors by SQLSTATE, and printing a conninfo without its
- * password.  The worker's asynchronous connection on libev lives in dbev.c.
+ * secrets.  The worker's asynchronous connection on libev lives in dbev.c.
  */
 #ifndef PGJOBD_DB_H
 #define PGJOBD_DB_H
@@ -40,8 +40,9 @@ char *db_error_text(PGconn *conn, const PGresult *res);
 int db_conninfo_valid(const char *conninfo);
 
 /*
- * conninfo as keyword=value pairs with any password removed, for log lines.
- * Returns a new string; caller frees.  Never returns the input verbatim.
+ * conninfo as keyword=value pairs without the options libpq marks secret
+ * (password, sslpassword), for messages.  Returns a new string; caller
+ * frees.  Never returns the input verbatim.
  */
 char *db_conninfo_redacted(const char *conninfo);
 

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "text.h"
 #include "util.h"
 
 static const char *names[] = {"debug", "info", "warn", "error", "fatal"};
@@ -59,27 +60,63 @@ log_level_parse(const char *s)
 	return -1;
 }
 
-/* Appends s quoted for logfmt ("..." with \" \\ \n escaped) or JSON. */
+/*
+ * Appends s quoted for logfmt ("..." with \" \\ \n \r \t escaped) or JSON.
+ * Every other control character (C0, DEL, C1) becomes \u00XX, so that no
+ * line carries what a terminal would act on, and a byte that is not UTF-8
+ * becomes \xXX in logfmt, U+FFFD in JSON (which has no byte escape).
+ */
 static void
 quote(struct buf *b, const char *s)
 {
 	buf_append(b, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
+	while (*s) {
+		uint32_t cp;
+		size_t n = text_char(s, &cp);
+		if (n == 0) {
+			if (lg.json)
+				buf_append(b, "\\ufffd", 6);
+			else
+				buf_appendf(b, "\\x%02x", (unsigned char)*s);
+			s++;
+			continue;
+		}
+		if (cp == '"' || cp == '\\') {
 			buf_append(b, "\\", 1);
 			buf_append(b, s, 1);
-		} else if (c == '\n') {
+		} else if (cp == '\n') {
 			buf_append(b, "\\n", 2);
-		} else if (c == '\t') {
+		} else if (cp == '\r') {
+			buf_append(b, "\\r", 2);
+		} else if (cp == '\t') {
 			buf_append(b, "\\t", 2);
-		} else if (c < 0x20 || c == 0x7f) {
-			buf_appendf(b, "\\u%04x", c);
+		} else if (text_is_control(cp)) {
+			buf_appendf(b, "\\u%04x", (unsigned)cp);
 		} else {
-			buf_append(b, s, 1);
+			buf_append(b, s, n);
 		}
+		s += n;
 	}
 	buf_append(b, "\"", 1);
+}
+
+/* 1 when a logfmt value must be quoted: empty, or holding a space, ", =,
+ * \, a control character or a byte that is not UTF-8. */
+static int
+needs_quote(const char *s)
+{
+	uint32_t cp;
+	size_t n;
+
+	if (!*s)
+		return 1;
+	for (; *s; s += n) {
+		n = text_char(s, &cp);
+		if (n == 0 || text_is_control(cp) || cp == ' ' || cp == '"' ||
+		    cp == '=' || cp == '\\')
+			return 1;
+	}
+	return 0;
 }
 
 static void
@@ -91,7 +128,7 @@ field_str(struct buf *b, const char *key, const char *val)
 		return;
 	}
 	buf_appendf(b, "%s%s=", b->len ? " " : "", key);
-	if (strpbrk(val, " \"=\\\n\t") || !*val)
+	if (needs_quote(val))
 		quote(b, val);
 	else
 		buf_append(b, val, strlen(val));

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "conninfo.h"
 #include "failpoint.h"
 #include "log.h"
 #include "migrate.h"
@@ -49,7 +50,7 @@ main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *path = getenv("PGJOBD_CONFIG");
-	const char *database = NULL;
+	char *database = NULL;
 	int workers = 0, check = 0, c;
 	char *end;
 
@@ -70,6 +71,8 @@ main(int argc, char **argv)
 			}
 			break;
 		case 'd':
+			/* Only the last -d counts: hide the ones before. */
+			conninfo_scrub(database);
 			database = optarg;
 			break;
 		case 'C':
@@ -102,19 +105,29 @@ main(int argc, char **argv)
 		return 2;
 	}
 
+	/*
+	 * ps shows argv to every local user, for the supervisor and every
+	 * worker forked from it: keep a copy of -d and overwrite its secrets
+	 * in argv before anything else runs (docs/security.md).
+	 */
+	char *conninfo = xstrdup(database);
+	conninfo_scrub(database);
+
+	int rc = 0;
 	struct config_errors errs = {0};
 	struct config *cfg = config_load(path, &errs);
 	if (!cfg) {
 		for (size_t i = 0; i < errs.n; i++)
 			fprintf(stderr, "%s\n", errs.msg[i]);
 		config_errors_free(&errs);
-		return EXIT_CONFIG;
-	}
-	if (check) {
+		rc = EXIT_CONFIG;
+	} else if (check) {
 		printf("%s: ok\n", path);
 		config_free(cfg);
-		return 0;
+	} else {
+		failpoint_init();
+		rc = supervisor_run(path, cfg, workers, conninfo);
 	}
-	failpoint_init();
-	return supervisor_run(path, cfg, workers, database);
+	free(conninfo);
+	return rc;
 }

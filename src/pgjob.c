@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "conninfo.h"
 #include "db.h"
 #include "failpoint.h"
 #include "log.h"
@@ -290,6 +291,36 @@ load_config(struct cli *cli)
 	return EXIT_CONFIG;
 }
 
+/* Runs the command argv[0]; returns the exit code. */
+static int
+dispatch(struct cli *cli, int argc, char **argv)
+{
+	int rc;
+
+	if (strcmp(argv[0], "version") == 0 ||
+	    strcmp(argv[0], "--version") == 0) {
+		printf("pgjob %s (schema version %d)\n", PGJOBD_VERSION,
+		       migrate_latest());
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[0], commands[i].name) != 0)
+			continue;
+		if (wants_help(argc, argv)) {
+			usage(stdout);
+			return 0;
+		}
+		if ((rc = load_config(cli)) != 0)
+			return rc;
+		rc = commands[i].run(cli, argc, argv);
+		config_free(cli->cfg);
+		return rc;
+	}
+	cli_fail(CLI_EXIT_USAGE, "unknown command \"%s\"", argv[0]);
+	usage(stderr);
+	return CLI_EXIT_USAGE;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -300,6 +331,7 @@ main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct cli cli = {0};
+	char *database = NULL;
 	int c, rc;
 
 	log_init("pgjob", LOG_WARN, 0);
@@ -311,7 +343,9 @@ main(int argc, char **argv)
 			cli.config_path = optarg;
 			break;
 		case 'd':
-			cli.database = optarg;
+			/* Only the last one counts: hide the ones before. */
+			conninfo_scrub(database);
+			database = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -327,26 +361,14 @@ main(int argc, char **argv)
 		usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
-	const char *name = argv[optind];
-	if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0) {
-		printf("pgjob %s (schema version %d)\n", PGJOBD_VERSION,
-		       migrate_latest());
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(name, commands[i].name) != 0)
-			continue;
-		if (wants_help(argc - optind, argv + optind)) {
-			usage(stdout);
-			return 0;
-		}
-		if ((rc = load_config(&cli)) != 0)
-			return rc;
-		rc = commands[i].run(&cli, argc - optind, argv + optind);
-		config_free(cli.cfg);
-		return rc;
-	}
-	cli_fail(CLI_EXIT_USAGE, "unknown command \"%s\"", name);
-	usage(stderr);
-	return CLI_EXIT_USAGE;
+	/*
+	 * ps shows argv to every local user while a command runs (top runs
+	 * for hours): keep a copy of --database and overwrite its secrets in
+	 * argv (docs/security.md).
+	 */
+	cli.database = xstrdup(database);
+	conninfo_scrub(database);
+	rc = dispatch(&cli, argc - optind, argv + optind);
+	free(cli.database);
+	return rc;
 }

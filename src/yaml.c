@@ -19,6 +19,7 @@
  */
 #include <../include/yaml.h>
 
+#include "text.h"
 #include "util.h"
 
 #define DURATION_HINT  "(use 500ms, 30s, 5m, 2h, 7d)"
@@ -54,11 +55,14 @@ yaml_doc_error(struct yaml_doc *d, const struct ynode *at, const char *path,
 	e->line = line;
 	e->column = column;
 	e->seq = d->nerrs++;
-	if (*path)
-		e->msg = xasprintf("%s:%d:%d: %s: %s", d->name, line, column,
-				   path, what);
-	else
-		e->msg = xasprintf("%s:%d:%d: %s", d->name, line, column, what);
+	char *msg =
+		*path ? xasprintf("%s:%d:%d: %s: %s", d->name, line, column,
+				  path, what)
+		      : xasprintf("%s:%d:%d: %s", d->name, line, column, what);
+	/* Messages quote keys and values, which reach a terminal or a log:
+	 * one line, with nothing in it that a terminal would act on. */
+	e->msg = text_safe(msg, NULL, NULL);
+	free(msg);
 	free(what);
 }
 
@@ -120,6 +124,55 @@ syntax_error(struct yaml_doc *d, const yaml_parser_t *p, const char *text,
 	syntax_at(d, line, column, p->problem ? p->problem : "out of memory");
 }
 
+/* What the sort of a map's keys compares. */
+struct key_sort {
+	const struct ypair *pairs;
+	size_t *compares;
+};
+
+/* By key bytes, then by position: equal keys stay in document order. */
+static int
+key_cmp(const void *a, const void *b, void *arg)
+{
+	const struct key_sort *ks = arg;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	const struct ynode *x = ks->pairs[i].key, *y = ks->pairs[j].key;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->text, y->text, n);
+
+	(*ks->compares)++;
+	if (c == 0 && x->len != y->len)
+		c = x->len < y->len ? -1 : 1;
+	if (c == 0)
+		c = i < j ? -1 : i > j;
+	return c;
+}
+
+/*
+ * Marks each pair of map n whose string key an earlier pair has: sorting
+ * the keys once costs O(n log n), where comparing each key with every
+ * earlier one took minutes for 100,000 keys (a reload, under a watchdog).
+ * yaml_entry_ok() then reports each in document order.
+ */
+static void
+mark_duplicates(struct yaml_doc *d, struct ynode *n)
+{
+	struct key_sort ks = {n->pairs, &d->key_compares};
+	size_t *order = xcalloc(n->n, sizeof(*order)), m = 0;
+
+	for (size_t i = 0; i < n->n; i++)
+		if (n->pairs[i].key->type == YNODE_SCALAR)
+			order[m++] = i;
+	qsort_r(order, m, sizeof(*order), key_cmp, &ks);
+	for (size_t i = 1; i < m; i++) {
+		const struct ynode *x = n->pairs[order[i - 1]].key;
+		const struct ynode *y = n->pairs[order[i]].key;
+		n->pairs[order[i]].dup =
+			x->len == y->len && !memcmp(x->text, y->text, x->len);
+	}
+	free(order);
+}
+
 /* Copies libyaml's nodes: ours are theirs, one for one, in the same order. */
 static void
 copy_tree(struct yaml_doc *d, yaml_document_t *doc)
@@ -159,57 +212,113 @@ copy_tree(struct yaml_doc *d, yaml_document_t *doc)
 				   YAML_PLAIN_SCALAR_STYLE;
 		}
 	}
+	for (size_t i = 0; i < d->nnodes; i++)
+		if (d->nodes[i].type == YNODE_MAP && d->nodes[i].n > 1)
+			mark_duplicates(d, &d->nodes[i]);
 	d->root = d->nnodes ? &d->nodes[0] : NULL;
 }
 
 /*
- * libyaml's scanner takes time quadratic in the depth of flow collections
- * ([[[[...) and has no limit of its own: a config 100,000 brackets deep
- * would hold --check-config, or a reload, for minutes.  No real config nests
- * flow collections more than a few levels, so look before parsing: the
- * first bracket deeper than this is an error at its position.  Quotes and
- * comments are skipped; a block scalar's brackets may count, which only
- * matters past this depth.
+ * Limits that keep a load linear in the size of the text.  libyaml's
+ * scanner takes time quadratic in the depth of flow collections ([[[[...),
+ * and its loader looks every anchor and alias up in a list of the anchors
+ * so far: a config 100,000 brackets deep, or with 100,000 anchors, would
+ * hold --check-config, or a reload, for minutes.  No real config comes
+ * near these.
  */
 #define FLOW_MAX_DEPTH 64
+#define MAX_ANCHORS    1000
+#define MAX_ALIASES    10000
 
-static int
-flow_too_deep(struct yaml_doc *d, const char *text, size_t len)
+/* The anchor of a node's event, or NULL. */
+static const yaml_char_t *
+event_anchor(const yaml_event_t *e)
 {
-	int depth = 0, line = 1, col = 1;
-	char quote = 0;
-	for (size_t i = 0; i < len; i++, col++) {
-		char c = text[i];
-		if (c == '\n') {
-			line++;
-			col = 0;
-			if (quote == '#')
-				quote = 0;
-			continue;
+	switch (e->type) {
+	case YAML_SCALAR_EVENT:
+		return e->data.scalar.anchor;
+	case YAML_SEQUENCE_START_EVENT:
+		return e->data.sequence_start.anchor;
+	case YAML_MAPPING_START_EVENT:
+		return e->data.mapping_start.anchor;
+	default:
+		return NULL;
+	}
+}
+
+/* Why event e (one more in the counts) passes a limit, or NULL. */
+static const char *
+over_limit(const yaml_event_t *e, int *flow, int *anchors, int *aliases)
+{
+	static const char deep[] = "collections nested more than 64 deep";
+
+	if (event_anchor(e) && ++*anchors > MAX_ANCHORS)
+		return "more than 1000 anchors";
+	switch (e->type) {
+	case YAML_ALIAS_EVENT:
+		return ++*aliases > MAX_ALIASES ? "more than 10000 aliases"
+						: NULL;
+	case YAML_SEQUENCE_START_EVENT:
+		if (e->data.sequence_start.style != YAML_FLOW_SEQUENCE_STYLE)
+			return NULL;
+		return ++*flow > FLOW_MAX_DEPTH ? deep : NULL;
+	case YAML_MAPPING_START_EVENT:
+		if (e->data.mapping_start.style != YAML_FLOW_MAPPING_STYLE)
+			return NULL;
+		return ++*flow > FLOW_MAX_DEPTH ? deep : NULL;
+	case YAML_SEQUENCE_END_EVENT:
+	case YAML_MAPPING_END_EVENT:
+		/* Nothing opened inside a flow collection is a block one:
+		 * while one is open, the end is a flow collection's. */
+		if (*flow > 0)
+			(*flow)--;
+		return NULL;
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * Reads the events of the whole stream before the loader does, and stops at
+ * the first that passes a limit, recording it at its position.  The events
+ * come from libyaml's own scanner, so quotes, escapes, comments and block
+ * scalars are read exactly as the loader reads them (an apostrophe in a
+ * plain scalar starts nothing).  libyaml hands an event over once it has
+ * read one token and at most 1024 characters past it (a possible key runs
+ * out there), so stopping costs little whatever follows: a million
+ * brackets are refused at the 65th.  Returns 0 when the loader may go on;
+ * -1 after recording a limit or a syntax error.
+ */
+static int
+guard(struct yaml_doc *d, const char *text, size_t len)
+{
+	yaml_parser_t parser;
+	yaml_event_t e;
+	int flow = 0, anchors = 0, aliases = 0, rc = -1;
+
+	if (!yaml_parser_initialize(&parser))
+		abort(); /* out of memory */
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	for (;;) {
+		if (!yaml_parser_parse(&parser, &e)) {
+			syntax_error(d, &parser, text, len);
+			break;
 		}
-		if (quote) {
-			if (c == quote && quote != '#' &&
-			    !(quote == '"' && i > 0 && text[i - 1] == '\\'))
-				quote = 0;
-			continue;
-		}
-		if (c == '"' || c == '\'')
-			quote = c;
-		else if (c == '#' &&
-			 (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' ||
-			  text[i - 1] == '\n'))
-			quote = '#';
-		else if (c == '[' || c == '{')
-			depth++;
-		else if ((c == ']' || c == '}') && depth > 0)
-			depth--;
-		if (depth > FLOW_MAX_DEPTH) {
-			syntax_at(d, line, col,
-				  "collections nested more than 64 deep");
-			return 1;
+		const char *why = over_limit(&e, &flow, &anchors, &aliases);
+		int end = e.type == YAML_STREAM_END_EVENT;
+		if (why)
+			syntax_at(d, (int)e.start_mark.line + 1,
+				  (int)e.start_mark.column + 1, why);
+		yaml_event_delete(&e);
+		if (why)
+			break;
+		if (end) {
+			rc = 0;
+			break;
 		}
 	}
-	return 0;
+	yaml_parser_delete(&parser);
+	return rc;
 }
 
 int
@@ -221,7 +330,7 @@ yaml_doc_load(struct yaml_doc *d, const char *name, const char *text,
 	int rc = -1;
 
 	*d = (struct yaml_doc){.name = name, .json_left = JSON_MAX_VALUES};
-	if (flow_too_deep(d, text, len))
+	if (guard(d, text, len) < 0)
 		return -1;
 	if (!yaml_parser_initialize(&parser))
 		abort(); /* out of memory */
@@ -296,18 +405,12 @@ yaml_entry_ok(struct yaml_doc *d, const struct ynode *map, size_t i,
 		yaml_doc_error(d, k, path, "keys must be strings");
 		return false;
 	}
-	for (size_t j = 0; j < i; j++) {
-		const struct ynode *prev = map->pairs[j].key;
-
-		if (prev->type != YNODE_SCALAR || prev->len != k->len ||
-		    memcmp(prev->text, k->text, k->len))
-			continue;
-		kpath = xasprintf("%s%s%s", path, *path ? "." : "", k->text);
-		yaml_doc_error(d, k, kpath, "duplicate key \"%s\"", k->text);
-		free(kpath);
-		return false;
-	}
-	return true;
+	if (!map->pairs[i].dup)
+		return true;
+	kpath = xasprintf("%s%s%s", path, *path ? "." : "", k->text);
+	yaml_doc_error(d, k, kpath, "duplicate key \"%s\"", k->text);
+	free(kpath);
+	return false;
 }
 
 char *

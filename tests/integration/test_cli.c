@@ -5,6 +5,7 @@
  */
 #include "testlib.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -923,6 +924,243 @@ test_help(void **state)
 	t_run_free(&r);
 }
 
+/*
+ * What ps shows for pid: /proc/PID/cmdline with its NULs (between the
+ * arguments) as spaces.  A new string; caller frees.
+ */
+static char *
+cmdline(pid_t pid)
+{
+	char path[64], buf[8192];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		fail_msg("%s: %s", path, strerror(errno));
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+/* Fails unless ps shows pid without the secrets, the rest still there. */
+static void
+assert_scrubbed(pid_t pid)
+{
+	char *cmd = cmdline(pid);
+	if (strstr(cmd, "s3cret") || strstr(cmd, "first1") ||
+	    strstr(cmd, "k3y") || !strstr(cmd, "dbname=t_cli") ||
+	    !strstr(cmd, "password=****** "))
+		fail_msg("pid %d shows: %s", (int)pid, cmd);
+	free(cmd);
+}
+
+/*
+ * A password given with -d/--database is hidden from ps in pgjobd's
+ * supervisor and its workers, and in a pgjob command that runs long, while
+ * they use it: the config's conninfo leads nowhere, so the workers are
+ * connected with the -d given last.
+ */
+static void
+test_password_not_in_ps(void **state)
+{
+	PGconn *c = t_connect(ci);
+	char *db = NULL;
+	if (asprintf(&db, "%s password=s3cret sslpassword='k3y x'", ci) < 0)
+		fail_msg("asprintf");
+	const char *cfg =
+		t_config("ps", "dbname=t_cli_nowhere",
+			 "handlers:\n"
+			 "  x: { type: exec, command: [\"/bin/true\"] }\n");
+	const char *argv[] = {t_bin("pgjobd"),
+			      "-c",
+			      cfg,
+			      "-w",
+			      "1",
+			      "-d",
+			      "dbname=x password=first1",
+			      "--database",
+			      db,
+			      NULL};
+	pid_t sup = t_spawn(t_log("ps"), NULL, argv);
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 1 from pgjob.workers"
+				" where supervisor_pid = %d",
+				(int)sup),
+			 0);
+	assert_scrubbed(sup);
+	assert_scrubbed((pid_t)t_long(c,
+				      "select pid from pgjob.workers"
+				      " where supervisor_pid = %d",
+				      (int)sup));
+	assert_int_equal(t_stop(sup, SIGTERM, 30), 0);
+
+	const char *top[] = {
+		t_bin("pgjob"), "--database=dbname=x password=first1",
+		"--database",	db,
+		"top",		"--interval",
+		"100ms",	NULL};
+	const char *log = t_log("ps_top");
+	pid_t pid = t_spawn(log, env, top);
+	for (int n = 0; n < 100 && t_count_in_file(log, "pgjob top") < 1; n++)
+		t_sleep_ms(50);
+	assert_true(t_count_in_file(log, "pgjob top") >= 1);
+	assert_scrubbed(pid);
+	assert_int_equal(t_stop(pid, SIGTERM, 10), 0);
+	free(db);
+	PQfinish(c);
+}
+
+/*
+ * Fails when text holds anything a terminal acts on: a control character
+ * other than a line break (C0, DEL, or C1 U+0080..U+009F as UTF-8), or a
+ * byte that is not valid UTF-8 (a lone 0x9b is CSI to an 8-bit terminal).
+ */
+static void
+assert_terminal_safe(const char *what, const char *text)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	for (size_t i = 0; p[i];) {
+		size_t n = p[i] < 0x80			  ? 1
+			   : p[i] >= 0xc2 && p[i] <= 0xdf ? 2
+			   : p[i] >= 0xe0 && p[i] <= 0xef ? 3
+			   : p[i] >= 0xf0 && p[i] <= 0xf4 ? 4
+							  : 0;
+		for (size_t k = 1; k < n; k++)
+			if ((p[i + k] & 0xc0) != 0x80)
+				n = 0;
+		int bad = n == 0 || (p[i] < 0x20 && p[i] != '\n') ||
+			  p[i] == 0x7f || (p[i] == 0xc2 && p[i + 1] < 0xa0);
+		if (bad)
+			fail_msg("%s: byte 0x%02x at %zu in:\n%s", what, p[i],
+				 i, text);
+		i += n;
+	}
+}
+
+#define HOSTILE_KIND "k\x1b[2J\r\x07\xff"
+
+/*
+ * A database in SQL_ASCII, where text columns keep any bytes, migrated:
+ * what a client wrote there reaches pgjob as it is.  Returns its conninfo
+ * (caller frees).
+ */
+static char *
+ascii_db(void)
+{
+	PGconn *c = t_connect(t_server_conninfo());
+	t_exec(c, "drop database if exists t_cli_ascii with (force)");
+	t_exec(c, "create database t_cli_ascii encoding 'SQL_ASCII'"
+		  " locale 'C' template template0");
+	PQfinish(c);
+	char *db = NULL;
+	if (asprintf(&db, "%s dbname=t_cli_ascii", t_server_conninfo()) < 0)
+		fail_msg("asprintf");
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjob"), "--database", db, "migrate",
+			      NULL};
+	t_run(&r, 60, env, argv);
+	if (r.status != 0)
+		fail_msg("pgjob migrate: exit %d: %s", r.status, r.err);
+	t_run_free(&r);
+	return db;
+}
+
+/* Runs `pgjob --database db ARGS...` and checks what it printed. */
+static void
+pgjob_safe(struct t_run *r, const char *db, int status, const char *const *args)
+{
+	const char *argv[16] = {t_bin("pgjob"), "--database", db};
+	int n = 3;
+	while (*args)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	t_run(r, 60, env, argv);
+	if (r->status != status)
+		fail_msg("pgjob %s: exit %d: %s", argv[3], r->status, r->err);
+	assert_terminal_safe(argv[3], r->out);
+	assert_terminal_safe(argv[3], r->err);
+}
+
+/*
+ * Escape sequences, CR, BEL, C1 controls and bytes that are not UTF-8 in a
+ * job's columns reach the terminal from no command: show, jobs, status,
+ * top and retry's messages print them as visible escapes.  --json keeps
+ * them exact (JSON escapes them).
+ */
+static void
+test_hostile_text(void **state)
+{
+	char *db = ascii_db();
+	PGconn *c = t_connect(db);
+	t_exec(c, "insert into pgjob.jobs (kind, queue, payload, state,"
+		  " last_error, unique_key, locked_by, finished_at) values"
+		  " (E'k\\x1b[2J\\r\\x07\\xff', E'q\\x1b]0;t\\x07',"
+		  "  E'{\"a\": \"\\xc2\\x9b2J\\x7f\\xff\"}', 'dead',"
+		  "  E'err\\x1b[31m\\r\\nline2\\x07\\xfe', E'u\\x1bk',"
+		  "  E'h\\x1b:1', now()),"
+		  " (E'k\\x1b[2J\\r\\x07\\xff', 'default', '{}', 'available',"
+		  "  null, E'u\\x1bk', null, null)");
+	PQfinish(c);
+	struct t_run r;
+
+	const char *show[] = {"show", "1", NULL};
+	pgjob_safe(&r, db, 0, show);
+	assert_line(r.out, "kind k\\x1b[2J\\x0d\\x07\\xff");
+	assert_line(r.out, "queue q\\x1b]0;t\\x07");
+	assert_line(r.out, "payload {\"a\": \"\\u009b2J\\x7f\\xff\"}");
+	assert_line(r.out, "last_error err\\x1b[31m\\x0d");
+	assert_line(r.out, "line2\\x07\\xfe");
+	assert_line(r.out, "unique_key u\\x1bk");
+	assert_line(r.out, "locked_by h\\x1b:1");
+	t_run_free(&r);
+
+	const char *argv[] = {t_bin("pgjob"), "--database", db, "show", "1",
+			      "--json",	      NULL};
+	t_run(&r, 60, env, argv);
+	assert_int_equal(r.status, 0);
+	cJSON *j = parse_json(r.out);
+	assert_string_equal(str(j, "kind"), HOSTILE_KIND);
+	assert_string_equal(str(j, "last_error"),
+			    "err\x1b[31m\r\nline2\x07\xfe");
+	cJSON_Delete(j);
+	t_run_free(&r);
+
+	const char *jobs[] = {"jobs", NULL};
+	pgjob_safe(&r, db, 0, jobs);
+	assert_non_null(strstr(r.out, "k\\x1b[2J \\x07\\xff"));
+	t_run_free(&r);
+	const char *status[] = {"status", NULL};
+	pgjob_safe(&r, db, 0, status);
+	assert_non_null(strstr(r.out, "k\\x1b[2J \\x07\\xff"));
+	t_run_free(&r);
+	const char *top[] = {"top", "--once", NULL};
+	pgjob_safe(&r, db, 0, top);
+	assert_non_null(strstr(r.out, "k\\x1b[2J \\x07\\xff"));
+	t_run_free(&r);
+
+	/* Job 2 holds the unique_key: the refusal quotes it. */
+	const char *retry[] = {"retry", "1", NULL};
+	pgjob_safe(&r, db, 1, retry);
+	assert_string_equal(r.err, "pgjob: job 1 cannot be retried: job 2 "
+				   "holds its unique_key \"u\\x1bk\"\n");
+	t_run_free(&r);
+	const char *dead[] = {"retry", "--dead", "--kind", HOSTILE_KIND, NULL};
+	pgjob_safe(&r, db, 0, dead);
+	assert_string_equal(r.out, "retried 0 dead jobs of kind "
+				   "k\\x1b[2J \\x07\\xff; 1 left dead: another "
+				   "job holds their unique_key\n");
+	t_run_free(&r);
+	const char *bad[] = {"show", "\x1b[2J", NULL};
+	pgjob_safe(&r, db, 2, bad);
+	assert_string_equal(r.err, "pgjob: show: bad job id \"\\x1b[2J\" (a "
+				   "positive integer)\n");
+	t_run_free(&r);
+	free(db);
+}
+
 /* A database without schema pgjob: exit 78 and what to do. */
 static void
 test_no_schema(void **state)
@@ -956,6 +1194,8 @@ main(void)
 		cmocka_unit_test_setup(test_prune_retention, empty),
 		cmocka_unit_test_setup(test_top_once, empty),
 		cmocka_unit_test_setup(test_top_signals, empty),
+		cmocka_unit_test_setup(test_password_not_in_ps, empty),
+		cmocka_unit_test(test_hostile_text),
 		cmocka_unit_test(test_usage),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_no_schema),

@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "conninfo.h"
 #include "db.h"
 #include "queue.h"
 
@@ -49,6 +51,143 @@ test_redacted_edge_cases(void **state)
 	free(s);
 }
 
+/* Every option libpq marks secret (dispchar "*"), not only password. */
+static void
+test_redacted_every_secret(void **state)
+{
+	char *s = db_conninfo_redacted("host=db sslmode=verify-full "
+				       "sslkey=/k.pem sslpassword=k3ypass "
+				       "password=s3cret user=u");
+	assert_null(strstr(s, "k3ypass"));
+	assert_null(strstr(s, "s3cret"));
+	assert_non_null(strstr(s, "sslkey=/k.pem"));
+	assert_non_null(strstr(s, "user=u"));
+	free(s);
+	s = db_conninfo_redacted("postgresql://u:pw1@h/app?sslpassword=k3y"
+				 "&pass%77ord=pw2");
+	assert_null(strstr(s, "pw1"));
+	assert_null(strstr(s, "pw2"));
+	assert_null(strstr(s, "k3y"));
+	assert_non_null(strstr(s, "dbname=app"));
+	free(s);
+
+	/* Whatever the linked libpq calls secret is left out. */
+	PQconninfoOption *all = PQconndefaults();
+	assert_non_null(all);
+	for (PQconninfoOption *o = all; o->keyword; o++) {
+		if (!strchr(o->dispchar, '*'))
+			continue;
+		char in[256];
+		snprintf(in, sizeof(in), "host=h %s=xyzzy", o->keyword);
+		s = db_conninfo_redacted(in);
+		if (strstr(s, "xyzzy"))
+			fail_msg("%s is shown: %s", o->keyword, s);
+		free(s);
+	}
+	PQconninfoFree(all);
+}
+
+/*
+ * The value of option key in conninfo as libpq reads it (a new string), or
+ * NULL when it is not set.
+ */
+static char *
+option(const char *conninfo, const char *key)
+{
+	char *err = NULL, *val = NULL;
+	PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
+	if (!opts)
+		fail_msg("libpq cannot parse \"%s\": %s", conninfo, err);
+	for (PQconninfoOption *o = opts; o->keyword; o++)
+		if (strcmp(o->keyword, key) == 0 && o->val)
+			val = strdup(o->val);
+	PQconninfoFree(opts);
+	return val;
+}
+
+/* 1 when s is made of '*' only. */
+static int
+all_stars(const char *s)
+{
+	return *s && strspn(s, "*") == strlen(s);
+}
+
+static void
+test_scrub(void **state)
+{
+	static const char *const cases[][2] = {
+		{"host=db password=s3cret user=u",
+		 "host=db password=****** user=u"},
+		{"password = 's3 \\'cret' host=db",
+		 "password = *********** host=db"},
+		{"host=db sslpassword=k\\ y sslkey=/k.pem",
+		 "host=db sslpassword=**** sslkey=/k.pem"},
+		{"postgresql://u:pw@db:6432/app?sslpassword=k&pass%77ord=p2"
+		 "&application_name=a",
+		 "postgresql://u:**@db:6432/app?sslpassword=*&pass%77ord=**"
+		 "&application_name=a"},
+		{"postgres://u:p@ss@db/app", "postgres://u:****@db/app"},
+		{"postgresql://u@db/app?password",
+		 "postgresql://u@db/app?password"},
+		{"postgresql://u?x:pw@db/app?password=a?b&sslmode=off",
+		 "postgresql://u?x:**@db/app?password=***&sslmode=off"},
+		{"postgresql://db?application_name=a@b&password=z",
+		 "postgresql://db?application_name=a@b&password=*"},
+		{"host=db user=u", "host=db user=u"},
+		{"app", "app"},
+		{"", ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *s = strdup(cases[i][0]);
+		conninfo_scrub(s);
+		assert_string_equal(s, cases[i][1]);
+		free(s);
+	}
+	assert_int_equal(conninfo_scrub(NULL), 0);
+}
+
+/* libpq reads a scrubbed conninfo as the original, secrets aside. */
+static void
+test_scrub_as_libpq_reads(void **state)
+{
+	static const char *const cases[] = {
+		"host=db port=5433 password='a b\\' c' dbname=app user=u",
+		"  password  =  x\\ y  sslpassword='' host=h",
+		"postgresql://u:%41@[::1]:5/app?host=h2&password=z&sslmode=off",
+	};
+	static const char *const keep[] = {"host", "port", "dbname", "user",
+					   "sslmode"};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *s = strdup(cases[i]);
+		conninfo_scrub(s);
+		for (size_t k = 0; k < sizeof(keep) / sizeof(keep[0]); k++) {
+			char *a = option(cases[i], keep[k]);
+			char *b = option(s, keep[k]);
+			if ((a == NULL) != (b == NULL) || (a && strcmp(a, b)))
+				fail_msg("%s: %s became %s", keep[k], a, b);
+			free(a);
+			free(b);
+		}
+		char *pw = option(s, "password");
+		assert_non_null(pw);
+		assert_true(all_stars(pw));
+		free(pw);
+		free(s);
+	}
+}
+
+/* Every option the linked libpq marks secret is one the scrub hides. */
+static void
+test_scrub_knows_libpq_secrets(void **state)
+{
+	PQconninfoOption *all = PQconndefaults();
+	assert_non_null(all);
+	for (PQconninfoOption *o = all; o->keyword; o++)
+		if (strchr(o->dispchar, '*') && !conninfo_secret(o->keyword))
+			fail_msg("conninfo.c does not hide %s", o->keyword);
+	PQconninfoFree(all);
+}
+
 static void
 test_classify_without_result(void **state)
 {
@@ -83,6 +222,10 @@ main(void)
 		cmocka_unit_test(test_redacted_keyword_form),
 		cmocka_unit_test(test_redacted_uri_form),
 		cmocka_unit_test(test_redacted_edge_cases),
+		cmocka_unit_test(test_redacted_every_secret),
+		cmocka_unit_test(test_scrub),
+		cmocka_unit_test(test_scrub_as_libpq_reads),
+		cmocka_unit_test(test_scrub_knows_libpq_secrets),
 		cmocka_unit_test(test_classify_without_result),
 		cmocka_unit_test(test_arrays),
 	};

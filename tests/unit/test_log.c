@@ -92,6 +92,68 @@ test_time_and_pid_outside_journald(void **state)
 	free(out);
 }
 
+/*
+ * Fails when text holds anything a terminal acts on: a control character
+ * other than the line ends (C0, DEL, or C1 U+0080..U+009F as UTF-8), or a
+ * byte that is not valid UTF-8.
+ */
+static void
+assert_terminal_safe(const char *text)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	for (size_t i = 0; p[i];) {
+		size_t n = p[i] < 0x80			  ? 1
+			   : p[i] >= 0xc2 && p[i] <= 0xdf ? 2
+			   : p[i] >= 0xe0 && p[i] <= 0xef ? 3
+			   : p[i] >= 0xf0 && p[i] <= 0xf4 ? 4
+							  : 0;
+		for (size_t k = 1; k < n; k++)
+			if ((p[i + k] & 0xc0) != 0x80)
+				n = 0;
+		if (n == 0 || (p[i] < 0x20 && p[i] != '\n') || p[i] == 0x7f ||
+		    (p[i] == 0xc2 && p[i + 1] < 0xa0))
+			fail_msg("byte 0x%02x at %zu in:\n%s", p[i], i, text);
+		i += n;
+	}
+}
+
+/* A kind and a message without spaces, full of what terminals obey. */
+static void
+emit_hostile(void)
+{
+	setenv("JOURNAL_STREAM", "1:2", 1);
+	struct log_job j = {7, "k\x1b[2J\r\x07\xff", 1};
+	log_init("worker", LOG_INFO, 0);
+	log_job(LOG_INFO, &j, "%s",
+		"a\rb\x07"
+		"c\xff\xc2\x9b"
+		"d\x7f"
+		"caf\xc3\xa9");
+	log_set_json(1);
+	log_job(LOG_INFO, &j, "%s",
+		"a\rb\x07"
+		"c\xff\xc2\x9b"
+		"d\x7f"
+		"caf\xc3\xa9");
+	log_set_json(0);
+}
+
+static void
+test_control_characters(void **state)
+{
+	char *out = capture(emit_hostile);
+	assert_terminal_safe(out);
+	assert_string_equal(
+		out,
+		"level=info proc=worker job=7 kind=\"k\\u001b[2J\\r\\u0007"
+		"\\xff\" attempt=1 msg=\"a\\rb\\u0007c\\xff\\u009bd"
+		"\\u007fcafé\"\n"
+		"{\"level\":\"info\",\"proc\":\"worker\",\"job\":7,\"kind\":"
+		"\"k\\u001b[2J\\r\\u0007\\ufffd\",\"attempt\":1,\"msg\":"
+		"\"a\\rb\\u0007c\\ufffd\\u009bd\\u007fcafé\"}\n");
+	free(out);
+}
+
 static void
 test_level_parse(void **state)
 {
@@ -107,6 +169,7 @@ main(void)
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_time_and_pid_outside_journald),
+		cmocka_unit_test(test_control_characters),
 		cmocka_unit_test(test_level_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
