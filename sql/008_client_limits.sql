@@ -7,17 +7,14 @@
 --    the queue-depth query with it.  Rows that have one already are
 --    repaired: '-infinity' runs now, 'infinity' far in the future (never,
 --    as it meant).
--- 2. A running row has a lease end.  A row written 'running' without one
---    could never be claimed again, and in a serial queue it would hold back
---    every job behind it.
--- 3. lost_attempts: attempts whose worker vanished (its lease expired
+-- 2. lost_attempts: attempts whose worker vanished (its lease expired
 --    without an end written).  They are not failures: see the claim in
 --    src/queue.c and docs/daemon.md, "Attempts".
--- 4. The payload limit lives in pgjob.settings, which only the owner can
+-- 3. The payload limit lives in pgjob.settings, which only the owner can
 --    change, instead of a setting that any session could SET for itself.
 --    The database's pgjob.max_payload_bytes, where an operator had set
 --    one, is carried over.
--- 5. pgjob.enqueue() is SECURITY DEFINER: the enqueue-only role needs
+-- 4. pgjob.enqueue() is SECURITY DEFINER: the enqueue-only role needs
 --    EXECUTE on it and no right on pgjob.jobs, so it cannot write a row
 --    enqueue() would not (a 'running' row locked for a century, another
 --    state, a payload over the limit).  Its search_path is pinned, and
@@ -29,11 +26,6 @@ update pgjob.jobs set run_at = case when run_at = '-infinity' then now()
  where not isfinite(run_at);
 alter table pgjob.jobs add constraint jobs_run_at_finite_check
 	check (isfinite(run_at));
-
-update pgjob.jobs set locked_until = now()
- where state = 'running' and locked_until is null;
-alter table pgjob.jobs add constraint jobs_running_lease_check
-	check (state <> 'running' or locked_until is not null);
 
 alter table pgjob.jobs add column lost_attempts int not null default 0;
 alter table pgjob.jobs add constraint jobs_lost_attempts_check

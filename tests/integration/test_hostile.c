@@ -965,10 +965,6 @@ test_infinite_run_at(void **state)
 	free(expect_error(c, "23514",
 			  "insert into pgjob.jobs (kind, run_at, priority) "
 			  "values ('k', '-infinity', 32767)"));
-	/* A running row that no lease end could ever free. */
-	free(expect_error(c, "23514",
-			  "insert into pgjob.jobs (kind, state) values "
-			  "('k', 'running')"));
 	long long a = t_long(c, "select pgjob.enqueue('k', '{}', "
 				"priority => 32767)");
 	long long b = t_long(c, "select pgjob.enqueue('k')");
