@@ -30,7 +30,8 @@ static const char LOCK_SQL[] =
 
 static const char RETRY_SQL[] =
 	"update pgjob.jobs set state = 'available', run_at = now(),"
-	"  attempts = 0, finished_at = null, locked_by = null,"
+	"  attempts = 0, lost_attempts = 0, finished_at = null,"
+	"  locked_by = null,"
 	"  locked_until = null"
 	" where id = $1";
 
@@ -59,7 +60,8 @@ static const char RETRY_DEAD_SQL[] =
 	"   group by d.unique_key),"
 	" upd as ("
 	"  update pgjob.jobs j set state = 'available', run_at = now(),"
-	"   attempts = 0, finished_at = null, locked_by = null,"
+	"   attempts = 0, lost_attempts = 0, finished_at = null,"
+	"   locked_by = null,"
 	"   locked_until = null"
 	"  from pick where j.id = pick.id returning j.id)"
 	" select (select count(*) from upd), (select count(*) from dead)";

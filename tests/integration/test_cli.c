@@ -603,15 +603,18 @@ test_retry(void **state)
 	PGconn *listener = t_connect(ci);
 	t_exec(listener, "listen pgjob");
 	retry_rows(c);
+	/* Its workers died in some of its attempts: a retry starts those
+	 * over too. */
+	t_exec(c, "update pgjob.jobs set lost_attempts = 4 where id = 1");
 	notifications(listener); /* the insert's own */
 
 	const char *r1[] = {"retry", "1", NULL};
 	expect(r1, 0, "retried job 1 (was dead)\n", "");
 	char *row =
 		t_value(c, "select concat_ws('|', state, attempts,"
-			   " last_error, finished_at is null,"
+			   " lost_attempts, last_error, finished_at is null,"
 			   " run_at <= now()) from pgjob.jobs where id = 1");
-	assert_string_equal(row, "available|0|boom|t|t");
+	assert_string_equal(row, "available|0|0|boom|t|t");
 	free(row);
 	assert_int_equal(notifications(listener), 1);
 
