@@ -40,6 +40,11 @@ struct job {
 	 * variables (a leased task's PGJOB_PARTITION...), or NULL.  Borrowed;
 	 * job_free() does not free them. */
 	char **extra_env;
+	/* A leased task's run, not a job's: its name and partition (both
+	 * borrowed; task NULL for a job).  Exec's log lines then name
+	 * task=NAME partition=N instead of the job, its id and attempt. */
+	const char *task;
+	int partition;
 };
 
 /* Frees job and its strings; NULL is allowed. */

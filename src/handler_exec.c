@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -71,8 +72,35 @@ struct exec_run {
 	char err[STDERR_TAIL]; /* ring buffer of the stderr tail */
 	size_t err_total;      /* stderr bytes seen */
 	int64_t start_ms;
-	char *why; /* owned: "timed out after 30s", "stopped: ..." or NULL */
+	char *why;    /* owned: "timed out after 30s", "stopped: ..." or NULL */
+	bool stopped; /* by handler_exec_stop(): the worker decides the end */
 };
+
+static void xlog(const struct exec_run *x, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * A log line about this run.  A job's names the job (log_job); a leased
+ * task's has no job id or attempt to name, so it says task=NAME
+ * partition=N at the start of its message instead.
+ */
+static void
+xlog(const struct exec_run *x, int level, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	if (!log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (x->job->task)
+		log_msg(level, "task=%s partition=%d: %s", x->job->task,
+			x->job->partition, msg);
+	else
+		log_job(level, &x->lj, "%s", msg);
+}
 
 static void
 strv_free(char **v)
@@ -361,8 +389,8 @@ in_cb(struct ev_loop *loop, ev_io *w, int revents)
 		/* EPIPE: the child does not read its stdin; that is its
 		 * business (the worker ignores SIGPIPE). */
 		if (errno != EPIPE)
-			log_job(LOG_DEBUG, &x->lj, "writing stdin: %s",
-				strerror(errno));
+			xlog(x, LOG_DEBUG, "writing stdin: %s",
+			     strerror(errno));
 		break;
 	}
 	close_stdin(x);
@@ -373,8 +401,7 @@ kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct exec_run *x = w->data;
 
-	log_job(LOG_WARN, &x->lj,
-		"still running after SIGTERM; sending SIGKILL");
+	xlog(x, LOG_WARN, "still running after SIGTERM; sending SIGKILL");
 	signal_all(x, SIGKILL);
 }
 
@@ -406,14 +433,16 @@ timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (child_exited(x))
 		return; /* it made it: the pid watcher reports it */
 	handler_format_duration(x->timeout_ms, d, sizeof(d));
-	log_job(LOG_WARN, &x->lj, "timed out after %s; sending SIGTERM", d);
+	xlog(x, LOG_WARN, "timed out after %s; sending SIGTERM", d);
 	terminate(x, xasprintf("timed out after %s", d));
 }
 
 void
 handler_exec_stop(struct exec_run *x, const char *why)
 {
-	log_job(LOG_INFO, &x->lj, "stopping: %s", why);
+	xlog(x, LOG_INFO, "stopping: %s", why);
+	if (!x->why)
+		x->stopped = true;
 	terminate(x, xasprintf("stopped: %s", why));
 }
 
@@ -475,8 +504,8 @@ stdout_retry_in(const struct exec_run *x)
 	else if (cJSON_IsString(r))
 		handler_parse_duration(r->valuestring, &ms);
 	if (r && ms < 0)
-		log_job(LOG_WARN, &x->lj,
-			"retry_in is not a duration; the backoff decides");
+		xlog(x, LOG_WARN,
+		     "retry_in is not a duration; the backoff decides");
 	cJSON_Delete(j);
 	free(text);
 	return ms;
@@ -528,25 +557,40 @@ make_result(struct exec_run *x, int status, struct handler_result *res)
 	free(what);
 }
 
+/*
+ * The attempt's one line: how it ended, and the outcome this module
+ * reports.  A stopped run has none of its own (the worker decides: a
+ * cancel, a lost lease, a shutdown), and neither has a task, which its
+ * duty restarts whatever happened.
+ */
 static void
 log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 	    const struct handler_result *res)
 {
 	static const char *names[] = {"done", "retry", "dead"};
 	char *what = describe_status(status);
+	char *how;
 	int64_t cpu =
 		(int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
 		(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
 
 	if (x->out_dropped)
-		log_job(LOG_WARN, &x->lj,
-			"stdout over 1 MiB discarded (%zu bytes)",
-			x->out_dropped);
-	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &x->lj,
-		"%s%s%s -> %s, wall %lld ms, cpu %lld ms, max rss %ld KiB",
-		x->why ? x->why : "", x->why ? ", " : "", what,
-		names[res->outcome], (long long)(util_now_ms() - x->start_ms),
-		(long long)cpu, ru->ru_maxrss);
+		xlog(x, LOG_WARN, "stdout over 1 MiB discarded (%zu bytes)",
+		     x->out_dropped);
+	if (x->stopped)
+		how = xasprintf("%s (%s)", x->why, what);
+	else if (x->job->task)
+		how = xasprintf("%s%s%s", x->why ? x->why : "",
+				x->why ? ", " : "", what);
+	else
+		how = xasprintf("%s%s%s -> %s", x->why ? x->why : "",
+				x->why ? ", " : "", what, names[res->outcome]);
+	xlog(x,
+	     res->outcome == OUTCOME_DONE || x->stopped ? LOG_INFO : LOG_WARN,
+	     "%s, wall %lld ms, cpu %lld ms, max rss %ld KiB", how,
+	     (long long)(util_now_ms() - x->start_ms), (long long)cpu,
+	     ru->ru_maxrss);
+	free(how);
 	free(what);
 }
 
@@ -684,7 +728,7 @@ handler_exec_start(struct handler_run *run, struct ev_loop *loop,
 		fail->outcome = OUTCOME_RETRY;
 		fail->error = xasprintf("could not start %s: %s",
 					h->command.v[0], strerror(rc));
-		log_job(LOG_WARN, &x->lj, "%s", fail->error);
+		xlog(x, LOG_WARN, "%s", fail->error);
 		free(x);
 		return NULL;
 	}

@@ -109,13 +109,21 @@ run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
 		.lease_token = 777,
 		.handler = h,
 	};
+
+	run_it(&job, o);
+}
+
+/* Runs job to completion; o receives the result. */
+static void
+run_it(struct job *job, struct outcome *o)
+{
 	ev_timer guard, stop;
 	int64_t t0 = util_now_ms();
 
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	o->calls = 0;
 	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2};
-	o->run = handler_start(o->loop, &job, 3, done_cb, o);
+	o->run = handler_start(o->loop, job, 3, done_cb, o);
 	assert_non_null(o->run);
 	assert_int_equal(o->calls, 0); /* never from inside handler_start */
 	if (o->stop_now) {
@@ -536,6 +544,105 @@ test_stop_escalates(void **state)
 	handler_result_clear(&o.res);
 }
 
+/* Runs fn with stderr going to a file; returns what was written. */
+static char *
+capture_stderr(void (*fn)(void))
+{
+	char path[] = "/tmp/test_handler_exec.XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	struct buf b = {0};
+	char chunk[4096];
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0);
+	unlink(path);
+	fflush(stderr);
+	dup2(fd, 2);
+	fn();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		buf_append(&b, chunk, (size_t)n);
+	close(fd);
+	return b.data ? b.data : xstrdup("");
+}
+
+static void
+cancel_run(void)
+{
+	char *argv[] = {"sleep", "1000", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 60000);
+	struct outcome o = {.stop_why = "cancelled", .stop_after = 0.1};
+
+	run_job(&h, "{}", &o);
+	assert_string_equal(o.res.error,
+			    "stopped: cancelled (killed by signal 15)");
+	handler_result_clear(&o.res);
+}
+
+/* A stopped run's line says what happened, and no outcome: the worker
+ * decides that (a cancelled job is not retried). */
+static void
+test_stop_log_line(void **state)
+{
+	char *log = capture_stderr(cancel_run);
+
+	printf("%s", log);
+	assert_non_null(strstr(log, "job=42 kind=test attempt=2 msg=\"stopped: "
+				    "cancelled (killed by signal 15), wall "));
+	assert_null(strstr(log, "-> retry"));
+	free(log);
+}
+
+static void
+task_runs(void)
+{
+	char *argv[] = {"/bin/sh", "-c", "exit 3", NULL};
+	char *argv2[] = {"sleep", "1000", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 0);
+	struct job job = {
+		.kind = "feed",
+		.queue = "",
+		.payload = "{}",
+		.attempt = 1,
+		.lease_token = 9,
+		.handler = &h,
+		.task = "feed",
+		.partition = 2,
+	};
+	struct outcome o = {0};
+
+	run_it(&job, &o);
+	handler_result_clear(&o.res);
+	h = conf_for(argv2, NULL, 0);
+	o = (struct outcome){.stop_why = "task lease lost", .stop_after = 0.1};
+	run_it(&job, &o);
+	handler_result_clear(&o.res);
+}
+
+/* A leased task's lines name the task and partition, never job=0 or an
+ * attempt, and no outcome (its duty restarts it either way). */
+static void
+test_task_log_lines(void **state)
+{
+	char *log = capture_stderr(task_runs);
+
+	printf("%s", log);
+	assert_non_null(strstr(log, "msg=\"task=feed partition=2: exit status "
+				    "3, wall "));
+	assert_non_null(strstr(log, "msg=\"task=feed partition=2: stopping: "
+				    "task lease lost\""));
+	assert_non_null(strstr(log, "msg=\"task=feed partition=2: stopped: "
+				    "task lease lost (killed by signal 15), "
+				    "wall "));
+	assert_null(strstr(log, "job="));
+	assert_null(strstr(log, "attempt="));
+	assert_null(strstr(log, "->"));
+	free(log);
+}
+
 /* A stop before a deferred failure is delivered keeps the failure. */
 static void
 test_stop_failed_start(void **state)
@@ -637,6 +744,7 @@ main(void)
 		cmocka_unit_test(test_no_handler),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_text_checks),
+		cmocka_unit_test(test_json_as_jsonb),
 	};
 	const char *fix = getenv("PGJOBD_FIXTURES");
 
