@@ -485,8 +485,12 @@ stdout_json(const struct exec_run *x)
 		len--;
 	if (len && handler_is_json(s, len))
 		return xstrndup(s, len);
-	log_job(LOG_DEBUG, &x->lj, "stdout is not JSON (%zu bytes); no result",
-		x->out.len);
+	/* Text that was meant as JSON but that PostgreSQL would refuse (a raw
+	 * tab in a string) is worth a warning; plain text is not. */
+	xlog(x, len && *s && strchr("{[\"", *s) ? LOG_WARN : LOG_DEBUG,
+	     "stdout is not JSON that PostgreSQL accepts (%zu bytes); no "
+	     "result",
+	     x->out.len);
 	return NULL;
 }
 
