@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -557,11 +558,64 @@ resolve_handler(const struct config *c, struct handler_conf *h)
 					    : c->default_backoff.max_ms;
 }
 
+/* ms as "24s", "1500ms", "5m"; into buf (at least 32 bytes). */
+static const char *
+format_duration(int64_t ms, char *buf, size_t len)
+{
+	static const struct {
+		const char *unit;
+		int64_t ms;
+	} units[] = {
+		{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+
+	for (size_t i = 0; ms > 0 && i < sizeof(units) / sizeof(units[0]); i++)
+		if (ms % units[i].ms == 0) {
+			snprintf(buf, len, "%lld%s",
+				 (long long)(ms / units[i].ms), units[i].unit);
+			return buf;
+		}
+	snprintf(buf, len, "%lldms", (long long)ms);
+	return buf;
+}
+
+/*
+ * A plugin's run() blocks its worker, which renews none of its leases
+ * meanwhile, and the worker gives a job up at lease - lease/5 (its deadline
+ * margin): a plugin's timeout must end before that.  A timeout the handler
+ * sets itself that is longer is an error; an inherited one (queue,
+ * defaults) is lowered to it (docs/configuration.md).
+ */
+static void
+check_plugin_timeout(struct yaml_doc *d, const struct config *c,
+		     const struct yaml_walk *w, const char *path, bool own,
+		     struct handler_conf *h)
+{
+	int64_t most = c->lease_ms - c->lease_ms / 5;
+	const struct ynode *n = yaml_walked(w, "timeout");
+	char a[32], b[32], l[32], *tpath;
+
+	if (h->type != HANDLER_PLUGIN || h->timeout_ms <= most)
+		return;
+	if (!own || !n) {
+		h->timeout_ms = most;
+		return;
+	}
+	tpath = join(path, "timeout");
+	yaml_doc_error(d, n, tpath,
+		       "%s is longer than a plugin may block its worker: at "
+		       "most %s (the lease, %s, less a fifth)",
+		       format_duration(h->timeout_ms, a, sizeof(a)),
+		       format_duration(most, b, sizeof(b)),
+		       format_duration(c->lease_ms, l, sizeof(l)));
+	free(tpath);
+}
+
 static void
 load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	     const struct ynode *val, const char *path)
 {
 	struct handler_conf *h;
+	bool own_timeout;
 	struct yaml_walk w = {
 		.t = handler_fields,
 		.variants = handler_types,
@@ -585,7 +639,9 @@ load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 		h->queue = xstrdup("default");
 	if (!h->plugin_config)
 		h->plugin_config = xstrdup("{}");
+	own_timeout = h->timeout_ms >= 0;
 	resolve_handler(c, h);
+	check_plugin_timeout(d, c, &w, path, own_timeout, h);
 }
 
 /* A schedule's cron: and timezone:, as cron.c will read them. */

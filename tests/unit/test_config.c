@@ -151,6 +151,8 @@ test_design_sketch(void **state)
 	assert_string_equal(h->library, "/usr/lib/pgjobd/thumbnail.so");
 	assert_string_equal(h->symbol, "thumbnail_run");
 	assert_string_equal(h->plugin_config, "{}");
+	/* 5m from the defaults, lowered to the lease less its fifth. */
+	assert_int_equal(h->timeout_ms, 24000);
 
 	assert_int_equal(c->nschedules, 1);
 	assert_string_equal(c->schedules[0].name, "nightly-billing");
@@ -631,6 +633,17 @@ static const struct bad bad_configs[] = {
 	 "  s: {cron: \"0 0 30 2 *\", kind: h}\n",
 	 {"t.yaml:4:13: schedules.s.cron: day-of-month: no such day in the "
 	  "months given"}},
+	/* A plugin blocks its worker: its own timeout must end before the
+	 * lease's deadline, lease - lease/5. */
+	{"lease: 30s\nhandlers:\n"
+	 "  p: {type: plugin, library: x.so, symbol: s, timeout: 25s}\n",
+	 {"t.yaml:3:56: handlers.p.timeout: 25s is longer than a plugin may "
+	  "block its worker: at most 24s (the lease, 30s, less a fifth)"}},
+	{"lease: 2s\nhandlers:\n  p:\n    type: plugin\n    library: x.so\n"
+	 "    symbol: s\n    timeout: 1601ms\n",
+	 {"t.yaml:7:14: handlers.p.timeout: 1601ms is longer than a plugin "
+	  "may block its worker: at most 1600ms (the lease, 2s, less a "
+	  "fifth)"}},
 	/* Every schedule error, in document order. */
 	{"schedules:\n"
 	 "  nightly:\n"
@@ -664,6 +677,33 @@ test_bad_configs(void **state)
 		assert_null(config_load_string("t.yaml", b->text,
 					       strlen(b->text), NULL));
 	}
+}
+
+/* An inherited plugin timeout is lowered to what the lease allows; one
+ * that fits, or another type's, is kept. */
+static void
+test_plugin_timeout(void **state)
+{
+	struct config *c =
+		load_ok("lease: 10s\n"
+			"defaults: {timeout: 1m}\n"
+			"queues: {slow: {timeout: 9s}}\n"
+			"handlers:\n"
+			"  p: {type: plugin, library: x, symbol: s}\n"
+			"  q: {type: plugin, library: x, symbol: s,"
+			" queue: slow}\n"
+			"  r: {type: plugin, library: x, symbol: s,"
+			" timeout: 8s}\n"
+			"  s: {type: plugin, library: x, symbol: s,"
+			" timeout: 2s}\n"
+			"  e: {type: exec, command: [/bin/true]}\n");
+
+	assert_int_equal(config_handler(c, "p")->timeout_ms, 8000);
+	assert_int_equal(config_handler(c, "q")->timeout_ms, 8000);
+	assert_int_equal(config_handler(c, "r")->timeout_ms, 8000);
+	assert_int_equal(config_handler(c, "s")->timeout_ms, 2000);
+	assert_int_equal(config_handler(c, "e")->timeout_ms, 60000);
+	config_free(c);
 }
 
 /* Scalars are untyped where the key's type allows it. */
@@ -994,6 +1034,7 @@ main(void)
 		cmocka_unit_test(test_handler_keys),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_bad_configs),
+		cmocka_unit_test(test_plugin_timeout),
 		cmocka_unit_test(test_scalars),
 		cmocka_unit_test(test_aliases),
 		cmocka_unit_test(test_durations),
