@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -644,6 +646,19 @@ static const struct bad bad_configs[] = {
 	 {"t.yaml:7:14: handlers.p.timeout: 1601ms is longer than a plugin "
 	  "may block its worker: at most 1600ms (the lease, 2s, less a "
 	  "fifth)"}},
+	/* user: and group: of exec handlers and tasks must exist. */
+	{"handlers:\n  x: {type: exec, command: [/bin/true],"
+	 " user: no-such-user-pgjobd}\n",
+	 {"t.yaml:2:47: handlers.x.user: unknown user "
+	  "\"no-such-user-pgjobd\""}},
+	{"tasks:\n  t:\n    command: [/bin/true]\n    user: nobody\n"
+	 "    group: no-such-group-pgjobd\n",
+	 {"t.yaml:5:12: tasks.t.group: unknown group "
+	  "\"no-such-group-pgjobd\""}},
+	{"handlers:\n  x: {type: sql, statement: x, user: nobody}\n",
+	 {"t.yaml:2:32: handlers.x.user: user is only for exec handlers"}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true], group: ~}\n",
+	 {"t.yaml:2:48: handlers.x.group: expected a string"}},
 	/* Every schedule error, in document order. */
 	{"schedules:\n"
 	 "  nightly:\n"
@@ -703,6 +718,69 @@ test_plugin_timeout(void **state)
 	assert_int_equal(config_handler(c, "r")->timeout_ms, 8000);
 	assert_int_equal(config_handler(c, "s")->timeout_ms, 2000);
 	assert_int_equal(config_handler(c, "e")->timeout_ms, 60000);
+	config_free(c);
+}
+
+/* user: and group: resolve to ids when the config is loaded. */
+static void
+test_run_as(void **state)
+{
+	struct passwd *pw = getpwnam("nobody");
+	struct config_errors errs = {0};
+	const struct run_as *as;
+	struct config *c;
+	char num[32];
+	bool found = false;
+
+	assert_non_null(pw);
+	snprintf(num, sizeof(num), "%u", (unsigned)pw->pw_uid);
+	setenv("PGJOBD_T_UID", num, 1);
+	c = load_ok("handlers:\n"
+		    "  a: {type: exec, command: [/bin/true], user: nobody}\n"
+		    "  b: {type: exec, command: [/bin/true],"
+		    " user: \"${PGJOBD_T_UID}\", group: root}\n"
+		    "  c: {type: exec, command: [/bin/true], group: 0}\n"
+		    "  d: {type: exec, command: [/bin/true]}\n"
+		    "tasks:\n"
+		    "  t: {command: [/bin/true], user: nobody}\n");
+	as = &config_handler(c, "a")->run_as;
+	assert_true(as->set);
+	assert_string_equal(as->user, "nobody");
+	assert_int_equal(as->uid, pw->pw_uid);
+	assert_int_equal(as->gid, pw->pw_gid);
+	for (int i = 0; i < as->ngroups; i++)
+		found |= as->groups[i] == pw->pw_gid;
+	assert_true(found);
+	assert_int_equal(as->line, 2);
+	assert_int_equal(as->column, 47);
+	as = &config_handler(c, "b")->run_as;
+	assert_int_equal(as->uid, pw->pw_uid);
+	assert_int_equal(as->gid, 0);
+	as = &config_handler(c, "c")->run_as;
+	assert_true(as->set);
+	assert_int_equal(as->uid, (uid_t)-1);
+	assert_int_equal(as->gid, 0);
+	assert_int_equal(as->ngroups, 1);
+	assert_false(config_handler(c, "d")->run_as.set);
+	assert_true(c->tasks[0].run_as.set);
+	assert_int_equal(c->tasks[0].run_as.uid, pw->pw_uid);
+
+	/* Only root can switch: every such key is named at start. */
+	assert_int_equal(config_check_run_as(c, 0, &errs), 0);
+	assert_int_equal(config_check_run_as(c, 1000, &errs), 4);
+	assert_string_equal(errs.msg[0],
+			    "t.yaml:2:47: handlers.a.user: pgjobd runs as uid "
+			    "1000, not root: it cannot run commands as another "
+			    "user or group");
+	assert_string_equal(errs.msg[2],
+			    "t.yaml:4:48: handlers.c.group: pgjobd runs as uid "
+			    "1000, not root: it cannot run commands as another "
+			    "user or group");
+	assert_string_equal(errs.msg[3],
+			    "t.yaml:7:35: tasks.t.user: pgjobd runs as uid "
+			    "1000, not root: it cannot run commands as another "
+			    "user or group");
+	config_errors_free(&errs);
 	config_free(c);
 }
 
@@ -1035,6 +1113,7 @@ main(void)
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_bad_configs),
 		cmocka_unit_test(test_plugin_timeout),
+		cmocka_unit_test(test_run_as),
 		cmocka_unit_test(test_scalars),
 		cmocka_unit_test(test_aliases),
 		cmocka_unit_test(test_durations),
