@@ -5,7 +5,7 @@
  * handler.c is the registry: it dispatches on the handler type, delivers
  * every result from the loop (never from inside handler_start() or
  * handler_stop()), and owns the run.  handler_exec.c runs exec handlers
- * (posix_spawn, pidfd, pipes); handler_http.c POSTs to webhooks (libcurl's
+ * (clone and execve, pidfd, pipes); handler_http.c POSTs to webhooks (libcurl's
  * multi interface on the loop); handler_plugin.c loads and calls plugins
  * (include/pgjobd/plugin.h).  The protocols are described in
  * docs/handlers.md.

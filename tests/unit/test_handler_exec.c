@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -658,6 +659,38 @@ test_task_log_lines(void **state)
 	free(log);
 }
 
+/* user: and group: (as root only): the command runs with those ids and
+ * the user's groups, nothing of root's. */
+static void
+test_run_as(void **state)
+{
+	char *argv[] = {
+		"/bin/sh", "-c",
+		"echo \"[$(id -u), $(id -g), [$(id -G | tr ' ' ',')]]\"", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct passwd *pw = getpwnam("nobody");
+	gid_t groups[1];
+	struct outcome o = {0};
+	char want[128];
+
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(pw);
+	groups[0] = pw->pw_gid;
+	h.run_as = (struct run_as){.user = "nobody",
+				   .set = true,
+				   .uid = pw->pw_uid,
+				   .gid = pw->pw_gid,
+				   .groups = groups,
+				   .ngroups = 1};
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	snprintf(want, sizeof(want), "[%u, %u, [%u]]", (unsigned)pw->pw_uid,
+		 (unsigned)pw->pw_gid, (unsigned)pw->pw_gid);
+	assert_string_equal(o.res.result, want);
+	handler_result_clear(&o.res);
+}
+
 /* A stop before a deferred failure is delivered keeps the failure. */
 static void
 test_stop_failed_start(void **state)
@@ -910,6 +943,7 @@ main(void)
 		cmocka_unit_test(test_stop_log_line),
 		cmocka_unit_test(test_task_log_lines),
 		cmocka_unit_test(test_stop_failed_start),
+		cmocka_unit_test(test_run_as),
 		cmocka_unit_test(test_no_handler),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_text_checks),
