@@ -147,8 +147,13 @@ const char *handler_format_duration(int64_t ms, char *buf, size_t len);
  * tail) are replaced too.
  */
 void handler_sanitize_utf8(char *s, size_t len);
-/* True when s is JSON text that PostgreSQL's jsonb accepts (checked with
- * cJSON; no NUL bytes, no \u0000, valid UTF-8). */
+/*
+ * True when s[0..len) is JSON text that PostgreSQL's jsonb input accepts:
+ * RFC 8259 (no raw control characters in strings, JSON whitespace only),
+ * valid UTF-8 without NUL, no \u0000 or unpaired surrogate escape, numbers
+ * that numeric can hold.  Nesting deeper than the server's stack allows is
+ * not checked.
+ */
 int handler_is_json(const char *s, size_t len);
 
 /* exec (handler_exec.c). */
