@@ -16,7 +16,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,6 +72,72 @@ is_var_name(const char *s, size_t n)
 	return true;
 }
 
+/*
+ * The environment that ${NAME} reads once config_env_private() has run: a
+ * copy of the environment as it was then (owned here for the life of the
+ * process; reloads read it), and the strings environ held then, so that
+ * only those are cleared in place (a string setenv() made later belongs to
+ * the C library).
+ */
+static char **env_copy;
+static char **env_orig;
+static size_t env_n;
+
+void
+config_env_private(void)
+{
+	if (env_copy)
+		return;
+	while (environ[env_n])
+		env_n++;
+	env_copy = xcalloc(env_n + 1, sizeof(*env_copy));
+	env_orig = xcalloc(env_n + 1, sizeof(*env_orig));
+	for (size_t i = 0; i < env_n; i++) {
+		env_copy[i] = xstrdup(environ[i]);
+		env_orig[i] = environ[i];
+	}
+}
+
+static bool
+env_is(const char *entry, const char *name, size_t len)
+{
+	return strncmp(entry, name, len) == 0 && entry[len] == '=';
+}
+
+/*
+ * Removes name from the process's environment.  unsetenv() only takes it
+ * out of environ; the kernel shows /proc/PID/environ from the block the
+ * process started with, which children inherit too, so the value's bytes
+ * are cleared there as well (its name stays, harmless).
+ */
+static void
+env_forget(const char *name)
+{
+	size_t len = strlen(name);
+
+	for (char **e = environ; *e; e++) {
+		if (!env_is(*e, name, len))
+			continue;
+		for (size_t i = 0; i < env_n; i++)
+			if (env_orig[i] == *e)
+				memset(*e + len + 1, 0, strlen(*e + len + 1));
+	}
+	unsetenv(name);
+}
+
+static const char *
+env_get(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!env_copy)
+		return getenv(name);
+	for (size_t i = 0; i < env_n; i++)
+		if (env_is(env_copy[i], name, len))
+			return env_copy[i] + len + 1;
+	return NULL;
+}
+
 char *
 config_expand_env(const char *s, char **missing)
 {
@@ -97,10 +166,12 @@ config_expand_env(const char *s, char **missing)
 			goto fail;
 		}
 		name = xstrndup(s + 2, (size_t)(end - s - 2));
-		if (!(v = getenv(name))) {
+		if (!(v = env_get(name))) {
 			*missing = name;
 			goto fail;
 		}
+		if (env_copy)
+			env_forget(name);
 		free(name);
 		buf_append(&b, v, strlen(v));
 		s = end + 1;
@@ -284,6 +355,145 @@ read_headers(struct yaml_doc *d, const struct ynode *n, const char *path,
 	read_pairs(d, n, path, false, dst);
 }
 
+/* user: and group: are read as strings here, and resolved with the rest of
+ * their map (resolve_run_as()). */
+static void
+read_user(struct yaml_doc *d, const struct ynode *n, const char *path,
+	  void *dst)
+{
+	struct run_as *as = dst;
+
+	free(as->user);
+	as->user = yaml_string(d, n, path);
+}
+
+static void
+read_group(struct yaml_doc *d, const struct ynode *n, const char *path,
+	   void *dst)
+{
+	struct run_as *as = dst;
+
+	free(as->group);
+	as->group = yaml_string(d, n, path);
+}
+
+static bool
+all_digits(const char *s)
+{
+	return *s && strspn(s, "0123456789") == strlen(s);
+}
+
+/*
+ * The uid, primary gid and name (caller frees) of user s, a name or a
+ * number.  Returns 0, or -1 when there is no such user.
+ */
+static int
+find_user(const char *s, uid_t *uid, gid_t *gid, char **name)
+{
+	struct passwd pw, *r = NULL;
+	size_t len = 1024;
+	char *buf = NULL;
+	int e;
+
+	for (;;) {
+		buf = xrealloc(buf, len);
+		e = getpwnam_r(s, &pw, buf, len, &r);
+		if (e == 0 && !r && all_digits(s))
+			e = getpwuid_r((uid_t)strtoul(s, NULL, 10), &pw, buf,
+				       len, &r);
+		if (e != ERANGE || len >= 1 << 20)
+			break;
+		len *= 4;
+	}
+	if (r) {
+		*uid = pw.pw_uid;
+		*gid = pw.pw_gid;
+		*name = xstrdup(pw.pw_name);
+	}
+	free(buf);
+	return r ? 0 : -1;
+}
+
+/* The gid of group s, a name or a number: 0, or -1 when there is none. */
+static int
+find_group(const char *s, gid_t *gid)
+{
+	struct group gr, *r = NULL;
+	size_t len = 1024;
+	char *buf = NULL;
+	int e;
+
+	for (;;) {
+		buf = xrealloc(buf, len);
+		e = getgrnam_r(s, &gr, buf, len, &r);
+		if (e == 0 && !r && all_digits(s))
+			e = getgrgid_r((gid_t)strtoul(s, NULL, 10), &gr, buf,
+				       len, &r);
+		if (e != ERANGE || len >= 1 << 20)
+			break;
+		len *= 4;
+	}
+	if (r)
+		*gid = gr.gr_gid;
+	free(buf);
+	return r ? 0 : -1;
+}
+
+/*
+ * Looks up the user: and group: that w read into as: the uid, the gid (the
+ * group's, else the user's own) and the supplementary groups (the user's,
+ * as login would set them; the group alone without a user).  Records an
+ * error at the value of one that does not exist.
+ */
+static void
+resolve_run_as(struct yaml_doc *d, const struct yaml_walk *w, const char *path,
+	       struct run_as *as)
+{
+	const struct ynode *un = yaml_walked(w, "user");
+	const struct ynode *gn = yaml_walked(w, "group");
+	const struct ynode *at = un ? un : gn;
+	gid_t user_gid = 0;
+	char *name = NULL, *kpath;
+	int n = 16;
+
+	if (!as->user && !as->group)
+		return;
+	if (as->group && find_group(as->group, &as->gid) < 0) {
+		kpath = join(path, "group");
+		yaml_doc_error(d, gn, kpath, "unknown group \"%s\"", as->group);
+		free(kpath);
+		return;
+	}
+	if (as->user && find_user(as->user, &as->uid, &user_gid, &name) < 0) {
+		kpath = join(path, "user");
+		yaml_doc_error(d, un, kpath, "unknown user \"%s\"", as->user);
+		free(kpath);
+		return;
+	}
+	as->set = true;
+	as->line = at->line;
+	as->column = at->column;
+	if (!as->group)
+		as->gid = user_gid;
+	as->groups = xcalloc((size_t)n, sizeof(gid_t));
+	if (!name) {
+		as->uid = (uid_t)-1;
+		as->groups[0] = as->gid;
+		as->ngroups = 1;
+		return;
+	}
+	/* A call with too small an array says how many there are. */
+	if (getgrouplist(name, as->gid, as->groups, &n) < 0) {
+		as->groups = xrealloc(as->groups, (size_t)n * sizeof(gid_t));
+		if (getgrouplist(name, as->gid, as->groups, &n) < 0) {
+			as->groups[0] = as->gid;
+			n = 1;
+		}
+	}
+	as->ngroups = n;
+	free(name);
+}
+
 static const char *
 check_nonempty(const char *s)
 {
@@ -433,6 +643,10 @@ static const struct yaml_field handler_fields[] = {
 	F("command", YF_READ, handler_conf, command, .read = read_argv,
 	  .only = EXEC, .required = true),
 	F("env", YF_READ, handler_conf, env, .read = read_env, .only = EXEC),
+	F("user", YF_READ, handler_conf, run_as, .read = read_user,
+	  .only = EXEC),
+	F("group", YF_READ, handler_conf, run_as, .read = read_group,
+	  .only = EXEC),
 	F("statement", YF_STRING, handler_conf, statement, .only = SQL,
 	  .required = true, .check = check_nonempty),
 	F("url", YF_STRING, handler_conf, url, .only = HTTP, .required = true,
@@ -465,6 +679,8 @@ static const struct yaml_field task_fields[] = {
 	F("command", YF_READ, task_conf, command, .read = read_argv,
 	  .required = true),
 	F("partitions", YF_INT, task_conf, partitions, .min = 1, .max = 10000),
+	F("user", YF_READ, task_conf, run_as, .read = read_user),
+	F("group", YF_READ, task_conf, run_as, .read = read_group),
 	{0},
 };
 
@@ -557,11 +773,64 @@ resolve_handler(const struct config *c, struct handler_conf *h)
 					    : c->default_backoff.max_ms;
 }
 
+/* ms as "24s", "1500ms", "5m"; into buf (at least 32 bytes). */
+static const char *
+format_duration(int64_t ms, char *buf, size_t len)
+{
+	static const struct {
+		const char *unit;
+		int64_t ms;
+	} units[] = {
+		{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+
+	for (size_t i = 0; ms > 0 && i < sizeof(units) / sizeof(units[0]); i++)
+		if (ms % units[i].ms == 0) {
+			snprintf(buf, len, "%lld%s",
+				 (long long)(ms / units[i].ms), units[i].unit);
+			return buf;
+		}
+	snprintf(buf, len, "%lldms", (long long)ms);
+	return buf;
+}
+
+/*
+ * A plugin's run() blocks its worker, which renews none of its leases
+ * meanwhile, and the worker gives a job up at lease - lease/5 (its deadline
+ * margin): a plugin's timeout must end before that.  A timeout the handler
+ * sets itself that is longer is an error; an inherited one (queue,
+ * defaults) is lowered to it (docs/configuration.md).
+ */
+static void
+check_plugin_timeout(struct yaml_doc *d, const struct config *c,
+		     const struct yaml_walk *w, const char *path, bool own,
+		     struct handler_conf *h)
+{
+	int64_t most = c->lease_ms - c->lease_ms / 5;
+	const struct ynode *n = yaml_walked(w, "timeout");
+	char a[32], b[32], l[32], *tpath;
+
+	if (h->type != HANDLER_PLUGIN || h->timeout_ms <= most)
+		return;
+	if (!own || !n) {
+		h->timeout_ms = most;
+		return;
+	}
+	tpath = join(path, "timeout");
+	yaml_doc_error(d, n, tpath,
+		       "%s is longer than a plugin may block its worker: at "
+		       "most %s (the lease, %s, less a fifth)",
+		       format_duration(h->timeout_ms, a, sizeof(a)),
+		       format_duration(most, b, sizeof(b)),
+		       format_duration(c->lease_ms, l, sizeof(l)));
+	free(tpath);
+}
+
 static void
 load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	     const struct ynode *val, const char *path)
 {
 	struct handler_conf *h;
+	bool own_timeout;
 	struct yaml_walk w = {
 		.t = handler_fields,
 		.variants = handler_types,
@@ -580,12 +849,15 @@ load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	};
 	w.variant = peek_type(val);
 	yaml_walk_map(d, key, val, path, &w);
+	resolve_run_as(d, &w, path, &h->run_as);
 	check_queue(d, c, &w, path, h->queue);
 	if (!h->queue)
 		h->queue = xstrdup("default");
 	if (!h->plugin_config)
 		h->plugin_config = xstrdup("{}");
+	own_timeout = h->timeout_ms >= 0;
 	resolve_handler(c, h);
+	check_plugin_timeout(d, c, &w, path, own_timeout, h);
 }
 
 /* A schedule's cron: and timezone:, as cron.c will read them. */
@@ -662,6 +934,7 @@ load_task(struct yaml_doc *d, struct config *c, const struct ynode *key,
 		.column = key->column,
 	};
 	yaml_walk_map(d, key, val, path, &w);
+	resolve_run_as(d, &w, path, &t->run_as);
 }
 
 typedef void load_fn(struct yaml_doc *d, struct config *c,
@@ -821,6 +1094,14 @@ config_load(const char *path, struct config_errors *errs)
 	return c;
 }
 
+static void
+run_as_free(struct run_as *as)
+{
+	free(as->user);
+	free(as->group);
+	free(as->groups);
+}
+
 void
 config_free(struct config *c)
 {
@@ -835,6 +1116,7 @@ config_free(struct config *c)
 		free(h->queue);
 		strlist_free(&h->command);
 		strlist_free(&h->env);
+		run_as_free(&h->run_as);
 		free(h->statement);
 		free(h->url);
 		strlist_free(&h->headers);
@@ -855,6 +1137,7 @@ config_free(struct config *c)
 	for (size_t i = 0; i < c->ntasks; i++) {
 		free(c->tasks[i].name);
 		strlist_free(&c->tasks[i].command);
+		run_as_free(&c->tasks[i].run_as);
 	}
 	free(c->queues);
 	free(c->handlers);
@@ -864,6 +1147,37 @@ config_free(struct config *c)
 	free(c->conninfo);
 	free(c->metrics_listen);
 	free(c);
+}
+
+static void
+root_needed(const struct config *c, const char *section, const char *name,
+	    const struct run_as *as, uid_t euid, struct config_errors *errs)
+{
+	errs->msg = xrealloc(errs->msg, (errs->n + 1) * sizeof(*errs->msg));
+	errs->msg[errs->n++] = xasprintf(
+		"%s:%d:%d: %s.%s.%s: pgjobd runs as uid %u, not root: it "
+		"cannot run commands as another user or group",
+		c->path, as->line, as->column, section, name,
+		as->user ? "user" : "group", (unsigned)euid);
+}
+
+size_t
+config_check_run_as(const struct config *c, uid_t euid,
+		    struct config_errors *errs)
+{
+	size_t before = errs->n;
+
+	if (euid == 0)
+		return 0;
+	for (size_t i = 0; i < c->nhandlers; i++)
+		if (c->handlers[i].run_as.set)
+			root_needed(c, "handlers", c->handlers[i].kind,
+				    &c->handlers[i].run_as, euid, errs);
+	for (size_t i = 0; i < c->ntasks; i++)
+		if (c->tasks[i].run_as.set)
+			root_needed(c, "tasks", c->tasks[i].name,
+				    &c->tasks[i].run_as, euid, errs);
+	return errs->n - before;
 }
 
 void

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Fixed default for the first key of pg_try_advisory_lock(lock_class, n). */
 #define CONFIG_DEFAULT_LOCK_CLASS 0x70676a62 /* "pgjb" */
@@ -48,6 +49,22 @@ struct queue_conf {
 	int line, column; /* where it was defined, for messages */
 };
 
+/*
+ * Whom a command runs as: an exec handler's or a task's `user:` and
+ * `group:`, resolved when the config is loaded (docs/configuration.md).
+ * Without either, the command runs as pgjobd's own user.
+ */
+struct run_as {
+	char *user;  /* as written, or NULL */
+	char *group; /* as written, or NULL */
+	bool set;    /* user or group given: switch before exec */
+	uid_t uid;   /* (uid_t)-1: keep pgjobd's (group: alone) */
+	gid_t gid;
+	gid_t *groups; /* supplementary groups, gid among them */
+	int ngroups;
+	int line, column; /* of the user: (else group:) value */
+};
+
 struct handler_conf {
 	char *kind; /* the map key under handlers: */
 	enum handler_type type;
@@ -59,6 +76,7 @@ struct handler_conf {
 	/* exec */
 	struct strlist command; /* argv; command.v[0] is the program */
 	struct strlist env;	/* "NAME=value" added to the clean env */
+	struct run_as run_as;
 	/* sql */
 	char *statement;
 	/* http */
@@ -87,7 +105,8 @@ struct schedule_conf {
 struct task_conf {
 	char *name;
 	struct strlist command;
-	int partitions; /* default 1 */
+	struct run_as run_as; /* as for an exec handler */
+	int partitions;	      /* default 1 */
 	int line, column;
 };
 
@@ -163,8 +182,28 @@ int config_parse_duration(const char *s, int64_t *ms, const char **why);
  * Expands every ${NAME} in s from the environment.  Returns a new string
  * (caller frees) or NULL when a variable is not set or a ${ is not closed;
  * *missing then names it (caller frees).  "$$" stands for a literal "$".
+ * After config_env_private(), the environment read is the private copy.
  */
 char *config_expand_env(const char *s, char **missing);
+
+/*
+ * For the daemon, once, before anything changes the environment: ${NAME}
+ * expansion reads a private copy of the environment from now on, and each
+ * variable it expands is removed from the process's own environment
+ * (environ, and the block /proc/PID/environ shows), so that no process
+ * started later, and no reader of that file, sees the secrets a config
+ * takes from the environment.  A reload still expands them, from the
+ * copy.  docs/security.md#process-isolation.
+ */
+void config_env_private(void);
+
+/*
+ * Adds to errs, for every exec handler and task with user: or group:, an
+ * error "file:line:col: handlers.x.user: ..." when euid is not root (the
+ * daemon could not switch to them).  Returns the number added.
+ */
+size_t config_check_run_as(const struct config *c, uid_t euid,
+			   struct config_errors *errs);
 
 const char *config_handler_type_name(enum handler_type t);
 const char *config_queue_mode_name(enum queue_mode m);

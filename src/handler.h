@@ -5,7 +5,7 @@
  * handler.c is the registry: it dispatches on the handler type, delivers
  * every result from the loop (never from inside handler_start() or
  * handler_stop()), and owns the run.  handler_exec.c runs exec handlers
- * (posix_spawn, pidfd, pipes); handler_http.c POSTs to webhooks (libcurl's
+ * (clone and execve, pidfd, pipes); handler_http.c POSTs to webhooks (libcurl's
  * multi interface on the loop); handler_plugin.c loads and calls plugins
  * (include/pgjobd/plugin.h).  The protocols are described in
  * docs/handlers.md.
@@ -45,6 +45,11 @@ struct job {
 	 * variables (a leased task's PGJOB_PARTITION...), or NULL.  Borrowed;
 	 * job_free() does not free them. */
 	char **extra_env;
+	/* A leased task's run, not a job's: its name and partition (both
+	 * borrowed; task NULL for a job).  Exec's log lines then name
+	 * task=NAME partition=N instead of the job, its id and attempt. */
+	const char *task;
+	int partition;
 };
 
 /* Frees job and its strings; NULL is allowed. */
@@ -147,8 +152,13 @@ const char *handler_format_duration(int64_t ms, char *buf, size_t len);
  * tail) are replaced too.
  */
 void handler_sanitize_utf8(char *s, size_t len);
-/* True when s is JSON text that PostgreSQL's jsonb accepts (checked with
- * cJSON; no NUL bytes, no \u0000, valid UTF-8). */
+/*
+ * True when s[0..len) is JSON text that PostgreSQL's jsonb input accepts:
+ * RFC 8259 (no raw control characters in strings, JSON whitespace only),
+ * valid UTF-8 without NUL, no \u0000 or unpaired surrogate escape, numbers
+ * that numeric can hold.  Nesting deeper than the server's stack allows is
+ * not checked.
+ */
 int handler_is_json(const char *s, size_t len);
 
 /* exec (handler_exec.c). */

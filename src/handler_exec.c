@@ -4,7 +4,9 @@
  *
  * No shell: argv comes straight from the config.  The child gets a clean
  * environment (PATH and PGJOB_*, plus the handler's env), its own process
- * group, pipes on 0, 1 and 2 and no other descriptor.  The payload is
+ * group, pipes on 0, 1 and 2 and no other descriptor, the handler's user
+ * and group if it names them, and SIGKILL when the worker dies (spawn()).
+ * The payload is
  * written to its stdin without blocking; stdout is kept up to 1 MiB (the
  * rest is read and discarded so the child never blocks), stderr's last
  * 4 KiB become the error text.
@@ -25,11 +27,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <stdarg.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -71,8 +75,35 @@ struct exec_run {
 	char err[STDERR_TAIL]; /* ring buffer of the stderr tail */
 	size_t err_total;      /* stderr bytes seen */
 	int64_t start_ms;
-	char *why; /* owned: "timed out after 30s", "stopped: ..." or NULL */
+	char *why;    /* owned: "timed out after 30s", "stopped: ..." or NULL */
+	bool stopped; /* by handler_exec_stop(): the worker decides the end */
 };
+
+static void xlog(const struct exec_run *x, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * A log line about this run.  A job's names the job (log_job); a leased
+ * task's has no job id or attempt to name, so it says task=NAME
+ * partition=N at the start of its message instead.
+ */
+static void
+xlog(const struct exec_run *x, int level, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	if (!log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (x->job->task)
+		log_msg(level, "task=%s partition=%d: %s", x->job->task,
+			x->job->partition, msg);
+	else
+		log_job(level, &x->lj, "%s", msg);
+}
 
 static void
 strv_free(char **v)
@@ -194,46 +225,134 @@ close_fd(int *fd)
 }
 
 /*
- * posix_spawn with the child's pipes on 0, 1, 2, every other descriptor
+ * What the child of spawn() needs, all prepared by the parent: the child
+ * shares the worker's memory (CLONE_VM) until its execve(), on a stack of
+ * its own, while the worker waits (CLONE_VFORK).  So it does system calls
+ * only: no allocation, no lock, no stdio, and no handler of the worker's
+ * may run in it (every signal is blocked until the dispositions are back
+ * to their defaults).
+ */
+struct spawn_args {
+	const char *path;
+	char **argv, **env;
+	int fds[3];		 /* become 0, 1, 2 */
+	pid_t parent;		 /* the worker */
+	const struct run_as *as; /* NULL: stay pgjobd's user */
+	/* Written by the child when a step fails, read by the parent. */
+	int err;
+	const char *step; /* NULL: the execve itself */
+};
+
+/* The child's stack.  One spawn at a time: the worker is suspended until
+ * the child has exec'd or exited. */
+static char spawn_stack[64 * 1024] __attribute__((aligned(64)));
+
+__attribute__((noreturn, no_sanitize_address)) static void
+child_fail(struct spawn_args *a, const char *step)
+{
+	a->err = errno;
+	a->step = step;
+	_exit(127);
+}
+
+/*
+ * The child, from clone() to execve().  The order matters: credentials
+ * change before PR_SET_PDEATHSIG, which a change of credentials clears;
+ * then the check that the worker is still the parent, since it may have
+ * died before PR_SET_PDEATHSIG was set (and the signal would never come).
+ * The set*id calls are raw system calls: glibc's wrappers would signal
+ * every thread of the process to change theirs too, and the worker's
+ * threads (libcurl's resolver) are not this child's.
+ */
+__attribute__((no_sanitize_address)) static int
+child_main(void *arg)
+{
+	struct spawn_args *a = arg;
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &dfl, NULL); /* glibc's own: EINVAL */
+	if (setpgid(0, 0) < 0)
+		child_fail(a, "setpgid");
+	if (a->as) {
+		const struct run_as *as = a->as;
+		if (syscall(SYS_setgroups, (size_t)as->ngroups, as->groups) < 0)
+			child_fail(a, "setgroups");
+		if (syscall(SYS_setresgid, as->gid, as->gid, as->gid) < 0)
+			child_fail(a, "setgid");
+		if (as->uid != (uid_t)-1 &&
+		    syscall(SYS_setresuid, as->uid, as->uid, as->uid) < 0)
+			child_fail(a, "setuid");
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		child_fail(a, "prctl");
+	if (getppid() != a->parent)
+		_exit(127); /* the worker is gone: nobody to run it for */
+	for (int i = 0; i < 3; i++)
+		if (dup2(a->fds[i], i) < 0)
+			child_fail(a, "dup2");
+	closefrom(3);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(a->path, a->argv, a->env);
+	child_fail(a, NULL);
+}
+
+/*
+ * Starts path with the child's pipes on 0, 1, 2, every other descriptor
  * closed, its own process group, default signal dispositions (the worker
- * ignores SIGPIPE; a child must not inherit that) and an empty signal mask.
- * glibc reports a failed exec as the return value.  Returns 0 or an errno.
+ * ignores SIGPIPE; a child must not inherit that), an empty signal mask,
+ * the handler's user and group, and SIGKILL as its parent-death signal:
+ * if the worker dies, even by SIGKILL, the command dies with it.  Like
+ * glibc's posix_spawn, which cannot set that signal, it is a clone() with
+ * CLONE_VM | CLONE_VFORK (no copy of the worker's page tables, as a
+ * fork() would make).  Returns 0, or an errno with *step naming the step
+ * that failed (NULL: the execve).
  */
 static int
-spawn(struct exec_run *x, const char *path, char **argv, char **env)
+spawn(struct exec_run *x, const char *path, char **argv, char **env,
+      const char **step)
 {
 	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t sa;
-	sigset_t all, none;
+	const struct run_as *as = &x->job->handler->run_as;
+	struct spawn_args a = {
+		.path = path,
+		.argv = argv,
+		.env = env,
+		.parent = getpid(),
+		.as = as->set ? as : NULL,
+	};
+	sigset_t all, old;
 	int rc = 0;
 
+	*step = NULL;
 	for (int i = 0; i < 3 && rc == 0; i++)
 		if (make_pipe(p[i]) < 0)
 			rc = errno;
+	a.fds[0] = p[0][0];
+	a.fds[1] = p[1][1];
+	a.fds[2] = p[2][1];
+	if (rc == 0 && FAILPOINT(FP_EXEC_SPAWN))
+		rc = EAGAIN;
 	if (rc == 0) {
-		posix_spawn_file_actions_init(&fa);
-		posix_spawn_file_actions_adddup2(&fa, p[0][0], 0);
-		posix_spawn_file_actions_adddup2(&fa, p[1][1], 1);
-		posix_spawn_file_actions_adddup2(&fa, p[2][1], 2);
-		posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-		posix_spawnattr_init(&sa);
 		sigfillset(&all);
-		sigemptyset(&none);
-		posix_spawnattr_setsigdefault(&sa, &all);
-		posix_spawnattr_setsigmask(&sa, &none);
-		posix_spawnattr_setpgroup(&sa, 0);
-		posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP |
-						      POSIX_SPAWN_SETSIGDEF |
-						      POSIX_SPAWN_SETSIGMASK);
-		rc = FAILPOINT(FP_EXEC_SPAWN)
-			     ? EAGAIN
-			     : posix_spawn(&x->pid, path, &fa, &sa, argv, env);
-		if (rc == 0 && FAILPOINT(FP_EXEC_CRASH))
-			kill(x->pid, SIGKILL);
-		posix_spawnattr_destroy(&sa);
-		posix_spawn_file_actions_destroy(&fa);
+		sigprocmask(SIG_SETMASK, &all, &old);
+		x->pid = clone(child_main, spawn_stack + sizeof(spawn_stack),
+			       CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+		rc = x->pid < 0 ? errno : 0;
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
+	if (rc == 0 && a.err) {
+		/* It exited before or at execve(): reap it. */
+		rc = a.err;
+		*step = a.step;
+		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (rc == 0 && FAILPOINT(FP_EXEC_CRASH))
+		kill(x->pid, SIGKILL);
 	close_fd(&p[0][0]);
 	close_fd(&p[1][1]);
 	close_fd(&p[2][1]);
@@ -361,8 +480,8 @@ in_cb(struct ev_loop *loop, ev_io *w, int revents)
 		/* EPIPE: the child does not read its stdin; that is its
 		 * business (the worker ignores SIGPIPE). */
 		if (errno != EPIPE)
-			log_job(LOG_DEBUG, &x->lj, "writing stdin: %s",
-				strerror(errno));
+			xlog(x, LOG_DEBUG, "writing stdin: %s",
+			     strerror(errno));
 		break;
 	}
 	close_stdin(x);
@@ -373,8 +492,7 @@ kill_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct exec_run *x = w->data;
 
-	log_job(LOG_WARN, &x->lj,
-		"still running after SIGTERM; sending SIGKILL");
+	xlog(x, LOG_WARN, "still running after SIGTERM; sending SIGKILL");
 	signal_all(x, SIGKILL);
 }
 
@@ -406,14 +524,16 @@ timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (child_exited(x))
 		return; /* it made it: the pid watcher reports it */
 	handler_format_duration(x->timeout_ms, d, sizeof(d));
-	log_job(LOG_WARN, &x->lj, "timed out after %s; sending SIGTERM", d);
+	xlog(x, LOG_WARN, "timed out after %s; sending SIGTERM", d);
 	terminate(x, xasprintf("timed out after %s", d));
 }
 
 void
 handler_exec_stop(struct exec_run *x, const char *why)
 {
-	log_job(LOG_INFO, &x->lj, "stopping: %s", why);
+	xlog(x, LOG_INFO, "stopping: %s", why);
+	if (!x->why)
+		x->stopped = true;
 	terminate(x, xasprintf("stopped: %s", why));
 }
 
@@ -456,8 +576,12 @@ stdout_json(const struct exec_run *x)
 		len--;
 	if (len && handler_is_json(s, len))
 		return xstrndup(s, len);
-	log_job(LOG_DEBUG, &x->lj, "stdout is not JSON (%zu bytes); no result",
-		x->out.len);
+	/* Text that was meant as JSON but that PostgreSQL would refuse (a raw
+	 * tab in a string) is worth a warning; plain text is not. */
+	xlog(x, len && *s && strchr("{[\"", *s) ? LOG_WARN : LOG_DEBUG,
+	     "stdout is not JSON that PostgreSQL accepts (%zu bytes); no "
+	     "result",
+	     x->out.len);
 	return NULL;
 }
 
@@ -475,8 +599,8 @@ stdout_retry_in(const struct exec_run *x)
 	else if (cJSON_IsString(r))
 		handler_parse_duration(r->valuestring, &ms);
 	if (r && ms < 0)
-		log_job(LOG_WARN, &x->lj,
-			"retry_in is not a duration; the backoff decides");
+		xlog(x, LOG_WARN,
+		     "retry_in is not a duration; the backoff decides");
 	cJSON_Delete(j);
 	free(text);
 	return ms;
@@ -528,25 +652,40 @@ make_result(struct exec_run *x, int status, struct handler_result *res)
 	free(what);
 }
 
+/*
+ * The attempt's one line: how it ended, and the outcome this module
+ * reports.  A stopped run has none of its own (the worker decides: a
+ * cancel, a lost lease, a shutdown), and neither has a task, which its
+ * duty restarts whatever happened.
+ */
 static void
 log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 	    const struct handler_result *res)
 {
 	static const char *names[] = {"done", "retry", "dead"};
 	char *what = describe_status(status);
+	char *how;
 	int64_t cpu =
 		(int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
 		(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
 
 	if (x->out_dropped)
-		log_job(LOG_WARN, &x->lj,
-			"stdout over 1 MiB discarded (%zu bytes)",
-			x->out_dropped);
-	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &x->lj,
-		"%s%s%s -> %s, wall %lld ms, cpu %lld ms, max rss %ld KiB",
-		x->why ? x->why : "", x->why ? ", " : "", what,
-		names[res->outcome], (long long)(util_now_ms() - x->start_ms),
-		(long long)cpu, ru->ru_maxrss);
+		xlog(x, LOG_WARN, "stdout over 1 MiB discarded (%zu bytes)",
+		     x->out_dropped);
+	if (x->stopped)
+		how = xasprintf("%s (%s)", x->why, what);
+	else if (x->job->task)
+		how = xasprintf("%s%s%s", x->why ? x->why : "",
+				x->why ? ", " : "", what);
+	else
+		how = xasprintf("%s%s%s -> %s", x->why ? x->why : "",
+				x->why ? ", " : "", what, names[res->outcome]);
+	xlog(x,
+	     res->outcome == OUTCOME_DONE || x->stopped ? LOG_INFO : LOG_WARN,
+	     "%s, wall %lld ms, cpu %lld ms, max rss %ld KiB", how,
+	     (long long)(util_now_ms() - x->start_ms), (long long)cpu,
+	     ru->ru_maxrss);
+	free(how);
 	free(what);
 }
 
@@ -657,6 +796,7 @@ handler_exec_start(struct handler_run *run, struct ev_loop *loop,
 	const struct handler_conf *h = job->handler;
 	struct exec_run *x;
 	char **env, *path;
+	const char *step = NULL;
 	int rc = 0;
 
 	if (h->command.n == 0 || !h->command.v[0]) {
@@ -677,14 +817,15 @@ handler_exec_start(struct handler_run *run, struct ev_loop *loop,
 	env = build_env(job, h, slot);
 	path = resolve_program(h->command.v[0], env, &rc);
 	if (path)
-		rc = spawn(x, path, h->command.v, env);
+		rc = spawn(x, path, h->command.v, env, &step);
 	free(path);
 	strv_free(env);
 	if (rc != 0) {
 		fail->outcome = OUTCOME_RETRY;
-		fail->error = xasprintf("could not start %s: %s",
-					h->command.v[0], strerror(rc));
-		log_job(LOG_WARN, &x->lj, "%s", fail->error);
+		fail->error = xasprintf("could not start %s: %s%s%s",
+					h->command.v[0], step ? step : "",
+					step ? ": " : "", strerror(rc));
+		xlog(x, LOG_WARN, "%s", fail->error);
 		free(x);
 		return NULL;
 	}

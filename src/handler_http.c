@@ -697,18 +697,26 @@ status_text(const struct http_run *x, long status)
 	return t;
 }
 
-/* For a 3xx: where it points (not followed), else the plain text. */
+/*
+ * For a 3xx: where it points (not followed), as host:port only.  The path
+ * and query of a Location can carry what the configured url carried (a
+ * token in the query), and user:password@ too; none of it goes into
+ * last_error or a log line.  Nor does the body, which often repeats the
+ * Location in full.
+ */
 static char *
 redirect_text(const struct http_run *x, long status)
 {
-	char *loc = NULL, *t;
+	char *loc = NULL, *where, *t;
+	const char *why;
 
 	lc.easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &loc);
-	if (!loc || !*loc)
-		return status_text(x, status);
+	if (!loc || !*loc || !(where = target_of(loc, &why)))
+		return xasprintf("HTTP %ld: redirect not followed", status);
 	t = xasprintf("HTTP %ld: redirect to %.*s not followed", status,
-		      ERROR_BODY_MAX, loc);
+		      ERROR_BODY_MAX, where);
 	handler_sanitize_utf8(t, strlen(t));
+	free(where);
 	return t;
 }
 
@@ -877,6 +885,13 @@ log_attempt(const struct http_run *x, CURLcode rc,
 		snprintf(what, sizeof(what), "HTTP %ld", status);
 	if (res->retry_in_ms >= 0)
 		handler_format_duration(res->retry_in_ms, d, sizeof(d));
+	if (x->why) {
+		/* Stopped: the worker decides how the attempt ends. */
+		log_job(LOG_INFO, &x->lj, "POST %s: %s, wall %lld ms",
+			x->target, x->why,
+			(long long)(util_now_ms() - x->start_ms));
+		return;
+	}
 	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &x->lj,
 		"POST %s: %s -> %s%s%s, wall %lld ms, %zu bytes%s", x->target,
 		status ? what : res->error, names[res->outcome],

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "conninfo.h"
@@ -53,6 +55,18 @@ main(int argc, char **argv)
 	char *database = NULL;
 	int workers = 0, check = 0, c;
 	char *end;
+
+	/*
+	 * Process isolation (docs/security.md#process-isolation).  Not
+	 * dumpable: no core dumps, no ptrace and a root-owned /proc/PID, for
+	 * this process and the workers it forks, so that a handler running
+	 * as the same user cannot read their memory or environment (execve()
+	 * makes each handler dumpable again, for itself).  And the variables
+	 * the config takes from the environment are read from a private copy
+	 * and removed from the environment.
+	 */
+	prctl(PR_SET_DUMPABLE, 0);
+	config_env_private();
 
 	log_init("pgjobd", LOG_INFO, 0);
 	while ((c = getopt_long(argc, argv, "c:w:d:Vh", opts, NULL)) != -1) {
@@ -124,6 +138,14 @@ main(int argc, char **argv)
 	} else if (check) {
 		printf("%s: ok\n", path);
 		config_free(cfg);
+	} else if (config_check_run_as(cfg, geteuid(), &errs) > 0) {
+		/* user: and group: need root, which only the start can
+		 * tell. */
+		for (size_t i = 0; i < errs.n; i++)
+			fprintf(stderr, "%s\n", errs.msg[i]);
+		config_errors_free(&errs);
+		config_free(cfg);
+		rc = EXIT_CONFIG;
 	} else {
 		failpoint_init();
 		rc = supervisor_run(path, cfg, workers, conninfo);

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +153,8 @@ test_design_sketch(void **state)
 	assert_string_equal(h->library, "/usr/lib/pgjobd/thumbnail.so");
 	assert_string_equal(h->symbol, "thumbnail_run");
 	assert_string_equal(h->plugin_config, "{}");
+	/* 5m from the defaults, lowered to the lease less its fifth. */
+	assert_int_equal(h->timeout_ms, 24000);
 
 	assert_int_equal(c->nschedules, 1);
 	assert_string_equal(c->schedules[0].name, "nightly-billing");
@@ -631,6 +635,30 @@ static const struct bad bad_configs[] = {
 	 "  s: {cron: \"0 0 30 2 *\", kind: h}\n",
 	 {"t.yaml:4:13: schedules.s.cron: day-of-month: no such day in the "
 	  "months given"}},
+	/* A plugin blocks its worker: its own timeout must end before the
+	 * lease's deadline, lease - lease/5. */
+	{"lease: 30s\nhandlers:\n"
+	 "  p: {type: plugin, library: x.so, symbol: s, timeout: 25s}\n",
+	 {"t.yaml:3:56: handlers.p.timeout: 25s is longer than a plugin may "
+	  "block its worker: at most 24s (the lease, 30s, less a fifth)"}},
+	{"lease: 2s\nhandlers:\n  p:\n    type: plugin\n    library: x.so\n"
+	 "    symbol: s\n    timeout: 1601ms\n",
+	 {"t.yaml:7:14: handlers.p.timeout: 1601ms is longer than a plugin "
+	  "may block its worker: at most 1600ms (the lease, 2s, less a "
+	  "fifth)"}},
+	/* user: and group: of exec handlers and tasks must exist. */
+	{"handlers:\n  x: {type: exec, command: [/bin/true],"
+	 " user: no-such-user-pgjobd}\n",
+	 {"t.yaml:2:47: handlers.x.user: unknown user "
+	  "\"no-such-user-pgjobd\""}},
+	{"tasks:\n  t:\n    command: [/bin/true]\n    user: nobody\n"
+	 "    group: no-such-group-pgjobd\n",
+	 {"t.yaml:5:12: tasks.t.group: unknown group "
+	  "\"no-such-group-pgjobd\""}},
+	{"handlers:\n  x: {type: sql, statement: x, user: nobody}\n",
+	 {"t.yaml:2:32: handlers.x.user: user is only for exec handlers"}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true], group: ~}\n",
+	 {"t.yaml:2:48: handlers.x.group: expected a string"}},
 	/* Every schedule error, in document order. */
 	{"schedules:\n"
 	 "  nightly:\n"
@@ -664,6 +692,96 @@ test_bad_configs(void **state)
 		assert_null(config_load_string("t.yaml", b->text,
 					       strlen(b->text), NULL));
 	}
+}
+
+/* An inherited plugin timeout is lowered to what the lease allows; one
+ * that fits, or another type's, is kept. */
+static void
+test_plugin_timeout(void **state)
+{
+	struct config *c =
+		load_ok("lease: 10s\n"
+			"defaults: {timeout: 1m}\n"
+			"queues: {slow: {timeout: 9s}}\n"
+			"handlers:\n"
+			"  p: {type: plugin, library: x, symbol: s}\n"
+			"  q: {type: plugin, library: x, symbol: s,"
+			" queue: slow}\n"
+			"  r: {type: plugin, library: x, symbol: s,"
+			" timeout: 8s}\n"
+			"  s: {type: plugin, library: x, symbol: s,"
+			" timeout: 2s}\n"
+			"  e: {type: exec, command: [/bin/true]}\n");
+
+	assert_int_equal(config_handler(c, "p")->timeout_ms, 8000);
+	assert_int_equal(config_handler(c, "q")->timeout_ms, 8000);
+	assert_int_equal(config_handler(c, "r")->timeout_ms, 8000);
+	assert_int_equal(config_handler(c, "s")->timeout_ms, 2000);
+	assert_int_equal(config_handler(c, "e")->timeout_ms, 60000);
+	config_free(c);
+}
+
+/* user: and group: resolve to ids when the config is loaded. */
+static void
+test_run_as(void **state)
+{
+	struct passwd *pw = getpwnam("nobody");
+	struct config_errors errs = {0};
+	const struct run_as *as;
+	struct config *c;
+	char num[32];
+	bool found = false;
+
+	assert_non_null(pw);
+	snprintf(num, sizeof(num), "%u", (unsigned)pw->pw_uid);
+	setenv("PGJOBD_T_UID", num, 1);
+	c = load_ok("handlers:\n"
+		    "  a: {type: exec, command: [/bin/true], user: nobody}\n"
+		    "  b: {type: exec, command: [/bin/true],"
+		    " user: \"${PGJOBD_T_UID}\", group: root}\n"
+		    "  c: {type: exec, command: [/bin/true], group: 0}\n"
+		    "  d: {type: exec, command: [/bin/true]}\n"
+		    "tasks:\n"
+		    "  t: {command: [/bin/true], user: nobody}\n");
+	as = &config_handler(c, "a")->run_as;
+	assert_true(as->set);
+	assert_string_equal(as->user, "nobody");
+	assert_int_equal(as->uid, pw->pw_uid);
+	assert_int_equal(as->gid, pw->pw_gid);
+	for (int i = 0; i < as->ngroups; i++)
+		found |= as->groups[i] == pw->pw_gid;
+	assert_true(found);
+	assert_int_equal(as->line, 2);
+	assert_int_equal(as->column, 47);
+	as = &config_handler(c, "b")->run_as;
+	assert_int_equal(as->uid, pw->pw_uid);
+	assert_int_equal(as->gid, 0);
+	as = &config_handler(c, "c")->run_as;
+	assert_true(as->set);
+	assert_int_equal(as->uid, (uid_t)-1);
+	assert_int_equal(as->gid, 0);
+	assert_int_equal(as->ngroups, 1);
+	assert_false(config_handler(c, "d")->run_as.set);
+	assert_true(c->tasks[0].run_as.set);
+	assert_int_equal(c->tasks[0].run_as.uid, pw->pw_uid);
+
+	/* Only root can switch: every such key is named at start. */
+	assert_int_equal(config_check_run_as(c, 0, &errs), 0);
+	assert_int_equal(config_check_run_as(c, 1000, &errs), 4);
+	assert_string_equal(errs.msg[0],
+			    "t.yaml:2:47: handlers.a.user: pgjobd runs as uid "
+			    "1000, not root: it cannot run commands as another "
+			    "user or group");
+	assert_string_equal(errs.msg[2],
+			    "t.yaml:4:48: handlers.c.group: pgjobd runs as uid "
+			    "1000, not root: it cannot run commands as another "
+			    "user or group");
+	assert_string_equal(errs.msg[3],
+			    "t.yaml:7:35: tasks.t.user: pgjobd runs as uid "
+			    "1000, not root: it cannot run commands as another "
+			    "user or group");
+	config_errors_free(&errs);
+	config_free(c);
 }
 
 /* Scalars are untyped where the key's type allows it. */
@@ -994,6 +1112,8 @@ main(void)
 		cmocka_unit_test(test_handler_keys),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_bad_configs),
+		cmocka_unit_test(test_plugin_timeout),
+		cmocka_unit_test(test_run_as),
 		cmocka_unit_test(test_scalars),
 		cmocka_unit_test(test_aliases),
 		cmocka_unit_test(test_durations),

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -95,6 +96,8 @@ conf_for(char **argv, char **env, int64_t timeout_ms)
 	return h;
 }
 
+static void run_it(struct job *job, struct outcome *o);
+
 /* Runs one job with handler h to completion; o receives the result. */
 static void
 run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
@@ -109,13 +112,21 @@ run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
 		.lease_token = 777,
 		.handler = h,
 	};
+
+	run_it(&job, o);
+}
+
+/* Runs job to completion; o receives the result. */
+static void
+run_it(struct job *job, struct outcome *o)
+{
 	ev_timer guard, stop;
 	int64_t t0 = util_now_ms();
 
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	o->calls = 0;
 	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2};
-	o->run = handler_start(o->loop, &job, 3, done_cb, o);
+	o->run = handler_start(o->loop, job, 3, done_cb, o);
 	assert_non_null(o->run);
 	assert_int_equal(o->calls, 0); /* never from inside handler_start */
 	if (o->stop_now) {
@@ -166,6 +177,19 @@ test_text_stdout(void **state)
 	struct outcome o = {0};
 
 	run_mode("text", NULL, 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_null(o.res.result);
+	assert_null(o.res.error);
+	handler_result_clear(&o.res);
+}
+
+/* What jsonb refuses is no result, and the job is still done. */
+static void
+test_stdout_jsonb_refuses(void **state)
+{
+	struct outcome o = {0};
+
+	run_mode("tabjson", NULL, 10000, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_DONE);
 	assert_null(o.res.result);
 	assert_null(o.res.error);
@@ -536,6 +560,137 @@ test_stop_escalates(void **state)
 	handler_result_clear(&o.res);
 }
 
+/* Runs fn with stderr going to a file; returns what was written. */
+static char *
+capture_stderr(void (*fn)(void))
+{
+	char path[] = "/tmp/test_handler_exec.XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	struct buf b = {0};
+	char chunk[4096];
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0);
+	unlink(path);
+	fflush(stderr);
+	dup2(fd, 2);
+	fn();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		buf_append(&b, chunk, (size_t)n);
+	close(fd);
+	return b.data ? b.data : xstrdup("");
+}
+
+static void
+cancel_run(void)
+{
+	char *argv[] = {"sleep", "1000", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 60000);
+	struct outcome o = {.stop_why = "cancelled", .stop_after = 0.1};
+
+	run_job(&h, "{}", &o);
+	assert_string_equal(o.res.error,
+			    "stopped: cancelled (killed by signal 15)");
+	handler_result_clear(&o.res);
+}
+
+/* A stopped run's line says what happened, and no outcome: the worker
+ * decides that (a cancelled job is not retried). */
+static void
+test_stop_log_line(void **state)
+{
+	char *log = capture_stderr(cancel_run);
+
+	printf("%s", log);
+	assert_non_null(strstr(log, "job=42 kind=test attempt=2 msg=\"stopped: "
+				    "cancelled (killed by signal 15), wall "));
+	assert_null(strstr(log, "-> retry"));
+	free(log);
+}
+
+static void
+task_runs(void)
+{
+	char *argv[] = {"/bin/sh", "-c", "exit 3", NULL};
+	char *argv2[] = {"sleep", "1000", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 0);
+	struct job job = {
+		.kind = "feed",
+		.queue = "",
+		.payload = "{}",
+		.attempt = 1,
+		.lease_token = 9,
+		.handler = &h,
+		.task = "feed",
+		.partition = 2,
+	};
+	struct outcome o = {0};
+
+	run_it(&job, &o);
+	handler_result_clear(&o.res);
+	h = conf_for(argv2, NULL, 0);
+	o = (struct outcome){.stop_why = "task lease lost", .stop_after = 0.1};
+	run_it(&job, &o);
+	handler_result_clear(&o.res);
+}
+
+/* A leased task's lines name the task and partition, never job=0 or an
+ * attempt, and no outcome (its duty restarts it either way). */
+static void
+test_task_log_lines(void **state)
+{
+	char *log = capture_stderr(task_runs);
+
+	printf("%s", log);
+	assert_non_null(strstr(log, "msg=\"task=feed partition=2: exit status "
+				    "3, wall "));
+	assert_non_null(strstr(log, "msg=\"task=feed partition=2: stopping: "
+				    "task lease lost\""));
+	assert_non_null(strstr(log, "msg=\"task=feed partition=2: stopped: "
+				    "task lease lost (killed by signal 15), "
+				    "wall "));
+	assert_null(strstr(log, "job="));
+	assert_null(strstr(log, "attempt="));
+	assert_null(strstr(log, "->"));
+	free(log);
+}
+
+/* user: and group: (as root only): the command runs with those ids and
+ * the user's groups, nothing of root's. */
+static void
+test_run_as(void **state)
+{
+	char *argv[] = {
+		"/bin/sh", "-c",
+		"echo \"[$(id -u), $(id -g), [$(id -G | tr ' ' ',')]]\"", NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct passwd *pw = getpwnam("nobody");
+	gid_t groups[1];
+	struct outcome o = {0};
+	char want[128];
+
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(pw);
+	groups[0] = pw->pw_gid;
+	h.run_as = (struct run_as){.user = "nobody",
+				   .set = true,
+				   .uid = pw->pw_uid,
+				   .gid = pw->pw_gid,
+				   .groups = groups,
+				   .ngroups = 1};
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	snprintf(want, sizeof(want), "[%u, %u, [%u]]", (unsigned)pw->pw_uid,
+		 (unsigned)pw->pw_gid, (unsigned)pw->pw_gid);
+	assert_string_equal(o.res.result, want);
+	handler_result_clear(&o.res);
+}
+
 /* A stop before a deferred failure is delivered keeps the failure. */
 static void
 test_stop_failed_start(void **state)
@@ -611,12 +766,164 @@ test_text_checks(void **state)
 	assert_false(handler_is_json("", 0));
 }
 
+/*
+ * handler_is_json() against what PostgreSQL's jsonb input accepts.  Each
+ * expectation was checked with `select $1::jsonb` on PostgreSQL 15 (UTF8
+ * database) when this table was written; jsonb's answer is the one that
+ * counts, since a result it refuses would undo a finished job.
+ */
+static void
+test_json_as_jsonb(void **state)
+{
+	static const struct {
+		const char *text;
+		bool ok;
+	} cases[] = {
+		/* Raw control characters inside strings: refused. */
+		{"{\"a\":\"x\ty\"}", false},
+		{"{\"a\":\"x\ny\"}", false},
+		{"\"x\ry\"", false},
+		{"\"\x01\"", false},
+		{"\"\x1f\"", false},
+		{"{\"a\tb\":1}", false},
+		{"\"\x7f\"", true}, /* DEL is not a control character here */
+		/* Escapes. */
+		{"{\"a\":\"x\\ty\"}", true},
+		{"\"\\u0001\"", true},
+		{"\"\\u0000\"", false},
+		{"\"\\\\u0000\"", true},
+		{"\"\\ud800\"", false},
+		{"\"\\udc00\"", false},
+		{"\"\\ud800\\u0041\"", false},
+		{"\"\\ud800x\"", false},
+		{"\"\\ud800\\ud800\"", false},
+		{"\"\\ud83d\\ude00\"", true},
+		{"\"\\u00E9\"", true},
+		{"\"\\/\"", true},
+		{"\"\\x\"", false},
+		{"\"\\U0041\"", false},
+		{"\"\\u12\"", false},
+		{"\"\xc3\xa9\"", true},
+		{"\"\xed\xb3\xbf\"", false}, /* a surrogate in UTF-8 */
+		{"\"\xff\"", false},
+		/* Numbers. */
+		{"1e999", true},
+		{"-0", true},
+		{"1E+2", true},
+		{"-1.5E-3", true},
+		{"0.0e0", true},
+		{"1e01", true},
+		{"1e-0", true},
+		{"0.00", true},
+		{"1e0000000000000000000000001", true},
+		{"01", false},
+		{"-01", false},
+		{"00", false},
+		{"1.", false},
+		{".5", false},
+		{"+1", false},
+		{"1e", false},
+		{"1E", false},
+		{"1e+", false},
+		{"-", false},
+		{"--1", false},
+		{"0x10", false},
+		{"Infinity", false},
+		{"NaN", false},
+		/* What numeric can hold. */
+		{"1e131071", true},
+		{"9.9e131071", true},
+		{"12e131070", true},
+		{"1e131072", false},
+		{"12e131071", false},
+		{"1e-16383", true},
+		{"0.001e-16380", true},
+		{"1e-16384", false},
+		{"1.5e-16383", false},
+		{"0.001e-16381", false},
+		{"100e-16385", false},
+		{"0e1000000", true},
+		{"0e-16384", false},
+		{"0.0e-16383", false},
+		{"0e99999999999", false},
+		{"-0e-99999999999999999", false},
+		{"1e1000000", false},
+		/* Whitespace: space, tab, LF, CR only. */
+		{" \t\n\r[1]\r\n", true},
+		{"\x0b"
+		 "1",
+		 false},
+		{"[1,\x0c"
+		 "2]",
+		 false},
+		{"[1,\xc2\xa0"
+		 "2]",
+		 false},
+		{"\xef\xbb\xbf"
+		 "1",
+		 false},
+		{"", false},
+		{"  ", false},
+		/* Structure and literals. */
+		{"{\"a\": [1, 2]}", true},
+		{" 3 \n", true},
+		{"{}", true},
+		{"[]", true},
+		{"[1,null]", true},
+		{"{\"a\":1,\"a\":2}", true},
+		{"{\"a\": {\"b\": [true, false, null, {}, []]}}", true},
+		{"{\"a\": 1} x", false},
+		{"1 2", false},
+		{"[1,]", false},
+		{"{\"a\":1,}", false},
+		{"{1:2}", false},
+		{"{\"a\" 1}", false},
+		{"'a'", false},
+		{"[true1]", false},
+		{"True", false},
+		{"[1", false},
+		{"[1]]", false},
+		{"{\"a\":1]", false},
+		{"\"abc", false},
+	};
+	char *big;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *t = cases[i].text;
+		if (handler_is_json(t, strlen(t)) != cases[i].ok)
+			fail_msg("handler_is_json(\"%s\") should be %d", t,
+				 cases[i].ok);
+	}
+	/* A NUL inside is not JSON text that PostgreSQL can receive. */
+	assert_false(handler_is_json("\"a\0b\"", 5));
+	assert_false(handler_is_json("1\0", 2));
+	/* Digits rather than exponents: 1 and 131071 zeros fits. */
+	big = xmalloc(131075);
+	memset(big, '0', 131074);
+	big[0] = '1';
+	assert_true(handler_is_json(big, 131072));
+	assert_false(handler_is_json(big, 131073));
+	/* 16383 digits after the point fit, 16384 do not. */
+	memcpy(big, "0.", 2);
+	assert_true(handler_is_json(big, 2 + 16383));
+	assert_false(handler_is_json(big, 2 + 16384));
+	free(big);
+	/* Deep nesting needs no recursion here. */
+	big = xmalloc(200000);
+	memset(big, '[', 100000);
+	memset(big + 100000, ']', 100000);
+	assert_true(handler_is_json(big, 200000));
+	assert_false(handler_is_json(big, 199999));
+	free(big);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_json_stdout),
 		cmocka_unit_test(test_text_stdout),
+		cmocka_unit_test(test_stdout_jsonb_refuses),
 		cmocka_unit_test(test_exit_65_dead),
 		cmocka_unit_test(test_exit_75_retry_in),
 		cmocka_unit_test(test_exit_3_stderr),
@@ -633,10 +940,14 @@ main(void)
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_stop),
 		cmocka_unit_test(test_stop_escalates),
+		cmocka_unit_test(test_stop_log_line),
+		cmocka_unit_test(test_task_log_lines),
 		cmocka_unit_test(test_stop_failed_start),
+		cmocka_unit_test(test_run_as),
 		cmocka_unit_test(test_no_handler),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_text_checks),
+		cmocka_unit_test(test_json_as_jsonb),
 	};
 	const char *fix = getenv("PGJOBD_FIXTURES");
 

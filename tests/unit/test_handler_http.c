@@ -339,9 +339,7 @@ test_redirect_dead(void **state)
 	char want[128];
 
 	snprintf(want, sizeof(want),
-		 "HTTP 302: redirect to http://127.0.0.1:%d/redirect not "
-		 "followed",
-		 port);
+		 "HTTP 302: redirect to 127.0.0.1:%d not followed", port);
 	check("/redirect", OUTCOME_DEAD, want, -1);
 }
 
@@ -597,6 +595,59 @@ capture_stderr(void (*fn)(void))
 }
 
 static void
+redirect_runs(void)
+{
+	struct outcome o = {0};
+
+	run_path("/redirect-secret", 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DEAD);
+	assert_string_equal(o.res.error,
+			    "HTTP 302: redirect to hooks.example:8443 not "
+			    "followed");
+	handler_result_clear(&o.res);
+	run_path("/redirect-bare", 10000, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DEAD);
+	assert_string_equal(o.res.error, "HTTP 301: redirect not followed");
+	handler_result_clear(&o.res);
+}
+
+/* A Location (or a 3xx body) may hold the secrets of a url: last_error and
+ * the log name the host and port only. */
+static void
+test_redirect_secret(void **state)
+{
+	char *log = capture_stderr(redirect_runs);
+
+	printf("%s", log);
+	assert_null(strstr(log, "s3cret"));
+	assert_non_null(strstr(log, ": HTTP 302 -> dead, wall "));
+	free(log);
+}
+
+static void
+cancel_run(void)
+{
+	struct outcome o = {.stop_why = "cancelled", .stop_after = 0.1};
+
+	run_path("/hang", 10000, &o);
+	assert_string_equal(o.res.error, "stopped: cancelled");
+	handler_result_clear(&o.res);
+}
+
+/* A stopped request's line says what happened, and no outcome: the worker
+ * decides that (a cancelled job is not retried). */
+static void
+test_stop_log_line(void **state)
+{
+	char *log = capture_stderr(cancel_run);
+
+	printf("%s", log);
+	assert_non_null(strstr(log, ": stopped: cancelled, wall "));
+	assert_null(strstr(log, "-> retry"));
+	free(log);
+}
+
+static void
 secret_runs(void)
 {
 	char *headers[] = {"Authorization: Bearer s3cret", NULL};
@@ -691,6 +742,7 @@ main(void)
 		cmocka_unit_test(test_retry_statuses),
 		cmocka_unit_test(test_retry_after),
 		cmocka_unit_test(test_redirect_dead),
+		cmocka_unit_test(test_redirect_secret),
 		cmocka_unit_test(test_error_body),
 		cmocka_unit_test(test_connection_refused),
 		cmocka_unit_test(test_empty_reply),
@@ -701,6 +753,7 @@ main(void)
 		cmocka_unit_test(test_stop),
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_log_lines),
+		cmocka_unit_test(test_stop_log_line),
 	};
 
 	signal(SIGPIPE, SIG_IGN); /* as the worker does */

@@ -1,0 +1,317 @@
+/*
+ * Integration: process isolation (docs/security.md#process-isolation).
+ * What an exec handler can read of the daemon that runs it, and what
+ * becomes of it when the daemon dies.
+ *
+ * - A handler that runs as the daemon's own user cannot read the worker's
+ *   or the supervisor's environment (they are not dumpable), and the
+ *   variables that the config expanded are not in that environment anyway:
+ *   the test itself, as root, reads /proc/<worker>/environ and finds an
+ *   unrelated variable but not the expanded ones.  The daemon runs as
+ *   nobody here, started by this file's own spawner.
+ * - A handler with `user: nobody` under a root daemon runs as nobody and
+ *   reads nothing of the daemon either.
+ * - When the daemon's whole process group is SIGKILLed, the exec handler
+ *   it was running dies too (its own process group is not the daemon's).
+ *
+ * These need root (to start processes as nobody); without it they skip.
+ */
+#include "testlib.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* The secrets the configs take from the environment, and a variable that
+ * no config names (it must stay visible, so the reads are the right ones). */
+#define MARK	"s3cret-iso"
+#define VISIBLE "PGJOBD_T_VISIBLE=visible-iso"
+static const char *const secret_env[] = {
+	"PGJOBD_T_PASS=pw-" MARK,
+	"PGJOBD_T_TOKEN=token-" MARK,
+	VISIBLE,
+	NULL,
+};
+
+static pid_t mine[8];
+static int nmine;
+
+static void
+kill_mine(void)
+{
+	for (int i = 0; i < nmine; i++)
+		kill(-mine[i], SIGKILL);
+}
+
+/*
+ * Starts `pgjobd -c cfg -w 1` in its own process group, as uid:gid (0: as
+ * root), with env added to the environment and its log in logname.
+ */
+static pid_t
+daemon_as(uid_t uid, gid_t gid, const char *cfg, const char *logname,
+	  const char *const *env)
+{
+	char *bin = xstrdup(t_bin("pgjobd")), *log = xstrdup(t_log(logname));
+	pid_t pid;
+
+	if (nmine == 0)
+		atexit(kill_mine);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		setpgid(0, 0);
+		dup2(null, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		for (; env && *env; env++)
+			putenv((char *)*env);
+		if (uid != 0 && (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
+				 setuid(uid) < 0))
+			_exit(126);
+		execl(bin, bin, "-c", cfg, "-w", "1", (char *)NULL);
+		_exit(127);
+	}
+	free(bin);
+	free(log);
+	if (nmine < 8)
+		mine[nmine++] = pid;
+	return pid;
+}
+
+/* The config: a peek handler (isolation.sh), and secrets in places a
+ * config keeps them: the database password and another handler's env. */
+static const char *
+config(const char *name, const char *ci, const char *peek_extra)
+{
+	char *conninfo = xasprintf("%s password=${PGJOBD_T_PASS}", ci);
+	char *body = xasprintf(
+		"workers: 1\n"
+		"handlers:\n"
+		"  peek: { type: exec, command: [/bin/sh, \"%s\", %s]%s }\n"
+		"  other: { type: exec, command: [/bin/true],"
+		" env: { TOKEN: \"${PGJOBD_T_TOKEN}\" } }\n",
+		t_src("tests/fixtures/handlers/isolation.sh"), MARK,
+		peek_extra);
+	const char *cfg = t_config(name, conninfo, body);
+
+	free(conninfo);
+	free(body);
+	return cfg;
+}
+
+/* Runs one peek job and returns what the handler found (caller frees with
+ * cJSON_Delete()). */
+static cJSON *
+peek(PGconn *c)
+{
+	long long id = t_long(c, "select pgjob.enqueue('peek', '{}')");
+	char *text;
+	cJSON *j;
+
+	if (t_poll(c, 30,
+		   "select state = 'done' from pgjob.jobs where id = %lld",
+		   id) < 0)
+		fail_msg("the peek job was not done in 30 s: %s",
+			 t_value(c,
+				 "select state || ' ' || coalesce(last_error, "
+				 "'') from pgjob.jobs where id = %lld",
+				 id));
+	text = t_value(c, "select result::text from pgjob.jobs where id = %lld",
+		       id);
+	assert_non_null(text);
+	printf("peek: %s\n", text);
+	j = cJSON_Parse(text);
+	assert_non_null(j);
+	free(text);
+	return j;
+}
+
+static int
+num(cJSON *j, const char *key)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+
+	assert_true(cJSON_IsNumber(v));
+	return v->valueint;
+}
+
+/* The test reads /proc/<pid>/environ itself (as root): the variables the
+ * config expanded are gone from it, the others are there. */
+static void
+check_environ(int pid)
+{
+	char path[64], *env;
+	size_t len;
+	struct buf b = {0};
+	FILE *f;
+	char chunk[4096];
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while ((len = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		buf_append(&b, chunk, len);
+	fclose(f);
+	/* NUL-separated: make it one string. */
+	for (size_t i = 0; i < b.len; i++)
+		if (b.data[i] == '\0')
+			b.data[i] = '\n';
+	env = b.data ? b.data : "";
+	assert_non_null(strstr(env, VISIBLE));
+	assert_null(strstr(env, MARK));
+	buf_free(&b);
+}
+
+static void
+test_same_user(void **state)
+{
+	struct passwd *pw = getpwnam("nobody");
+	char *ci;
+	PGconn *c;
+	pid_t d;
+	cJSON *j;
+
+	if (geteuid() != 0 || !pw)
+		skip();
+	ci = t_db_migrated("t_isolation_same");
+	c = t_connect(ci);
+	d = daemon_as(pw->pw_uid, pw->pw_gid, config("same", ci, ""), "same",
+		      secret_env);
+	j = peek(c);
+	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
+	/* Not dumpable: a process of the same user cannot read it. */
+	assert_false(cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
+	assert_int_equal(num(j, "worker_secrets"), 0);
+	assert_int_equal(num(j, "supervisor_secrets"), 0);
+	/* And what the config expanded is not in the environment at all. */
+	check_environ(num(j, "worker"));
+	check_environ(num(j, "supervisor"));
+	assert_int_equal(num(j, "supervisor"), d);
+	cJSON_Delete(j);
+	assert_int_equal(t_stop(d, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_handler_user(void **state)
+{
+	struct passwd *pw = getpwnam("nobody");
+	char *ci;
+	PGconn *c;
+	pid_t d;
+	cJSON *j;
+
+	if (geteuid() != 0 || !pw)
+		skip();
+	ci = t_db_migrated("t_isolation_user");
+	c = t_connect(ci);
+	d = daemon_as(0, 0, config("user", ci, ", user: nobody"), "user",
+		      secret_env);
+	j = peek(c);
+	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
+	assert_false(cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
+	assert_int_equal(num(j, "worker_secrets"), 0);
+	assert_int_equal(num(j, "supervisor_secrets"), 0);
+	check_environ(num(j, "worker"));
+	check_environ(num(j, "supervisor"));
+	cJSON_Delete(j);
+
+	/* A reload expands the same variables again, from the private copy
+	 * (a variable that is not set would refuse it), and its new worker
+	 * has no more of them than the first. */
+	kill(d, SIGHUP);
+	for (int i = 0;
+	     i < 600 && !t_count_in_file(t_log("user"), "reload done"); i++)
+		t_sleep_ms(50);
+	assert_int_equal(t_count_in_file(t_log("user"), "reload done"), 1);
+	assert_int_equal(t_count_in_file(t_log("user"), "reload refused"), 0);
+	j = peek(c);
+	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
+	check_environ(num(j, "worker"));
+	cJSON_Delete(j);
+	assert_int_equal(t_stop(d, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/* The pid in file, once the handler has written it; 0 after timeout_s. */
+static pid_t
+pid_in(const char *file, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 20; i++) {
+		char *s = t_read_file(file);
+		int pid = s ? atoi(s) : 0;
+		free(s);
+		if (pid > 0)
+			return pid;
+		t_sleep_ms(50);
+	}
+	return 0;
+}
+
+static void
+test_dies_with_daemon(void **state)
+{
+	char *ci = t_db_migrated("t_isolation_kill");
+	char *file = xasprintf("%s/handler.pid", t_tmpdir());
+	char *body = xasprintf(
+		"workers: 1\n"
+		"handlers:\n"
+		"  long: { type: exec, command: [/bin/sh, -c,"
+		" \"echo $$$$ > %s.tmp && mv %s.tmp %s && exec sleep 60\"] }\n",
+		file, file, file);
+	PGconn *c = t_connect(ci);
+	pid_t d, h;
+	int gone = 0;
+
+	unlink(file);
+	d = t_daemon(t_config("kill", ci, body), 1, "kill");
+	t_exec(c, "select pgjob.enqueue('long', '{}')");
+	h = pid_in(file, 30);
+	assert_true(h > 0);
+	assert_true(t_alive(h));
+	/* The daemon's whole process group, as a kill outside systemd does:
+	 * the supervisor dies too, so nobody is left to clean up but the
+	 * kernel. */
+	assert_int_equal(kill(-d, SIGKILL), 0);
+	assert_int_equal(t_wait(d, 10), 128 + SIGKILL);
+	for (int i = 0; i < 200 && !gone; i++) {
+		gone = !t_alive(h);
+		if (!gone)
+			t_sleep_ms(50);
+	}
+	if (!gone)
+		kill(h, SIGKILL); /* do not leave it behind */
+	assert_true(gone);
+	PQfinish(c);
+	free(body);
+	free(file);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_same_user),
+		cmocka_unit_test(test_handler_user),
+		cmocka_unit_test(test_dies_with_daemon),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
