@@ -245,6 +245,59 @@ test_retention_zero(void **state)
 	free(ci);
 }
 
+/* The error text of sql, which must fail. */
+static char *
+fence_error(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+	assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "55000");
+	char *e = strdup(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
+	PQclear(r);
+	return e;
+}
+
+/* pgjob.fence() says what became of the lease, not only "stale". */
+static void
+test_fence_messages(void **state)
+{
+	char *ci = t_db_migrated("t_duty_fencemsg");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.leases values"
+		  " ('held', 'h/1', 4, now() + interval '1 hour'),"
+		  " ('released', null, 1, null),"
+		  " ('expired', 'h/2', 2, '2001-02-03 04:05:06.789+00'),"
+		  " ('taken', 'h/3', 7, now() + interval '1 hour')");
+	t_exec(c, "select pgjob.fence('held', 4)");
+	char *e = fence_error(c, "select pgjob.fence('released', 1)");
+	assert_string_equal(e, "pgjob.fence: token 1 for lease \"released\" "
+			       "is stale: the lease was released by its "
+			       "holder");
+	free(e);
+	e = fence_error(c, "select pgjob.fence('expired', 2)");
+	assert_non_null(strstr(e, "pgjob.fence: token 2 for lease \"expired\""
+				  " is stale: the lease expired at "
+				  "2001-02-03T04:05:06.789Z ("));
+	free(e);
+	e = fence_error(c, "select pgjob.fence('taken', 6)");
+	assert_string_equal(e, "pgjob.fence: token 6 for lease \"taken\" is "
+			       "stale: the lease was taken over (current "
+			       "token 7)");
+	free(e);
+	e = fence_error(c, "select pgjob.fence('held', 5)");
+	assert_string_equal(e, "pgjob.fence: token 5 for lease \"held\" was "
+			       "never issued (current token 4)");
+	free(e);
+	e = fence_error(c, "select pgjob.fence('held', null)");
+	assert_non_null(strstr(e, "token null"));
+	free(e);
+	e = fence_error(c, "select pgjob.fence('nosuch', 1)");
+	assert_string_equal(e, "pgjob.fence: no lease named \"nosuch\"");
+	free(e);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -254,6 +307,7 @@ main(void)
 		cmocka_unit_test(test_schedules_once_per_tick),
 		cmocka_unit_test(test_prune),
 		cmocka_unit_test(test_retention_zero),
+		cmocka_unit_test(test_fence_messages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
