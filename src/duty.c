@@ -382,6 +382,14 @@ on_sched_lease(void *arg, PGresult *res)
 	struct duty *d = arg;
 	int64_t had = d->sched_token;
 	d->sched_token = got_row(res) ? row_token(res) : 0;
+	if (d->sched_token && d->stopping) {
+		/* Taken while stopping: give it back at once. */
+		if (d->db)
+			lease_release(d->db, SCHEDULER_LEASE, d->holder,
+				      d->sched_token, on_ignore, NULL);
+		d->sched_token = 0;
+		return;
+	}
 	if (d->sched_token && !had)
 		log_info("holding the scheduler lease (token %lld)",
 			 (long long)d->sched_token);
@@ -562,6 +570,13 @@ on_prune_lease(void *arg, PGresult *res)
 {
 	struct duty *d = arg;
 	d->prune_token = got_row(res) ? row_token(res) : 0;
+	if (d->prune_token && d->stopping) {
+		/* Taken while stopping: give it back at once. */
+		if (d->db)
+			lease_release(d->db, PRUNE_LEASE, d->holder,
+				      d->prune_token, on_ignore, NULL);
+		d->prune_token = 0;
+	}
 	if (!d->prune_token || !d->db)
 		return;
 	char ms[24];
@@ -677,7 +692,10 @@ duty_stop(struct duty *d)
 	if (d->sched_token && d->db)
 		lease_release(d->db, SCHEDULER_LEASE, d->holder, d->sched_token,
 			      on_ignore, NULL);
-	d->sched_token = 0;
+	if (d->prune_token && d->db)
+		lease_release(d->db, PRUNE_LEASE, d->holder, d->prune_token,
+			      on_ignore, NULL);
+	d->sched_token = d->prune_token = 0;
 }
 
 int

@@ -245,6 +245,31 @@ test_retention_zero(void **state)
 	free(ci);
 }
 
+/* A clean stop gives back the scheduler's and the pruning's leases. */
+static void
+test_stop_releases_duty_leases(void **state)
+{
+	char *ci = t_db_migrated("t_duty_release");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"release", ci,
+		"workers: 2\nlease: 2s\n"
+		"handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "release");
+	assert_int_equal(t_poll(c, 20,
+				"select count(*) = 1 from pgjob.leases where "
+				"name = 'pgjob:prune' and holder is not null"),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	char *left = t_value(c, "select string_agg(name || '=' || holder, ' ')"
+				" from pgjob.leases where holder is not null");
+	if (left)
+		print_message("still held: %s\n", left);
+	assert_null(left);
+	PQfinish(c);
+	free(ci);
+}
+
 /* The error text of sql, which must fail. */
 static char *
 fence_error(PGconn *c, const char *sql)
@@ -307,6 +332,7 @@ main(void)
 		cmocka_unit_test(test_schedules_once_per_tick),
 		cmocka_unit_test(test_prune),
 		cmocka_unit_test(test_retention_zero),
+		cmocka_unit_test(test_stop_releases_duty_leases),
 		cmocka_unit_test(test_fence_messages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
