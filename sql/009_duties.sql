@@ -1,4 +1,25 @@
--- pgjobd schema, version 9: pgjob.fence() says why a token no longer holds.
+-- pgjobd schema, version 9: what each worker offers the cluster's duties,
+-- and pgjob.fence() saying why a token no longer holds.
+--
+-- Every worker writes into its own row, at each (re)connect, the leased
+-- tasks of its config with their partition counts and the definitions of
+-- its schedules.  A task's share is counted over the live workers that run
+-- it with the same count, so no partition is left to a worker whose config
+-- lacks it; the scheduler lease's holder ticks every schedule that a live
+-- worker defines, not only its own config's (docs/schedules.md).
+alter table pgjob.workers
+	-- {"task name": partitions, ...}
+	add column tasks jsonb not null default '{}',
+	-- {"schedule name": {"cron", "timezone", "kind", "payload", "queue",
+	-- "catch_up"}, ...}, the queue resolved by the defining worker.
+	add column schedules jsonb not null default '{}',
+	-- When the worker first wrote them (kept across its reconnects): where
+	-- two live workers define a schedule differently, the definition of the
+	-- one that started last wins.
+	add column defined_at timestamptz,
+	add constraint workers_tasks_check check (jsonb_typeof(tasks) = 'object'),
+	add constraint workers_schedules_check
+		check (jsonb_typeof(schedules) = 'object');
 
 -- As in version 1, but the error says what happened to the lease: taken
 -- over (a newer token), released by its holder, or expired (since when).
