@@ -475,6 +475,33 @@ cron_next(const struct cron *c, const char *tz, int64_t t, int64_t *next)
 }
 
 int
+cron_due(const struct cron *c, const char *tz, int64_t last, int64_t now_us,
+	 int all, int64_t *ticks, int max)
+{
+	/* Division truncates towards zero: floor by hand before 1970. */
+	int64_t now = now_us / 1000000 - (now_us % 1000000 < 0);
+	int64_t t = last, next;
+	struct tz_zone *z;
+	int n = 0;
+
+	if (!(z = tz_load(tz)))
+		return -1;
+	while (max > 0 && t >= TIME_MIN && t <= TIME_MAX &&
+	       search(c, z, t, &next) == 0 && next <= now) {
+		if (!all)
+			n = 1; /* keep only the latest */
+		else if (n == max)
+			break;
+		else
+			n++;
+		ticks[n - 1] = next;
+		t = next;
+	}
+	tz_free(z);
+	return n;
+}
+
+int
 cron_tz_valid(const char *tz)
 {
 	struct tz_zone *z = tz ? tz_load(tz) : NULL;

@@ -3,7 +3,7 @@
  * IANA time zone.  Pure: no event loop, no database, no global state, no
  * setenv("TZ").
  *
- * The scheduler asks cron_next() for the first tick after the last one it
+ * The scheduler asks cron_due() for the ticks after the last one it
  * enqueued, and names each tick by cron_format_utc() in its unique key.
  * docs/schedules.md is the user's description of the same rules.
  */
@@ -56,6 +56,18 @@ void cron_free(struct cron *c);
  * there happens once, at the end of the gap (the instant of the change).
  */
 int cron_next(const struct cron *c, const char *tz, int64_t t, int64_t *next);
+
+/*
+ * The ticks due after last (Unix seconds) up to now_us (microseconds since
+ * the Unix epoch, as the database's clock gives it), for a scheduler round.
+ * A tick is due once its second has begun: now_us is floored, never
+ * rounded, so a tick is never due before its time.  With all, every due
+ * tick, oldest first, the first max of them; otherwise only the latest.
+ * Writes them to ticks[0..max) and returns how many, or -1 when tz is
+ * unknown here (cron_next()).
+ */
+int cron_due(const struct cron *c, const char *tz, int64_t last, int64_t now_us,
+	     int all, int64_t *ticks, int max);
 
 /*
  * 1 if tz names a zone that cron_next() can use, else 0: "UTC", or the name

@@ -3,10 +3,17 @@
  *
  * A timer ticks every second.  Every period (a third of a lease) the duty
  * renews what it holds and tries to take what it should: the scheduler and
- * pruning leases when free, and task partitions up to its share,
- * ceil(partitions / live workers).  A worker holding more than its share
- * (another worker joined) stops the extra commands and releases their
- * leases; a worker that cannot renew kills the command at once.
+ * pruning leases when free, and task partitions up to its share.
+ *
+ * What a worker can do is in its row of pgjob.workers, written at each
+ * (re)connect: its tasks with their partition counts, and its schedules'
+ * definitions.  The share of a task is ceil(partitions / live workers that
+ * run the task with the same partition count), so every partition of every
+ * live config has a taker whatever the other configs hold.  A worker
+ * holding more than its share (another worker joined) stops the extra
+ * commands and releases their leases; a worker that cannot renew kills the
+ * command at once.  The scheduler lease's holder ticks every schedule that
+ * a live worker defines, its own config's or not: it only enqueues.
  *
  * All state here is about leases this worker believes it holds; the
  * database decides, and a stale belief costs at most one refused write.
@@ -18,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backoff.h"
 #include "config.h"
@@ -28,12 +36,14 @@
 #include "handler.h"
 #include "lease.h"
 #include "log.h"
+#include "queue.h"
 #include "util.h"
 
 #define SCHEDULER_LEASE "pgjob:scheduler"
 #define PRUNE_LEASE	"pgjob:prune"
 #define PRUNE_EVERY_MS	60000
 #define PRUNE_BATCH	"10000"
+#define TICKS_PER_ROUND 100
 
 /* One task partition this worker holds. */
 struct part {
@@ -53,16 +63,25 @@ struct part {
 	struct part *next;
 };
 
+/* Lines logged once while their cause lasts (see note_new()). */
+struct notes {
+	char **v;
+	size_t n;
+};
+
 struct duty {
 	struct ev_loop *loop;
 	const struct config *cfg;
 	char *holder;
+	int pid;
 	int64_t period_ms;
 	struct dbev *db;
 	int slot;
 	ev_timer tick;
 	int64_t last_period;
-	struct cron **crons;
+	int published;	  /* this worker's row says what it can do */
+	char *defined_at; /* when it first said so (UTC, database clock) */
+	struct notes seen, noted;
 	int64_t sched_token;
 	int sched_busy;	   /* a round of the scheduler is in flight */
 	int sched_pending; /* its tick enqueues not yet answered */
@@ -95,6 +114,77 @@ row_token(PGresult *res)
 static void
 on_ignore(void *arg, PGresult *res)
 {
+}
+
+static void
+notes_free(struct notes *n)
+{
+	for (size_t i = 0; i < n->n; i++)
+		free(n->v[i]);
+	free(n->v);
+	*n = (struct notes){0};
+}
+
+/*
+ * Whether a line about key should be logged in this scheduler round: only
+ * when the previous round did not see the same key, so a lasting condition
+ * is logged once, not every second, and again if it comes back.
+ */
+static int
+note_new(struct duty *d, const char *key)
+{
+	d->noted.v = xrealloc(d->noted.v, (d->noted.n + 1) * sizeof(char *));
+	d->noted.v[d->noted.n++] = xstrdup(key);
+	for (size_t i = 0; i < d->seen.n; i++)
+		if (strcmp(d->seen.v[i], key) == 0)
+			return 0;
+	return 1;
+}
+
+/* The round is over: what it noted is what the next one compares with. */
+static void
+notes_rotate(struct duty *d)
+{
+	notes_free(&d->seen);
+	d->seen = d->noted;
+	d->noted = (struct notes){0};
+}
+
+/* --- what this worker can do, in its row of pgjob.workers -------------- */
+
+static void
+on_published(void *arg, PGresult *res)
+{
+	struct duty *d = arg;
+	if (!res)
+		return; /* connection lost: written again on reconnect */
+	if (got_row(res)) {
+		if (!d->defined_at)
+			d->defined_at = xstrdup(PQgetvalue(res, 0, 0));
+		return;
+	}
+	d->published = 0; /* the next period tries again */
+	char *e = PQresultStatus(res) == PGRES_TUPLES_OK
+			  ? xstrdup("this worker has no row in pgjob.workers")
+			  : db_error_text(NULL, res);
+	log_warn("writing this worker's tasks and schedules: %s; trying again "
+		 "in %.1fs",
+		 e, (double)d->period_ms / 1000.);
+	free(e);
+}
+
+/*
+ * Writes what this worker can do into its row (lease_worker_publish()):
+ * nothing once it is stopping, so that the others count it out of the task
+ * shares and the schedules at once, not when its last job has ended.
+ */
+static void
+publish(struct duty *d)
+{
+	d->published = 1; /* or in flight */
+	lease_worker_publish(d->db, d->slot, d->pid,
+			     d->stopping ? NULL : d->cfg, d->defined_at,
+			     on_published, d);
 }
 
 /* --- leased tasks ------------------------------------------------------ */
@@ -313,16 +403,22 @@ on_part_renewed(void *arg, PGresult *res)
 	}
 }
 
+/* Per task (1-based index in the config), the live workers that run it. */
 static void
 on_live(void *arg, PGresult *res)
 {
 	struct duty *d = arg;
-	if (!got_row(res) || d->stopping || !d->db)
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || d->stopping ||
+	    !d->db)
 		return;
-	long live = atol(PQgetvalue(res, 0, 0));
-	if (live < 1)
-		live = 1;
-	for (size_t i = 0; i < d->cfg->ntasks; i++) {
+	for (int r = 0; r < PQntuples(res); r++) {
+		size_t i = (size_t)atol(PQgetvalue(res, r, 0)) - 1;
+		long live = atol(PQgetvalue(res, r, 1));
+		if (i >= d->cfg->ntasks)
+			continue;
+		/* Not yet counted itself (its row is being written). */
+		if (live < 1)
+			live = 1;
 		const struct task_conf *t = &d->cfg->tasks[i];
 		int target = (int)((t->partitions + live - 1) / live);
 		shed(d, t, target);
@@ -334,25 +430,24 @@ on_live(void *arg, PGresult *res)
 static void
 tasks_period(struct duty *d)
 {
-	struct buf names = {0}, tokens = {0};
-	int n = 0;
-	buf_append(&names, "{", 1);
-	buf_append(&tokens, "{", 1);
+	size_t n = 0;
+	for (struct part *p = d->parts; p; p = p->next)
+		n++;
+	const char **names = xcalloc(n + 1, sizeof(char *));
+	int64_t *tokens = xcalloc(n + 1, sizeof(int64_t));
+	n = 0;
 	for (struct part *p = d->parts; p; p = p->next) {
 		if (p->releasing || p->lost)
 			continue;
-		buf_appendf(&names, "%s\"%s\"", n ? "," : "", p->lease);
-		buf_appendf(&tokens, "%s%lld", n ? "," : "",
-			    (long long)p->token);
-		n++;
+		names[n] = p->lease;
+		tokens[n++] = p->token;
 	}
-	buf_append(&names, "}", 1);
-	buf_append(&tokens, "}", 1);
-	char ms[24], window[24];
+	char ms[24];
 	snprintf(ms, sizeof(ms), "%lld", (long long)lease_ms(d));
-	snprintf(window, sizeof(window), "%lld", (long long)lease_ms(d));
 	if (n > 0) {
-		const char *p[] = {names.data, tokens.data, ms, d->holder};
+		char *a = queue_text_array(names, n);
+		char *b = queue_int_array(tokens, n);
+		const char *p[] = {a, b, ms, d->holder};
 		dbev_failpoints(d->db, 0, FP_TASK_RENEW);
 		dbev_send(
 			d->db,
@@ -363,15 +458,13 @@ tasks_period(struct duty *d)
 			"  and l.holder = $4 and l.expires_at >= now()"
 			" returning l.name",
 			4, p, on_part_renewed, d);
+		free(a);
+		free(b);
 	}
-	/* Live workers: a heartbeat within one lease. */
-	const char *p2[] = {window};
-	dbev_send(d->db,
-		  "select count(*) from pgjob.workers"
-		  " where heartbeat_at > now() - $1::bigint * interval '1 ms'",
-		  1, p2, on_live, d);
-	buf_free(&names);
-	buf_free(&tokens);
+	free(names);
+	free(tokens);
+	/* The live workers that run each task (lease_task_workers()). */
+	lease_task_workers(d->db, d->cfg, lease_ms(d), on_live, d);
 }
 
 /* --- the scheduler and pruning ------------------------------------------ */
@@ -382,6 +475,14 @@ on_sched_lease(void *arg, PGresult *res)
 	struct duty *d = arg;
 	int64_t had = d->sched_token;
 	d->sched_token = got_row(res) ? row_token(res) : 0;
+	if (d->sched_token && d->stopping) {
+		/* Taken while stopping: give it back at once. */
+		if (d->db)
+			lease_release(d->db, SCHEDULER_LEASE, d->holder,
+				      d->sched_token, on_ignore, NULL);
+		d->sched_token = 0;
+		return;
+	}
 	if (d->sched_token && !had)
 		log_info("holding the scheduler lease (token %lld)",
 			 (long long)d->sched_token);
@@ -425,28 +526,43 @@ on_ticked(void *arg, PGresult **res, int n)
 	free(t);
 }
 
-/* Advances schedule s to tick and enqueues its job, in one transaction. */
+/* A schedule as a live worker defined it: borrowed from a round's result. */
+struct sched_def {
+	const char *name, *kind, *payload, *queue;
+};
+
+/*
+ * Advances schedule s to tick and enqueues its job, in one transaction.
+ * The job is due at the tick itself, never before, and its payload names
+ * the schedule and the tick under "pgjob" unless the configured payload
+ * has that key already (docs/schedules.md).
+ */
 static void
-enqueue_tick(struct duty *d, const struct schedule_conf *s, int64_t tick)
+enqueue_tick(struct duty *d, const struct sched_def *s, int64_t tick)
 {
 	char when[CRON_TIME_LEN], epoch[24], token[24];
 	cron_format_utc(tick, when);
 	snprintf(epoch, sizeof(epoch), "%lld", (long long)tick);
 	snprintf(token, sizeof(token), "%lld", (long long)d->sched_token);
 	char *key = xasprintf("schedule:%s:%s", s->name, when);
-	const struct handler_conf *h = config_handler(d->cfg, s->kind);
-	const char *queue = s->queue ? s->queue : h ? h->queue : "default";
 	const char *pf[] = {SCHEDULER_LEASE, token};
-	const char *pe[] = {s->name, epoch, s->kind, s->payload, queue, key};
+	const char *pe[] = {s->name,  epoch, s->kind, s->payload,
+			    s->queue, key,   when};
 	struct dbev_stmt st[] = {
 		{"select pgjob.fence($1, $2)", 2, NULL, pf},
 		{"with s as (update pgjob.schedules"
 		 "   set last_tick = to_timestamp($2::bigint)"
 		 "   where name = $1 and last_tick < to_timestamp($2::bigint)"
 		 "   returning 1)"
-		 " select pgjob.enqueue($3, $4::jsonb, queue => $5,"
+		 " select pgjob.enqueue($3,"
+		 "  case when $4::jsonb ? 'pgjob' then $4::jsonb"
+		 "   else $4::jsonb || jsonb_build_object('pgjob',"
+		 "    jsonb_build_object('schedule', $1::text,"
+		 "     'tick', $7::text))"
+		 "  end,"
+		 "  queue => $5, run_at => to_timestamp($2::bigint),"
 		 "  unique_key => $6) from s",
-		 6, NULL, pe},
+		 7, NULL, pe},
 	};
 	struct tick *t = xcalloc(1, sizeof(*t));
 	t->d = d;
@@ -457,23 +573,67 @@ enqueue_tick(struct duty *d, const struct schedule_conf *s, int64_t tick)
 	free(key);
 }
 
-/* Due ticks of one schedule after last, up to now (Unix seconds). */
-static int
-due_ticks(struct duty *d, size_t i, int64_t last, int64_t now, int64_t *ticks,
-	  int max)
+/* Says once that two live workers define schedule name differently. */
+static void
+note_conflict(struct duty *d, const char *name, const char *winner,
+	      const char *other)
 {
-	const struct schedule_conf *s = &d->cfg->schedules[i];
-	int n = 0;
-	int64_t t = last, next;
-	while (d->crons[i] &&
-	       cron_next(d->crons[i], s->timezone, t, &next) == 0 &&
-	       next <= now) {
-		if (s->catch_up_all && n < max)
-			ticks[n++] = next;
-		else if (!s->catch_up_all)
-			ticks[(n = 1) - 1] = next; /* keep only the latest */
-		t = next;
+	char *key = xasprintf("conflict\n%s\n%s\n%s", name, winner, other);
+	if (note_new(d, key))
+		log_warn("schedule %s: live workers define it differently; "
+			 "ticking the definition of %s (started last), not "
+			 "that of %s",
+			 name, winner, other);
+	free(key);
+}
+
+/* Enqueues the due ticks of row r of a round's result; returns how many. */
+static int
+schedule_row(struct duty *d, PGresult *res, int r)
+{
+	struct sched_def s = {PQgetvalue(res, r, 0), PQgetvalue(res, r, 3),
+			      PQgetvalue(res, r, 4), PQgetvalue(res, r, 5)};
+	const char *cron = PQgetvalue(res, r, 1);
+	const char *tz = PQgetisnull(res, r, 2) ? NULL : PQgetvalue(res, r, 2);
+	const char *by = PQgetvalue(res, r, 7);
+	int all = strcmp(PQgetvalue(res, r, 6), "all") == 0;
+	int64_t now_us = strtoll(PQgetvalue(res, r, 10), NULL, 10);
+	int64_t ticks[TICKS_PER_ROUND];
+	char *err = NULL, *key;
+	int n = -1;
+
+	if (!PQgetisnull(res, r, 8))
+		note_conflict(d, s.name, by, PQgetvalue(res, r, 8));
+	if (PQgetisnull(res, r, 9)) {
+		/* New schedule: ticks count from now on. */
+		const char *p[] = {s.name};
+		dbev_send(d->db,
+			  "insert into pgjob.schedules (name, last_tick)"
+			  " values ($1, date_trunc('second', now()))"
+			  " on conflict (name) do nothing",
+			  1, p, on_ignore, NULL);
+		return 0;
 	}
+	struct cron *c = cron_parse(cron, &err);
+	if (c)
+		n = cron_due(c, tz, strtoll(PQgetvalue(res, r, 9), NULL, 10),
+			     now_us, all, ticks, TICKS_PER_ROUND);
+	cron_free(c);
+	if (n < 0) {
+		/* The definer's pgjobd took it; this one cannot. */
+		key = xasprintf("unusable\n%s\n%s\n%s\n%s", s.name, by, cron,
+				tz ? tz : "");
+		if (note_new(d, key))
+			log_warn("schedule %s (defined by %s): %s; not "
+				 "ticked here",
+				 s.name, by,
+				 err ? err : "unknown time zone on this host");
+		free(key);
+		n = 0;
+	}
+	free(err);
+	for (int k = 0; k < n; k++)
+		enqueue_tick(d, &s, ticks[k]);
 	return n;
 }
 
@@ -481,57 +641,57 @@ static void
 on_schedules(void *arg, PGresult *res)
 {
 	struct duty *d = arg;
-	int64_t ticks[100];
 	int sent = 0;
 
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || !d->db) {
+		if (res && PQresultStatus(res) != PGRES_TUPLES_OK) {
+			char *e = db_error_text(NULL, res);
+			log_warn("scheduler: reading the schedules: %s", e);
+			free(e);
+		}
 		d->sched_busy = 0;
 		return;
 	}
-	for (int r = 0; r < PQntuples(res); r++) {
-		size_t i = (size_t)atoi(PQgetvalue(res, r, 0)) - 1;
-		const struct schedule_conf *s = &d->cfg->schedules[i];
-		int64_t now = strtoll(PQgetvalue(res, r, 2), NULL, 10);
-		if (PQgetisnull(res, r, 1)) {
-			/* New schedule: ticks count from now on. */
-			char e[24];
-			snprintf(e, sizeof(e), "%lld", (long long)now);
-			const char *p[] = {s->name, e};
-			dbev_send(
-				d->db,
-				"insert into pgjob.schedules (name, last_tick)"
-				" values ($1, to_timestamp($2::bigint))"
-				" on conflict (name) do nothing",
-				2, p, on_ignore, NULL);
-			continue;
-		}
-		int64_t last = strtoll(PQgetvalue(res, r, 1), NULL, 10);
-		int n = due_ticks(d, i, last, now, ticks, 100);
-		for (int k = 0; k < n; k++, sent++)
-			enqueue_tick(d, s, ticks[k]);
-	}
+	for (int r = 0; r < PQntuples(res); r++)
+		sent += schedule_row(d, res, r);
+	notes_rotate(d);
 	if (sent == 0)
 		d->sched_busy = 0;
 }
 
+/*
+ * One round of the scheduler: every schedule that a live worker defines,
+ * by the definition of the worker that started last (then by its name:
+ * deterministic while the same workers live), with any other live worker
+ * whose definition differs, the last tick enqueued, and the database's
+ * clock in microseconds.
+ */
 static void
 schedule_run(struct duty *d)
 {
+	char window[24];
+	snprintf(window, sizeof(window), "%lld", (long long)lease_ms(d));
+	const char *p[] = {window};
 	d->sched_busy = 1;
-	struct buf names = {0};
-	buf_append(&names, "{", 1);
-	for (size_t i = 0; i < d->cfg->nschedules; i++)
-		buf_appendf(&names, "%s\"%s\"", i ? "," : "",
-			    d->cfg->schedules[i].name);
-	buf_append(&names, "}", 1);
-	const char *p[] = {names.data};
-	dbev_send(d->db,
-		  "select n.i, extract(epoch from s.last_tick)::bigint,"
-		  "  extract(epoch from now())::bigint"
-		  " from unnest($1::text[]) with ordinality as n(name, i)"
-		  " left join pgjob.schedules s on s.name = n.name",
-		  1, p, on_schedules, d);
-	buf_free(&names);
+	dbev_send(
+		d->db,
+		"with d as (select s.key as name, s.value as def,"
+		"   w.host || '/' || w.pid as publisher,"
+		"   row_number() over (partition by s.key"
+		"    order by w.defined_at desc, w.host || '/' || w.pid desc)"
+		"    as rank"
+		"  from pgjob.workers w, jsonb_each(w.schedules) s"
+		"  where w.heartbeat_at > now() - $1::bigint * interval '1 ms')"
+		" select d.name, d.def->>'cron', d.def->>'timezone',"
+		"  d.def->>'kind', d.def->'payload', d.def->>'queue',"
+		"  d.def->>'catch_up', d.publisher,"
+		"  (select o.publisher from d o where o.name = d.name"
+		"    and o.def <> d.def order by o.rank limit 1),"
+		"  extract(epoch from s.last_tick)::bigint,"
+		"  (extract(epoch from now()) * 1000000)::bigint"
+		" from d left join pgjob.schedules s on s.name = d.name"
+		" where d.rank = 1 order by d.name",
+		1, p, on_schedules, d);
 }
 
 static void
@@ -562,6 +722,13 @@ on_prune_lease(void *arg, PGresult *res)
 {
 	struct duty *d = arg;
 	d->prune_token = got_row(res) ? row_token(res) : 0;
+	if (d->prune_token && d->stopping) {
+		/* Taken while stopping: give it back at once. */
+		if (d->db)
+			lease_release(d->db, PRUNE_LEASE, d->holder,
+				      d->prune_token, on_ignore, NULL);
+		d->prune_token = 0;
+	}
 	if (!d->prune_token || !d->db)
 		return;
 	char ms[24];
@@ -607,8 +774,11 @@ on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 		return;
 	if (now - d->last_period >= d->period_ms) {
 		d->last_period = now;
-		if (d->cfg->nschedules > 0)
-			scheduler_period(d);
+		if (!d->published)
+			publish(d);
+		/* Every worker may hold it: the holder ticks every live
+		 * worker's schedules, not only its own. */
+		scheduler_period(d);
 		if (now - d->last_prune >= PRUNE_EVERY_MS) {
 			d->last_prune = now;
 			prune_period(d);
@@ -628,16 +798,10 @@ duty_new(struct ev_loop *loop, const struct config *cfg, const char *holder,
 	d->loop = loop;
 	d->cfg = cfg;
 	d->holder = xstrdup(holder);
+	d->pid = (int)getpid();
 	d->period_ms = period_ms;
 	d->last_period = util_now_ms() - period_ms;
 	d->last_prune = util_now_ms() - PRUNE_EVERY_MS;
-	d->crons = xcalloc(cfg->nschedules + 1, sizeof(struct cron *));
-	for (size_t i = 0; i < cfg->nschedules; i++) {
-		char *err = NULL;
-		/* The config loader validated it already. */
-		d->crons[i] = cron_parse(cfg->schedules[i].cron, &err);
-		free(err);
-	}
 	ev_timer_init(&d->tick, on_tick, 0.2, 1.);
 	d->tick.data = d;
 	ev_timer_start(loop, &d->tick);
@@ -651,9 +815,12 @@ duty_set_db(struct duty *d, struct dbev *db, int slot)
 	d->slot = slot;
 	if (db) {
 		d->last_period = util_now_ms() - d->period_ms;
+		/* Registering the row cleared what it said. */
+		publish(d);
 		return;
 	}
 	/* Without a connection no lease can be renewed: stop everything. */
+	d->published = 0;
 	d->sched_token = d->prune_token = 0;
 	d->sched_busy = d->acquiring = d->sched_pending = 0;
 	struct part *p = d->parts, *next;
@@ -677,7 +844,12 @@ duty_stop(struct duty *d)
 	if (d->sched_token && d->db)
 		lease_release(d->db, SCHEDULER_LEASE, d->holder, d->sched_token,
 			      on_ignore, NULL);
-	d->sched_token = 0;
+	if (d->prune_token && d->db)
+		lease_release(d->db, PRUNE_LEASE, d->holder, d->prune_token,
+			      on_ignore, NULL);
+	d->sched_token = d->prune_token = 0;
+	if (d->db)
+		publish(d); /* withdraws */
 }
 
 int
@@ -698,9 +870,9 @@ duty_free(struct duty *d)
 	/* The loop is about to end: no command may outlive the worker. */
 	while (d->parts)
 		part_free(d->parts);
-	for (size_t i = 0; i < d->cfg->nschedules; i++)
-		cron_free(d->crons[i]);
-	free(d->crons);
+	notes_free(&d->seen);
+	notes_free(&d->noted);
+	free(d->defined_at);
 	free(d->holder);
 	free(d);
 }

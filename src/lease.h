@@ -1,6 +1,7 @@
 /*
- * lease: slots (the worker's identity, a session advisory lock) and the
- * worker's row in pgjob.workers.  Slots are identity and liveness, not
+ * lease: slots (the worker's identity, a session advisory lock), the
+ * worker's row in pgjob.workers (with what it offers the cluster's duties),
+ * and named leases with fencing tokens.  Slots are identity and liveness, not
  * safety: the job's lease token is what keeps a job from running twice.
  */
 #ifndef PGJOBD_LEASE_H
@@ -10,6 +11,8 @@
 #include <stdint.h>
 
 #include "dbev.h"
+
+struct config;
 
 /*
  * Takes the lowest free slot 1..max_slots with pg_try_advisory_lock(
@@ -29,9 +32,34 @@ struct lease_worker {
 	const char *kinds; /* a text[] literal */
 };
 
-/* Upserts the worker's row (heartbeat now()).  Returns 0 or -1 (*err). */
+/*
+ * Upserts the worker's row (heartbeat now()).  What a previous holder of
+ * the slot said it could do (tasks, schedules) is cleared: the duty writes
+ * this worker's own right after (duty_set_db()).  Returns 0 or -1 (*err).
+ */
 int lease_worker_register(PGconn *conn, const struct lease_worker *w,
 			  char **err);
+/*
+ * Writes into the worker's row (slot, pid) what its config offers the
+ * cluster's duties: its tasks with their partition counts, and its
+ * schedules' definitions, each schedule's queue resolved (the scheduler
+ * lease's holder may have no handler for the kind).  defined_at is the
+ * value a previous call returned, or NULL the first time: the row's
+ * defined_at is then now().  The result has one row, defined_at as
+ * "YYYY-MM-DDTHH:MM:SS.ffffffZ", or none when the row is not this
+ * worker's.  cfg is borrowed for the call; NULL writes nothing offered (a
+ * stopping worker withdraws, so that others take over its share).
+ */
+int lease_worker_publish(struct dbev *d, int slot, int pid,
+			 const struct config *cfg, const char *defined_at,
+			 dbev_result_fn cb, void *arg);
+/*
+ * For each task of cfg, the live workers (a heartbeat within window_ms)
+ * that run it with the same number of partitions, this one included once
+ * it has published: rows (task index from 1, count).
+ */
+int lease_task_workers(struct dbev *d, const struct config *cfg,
+		       int64_t window_ms, dbev_result_fn cb, void *arg);
 /* Sends the heartbeat for slot (pid guards against a slot's new owner). */
 int lease_worker_heartbeat(struct dbev *d, int slot, int pid, dbev_result_fn cb,
 			   void *arg);

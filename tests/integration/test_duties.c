@@ -245,6 +245,345 @@ test_retention_zero(void **state)
 	free(ci);
 }
 
+/*
+ * Names with '"' and '\\' (YAML allows them) reach the database intact: the
+ * task's partitions are taken and renewed under their own token, and the
+ * schedule ticks.
+ */
+static void
+test_names_escaped(void **state)
+{
+	char *ci = t_db_migrated("t_duty_names");
+	PGconn *c = t_connect(ci);
+	char body[4096], file[4200];
+	snprintf(file, sizeof(file), "%s/names.starts", t_tmpdir());
+	snprintf(body, sizeof(body),
+		 "workers: 1\nlease: 2s\nshutdown_timeout: 5s\n"
+		 "handlers:\n"
+		 "  tick: { type: exec, command: [\"/bin/true\"] }\n"
+		 "schedules:\n"
+		 "  'ti\"ck\\s': { cron: \"* * * * *\", kind: tick }\n"
+		 "tasks:\n"
+		 "  'fe\"e\\d': { command: [\"%s\", \"%s\"], partitions: 2 }\n",
+		 t_src("tests/fixtures/daemon/task.sh"), file);
+	const char *cfg = t_config("names", ci, body);
+	t_exec(c, "insert into pgjob.schedules values ('ti\"ck\\s', "
+		  "date_trunc('minute', now()) - interval '2 minutes')");
+	pid_t p = t_daemon(cfg, 0, "names");
+	static const char held[] =
+		"select count(*) = 2 from pgjob.leases where name in "
+		"('task:fe\"e\\d:0', 'task:fe\"e\\d:1') and expires_at > now()";
+	assert_int_equal(t_poll(c, 30, held), 0);
+	char *first = t_value(c, "select sum(token) || ' ' || max(expires_at)"
+				 " from pgjob.leases where name like "
+				 "'task:fe\"e\\\\d:%%'");
+	/* Renewed: both expire later than either did, under the same
+	 * tokens. */
+	assert_int_equal(
+		t_poll(c, 30,
+		       "select count(*) = 2 and sum(token) = split_part('%s',"
+		       " ' ', 1)::bigint and min(expires_at) > substr('%s',"
+		       " strpos('%s', ' ') + 1)::timestamptz from pgjob.leases"
+		       " where name like 'task:fe\"e\\\\d:%%' and"
+		       " expires_at > now()",
+		       first, first, first),
+		0);
+	free(first);
+	assert_int_equal(
+		t_poll(c, 30,
+		       "select count(*) >= 1 from pgjob.jobs "
+		       "where unique_key like 'schedule:ti\"ck\\\\s:%%'"
+		       " and payload->'pgjob'->>'schedule' = "
+		       "'ti\"ck\\s'"),
+		0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+static const char *
+feed_config(const char *name, const char *ci, int partitions)
+{
+	char body[4096], file[4200], tasks[4400] = "";
+	snprintf(file, sizeof(file), "%s/%s.starts", t_tmpdir(), name);
+	if (partitions > 0)
+		snprintf(tasks, sizeof(tasks),
+			 "tasks:\n  feed: { command: [\"%s\", \"%s\"],"
+			 " partitions: %d }\n",
+			 t_src("tests/fixtures/daemon/task.sh"), file,
+			 partitions);
+	snprintf(body, sizeof(body),
+		 "workers: 1\nlease: 2s\nshutdown_timeout: 5s\n"
+		 "handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n"
+		 "%s",
+		 tasks);
+	return t_config(name, ci, body);
+}
+
+/*
+ * A worker whose config has no such task takes no share of it: with one
+ * instance without tasks and one with four partitions, all four run.  With
+ * a third whose config says six, partitions 4 and 5 run too (each group of
+ * equal counts covers its own range).
+ */
+static void
+test_task_share_by_config(void **state)
+{
+	char *ci = t_db_migrated("t_duty_share");
+	PGconn *c = t_connect(ci);
+	static const char live[] =
+		"select count(*) = %d and max(split_part(name, ':', 3)::int)"
+		" = %d from pgjob.leases where name like 'task:feed:%%'"
+		" and expires_at > now()";
+	/* The instance without tasks is live before the other starts. */
+	pid_t none = t_daemon(feed_config("share_none", ci, 0), 0, "share0");
+	assert_int_equal(
+		t_poll(c, 20, "select count(*) = 1 from pgjob.workers"), 0);
+	pid_t four = t_daemon(feed_config("share_four", ci, 4), 0, "share4");
+	assert_int_equal(t_poll(c, 20, live, 4, 3), 0);
+	pid_t six = t_daemon(feed_config("share_six", ci, 6), 0, "share6");
+	assert_int_equal(t_poll(c, 20, live, 6, 5), 0);
+	assert_int_equal(t_stop(six, SIGTERM, 30), 0);
+	assert_int_equal(t_stop(four, SIGTERM, 30), 0);
+	assert_int_equal(t_stop(none, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A draining instance (a stop or a reload, finishing a long job) has given
+ * its partitions back and runs no task any more: the others take its share
+ * at once, not when its last job ends.
+ */
+static void
+test_task_share_while_draining(void **state)
+{
+	char *ci = t_db_migrated("t_duty_drain");
+	PGconn *c = t_connect(ci);
+	char body[4096], cfg_p[4096];
+	snprintf(body, sizeof(body),
+		 "workers: 1\nlease: 2s\nshutdown_timeout: 60s\n"
+		 "handlers:\n"
+		 "  slow: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n"
+		 "tasks:\n  feed: { command: [\"%s\", \"%s/drain.starts\"],"
+		 " partitions: 2 }\n",
+		 t_src("tests/fixtures/daemon/task.sh"), t_tmpdir());
+	snprintf(cfg_p, sizeof(cfg_p), "%s", t_config("drain_p", ci, body));
+	pid_t p = t_daemon(cfg_p, 0, "drain_p");
+	pid_t q = t_daemon(feed_config("drain_q", ci, 2), 0, "drain_q");
+	assert_int_equal(t_poll(c, 20, spread_sql, "{1,1}"), 0);
+	t_exec(c, "select pgjob.enqueue('slow')");
+	assert_int_equal(t_poll(c, 20,
+				"select count(*) = 1 from pgjob.jobs "
+				"where state = 'running'"),
+			 0);
+	kill(p, SIGTERM);
+	assert_int_equal(t_poll(c, 20, spread_sql, "{2}"), 0);
+	assert_true(t_alive(p)); /* still draining its job */
+	/* A second signal stops it now. */
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	assert_int_equal(t_stop(q, SIGTERM, 30), 0);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * Instance B (its own schedule only) holds the scheduler lease; instance A
+ * defines schedules that B has no handler for.  B ticks them: each tick
+ * once, on A's handler's queue, due at the tick and never before it, with
+ * the tick in the payload.  A schedule both define differently ticks by
+ * the definition of A (started last), and B says so.
+ */
+static void
+test_schedules_of_every_config(void **state)
+{
+	char *ci = t_db_migrated("t_duty_every");
+	PGconn *c = t_connect(ci);
+	char cfg_b[4096];
+	snprintf(cfg_b, sizeof(cfg_b), "%s",
+		 t_config("every_b", ci,
+			  "workers: 1\nlease: 2s\n"
+			  "handlers:\n"
+			  "  b_kind: { type: exec, command: [\"/bin/true\"] }\n"
+			  "schedules:\n"
+			  "  b_own: { cron: \"0 0 1 1 *\", kind: b_kind }\n"
+			  "  shared: { cron: \"0 0 1 1 *\", kind: b_kind,"
+			  " payload: { from: b } }\n"));
+	const char *cfg_a = t_config(
+		"every_a", ci,
+		"workers: 1\nlease: 2s\n"
+		"queues: { aq: {} }\n"
+		"handlers:\n"
+		"  a_kind: { type: exec, command: [\"/bin/true\"], queue: aq "
+		"}\n"
+		"schedules:\n"
+		"  a_only: { cron: \"* * * * *\", kind: a_kind, catch_up: all,"
+		" payload: { n: 1 } }\n"
+		"  own_key: { cron: \"* * * * *\", kind: a_kind,"
+		" payload: { pgjob: { mine: true } } }\n"
+		"  shared: { cron: \"* * * * *\", kind: a_kind,"
+		" payload: { from: a } }\n");
+	pid_t b = t_daemon(cfg_b, 0, "every_b");
+	assert_int_equal(t_poll(c, 20,
+				"select count(*) = 1 from pgjob.leases where "
+				"name = 'pgjob:scheduler' and expires_at > "
+				"now()"),
+			 0);
+	char *holder = t_value(c, "select holder from pgjob.leases where "
+				  "name = 'pgjob:scheduler'");
+	pid_t a = t_daemon(cfg_a, 0, "every_a");
+	assert_int_equal(
+		t_poll(c, 20, "select count(*) = 2 from pgjob.workers"), 0);
+	/* As if nothing had been scheduled for two minutes. */
+	t_exec(c, "insert into pgjob.schedules select n, date_trunc('minute',"
+		  " now()) - interval '2 minutes' from unnest(array['a_only',"
+		  " 'own_key', 'shared']) n on conflict (name) do update set"
+		  " last_tick = excluded.last_tick");
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) >= 2 from pgjob.jobs where "
+				"unique_key like 'schedule:a_only:%%' and "
+				"state = 'done'"),
+			 0);
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) = 0 from pgjob.jobs where "
+				"state <> 'done'"),
+			 0);
+	assert_int_equal(t_poll(c, 30,
+				"select count(*) >= 1 from pgjob.jobs where "
+				"unique_key like 'schedule:shared:%%'"),
+			 0);
+	/* B held the lease throughout, and enqueued what A defined. */
+	char *now_holder = t_value(c, "select holder from pgjob.leases where "
+				      "name = 'pgjob:scheduler'");
+	assert_string_equal(holder, now_holder);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "kind = 'a_kind' and queue <> 'aq'"),
+			 0);
+	assert_int_equal(t_long(c, "select count(*) - count(distinct "
+				   "unique_key) from pgjob.jobs"),
+			 0);
+	/* Each job is due at its tick, enqueued no earlier, and says which
+	 * tick it is for. */
+	assert_int_equal(
+		t_long(c,
+		       "select count(*) from (select j.*,"
+		       " split_part(unique_key, ':', 2) s,"
+		       " substr(unique_key, length(split_part(unique_key,"
+		       " ':', 2)) + 11) t from pgjob.jobs j) x"
+		       " where run_at <> t::timestamptz"
+		       " or created_at < t::timestamptz"
+		       " or (s <> 'own_key' and (payload->'pgjob' is distinct"
+		       " from jsonb_build_object('schedule', s, 'tick', t)))"),
+		0);
+	assert_int_equal(t_long(c,
+				"select count(*) from pgjob.jobs where "
+				"unique_key like 'schedule:own_key:%%' and "
+				"payload <> '{\"pgjob\": {\"mine\": true}}'"),
+			 0);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+				   "unique_key like 'schedule:shared:%%' and "
+				   "payload->>'from' is distinct from 'a'"),
+			 0);
+	char *a_worker = t_value(c,
+				 "select host || '/' || pid from pgjob.workers"
+				 " where host || '/' || pid <> '%s'",
+				 holder);
+	char line[512];
+	snprintf(line, sizeof(line),
+		 "schedule shared: live workers define it differently; "
+		 "ticking the definition of %s (started last), not that of %s",
+		 a_worker, holder);
+	/* Once while it lasts, not every round (twice at most, should a
+	 * late heartbeat under load end it for a round). */
+	int warned = t_count_in_file(t_log("every_b"), line);
+	assert_true(warned >= 1 && warned <= 2);
+	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
+	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	free(a_worker);
+	free(now_holder);
+	free(holder);
+	PQfinish(c);
+	free(ci);
+}
+
+/* A clean stop gives back the scheduler's and the pruning's leases. */
+static void
+test_stop_releases_duty_leases(void **state)
+{
+	char *ci = t_db_migrated("t_duty_release");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"release", ci,
+		"workers: 2\nlease: 2s\n"
+		"handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t p = t_daemon(cfg, 0, "release");
+	assert_int_equal(t_poll(c, 20,
+				"select count(*) = 1 from pgjob.leases where "
+				"name = 'pgjob:prune' and holder is not null"),
+			 0);
+	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	char *left = t_value(c, "select string_agg(name || '=' || holder, ' ')"
+				" from pgjob.leases where holder is not null");
+	if (left)
+		print_message("still held: %s\n", left);
+	assert_null(left);
+	PQfinish(c);
+	free(ci);
+}
+
+/* The error text of sql, which must fail. */
+static char *
+fence_error(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+	assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "55000");
+	char *e = strdup(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
+	PQclear(r);
+	return e;
+}
+
+/* pgjob.fence() says what became of the lease, not only "stale". */
+static void
+test_fence_messages(void **state)
+{
+	char *ci = t_db_migrated("t_duty_fencemsg");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.leases values"
+		  " ('held', 'h/1', 4, now() + interval '1 hour'),"
+		  " ('released', null, 1, null),"
+		  " ('expired', 'h/2', 2, '2001-02-03 04:05:06.789+00'),"
+		  " ('taken', 'h/3', 7, now() + interval '1 hour')");
+	t_exec(c, "select pgjob.fence('held', 4)");
+	char *e = fence_error(c, "select pgjob.fence('released', 1)");
+	assert_string_equal(e, "pgjob.fence: token 1 for lease \"released\" "
+			       "is stale: the lease was released by its "
+			       "holder");
+	free(e);
+	e = fence_error(c, "select pgjob.fence('expired', 2)");
+	assert_non_null(strstr(e, "pgjob.fence: token 2 for lease \"expired\""
+				  " is stale: the lease expired at "
+				  "2001-02-03T04:05:06.789Z ("));
+	free(e);
+	e = fence_error(c, "select pgjob.fence('taken', 6)");
+	assert_string_equal(e, "pgjob.fence: token 6 for lease \"taken\" is "
+			       "stale: the lease was taken over (current "
+			       "token 7)");
+	free(e);
+	e = fence_error(c, "select pgjob.fence('held', 5)");
+	assert_string_equal(e, "pgjob.fence: token 5 for lease \"held\" was "
+			       "never issued (current token 4)");
+	free(e);
+	e = fence_error(c, "select pgjob.fence('held', null)");
+	assert_non_null(strstr(e, "token null"));
+	free(e);
+	e = fence_error(c, "select pgjob.fence('nosuch', 1)");
+	assert_string_equal(e, "pgjob.fence: no lease named \"nosuch\"");
+	free(e);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -254,6 +593,12 @@ main(void)
 		cmocka_unit_test(test_schedules_once_per_tick),
 		cmocka_unit_test(test_prune),
 		cmocka_unit_test(test_retention_zero),
+		cmocka_unit_test(test_names_escaped),
+		cmocka_unit_test(test_task_share_by_config),
+		cmocka_unit_test(test_task_share_while_draining),
+		cmocka_unit_test(test_schedules_of_every_config),
+		cmocka_unit_test(test_stop_releases_duty_leases),
+		cmocka_unit_test(test_fence_messages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -494,6 +494,40 @@ test_format_utc(void **state)
 	}
 }
 
+/*
+ * The scheduler's due ticks: the database's clock is floored to the second,
+ * so 0.3 s before midnight the midnight tick is not due yet (rounding made
+ * it due at 23:59:59.5, and a job computing "yesterday" got the wrong
+ * day); at the exact second it is.
+ */
+static void
+test_due(void **state)
+{
+	struct cron *c = parse_ok("* * * * *");
+	const int64_t mid = at("2026-12-01T00:00:00Z"), us = 1000000;
+	int64_t t[3];
+
+	assert_int_equal(
+		cron_due(c, NULL, mid - 180, mid * us - 300000, 0, t, 3), 1);
+	assert_int_equal(t[0], mid - 60);
+	assert_int_equal(cron_due(c, NULL, mid - 60, mid * us - 1, 1, t, 3), 0);
+	assert_int_equal(cron_due(c, NULL, mid - 60, mid * us, 1, t, 3), 1);
+	assert_int_equal(t[0], mid);
+	/* all: oldest first, up to max; latest: the last one only. */
+	assert_int_equal(cron_due(c, "UTC", mid - 300, mid * us + 5, 1, t, 3),
+			 3);
+	assert_int_equal(t[0], mid - 240);
+	assert_int_equal(t[2], mid - 120);
+	assert_int_equal(cron_due(c, "UTC", mid - 300, mid * us, 0, t, 3), 1);
+	assert_int_equal(t[0], mid);
+	/* Before 1970 too: -60.000001 s is floored to -61, not cut to -60. */
+	assert_int_equal(cron_due(c, NULL, -180, -60 * us - 1, 1, t, 3), 1);
+	assert_int_equal(t[0], -120);
+	assert_int_equal(
+		cron_due(c, "Mars/Olympus", mid - 120, mid * us, 1, t, 3), -1);
+	cron_free(c);
+}
+
 static void
 test_tz_valid(void **state)
 {
@@ -706,6 +740,7 @@ main(void)
 		cmocka_unit_test(test_next_zones),
 		cmocka_unit_test(test_next_limits),
 		cmocka_unit_test(test_format_utc),
+		cmocka_unit_test(test_due),
 		cmocka_unit_test(test_tz_valid),
 		cmocka_unit_test(test_against_libc),
 	};
