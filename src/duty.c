@@ -273,7 +273,11 @@ part_new(struct duty *d, const struct task_conf *t, int partition,
 	p->hc.queue = "";
 	p->hc.command = t->command;
 	p->hc.timeout_ms = 0; /* runs until stopped */
+	p->hc.run_as = t->run_as;
 	p->job.kind = t->name;
+	/* Its log lines name the task and partition, not a job. */
+	p->job.task = t->name;
+	p->job.partition = partition;
 	p->job.queue = "";
 	p->job.payload = "{}";
 	p->job.lease_token = token;

@@ -481,6 +481,12 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	if (s->stopping)
 		return;
 	struct config *cfg = config_load(s->config_path, &errs);
+	/* user: and group: need root: a reload that adds them to a daemon
+	 * that is not root is refused like any other bad config. */
+	if (cfg && config_check_run_as(cfg, geteuid(), &errs) > 0) {
+		config_free(cfg);
+		cfg = NULL;
+	}
 	if (!cfg) {
 		for (size_t i = 0; i < errs.n; i++)
 			log_error("%s", errs.msg[i]);

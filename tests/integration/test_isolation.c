@@ -201,6 +201,17 @@ test_same_user(void **state)
 	check_environ(num(j, "supervisor"));
 	assert_int_equal(num(j, "supervisor"), d);
 	cJSON_Delete(j);
+	/* A reload that adds user: to a daemon that is not root is refused
+	 * with the key's place, as a start would be; the old config runs. */
+	config("same", ci, ", user: nobody");
+	kill(d, SIGHUP);
+	for (int i = 0; i < 200 && !t_count_in_file(t_log("same"),
+						     "reload refused");
+	     i++)
+		t_sleep_ms(50);
+	assert_int_equal(t_count_in_file(t_log("same"), "reload refused"), 1);
+	assert_true(t_count_in_file(t_log("same"), "handlers.peek.user") > 0);
+	assert_true(t_alive(d));
 	assert_int_equal(t_stop(d, SIGTERM, 30), 0);
 	PQfinish(c);
 	free(ci);
