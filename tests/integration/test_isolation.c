@@ -205,9 +205,8 @@ test_same_user(void **state)
 	 * with the key's place, as a start would be; the old config runs. */
 	config("same", ci, ", user: nobody");
 	kill(d, SIGHUP);
-	for (int i = 0; i < 200 && !t_count_in_file(t_log("same"),
-						     "reload refused");
-	     i++)
+	for (int i = 0;
+	     i < 200 && !t_count_in_file(t_log("same"), "reload refused"); i++)
 		t_sleep_ms(50);
 	assert_int_equal(t_count_in_file(t_log("same"), "reload refused"), 1);
 	assert_true(t_count_in_file(t_log("same"), "handlers.peek.user") > 0);
