@@ -65,6 +65,11 @@ test_tasks_spread_and_move(void **state)
 	if (left)
 		print_message("still held: %s\n", left);
 	assert_null(left);
+	/* A task's command logs as the task and its partition, never as a
+	 * job 0 with an outcome of its own. */
+	assert_true(t_count_in_file(t_log("tasks1"), "task=feed partition=") >
+		    0);
+	assert_int_equal(t_count_in_file(t_log("tasks1"), "job=0"), 0);
 	PQfinish(c);
 	free(ci);
 }
