@@ -27,7 +27,7 @@ endif()
 if(NOT pc OR NOT plugin)
 	message(FATAL_ERROR "missing after install: pgjobd-plugin.pc, the example plugin or the worker module")
 endif()
-# The daemon finds its worker module relative to itself (src/workermod.h),
+# The daemon finds its worker module relative to itself (src/daemon/workermod.h),
 # and --check-config loads it to check the conninfo: it must find the
 # installed one.
 file(WRITE "${dest}/check.yaml" "database: { conninfo: \"dbname=x\" }\n")

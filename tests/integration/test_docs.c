@@ -44,7 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 /*
  * The placeholders of the docs, and what stands in for them.  Replacements

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 static int http_in = -1, http_port;
 static pid_t http_pid;

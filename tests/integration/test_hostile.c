@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 /*
  * Runs sql and returns the SQLSTATE of its error (a new string), or NULL

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 /* The secrets the configs take from the environment, and a variable that
  * no config names (it must stay visible, so the reads are the right ones). */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "migrate.h"
+#include "db/migrate.h"
 
 static void
 migrate(const char *conninfo, struct t_run *r)

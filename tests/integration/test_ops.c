@@ -16,7 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 static int
 free_port(void)

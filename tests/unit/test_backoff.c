@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "backoff.h"
+#include "common/backoff.h"
 
 static void
 test_job_delay_doubles_and_caps(void **state)

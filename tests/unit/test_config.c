@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "log.h"
+#include "common/config.h"
+#include "common/log.h"
 
 #define MAX_ERRORS 12
 

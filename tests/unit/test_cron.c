@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cron.h"
+#include "common/cron.h"
 
 /* "2025-03-30T01:00:00Z" as Unix seconds, by the C library. */
 static int64_t

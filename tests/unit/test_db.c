@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conninfo.h"
-#include "db.h"
-#include "queue.h"
+#include "common/conninfo.h"
+#include "db/db.h"
+#include "db/queue.h"
 
 static void
 test_redacted_keyword_form(void **state)

@@ -26,10 +26,10 @@
 #include <cmocka.h>
 #include <ev.h>
 
-#include "config.h"
-#include "handler.h"
-#include "log.h"
-#include "util.h"
+#include "common/config.h"
+#include "handlers/handler.h"
+#include "common/log.h"
+#include "common/util.h"
 
 struct outcome {
 	struct ev_loop *loop;

@@ -27,10 +27,10 @@
 #include <cmocka.h>
 #include <ev.h>
 
-#include "config.h"
-#include "handler.h"
-#include "log.h"
-#include "util.h"
+#include "common/config.h"
+#include "handlers/handler.h"
+#include "common/log.h"
+#include "common/util.h"
 
 static int port;	     /* the test server's */
 static pid_t server_pid;     /* it exits when server_in closes */

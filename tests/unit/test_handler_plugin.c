@@ -18,10 +18,10 @@
 #include <cmocka.h>
 #include <ev.h>
 
-#include "config.h"
-#include "handler.h"
-#include "log.h"
-#include "util.h"
+#include "common/config.h"
+#include "handlers/handler.h"
+#include "common/log.h"
+#include "common/util.h"
 
 static char example_so[4096];
 static char test_so[4096];

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "common/log.h"
 
 /* Runs fn with stderr captured; returns what it wrote (caller frees). */
 static char *

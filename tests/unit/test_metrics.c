@@ -23,9 +23,9 @@
 
 #include <ev.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "util.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
 
 #define BIG (1024 * 1024) /* a body far larger than a socket buffer */
 

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "notify.h"
+#include "common/log.h"
+#include "daemon/notify.h"
 
 static char dir[] = "/tmp/pgjobd-notify-XXXXXX";
 static char path[sizeof(dir) + 16];

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 static char dir[] = "/tmp/pgjobd-units-XXXXXX";
 static char analyze[4096];

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
+#include "common/text.h"
 
 static void
 test_char(void **state)

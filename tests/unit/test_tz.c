@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tz.h"
+#include "common/tz.h"
 
 #define ZONE_FILE(name) TZ_ZONEINFO_DIR "/" name
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
-#include "yaml.h"
+#include "common/util.h"
+#include "common/yaml.h"
 
 /* before, then n times unit, then after, as a new string. */
 static char *

@@ -1,0 +1,284 @@
+/*
+ * cli_jobs: reading jobs.  `pgjob jobs` lists them, newest first, with
+ * filters; `pgjob show ID` prints one with every column of pgjob.jobs (a
+ * column that a later migration adds shows up without a change here).
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define JOBS_DEFAULT_LIMIT 50
+#define JOBS_ERROR_CHARS   60
+
+/* Column numbers of LIST_SQL. */
+enum {
+	J_ID,
+	J_QUEUE,
+	J_KIND,
+	J_STATE,
+	J_ATTEMPTS,
+	J_MAX,
+	J_RUN_AT,
+	J_LAST_ERROR,
+	J_CREATED,
+	J_FINISHED,
+};
+
+/* Parameters: state, queue, kind (each NULL for any), limit. */
+static const char LIST_SQL[] =
+	"select id, queue, kind, state, attempts, max_attempts, run_at,"
+	"  last_error, created_at, finished_at"
+	" from pgjob.jobs"
+	" where ($1::text is null or state = $1)"
+	"  and ($2::text is null or queue = $2)"
+	"  and ($3::text is null or kind = $3)"
+	" order by id desc limit $4";
+
+static const char *const states[] = {"available", "running", "done", "dead",
+				     "cancelled"};
+
+struct list_args {
+	const char *p[4]; /* state queue kind limit+1 */
+	long limit;
+	int json;
+	char limit1[24];
+};
+
+static int
+valid_state(const char *s)
+{
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		if (strcmp(s, states[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+list_parse(int argc, char **argv, struct list_args *a)
+{
+	static const struct option opts[] = {
+		{"state", required_argument, NULL, 's'},
+		{"queue", required_argument, NULL, 'q'},
+		{"kind", required_argument, NULL, 'k'},
+		{"limit", required_argument, NULL, 'n'},
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	a->limit = JOBS_DEFAULT_LIMIT;
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (!valid_state(optarg))
+				return cli_fail(CLI_EXIT_USAGE,
+						"jobs: bad --state \"%s\" "
+						"(available, running, done, "
+						"dead or cancelled)",
+						optarg);
+			a->p[0] = optarg;
+			break;
+		case 'q':
+			a->p[1] = optarg;
+			break;
+		case 'k':
+			a->p[2] = optarg;
+			break;
+		case 'n':
+			if (cli_parse_int(optarg, 1, 1000000, &a->limit) < 0)
+				return cli_fail(CLI_EXIT_USAGE,
+						"jobs: bad --limit \"%s\" (an "
+						"integer from 1 to 1000000)",
+						optarg);
+			break;
+		case 'j':
+			a->json = 1;
+			break;
+		default:
+			return cli_bad_option("jobs", c, argv);
+		}
+	}
+	if (optind < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"jobs: unexpected argument \"%s\"",
+				argv[optind]);
+	/* One row more than asked tells whether there are more. */
+	snprintf(a->limit1, sizeof(a->limit1), "%ld", a->limit + 1);
+	a->p[3] = a->limit1;
+	return 0;
+}
+
+static void
+list_json(const PGresult *res, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cli_json_add_columns(o, res, i, 0, PQnfields(res));
+		cJSON_AddItemToArray(a, o);
+	}
+	cli_json_print(a);
+}
+
+static void
+list_table(const PGresult *res, int n, int more)
+{
+	static const char *const head[] = {"ID",	"QUEUE",    "KIND",
+					   "STATE",	"ATTEMPTS", "RUN AT",
+					   "LAST ERROR"};
+	struct cli_table t;
+
+	if (n == 0) {
+		puts("no jobs");
+		return;
+	}
+	cli_table_init(&t, 7, head, "rlllrll");
+	for (int i = 0; i < n; i++) {
+		char att[48], when[64];
+		snprintf(att, sizeof(att), "%s/%s",
+			 PQgetvalue(res, i, J_ATTEMPTS),
+			 PQgetisnull(res, i, J_MAX)
+				 ? "-"
+				 : PQgetvalue(res, i, J_MAX));
+		char *err =
+			PQgetisnull(res, i, J_LAST_ERROR)
+				? NULL
+				: cli_one_line(PQgetvalue(res, i, J_LAST_ERROR),
+					       JOBS_ERROR_CHARS);
+		const char *row[] = {
+			PQgetvalue(res, i, J_ID),
+			PQgetvalue(res, i, J_QUEUE),
+			PQgetvalue(res, i, J_KIND),
+			PQgetvalue(res, i, J_STATE),
+			att,
+			cli_format_time(PQgetvalue(res, i, J_RUN_AT), when,
+					sizeof(when)),
+			err,
+		};
+		cli_table_add(&t, row);
+		free(err);
+	}
+	cli_table_print(&t, stdout, "");
+	if (more)
+		printf("(the newest %d; --limit shows more)\n", n);
+}
+
+int
+cli_jobs_list(struct cli *cli, int argc, char **argv)
+{
+	struct list_args a = {0};
+	PGconn *conn;
+	int rc;
+
+	if ((rc = list_parse(argc, argv, &a)) != 0)
+		return rc;
+	if ((rc = cli_open(cli, &conn)) != 0)
+		return rc;
+	PGresult *res = cli_exec(conn, "jobs", LIST_SQL, 4, a.p);
+	if (!res)
+		return cli_abort(conn);
+	int n = PQntuples(res), more = n > a.limit;
+	if (more)
+		n = (int)a.limit;
+	if (a.json)
+		list_json(res, n);
+	else
+		list_table(res, n, more);
+	PQclear(res);
+	PQfinish(conn);
+	return 0;
+}
+
+static int
+show_parse(int argc, char **argv, char *id, size_t len, int *json)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c != 'j')
+			return cli_bad_option("show", c, argv);
+		*json = 1;
+	}
+	if (optind >= argc)
+		return cli_fail(CLI_EXIT_USAGE, "show: missing job ID");
+	if (optind + 1 < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"show: unexpected argument \"%s\"",
+				argv[optind + 1]);
+	return cli_parse_id("show", argv[optind], id, len);
+}
+
+/* "name   value", with the lines of a multi-line value aligned. */
+static void
+show_field(const char *name, int width, const char *value)
+{
+	printf("%-*s", width, name);
+	for (const char *p = value;;) {
+		size_t n = strcspn(p, "\n");
+		printf("%.*s\n", (int)n, p);
+		if (!p[n] || !p[n + 1])
+			break;
+		p += n + 1;
+		printf("%*s", width, "");
+	}
+}
+
+static void
+show_text(const PGresult *res)
+{
+	int width = 0;
+	for (int c = 0; c < PQnfields(res); c++) {
+		int n = (int)strlen(PQfname(res, c));
+		if (n > width)
+			width = n;
+	}
+	for (int c = 0; c < PQnfields(res); c++) {
+		/* Any column may hold what a client wrote: kind, queue,
+		 * payload, last_error, keys, locked_by. */
+		char *v = cli_text(
+			PQgetisnull(res, 0, c) ? "-" : PQgetvalue(res, 0, c));
+		show_field(PQfname(res, c), width + 2, v);
+		free(v);
+	}
+}
+
+int
+cli_jobs_show(struct cli *cli, int argc, char **argv)
+{
+	char id[24];
+	PGconn *conn;
+	int json = 0, rc;
+
+	if ((rc = show_parse(argc, argv, id, sizeof(id), &json)) != 0)
+		return rc;
+	if ((rc = cli_open(cli, &conn)) != 0)
+		return rc;
+	const char *p[] = {id};
+	PGresult *res = cli_exec(
+		conn, "show", "select * from pgjob.jobs where id = $1", 1, p);
+	if (!res)
+		return cli_abort(conn);
+	if (PQntuples(res) == 0) {
+		rc = cli_fail(CLI_EXIT_FAILED, "no job %s", id);
+	} else if (json) {
+		cJSON *o = cJSON_CreateObject();
+		cli_json_add_columns(o, res, 0, 0, PQnfields(res));
+		cli_json_print(o);
+	} else {
+		show_text(res);
+	}
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}

@@ -1,0 +1,344 @@
+/*
+ * cli_state: the commands that move jobs between states by hand.
+ *
+ *   retry ID               dead, cancelled, or failed and waiting for its
+ *                          next attempt -> available now, attempts 0
+ *   retry --dead [--kind]  every dead job (of one kind)
+ *   cancel ID              available -> cancelled
+ *
+ * Each runs in one transaction that locks the job rows first (FOR UPDATE),
+ * so a worker's claim (FOR UPDATE SKIP LOCKED) cannot take a job while we
+ * decide about it.  last_error and lease_token stay: the error is the
+ * operator's evidence, and the token never goes back (DESIGN: every write
+ * after a claim is compare-and-set on it).  A retry notifies channel pgjob
+ * in the same transaction, so idle workers wake when it commits.
+ */
+#include "cli/cli.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* Column numbers of LOCK_SQL. */
+enum { S_STATE, S_ATTEMPTS, S_FAILED, S_UNIQUE_KEY };
+
+static const char LOCK_SQL[] =
+	"select state, attempts, last_error is not null, unique_key"
+	" from pgjob.jobs where id = $1 for update";
+
+static const char RETRY_SQL[] =
+	"update pgjob.jobs set state = 'available', run_at = now(),"
+	"  attempts = 0, lost_attempts = 0, finished_at = null,"
+	"  locked_by = null,"
+	"  locked_until = null"
+	" where id = $1";
+
+/* The job that holds unique key $1 now, other than job $2. */
+static const char HOLDER_SQL[] =
+	"select id from pgjob.jobs where unique_key = $1"
+	"  and state in ('available', 'running') and id <> $2 limit 1";
+
+/*
+ * Every dead job (of kind $1), except where another job holds its
+ * unique_key: of several dead jobs with one key, the newest comes back.
+ * Returns how many came back and how many were dead.
+ */
+static const char RETRY_DEAD_SQL[] =
+	"with dead as ("
+	"  select id, unique_key from pgjob.jobs"
+	"   where state = 'dead' and ($1::text is null or kind = $1)"
+	"   for update),"
+	" pick as ("
+	"  select id from dead where unique_key is null"
+	"  union all"
+	"  select max(d.id) from dead d where d.unique_key is not null"
+	"   and not exists (select 1 from pgjob.jobs o"
+	"    where o.unique_key = d.unique_key"
+	"     and o.state in ('available', 'running'))"
+	"   group by d.unique_key),"
+	" upd as ("
+	"  update pgjob.jobs j set state = 'available', run_at = now(),"
+	"   attempts = 0, lost_attempts = 0, finished_at = null,"
+	"   locked_by = null,"
+	"   locked_until = null"
+	"  from pick where j.id = pick.id returning j.id)"
+	" select (select count(*) from upd), (select count(*) from dead)";
+
+static const char CANCEL_SQL[] =
+	"update pgjob.jobs set state = 'cancelled', finished_at = now(),"
+	"  locked_by = null, locked_until = null"
+	" where id = $1";
+
+/* Runs sql in the open transaction; 0, or -1 after printing the error. */
+static int
+run(PGconn *conn, const char *what, const char *sql, int n,
+    const char *const *p)
+{
+	PGresult *res = cli_exec(conn, what, sql, n, p);
+	PQclear(res);
+	return res ? 0 : -1;
+}
+
+/*
+ * Begins a transaction.  A worker's sql handler keeps its job's row locked
+ * while it runs: wait that long for a row lock at most, then fail rather
+ * than hang.
+ */
+static int
+begin(PGconn *conn, const char *what)
+{
+	if (run(conn, what, "begin", 0, NULL) < 0)
+		return -1;
+	return run(conn, what, "set local lock_timeout = '10s'", 0, NULL);
+}
+
+/*
+ * Begins a transaction and locks job id.  Returns its LOCK_SQL row (caller
+ * clears), or NULL after printing why (the transaction is then rolled back
+ * by cli_abort()).
+ */
+static PGresult *
+lock_job(PGconn *conn, const char *what, const char *id)
+{
+	const char *p[] = {id};
+	if (begin(conn, what) < 0)
+		return NULL;
+	PGresult *res = cli_exec(conn, what, LOCK_SQL, 1, p);
+	if (res && PQntuples(res) == 0) {
+		cli_fail(CLI_EXIT_FAILED, "no job %s", id);
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+static int
+commit(PGconn *conn, const char *what)
+{
+	return run(conn, what, "commit", 0, NULL);
+}
+
+/* Refuses a retry of a job in the wrong state: 0 when it may go ahead. */
+static int
+retry_refused(const PGresult *job, const char *id)
+{
+	const char *state = PQgetvalue(job, 0, S_STATE);
+	int failed = atoi(PQgetvalue(job, 0, S_ATTEMPTS)) > 0 ||
+		     PQgetvalue(job, 0, S_FAILED)[0] == 't';
+
+	if (strcmp(state, "dead") == 0 || strcmp(state, "cancelled") == 0 ||
+	    (strcmp(state, "available") == 0 && failed))
+		return 0;
+	if (strcmp(state, "available") == 0)
+		cli_fail(CLI_EXIT_FAILED,
+			 "job %s has not failed: it waits for its first "
+			 "attempt",
+			 id);
+	else
+		cli_fail(CLI_EXIT_FAILED,
+			 "job %s is %s: only dead, cancelled or failed jobs "
+			 "can be retried",
+			 id, state);
+	return -1;
+}
+
+/* Refuses a retry that would give a unique_key a second unfinished job. */
+static int
+key_taken(PGconn *conn, const PGresult *job, const char *id)
+{
+	if (PQgetisnull(job, 0, S_UNIQUE_KEY))
+		return 0;
+	const char *key = PQgetvalue(job, 0, S_UNIQUE_KEY);
+	const char *p[] = {key, id};
+	PGresult *res = cli_exec(conn, "retry", HOLDER_SQL, 2, p);
+	if (!res)
+		return -1;
+	int taken = PQntuples(res) > 0;
+	if (taken)
+		cli_fail(CLI_EXIT_FAILED,
+			 "job %s cannot be retried: job %s holds its "
+			 "unique_key \"%s\"",
+			 id, PQgetvalue(res, 0, 0), key);
+	PQclear(res);
+	return taken ? -1 : 0;
+}
+
+static int
+retry_one(PGconn *conn, const char *id)
+{
+	const char *p[] = {id};
+	PGresult *job = lock_job(conn, "retry", id);
+	if (!job)
+		return cli_abort(conn);
+	if (retry_refused(job, id) < 0 || key_taken(conn, job, id) < 0 ||
+	    run(conn, "retry", RETRY_SQL, 1, p) < 0 ||
+	    run(conn, "retry", "select pg_notify('pgjob', '')", 0, NULL) < 0 ||
+	    commit(conn, "retry") < 0) {
+		PQclear(job);
+		return cli_abort(conn);
+	}
+	printf("retried job %s (was %s)\n", id, PQgetvalue(job, 0, S_STATE));
+	PQclear(job);
+	PQfinish(conn);
+	return 0;
+}
+
+static int
+retry_dead(PGconn *conn, const char *kind)
+{
+	const char *p[] = {kind};
+	if (begin(conn, "retry") < 0)
+		return cli_abort(conn);
+	PGresult *res = cli_exec(conn, "retry", RETRY_DEAD_SQL, 1, p);
+	if (!res)
+		return cli_abort(conn);
+	long long n = atoll(PQgetvalue(res, 0, 0));
+	long long dead = atoll(PQgetvalue(res, 0, 1));
+	PQclear(res);
+	if ((n > 0 && run(conn, "retry", "select pg_notify('pgjob', '')", 0,
+			  NULL) < 0) ||
+	    commit(conn, "retry") < 0)
+		return cli_abort(conn);
+	char *k = kind ? cli_one_line(kind, SIZE_MAX) : NULL;
+	printf("retried %lld dead job%s%s%s", n, n == 1 ? "" : "s",
+	       k ? " of kind " : "", k ? k : "");
+	free(k);
+	if (dead > n)
+		printf("; %lld left dead: another job holds their unique_key",
+		       dead - n);
+	putchar('\n');
+	PQfinish(conn);
+	return 0;
+}
+
+struct retry_args {
+	int dead;
+	const char *kind;
+	char id[24];
+};
+
+static int
+retry_parse(int argc, char **argv, struct retry_args *a)
+{
+	static const struct option opts[] = {
+		{"dead", no_argument, NULL, 'D'},
+		{"kind", required_argument, NULL, 'k'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c == 'D')
+			a->dead = 1;
+		else if (c == 'k')
+			a->kind = optarg;
+		else
+			return cli_bad_option("retry", c, argv);
+	}
+	if (optind + 1 < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"retry: unexpected argument \"%s\"",
+				argv[optind + 1]);
+	if (a->dead && optind < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"retry: give a job ID or --dead, not both");
+	if (a->kind && !a->dead)
+		return cli_fail(CLI_EXIT_USAGE,
+				"retry: --kind goes with --dead");
+	if (a->dead)
+		return 0;
+	if (optind >= argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"retry: missing job ID (or --dead)");
+	return cli_parse_id("retry", argv[optind], a->id, sizeof(a->id));
+}
+
+int
+cli_state_retry(struct cli *cli, int argc, char **argv)
+{
+	struct retry_args a = {0};
+	PGconn *conn;
+	int rc;
+
+	if ((rc = retry_parse(argc, argv, &a)) != 0)
+		return rc;
+	if ((rc = cli_open(cli, &conn)) != 0)
+		return rc;
+	return a.dead ? retry_dead(conn, a.kind) : retry_one(conn, a.id);
+}
+
+/* Refuses to cancel a job that is not available: 0 when it may go ahead. */
+static int
+cancel_refused(const PGresult *job, const char *id)
+{
+	const char *state = PQgetvalue(job, 0, S_STATE);
+
+	/* A running job keeps its lease token: its worker sees the state
+	 * at its next renewal, stops the handler and writes nothing more
+	 * (every write of a worker requires state = 'running'). */
+	if (strcmp(state, "available") == 0 || strcmp(state, "running") == 0)
+		return 0;
+	if (strcmp(state, "cancelled") == 0)
+		cli_fail(CLI_EXIT_FAILED, "job %s is already cancelled", id);
+	else
+		cli_fail(CLI_EXIT_FAILED,
+			 "job %s is %s: only available or running jobs "
+			 "can be cancelled",
+			 id, state);
+	return -1;
+}
+
+static int
+cancel_parse(int argc, char **argv, char *id, size_t len)
+{
+	static const struct option opts[] = {{NULL, 0, NULL, 0}};
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	if ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1)
+		return cli_bad_option("cancel", c, argv);
+	if (optind >= argc)
+		return cli_fail(CLI_EXIT_USAGE, "cancel: missing job ID");
+	if (optind + 1 < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"cancel: unexpected argument \"%s\"",
+				argv[optind + 1]);
+	return cli_parse_id("cancel", argv[optind], id, len);
+}
+
+int
+cli_state_cancel(struct cli *cli, int argc, char **argv)
+{
+	char id[24];
+	PGconn *conn;
+	int rc;
+
+	if ((rc = cancel_parse(argc, argv, id, sizeof(id))) != 0)
+		return rc;
+	if ((rc = cli_open(cli, &conn)) != 0)
+		return rc;
+
+	const char *p[] = {id};
+	PGresult *job = lock_job(conn, "cancel", id);
+	if (!job)
+		return cli_abort(conn);
+	if (cancel_refused(job, id) < 0 ||
+	    run(conn, "cancel", CANCEL_SQL, 1, p) < 0 ||
+	    commit(conn, "cancel") < 0) {
+		PQclear(job);
+		return cli_abort(conn);
+	}
+	int running = strcmp(PQgetvalue(job, 0, S_STATE), "running") == 0;
+	PQclear(job);
+	PQfinish(conn);
+	printf("cancelled job %s%s\n", id,
+	       running ? " (running: its worker stops it at its next lease "
+			 "renewal)"
+		       : "");
+	return 0;
+}

@@ -1,0 +1,357 @@
+/*
+ * cli_status: `pgjob status [--json]`, the cluster at a glance: workers by
+ * host and instance, queues, kinds that wait because no live worker handles
+ * them, and the leases of cluster-wide tasks and duties.
+ *
+ * One statement per section, each its own snapshot: the sections can
+ * disagree by what happened between them, which is fine for a status view.
+ * A worker is live while its heartbeat is at most 30 s old (DESIGN: the
+ * same rule that shares leased tasks out).
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* Column numbers of WORKERS_SQL. */
+enum {
+	W_HOST,
+	W_SPID,
+	W_SLOT,
+	W_PID,
+	W_VERSION,
+	W_AGE,
+	W_STALE,
+	W_RUNNING,
+	W_KINDS,
+	W_STARTED,
+	W_HEARTBEAT,
+	W_KINDS_TEXT, /* human output only */
+};
+
+static const char WORKERS_SQL[] =
+	"with r as ("
+	"  select locked_by, count(*) as n from pgjob.jobs"
+	"   where state = 'running' group by locked_by)"
+	" select w.host, w.supervisor_pid, w.slot, w.pid, w.version,"
+	"  round(greatest(extract(epoch from now() - w.heartbeat_at), 0)"
+	"   ::numeric, 3) as heartbeat_age_s,"
+	"  w.heartbeat_at < now() - interval '30 seconds' as stale,"
+	"  coalesce(r.n, 0) as running_jobs,"
+	"  array_to_json(w.kinds) as kinds, w.started_at, w.heartbeat_at,"
+	"  nullif(array_to_string(w.kinds, ', '), '')"
+	" from pgjob.workers w"
+	" left join r on r.locked_by = w.host || ':' || w.slot"
+	" order by w.host, w.supervisor_pid, w.slot";
+
+/* Column numbers of QUEUES_SQL. */
+enum { Q_QUEUE, Q_DUE, Q_SCHEDULED, Q_RUNNING, Q_DEAD, Q_OLDEST, Q_DONE };
+
+/* Reads the partial indexes' rows only: no done job older than a minute. */
+static const char QUEUES_SQL[] =
+	"select queue,"
+	"  count(*) filter (where state = 'available' and run_at <= now())"
+	"   as due,"
+	"  count(*) filter (where state = 'available' and run_at > now())"
+	"   as scheduled,"
+	"  count(*) filter (where state = 'running') as running,"
+	"  count(*) filter (where state = 'dead') as dead,"
+	"  round(extract(epoch from now() - min(run_at) filter ("
+	"   where state = 'available' and run_at <= now()))::numeric, 3)"
+	"   as oldest_due_age_s,"
+	"  count(*) filter (where state = 'done') as done_last_minute"
+	" from pgjob.jobs"
+	" where state in ('available', 'running', 'dead')"
+	"  or (state = 'done' and finished_at > now() - interval '1 minute')"
+	" group by queue order by queue";
+
+/* Column numbers of NO_HANDLER_SQL. */
+enum { N_KIND, N_JOBS, N_DUE, N_OLDEST };
+
+static const char NO_HANDLER_SQL[] =
+	"with live as ("
+	"  select distinct unnest(kinds) as kind from pgjob.workers"
+	"   where heartbeat_at >= now() - interval '30 seconds')"
+	" select j.kind, count(*) as jobs,"
+	"  count(*) filter (where j.run_at <= now()) as due,"
+	"  round(extract(epoch from now() - min(j.run_at) filter ("
+	"   where j.run_at <= now()))::numeric, 3) as oldest_due_age_s"
+	" from pgjob.jobs j"
+	" where j.state = 'available'"
+	"  and not exists (select 1 from live where live.kind = j.kind)"
+	" group by j.kind order by j.kind";
+
+/* Column numbers of LEASES_SQL. */
+enum { L_NAME, L_HOLDER, L_TOKEN, L_EXPIRES_IN, L_EXPIRES_AT };
+
+static const char LEASES_SQL[] =
+	"select name, holder, token,"
+	"  round(extract(epoch from expires_at - now())::numeric, 3)"
+	"   as expires_in_s, expires_at"
+	" from pgjob.leases order by name";
+
+/* A cell: the value, or NULL for SQL null (the table prints "-"). */
+static const char *
+val(const PGresult *res, int row, int col)
+{
+	return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
+}
+
+/* An age column as "3m07s", or NULL for SQL null. */
+static const char *
+age(const PGresult *res, int row, int col, char *buf, size_t len)
+{
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	return cli_format_age(strtod(PQgetvalue(res, row, col), NULL), buf,
+			      len);
+}
+
+/* 1 when rows a and b are workers of one instance (host, supervisor). */
+static int
+same_instance(const PGresult *res, int a, int b)
+{
+	const char *ha = PQgetvalue(res, a, W_HOST);
+	const char *hb = PQgetvalue(res, b, W_HOST);
+	const char *sa = PQgetvalue(res, a, W_SPID);
+	const char *sb = PQgetvalue(res, b, W_SPID);
+	return strcmp(ha, hb) == 0 && strcmp(sa, sb) == 0;
+}
+
+/* One table, grouped: host and instance only where they change. */
+static void
+print_workers(const PGresult *res, FILE *f)
+{
+	static const char *const head[] = {"HOST",    "INSTANCE", "SLOT",
+					   "PID",     "VERSION",  "HEARTBEAT",
+					   "RUNNING", "KINDS"};
+	int n = PQntuples(res), stale = 0;
+	struct cli_table t;
+
+	for (int i = 0; i < n; i++)
+		stale += PQgetvalue(res, i, W_STALE)[0] == 't';
+	fprintf(f, "workers: %d live, %d stale\n", n - stale, stale);
+	if (n == 0)
+		return;
+	cli_table_init(&t, 8, head, "lrrrllrl");
+	for (int i = 0; i < n; i++) {
+		char a[32], hb[48];
+		int first = i == 0 || !same_instance(res, i - 1, i);
+		snprintf(hb, sizeof(hb), "%s%s",
+			 age(res, i, W_AGE, a, sizeof(a)),
+			 PQgetvalue(res, i, W_STALE)[0] == 't' ? " (stale)"
+							       : "");
+		const char *row[] = {first ? val(res, i, W_HOST) : "",
+				     first ? val(res, i, W_SPID) : "",
+				     val(res, i, W_SLOT),
+				     val(res, i, W_PID),
+				     val(res, i, W_VERSION),
+				     hb,
+				     val(res, i, W_RUNNING),
+				     val(res, i, W_KINDS_TEXT)};
+		cli_table_add(&t, row);
+	}
+	cli_table_print(&t, f, "  ");
+}
+
+PGresult *
+cli_status_queues(PGconn *conn)
+{
+	return cli_exec(conn, "queues", QUEUES_SQL, 0, NULL);
+}
+
+void
+cli_status_print_queues(const PGresult *res, FILE *f)
+{
+	static const char *const head[] = {"QUEUE",    "DUE",  "SCHEDULED",
+					   "RUNNING",  "DEAD", "OLDEST DUE",
+					   "DONE 1MIN"};
+	struct cli_table t;
+
+	fputs("queues\n", f);
+	if (PQntuples(res) == 0) {
+		fputs("  no jobs\n", f);
+		return;
+	}
+	cli_table_init(&t, 7, head, "lrrrrrr");
+	for (int i = 0; i < PQntuples(res); i++) {
+		char a[32];
+		const char *row[] = {val(res, i, Q_QUEUE),
+				     val(res, i, Q_DUE),
+				     val(res, i, Q_SCHEDULED),
+				     val(res, i, Q_RUNNING),
+				     val(res, i, Q_DEAD),
+				     age(res, i, Q_OLDEST, a, sizeof(a)),
+				     val(res, i, Q_DONE)};
+		cli_table_add(&t, row);
+	}
+	cli_table_print(&t, f, "  ");
+}
+
+static void
+print_no_handler(const PGresult *res, FILE *f)
+{
+	static const char *const head[] = {"KIND", "JOBS", "DUE", "OLDEST DUE"};
+	struct cli_table t;
+
+	fputs("waiting, no handler\n", f);
+	if (PQntuples(res) == 0) {
+		fputs("  none: a live worker handles every waiting kind\n", f);
+		return;
+	}
+	cli_table_init(&t, 4, head, "lrrr");
+	for (int i = 0; i < PQntuples(res); i++) {
+		char a[32];
+		const char *row[] = {val(res, i, N_KIND), val(res, i, N_JOBS),
+				     val(res, i, N_DUE),
+				     age(res, i, N_OLDEST, a, sizeof(a))};
+		cli_table_add(&t, row);
+	}
+	cli_table_print(&t, f, "  ");
+}
+
+static void
+print_leases(const PGresult *res, FILE *f)
+{
+	static const char *const head[] = {"NAME", "HOLDER", "TOKEN",
+					   "EXPIRES IN"};
+	struct cli_table t;
+
+	fputs("leases\n", f);
+	if (PQntuples(res) == 0) {
+		fputs("  none\n", f);
+		return;
+	}
+	cli_table_init(&t, 4, head, "llrl");
+	for (int i = 0; i < PQntuples(res); i++) {
+		char a[32], exp[48];
+		const char *in = NULL;
+		if (!PQgetisnull(res, i, L_EXPIRES_IN)) {
+			double s =
+				strtod(PQgetvalue(res, i, L_EXPIRES_IN), NULL);
+			cli_format_age(s < 0 ? -s : s, a, sizeof(a));
+			snprintf(exp, sizeof(exp),
+				 s < 0 ? "expired %s ago" : "%s", a);
+			in = exp;
+		}
+		const char *row[] = {val(res, i, L_NAME), val(res, i, L_HOLDER),
+				     val(res, i, L_TOKEN), in};
+		cli_table_add(&t, row);
+	}
+	cli_table_print(&t, f, "  ");
+}
+
+/* The workers grouped into instances (host, supervisor pid). */
+static cJSON *
+json_instances(const PGresult *res, int *live, int *stale)
+{
+	cJSON *instances = cJSON_CreateArray(), *workers = NULL;
+	int n = PQntuples(res);
+
+	*live = *stale = 0;
+	for (int i = 0; i < n; i++) {
+		if (i == 0 || !same_instance(res, i - 1, i)) {
+			cJSON *inst = cJSON_CreateObject();
+			cli_json_add_columns(inst, res, i, W_HOST, W_SLOT);
+			workers = cJSON_AddArrayToObject(inst, "workers");
+			cJSON_AddItemToArray(instances, inst);
+		}
+		cJSON *w = cJSON_CreateObject();
+		cli_json_add_columns(w, res, i, W_SLOT, W_KINDS_TEXT);
+		cJSON_AddItemToArray(workers, w);
+		if (PQgetvalue(res, i, W_STALE)[0] == 't')
+			(*stale)++;
+		else
+			(*live)++;
+	}
+	return instances;
+}
+
+static cJSON *
+json_rows(const PGresult *res)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < PQntuples(res); i++) {
+		cJSON *o = cJSON_CreateObject();
+		cli_json_add_columns(o, res, i, 0, PQnfields(res));
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
+static void
+print_json(PGresult *const res[4])
+{
+	cJSON *o = cJSON_CreateObject();
+	int live, stale;
+	cJSON *instances = json_instances(res[0], &live, &stale);
+	cJSON_AddNumberToObject(o, "live_workers", live);
+	cJSON_AddNumberToObject(o, "stale_workers", stale);
+	cJSON_AddItemToObject(o, "instances", instances);
+	cJSON_AddItemToObject(o, "queues", json_rows(res[1]));
+	cJSON_AddItemToObject(o, "no_handler", json_rows(res[2]));
+	cJSON_AddItemToObject(o, "leases", json_rows(res[3]));
+	cli_json_print(o);
+}
+
+static int
+parse(int argc, char **argv, int *json)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c != 'j')
+			return cli_bad_option("status", c, argv);
+		*json = 1;
+	}
+	if (optind < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"status: unexpected argument \"%s\"",
+				argv[optind]);
+	return 0;
+}
+
+int
+cli_status_run(struct cli *cli, int argc, char **argv)
+{
+	PGresult *res[4] = {NULL};
+	PGconn *conn;
+	int json = 0, rc;
+
+	if ((rc = parse(argc, argv, &json)) != 0)
+		return rc;
+	if ((rc = cli_open(cli, &conn)) != 0)
+		return rc;
+	if (!(res[0] = cli_exec(conn, "workers", WORKERS_SQL, 0, NULL)) ||
+	    !(res[1] = cli_status_queues(conn)) ||
+	    !(res[2] = cli_exec(conn, "waiting kinds", NO_HANDLER_SQL, 0,
+				NULL)) ||
+	    !(res[3] = cli_exec(conn, "leases", LEASES_SQL, 0, NULL))) {
+		rc = CLI_EXIT_FAILED;
+		goto out;
+	}
+	if (json) {
+		print_json(res);
+	} else {
+		print_workers(res[0], stdout);
+		fputc('\n', stdout);
+		cli_status_print_queues(res[1], stdout);
+		fputc('\n', stdout);
+		print_no_handler(res[2], stdout);
+		fputc('\n', stdout);
+		print_leases(res[3], stdout);
+	}
+out:
+	for (int i = 0; i < 4; i++)
+		PQclear(res[i]);
+	PQfinish(conn);
+	return rc;
+}

@@ -1,0 +1,280 @@
+/*
+ * cli_top: `pgjob top [--interval 1s] [--once]`, a view that refreshes
+ * every interval, like top(1): per kind, the jobs done (and gone dead) in
+ * the last interval, from finished_at, and what runs and waits; then the
+ * queues as `pgjob status` shows them.
+ *
+ * --once prints one frame without clearing the screen, for scripts and
+ * tests.  Otherwise SIGINT, SIGTERM or q on a terminal ends it with exit 0.
+ * The signal handler only sets a flag and writes to a pipe that the wait
+ * watches (so a signal is never lost between a check and the wait), and
+ * puts the terminal back at once: a second signal then ends the process
+ * the default way even if a query hangs.
+ */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define TOP_MIN_INTERVAL_MS 100
+
+/* Column numbers of KINDS_SQL. */
+enum { K_KIND, K_DONE, K_DEAD, K_RUNNING, K_DUE };
+
+/* $1: the interval in milliseconds.  Kinds with nothing due, running or
+ * finished in the interval are left out. */
+static const char KINDS_SQL[] =
+	"select kind,"
+	"  count(*) filter (where state = 'done') as done,"
+	"  count(*) filter (where state = 'dead') as dead,"
+	"  count(*) filter (where state = 'running') as running,"
+	"  count(*) filter (where state = 'available') as due"
+	" from pgjob.jobs"
+	" where (state = 'available' and run_at <= now())"
+	"  or state = 'running'"
+	"  or (state in ('done', 'dead')"
+	"   and finished_at > now() - $1::bigint * interval '1 millisecond')"
+	" group by kind order by kind";
+
+/* The state that the signal handler shares with the loop. */
+static volatile sig_atomic_t top_stop;
+static int top_pipe[2] = {-1, -1};
+static int top_tty;		   /* 1 while the terminal is in raw mode */
+static struct termios top_termios; /* the terminal as we found it */
+
+static void
+restore_terminal(void)
+{
+	if (!top_tty)
+		return;
+	tcsetattr(0, TCSANOW, &top_termios);
+	top_tty = 0;
+}
+
+static void
+on_signal(int sig)
+{
+	int saved = errno;
+	top_stop = 1;
+	restore_terminal(); /* tcsetattr() is async-signal-safe */
+	(void)!write(top_pipe[1], "", 1);
+	errno = saved;
+}
+
+/* Keys without Enter and without echo, when stdin is a terminal. */
+static void
+raw_terminal(void)
+{
+	struct termios t;
+	if (!isatty(0) || tcgetattr(0, &top_termios) < 0)
+		return;
+	t = top_termios;
+	t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	t.c_cc[VMIN] = 1;
+	t.c_cc[VTIME] = 0;
+	if (tcsetattr(0, TCSANOW, &t) == 0)
+		top_tty = 1;
+}
+
+static int
+setup_signals(void)
+{
+	struct sigaction sa;
+
+	if (pipe2(top_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESETHAND; /* a second signal: the default action */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	return 0;
+}
+
+static void
+print_kinds(const PGresult *res, int64_t interval_ms, FILE *f)
+{
+	static const char *const head[] = {"KIND", "DONE",    "DONE/S",
+					   "DEAD", "RUNNING", "DUE"};
+	struct cli_table t;
+
+	if (PQntuples(res) == 0) {
+		fputs("kinds\n  nothing ran, runs or is due\n", f);
+		return;
+	}
+	fputs("kinds\n", f);
+	cli_table_init(&t, 6, head, "lrrrrr");
+	for (int i = 0; i < PQntuples(res); i++) {
+		char rate[32];
+		double done = strtod(PQgetvalue(res, i, K_DONE), NULL);
+		snprintf(rate, sizeof(rate), "%.1f",
+			 done * 1000.0 / (double)interval_ms);
+		const char *row[] = {PQgetvalue(res, i, K_KIND),
+				     PQgetvalue(res, i, K_DONE),
+				     rate,
+				     PQgetvalue(res, i, K_DEAD),
+				     PQgetvalue(res, i, K_RUNNING),
+				     PQgetvalue(res, i, K_DUE)};
+		cli_table_add(&t, row);
+	}
+	cli_table_print(&t, f, "  ");
+}
+
+/* One frame; clear: start from an empty screen.  0, or -1 on error. */
+static int
+frame(PGconn *conn, int64_t interval_ms, const char *interval, int clear)
+{
+	char ms[24], when[64];
+	snprintf(ms, sizeof(ms), "%" PRId64, interval_ms);
+	const char *p[] = {ms};
+	PGresult *now = cli_exec(conn, "top", "select now()", 0, NULL);
+	PGresult *kinds = now ? cli_exec(conn, "top", KINDS_SQL, 1, p) : NULL;
+	PGresult *queues = kinds ? cli_status_queues(conn) : NULL;
+	if (queues) {
+		/* Home, then clear: the frame replaces the last one. */
+		if (clear)
+			fputs("\033[H\033[2J", stdout);
+		printf("pgjob top  %s  interval %s%s\n\n",
+		       cli_format_time(PQgetvalue(now, 0, 0), when,
+				       sizeof(when)),
+		       interval, clear ? "  (q quits)" : "");
+		print_kinds(kinds, interval_ms, stdout);
+		fputc('\n', stdout);
+		cli_status_print_queues(queues, stdout);
+		fflush(stdout);
+	}
+	PQclear(now);
+	PQclear(kinds);
+	PQclear(queues);
+	return queues ? 0 : -1;
+}
+
+/*
+ * Waits up to ms for a signal or a key.  Returns 1 to stop, 0 to draw the
+ * next frame.
+ */
+static int
+wait_key(int64_t ms, int *stdin_open)
+{
+	struct pollfd fds[2] = {{top_pipe[0], POLLIN, 0},
+				{*stdin_open ? 0 : -1, POLLIN, 0}};
+	int64_t until = util_now_ms() + ms;
+
+	while (!top_stop) {
+		int64_t left = until - util_now_ms();
+		if (left <= 0)
+			return 0;
+		int n = poll(fds, 2, (int)left);
+		if (n < 0 && errno != EINTR)
+			return 1;
+		if (n <= 0 || !fds[1].revents)
+			continue;
+		char c;
+		ssize_t r = read(0, &c, 1);
+		if (r <= 0) {
+			/* stdin is closed or not readable: only signals. */
+			*stdin_open = 0;
+			fds[1].fd = -1;
+		} else if (c == 'q' || c == 'Q') {
+			return 1;
+		} else {
+			return 0; /* any other key: refresh now */
+		}
+	}
+	return 1;
+}
+
+static int
+loop(PGconn *conn, int64_t interval_ms, const char *interval)
+{
+	int stdin_open = 1, rc = 0;
+
+	if (setup_signals() < 0)
+		return cli_fail(CLI_EXIT_FAILED, "top: pipe: %s",
+				strerror(errno));
+	raw_terminal();
+	fputs("\033[?25l", stdout); /* hide the cursor */
+	while (!top_stop) {
+		if (frame(conn, interval_ms, interval, 1) < 0) {
+			rc = CLI_EXIT_FAILED;
+			break;
+		}
+		if (wait_key(interval_ms, &stdin_open))
+			break;
+	}
+	fputs("\033[?25h", stdout);
+	fflush(stdout);
+	restore_terminal();
+	close(top_pipe[0]);
+	close(top_pipe[1]);
+	return rc;
+}
+
+static int
+parse(int argc, char **argv, int64_t *ms, const char **text, int *once)
+{
+	static const struct option opts[] = {
+		{"interval", required_argument, NULL, 'i'},
+		{"once", no_argument, NULL, 'o'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *why;
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c == 'o') {
+			*once = 1;
+			continue;
+		}
+		if (c != 'i')
+			return cli_bad_option("top", c, argv);
+		if (config_parse_duration(optarg, ms, &why) < 0)
+			why = why ? why : "bad duration";
+		else if (*ms < TOP_MIN_INTERVAL_MS || *ms > 86400 * 1000)
+			why = "from 100ms to 1d";
+		else
+			why = NULL;
+		if (why)
+			return cli_fail(CLI_EXIT_USAGE,
+					"top: bad --interval \"%s\" (%s)",
+					optarg, why);
+		*text = optarg;
+	}
+	if (optind < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"top: unexpected argument \"%s\"",
+				argv[optind]);
+	return 0;
+}
+
+int
+cli_top_run(struct cli *cli, int argc, char **argv)
+{
+	int64_t ms = 1000;
+	const char *text = "1s";
+	PGconn *conn;
+	int once = 0, rc;
+
+	if ((rc = parse(argc, argv, &ms, &text, &once)) != 0)
+		return rc;
+	if ((rc = cli_open(cli, &conn)) != 0)
+		return rc;
+	if (once)
+		rc = frame(conn, ms, text, 0) < 0 ? CLI_EXIT_FAILED : 0;
+	else
+		rc = loop(conn, ms, text);
+	PQfinish(conn);
+	return rc;
+}

@@ -1,0 +1,374 @@
+/*
+ * pgjob: the operator's command line.
+ *
+ *   pgjob [-c FILE] [--database CONNINFO] COMMAND [ARGS]
+ *
+ * The database comes from --database, else the config file's
+ * database.conninfo, else libpq's PG* environment.  Exit codes: 0 done,
+ * 1 the command failed (unknown id, wrong state, database error), 2 usage,
+ * 78 config or schema.
+ * migrate and enqueue live here; the other commands in cli_*.c (cli.h).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+#include "common/config.h"
+#include "common/conninfo.h"
+#include "db/db.h"
+#include "common/failpoint.h"
+#include "common/log.h"
+#include "db/migrate.h"
+#include "common/util.h"
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: pgjob [-c FILE] [--database CONNINFO] COMMAND [ARGS]\n"
+	      "\n"
+	      "commands:\n"
+	      "  migrate                apply pending schema migrations\n"
+	      "  enqueue KIND [JSON] [--queue Q] [--run-at TIME | --in DUR]\n"
+	      "          [--priority N] [--unique-key K] [--ordering-key K]\n"
+	      "          [--max-attempts N]\n"
+	      "                         enqueue a job and print its id\n"
+	      "  status [--json]        workers, queues, kinds no live worker "
+	      "handles,\n"
+	      "                         leases\n"
+	      "  jobs [--state S] [--queue Q] [--kind K] [--limit N] [--json]\n"
+	      "                         list jobs, newest first (50 by "
+	      "default)\n"
+	      "  show ID [--json]       one job with every column\n"
+	      "  retry ID               a dead, cancelled or failed job: run "
+	      "it again now\n"
+	      "  retry --dead [--kind K]\n"
+	      "                         every dead job (of one kind)\n"
+	      "  cancel ID              cancel a job that waits to run\n"
+	      "  prune [--older-than DUR]\n"
+	      "                         delete jobs finished before DUR ago\n"
+	      "                         (default: the config's retention, "
+	      "else 7d)\n"
+	      "  top [--interval DUR] [--once]\n"
+	      "                         throughput per kind and queue depth, "
+	      "refreshed\n"
+	      "  version                print the version\n"
+	      "\n"
+	      "The database is --database, else database.conninfo of the "
+	      "config (-c or\nPGJOBD_CONFIG), else the PG* environment.  "
+	      "Durations: 500ms, 30s, 5m,\n2h, 7d.  Exit status: 0 done, 1 "
+	      "failed, 2 usage, 78 config or schema.\n",
+	      f);
+}
+
+static int
+cmd_migrate(struct cli *cli, int argc, char **argv)
+{
+	char *err;
+	int applied;
+
+	if (argc > 1)
+		return cli_fail(CLI_EXIT_USAGE,
+				"migrate: unexpected argument \"%s\"", argv[1]);
+	PGconn *conn = cli_connect(cli);
+	if (!conn)
+		return 1;
+	int rc = migrate_run(conn, &applied, &err);
+	PQfinish(conn);
+	if (rc < 0) {
+		cli_fail(CLI_EXIT_FAILED, "migrate: %s", err);
+		free(err);
+		return 1;
+	}
+	if (applied)
+		printf("migrated to schema version %d (%d applied)\n",
+		       migrate_latest(), applied);
+	else
+		printf("schema is up to date (version %d)\n", migrate_latest());
+	return 0;
+}
+
+enum {
+	OPT_QUEUE = 256,
+	OPT_RUN_AT,
+	OPT_IN,
+	OPT_PRIORITY,
+	OPT_UNIQUE,
+	OPT_ORDERING,
+	OPT_MAX_ATTEMPTS
+};
+
+static const struct option enqueue_opts[] = {
+	{"queue", required_argument, NULL, OPT_QUEUE},
+	{"run-at", required_argument, NULL, OPT_RUN_AT},
+	{"in", required_argument, NULL, OPT_IN},
+	{"priority", required_argument, NULL, OPT_PRIORITY},
+	{"unique-key", required_argument, NULL, OPT_UNIQUE},
+	{"ordering-key", required_argument, NULL, OPT_ORDERING},
+	{"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+	{NULL, 0, NULL, 0},
+};
+
+/* The parameters of one enqueue, as text for PQexecParams ($1..$9). */
+struct enqueue_args {
+	const char *p[9]; /* kind payload queue run_at in_ms priority
+			     max_attempts unique_key ordering_key */
+	char in_ms[24], priority[8], max_attempts[12];
+};
+
+static int
+enqueue_parse(int argc, char **argv, struct enqueue_args *a)
+{
+	int64_t ms;
+	const char *why;
+	long v;
+	int c;
+
+	/* optind 0 resets GNU getopt, which then permutes: options may come
+	 * before or after KIND and JSON. */
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", enqueue_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_QUEUE:
+			a->p[2] = optarg;
+			break;
+		case OPT_RUN_AT:
+			a->p[3] = optarg;
+			break;
+		case OPT_IN:
+			if (config_parse_duration(optarg, &ms, &why) < 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad --in \"%s\" (use 500ms, "
+					"30s, 5m, 2h, 7d)",
+					optarg);
+			snprintf(a->in_ms, sizeof(a->in_ms), "%lld",
+				 (long long)ms);
+			a->p[4] = a->in_ms;
+			break;
+		case OPT_PRIORITY:
+			if (cli_parse_int(optarg, -32768, 32767, &v) < 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad --priority "
+					"\"%s\" (an integer from -32768 to "
+					"32767)",
+					optarg);
+			snprintf(a->priority, sizeof(a->priority), "%ld", v);
+			a->p[5] = a->priority;
+			break;
+		case OPT_MAX_ATTEMPTS:
+			if (cli_parse_int(optarg, 1, 1000000, &v) < 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad "
+					"--max-attempts \"%s\" (an integer "
+					">= 1)",
+					optarg);
+			snprintf(a->max_attempts, sizeof(a->max_attempts),
+				 "%ld", v);
+			a->p[6] = a->max_attempts;
+			break;
+		case OPT_UNIQUE:
+			a->p[7] = optarg;
+			break;
+		case OPT_ORDERING:
+			a->p[8] = optarg;
+			break;
+		default:
+			return cli_fail(CLI_EXIT_USAGE,
+					"enqueue: unknown option \"%s\"",
+					argv[optind - 1]);
+		}
+	}
+	if (a->p[3] && a->p[4])
+		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
+				"--run-at and --in "
+				"exclude each other");
+	if (optind >= argc)
+		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s", "missing KIND");
+	a->p[0] = argv[optind++];
+	if (!*a->p[0])
+		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
+				"KIND must not be empty");
+	a->p[1] = optind < argc ? argv[optind++] : "{}";
+	if (optind < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"enqueue: unexpected argument \"%s\"",
+				argv[optind]);
+	cJSON *json = cJSON_Parse(a->p[1]);
+	int object = cJSON_IsObject(json);
+	cJSON_Delete(json);
+	if (!json)
+		return cli_fail(CLI_EXIT_USAGE,
+				"enqueue: payload is not valid JSON: %s",
+				a->p[1]);
+	if (!object)
+		return cli_fail(CLI_EXIT_USAGE,
+				"enqueue: payload must be a JSON object: "
+				"%s",
+				a->p[1]);
+	return 0;
+}
+
+static int
+cmd_enqueue(struct cli *cli, int argc, char **argv)
+{
+	struct enqueue_args a = {0};
+	int rc = enqueue_parse(argc, argv, &a);
+	if (rc)
+		return rc;
+
+	PGconn *conn = cli_connect(cli);
+	if (!conn)
+		return 1;
+	PGresult *res = PQexecParams(
+		conn,
+		"select pgjob.enqueue($1, $2::jsonb,"
+		" queue => coalesce($3, 'default'),"
+		" run_at => coalesce($4::timestamptz, now() +"
+		"  coalesce($5::bigint, 0) * interval '1 millisecond'),"
+		" priority => coalesce($6::int, 0),"
+		" max_attempts => $7::int,"
+		" unique_key => $8, ordering_key => $9)",
+		9, NULL, a.p, NULL, NULL, 0);
+	rc = 0;
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		printf("%s\n", PQgetvalue(res, 0, 0));
+	} else {
+		char *text = db_error_text(conn, res);
+		cli_fail(CLI_EXIT_FAILED, "enqueue: %s", text);
+		free(text);
+		rc = 1;
+	}
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}
+
+static const struct {
+	const char *name;
+	int (*run)(struct cli *, int, char **);
+	int needs_config; /* 0: config optional */
+} commands[] = {
+	{"migrate", cmd_migrate, 0},	 {"enqueue", cmd_enqueue, 0},
+	{"status", cli_status_run, 0},	 {"jobs", cli_jobs_list, 0},
+	{"show", cli_jobs_show, 0},	 {"retry", cli_state_retry, 0},
+	{"cancel", cli_state_cancel, 0}, {"prune", cli_prune_run, 0},
+	{"top", cli_top_run, 0},
+};
+
+/* 1 when the arguments of a command ask for help (before any "--"). */
+static int
+wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0)
+			return 1;
+	return 0;
+}
+
+static int
+load_config(struct cli *cli)
+{
+	struct config_errors errs = {0};
+
+	if (!cli->config_path)
+		cli->config_path = getenv("PGJOBD_CONFIG");
+	if (!cli->config_path || !*cli->config_path)
+		return 0;
+	cli->cfg = config_load(cli->config_path, &errs);
+	if (cli->cfg)
+		return 0;
+	for (size_t i = 0; i < errs.n; i++)
+		fprintf(stderr, "%s\n", errs.msg[i]);
+	config_errors_free(&errs);
+	return EXIT_CONFIG;
+}
+
+/* Runs the command argv[0]; returns the exit code. */
+static int
+dispatch(struct cli *cli, int argc, char **argv)
+{
+	int rc;
+
+	if (strcmp(argv[0], "version") == 0 ||
+	    strcmp(argv[0], "--version") == 0) {
+		printf("pgjob %s (schema version %d)\n", PGJOBD_VERSION,
+		       migrate_latest());
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[0], commands[i].name) != 0)
+			continue;
+		if (wants_help(argc, argv)) {
+			usage(stdout);
+			return 0;
+		}
+		if ((rc = load_config(cli)) != 0)
+			return rc;
+		rc = commands[i].run(cli, argc, argv);
+		config_free(cli->cfg);
+		return rc;
+	}
+	cli_fail(CLI_EXIT_USAGE, "unknown command \"%s\"", argv[0]);
+	usage(stderr);
+	return CLI_EXIT_USAGE;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"database", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct cli cli = {0};
+	char *database = NULL;
+	int c, rc;
+
+	log_init("pgjob", LOG_WARN, 0);
+	failpoint_init();
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+c:d:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			cli.config_path = optarg;
+			break;
+		case 'd':
+			/* Only the last one counts: hide the ones before. */
+			conninfo_scrub(database);
+			database = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			cli_fail(CLI_EXIT_USAGE, "unknown option \"%s\"",
+				 argv[optind - 1]);
+			usage(stderr);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	/*
+	 * ps shows argv to every local user while a command runs (top runs
+	 * for hours): keep a copy of --database and overwrite its secrets in
+	 * argv (docs/security.md).
+	 */
+	cli.database = xstrdup(database);
+	conninfo_scrub(database);
+	rc = dispatch(&cli, argc - optind, argv + optind);
+	free(cli.database);
+	return rc;
+}

@@ -1,0 +1,210 @@
+/*
+ * log: logfmt or JSON lines on stderr, one write(2) per line so that lines
+ * from the supervisor and its workers never interleave mid-line.
+ */
+#include "common/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/text.h"
+#include "common/util.h"
+
+static const char *names[] = {"debug", "info", "warn", "error", "fatal"};
+
+static struct {
+	const char *proc;
+	int level;
+	int json;
+	int slot;
+	int journal; /* under systemd: journald adds time and pid */
+} lg = {"pgjobd", LOG_INFO, 0, 0, 0};
+
+void
+log_init(const char *proc, int level, int json)
+{
+	lg.proc = proc;
+	lg.level = level;
+	lg.json = json;
+	lg.journal = getenv("JOURNAL_STREAM") != NULL;
+}
+
+void
+log_set_level(int level)
+{
+	lg.level = level;
+}
+
+void
+log_set_json(int json)
+{
+	lg.json = json;
+}
+
+void
+log_set_slot(int slot)
+{
+	lg.slot = slot;
+}
+
+int
+log_level_parse(const char *s)
+{
+	for (int i = LOG_DEBUG; i <= LOG_ERROR; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * Appends s quoted for logfmt ("..." with \" \\ \n \r \t escaped) or JSON.
+ * Every other control character (C0, DEL, C1) becomes \u00XX, so that no
+ * line carries what a terminal would act on, and a byte that is not UTF-8
+ * becomes \xXX in logfmt, U+FFFD in JSON (which has no byte escape).
+ */
+static void
+quote(struct buf *b, const char *s)
+{
+	buf_append(b, "\"", 1);
+	while (*s) {
+		uint32_t cp;
+		size_t n = text_char(s, &cp);
+		if (n == 0) {
+			if (lg.json)
+				buf_append(b, "\\ufffd", 6);
+			else
+				buf_appendf(b, "\\x%02x", (unsigned char)*s);
+			s++;
+			continue;
+		}
+		if (cp == '"' || cp == '\\') {
+			buf_append(b, "\\", 1);
+			buf_append(b, s, 1);
+		} else if (cp == '\n') {
+			buf_append(b, "\\n", 2);
+		} else if (cp == '\r') {
+			buf_append(b, "\\r", 2);
+		} else if (cp == '\t') {
+			buf_append(b, "\\t", 2);
+		} else if (text_is_control(cp)) {
+			buf_appendf(b, "\\u%04x", (unsigned)cp);
+		} else {
+			buf_append(b, s, n);
+		}
+		s += n;
+	}
+	buf_append(b, "\"", 1);
+}
+
+/* 1 when a logfmt value must be quoted: empty, or holding a space, ", =,
+ * \, a control character or a byte that is not UTF-8. */
+static int
+needs_quote(const char *s)
+{
+	uint32_t cp;
+	size_t n;
+
+	if (!*s)
+		return 1;
+	for (; *s; s += n) {
+		n = text_char(s, &cp);
+		if (n == 0 || text_is_control(cp) || cp == ' ' || cp == '"' ||
+		    cp == '=' || cp == '\\')
+			return 1;
+	}
+	return 0;
+}
+
+static void
+field_str(struct buf *b, const char *key, const char *val)
+{
+	if (lg.json) {
+		buf_appendf(b, "%s\"%s\":", b->len > 1 ? "," : "", key);
+		quote(b, val);
+		return;
+	}
+	buf_appendf(b, "%s%s=", b->len ? " " : "", key);
+	if (needs_quote(val))
+		quote(b, val);
+	else
+		buf_append(b, val, strlen(val));
+}
+
+static void
+field_int(struct buf *b, const char *key, long long val)
+{
+	if (lg.json)
+		buf_appendf(b, "%s\"%s\":%lld", b->len > 1 ? "," : "", key,
+			    val);
+	else
+		buf_appendf(b, "%s%s=%lld", b->len ? " " : "", key, val);
+}
+
+int
+log_enabled(int level)
+{
+	return level >= lg.level;
+}
+
+static void
+emit(int level, const struct log_job *job, const char *fmt, va_list ap)
+{
+	struct buf b = {0};
+	char msg[4096];
+
+	if (level < lg.level)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (lg.json)
+		buf_append(&b, "{", 1);
+	if (!lg.journal) {
+		char ts[40];
+		struct timespec now;
+		struct tm tm;
+		clock_gettime(CLOCK_REALTIME, &now);
+		gmtime_r(&now.tv_sec, &tm);
+		size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(ts + n, sizeof(ts) - n, ".%03ldZ",
+			 now.tv_nsec / 1000000);
+		field_str(&b, "ts", ts);
+	}
+	field_str(&b, "level", names[level]);
+	field_str(&b, "proc", lg.proc);
+	if (!lg.journal)
+		field_int(&b, "pid", getpid());
+	if (lg.slot > 0)
+		field_int(&b, "slot", lg.slot);
+	if (job) {
+		field_int(&b, "job", job->id);
+		if (job->kind)
+			field_str(&b, "kind", job->kind);
+		if (job->attempt > 0)
+			field_int(&b, "attempt", job->attempt);
+	}
+	field_str(&b, "msg", msg);
+	buf_append(&b, lg.json ? "}\n" : "\n", lg.json ? 2 : 1);
+	(void)!write(STDERR_FILENO, b.data, b.len);
+	buf_free(&b);
+}
+
+void
+log_msg(int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(level, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void
+log_job(int level, const struct log_job *job, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(level, job, fmt, ap);
+	va_end(ap);
+}

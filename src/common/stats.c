@@ -1,0 +1,335 @@
+/*
+ * stats: shared counters and their Prometheus rendering.
+ */
+#include "common/stats.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+
+const double stats_bounds[STATS_BUCKETS] = {
+	0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60};
+
+struct stats *
+stats_create(void)
+{
+	void *p = mmap(NULL, sizeof(struct stats), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		log_error("cannot map the metrics area: %s", strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+void
+stats_destroy(struct stats *s)
+{
+	if (s)
+		munmap(s, sizeof(*s));
+}
+
+struct stats_kind *
+stats_kind(struct stats_worker *w, const char *kind, const char *queue)
+{
+	uint32_t n = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(w->kinds[i].kind, kind) == 0 &&
+		    strcmp(w->kinds[i].queue, queue) == 0)
+			return &w->kinds[i];
+	if (n >= STATS_MAX_KINDS)
+		return NULL;
+	struct stats_kind *k = &w->kinds[n];
+	snprintf(k->kind, sizeof(k->kind), "%s", kind);
+	snprintf(k->queue, sizeof(k->queue), "%s", queue);
+	/* Publish the names before the count that makes them visible. */
+	__atomic_store_n(&w->nkinds, n + 1, __ATOMIC_RELEASE);
+	return k;
+}
+
+void
+stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us, int64_t us)
+{
+	size_t b =
+		metrics_bucket(stats_bounds, STATS_BUCKETS, (double)us / 1e6);
+	if (b < STATS_BUCKETS)
+		stats_add(&buckets[b], 1);
+	stats_add(count, 1);
+	stats_add(sum_us, us > 0 ? (uint64_t)us : 0);
+}
+
+static uint64_t
+ld(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* The (kind, queue) pairs of all workers, summed, in first-seen order. */
+struct sum {
+	const char *kind, *queue;
+	struct stats_kind t;
+};
+
+static size_t
+sum_kinds(const struct stats *s, int n, struct sum *out, size_t max)
+{
+	size_t m = 0;
+	for (int i = 0; i < n; i++) {
+		const struct stats_worker *w = &s->w[i];
+		uint32_t nk = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
+		for (uint32_t k = 0; k < nk; k++) {
+			const struct stats_kind *x = &w->kinds[k];
+			size_t j = 0;
+			while (j < m && (strcmp(out[j].kind, x->kind) ||
+					 strcmp(out[j].queue, x->queue)))
+				j++;
+			if (j == m) {
+				if (m == max)
+					continue;
+				memset(&out[m], 0, sizeof(out[m]));
+				out[m].kind = x->kind;
+				out[m].queue = x->queue;
+				m++;
+			}
+			struct stats_kind *t = &out[j].t;
+			t->claimed += ld(&x->claimed);
+			t->done += ld(&x->done);
+			t->retried += ld(&x->retried);
+			t->dead += ld(&x->dead);
+			t->lost += ld(&x->lost);
+			for (int b = 0; b < STATS_BUCKETS; b++)
+				t->dur[b] += ld(&x->dur[b]);
+			t->dur_count += ld(&x->dur_count);
+			t->dur_sum_us += ld(&x->dur_sum_us);
+		}
+	}
+	return m;
+}
+
+static void
+render_jobs(struct buf *out, const struct sum *k, size_t m)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} c[] = {
+		{"pgjobd_jobs_claimed_total", "Jobs claimed.",
+		 offsetof(struct stats_kind, claimed)},
+		{"pgjobd_jobs_done_total", "Jobs finished done.",
+		 offsetof(struct stats_kind, done)},
+		{"pgjobd_jobs_retried_total", "Failed attempts set to retry.",
+		 offsetof(struct stats_kind, retried)},
+		{"pgjobd_jobs_dead_total", "Jobs that ended dead.",
+		 offsetof(struct stats_kind, dead)},
+		{"pgjobd_jobs_lost_lease_total",
+		 "Attempts whose lease was lost: found at a renewal, or an end "
+		 "the database refused.",
+		 offsetof(struct stats_kind, lost)},
+	};
+	struct buf l = {0};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		metrics_header(out, c[i].name, "counter", c[i].help);
+		for (size_t j = 0; j < m; j++) {
+			buf_reset(&l);
+			metrics_label(&l, "kind", k[j].kind);
+			metrics_label(&l, "queue", k[j].queue);
+			const uint64_t *v =
+				(const uint64_t *)((const char *)&k[j].t +
+						   c[i].off);
+			metrics_counter(out, c[i].name, NULL, l.data,
+					(double)*v);
+		}
+	}
+	metrics_header(out, "pgjobd_handler_duration_seconds", "histogram",
+		       "Handler run time per attempt.");
+	for (size_t j = 0; j < m; j++) {
+		buf_reset(&l);
+		metrics_label(&l, "kind", k[j].kind);
+		metrics_label(&l, "queue", k[j].queue);
+		metrics_histogram(
+			out, "pgjobd_handler_duration_seconds", NULL, l.data,
+			stats_bounds, k[j].t.dur, STATS_BUCKETS,
+			(double)k[j].t.dur_sum_us / 1e6, k[j].t.dur_count);
+	}
+	buf_free(&l);
+}
+
+static void
+render_workers(struct buf *out, const struct stats *s, int n, int configured)
+{
+	struct stats_worker t = {0};
+	int slots = 0;
+	uint64_t tasks = 0;
+	for (int i = 0; i < n; i++) {
+		const struct stats_worker *w = &s->w[i];
+		slots += __atomic_load_n(&w->slot, __ATOMIC_RELAXED) > 0 &&
+			 __atomic_load_n(&w->connected, __ATOMIC_RELAXED);
+		tasks += (uint64_t)__atomic_load_n(&w->tasks_held,
+						   __ATOMIC_RELAXED);
+		t.reconnects += ld(&w->reconnects);
+		for (int b = 0; b < STATS_BUCKETS; b++)
+			t.claim[b] += ld(&w->claim[b]);
+		t.claim_count += ld(&w->claim_count);
+		t.claim_sum_us += ld(&w->claim_sum_us);
+	}
+	metrics_histogram(out, "pgjobd_claim_seconds",
+			  "Claim statement round-trip time.", NULL,
+			  stats_bounds, t.claim, STATS_BUCKETS,
+			  (double)t.claim_sum_us / 1e6, t.claim_count);
+	metrics_counter(out, "pgjobd_worker_restarts_total",
+			"Workers the supervisor restarted.", NULL,
+			(double)ld(&s->worker_restarts));
+	metrics_counter(out, "pgjobd_reconnects_total",
+			"Database connections lost and made again.", NULL,
+			(double)t.reconnects);
+	metrics_gauge(out, "pgjobd_workers", "Worker processes configured.",
+		      NULL, configured);
+	metrics_gauge(out, "pgjobd_slots_held",
+		      "Workers holding a slot on a live connection.", NULL,
+		      slots);
+	metrics_gauge(out, "pgjobd_tasks_held",
+		      "Leased task partitions held by this instance.", NULL,
+		      (double)tasks);
+}
+
+static void
+render_queues(struct buf *out, const struct stats *s)
+{
+	uint32_t n = __atomic_load_n(&s->nqueues, __ATOMIC_ACQUIRE);
+	struct buf l = {0};
+	metrics_header(out, "pgjobd_queue_due", "gauge",
+		       "Available jobs that are due, per queue.");
+	for (uint32_t i = 0; i < n; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_due", NULL, l.data,
+			      (double)s->queues[i].due);
+	}
+	metrics_header(out, "pgjobd_queue_running", "gauge",
+		       "Running jobs, per queue, across the cluster.");
+	for (uint32_t i = 0; i < n; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_running", NULL, l.data,
+			      (double)s->queues[i].running);
+	}
+	metrics_header(out, "pgjobd_queue_oldest_due_seconds", "gauge",
+		       "Age of the oldest due job, per queue.");
+	for (uint32_t i = 0; i < n; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_oldest_due_seconds", NULL,
+			      l.data, (double)s->queues[i].oldest_due_ms / 1e3);
+	}
+	buf_free(&l);
+}
+
+void
+stats_render(const struct stats *s, int n, int configured, struct buf *out)
+{
+	static struct sum k[STATS_MAX_KINDS * 4];
+	size_t m = sum_kinds(s, n, k, sizeof(k) / sizeof(k[0]));
+	render_jobs(out, k, m);
+	render_workers(out, s, n, configured);
+	render_queues(out, s);
+}
+
+void
+stats_worker_gone(struct stats *s, int index)
+{
+	if (!s || index < 0 || index >= STATS_MAX_WORKERS)
+		return;
+	struct stats_worker *w = &s->w[index];
+	__atomic_store_n(&w->pid, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->slot, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->connected, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->tasks_held, 0, __ATOMIC_RELAXED);
+}
+
+int
+stats_healthy(const struct stats *s, const int *idx, int n, int64_t stale_ms,
+	      char *why, size_t len)
+{
+	int64_t now = util_now_ms();
+	for (int i = 0; i < n; i++) {
+		if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
+			continue;
+		const struct stats_worker *w = &s->w[idx[i]];
+		int slot = __atomic_load_n(&w->slot, __ATOMIC_RELAXED);
+		int up = __atomic_load_n(&w->connected, __ATOMIC_RELAXED);
+		int64_t ok = __atomic_load_n(&w->last_ok_ms, __ATOMIC_RELAXED);
+		if (slot <= 0 || !up) {
+			snprintf(why, len,
+				 "worker %d holds no slot or has no "
+				 "connection\n",
+				 i + 1);
+			return 0;
+		}
+		if (now - ok > stale_ms) {
+			snprintf(why, len,
+				 "worker %d (slot %d) has not reached the "
+				 "database for %lld ms\n",
+				 i + 1, slot, (long long)(now - ok));
+			return 0;
+		}
+	}
+	snprintf(why, len, "ok: %d workers hold slots\n", n);
+	return 1;
+}
+
+int
+stats_notify_parse(const char *payload, uint64_t *xid, long long *due)
+{
+	const char *p = payload;
+	uint64_t x = 0;
+	long long d = 0;
+	int nx = 0, nd = 0;
+
+	if (!p)
+		return -1;
+	for (; *p >= '0' && *p <= '9' && nx < 20; p++, nx++) {
+		if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+	}
+	if (nx == 0 || *p++ != ' ')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++, nd++)
+		if (d < STATS_NOTIFY_MAX_DUE)
+			d = d * 10 + (*p - '0');
+	if (nd == 0 || *p || d <= 0)
+		return -1;
+	*xid = x;
+	*due = d < STATS_NOTIFY_MAX_DUE ? d : STATS_NOTIFY_MAX_DUE;
+	return 0;
+}
+
+int
+stats_notify_take(struct stats *s, uint64_t xid, int be_pid, long long due,
+		  long long room)
+{
+	const uint64_t mask = (1ULL << 48) - 1;
+	/* Mixed so that neither half alone picks the slot. */
+	uint64_t key =
+		(xid ^ ((uint64_t)(uint32_t)be_pid * 0x9e3779b97f4a7c15ULL)) &
+		mask;
+	uint64_t *slot = &s->notify_ring[key % STATS_NOTIFY_RING];
+	uint64_t old = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (room <= 0)
+		return 1;
+	for (;;) {
+		uint64_t taken = (old & mask) == key ? old >> 48 : 0;
+		if ((long long)taken * room >= due || taken == 0xffff)
+			return 0;
+		uint64_t next = key | (taken + 1) << 48;
+		if (__atomic_compare_exchange_n(slot, &old, next, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return 1;
+	}
+}

@@ -1,0 +1,145 @@
+/*
+ * stats: the counters that workers keep for the supervisor's /metrics.
+ *
+ * One anonymous MAP_SHARED mapping, made by the supervisor before it forks
+ * any worker.  Each worker writes only its own entry (indexed by its place
+ * in the supervisor's table, so a restarted worker continues its
+ * predecessor's counters and Prometheus sees no reset); the supervisor only
+ * reads.  Writes are relaxed atomic adds and stores: the hot path pays a
+ * few uncontended increments and no system call.
+ */
+#ifndef PGJOBD_STATS_H
+#define PGJOBD_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/util.h"
+
+#define STATS_MAX_WORKERS  256
+#define STATS_MAX_KINDS	   64
+#define STATS_MAX_QUEUES   32
+#define STATS_NAME	   64
+#define STATS_BUCKETS	   12
+#define STATS_MAX_HANDLERS 512 /* exec process groups tracked per worker */
+
+/* Upper bounds of the duration histograms, in seconds. */
+extern const double stats_bounds[STATS_BUCKETS];
+
+/* One (kind, queue) a worker has run jobs of. */
+struct stats_kind {
+	char kind[STATS_NAME];
+	char queue[STATS_NAME];
+	uint64_t claimed, done, retried, dead, lost;
+	uint64_t dur[STATS_BUCKETS]; /* handler durations, per bucket */
+	uint64_t dur_count, dur_sum_us;
+};
+
+/* Queue depth as one worker per instance last read it. */
+struct stats_queue {
+	char name[STATS_NAME];
+	int64_t due, running;
+	int64_t oldest_due_ms;
+};
+
+struct stats_worker {
+	int32_t pid;
+	int32_t slot; /* 0: none held */
+	int32_t connected;
+	int32_t tasks_held;
+	int64_t last_ok_ms; /* CLOCK_MONOTONIC ms of the last good result */
+	uint64_t reconnects;
+	uint64_t claim[STATS_BUCKETS]; /* claim round-trip times */
+	uint64_t claim_count, claim_sum_us;
+	uint32_t nkinds;
+	struct stats_kind kinds[STATS_MAX_KINDS];
+	/* Process groups of the exec handlers it runs: when a worker dies
+	 * without stopping them, the supervisor kills them. */
+	int32_t handler_pgids[STATS_MAX_HANDLERS];
+};
+
+/* Recent NOTIFYs, shared out among an instance's workers (worker.c). */
+#define STATS_NOTIFY_RING 64
+/* The most due jobs a notification is believed to announce. */
+#define STATS_NOTIFY_MAX_DUE 1000000
+
+struct stats {
+	uint64_t worker_restarts;
+	/* The entry of the worker that reads queue depths for /metrics (one
+	 * per instance; the supervisor names it), or -1. */
+	int32_t depth_reader;
+	int64_t queues_at_ms; /* when queues[] was written; 0: never */
+	uint32_t nqueues;
+	struct stats_queue queues[STATS_MAX_QUEUES];
+	struct stats_worker w[STATS_MAX_WORKERS];
+	/* Per slot: a notification's key (low 48 bits: its transaction id
+	 * and sending backend, stats_notify_take()) and how many workers
+	 * took it (high 16). */
+	uint64_t notify_ring[STATS_NOTIFY_RING];
+};
+
+/* Maps a zeroed area; NULL (logged) if mmap fails.  Free with
+ * stats_destroy(). */
+struct stats *stats_create(void);
+void stats_destroy(struct stats *s);
+
+/* The entry of (kind, queue) in w, added if new; NULL when w is full. */
+struct stats_kind *stats_kind(struct stats_worker *w, const char *kind,
+			      const char *queue);
+
+/* Relaxed atomic add and store, safe against a concurrent reader. */
+static inline void
+stats_add(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static inline void
+stats_set(int64_t *v, int64_t x)
+{
+	__atomic_store_n(v, x, __ATOMIC_RELAXED);
+}
+
+/* Counts one observation of us microseconds into a histogram. */
+void stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us,
+		   int64_t us);
+
+/*
+ * Reads a NOTIFY payload of the trigger pgjob.jobs_notify(): "<transaction
+ * id> <due jobs>", two decimal numbers and nothing else.  Returns 0 with
+ * *xid and *due (capped at STATS_NOTIFY_MAX_DUE) set, or -1 for anything
+ * else (an empty payload, from pgjob retry; or one that any role can send:
+ * NOTIFY needs no privilege).
+ */
+int stats_notify_parse(const char *payload, uint64_t *xid, long long *due);
+/*
+ * Whether this worker takes its turn at notification (xid, be_pid) with
+ * room free places: 1 when the workers that took it so far have too little
+ * room for its due jobs (it is counted as taken), else 0.  The key includes
+ * the backend that sent it, so a notification forged by another session
+ * never stands for a real one (docs/security.md, "NOTIFY").
+ */
+int stats_notify_take(struct stats *s, uint64_t xid, int be_pid, long long due,
+		      long long room);
+
+/*
+ * Appends the Prometheus text of the first n workers' entries (summed by
+ * kind and queue: the entries of workers that exited keep counting, so no
+ * counter goes back) to out; configured is the worker count of the config.
+ */
+void stats_render(const struct stats *s, int n, int configured,
+		  struct buf *out);
+
+/* The worker of entry index is gone (the supervisor reaped it): its gauges
+ * (slot, connection, tasks) go to zero; its counters stay. */
+void stats_worker_gone(struct stats *s, int index);
+
+/*
+ * 1 when each of the n workers whose entries are idx[0..n) holds a slot
+ * and has reached the database within stale_ms; else 0, with a reason in
+ * why (at least 128 bytes).
+ */
+int stats_healthy(const struct stats *s, const int *idx, int n,
+		  int64_t stale_ms, char *why, size_t len);
+
+#endif

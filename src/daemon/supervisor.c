@@ -1,0 +1,681 @@
+/*
+ * supervisor: fork, reap, restart, stop, reload.
+ *
+ * Signal table (all handled on the libev loop, never in a signal handler):
+ *   SIGTERM, SIGINT  first: drain (workers stop claiming and finish what
+ *                    they hold, up to shutdown_timeout); second: stop now
+ *   SIGHUP           reload the config: new workers start on it at once,
+ *                    and the old ones retire (SIGUSR2): they claim no more
+ *                    and finish the jobs they hold, however long they take,
+ *                    as nginx's old workers do.  Only a stop hands jobs
+ *                    back.
+ *
+ * A worker that exits is restarted after an exponential backoff with
+ * jitter, reset once it has stayed up for a minute, so a crash loop never
+ * becomes a fork storm.  Exit 78 (EX_CONFIG) is never restarted: the
+ * supervisor stops everything and exits 78 itself.  Workers watch a pipe
+ * whose write end only the supervisor holds: when the supervisor dies, even
+ * by SIGKILL, they see EOF and stop.
+ */
+#include "daemon/supervisor.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/backoff.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "daemon/notify.h"
+#include "common/stats.h"
+#include "common/util.h"
+#include "daemon/workermod.h"
+
+#define STABLE_MS 60000 /* up this long: the restart backoff resets */
+
+/*
+ * A worker process.  The active ones are s->children[index]; a worker
+ * retired by a reload moves to s->retired (a copy of its own) until it
+ * exits.
+ */
+struct child {
+	struct supervisor *s;
+	int index; /* place in s->children; -1 once retired */
+	int sidx;  /* its entry in the shared stats area; -1: none yet */
+	pid_t pid;
+	int pipe_wr;
+	int restarts;
+	int64_t started_ms;
+	ev_child watcher;
+	ev_timer restart;
+	struct child *next; /* in s->retired */
+};
+
+struct supervisor {
+	struct ev_loop *loop;
+	const char *config_path;
+	struct config *cfg;
+	int workers_override;
+	const char *database; /* overrides database.conninfo, or NULL */
+	struct child *children;
+	int nchildren;
+	struct child *retired; /* old workers finishing their jobs */
+	/* Which entries of the stats area a live worker uses. */
+	unsigned char sidx_used[STATS_MAX_WORKERS];
+	int sidx_high; /* entries ever used: /metrics sums them all */
+	int stopping;  /* 0, 1 draining, 2 stopping now */
+	int exit_code;
+	ev_signal sigterm, sigint, sighup;
+	ev_timer kill_timer;
+	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
+	struct stats *stats; /* shared with the workers */
+	struct metrics_server *metrics;
+	int ready;	     /* READY=1 sent for the current config */
+	int64_t watchdog_ms; /* 0: no watchdog */
+	int64_t last_watchdog;
+	int64_t last_status; /* when STATUS= was last sent */
+};
+
+static int
+nworkers(const struct supervisor *s)
+{
+	return s->workers_override > 0 ? s->workers_override : s->cfg->workers;
+}
+
+/* In the child: forget everything of the supervisor's loop and pipes. */
+static void
+child_detach(struct supervisor *s, struct child *self)
+{
+	ev_signal_stop(s->loop, &s->sigterm);
+	ev_signal_stop(s->loop, &s->sigint);
+	ev_signal_stop(s->loop, &s->sighup);
+	for (int i = 0; i < s->nchildren; i++) {
+		struct child *c = &s->children[i];
+		ev_child_stop(s->loop, &c->watcher);
+		if (c != self && c->pipe_wr >= 0)
+			close(c->pipe_wr);
+	}
+	for (struct child *r = s->retired; r; r = r->next) {
+		ev_child_stop(s->loop, &r->watcher);
+		if (r->pipe_wr >= 0)
+			close(r->pipe_wr);
+	}
+	metrics_forget(s->metrics);
+	notify_close();
+	ev_loop_destroy(s->loop);
+}
+
+/* The lowest free entry of the stats area, taken; STATS_MAX_WORKERS when
+ * none is free (the worker then counts into a private one). */
+static int
+sidx_take(struct supervisor *s)
+{
+	for (int i = 0; i < STATS_MAX_WORKERS; i++) {
+		if (s->sidx_used[i])
+			continue;
+		s->sidx_used[i] = 1;
+		if (i + 1 > s->sidx_high)
+			s->sidx_high = i + 1;
+		return i;
+	}
+	return STATS_MAX_WORKERS;
+}
+
+static void
+sidx_give_back(struct supervisor *s, int sidx)
+{
+	if (sidx >= 0 && sidx < STATS_MAX_WORKERS)
+		s->sidx_used[sidx] = 0;
+}
+
+/* The first active worker reads the queue depths for /metrics. */
+static void
+name_depth_reader(struct supervisor *s)
+{
+	if (s->stats)
+		__atomic_store_n(&s->stats->depth_reader,
+				 s->nchildren > 0 ? s->children[0].sidx : -1,
+				 __ATOMIC_RELAXED);
+}
+
+static void
+spawn(struct supervisor *s, struct child *c)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		log_error("pipe: %s", strerror(errno));
+		ev_timer_set(&c->restart, 1., 0.);
+		ev_timer_start(s->loop, &c->restart);
+		return;
+	}
+	/* A restarted worker keeps its predecessor's entry, so its
+	 * counters carry on. */
+	if (c->sidx < 0)
+		c->sidx = sidx_take(s);
+	if (c->index == 0)
+		name_depth_reader(s);
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_error("fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		ev_timer_set(&c->restart, 1., 0.);
+		ev_timer_start(s->loop, &c->restart);
+		return;
+	}
+	if (pid == 0) {
+		/* A reload's SIGUSR2 waits until the worker watches for it
+		 * (worker_main() unblocks it): its default action kills. */
+		sigset_t usr2;
+		sigemptyset(&usr2);
+		sigaddset(&usr2, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &usr2, NULL);
+		close(fds[1]);
+		child_detach(s, c);
+		/* The worker's code, and libpq, are loaded only now. */
+		_exit(workermod_run(s->cfg, fds[0], parent, s->stats, c->sidx));
+	}
+	close(fds[0]);
+	c->pid = pid;
+	c->pipe_wr = fds[1];
+	c->started_ms = util_now_ms();
+	ev_child_set(&c->watcher, pid, 0);
+	ev_child_start(s->loop, &c->watcher);
+	log_debug("started worker %d as pid %d", c->index + 1, (int)pid);
+}
+
+static void
+on_restart(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct child *c = t->data;
+	if (!c->s->stopping && c->index < nworkers(c->s))
+		spawn(c->s, c);
+}
+
+/* Worker processes alive: active and retired. */
+static int
+running(const struct supervisor *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->nchildren; i++)
+		n += s->children[i].pid > 0;
+	for (const struct child *r = s->retired; r; r = r->next)
+		n++;
+	return n;
+}
+
+static void
+signal_all(struct supervisor *s, int sig)
+{
+	for (int i = 0; i < s->nchildren; i++)
+		if (s->children[i].pid > 0)
+			kill(s->children[i].pid, sig);
+	for (struct child *r = s->retired; r; r = r->next)
+		kill(r->pid, sig);
+}
+
+static void
+stop_all(struct supervisor *s, int code)
+{
+	if (code)
+		s->exit_code = code;
+	if (s->stopping)
+		return;
+	s->stopping = 1;
+	notify_send("STOPPING=1");
+	for (int i = 0; i < s->nchildren; i++)
+		ev_timer_stop(s->loop, &s->children[i].restart);
+	signal_all(s, SIGTERM);
+	/* Workers stop their handlers at shutdown_timeout; this is the last
+	 * resort for one that does not exit. */
+	ev_timer_set(&s->kill_timer,
+		     (double)s->cfg->shutdown_timeout_ms / 1000. + 20., 0.);
+	ev_timer_start(s->loop, &s->kill_timer);
+	if (running(s) == 0)
+		ev_break(s->loop, EVBREAK_ALL);
+}
+
+static void
+log_exit(struct child *c, int status)
+{
+	int64_t up = util_now_ms() - c->started_ms;
+	char who[48];
+	if (c->index >= 0)
+		snprintf(who, sizeof(who), "worker %d", c->index + 1);
+	else
+		snprintf(who, sizeof(who), "retired worker");
+	if (WIFEXITED(status))
+		log_msg(WEXITSTATUS(status) ? LOG_WARN : LOG_INFO,
+			"%s (pid %d) exited with status %d after %lldms", who,
+			(int)c->pid, WEXITSTATUS(status), (long long)up);
+	else if (WIFSIGNALED(status))
+		log_warn("%s (pid %d) killed by signal %d (%s)%s after "
+			 "%lldms",
+			 who, (int)c->pid, WTERMSIG(status),
+			 strsignal(WTERMSIG(status)),
+			 WCOREDUMP(status) ? ", core dumped" : "",
+			 (long long)up);
+}
+
+/*
+ * Kills the exec handlers a dead worker left running (their own process
+ * groups, so its death did not take them along): otherwise they would run
+ * on beside the next holder of their jobs' leases.
+ */
+static void
+kill_orphans(struct supervisor *s, struct child *c)
+{
+	if (!s->stats || c->sidx < 0 || c->sidx >= STATS_MAX_WORKERS)
+		return;
+	int32_t *t = s->stats->w[c->sidx].handler_pgids;
+	int n = 0;
+	for (int i = 0; i < STATS_MAX_HANDLERS; i++) {
+		int32_t g = __atomic_exchange_n(&t[i], 0, __ATOMIC_RELAXED);
+		if (g > 0 && kill(-g, SIGKILL) == 0)
+			n++;
+	}
+	if (n)
+		log_warn("killed %d handler process groups that pid %d left "
+			 "running",
+			 n, (int)c->pid);
+}
+
+/* A retired worker has exited: forget it. */
+static void
+retired_gone(struct supervisor *s, struct child *r)
+{
+	for (struct child **pp = &s->retired; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	stats_worker_gone(s->stats, r->sidx);
+	sidx_give_back(s, r->sidx);
+	free(r);
+	if (s->stopping && running(s) == 0)
+		ev_break(s->loop, EVBREAK_ALL);
+}
+
+static void
+on_child(struct ev_loop *loop, ev_child *w, int revents)
+{
+	struct child *c = w->data;
+	struct supervisor *s = c->s;
+	int status = w->rstatus;
+
+	ev_child_stop(loop, w);
+	log_exit(c, status);
+	kill_orphans(s, c);
+	close(c->pipe_wr);
+	c->pipe_wr = -1;
+	if (c->index < 0) {
+		retired_gone(s, c);
+		return;
+	}
+	stats_worker_gone(s->stats, c->sidx);
+	int64_t up = util_now_ms() - c->started_ms;
+	c->pid = 0;
+	if (s->stopping) {
+		if (running(s) == 0)
+			ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CONFIG) {
+		log_error("worker %d cannot work with this config or schema; "
+			  "stopping",
+			  c->index + 1);
+		stop_all(s, EXIT_CONFIG);
+		return;
+	}
+	if (c->index >= nworkers(s)) {
+		/* Not in the config any more (a reload lowered workers). */
+		sidx_give_back(s, c->sidx);
+		c->sidx = -1;
+		return;
+	}
+	if (up >= STABLE_MS)
+		c->restarts = 0;
+	double d = (double)backoff_job_delay(1000, 60000, c->restarts + 1,
+					     backoff_random()) /
+		   1000.;
+	c->restarts++;
+	if (s->stats)
+		stats_add(&s->stats->worker_restarts, 1);
+	log_info("restarting worker %d in %.1fs", c->index + 1, d);
+	ev_timer_set(&c->restart, d, 0.);
+	ev_timer_start(loop, &c->restart);
+}
+
+static void
+on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct supervisor *s = t->data;
+	log_warn("%d workers still running; killing them", running(s));
+	signal_all(s, SIGKILL);
+}
+
+static void
+on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct supervisor *s = w->data;
+	if (!s->stopping) {
+		log_info("received %s: draining", strsignal(w->signum));
+		stop_all(s, 0);
+		return;
+	}
+	log_info("received %s again: stopping now", strsignal(w->signum));
+	s->stopping = 2;
+	signal_all(s, SIGTERM);
+}
+
+/* Resizes the child table to the new worker count (it never shrinks:
+ * entries past the count stay empty). */
+static void
+resize(struct supervisor *s, int n)
+{
+	if (n <= s->nchildren)
+		return;
+	/* ev watchers hold pointers to their structs: keep old slots in
+	 * place by allocating the table once at its largest size. */
+	struct child *c = xcalloc((size_t)n, sizeof(*c));
+	if (s->nchildren > 0)
+		memcpy(c, s->children, (size_t)s->nchildren * sizeof(*c));
+	for (int i = 0; i < s->nchildren; i++) {
+		if (s->children[i].pid > 0)
+			ev_child_stop(s->loop, &s->children[i].watcher);
+		ev_timer_stop(s->loop, &s->children[i].restart);
+	}
+	free(s->children);
+	s->children = c;
+	for (int i = 0; i < n; i++) {
+		c[i].s = s;
+		c[i].index = i;
+		if (i >= s->nchildren) {
+			c[i].pipe_wr = -1;
+			c[i].pid = 0;
+			c[i].sidx = -1;
+		}
+		ev_child_init(&c[i].watcher, on_child, c[i].pid, 0);
+		ev_timer_init(&c[i].restart, on_restart, 0., 0.);
+		c[i].watcher.data = c[i].restart.data = &c[i];
+		if (c[i].pid > 0)
+			ev_child_start(s->loop, &c[i].watcher);
+	}
+	s->nchildren = n;
+}
+
+/*
+ * Reload: the worker in c retires.  It moves to s->retired (the table
+ * entry is free for its successor at once) and gets SIGUSR2: it claims no
+ * more, gives its cluster duties up, finishes the jobs it holds and exits.
+ */
+static void
+retire(struct supervisor *s, struct child *c)
+{
+	ev_timer_stop(s->loop, &c->restart);
+	if (c->pid <= 0) {
+		/* Waiting for a restart: its successor takes over. */
+		sidx_give_back(s, c->sidx);
+		c->sidx = -1;
+		return;
+	}
+	struct child *r = xcalloc(1, sizeof(*r));
+	ev_child_stop(s->loop, &c->watcher);
+	*r = *c;
+	r->index = -1;
+	ev_child_init(&r->watcher, on_child, r->pid, 0);
+	ev_timer_init(&r->restart, on_restart, 0., 0.);
+	r->watcher.data = r->restart.data = r;
+	ev_child_start(s->loop, &r->watcher);
+	r->next = s->retired;
+	s->retired = r;
+	kill(r->pid, SIGUSR2);
+	c->pid = 0;
+	c->pipe_wr = -1;
+	c->sidx = -1;
+	c->restarts = 0;
+}
+
+/* Reload: every worker of the old config retires; new ones start now. */
+static void
+roll_over(struct supervisor *s)
+{
+	int old = 0;
+	for (int i = 0; i < s->nchildren; i++) {
+		old += s->children[i].pid > 0;
+		retire(s, &s->children[i]);
+	}
+	for (int i = 0; i < nworkers(s); i++)
+		spawn(s, &s->children[i]);
+	name_depth_reader(s);
+	log_info("reload done: %d workers start on the new config; %d old "
+		 "ones finish the jobs they hold",
+		 nworkers(s), old);
+	s->ready = 0; /* READY=1 again once they all hold slots */
+}
+
+static void
+override_database(struct supervisor *s)
+{
+	if (!s->database)
+		return;
+	free(s->cfg->conninfo);
+	s->cfg->conninfo = xstrdup(s->database);
+}
+
+static void
+on_hup(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct supervisor *s = w->data;
+	struct config_errors errs = {0};
+
+	if (s->stopping)
+		return;
+	struct config *cfg = config_load(s->config_path, &errs);
+	/* user: and group: need root: a reload that adds them to a daemon
+	 * that is not root is refused like any other bad config. */
+	if (cfg && config_check_run_as(cfg, geteuid(), &errs) > 0) {
+		config_free(cfg);
+		cfg = NULL;
+	}
+	if (!cfg) {
+		for (size_t i = 0; i < errs.n; i++)
+			log_error("%s", errs.msg[i]);
+		log_error("reload refused: %zu errors in %s; the running "
+			  "config stays",
+			  errs.n, s->config_path);
+		config_errors_free(&errs);
+		return;
+	}
+	log_info("reloading %s", s->config_path);
+	notify_send("RELOADING=1");
+	/* Children have their own copies of the old config. */
+	config_free(s->cfg);
+	s->cfg = cfg;
+	override_database(s);
+	log_set_level(cfg->log_level);
+	resize(s, nworkers(s));
+	roll_over(s);
+}
+
+/* The period of the status timer: READY=1, STATUS= and the watchdog. */
+#define STATUS_EVERY 0.5
+
+/* The stats entries of the active workers, for the health checks;
+ * returns their number. */
+static int
+active_entries(const struct supervisor *s, int *idx)
+{
+	int n = 0;
+	for (int i = 0; i < nworkers(s) && i < s->nchildren; i++)
+		idx[n++] = s->children[i].sidx;
+	return n;
+}
+
+static int
+render(void *arg, const char *path, struct buf *body, const char **content_type)
+{
+	struct supervisor *s = arg;
+	int idx[s->nchildren + 1];
+	int n = active_entries(s, idx);
+	if (strcmp(path, "/metrics") == 0) {
+		*content_type = METRICS_CONTENT_TYPE;
+		stats_render(s->stats, s->sidx_high, nworkers(s), body);
+		return 200;
+	}
+	if (strcmp(path, "/healthz") == 0) {
+		char why[256];
+		/* A worker reaches the database at least every heartbeat. */
+		int64_t stale =
+			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
+							  : 10000);
+		int ok = !s->stopping && stats_healthy(s->stats, idx, n, stale,
+						       why, sizeof(why));
+		if (s->stopping)
+			snprintf(why, sizeof(why), "stopping\n");
+		buf_appendf(body, "%s", why);
+		return ok ? 200 : 503;
+	}
+	buf_appendf(body, "not found: try /metrics or /healthz\n");
+	return 404;
+}
+
+/* "2 workers, slots 1,2, 1234 jobs done" for STATUS=. */
+static void
+status_line(struct supervisor *s, const int *idx, int n, struct buf *b)
+{
+	uint64_t done = 0;
+	buf_appendf(b, "%d workers, slots ", n);
+	for (int i = 0; i < n; i++) {
+		if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
+			continue;
+		const struct stats_worker *w = &s->stats->w[idx[i]];
+		buf_appendf(b, "%s%d", i ? "," : "",
+			    __atomic_load_n(&w->slot, __ATOMIC_RELAXED));
+	}
+	for (int i = 0; i < s->sidx_high; i++) {
+		const struct stats_worker *w = &s->stats->w[i];
+		uint32_t nk = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
+		for (uint32_t k = 0; k < nk; k++)
+			done += __atomic_load_n(&w->kinds[k].done,
+						__ATOMIC_RELAXED);
+	}
+	buf_appendf(b, ", %llu jobs done", (unsigned long long)done);
+}
+
+static void
+on_status(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct supervisor *s = t->data;
+	int idx[s->nchildren + 1];
+	int n = active_entries(s, idx);
+	char why[256];
+	int64_t now = util_now_ms();
+	struct buf line = {0};
+	if (!s->ready && !s->stopping &&
+	    stats_healthy(s->stats, idx, n, 60000, why, sizeof(why))) {
+		s->ready = 1;
+		s->last_status = now;
+		status_line(s, idx, n, &line);
+		notify_send("READY=1\nSTATUS=%s", line.data);
+		log_info("ready: %s", line.data);
+	} else if (s->ready && !s->stopping && now - s->last_status >= 5000) {
+		/* Keep `systemctl status` current. */
+		s->last_status = now;
+		status_line(s, idx, n, &line);
+		notify_send("STATUS=%s", line.data);
+	}
+	buf_free(&line);
+	if (s->watchdog_ms && now - s->last_watchdog >= s->watchdog_ms / 2) {
+		s->last_watchdog = now;
+		notify_send("WATCHDOG=1");
+	}
+}
+
+/* The shared stats area, the metrics server and systemd notification. */
+static int
+start_services(struct supervisor *s)
+{
+	char *err = NULL;
+	notify_init();
+	s->watchdog_ms = notify_watchdog_usec() / 1000;
+	s->stats = stats_create();
+	if (!s->stats)
+		return -1;
+	if (s->cfg->metrics_listen) {
+		s->metrics = metrics_listen(s->loop, s->cfg->metrics_listen,
+					    render, s, &err);
+		if (!s->metrics) {
+			log_error("metrics.listen %s: %s",
+				  s->cfg->metrics_listen, err);
+			free(err);
+			return -1;
+		}
+		log_info("serving /metrics and /healthz on %s (port %d)",
+			 s->cfg->metrics_listen, metrics_port(s->metrics));
+	}
+	ev_timer_init(&s->status, on_status, STATUS_EVERY, STATUS_EVERY);
+	s->status.data = s;
+	ev_timer_start(s->loop, &s->status);
+	return 0;
+}
+
+int
+supervisor_run(const char *config_path, struct config *cfg, int workers,
+	       const char *database)
+{
+	struct supervisor s = {.config_path = config_path,
+			       .cfg = cfg,
+			       .workers_override = workers,
+			       .database = database};
+
+	override_database(&s);
+	log_init("supervisor", cfg->log_level,
+		 cfg->log_format == LOG_FORMAT_JSON);
+	signal(SIGPIPE, SIG_IGN);
+	s.loop = ev_default_loop(0);
+	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
+	ev_signal_init(&s.sigint, on_stop_signal, SIGINT);
+	ev_signal_init(&s.sighup, on_hup, SIGHUP);
+	ev_timer_init(&s.kill_timer, on_kill_timer, 0., 0.);
+	s.sigterm.data = s.sigint.data = s.sighup.data = s.kill_timer.data = &s;
+	ev_signal_start(s.loop, &s.sigterm);
+	ev_signal_start(s.loop, &s.sigint);
+	ev_signal_start(s.loop, &s.sighup);
+	resize(&s, nworkers(&s));
+	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION, nworkers(&s));
+	if (start_services(&s) < 0) {
+		free(s.children);
+		config_free(s.cfg);
+		return EXIT_CONFIG;
+	}
+	for (int i = 0; i < s.nchildren; i++)
+		spawn(&s, &s.children[i]);
+	ev_run(s.loop, 0);
+	for (int i = 0; i < s.nchildren; i++)
+		if (s.children[i].pipe_wr >= 0)
+			close(s.children[i].pipe_wr);
+	while (s.retired) {
+		struct child *r = s.retired;
+		s.retired = r->next;
+		if (r->pipe_wr >= 0)
+			close(r->pipe_wr);
+		free(r);
+	}
+	free(s.children);
+	config_free(s.cfg);
+	metrics_close(s.metrics);
+	stats_destroy(s.stats);
+	notify_close();
+	log_info("stopped (exit %d)", s.exit_code);
+	return s.exit_code;
+}

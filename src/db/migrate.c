@@ -1,0 +1,164 @@
+/*
+ * migrate: applies sql/NNN_*.sql (compiled into migrations.c) in order.
+ *
+ * Everything happens in one transaction that first takes a transaction-level
+ * advisory lock: a second `pgjob migrate` waits, then sees the first one's
+ * work and applies nothing.  A failed migration rolls back whole.
+ */
+#include "db/migrate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db.h"
+#include "common/failpoint.h"
+#include "common/util.h"
+
+/* pg_advisory_xact_lock(MIGRATE_LOCK_CLASS, 0) serialises migrations. */
+#define MIGRATE_LOCK_CLASS 0x70676d67 /* "pgmg" */
+
+/* Runs sql; on error sets *err (prefixed with what) and returns -1. */
+static int
+exec(PGconn *conn, const char *sql, const char *what, char **err)
+{
+	PGresult *res = PQexec(conn, sql);
+	if (PQresultStatus(res) == PGRES_COMMAND_OK ||
+	    PQresultStatus(res) == PGRES_TUPLES_OK) {
+		PQclear(res);
+		return 0;
+	}
+	char *text = db_error_text(conn, res);
+	*err = xasprintf("%s: %s", what, text);
+	free(text);
+	PQclear(res);
+	return -1;
+}
+
+static int
+read_version(PGconn *conn, int *version, char **err)
+{
+	/* Two statements: a relation named in a query must exist when the
+	 * query is parsed, even in a branch that never runs. */
+	PGresult *res =
+		PQexec(conn, "select to_regclass('pgjob.schema_version')"
+			     " is not null");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
+	    strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+		PQclear(res);
+		*version = 0;
+		return 0;
+	}
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		PQclear(res);
+		res = PQexec(conn, "select coalesce(max(version), 0)"
+				   " from pgjob.schema_version");
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		char *text = db_error_text(conn, res);
+		*err = xasprintf("cannot read the schema version: %s", text);
+		free(text);
+		PQclear(res);
+		return -1;
+	}
+	*version = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+static int
+apply(PGconn *conn, const struct migration *m, char **err)
+{
+	char *what = xasprintf("migration %s", m->name);
+	int rc = exec(conn, m->sql, what, err);
+	free(what);
+	if (rc < 0)
+		return -1;
+
+	char ver[16];
+	snprintf(ver, sizeof(ver), "%d", m->version);
+	const char *params[] = {ver, m->name};
+	PGresult *res = PQexecParams(conn,
+				     "insert into pgjob.schema_version "
+				     "(version, name) values ($1, $2)",
+				     2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		char *text = db_error_text(conn, res);
+		*err = xasprintf("recording migration %s: %s", m->name, text);
+		free(text);
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	return 0;
+}
+
+int
+migrate_run(PGconn *conn, int *applied, char **err)
+{
+	char lock[96];
+	int version;
+
+	*applied = 0;
+	*err = NULL;
+	snprintf(lock, sizeof(lock), "select pg_advisory_xact_lock(%d, 0)",
+		 MIGRATE_LOCK_CLASS);
+	if (exec(conn, "begin", "begin", err) < 0)
+		return -1;
+	if (exec(conn, "set local lock_timeout = '60s'", "set", err) < 0 ||
+	    exec(conn, lock, "taking the migration lock", err) < 0 ||
+	    read_version(conn, &version, err) < 0)
+		goto fail;
+	if (version > migrate_latest()) {
+		*err = xasprintf(
+			"the database schema is version %d, newer than "
+			"this pgjob (version %d): upgrade pgjobd",
+			version, migrate_latest());
+		goto fail;
+	}
+	for (int i = version; i < migrate_count; i++) {
+		if (apply(conn, &migrate_list[i], err) < 0)
+			goto fail;
+		(*applied)++;
+	}
+	if (FAILPOINT(FP_MIGRATE)) {
+		*err = xstrdup("failpoint: the migration fails before it "
+			       "commits");
+		goto fail;
+	}
+	if (exec(conn, "commit", "commit", err) < 0) {
+		*applied = 0;
+		return -1;
+	}
+	return 0;
+fail:
+	*applied = 0;
+	PQclear(PQexec(conn, "rollback"));
+	return -1;
+}
+
+int
+migrate_check(PGconn *conn, int *version, char **err)
+{
+	int v;
+
+	*err = NULL;
+	if (read_version(conn, &v, err) < 0)
+		return -1;
+	if (version)
+		*version = v;
+	if (v == migrate_latest())
+		return 0;
+	if (v == 0)
+		*err = xasprintf("schema pgjob is not installed in this "
+				 "database: run `pgjob migrate`");
+	else if (v < migrate_latest())
+		*err = xasprintf("the database schema is version %d, this "
+				 "pgjobd needs %d: run `pgjob migrate`",
+				 v, migrate_latest());
+	else
+		*err = xasprintf(
+			"the database schema is version %d, newer "
+			"than this pgjobd (version %d): upgrade pgjobd",
+			v, migrate_latest());
+	return -1;
+}

@@ -1,0 +1,484 @@
+/*
+ * queue: the finish, claim, renew and sql-handler statements.
+ *
+ * The claim takes, per queue, up to that queue's free capacity: first jobs
+ * whose lease expired (their worker died), then due jobs by priority, run_at
+ * and id.  It is an UPDATE ... WHERE id = any(SELECT ... FOR UPDATE SKIP
+ * LOCKED), so concurrent claimers skip each other's rows.  A worker sends
+ * the ends of a batch and the next claim in one round trip.
+ */
+#include "db/queue.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db.h"
+#include "common/failpoint.h"
+#include "handlers/handler.h"
+#include "common/util.h"
+
+/*
+ * The end of a batch: each row is written only where id, token and state
+ * 'running' still match (compare-and-set on the lease).  With $8
+ * (retention 0), a job that ends done is deleted there and then: no new
+ * row version, no index entries, nothing for the pruning duty to do later.
+ * Rows: 'f' and the id of each job whose end was written.
+ *
+ * The worker pipelines the next claim right behind it, in the same round
+ * trip but its own transaction: see send_cycle() in worker.c for why the
+ * two are not one statement.
+ */
+static const char finish_sql[] =
+	"with fd as ("
+	"  delete from pgjob.jobs j"
+	"  using unnest($1::bigint[], $2::bigint[], $3::text[])"
+	"   as r(id, token, state)"
+	"  where $8 and r.state = 'done' and j.id = r.id"
+	"   and j.lease_token = r.token"
+	"   and coalesce(j.state, '') = 'running'"
+	"  returning j.id),"
+	" f as ("
+	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
+	"   last_error = coalesce(r.error, j.last_error),"
+	"   finished_at = case when r.state <> 'available' then now() end,"
+	"   run_at = case when r.state = 'available'"
+	"    then now() + r.delay_ms * interval '1 millisecond'"
+	"    else j.run_at end,"
+	"   attempts = j.attempts - case when r.refund then 1 else 0 end,"
+	"   locked_by = null, locked_until = null"
+	"  from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
+	"   $5::text[], $6::bigint[], $7::bool[])"
+	"   as r(id, token, state, result, error, delay_ms, refund)"
+	/* Each row is found by primary key, one lookup per finish.  The
+	 * state test is not written j.state = 'running': the planner would
+	 * then prefer to read every running job from jobs_running_idx
+	 * (dead entries too) and hash-join them to the batch. */
+	"  where not ($8 and r.state = 'done') and j.id = r.id"
+	"   and j.lease_token = r.token"
+	"   and coalesce(j.state, '') = 'running'"
+	"  returning j.id)"
+	" select 'f', id from f union all select 'f', id from fd";
+
+/*
+ * The claim, per queue (q.name, up to q.lim jobs, in mode q.mode): jobs
+ * whose lease expired; then by mode, due jobs by priority, run_at, id
+ * (parallel); the head of the queue, its lowest available id, if it is due
+ * and no running job of the queue is older (serial); the head of each
+ * ordering_key, if due (per_key; jobs without a key are independent).  A
+ * serial or per_key head that waits for a retry holds back the jobs behind
+ * it.  SKIP LOCKED on the head itself never moves a claimer on to the next
+ * job: it finds nothing, as it should.
+ *
+ * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
+ * parallel branch stopped (queue_claim_position()).
+ *
+ * queue_prepare() puts it together: claim_sql (expired leases, parallel),
+ * the serial and per_key branches when a queue of the worker's needs them,
+ * and claim_tail_sql.
+ */
+#define CLAIM_NPARAMS 10
+
+static const char claim_sql[] =
+	/* (hp, hr, hi): where the parallel scan of a queue starts, past
+	 * the index entries this worker's last claims left behind; NULL is
+	 * the head (see queue_claim_req).  run_at travels as microseconds
+	 * since the epoch: exact, and never a time the host could have
+	 * written (the fault suite's clock scenario checks for those). */
+	"with q(name, lim, mode, hp, hr, hi, qi) as ("
+	"  select * from unnest($2::text[], $3::int[], $6::text[],"
+	"   $7::smallint[], $8::bigint[], $9::bigint[]) with ordinality),"
+	/* Per candidate: its branch, its queue's ordinal, and for the
+	 * parallel branch its (priority, run_at), where the next claim
+	 * starts from.  Narrow and fixed-width: the last one of each queue
+	 * is found without deforming wide rows or comparing text. */
+	" cand as ("
+	"  select c.id, c.b, q.qi, c.pr, c.ra from q cross join lateral ("
+	"   select e.id, 'e' as b, null::smallint as pr,"
+	"    null::timestamptz as ra from (select j.id from pgjob.jobs j"
+	"     where j.state = 'running' and j.queue = q.name"
+	"       and j.locked_until < now() and j.kind = any($1::text[])"
+	"     limit q.lim for update skip locked) e"
+	"   union all"
+	"   select a.id, 'a', a.priority, a.run_at from ("
+	"     select j.id, j.priority, j.run_at from pgjob.jobs j"
+	"     where q.mode = 'parallel' and j.state = 'available'"
+	"       and j.queue = q.name and j.run_at <= now()"
+	"       and j.kind = any($1::text[])"
+	/* A bound the index scan starts from, not a filter: always true
+	 * without a position. */
+	"       and (j.priority, j.run_at, j.id) > ("
+	"        coalesce(q.hp, (-32768)::smallint),"
+	"        coalesce(timestamptz 'epoch'"
+	"         + q.hr * interval '1 microsecond', '-infinity'),"
+	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
+	"     order by j.priority, j.run_at, j.id"
+	"     limit q.lim for update skip locked) a";
+
+/* The serial branch, in the claim of a worker that serves a serial queue. */
+static const char claim_serial_sql[] =
+	"   union all"
+	"   select s.id, 's', null, null from (select j.id from pgjob.jobs j"
+	"     where q.mode = 'serial' and j.id = (select min(h.id)"
+	"       from pgjob.jobs h where h.queue = q.name"
+	"        and h.state = 'available')"
+	"       and j.state = 'available' and j.run_at <= now()"
+	"       and j.kind = any($1::text[])"
+	"       and not exists (select 1 from pgjob.jobs r"
+	"        where r.queue = q.name and r.state = 'running'"
+	"         and r.id < j.id)"
+	"     for update skip locked) s";
+
+/* The per_key branch, likewise. */
+static const char claim_per_key_sql[] =
+	"   union all"
+	"   select k.id, 'k', null, null from (select j.id from pgjob.jobs j"
+	"     where q.mode = 'per_key' and j.state = 'available'"
+	"       and j.queue = q.name and j.run_at <= now()"
+	"       and j.kind = any($1::text[])"
+	"       and (j.ordering_key is null or not exists ("
+	"        select 1 from pgjob.jobs o where o.queue = q.name"
+	"         and o.ordering_key = j.ordering_key and o.id < j.id"
+	"         and o.state in ('available', 'running')))"
+	"     order by j.priority, j.run_at, j.id"
+	"     limit q.lim for update skip locked) k";
+
+static const char claim_tail_sql[] =
+	"   limit q.lim) c),"
+	" u as ("
+	"  update pgjob.jobs j set state = 'running', locked_by = $4,"
+	"   locked_until = now() + $5::bigint * interval '1 millisecond',"
+	"   lease_token = j.lease_token + 1, attempts = j.attempts + 1,"
+	/* A running row here is one whose lease expired: its worker
+	 * vanished, and that attempt is lost, not failed. */
+	"   lost_attempts = j.lost_attempts"
+	"    + case when j.state = 'running' then 1 else 0 end"
+	/* An array, so that the planner looks the rows up by id rather
+	 * than joining the whole table. */
+	"  where j.id = any(array(select id from cand))"
+	/* The payload as text, once: its length decides below whether it
+	 * is sent at all. */
+	"  returning j.id, j.kind, j.queue, j.payload::text as payload,"
+	"   j.attempts, coalesce(j.max_attempts, 0) as max_attempts,"
+	"   j.lease_token, j.ordering_key, j.lost_attempts)"
+	/* A payload over $10 bytes never reaches the worker's memory: it
+	 * gets the size, and the job ends dead (see start_job()). */
+	" select 'c', id, kind, queue,"
+	"  case when octet_length(payload) <= $10 then payload end,"
+	"  attempts, max_attempts, lease_token, ordering_key,"
+	"  null::smallint, null::bigint, lost_attempts, octet_length(payload)"
+	" from u"
+	" union all"
+	/* Per queue, the last job its parallel branch claimed. */
+	" select 'p', l.id, null, q.name, null, null, null, null, null, l.pr,"
+	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null"
+	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
+	"  from cand where cand.qi = q.qi and cand.b = 'a'"
+	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l";
+
+int
+queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
+	     int delete_done, dbev_result_fn cb, void *arg)
+{
+	size_t n1 = nf + 1;
+	int64_t *ids = xcalloc(n1, sizeof(int64_t));
+	int64_t *tokens = xcalloc(n1, sizeof(int64_t));
+	int64_t *delays = xcalloc(n1, sizeof(int64_t));
+	const char **states = xcalloc(n1, sizeof(char *));
+	const char **results = xcalloc(n1, sizeof(char *));
+	const char **errors = xcalloc(n1, sizeof(char *));
+	const char **refunds = xcalloc(n1, sizeof(char *));
+	for (size_t i = 0; i < nf; i++) {
+		ids[i] = f[i].id;
+		tokens[i] = f[i].token;
+		delays[i] = f[i].delay_ms;
+		states[i] = f[i].state;
+		results[i] = f[i].result;
+		errors[i] = f[i].error;
+		refunds[i] = f[i].refund ? "t" : "f";
+	}
+	char *a[8];
+	a[0] = queue_int_array(ids, nf);
+	a[1] = queue_int_array(tokens, nf);
+	a[2] = queue_text_array(states, nf);
+	a[3] = queue_text_array(results, nf);
+	a[4] = queue_text_array(errors, nf);
+	a[5] = queue_int_array(delays, nf);
+	a[6] = queue_text_array(refunds, nf);
+	a[7] = xstrdup(delete_done ? "t" : "f");
+	const char *p[8];
+	for (int i = 0; i < 8; i++)
+		p[i] = a[i];
+	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
+	int rc = dbev_send_prepared(d, "pgjob_finish", 8, p, cb, arg);
+	for (int i = 0; i < 8; i++)
+		free(a[i]);
+	free(ids);
+	free(tokens);
+	free(delays);
+	free(states);
+	free(results);
+	free(errors);
+	free(refunds);
+	return rc;
+}
+
+int
+queue_claim(struct dbev *d, const struct queue_claim_req *req,
+	    dbev_result_fn cb, void *arg)
+{
+	int64_t *lim = xcalloc(req->nqueues + 1, sizeof(int64_t));
+	for (size_t i = 0; i < req->nqueues; i++)
+		lim[i] = req->limits[i];
+	/* No positions: a NULL for each queue, from the head. */
+	const char **heads = xcalloc(req->nqueues + 1, sizeof(char *));
+	char *a[CLAIM_NPARAMS];
+	a[0] = queue_text_array(req->kinds, req->nkinds);
+	a[1] = queue_text_array(req->queues, req->nqueues);
+	a[2] = queue_int_array(lim, req->nqueues);
+	a[3] = xstrdup(req->locked_by);
+	a[4] = xasprintf("%lld", (long long)req->lease_ms);
+	a[5] = queue_text_array(req->modes, req->nqueues);
+	a[6] = queue_text_array(req->from_priority ? req->from_priority : heads,
+				req->nqueues);
+	a[7] = queue_text_array(req->from_run_at ? req->from_run_at : heads,
+				req->nqueues);
+	a[8] = queue_text_array(req->from_id ? req->from_id : heads,
+				req->nqueues);
+	a[9] = xasprintf("%lld", (long long)req->max_payload_bytes);
+	free(heads);
+	free(lim);
+	const char *p[CLAIM_NPARAMS];
+	for (int i = 0; i < CLAIM_NPARAMS; i++)
+		p[i] = a[i];
+	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
+	int rc =
+		dbev_send_prepared(d, "pgjob_claim", CLAIM_NPARAMS, p, cb, arg);
+	for (int i = 0; i < CLAIM_NPARAMS; i++)
+		free(a[i]);
+	return rc;
+}
+
+struct job **
+queue_claim_rows(const void *pgresult, int *n)
+{
+	const PGresult *res = pgresult;
+	int rows = PQntuples(res);
+	struct job **jobs = xcalloc((size_t)rows + 1, sizeof(*jobs));
+	*n = 0;
+	for (int i = 0; i < rows; i++) {
+		if (*PQgetvalue(res, i, 0) != 'c')
+			continue;
+		struct job *j = xcalloc(1, sizeof(*j));
+		j->id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		j->kind = xstrdup(PQgetvalue(res, i, 2));
+		j->queue = xstrdup(PQgetvalue(res, i, 3));
+		if (!PQgetisnull(res, i, 4))
+			j->payload = xstrdup(PQgetvalue(res, i, 4));
+		j->attempt = atoi(PQgetvalue(res, i, 5));
+		j->max_attempts = atoi(PQgetvalue(res, i, 6));
+		j->lease_token = strtoll(PQgetvalue(res, i, 7), NULL, 10);
+		if (!PQgetisnull(res, i, 8))
+			j->ordering_key = xstrdup(PQgetvalue(res, i, 8));
+		j->lost_attempts = atoi(PQgetvalue(res, i, 11));
+		/* NULL: over the limit, not sent (payload_bytes says how
+		 * big). */
+		j->payload_bytes = strtoll(PQgetvalue(res, i, 12), NULL, 10);
+		jobs[(*n)++] = j;
+	}
+	return jobs;
+}
+
+int
+queue_claim_position(const void *pgresult, const char *queue,
+		     struct queue_position *pos)
+{
+	const PGresult *res = pgresult;
+	for (int i = 0; i < PQntuples(res); i++) {
+		if (*PQgetvalue(res, i, 0) != 'p' ||
+		    strcmp(PQgetvalue(res, i, 3), queue) != 0)
+			continue;
+		snprintf(pos->priority, sizeof(pos->priority), "%s",
+			 PQgetvalue(res, i, 9));
+		snprintf(pos->run_at, sizeof(pos->run_at), "%s",
+			 PQgetvalue(res, i, 10));
+		snprintf(pos->id, sizeof(pos->id), "%s", PQgetvalue(res, i, 1));
+		return 1;
+	}
+	return 0;
+}
+
+static int
+cmp_id(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+int64_t *
+queue_finished_ids(const void *pgresult, size_t *n)
+{
+	const PGresult *res = pgresult;
+	int rows = PQntuples(res);
+	int64_t *ids = xcalloc((size_t)rows + 1, sizeof(int64_t));
+	*n = 0;
+	for (int i = 0; i < rows; i++)
+		if (*PQgetvalue(res, i, 0) == 'f')
+			ids[(*n)++] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	qsort(ids, *n, sizeof(int64_t), cmp_id);
+	return ids;
+}
+
+int
+queue_id_in(const int64_t *sorted, size_t n, int64_t id)
+{
+	return bsearch(&id, sorted, n, sizeof(int64_t), cmp_id) != NULL;
+}
+
+/*
+ * Renews every (id, token) still held; returns one row per job asked for:
+ * id, renewed, whether an operator cancelled it (pgjob cancel sets a
+ * running job's state to cancelled, and its worker stops the handler), and
+ * the token asked for: an answer is about one attempt, and the worker may
+ * hold the same job again under a newer token by the time it comes.
+ */
+static const char renew_sql[] =
+	"with r as (select * from unnest($1::bigint[], $2::bigint[])"
+	"   as r(id, token)),"
+	" u as (update pgjob.jobs j"
+	"  set locked_until = now() + $3::bigint * interval '1 millisecond'"
+	"  from r where j.id = r.id and j.lease_token = r.token"
+	"   and j.state = 'running' returning j.id)"
+	" select r.id, u.id is not null,"
+	"  coalesce(j.state = 'cancelled' and j.lease_token = r.token, false),"
+	"  r.token"
+	" from r left join u on u.id = r.id"
+	"  left join pgjob.jobs j on j.id = r.id";
+
+int
+queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
+	    int64_t lease_ms, dbev_result_fn cb, void *arg)
+{
+	char *a = queue_int_array(ids, n);
+	char *b = queue_int_array(tokens, n);
+	char lease[24];
+	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
+	const char *p[] = {a, b, lease};
+	dbev_failpoints(d, FP_RENEW_SEND, FP_RENEW_RESULT);
+	int rc = dbev_send_prepared(d, "pgjob_renew", 3, p, cb, arg);
+	free(a);
+	free(b);
+	return rc;
+}
+
+void
+queue_prepare(struct dbev *d, int serial, int per_key)
+{
+	/* A branch no queue of the worker's uses still costs every claim
+	 * its executor's start and end: only the ones used go in. */
+	char *claim =
+		xasprintf("%s%s%s%s", claim_sql, serial ? claim_serial_sql : "",
+			  per_key ? claim_per_key_sql : "", claim_tail_sql);
+	/* Parsed and planned once per connection, not once per batch. */
+	dbev_prepare(d, "pgjob_finish", finish_sql, 8);
+	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
+	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
+	free(claim);
+}
+
+int
+queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
+	      int64_t timeout_ms, dbev_group_fn cb, void *arg)
+{
+	static const Oid types[] = {3802 /* jsonb */, 20 /* int8 */};
+	char id[24], token[24], timeout[24];
+	snprintf(id, sizeof(id), "%lld", (long long)job->id);
+	snprintf(token, sizeof(token), "%lld", (long long)job->lease_token);
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)timeout_ms);
+	const char *p_timeout[] = {timeout};
+	const char *p_lease[] = {id, token};
+	const char *p_stmt[] = {job->payload, id};
+	/* Set locally: it ends with this transaction. */
+	struct dbev_stmt st[] = {
+		/* The worker's session turns JIT and custom plans off for
+		 * its own statements; the handler's gets the values it
+		 * would have had. */
+		{"select set_config('statement_timeout', $1, true),"
+		 " set_config(name, reset_val, true) from pg_settings"
+		 " where name in ('jit', 'plan_cache_mode')",
+		 1, NULL, p_timeout},
+		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease},
+		{statement, 2, types, p_stmt},
+		{"update pgjob.jobs set state = 'done', finished_at = now(),"
+		 " locked_by = null, locked_until = null"
+		 " where id = $1 and lease_token = $2 and state = 'running'",
+		 2, NULL, p_lease},
+	};
+	dbev_failpoints(d, FP_SQL_HANDLER_SEND, FP_SQL_HANDLER_RESULT);
+	return dbev_send_group(d, st, 4, cb, arg);
+}
+
+static int
+failed(const PGresult *r)
+{
+	ExecStatusType st = PQresultStatus(r);
+	return st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK;
+}
+
+enum queue_sql_end
+queue_sql_result(PGresult **res, int n, char **error)
+{
+	*error = NULL;
+	for (int i = 0; i < n; i++) {
+		if (!res[i]) {
+			*error = xstrdup("the connection broke while the "
+					 "statement ran");
+			return QUEUE_SQL_CONN_LOST;
+		}
+		if (!failed(res[i]))
+			continue;
+		const char *state =
+			PQresultErrorField(res[i], PG_DIAG_SQLSTATE);
+		if (i == 1 && state && strcmp(state, "PJ001") == 0)
+			return QUEUE_SQL_LEASE;
+		*error = db_error_text(NULL, res[i]);
+		return QUEUE_SQL_FAILED;
+	}
+	return QUEUE_SQL_DONE;
+}
+
+char *
+queue_text_array(const char *const *v, size_t n)
+{
+	struct buf b = {0};
+	buf_append(&b, "{", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_append(&b, ",", 1);
+		if (!v[i]) {
+			buf_append(&b, "NULL", 4);
+			continue;
+		}
+		buf_append(&b, "\"", 1);
+		for (const char *s = v[i]; *s; s++) {
+			if (*s == '"' || *s == '\\')
+				buf_append(&b, "\\", 1);
+			buf_append(&b, s, 1);
+		}
+		buf_append(&b, "\"", 1);
+	}
+	buf_append(&b, "}", 1);
+	return b.data;
+}
+
+char *
+queue_int_array(const int64_t *v, size_t n)
+{
+	struct buf b = {0};
+	buf_append(&b, "{", 1);
+	for (size_t i = 0; i < n; i++)
+		buf_appendf(&b, "%s%lld", i ? "," : "", (long long)v[i]);
+	buf_append(&b, "}", 1);
+	return b.data;
+}
