@@ -17,24 +17,18 @@ foreach(f usr/bin/pgjobd usr/bin/pgjob usr/include/pgjobd/plugin.h
 	endif()
 endforeach()
 file(GLOB_RECURSE all "${dest}/*")
-list(FILTER all INCLUDE REGEX "/pgjobd-plugin\\.pc$|/pgjobd/pgjobd_example\\.so$|/pgjobd/pgjobd_worker\\.so$")
+list(FILTER all INCLUDE REGEX "/pgjobd-plugin\\.pc$|/pgjobd/pgjobd_example\\.so$")
 list(LENGTH all found)
-set(pc 1)
-set(plugin 1)
-if(NOT found EQUAL 3)
-	set(pc "")
+if(NOT found EQUAL 2)
+	message(FATAL_ERROR "missing after install: pgjobd-plugin.pc or the example plugin")
 endif()
-if(NOT pc OR NOT plugin)
-	message(FATAL_ERROR "missing after install: pgjobd-plugin.pc, the example plugin or the worker module")
-endif()
-# The daemon finds its worker module relative to itself (src/daemon/workermod.h),
-# and --check-config loads it to check the conninfo: it must find the
-# installed one.
+# The installed pgjobd is self-contained: it runs from where it was put,
+# with nothing but its system libraries beside it.
 file(WRITE "${dest}/check.yaml" "database: { conninfo: \"dbname=x\" }\n")
 execute_process(COMMAND "${dest}/usr/bin/pgjobd" -c "${dest}/check.yaml"
 	--check-config OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-	message(FATAL_ERROR "the installed pgjobd cannot load its worker module: ${out}")
+	message(FATAL_ERROR "the installed pgjobd does not run: ${out}")
 endif()
 file(REMOVE_RECURSE "${dest}")
-message(STATUS "install: binaries, worker module, sql/, config, units, header, pkg-config file and plugin in place")
+message(STATUS "install: binaries, sql/, config, units, header, pkg-config file and plugin in place")

@@ -282,6 +282,7 @@ load_config(struct cli *cli)
 		cli->config_path = getenv("PGJOBD_CONFIG");
 	if (!cli->config_path || !*cli->config_path)
 		return 0;
+	config_set_conninfo_check(db_conninfo_valid);
 	cli->cfg = config_load(cli->config_path, &errs);
 	if (cli->cfg)
 		return 0;

@@ -156,15 +156,14 @@ void config_free(struct config *c);
 void config_errors_free(struct config_errors *errs);
 
 /*
- * Whether libpq can parse conninfo (NULL and "" included): 1 yes, 0 no, -1
- * when it could not be checked (the reason is logged).  config_load()
- * calls it for database.conninfo.  config.c does not define it, so that
- * config.c needs no libpq: every program links one definition, and the
- * linker makes sure there is one.  pgjob and the tests ask libpq directly
- * (config_conninfo.c); the daemon, whose supervisor does not map libpq,
- * asks it in a short-lived child (workermod.c).
+ * The check of database.conninfo: whether libpq can parse it (NULL and ""
+ * included), 1 yes, 0 no, -1 when it could not be checked (logged).  Only
+ * libpq knows its keywords, and config sits below the database layer, so
+ * the program sets the check (db_conninfo_valid) before it loads a config;
+ * without one, any string is taken.
  */
-int config_conninfo_valid(const char *conninfo);
+typedef int config_conninfo_check_fn(const char *conninfo);
+void config_set_conninfo_check(config_conninfo_check_fn *check);
 
 /* Lookups; NULL when absent.  The pointers are borrowed from c. */
 const struct handler_conf *config_handler(const struct config *c,

@@ -18,6 +18,7 @@
 #include "common/conninfo.h"
 #include "common/failpoint.h"
 #include "common/log.h"
+#include "db/db.h"
 #include "db/migrate.h"
 #include "daemon/supervisor.h"
 #include "common/util.h"
@@ -129,6 +130,7 @@ main(int argc, char **argv)
 
 	int rc = 0;
 	struct config_errors errs = {0};
+	config_set_conninfo_check(db_conninfo_valid);
 	struct config *cfg = config_load(path, &errs);
 	if (!cfg) {
 		for (size_t i = 0; i < errs.n; i++)

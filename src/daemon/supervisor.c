@@ -36,7 +36,7 @@
 #include "daemon/notify.h"
 #include "common/stats.h"
 #include "common/util.h"
-#include "daemon/workermod.h"
+#include "worker/worker.h"
 
 #define STABLE_MS 60000 /* up this long: the restart backoff resets */
 
@@ -182,7 +182,7 @@ spawn(struct supervisor *s, struct child *c)
 		close(fds[1]);
 		child_detach(s, c);
 		/* The worker's code, and libpq, are loaded only now. */
-		_exit(workermod_run(s->cfg, fds[0], parent, s->stats, c->sidx));
+		_exit(worker_main(s->cfg, fds[0], parent, s->stats, c->sidx));
 	}
 	close(fds[0]);
 	c->pid = pid;

@@ -1370,8 +1370,6 @@ unregister(struct worker *w)
 		lease_worker_unregister(conn, w->slot, w->pid);
 }
 
-const char worker_module_version[] = PGJOBD_VERSION;
-
 int
 worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	    struct stats *stats, int index)

@@ -21,8 +21,5 @@ struct stats;
 int worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 		struct stats *stats, int index);
 
-/* PGJOBD_VERSION, which the daemon checks when it loads the worker module
- * (workermod.h) before it calls worker_main(). */
-extern const char worker_module_version[];
 
 #endif

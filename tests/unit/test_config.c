@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "db/db.h"
 
 #define MAX_ERRORS 12
 
@@ -1105,6 +1106,8 @@ test_unreadable(void **state)
 int
 main(void)
 {
+	/* As pgjobd and pgjob do: libpq judges database.conninfo. */
+	config_set_conninfo_check(db_conninfo_valid);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_design_sketch),
 		cmocka_unit_test(test_defaults),
