@@ -14,20 +14,6 @@
 #include "common/text.h"
 #include "common/util.h"
 
-/* Type OIDs of the columns we print (from PostgreSQL's pg_type.dat). */
-#define OID_BOOL	16
-#define OID_INT8	20
-#define OID_INT2	21
-#define OID_INT4	23
-#define OID_OID		26
-#define OID_JSON	114
-#define OID_FLOAT4	700
-#define OID_FLOAT8	701
-#define OID_TIMESTAMP	1114
-#define OID_TIMESTAMPTZ 1184
-#define OID_NUMERIC	1700
-#define OID_JSONB	3802
-
 int
 cli_fail(int code, const char *fmt, ...)
 {
@@ -47,7 +33,7 @@ cli_fail(int code, const char *fmt, ...)
 	return code;
 }
 
-PGconn *
+struct db_conn *
 cli_connect(struct cli *cli)
 {
 	const char *conninfo = cli->database;
@@ -55,7 +41,7 @@ cli_connect(struct cli *cli)
 
 	if (!conninfo && cli->cfg)
 		conninfo = cli->cfg->conninfo;
-	PGconn *conn = db_connect(conninfo, "pgjob", &err);
+	struct db_conn *conn = db_connect(conninfo, "pgjob", &err);
 	if (!conn) {
 		cli_fail(CLI_EXIT_FAILED, "%s", err);
 		free(err);
@@ -64,7 +50,7 @@ cli_connect(struct cli *cli)
 }
 
 int
-cli_open(struct cli *cli, PGconn **conn)
+cli_open(struct cli *cli, struct db_conn **conn)
 {
 	char *err;
 	int version = -1;
@@ -72,47 +58,43 @@ cli_open(struct cli *cli, PGconn **conn)
 	*conn = cli_connect(cli);
 	if (!*conn)
 		return CLI_EXIT_FAILED;
-	PGresult *res = cli_exec(*conn, "connect", "set datestyle = 'ISO, YMD'",
-				 0, NULL);
+	struct db_rows *res = cli_exec(*conn, "connect",
+				       "set datestyle = 'ISO, YMD'", 0, NULL);
 	if (!res) {
-		PQfinish(*conn);
+		db_close(*conn);
 		return CLI_EXIT_FAILED;
 	}
-	PQclear(res);
+	db_rows_free(res);
 	if (migrate_check(*conn, &version, &err) < 0) {
 		/* No version at all means that reading it failed: a
 		 * database error, not a schema we cannot use. */
 		int code = version >= 0 ? EXIT_CONFIG : CLI_EXIT_FAILED;
 		cli_fail(code, "%s", err);
 		free(err);
-		PQfinish(*conn);
+		db_close(*conn);
 		return code;
 	}
 	return 0;
 }
 
-PGresult *
-cli_exec(PGconn *conn, const char *what, const char *sql, int nparams,
+struct db_rows *
+cli_exec(struct db_conn *conn, const char *what, const char *sql, int nparams,
 	 const char *const *params)
 {
-	PGresult *res =
-		PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-	ExecStatusType st = PQresultStatus(res);
-	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+	char *text;
+	struct db_rows *res = db_query(conn, sql, nparams, params, &text);
+	if (res)
 		return res;
-	char *text = db_error_text(conn, res);
 	cli_fail(CLI_EXIT_FAILED, "%s: %s", what, text);
 	free(text);
-	PQclear(res);
 	return NULL;
 }
 
 int
-cli_abort(PGconn *conn)
+cli_abort(struct db_conn *conn)
 {
-	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-		PQclear(PQexec(conn, "rollback"));
-	PQfinish(conn);
+	db_rollback(conn);
+	db_close(conn);
 	return CLI_EXIT_FAILED;
 }
 
@@ -184,28 +166,21 @@ json_time(const char *v, int with_zone)
 }
 
 cJSON *
-cli_json_value(const PGresult *res, int row, int col)
+cli_json_value(const struct db_rows *res, int row, int col)
 {
-	if (PQgetisnull(res, row, col))
+	if (db_rows_value(res, row, col) == NULL)
 		return cJSON_CreateNull();
-	const char *v = PQgetvalue(res, row, col);
-	switch (PQftype(res, col)) {
-	case OID_BOOL:
+	const char *v = db_rows_text(res, row, col);
+	switch (db_rows_type(res, col)) {
+	case DB_TYPE_BOOL:
 		return cJSON_CreateBool(v[0] == 't');
-	case OID_INT2:
-	case OID_INT4:
-	case OID_INT8:
-	case OID_OID:
-	case OID_FLOAT4:
-	case OID_FLOAT8:
-	case OID_NUMERIC:
+	case DB_TYPE_NUMBER:
 		return json_number(v) ? cJSON_CreateRaw(v) : cJSON_CreateNull();
-	case OID_JSON:
-	case OID_JSONB:
+	case DB_TYPE_JSON:
 		return cJSON_CreateRaw(v);
-	case OID_TIMESTAMPTZ:
+	case DB_TYPE_TIMESTAMPTZ:
 		return json_time(v, 1);
-	case OID_TIMESTAMP:
+	case DB_TYPE_TIMESTAMP:
 		return json_time(v, 0);
 	default:
 		return cJSON_CreateString(v);
@@ -213,10 +188,11 @@ cli_json_value(const PGresult *res, int row, int col)
 }
 
 void
-cli_json_add_columns(cJSON *obj, const PGresult *res, int row, int from, int to)
+cli_json_add_columns(cJSON *obj, const struct db_rows *res, int row, int from,
+		     int to)
 {
 	for (int c = from; c < to; c++)
-		cJSON_AddItemToObject(obj, PQfname(res, c),
+		cJSON_AddItemToObject(obj, db_rows_name(res, c),
 				      cli_json_value(res, row, c));
 }
 

@@ -18,9 +18,9 @@
 #include <stdio.h>
 
 #include <cjson/cJSON.h>
-#include <libpq-fe.h>
 
 #include "common/config.h"
+#include "db/db.h"
 
 #define CLI_EXIT_FAILED 1
 #define CLI_EXIT_USAGE	2
@@ -39,22 +39,23 @@ int cli_fail(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* Connects per --database / config / PG*; prints the error on failure. */
-PGconn *cli_connect(struct cli *cli);
+struct db_conn *cli_connect(struct cli *cli);
 /*
  * cli_connect(), then sets DateStyle ISO (every timestamp printed has one
  * format) and checks the schema version.  Returns 0 with *conn set, or the
  * exit code after printing why (78 for a schema this pgjob cannot use).
  */
-int cli_open(struct cli *cli, PGconn **conn);
+int cli_open(struct cli *cli, struct db_conn **conn);
 
 /*
  * Runs sql with text parameters.  Returns the result (caller clears), or
  * NULL after printing "pgjob: what: SQLSTATE: message".
  */
-PGresult *cli_exec(PGconn *conn, const char *what, const char *sql, int nparams,
-		   const char *const *params);
+struct db_rows *cli_exec(struct db_conn *conn, const char *what,
+			 const char *sql, int nparams,
+			 const char *const *params);
 /* Rolls back and finishes conn; returns CLI_EXIT_FAILED. */
-int cli_abort(PGconn *conn);
+int cli_abort(struct db_conn *conn);
 
 /*
  * For getopt_long()'s return c (with optstring ":"...) that no case took:
@@ -75,10 +76,10 @@ int cli_parse_id(const char *cmd, const char *s, char *buf, size_t len);
  * PostgreSQL printed them), booleans, timestamps as RFC 3339 strings, SQL
  * null as null, anything else as a string.  Returns a new item.
  */
-cJSON *cli_json_value(const PGresult *res, int row, int col);
+cJSON *cli_json_value(const struct db_rows *res, int row, int col);
 /* Adds columns [from, to) of row to obj, named as the columns. */
-void cli_json_add_columns(cJSON *obj, const PGresult *res, int row, int from,
-			  int to);
+void cli_json_add_columns(cJSON *obj, const struct db_rows *res, int row,
+			  int from, int to);
 /* Prints item as JSON on one line on stdout, then frees it. */
 void cli_json_print(cJSON *item);
 
@@ -123,8 +124,8 @@ int cli_status_run(struct cli *cli, int argc, char **argv);
  * The queues section of status, which top shows too.  cli_status_queues()
  * returns its result (caller clears) or NULL after printing the error.
  */
-PGresult *cli_status_queues(PGconn *conn);
-void cli_status_print_queues(const PGresult *res, FILE *f);
+struct db_rows *cli_status_queues(struct db_conn *conn);
+void cli_status_print_queues(const struct db_rows *res, FILE *f);
 int cli_jobs_list(struct cli *cli, int argc, char **argv);
 int cli_jobs_show(struct cli *cli, int argc, char **argv);
 int cli_state_retry(struct cli *cli, int argc, char **argv);

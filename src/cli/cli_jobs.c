@@ -114,19 +114,19 @@ list_parse(int argc, char **argv, struct list_args *a)
 }
 
 static void
-list_json(const PGresult *res, int n)
+list_json(const struct db_rows *res, int n)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (int i = 0; i < n; i++) {
 		cJSON *o = cJSON_CreateObject();
-		cli_json_add_columns(o, res, i, 0, PQnfields(res));
+		cli_json_add_columns(o, res, i, 0, db_rows_columns(res));
 		cJSON_AddItemToArray(a, o);
 	}
 	cli_json_print(a);
 }
 
 static void
-list_table(const PGresult *res, int n, int more)
+list_table(const struct db_rows *res, int n, int more)
 {
 	static const char *const head[] = {"ID",	"QUEUE",    "KIND",
 					   "STATE",	"ATTEMPTS", "RUN AT",
@@ -141,22 +141,22 @@ list_table(const PGresult *res, int n, int more)
 	for (int i = 0; i < n; i++) {
 		char att[48], when[64];
 		snprintf(att, sizeof(att), "%s/%s",
-			 PQgetvalue(res, i, J_ATTEMPTS),
-			 PQgetisnull(res, i, J_MAX)
+			 db_rows_text(res, i, J_ATTEMPTS),
+			 (db_rows_value(res, i, J_MAX) == NULL)
 				 ? "-"
-				 : PQgetvalue(res, i, J_MAX));
-		char *err =
-			PQgetisnull(res, i, J_LAST_ERROR)
-				? NULL
-				: cli_one_line(PQgetvalue(res, i, J_LAST_ERROR),
-					       JOBS_ERROR_CHARS);
+				 : db_rows_text(res, i, J_MAX));
+		char *err = (db_rows_value(res, i, J_LAST_ERROR) == NULL)
+				    ? NULL
+				    : cli_one_line(db_rows_text(res, i,
+								J_LAST_ERROR),
+						   JOBS_ERROR_CHARS);
 		const char *row[] = {
-			PQgetvalue(res, i, J_ID),
-			PQgetvalue(res, i, J_QUEUE),
-			PQgetvalue(res, i, J_KIND),
-			PQgetvalue(res, i, J_STATE),
+			db_rows_text(res, i, J_ID),
+			db_rows_text(res, i, J_QUEUE),
+			db_rows_text(res, i, J_KIND),
+			db_rows_text(res, i, J_STATE),
 			att,
-			cli_format_time(PQgetvalue(res, i, J_RUN_AT), when,
+			cli_format_time(db_rows_text(res, i, J_RUN_AT), when,
 					sizeof(when)),
 			err,
 		};
@@ -172,25 +172,25 @@ int
 cli_jobs_list(struct cli *cli, int argc, char **argv)
 {
 	struct list_args a = {0};
-	PGconn *conn;
+	struct db_conn *conn;
 	int rc;
 
 	if ((rc = list_parse(argc, argv, &a)) != 0)
 		return rc;
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
-	PGresult *res = cli_exec(conn, "jobs", LIST_SQL, 4, a.p);
+	struct db_rows *res = cli_exec(conn, "jobs", LIST_SQL, 4, a.p);
 	if (!res)
 		return cli_abort(conn);
-	int n = PQntuples(res), more = n > a.limit;
+	int n = db_rows_count(res), more = n > a.limit;
 	if (more)
 		n = (int)a.limit;
 	if (a.json)
 		list_json(res, n);
 	else
 		list_table(res, n, more);
-	PQclear(res);
-	PQfinish(conn);
+	db_rows_free(res);
+	db_close(conn);
 	return 0;
 }
 
@@ -235,20 +235,21 @@ show_field(const char *name, int width, const char *value)
 }
 
 static void
-show_text(const PGresult *res)
+show_text(const struct db_rows *res)
 {
 	int width = 0;
-	for (int c = 0; c < PQnfields(res); c++) {
-		int n = (int)strlen(PQfname(res, c));
+	for (int c = 0; c < db_rows_columns(res); c++) {
+		int n = (int)strlen(db_rows_name(res, c));
 		if (n > width)
 			width = n;
 	}
-	for (int c = 0; c < PQnfields(res); c++) {
+	for (int c = 0; c < db_rows_columns(res); c++) {
 		/* Any column may hold what a client wrote: kind, queue,
 		 * payload, last_error, keys, locked_by. */
-		char *v = cli_text(
-			PQgetisnull(res, 0, c) ? "-" : PQgetvalue(res, 0, c));
-		show_field(PQfname(res, c), width + 2, v);
+		char *v = cli_text((db_rows_value(res, 0, c) == NULL)
+					   ? "-"
+					   : db_rows_text(res, 0, c));
+		show_field(db_rows_name(res, c), width + 2, v);
 		free(v);
 	}
 }
@@ -257,7 +258,7 @@ int
 cli_jobs_show(struct cli *cli, int argc, char **argv)
 {
 	char id[24];
-	PGconn *conn;
+	struct db_conn *conn;
 	int json = 0, rc;
 
 	if ((rc = show_parse(argc, argv, id, sizeof(id), &json)) != 0)
@@ -265,20 +266,20 @@ cli_jobs_show(struct cli *cli, int argc, char **argv)
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
 	const char *p[] = {id};
-	PGresult *res = cli_exec(
+	struct db_rows *res = cli_exec(
 		conn, "show", "select * from pgjob.jobs where id = $1", 1, p);
 	if (!res)
 		return cli_abort(conn);
-	if (PQntuples(res) == 0) {
+	if (db_rows_count(res) == 0) {
 		rc = cli_fail(CLI_EXIT_FAILED, "no job %s", id);
 	} else if (json) {
 		cJSON *o = cJSON_CreateObject();
-		cli_json_add_columns(o, res, 0, 0, PQnfields(res));
+		cli_json_add_columns(o, res, 0, 0, db_rows_columns(res));
 		cli_json_print(o);
 	} else {
 		show_text(res);
 	}
-	PQclear(res);
-	PQfinish(conn);
+	db_rows_free(res);
+	db_close(conn);
 	return rc;
 }

@@ -3,11 +3,12 @@
  * (done, dead, cancelled) whose finished_at is older than DURATION: the
  * option, else the config's retention, else 7d.
  *
- * It deletes in batches, each its own transaction, oldest first along
- * jobs_finished_idx, so that no transaction holds many locks or holds back
- * vacuum for long, and workers keep claiming meanwhile.  The cutoff is fixed
- * once at the start, so the loop ends however fast jobs finish.  Rows locked
- * by someone else are skipped, not waited for.
+ * It deletes in batches with the statement of the pruning duty
+ * (src/db/prune.c), each its own transaction, oldest first, so that no
+ * transaction holds many locks or holds back vacuum for long, and workers
+ * keep claiming meanwhile.  The cutoff is fixed once at the start, so the
+ * loop ends however fast jobs finish.  Rows locked by someone else are
+ * skipped, not waited for.
  */
 #include "cli/cli.h"
 
@@ -15,22 +16,12 @@
 #include <stdlib.h>
 
 #include "db/db.h"
+#include "db/prune.h"
 #include "common/util.h"
 
 #define PRUNE_BATCH	 10000
 #define PRUNE_DEFAULT_MS ((int64_t)7 * 86400 * 1000)
 #define PRUNE_MAX_MS	 ((int64_t)36500 * 86400 * 1000)
-
-/* $1: the cutoff, $2: the batch size.  The subquery's predicate is the index's,
- * word for word, so the planner can read jobs_finished_idx in finished_at
- * order. */
-static const char BATCH_SQL[] =
-	"delete from pgjob.jobs where id in ("
-	"  select id from pgjob.jobs"
-	"   where state in ('done', 'dead', 'cancelled')"
-	"    and finished_at < $1"
-	"   order by finished_at limit $2"
-	"   for update skip locked)";
 
 static int
 parse(struct cli *cli, int argc, char **argv, int64_t *ms)
@@ -66,27 +57,21 @@ parse(struct cli *cli, int argc, char **argv, int64_t *ms)
 	return 0;
 }
 
-/* Deletes batch after batch until one comes back short; 0 or -1. */
+/* Deletes batch after batch (prune_jobs_now()) until one comes back
+ * short; 0 or -1. */
 static int
-delete_batches(PGconn *conn, const char *cutoff, long long *total)
+delete_batches(struct db_conn *conn, const char *cutoff, long long *total)
 {
-	char batch[16];
-	snprintf(batch, sizeof(batch), "%d", PRUNE_BATCH);
-	const char *p[] = {cutoff, batch};
 	for (;;) {
-		PGresult *res = PQexecParams(conn, BATCH_SQL, 2, NULL, p, NULL,
-					     NULL, 0);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			char *text = db_error_text(conn, res);
+		char *err;
+		long long n = prune_jobs_now(conn, cutoff, PRUNE_BATCH, &err);
+		if (n < 0) {
 			cli_fail(CLI_EXIT_FAILED,
-				 "prune: %s (after pruning %lld jobs)", text,
+				 "prune: %s (after pruning %lld jobs)", err,
 				 *total);
-			free(text);
-			PQclear(res);
+			free(err);
 			return -1;
 		}
-		long long n = atoll(PQcmdTuples(res));
-		PQclear(res);
 		*total += n;
 		if (n < PRUNE_BATCH)
 			return 0;
@@ -97,7 +82,7 @@ int
 cli_prune_run(struct cli *cli, int argc, char **argv)
 {
 	char ms_text[24], cutoff[64], when[64];
-	PGconn *conn;
+	struct db_conn *conn;
 	int64_t ms;
 	long long total = 0;
 	int rc;
@@ -108,18 +93,18 @@ cli_prune_run(struct cli *cli, int argc, char **argv)
 		return rc;
 	snprintf(ms_text, sizeof(ms_text), "%" PRId64, ms);
 	const char *p[] = {ms_text};
-	PGresult *res = cli_exec(conn, "prune",
-				 "select now() - $1::bigint"
-				 " * interval '1 millisecond'",
-				 1, p);
+	struct db_rows *res = cli_exec(conn, "prune",
+				       "select now() - $1::bigint"
+				       " * interval '1 millisecond'",
+				       1, p);
 	if (!res)
 		return cli_abort(conn);
-	snprintf(cutoff, sizeof(cutoff), "%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
+	snprintf(cutoff, sizeof(cutoff), "%s", db_rows_text(res, 0, 0));
+	db_rows_free(res);
 
 	if (delete_batches(conn, cutoff, &total) < 0)
 		return cli_abort(conn);
-	PQfinish(conn);
+	db_close(conn);
 	printf("pruned %lld job%s finished before %s\n", total,
 	       total == 1 ? "" : "s",
 	       cli_format_time(cutoff, when, sizeof(when)));

@@ -73,11 +73,11 @@ static const char CANCEL_SQL[] =
 
 /* Runs sql in the open transaction; 0, or -1 after printing the error. */
 static int
-run(PGconn *conn, const char *what, const char *sql, int n,
+run(struct db_conn *conn, const char *what, const char *sql, int n,
     const char *const *p)
 {
-	PGresult *res = cli_exec(conn, what, sql, n, p);
-	PQclear(res);
+	struct db_rows *res = cli_exec(conn, what, sql, n, p);
+	db_rows_free(res);
 	return res ? 0 : -1;
 }
 
@@ -87,7 +87,7 @@ run(PGconn *conn, const char *what, const char *sql, int n,
  * than hang.
  */
 static int
-begin(PGconn *conn, const char *what)
+begin(struct db_conn *conn, const char *what)
 {
 	if (run(conn, what, "begin", 0, NULL) < 0)
 		return -1;
@@ -99,34 +99,34 @@ begin(PGconn *conn, const char *what)
  * clears), or NULL after printing why (the transaction is then rolled back
  * by cli_abort()).
  */
-static PGresult *
-lock_job(PGconn *conn, const char *what, const char *id)
+static struct db_rows *
+lock_job(struct db_conn *conn, const char *what, const char *id)
 {
 	const char *p[] = {id};
 	if (begin(conn, what) < 0)
 		return NULL;
-	PGresult *res = cli_exec(conn, what, LOCK_SQL, 1, p);
-	if (res && PQntuples(res) == 0) {
+	struct db_rows *res = cli_exec(conn, what, LOCK_SQL, 1, p);
+	if (res && db_rows_count(res) == 0) {
 		cli_fail(CLI_EXIT_FAILED, "no job %s", id);
-		PQclear(res);
+		db_rows_free(res);
 		return NULL;
 	}
 	return res;
 }
 
 static int
-commit(PGconn *conn, const char *what)
+commit(struct db_conn *conn, const char *what)
 {
 	return run(conn, what, "commit", 0, NULL);
 }
 
 /* Refuses a retry of a job in the wrong state: 0 when it may go ahead. */
 static int
-retry_refused(const PGresult *job, const char *id)
+retry_refused(const struct db_rows *job, const char *id)
 {
-	const char *state = PQgetvalue(job, 0, S_STATE);
-	int failed = atoi(PQgetvalue(job, 0, S_ATTEMPTS)) > 0 ||
-		     PQgetvalue(job, 0, S_FAILED)[0] == 't';
+	const char *state = db_rows_text(job, 0, S_STATE);
+	int failed = atoi(db_rows_text(job, 0, S_ATTEMPTS)) > 0 ||
+		     db_rows_text(job, 0, S_FAILED)[0] == 't';
 
 	if (strcmp(state, "dead") == 0 || strcmp(state, "cancelled") == 0 ||
 	    (strcmp(state, "available") == 0 && failed))
@@ -146,57 +146,57 @@ retry_refused(const PGresult *job, const char *id)
 
 /* Refuses a retry that would give a unique_key a second unfinished job. */
 static int
-key_taken(PGconn *conn, const PGresult *job, const char *id)
+key_taken(struct db_conn *conn, const struct db_rows *job, const char *id)
 {
-	if (PQgetisnull(job, 0, S_UNIQUE_KEY))
+	if ((db_rows_value(job, 0, S_UNIQUE_KEY) == NULL))
 		return 0;
-	const char *key = PQgetvalue(job, 0, S_UNIQUE_KEY);
+	const char *key = db_rows_text(job, 0, S_UNIQUE_KEY);
 	const char *p[] = {key, id};
-	PGresult *res = cli_exec(conn, "retry", HOLDER_SQL, 2, p);
+	struct db_rows *res = cli_exec(conn, "retry", HOLDER_SQL, 2, p);
 	if (!res)
 		return -1;
-	int taken = PQntuples(res) > 0;
+	int taken = db_rows_count(res) > 0;
 	if (taken)
 		cli_fail(CLI_EXIT_FAILED,
 			 "job %s cannot be retried: job %s holds its "
 			 "unique_key \"%s\"",
-			 id, PQgetvalue(res, 0, 0), key);
-	PQclear(res);
+			 id, db_rows_text(res, 0, 0), key);
+	db_rows_free(res);
 	return taken ? -1 : 0;
 }
 
 static int
-retry_one(PGconn *conn, const char *id)
+retry_one(struct db_conn *conn, const char *id)
 {
 	const char *p[] = {id};
-	PGresult *job = lock_job(conn, "retry", id);
+	struct db_rows *job = lock_job(conn, "retry", id);
 	if (!job)
 		return cli_abort(conn);
 	if (retry_refused(job, id) < 0 || key_taken(conn, job, id) < 0 ||
 	    run(conn, "retry", RETRY_SQL, 1, p) < 0 ||
 	    run(conn, "retry", "select pg_notify('pgjob', '')", 0, NULL) < 0 ||
 	    commit(conn, "retry") < 0) {
-		PQclear(job);
+		db_rows_free(job);
 		return cli_abort(conn);
 	}
-	printf("retried job %s (was %s)\n", id, PQgetvalue(job, 0, S_STATE));
-	PQclear(job);
-	PQfinish(conn);
+	printf("retried job %s (was %s)\n", id, db_rows_text(job, 0, S_STATE));
+	db_rows_free(job);
+	db_close(conn);
 	return 0;
 }
 
 static int
-retry_dead(PGconn *conn, const char *kind)
+retry_dead(struct db_conn *conn, const char *kind)
 {
 	const char *p[] = {kind};
 	if (begin(conn, "retry") < 0)
 		return cli_abort(conn);
-	PGresult *res = cli_exec(conn, "retry", RETRY_DEAD_SQL, 1, p);
+	struct db_rows *res = cli_exec(conn, "retry", RETRY_DEAD_SQL, 1, p);
 	if (!res)
 		return cli_abort(conn);
-	long long n = atoll(PQgetvalue(res, 0, 0));
-	long long dead = atoll(PQgetvalue(res, 0, 1));
-	PQclear(res);
+	long long n = atoll(db_rows_text(res, 0, 0));
+	long long dead = atoll(db_rows_text(res, 0, 1));
+	db_rows_free(res);
 	if ((n > 0 && run(conn, "retry", "select pg_notify('pgjob', '')", 0,
 			  NULL) < 0) ||
 	    commit(conn, "retry") < 0)
@@ -209,7 +209,7 @@ retry_dead(PGconn *conn, const char *kind)
 		printf("; %lld left dead: another job holds their unique_key",
 		       dead - n);
 	putchar('\n');
-	PQfinish(conn);
+	db_close(conn);
 	return 0;
 }
 
@@ -261,7 +261,7 @@ int
 cli_state_retry(struct cli *cli, int argc, char **argv)
 {
 	struct retry_args a = {0};
-	PGconn *conn;
+	struct db_conn *conn;
 	int rc;
 
 	if ((rc = retry_parse(argc, argv, &a)) != 0)
@@ -273,9 +273,9 @@ cli_state_retry(struct cli *cli, int argc, char **argv)
 
 /* Refuses to cancel a job that is not available: 0 when it may go ahead. */
 static int
-cancel_refused(const PGresult *job, const char *id)
+cancel_refused(const struct db_rows *job, const char *id)
 {
-	const char *state = PQgetvalue(job, 0, S_STATE);
+	const char *state = db_rows_text(job, 0, S_STATE);
 
 	/* A running job keeps its lease token: its worker sees the state
 	 * at its next renewal, stops the handler and writes nothing more
@@ -315,7 +315,7 @@ int
 cli_state_cancel(struct cli *cli, int argc, char **argv)
 {
 	char id[24];
-	PGconn *conn;
+	struct db_conn *conn;
 	int rc;
 
 	if ((rc = cancel_parse(argc, argv, id, sizeof(id))) != 0)
@@ -324,18 +324,18 @@ cli_state_cancel(struct cli *cli, int argc, char **argv)
 		return rc;
 
 	const char *p[] = {id};
-	PGresult *job = lock_job(conn, "cancel", id);
+	struct db_rows *job = lock_job(conn, "cancel", id);
 	if (!job)
 		return cli_abort(conn);
 	if (cancel_refused(job, id) < 0 ||
 	    run(conn, "cancel", CANCEL_SQL, 1, p) < 0 ||
 	    commit(conn, "cancel") < 0) {
-		PQclear(job);
+		db_rows_free(job);
 		return cli_abort(conn);
 	}
-	int running = strcmp(PQgetvalue(job, 0, S_STATE), "running") == 0;
-	PQclear(job);
-	PQfinish(conn);
+	int running = strcmp(db_rows_text(job, 0, S_STATE), "running") == 0;
+	db_rows_free(job);
+	db_close(conn);
 	printf("cancelled job %s%s\n", id,
 	       running ? " (running: its worker stops it at its next lease "
 			 "renewal)"

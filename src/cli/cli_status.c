@@ -94,44 +94,46 @@ static const char LEASES_SQL[] =
 
 /* A cell: the value, or NULL for SQL null (the table prints "-"). */
 static const char *
-val(const PGresult *res, int row, int col)
+val(const struct db_rows *res, int row, int col)
 {
-	return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
+	return (db_rows_value(res, row, col) == NULL)
+		       ? NULL
+		       : db_rows_text(res, row, col);
 }
 
 /* An age column as "3m07s", or NULL for SQL null. */
 static const char *
-age(const PGresult *res, int row, int col, char *buf, size_t len)
+age(const struct db_rows *res, int row, int col, char *buf, size_t len)
 {
-	if (PQgetisnull(res, row, col))
+	if ((db_rows_value(res, row, col) == NULL))
 		return NULL;
-	return cli_format_age(strtod(PQgetvalue(res, row, col), NULL), buf,
+	return cli_format_age(strtod(db_rows_text(res, row, col), NULL), buf,
 			      len);
 }
 
 /* 1 when rows a and b are workers of one instance (host, supervisor). */
 static int
-same_instance(const PGresult *res, int a, int b)
+same_instance(const struct db_rows *res, int a, int b)
 {
-	const char *ha = PQgetvalue(res, a, W_HOST);
-	const char *hb = PQgetvalue(res, b, W_HOST);
-	const char *sa = PQgetvalue(res, a, W_SPID);
-	const char *sb = PQgetvalue(res, b, W_SPID);
+	const char *ha = db_rows_text(res, a, W_HOST);
+	const char *hb = db_rows_text(res, b, W_HOST);
+	const char *sa = db_rows_text(res, a, W_SPID);
+	const char *sb = db_rows_text(res, b, W_SPID);
 	return strcmp(ha, hb) == 0 && strcmp(sa, sb) == 0;
 }
 
 /* One table, grouped: host and instance only where they change. */
 static void
-print_workers(const PGresult *res, FILE *f)
+print_workers(const struct db_rows *res, FILE *f)
 {
 	static const char *const head[] = {"HOST",    "INSTANCE", "SLOT",
 					   "PID",     "VERSION",  "HEARTBEAT",
 					   "RUNNING", "KINDS"};
-	int n = PQntuples(res), stale = 0;
+	int n = db_rows_count(res), stale = 0;
 	struct cli_table t;
 
 	for (int i = 0; i < n; i++)
-		stale += PQgetvalue(res, i, W_STALE)[0] == 't';
+		stale += db_rows_text(res, i, W_STALE)[0] == 't';
 	fprintf(f, "workers: %d live, %d stale\n", n - stale, stale);
 	if (n == 0)
 		return;
@@ -141,8 +143,8 @@ print_workers(const PGresult *res, FILE *f)
 		int first = i == 0 || !same_instance(res, i - 1, i);
 		snprintf(hb, sizeof(hb), "%s%s",
 			 age(res, i, W_AGE, a, sizeof(a)),
-			 PQgetvalue(res, i, W_STALE)[0] == 't' ? " (stale)"
-							       : "");
+			 db_rows_text(res, i, W_STALE)[0] == 't' ? " (stale)"
+								 : "");
 		const char *row[] = {first ? val(res, i, W_HOST) : "",
 				     first ? val(res, i, W_SPID) : "",
 				     val(res, i, W_SLOT),
@@ -156,14 +158,14 @@ print_workers(const PGresult *res, FILE *f)
 	cli_table_print(&t, f, "  ");
 }
 
-PGresult *
-cli_status_queues(PGconn *conn)
+struct db_rows *
+cli_status_queues(struct db_conn *conn)
 {
 	return cli_exec(conn, "queues", QUEUES_SQL, 0, NULL);
 }
 
 void
-cli_status_print_queues(const PGresult *res, FILE *f)
+cli_status_print_queues(const struct db_rows *res, FILE *f)
 {
 	static const char *const head[] = {"QUEUE",    "DUE",  "SCHEDULED",
 					   "RUNNING",  "DEAD", "OLDEST DUE",
@@ -171,12 +173,12 @@ cli_status_print_queues(const PGresult *res, FILE *f)
 	struct cli_table t;
 
 	fputs("queues\n", f);
-	if (PQntuples(res) == 0) {
+	if (db_rows_count(res) == 0) {
 		fputs("  no jobs\n", f);
 		return;
 	}
 	cli_table_init(&t, 7, head, "lrrrrrr");
-	for (int i = 0; i < PQntuples(res); i++) {
+	for (int i = 0; i < db_rows_count(res); i++) {
 		char a[32];
 		const char *row[] = {val(res, i, Q_QUEUE),
 				     val(res, i, Q_DUE),
@@ -191,18 +193,18 @@ cli_status_print_queues(const PGresult *res, FILE *f)
 }
 
 static void
-print_no_handler(const PGresult *res, FILE *f)
+print_no_handler(const struct db_rows *res, FILE *f)
 {
 	static const char *const head[] = {"KIND", "JOBS", "DUE", "OLDEST DUE"};
 	struct cli_table t;
 
 	fputs("waiting, no handler\n", f);
-	if (PQntuples(res) == 0) {
+	if (db_rows_count(res) == 0) {
 		fputs("  none: a live worker handles every waiting kind\n", f);
 		return;
 	}
 	cli_table_init(&t, 4, head, "lrrr");
-	for (int i = 0; i < PQntuples(res); i++) {
+	for (int i = 0; i < db_rows_count(res); i++) {
 		char a[32];
 		const char *row[] = {val(res, i, N_KIND), val(res, i, N_JOBS),
 				     val(res, i, N_DUE),
@@ -213,24 +215,24 @@ print_no_handler(const PGresult *res, FILE *f)
 }
 
 static void
-print_leases(const PGresult *res, FILE *f)
+print_leases(const struct db_rows *res, FILE *f)
 {
 	static const char *const head[] = {"NAME", "HOLDER", "TOKEN",
 					   "EXPIRES IN"};
 	struct cli_table t;
 
 	fputs("leases\n", f);
-	if (PQntuples(res) == 0) {
+	if (db_rows_count(res) == 0) {
 		fputs("  none\n", f);
 		return;
 	}
 	cli_table_init(&t, 4, head, "llrl");
-	for (int i = 0; i < PQntuples(res); i++) {
+	for (int i = 0; i < db_rows_count(res); i++) {
 		char a[32], exp[48];
 		const char *in = NULL;
-		if (!PQgetisnull(res, i, L_EXPIRES_IN)) {
-			double s =
-				strtod(PQgetvalue(res, i, L_EXPIRES_IN), NULL);
+		if (!(db_rows_value(res, i, L_EXPIRES_IN) == NULL)) {
+			double s = strtod(db_rows_text(res, i, L_EXPIRES_IN),
+					  NULL);
 			cli_format_age(s < 0 ? -s : s, a, sizeof(a));
 			snprintf(exp, sizeof(exp),
 				 s < 0 ? "expired %s ago" : "%s", a);
@@ -245,10 +247,10 @@ print_leases(const PGresult *res, FILE *f)
 
 /* The workers grouped into instances (host, supervisor pid). */
 static cJSON *
-json_instances(const PGresult *res, int *live, int *stale)
+json_instances(const struct db_rows *res, int *live, int *stale)
 {
 	cJSON *instances = cJSON_CreateArray(), *workers = NULL;
-	int n = PQntuples(res);
+	int n = db_rows_count(res);
 
 	*live = *stale = 0;
 	for (int i = 0; i < n; i++) {
@@ -261,7 +263,7 @@ json_instances(const PGresult *res, int *live, int *stale)
 		cJSON *w = cJSON_CreateObject();
 		cli_json_add_columns(w, res, i, W_SLOT, W_KINDS_TEXT);
 		cJSON_AddItemToArray(workers, w);
-		if (PQgetvalue(res, i, W_STALE)[0] == 't')
+		if (db_rows_text(res, i, W_STALE)[0] == 't')
 			(*stale)++;
 		else
 			(*live)++;
@@ -270,19 +272,19 @@ json_instances(const PGresult *res, int *live, int *stale)
 }
 
 static cJSON *
-json_rows(const PGresult *res)
+json_rows(const struct db_rows *res)
 {
 	cJSON *a = cJSON_CreateArray();
-	for (int i = 0; i < PQntuples(res); i++) {
+	for (int i = 0; i < db_rows_count(res); i++) {
 		cJSON *o = cJSON_CreateObject();
-		cli_json_add_columns(o, res, i, 0, PQnfields(res));
+		cli_json_add_columns(o, res, i, 0, db_rows_columns(res));
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
 }
 
 static void
-print_json(PGresult *const res[4])
+print_json(struct db_rows *const res[4])
 {
 	cJSON *o = cJSON_CreateObject();
 	int live, stale;
@@ -322,8 +324,8 @@ parse(int argc, char **argv, int *json)
 int
 cli_status_run(struct cli *cli, int argc, char **argv)
 {
-	PGresult *res[4] = {NULL};
-	PGconn *conn;
+	struct db_rows *res[4] = {NULL};
+	struct db_conn *conn;
 	int json = 0, rc;
 
 	if ((rc = parse(argc, argv, &json)) != 0)
@@ -351,7 +353,7 @@ cli_status_run(struct cli *cli, int argc, char **argv)
 	}
 out:
 	for (int i = 0; i < 4; i++)
-		PQclear(res[i]);
-	PQfinish(conn);
+		db_rows_free(res[i]);
+	db_close(conn);
 	return rc;
 }

@@ -102,29 +102,29 @@ setup_signals(void)
 }
 
 static void
-print_kinds(const PGresult *res, int64_t interval_ms, FILE *f)
+print_kinds(const struct db_rows *res, int64_t interval_ms, FILE *f)
 {
 	static const char *const head[] = {"KIND", "DONE",    "DONE/S",
 					   "DEAD", "RUNNING", "DUE"};
 	struct cli_table t;
 
-	if (PQntuples(res) == 0) {
+	if (db_rows_count(res) == 0) {
 		fputs("kinds\n  nothing ran, runs or is due\n", f);
 		return;
 	}
 	fputs("kinds\n", f);
 	cli_table_init(&t, 6, head, "lrrrrr");
-	for (int i = 0; i < PQntuples(res); i++) {
+	for (int i = 0; i < db_rows_count(res); i++) {
 		char rate[32];
-		double done = strtod(PQgetvalue(res, i, K_DONE), NULL);
+		double done = strtod(db_rows_text(res, i, K_DONE), NULL);
 		snprintf(rate, sizeof(rate), "%.1f",
 			 done * 1000.0 / (double)interval_ms);
-		const char *row[] = {PQgetvalue(res, i, K_KIND),
-				     PQgetvalue(res, i, K_DONE),
+		const char *row[] = {db_rows_text(res, i, K_KIND),
+				     db_rows_text(res, i, K_DONE),
 				     rate,
-				     PQgetvalue(res, i, K_DEAD),
-				     PQgetvalue(res, i, K_RUNNING),
-				     PQgetvalue(res, i, K_DUE)};
+				     db_rows_text(res, i, K_DEAD),
+				     db_rows_text(res, i, K_RUNNING),
+				     db_rows_text(res, i, K_DUE)};
 		cli_table_add(&t, row);
 	}
 	cli_table_print(&t, f, "  ");
@@ -132,20 +132,22 @@ print_kinds(const PGresult *res, int64_t interval_ms, FILE *f)
 
 /* One frame; clear: start from an empty screen.  0, or -1 on error. */
 static int
-frame(PGconn *conn, int64_t interval_ms, const char *interval, int clear)
+frame(struct db_conn *conn, int64_t interval_ms, const char *interval,
+      int clear)
 {
 	char ms[24], when[64];
 	snprintf(ms, sizeof(ms), "%" PRId64, interval_ms);
 	const char *p[] = {ms};
-	PGresult *now = cli_exec(conn, "top", "select now()", 0, NULL);
-	PGresult *kinds = now ? cli_exec(conn, "top", KINDS_SQL, 1, p) : NULL;
-	PGresult *queues = kinds ? cli_status_queues(conn) : NULL;
+	struct db_rows *now = cli_exec(conn, "top", "select now()", 0, NULL);
+	struct db_rows *kinds =
+		now ? cli_exec(conn, "top", KINDS_SQL, 1, p) : NULL;
+	struct db_rows *queues = kinds ? cli_status_queues(conn) : NULL;
 	if (queues) {
 		/* Home, then clear: the frame replaces the last one. */
 		if (clear)
 			fputs("\033[H\033[2J", stdout);
 		printf("pgjob top  %s  interval %s%s\n\n",
-		       cli_format_time(PQgetvalue(now, 0, 0), when,
+		       cli_format_time(db_rows_text(now, 0, 0), when,
 				       sizeof(when)),
 		       interval, clear ? "  (q quits)" : "");
 		print_kinds(kinds, interval_ms, stdout);
@@ -153,9 +155,9 @@ frame(PGconn *conn, int64_t interval_ms, const char *interval, int clear)
 		cli_status_print_queues(queues, stdout);
 		fflush(stdout);
 	}
-	PQclear(now);
-	PQclear(kinds);
-	PQclear(queues);
+	db_rows_free(now);
+	db_rows_free(kinds);
+	db_rows_free(queues);
 	return queues ? 0 : -1;
 }
 
@@ -195,7 +197,7 @@ wait_key(int64_t ms, int *stdin_open)
 }
 
 static int
-loop(PGconn *conn, int64_t interval_ms, const char *interval)
+loop(struct db_conn *conn, int64_t interval_ms, const char *interval)
 {
 	int stdin_open = 1, rc = 0;
 
@@ -264,7 +266,7 @@ cli_top_run(struct cli *cli, int argc, char **argv)
 {
 	int64_t ms = 1000;
 	const char *text = "1s";
-	PGconn *conn;
+	struct db_conn *conn;
 	int once = 0, rc;
 
 	if ((rc = parse(argc, argv, &ms, &text, &once)) != 0)
@@ -275,6 +277,6 @@ cli_top_run(struct cli *cli, int argc, char **argv)
 		rc = frame(conn, ms, text, 0) < 0 ? CLI_EXIT_FAILED : 0;
 	else
 		rc = loop(conn, ms, text);
-	PQfinish(conn);
+	db_close(conn);
 	return rc;
 }

@@ -73,11 +73,11 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 	if (argc > 1)
 		return cli_fail(CLI_EXIT_USAGE,
 				"migrate: unexpected argument \"%s\"", argv[1]);
-	PGconn *conn = cli_connect(cli);
+	struct db_conn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
 	int rc = migrate_run(conn, &applied, &err);
-	PQfinish(conn);
+	db_close(conn);
 	if (rc < 0) {
 		cli_fail(CLI_EXIT_FAILED, "migrate: %s", err);
 		free(err);
@@ -112,7 +112,7 @@ static const struct option enqueue_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-/* The parameters of one enqueue, as text for PQexecParams ($1..$9). */
+/* The parameters of one enqueue, as text ($1..$9). */
 struct enqueue_args {
 	const char *p[9]; /* kind payload queue run_at in_ms priority
 			     max_attempts unique_key ordering_key */
@@ -223,10 +223,11 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 	if (rc)
 		return rc;
 
-	PGconn *conn = cli_connect(cli);
+	struct db_conn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
-	PGresult *res = PQexecParams(
+	char *text;
+	struct db_rows *res = db_query(
 		conn,
 		"select pgjob.enqueue($1, $2::jsonb,"
 		" queue => coalesce($3, 'default'),"
@@ -235,18 +236,17 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 		" priority => coalesce($6::int, 0),"
 		" max_attempts => $7::int,"
 		" unique_key => $8, ordering_key => $9)",
-		9, NULL, a.p, NULL, NULL, 0);
+		9, a.p, &text);
 	rc = 0;
-	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
-		printf("%s\n", PQgetvalue(res, 0, 0));
+	if (res) {
+		printf("%s\n", db_rows_text(res, 0, 0));
 	} else {
-		char *text = db_error_text(conn, res);
 		cli_fail(CLI_EXIT_FAILED, "enqueue: %s", text);
 		free(text);
 		rc = 1;
 	}
-	PQclear(res);
-	PQfinish(conn);
+	db_rows_free(res);
+	db_close(conn);
 	return rc;
 }
 

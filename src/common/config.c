@@ -765,6 +765,8 @@ resolve_handler(const struct config *c, struct handler_conf *h)
 
 	if (!q)
 		q = &none;
+	else
+		h->queue_index = (size_t)(q - c->queues);
 	if (h->timeout_ms < 0)
 		h->timeout_ms = q->timeout_ms >= 0 ? q->timeout_ms
 						   : c->default_timeout_ms;

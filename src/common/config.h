@@ -68,7 +68,8 @@ struct run_as {
 struct handler_conf {
 	char *kind; /* the map key under handlers: */
 	enum handler_type type;
-	char *queue; /* resolved: "default" when not given */
+	char *queue;	    /* resolved: "default" when not given */
+	size_t queue_index; /* resolved: its place in config.queues */
 	/* Resolved: handler, else queue, else defaults. */
 	int64_t timeout_ms;
 	int max_attempts;

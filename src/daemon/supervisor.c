@@ -33,6 +33,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "daemon/httpd.h"
 #include "daemon/notify.h"
 #include "common/stats.h"
 #include "common/util.h"
@@ -76,7 +77,7 @@ struct supervisor {
 	ev_timer kill_timer;
 	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
 	struct stats *stats; /* shared with the workers */
-	struct metrics_server *metrics;
+	struct httpd *metrics;
 	int ready;	     /* READY=1 sent for the current config */
 	int64_t watchdog_ms; /* 0: no watchdog */
 	int64_t last_watchdog;
@@ -107,7 +108,7 @@ child_detach(struct supervisor *s, struct child *self)
 		if (r->pipe_wr >= 0)
 			close(r->pipe_wr);
 	}
-	metrics_forget(s->metrics);
+	httpd_forget(s->metrics);
 	notify_close();
 	ev_loop_destroy(s->loop);
 }
@@ -612,8 +613,8 @@ start_services(struct supervisor *s)
 	if (!s->stats)
 		return -1;
 	if (s->cfg->metrics_listen) {
-		s->metrics = metrics_listen(s->loop, s->cfg->metrics_listen,
-					    render, s, &err);
+		s->metrics = httpd_listen(s->loop, s->cfg->metrics_listen,
+					  render, s, &err);
 		if (!s->metrics) {
 			log_error("metrics.listen %s: %s",
 				  s->cfg->metrics_listen, err);
@@ -621,7 +622,7 @@ start_services(struct supervisor *s)
 			return -1;
 		}
 		log_info("serving /metrics and /healthz on %s (port %d)",
-			 s->cfg->metrics_listen, metrics_port(s->metrics));
+			 s->cfg->metrics_listen, httpd_port(s->metrics));
 	}
 	ev_timer_init(&s->status, on_status, STATUS_EVERY, STATUS_EVERY);
 	s->status.data = s;
@@ -673,7 +674,7 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	}
 	free(s.children);
 	config_free(s.cfg);
-	metrics_close(s.metrics);
+	httpd_close(s.metrics);
 	stats_destroy(s.stats);
 	notify_close();
 	log_info("stopped (exit %d)", s.exit_code);

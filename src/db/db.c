@@ -1,5 +1,6 @@
 /*
- * db: connecting, error classification and conninfo redaction.
+ * db: connecting, results copied out of libpq, error classification and
+ * conninfo redaction.
  */
 #include "db/db.h"
 
@@ -7,6 +8,36 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "db/internal.h"
+
+/* A synchronous connection: libpq's, wrapped so that nothing above the
+ * database layer needs libpq's header. */
+struct db_conn {
+	PGconn *pg;
+};
+
+/* A result, copied: cells[row * ncols + col], NULL for SQL null. */
+struct db_rows {
+	int nrows, ncols;
+	char **names;
+	enum db_type *types;
+	char **cells;
+	long long affected;
+};
+
+/* Type OIDs of the columns printed differently (PostgreSQL's pg_type.dat). */
+#define OID_BOOL	16
+#define OID_INT8	20
+#define OID_INT2	21
+#define OID_INT4	23
+#define OID_OID		26
+#define OID_JSON	114
+#define OID_FLOAT4	700
+#define OID_FLOAT8	701
+#define OID_TIMESTAMP	1114
+#define OID_TIMESTAMPTZ 1184
+#define OID_NUMERIC	1700
+#define OID_JSONB	3802
 
 int
 db_conninfo_valid(const char *conninfo)
@@ -21,8 +52,8 @@ db_conninfo_valid(const char *conninfo)
 	return opts != NULL;
 }
 
-PGconn *
-db_connect(const char *conninfo, const char *appname, char **err)
+static PGconn *
+connect_pg(const char *conninfo, const char *appname, char **err)
 {
 	const char *keys[] = {"dbname", "application_name", NULL};
 	const char *vals[] = {conninfo ? conninfo : "", appname, NULL};
@@ -56,6 +87,214 @@ db_connect(const char *conninfo, const char *appname, char **err)
 	free(target);
 	PQfinish(conn);
 	return NULL;
+}
+
+struct db_conn *
+db_connect(const char *conninfo, const char *appname, char **err)
+{
+	PGconn *pg = connect_pg(conninfo, appname, err);
+	if (!pg)
+		return NULL;
+	struct db_conn *c = xcalloc(1, sizeof(*c));
+	c->pg = pg;
+	return c;
+}
+
+void
+db_close(struct db_conn *c)
+{
+	if (!c)
+		return;
+	PQfinish(c->pg);
+	free(c);
+}
+
+int
+db_connected(const struct db_conn *c)
+{
+	return c && PQstatus(c->pg) == CONNECTION_OK;
+}
+
+PGconn *
+db_pgconn(struct db_conn *c)
+{
+	return c->pg;
+}
+
+PGconn *
+db_release(struct db_conn *c)
+{
+	PGconn *pg = c->pg;
+	free(c);
+	return pg;
+}
+
+/* 0 when res succeeded; else -1 with *err set (err may be NULL). */
+static int
+failed(PGconn *pg, PGresult *res, char **err)
+{
+	ExecStatusType st = PQresultStatus(res);
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+		return 0;
+	if (err)
+		*err = db_error_text(pg, res);
+	return -1;
+}
+
+int
+db_exec(struct db_conn *c, const char *sql, char **err)
+{
+	PGresult *res = PQexec(c->pg, sql);
+	int rc = failed(c->pg, res, err);
+	PQclear(res);
+	return rc;
+}
+
+static enum db_type
+type_of(Oid oid)
+{
+	switch (oid) {
+	case OID_BOOL:
+		return DB_TYPE_BOOL;
+	case OID_INT2:
+	case OID_INT4:
+	case OID_INT8:
+	case OID_OID:
+	case OID_FLOAT4:
+	case OID_FLOAT8:
+	case OID_NUMERIC:
+		return DB_TYPE_NUMBER;
+	case OID_JSON:
+	case OID_JSONB:
+		return DB_TYPE_JSON;
+	case OID_TIMESTAMPTZ:
+		return DB_TYPE_TIMESTAMPTZ;
+	case OID_TIMESTAMP:
+		return DB_TYPE_TIMESTAMP;
+	default:
+		return DB_TYPE_TEXT;
+	}
+}
+
+struct db_rows *
+db_query(struct db_conn *c, const char *sql, int nparams,
+	 const char *const *params, char **err)
+{
+	PGresult *res =
+		PQexecParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0);
+	if (failed(c->pg, res, err) < 0) {
+		PQclear(res);
+		return NULL;
+	}
+	struct db_rows *r = xcalloc(1, sizeof(*r));
+	r->nrows = PQntuples(res);
+	r->ncols = PQnfields(res);
+	r->affected = atoll(PQcmdTuples(res));
+	r->names = xcalloc((size_t)r->ncols + 1, sizeof(char *));
+	r->types = xcalloc((size_t)r->ncols + 1, sizeof(enum db_type));
+	for (int j = 0; j < r->ncols; j++) {
+		r->names[j] = xstrdup(PQfname(res, j));
+		r->types[j] = type_of(PQftype(res, j));
+	}
+	r->cells = xcalloc((size_t)r->nrows * (size_t)r->ncols + 1,
+			   sizeof(char *));
+	for (int i = 0; i < r->nrows; i++)
+		for (int j = 0; j < r->ncols; j++)
+			if (!PQgetisnull(res, i, j))
+				r->cells[(size_t)i * (size_t)r->ncols +
+					 (size_t)j] =
+					xstrndup(
+						PQgetvalue(res, i, j),
+						(size_t)PQgetlength(res, i, j));
+	PQclear(res);
+	return r;
+}
+
+void
+db_rollback(struct db_conn *c)
+{
+	if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+		PQclear(PQexec(c->pg, "rollback"));
+}
+
+int
+db_rows_count(const struct db_rows *r)
+{
+	return r->nrows;
+}
+
+int
+db_rows_columns(const struct db_rows *r)
+{
+	return r->ncols;
+}
+
+const char *
+db_rows_value(const struct db_rows *r, int row, int col)
+{
+	return r->cells[(size_t)row * (size_t)r->ncols + (size_t)col];
+}
+
+const char *
+db_rows_text(const struct db_rows *r, int row, int col)
+{
+	const char *v = db_rows_value(r, row, col);
+	return v ? v : "";
+}
+
+const char *
+db_rows_name(const struct db_rows *r, int col)
+{
+	return r->names[col];
+}
+
+enum db_type
+db_rows_type(const struct db_rows *r, int col)
+{
+	return r->types[col];
+}
+
+long long
+db_rows_affected(const struct db_rows *r)
+{
+	return r->affected;
+}
+
+void
+db_rows_free(struct db_rows *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < (size_t)r->nrows * (size_t)r->ncols; i++)
+		free(r->cells[i]);
+	for (int j = 0; j < r->ncols; j++)
+		free(r->names[j]);
+	free(r->cells);
+	free(r->names);
+	free(r->types);
+	free(r);
+}
+
+struct db_status
+db_status_of(const PGresult *res, char **text)
+{
+	struct db_status st = {db_classify(NULL, res), res != NULL, "", ""};
+	*text = NULL;
+	if (st.error == DB_OK)
+		return st;
+	const char *state =
+		res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	st.sqlstate = state ? state : "";
+	*text = res ? db_error_text(NULL, res)
+		    : xstrdup("the connection was lost");
+	st.text = *text;
+	return st;
+}
+
+int
+db_tuples_ok(const PGresult *res)
+{
+	return res && PQresultStatus(res) == PGRES_TUPLES_OK;
 }
 
 enum db_error
@@ -150,5 +389,40 @@ db_conninfo_redacted(const char *conninfo)
 	PQconninfoFree(opts);
 	if (!b.data)
 		return xstrdup("");
+	return b.data;
+}
+
+char *
+db_text_array(const char *const *v, size_t n)
+{
+	struct buf b = {0};
+	buf_append(&b, "{", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_append(&b, ",", 1);
+		if (!v[i]) {
+			buf_append(&b, "NULL", 4);
+			continue;
+		}
+		buf_append(&b, "\"", 1);
+		for (const char *s = v[i]; *s; s++) {
+			if (*s == '"' || *s == '\\')
+				buf_append(&b, "\\", 1);
+			buf_append(&b, s, 1);
+		}
+		buf_append(&b, "\"", 1);
+	}
+	buf_append(&b, "}", 1);
+	return b.data;
+}
+
+char *
+db_int_array(const int64_t *v, size_t n)
+{
+	struct buf b = {0};
+	buf_append(&b, "{", 1);
+	for (size_t i = 0; i < n; i++)
+		buf_appendf(&b, "%s%lld", i ? "," : "", (long long)v[i]);
+	buf_append(&b, "}", 1);
 	return b.data;
 }

@@ -1,12 +1,13 @@
 /*
- * db: the libpq boundary shared by the daemon and the CLI: connecting,
- * classifying errors by SQLSTATE, and printing a conninfo without its
- * secrets.  The worker's asynchronous connection on libev lives in dbev.c.
+ * db: the database layer's own types, and the synchronous connection that
+ * pgjob, migrations and a worker's session setup use.  Nothing above
+ * src/db/ sees libpq: a connection is a struct db_conn, a result a struct
+ * db_rows (copied out of libpq), an outcome a struct db_status.  The
+ * worker's asynchronous connection on libev is dbev.h; the statements are
+ * in queue.c, lease.c, session.c, schedule.c, prune.c and migrate.c.
  */
 #ifndef PGJOBD_DB_H
 #define PGJOBD_DB_H
-
-#include <libpq-fe.h>
 
 /* Why a database call failed, which decides what the caller does next. */
 enum db_error {
@@ -17,32 +18,79 @@ enum db_error {
 };
 
 /*
+ * How a statement ended.  sqlstate is "" and text "" when it succeeded or
+ * no server error came (a lost connection: text then says what libpq
+ * said).  Both strings are borrowed for the duration of the callback or
+ * call that hands the status over.
+ */
+struct db_status {
+	enum db_error error;
+	int answered; /* 0: the connection was lost before any answer */
+	const char *sqlstate;
+	const char *text; /* "SQLSTATE: message", one line */
+};
+
+/* The column types that the CLI prints differently. */
+enum db_type {
+	DB_TYPE_TEXT,
+	DB_TYPE_BOOL,
+	DB_TYPE_NUMBER, /* integers, floats, numeric, oid */
+	DB_TYPE_JSON,	/* json and jsonb */
+	DB_TYPE_TIMESTAMPTZ,
+	DB_TYPE_TIMESTAMP,
+};
+
+struct db_conn;
+struct db_rows;
+
+/*
  * Connects synchronously.  conninfo NULL or "" means libpq's PG* defaults.
- * Returns the connection, or NULL with *err set to a message that names the
- * (redacted) target (caller frees *err).
+ * Returns the connection (close with db_close()), or NULL with *err set to
+ * a message that names the target without its secrets (caller frees).
  */
-PGconn *db_connect(const char *conninfo, const char *appname, char **err);
+struct db_conn *db_connect(const char *conninfo, const char *appname,
+			   char **err);
+/* Closes the connection; NULL is allowed. */
+void db_close(struct db_conn *c);
+/* 1 while the connection is up. */
+int db_connected(const struct db_conn *c);
 
 /*
- * Classifies a result (res may be NULL when a send or the connection
- * failed).  SQLSTATE classes 08 and 57P0x, and 25006 (read-only: we reached
- * a standby after a failover), count as DB_LOST.
+ * Runs sql (one or more statements, no parameters, no rows wanted).
+ * Returns 0, or -1 with *err set to "SQLSTATE: message" (caller frees; err
+ * may be NULL).
  */
-enum db_error db_classify(PGconn *conn, const PGresult *res);
-
+int db_exec(struct db_conn *c, const char *sql, char **err);
 /*
- * The error of res (or of conn when res is NULL) as one line:
- * "SQLSTATE: message".  Returns a new string; caller frees.
+ * Runs one statement with text parameters and copies its rows out.  Returns
+ * them (free with db_rows_free()), or NULL with *err set as db_exec() does.
+ * A statement that returns no rows gives an empty result whose
+ * db_rows_affected() counts what it changed.
  */
-char *db_error_text(PGconn *conn, const PGresult *res);
+struct db_rows *db_query(struct db_conn *c, const char *sql, int nparams,
+			 const char *const *params, char **err);
+/* Rolls back an open or failed transaction, if any. */
+void db_rollback(struct db_conn *c);
+
+int db_rows_count(const struct db_rows *r);
+int db_rows_columns(const struct db_rows *r);
+/* Row row's column col as text, borrowed from r; NULL for SQL null. */
+const char *db_rows_value(const struct db_rows *r, int row, int col);
+/* The same, "" for SQL null. */
+const char *db_rows_text(const struct db_rows *r, int row, int col);
+const char *db_rows_name(const struct db_rows *r, int col);
+enum db_type db_rows_type(const struct db_rows *r, int col);
+/* Rows an INSERT, UPDATE or DELETE changed. */
+long long db_rows_affected(const struct db_rows *r);
+void db_rows_free(struct db_rows *r);
 
 /* 1 when libpq can parse conninfo (NULL and "" included). */
 int db_conninfo_valid(const char *conninfo);
 
 /*
- * conninfo as keyword=value pairs without the options libpq marks secret
- * (password, sslpassword), for messages.  Returns a new string; caller
- * frees.  Never returns the input verbatim.
+ * conninfo as keyword=value pairs without any option libpq marks secret,
+ * for log lines.  Returns a new string; caller frees.  Never returns the
+ * input verbatim.
  */
 char *db_conninfo_redacted(const char *conninfo);
 

@@ -8,6 +8,7 @@
 #include "db/dbev.h"
 
 #include <ev.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "db/internal.h"
 
 /* One sync point's worth of statements, and their results so far. */
 struct op {
@@ -230,13 +232,15 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
 }
 
 struct dbev *
-dbev_new(struct ev_loop *loop, PGconn *conn, const struct dbev_hooks *hooks)
+dbev_new(struct ev_loop *loop, struct db_conn *c,
+	 const struct dbev_hooks *hooks)
 {
+	PGconn *conn = db_pgconn(c);
 	if (PQsetnonblocking(conn, 1) != 0 || !PQenterPipelineMode(conn))
 		return NULL;
 	struct dbev *d = xcalloc(1, sizeof(*d));
 	d->loop = loop;
-	d->conn = conn;
+	d->conn = db_release(c);
 	if (hooks)
 		d->hooks = *hooks;
 	ev_io_init(&d->rio, on_read, PQsocket(conn), EV_READ);
@@ -426,4 +430,9 @@ PGconn *
 dbev_conn(struct dbev *d)
 {
 	return d->conn;
+}
+
+void
+dbev_ignore(void *arg, PGresult *res)
+{
 }

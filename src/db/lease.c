@@ -7,72 +7,108 @@
 #include <stdlib.h>
 
 #include "common/config.h"
-#include "db/db.h"
 #include "common/failpoint.h"
-#include "db/queue.h"
 #include "common/util.h"
+#include "db/internal.h"
 
-static int
-failed(PGconn *conn, PGresult *res, const char *what, char **err)
+/* A statement in flight: the callback of its kind. */
+struct ctx {
+	lease_done_fn *done;
+	lease_published_fn *published;
+	lease_tasks_fn *tasks;
+	lease_fn *lease;
+	lease_renewed_fn *renewed;
+	void *arg;
+	size_t ntasks;
+};
+
+static struct ctx *
+ctx_new(void *arg)
 {
-	char *text = db_error_text(conn, res);
-	*err = xasprintf("%s: %s", what, text);
+	struct ctx *c = xcalloc(1, sizeof(*c));
+	c->arg = arg;
+	return c;
+}
+
+static void
+on_done(void *arg, PGresult *res)
+{
+	struct ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	if (c->done)
+		c->done(c->arg, &st);
 	free(text);
-	PQclear(res);
-	return -1;
+	free(c);
 }
 
-int
-lease_slot_acquire(PGconn *conn, int64_t lock_class, int max_slots, char **err)
+static void
+on_published(void *arg, PGresult *res)
 {
-	char cls[24], max[16];
-	snprintf(cls, sizeof(cls), "%lld", (long long)lock_class);
-	snprintf(max, sizeof(max), "%d", max_slots);
-	const char *p[] = {cls, max};
-	/* The filter runs row by row in order and LIMIT stops at the first
-	 * lock taken, so at most one slot is locked: the lowest free one. */
-	PGresult *res =
-		PQexecParams(conn,
-			     "select n from generate_series(1, $2::int) n"
-			     " where pg_try_advisory_lock($1::int, n) limit 1",
-			     2, NULL, p, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		return failed(conn, res, "taking a slot", err);
-	int slot = PQntuples(res) ? atoi(PQgetvalue(res, 0, 0)) : 0;
-	PQclear(res);
-	return slot;
+	struct ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	const char *at = st.error == DB_OK && PQntuples(res) > 0
+				 ? PQgetvalue(res, 0, 0)
+				 : NULL;
+	c->published(c->arg, &st, at);
+	free(text);
+	free(c);
 }
 
-int
-lease_worker_register(PGconn *conn, const struct lease_worker *w, char **err)
+static void
+on_tasks(void *arg, PGresult *res)
 {
-	char slot[16], pid[16], spid[16];
-	snprintf(slot, sizeof(slot), "%d", w->slot);
-	snprintf(pid, sizeof(pid), "%d", w->pid);
-	snprintf(spid, sizeof(spid), "%d", w->supervisor_pid);
-	const char *p[] = {slot, w->host, pid, spid, w->version, w->kinds};
-	PGresult *res = PQexecParams(
-		conn,
-		"insert into pgjob.workers (slot, host, pid, supervisor_pid,"
-		"  version, kinds)"
-		" values ($1, $2, $3, $4, $5, $6::text[])"
-		" on conflict (slot) do update set host = excluded.host,"
-		"  pid = excluded.pid, supervisor_pid = "
-		"excluded.supervisor_pid,"
-		"  version = excluded.version, kinds = excluded.kinds,"
-		"  tasks = '{}', schedules = '{}', defined_at = null,"
-		"  started_at = now(), heartbeat_at = now()",
-		6, NULL, p, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		return failed(conn, res, "registering the worker", err);
-	PQclear(res);
-	return 0;
+	struct ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	long *live = xcalloc(c->ntasks + 1, sizeof(long));
+	for (int r = 0; st.error == DB_OK && r < PQntuples(res); r++) {
+		size_t i = (size_t)atol(PQgetvalue(res, r, 0)) - 1;
+		if (i < c->ntasks)
+			live[i] = atol(PQgetvalue(res, r, 1));
+	}
+	c->tasks(c->arg, &st, live, st.error == DB_OK ? c->ntasks : 0);
+	free(live);
+	free(text);
+	free(c);
+}
+
+static void
+on_lease(void *arg, PGresult *res)
+{
+	struct ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	int64_t token = st.error == DB_OK && PQntuples(res) > 0
+				? strtoll(PQgetvalue(res, 0, 0), NULL, 10)
+				: 0;
+	if (c->lease)
+		c->lease(c->arg, &st, token);
+	free(text);
+	free(c);
+}
+
+static void
+on_renewed(void *arg, PGresult *res)
+{
+	struct ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	int n = st.error == DB_OK ? PQntuples(res) : 0;
+	const char **names = xcalloc((size_t)n + 1, sizeof(char *));
+	for (int i = 0; i < n; i++)
+		names[i] = PQgetvalue(res, i, 0);
+	c->renewed(c->arg, &st, names, (size_t)n);
+	free(names);
+	free(text);
+	free(c);
 }
 
 int
 lease_worker_publish(struct dbev *d, int slot, int pid,
 		     const struct config *cfg, const char *defined_at,
-		     dbev_result_fn cb, void *arg)
+		     lease_published_fn *cb, void *arg)
 {
 	size_t nt = cfg ? cfg->ntasks : 0, ns = cfg ? cfg->nschedules : 0;
 	const char **tn = xcalloc(nt + 1, sizeof(char *));
@@ -100,11 +136,13 @@ lease_worker_publish(struct dbev *d, int slot, int pid,
 	snprintf(pd, sizeof(pd), "%d", pid);
 	/* Arrays by the one escaping writer; the JSON is built by the
 	 * database, so no name or payload is ever spliced into text. */
-	char *a[9] = {queue_text_array(tn, nt), queue_int_array(tp, nt)};
+	char *a[9] = {db_text_array(tn, nt), db_int_array(tp, nt)};
 	for (int k = 0; k < 7; k++)
-		a[2 + k] = queue_text_array(col[k], ns);
+		a[2 + k] = db_text_array(col[k], ns);
 	const char *p[] = {sl,	 pd,   a[0], a[1], a[2], a[3],
 			   a[4], a[5], a[6], a[7], a[8], defined_at};
+	struct ctx *ctx = ctx_new(arg);
+	ctx->published = cb;
 	int rc = dbev_send(
 		d,
 		"update pgjob.workers set"
@@ -120,7 +158,7 @@ lease_worker_publish(struct dbev *d, int slot, int pid,
 		" where slot = $1 and pid = $2"
 		" returning to_char(defined_at at time zone 'UTC',"
 		"  'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
-		12, p, cb, arg);
+		12, p, on_published, ctx);
 	for (int k = 0; k < 9; k++)
 		free(a[k]);
 	for (int k = 0; k < 7; k++)
@@ -132,7 +170,7 @@ lease_worker_publish(struct dbev *d, int slot, int pid,
 
 int
 lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
-		   dbev_result_fn cb, void *arg)
+		   lease_tasks_fn *cb, void *arg)
 {
 	size_t nt = cfg->ntasks;
 	const char **tn = xcalloc(nt + 1, sizeof(char *));
@@ -141,10 +179,13 @@ lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
 		tn[i] = cfg->tasks[i].name;
 		tp[i] = cfg->tasks[i].partitions;
 	}
-	char *a = queue_text_array(tn, nt), *b = queue_int_array(tp, nt);
+	char *a = db_text_array(tn, nt), *b = db_int_array(tp, nt);
 	char ms[24];
 	snprintf(ms, sizeof(ms), "%lld", (long long)window_ms);
 	const char *p[] = {a, b, ms};
+	struct ctx *ctx = ctx_new(arg);
+	ctx->tasks = cb;
+	ctx->ntasks = nt;
 	int rc = dbev_send(
 		d,
 		"select t.i, count(w.slot)"
@@ -154,7 +195,7 @@ lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
 		"  on w.heartbeat_at > now() - $3::bigint * interval '1 ms'"
 		"  and w.tasks -> t.name = to_jsonb(t.partitions)"
 		" group by t.i",
-		3, p, cb, arg);
+		3, p, on_tasks, ctx);
 	free(a);
 	free(b);
 	free(tn);
@@ -163,23 +204,29 @@ lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
 }
 
 int
-lease_worker_heartbeat(struct dbev *d, int slot, int pid, dbev_result_fn cb,
+lease_worker_heartbeat(struct dbev *d, int slot, int pid, lease_done_fn *cb,
 		       void *arg)
 {
 	char s[16], p[16];
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
 	const char *params[] = {s, p};
+	struct ctx *ctx = ctx_new(arg);
+	ctx->done = cb;
 	dbev_failpoints(d, FP_HEARTBEAT_SEND, 0);
 	return dbev_send(d,
 			 "update pgjob.workers set heartbeat_at = now()"
 			 " where slot = $1 and pid = $2",
-			 2, params, cb, arg);
+			 2, params, on_done, ctx);
 }
 
 void
-lease_worker_unregister(PGconn *conn, int slot, int pid)
+lease_worker_unregister(struct dbev *d, int slot, int pid)
 {
+	PGconn *conn = dbev_conn(d);
+	if (dbev_pending(d) > 0 || !PQexitPipelineMode(conn) ||
+	    PQsetnonblocking(conn, 0) != 0)
+		return;
 	char s[16], p[16];
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
@@ -192,11 +239,13 @@ lease_worker_unregister(PGconn *conn, int slot, int pid)
 
 int
 lease_acquire(struct dbev *d, const char *name, const char *holder, int64_t ms,
-	      dbev_result_fn cb, void *arg)
+	      lease_fn *cb, void *arg)
 {
 	char m[24];
 	snprintf(m, sizeof(m), "%lld", (long long)ms);
 	const char *p[] = {name, holder, m};
+	struct ctx *ctx = ctx_new(arg);
+	ctx->lease = cb;
 	dbev_failpoints(d, FP_LEASE_ACQUIRE, 0);
 	return dbev_send(
 		d,
@@ -208,17 +257,19 @@ lease_acquire(struct dbev *d, const char *name, const char *holder, int64_t ms,
 		"  where l.expires_at is null or l.expires_at < now()"
 		"   or l.holder = excluded.holder"
 		" returning token",
-		3, p, cb, arg);
+		3, p, on_lease, ctx);
 }
 
 int
 lease_renew(struct dbev *d, const char *name, const char *holder, int64_t token,
-	    int64_t ms, dbev_result_fn cb, void *arg)
+	    int64_t ms, lease_fn *cb, void *arg)
 {
 	char t[24], m[24];
 	snprintf(t, sizeof(t), "%lld", (long long)token);
 	snprintf(m, sizeof(m), "%lld", (long long)ms);
 	const char *p[] = {name, holder, t, m};
+	struct ctx *ctx = ctx_new(arg);
+	ctx->lease = cb;
 	return dbev_send(
 		d,
 		"update pgjob.leases"
@@ -226,20 +277,49 @@ lease_renew(struct dbev *d, const char *name, const char *holder, int64_t token,
 		" where name = $1 and holder = $2 and token = $3"
 		"  and expires_at >= now()"
 		" returning token",
-		4, p, cb, arg);
+		4, p, on_lease, ctx);
 }
 
 int
 lease_release(struct dbev *d, const char *name, const char *holder,
-	      int64_t token, dbev_result_fn cb, void *arg)
+	      int64_t token, lease_fn *cb, void *arg)
 {
 	char t[24];
 	snprintf(t, sizeof(t), "%lld", (long long)token);
 	const char *p[] = {name, holder, t};
+	struct ctx *ctx = ctx_new(arg);
+	ctx->lease = cb;
 	return dbev_send(d,
 			 "update pgjob.leases set holder = null,"
 			 "  expires_at = null"
 			 " where name = $1 and holder = $2 and token = $3"
 			 " returning token",
-			 3, p, cb, arg);
+			 3, p, on_lease, ctx);
+}
+
+int
+lease_renew_many(struct dbev *d, const char *const *names,
+		 const int64_t *tokens, size_t n, const char *holder,
+		 int64_t ms, lease_renewed_fn *cb, void *arg)
+{
+	char *a = db_text_array(names, n);
+	char *b = db_int_array(tokens, n);
+	char m[24];
+	snprintf(m, sizeof(m), "%lld", (long long)ms);
+	const char *p[] = {a, b, m, holder};
+	struct ctx *ctx = ctx_new(arg);
+	ctx->renewed = cb;
+	dbev_failpoints(d, 0, FP_TASK_RENEW);
+	int rc = dbev_send(
+		d,
+		"update pgjob.leases l"
+		" set expires_at = now() + $3::bigint * interval '1 ms'"
+		" from unnest($1::text[], $2::bigint[]) r(name, token)"
+		" where l.name = r.name and l.token = r.token"
+		"  and l.holder = $4 and l.expires_at >= now()"
+		" returning l.name",
+		4, p, on_renewed, ctx);
+	free(a);
+	free(b);
+	return rc;
 }

@@ -1,75 +1,72 @@
 /*
- * lease: slots (the worker's identity, a session advisory lock), the
- * worker's row in pgjob.workers (with what it offers the cluster's duties),
- * and named leases with fencing tokens.  Slots are identity and liveness, not
- * safety: the job's lease token is what keeps a job from running twice.
+ * lease: the worker's row in pgjob.workers (heartbeat, and what it offers
+ * the cluster's duties), and named leases with fencing tokens in
+ * pgjob.leases (the scheduler, pruning, task partitions).
  */
 #ifndef PGJOBD_LEASE_H
 #define PGJOBD_LEASE_H
 
-#include <libpq-fe.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "db/dbev.h"
-
 struct config;
+struct dbev;
+struct db_status;
+
+/* A statement's outcome, for statements whose rows nobody reads. */
+typedef void lease_done_fn(void *arg, const struct db_status *st);
+
+/* Sends the heartbeat for slot (pid guards against a slot's new owner). */
+int lease_worker_heartbeat(struct dbev *d, int slot, int pid, lease_done_fn *cb,
+			   void *arg);
 
 /*
- * Takes the lowest free slot 1..max_slots with pg_try_advisory_lock(
- * lock_class, n) in one statement.  Returns the slot, 0 when every slot is
- * taken, or -1 on a database error (*err set; caller frees).
+ * defined_at: when the worker's row first said what it can do, as
+ * "YYYY-MM-DDTHH:MM:SS.ffffffZ" (borrowed for the call); NULL when the row
+ * is not this worker's (another took the slot) or on an error.
  */
-int lease_slot_acquire(PGconn *conn, int64_t lock_class, int max_slots,
-		       char **err);
-
-/* What the worker writes about itself into pgjob.workers. */
-struct lease_worker {
-	int slot;
-	const char *host;
-	int pid;
-	int supervisor_pid;
-	const char *version;
-	const char *kinds; /* a text[] literal */
-};
-
-/*
- * Upserts the worker's row (heartbeat now()).  What a previous holder of
- * the slot said it could do (tasks, schedules) is cleared: the duty writes
- * this worker's own right after (duty_set_db()).  Returns 0 or -1 (*err).
- */
-int lease_worker_register(PGconn *conn, const struct lease_worker *w,
-			  char **err);
+typedef void lease_published_fn(void *arg, const struct db_status *st,
+				const char *defined_at);
 /*
  * Writes into the worker's row (slot, pid) what its config offers the
  * cluster's duties: its tasks with their partition counts, and its
  * schedules' definitions, each schedule's queue resolved (the scheduler
  * lease's holder may have no handler for the kind).  defined_at is the
  * value a previous call returned, or NULL the first time: the row's
- * defined_at is then now().  The result has one row, defined_at as
- * "YYYY-MM-DDTHH:MM:SS.ffffffZ", or none when the row is not this
- * worker's.  cfg is borrowed for the call; NULL writes nothing offered (a
- * stopping worker withdraws, so that others take over its share).
+ * defined_at is then now().  cfg is borrowed for the call; NULL writes
+ * nothing offered (a stopping worker withdraws, so that others take over
+ * its share).
  */
 int lease_worker_publish(struct dbev *d, int slot, int pid,
 			 const struct config *cfg, const char *defined_at,
-			 dbev_result_fn cb, void *arg);
+			 lease_published_fn *cb, void *arg);
+
+/* live[i]: for task i of the config, the live workers that run it with the
+ * same number of partitions (borrowed for the call); n tasks. */
+typedef void lease_tasks_fn(void *arg, const struct db_status *st,
+			    const long *live, size_t n);
 /*
  * For each task of cfg, the live workers (a heartbeat within window_ms)
  * that run it with the same number of partitions, this one included once
- * it has published: rows (task index from 1, count).
+ * it has published.
  */
 int lease_task_workers(struct dbev *d, const struct config *cfg,
-		       int64_t window_ms, dbev_result_fn cb, void *arg);
-/* Sends the heartbeat for slot (pid guards against a slot's new owner). */
-int lease_worker_heartbeat(struct dbev *d, int slot, int pid, dbev_result_fn cb,
-			   void *arg);
-/* Deletes the worker's row on a clean exit (synchronous, best effort). */
-void lease_worker_unregister(PGconn *conn, int slot, int pid);
+		       int64_t window_ms, lease_tasks_fn *cb, void *arg);
+
+/*
+ * Deletes the worker's row on a clean exit: synchronously, on the
+ * connection under d, which must have nothing pending (best effort: on any
+ * failure the row stays, and pruning removes it after a day).
+ */
+void lease_worker_unregister(struct dbev *d, int slot, int pid);
+
+/* token: the lease's fencing token when the statement holds (took,
+ * renewed) it, 0 when it does not. */
+typedef void lease_fn(void *arg, const struct db_status *st, int64_t token);
 
 /*
  * Named leases in pgjob.leases, with fencing tokens.  Each sends one
- * statement; the result has one row (the token) when it succeeded, none
- * when it did not.
+ * statement; cb may be NULL.
  *
  * lease_acquire takes the lease when it is free, expired, or already this
  * holder's (after a reconnect), and always gives it a new token.
@@ -77,10 +74,20 @@ void lease_worker_unregister(PGconn *conn, int slot, int pid);
  * lease_release gives it up at once, so another worker can take it.
  */
 int lease_acquire(struct dbev *d, const char *name, const char *holder,
-		  int64_t ms, dbev_result_fn cb, void *arg);
+		  int64_t ms, lease_fn *cb, void *arg);
 int lease_renew(struct dbev *d, const char *name, const char *holder,
-		int64_t token, int64_t ms, dbev_result_fn cb, void *arg);
+		int64_t token, int64_t ms, lease_fn *cb, void *arg);
 int lease_release(struct dbev *d, const char *name, const char *holder,
-		  int64_t token, dbev_result_fn cb, void *arg);
+		  int64_t token, lease_fn *cb, void *arg);
+
+/* renewed[0..n): the names of the leases that were renewed (borrowed for
+ * the call). */
+typedef void lease_renewed_fn(void *arg, const struct db_status *st,
+			      const char *const *renewed, size_t n);
+/* Renews the leases names[i] held with tokens[i] by holder, in one
+ * statement. */
+int lease_renew_many(struct dbev *d, const char *const *names,
+		     const int64_t *tokens, size_t n, const char *holder,
+		     int64_t ms, lease_renewed_fn *cb, void *arg);
 
 #endif

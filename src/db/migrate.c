@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "db/db.h"
+#include "db/internal.h"
 #include "common/failpoint.h"
 #include "common/util.h"
 
@@ -93,8 +94,9 @@ apply(PGconn *conn, const struct migration *m, char **err)
 }
 
 int
-migrate_run(PGconn *conn, int *applied, char **err)
+migrate_run(struct db_conn *c, int *applied, char **err)
 {
+	PGconn *conn = db_pgconn(c);
 	char lock[96];
 	int version;
 
@@ -137,8 +139,9 @@ fail:
 }
 
 int
-migrate_check(PGconn *conn, int *version, char **err)
+migrate_check(struct db_conn *c, int *version, char **err)
 {
+	PGconn *conn = db_pgconn(c);
 	int v;
 
 	*err = NULL;

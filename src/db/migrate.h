@@ -5,7 +5,7 @@
 #ifndef PGJOBD_MIGRATE_H
 #define PGJOBD_MIGRATE_H
 
-#include <libpq-fe.h>
+struct db_conn;
 
 struct migration {
 	int version;
@@ -25,13 +25,13 @@ extern const int migrate_count;
  * (0: already up to date).  Returns 0, or -1 with *err set (caller frees):
  * a database newer than this binary is refused.
  */
-int migrate_run(PGconn *conn, int *applied, char **err);
+int migrate_run(struct db_conn *conn, int *applied, char **err);
 
 /*
  * Reads the schema version (0 when pgjob is not installed).  Returns 0 when
  * it equals migrate_latest(), or -1 with *err set to one clear line saying
  * what to do (caller frees).  *version may be NULL.
  */
-int migrate_check(PGconn *conn, int *version, char **err);
+int migrate_check(struct db_conn *conn, int *version, char **err);
 
 #endif

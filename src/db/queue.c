@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/db.h"
 #include "common/failpoint.h"
-#include "handlers/handler.h"
 #include "common/util.h"
+#include "db/db.h"
+#include "db/internal.h"
 
 /*
  * The end of a batch: each row is written only where id, token and state
@@ -72,7 +72,7 @@ static const char finish_sql[] =
  * job: it finds nothing, as it should.
  *
  * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
- * parallel branch stopped (queue_claim_position()).
+ * parallel branch stopped (struct queue_claimed).
  *
  * queue_prepare() puts it together: claim_sql (expired leases, parallel),
  * the serial and per_key branches when a queue of the worker's needs them,
@@ -177,9 +177,41 @@ static const char claim_tail_sql[] =
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
 	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l";
 
+/* A finish in flight: its callback. */
+struct finish_ctx {
+	queue_finish_fn *cb;
+	void *arg;
+};
+
+static int
+cmp_id(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static void
+on_finish(void *arg, PGresult *res)
+{
+	struct finish_ctx *f = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	size_t n = 0;
+	int rows = st.error == DB_OK ? PQntuples(res) : 0;
+	int64_t *ids = xcalloc((size_t)rows + 1, sizeof(int64_t));
+	for (int i = 0; i < rows; i++)
+		if (*PQgetvalue(res, i, 0) == 'f')
+			ids[n++] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	qsort(ids, n, sizeof(int64_t), cmp_id);
+	f->cb(f->arg, &st, ids, n);
+	free(ids);
+	free(text);
+	free(f);
+}
+
 int
 queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
-	     int delete_done, dbev_result_fn cb, void *arg)
+	     int delete_done, queue_finish_fn *cb, void *arg)
 {
 	size_t n1 = nf + 1;
 	int64_t *ids = xcalloc(n1, sizeof(int64_t));
@@ -193,25 +225,27 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		ids[i] = f[i].id;
 		tokens[i] = f[i].token;
 		delays[i] = f[i].delay_ms;
-		states[i] = f[i].state;
+		states[i] = job_state_name(f[i].state);
 		results[i] = f[i].result;
 		errors[i] = f[i].error;
 		refunds[i] = f[i].refund ? "t" : "f";
 	}
 	char *a[8];
-	a[0] = queue_int_array(ids, nf);
-	a[1] = queue_int_array(tokens, nf);
-	a[2] = queue_text_array(states, nf);
-	a[3] = queue_text_array(results, nf);
-	a[4] = queue_text_array(errors, nf);
-	a[5] = queue_int_array(delays, nf);
-	a[6] = queue_text_array(refunds, nf);
+	a[0] = db_int_array(ids, nf);
+	a[1] = db_int_array(tokens, nf);
+	a[2] = db_text_array(states, nf);
+	a[3] = db_text_array(results, nf);
+	a[4] = db_text_array(errors, nf);
+	a[5] = db_int_array(delays, nf);
+	a[6] = db_text_array(refunds, nf);
 	a[7] = xstrdup(delete_done ? "t" : "f");
 	const char *p[8];
 	for (int i = 0; i < 8; i++)
 		p[i] = a[i];
+	struct finish_ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct finish_ctx){cb, arg};
 	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_finish", 8, p, cb, arg);
+	int rc = dbev_send_prepared(d, "pgjob_finish", 8, p, on_finish, ctx);
 	for (int i = 0; i < 8; i++)
 		free(a[i]);
 	free(ids);
@@ -225,45 +259,23 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 }
 
 int
-queue_claim(struct dbev *d, const struct queue_claim_req *req,
-	    dbev_result_fn cb, void *arg)
+queue_id_in(const int64_t *sorted, size_t n, int64_t id)
 {
-	int64_t *lim = xcalloc(req->nqueues + 1, sizeof(int64_t));
-	for (size_t i = 0; i < req->nqueues; i++)
-		lim[i] = req->limits[i];
-	/* No positions: a NULL for each queue, from the head. */
-	const char **heads = xcalloc(req->nqueues + 1, sizeof(char *));
-	char *a[CLAIM_NPARAMS];
-	a[0] = queue_text_array(req->kinds, req->nkinds);
-	a[1] = queue_text_array(req->queues, req->nqueues);
-	a[2] = queue_int_array(lim, req->nqueues);
-	a[3] = xstrdup(req->locked_by);
-	a[4] = xasprintf("%lld", (long long)req->lease_ms);
-	a[5] = queue_text_array(req->modes, req->nqueues);
-	a[6] = queue_text_array(req->from_priority ? req->from_priority : heads,
-				req->nqueues);
-	a[7] = queue_text_array(req->from_run_at ? req->from_run_at : heads,
-				req->nqueues);
-	a[8] = queue_text_array(req->from_id ? req->from_id : heads,
-				req->nqueues);
-	a[9] = xasprintf("%lld", (long long)req->max_payload_bytes);
-	free(heads);
-	free(lim);
-	const char *p[CLAIM_NPARAMS];
-	for (int i = 0; i < CLAIM_NPARAMS; i++)
-		p[i] = a[i];
-	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc =
-		dbev_send_prepared(d, "pgjob_claim", CLAIM_NPARAMS, p, cb, arg);
-	for (int i = 0; i < CLAIM_NPARAMS; i++)
-		free(a[i]);
-	return rc;
+	return bsearch(&id, sorted, n, sizeof(int64_t), cmp_id) != NULL;
 }
 
-struct job **
-queue_claim_rows(const void *pgresult, int *n)
+/* A claim in flight: its callback and the queues it asked for, in order. */
+struct claim_ctx {
+	queue_claim_fn *cb;
+	void *arg;
+	size_t nqueues;
+	char **queues;
+};
+
+/* The claimed jobs of a claim's result, as new structs. */
+static struct job **
+claimed_jobs(const PGresult *res, int *n)
 {
-	const PGresult *res = pgresult;
 	int rows = PQntuples(res);
 	struct job **jobs = xcalloc((size_t)rows + 1, sizeof(*jobs));
 	*n = 0;
@@ -290,50 +302,113 @@ queue_claim_rows(const void *pgresult, int *n)
 	return jobs;
 }
 
-int
-queue_claim_position(const void *pgresult, const char *queue,
-		     struct queue_position *pos)
+/* Per queue asked for, the position of the last job its parallel branch
+ * took ('p' rows name the queue). */
+static void
+claimed_positions(const PGresult *res, const struct claim_ctx *c,
+		  struct queue_position *pos, bool *has)
 {
-	const PGresult *res = pgresult;
 	for (int i = 0; i < PQntuples(res); i++) {
-		if (*PQgetvalue(res, i, 0) != 'p' ||
-		    strcmp(PQgetvalue(res, i, 3), queue) != 0)
+		if (*PQgetvalue(res, i, 0) != 'p')
 			continue;
-		snprintf(pos->priority, sizeof(pos->priority), "%s",
-			 PQgetvalue(res, i, 9));
-		snprintf(pos->run_at, sizeof(pos->run_at), "%s",
-			 PQgetvalue(res, i, 10));
-		snprintf(pos->id, sizeof(pos->id), "%s", PQgetvalue(res, i, 1));
-		return 1;
+		const char *q = PQgetvalue(res, i, 3);
+		for (size_t k = 0; k < c->nqueues; k++) {
+			if (has[k] || strcmp(c->queues[k], q) != 0)
+				continue;
+			snprintf(pos[k].priority, sizeof(pos[k].priority), "%s",
+				 PQgetvalue(res, i, 9));
+			snprintf(pos[k].run_at, sizeof(pos[k].run_at), "%s",
+				 PQgetvalue(res, i, 10));
+			snprintf(pos[k].id, sizeof(pos[k].id), "%s",
+				 PQgetvalue(res, i, 1));
+			has[k] = true;
+			break;
+		}
 	}
-	return 0;
 }
 
-static int
-cmp_id(const void *a, const void *b)
+static void
+on_claim(void *arg, PGresult *res)
 {
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-int64_t *
-queue_finished_ids(const void *pgresult, size_t *n)
-{
-	const PGresult *res = pgresult;
-	int rows = PQntuples(res);
-	int64_t *ids = xcalloc((size_t)rows + 1, sizeof(int64_t));
-	*n = 0;
-	for (int i = 0; i < rows; i++)
-		if (*PQgetvalue(res, i, 0) == 'f')
-			ids[(*n)++] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
-	qsort(ids, *n, sizeof(int64_t), cmp_id);
-	return ids;
+	struct claim_ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	struct queue_position *pos = xcalloc(c->nqueues + 1, sizeof(*pos));
+	bool *has = xcalloc(c->nqueues + 1, sizeof(bool));
+	struct queue_claimed out = {.pos = pos, .has_pos = has};
+	int *queue_of = NULL;
+	if (st.error == DB_OK) {
+		out.jobs = claimed_jobs(res, &out.njobs);
+		claimed_positions(res, c, pos, has);
+		queue_of = xcalloc((size_t)out.njobs + 1, sizeof(int));
+		for (int i = 0; i < out.njobs; i++) {
+			queue_of[i] = -1;
+			for (size_t k = 0; k < c->nqueues && queue_of[i] < 0;
+			     k++)
+				if (strcmp(c->queues[k], out.jobs[i]->queue) ==
+				    0)
+					queue_of[i] = (int)k;
+		}
+	}
+	out.queue_of = queue_of;
+	c->cb(c->arg, &st, &out);
+	free(queue_of);
+	free(out.jobs);
+	free(pos);
+	free(has);
+	for (size_t k = 0; k < c->nqueues; k++)
+		free(c->queues[k]);
+	free(c->queues);
+	free(text);
+	free(c);
 }
 
 int
-queue_id_in(const int64_t *sorted, size_t n, int64_t id)
+queue_claim(struct dbev *d, const struct queue_claim_req *req,
+	    queue_claim_fn *cb, void *arg)
 {
-	return bsearch(&id, sorted, n, sizeof(int64_t), cmp_id) != NULL;
+	size_t nq = req->nqueues;
+	int64_t *lim = xcalloc(nq + 1, sizeof(int64_t));
+	const char **fp = xcalloc(nq + 1, sizeof(char *));
+	const char **fr = xcalloc(nq + 1, sizeof(char *));
+	const char **fi = xcalloc(nq + 1, sizeof(char *));
+	for (size_t i = 0; i < nq; i++) {
+		lim[i] = req->limits[i];
+		/* No position: NULL, from the head. */
+		const struct queue_position *p =
+			req->from ? req->from[i] : NULL;
+		fp[i] = p ? p->priority : NULL;
+		fr[i] = p ? p->run_at : NULL;
+		fi[i] = p ? p->id : NULL;
+	}
+	char *a[CLAIM_NPARAMS];
+	a[0] = db_text_array(req->kinds, req->nkinds);
+	a[1] = db_text_array(req->queues, nq);
+	a[2] = db_int_array(lim, nq);
+	a[3] = xstrdup(req->locked_by);
+	a[4] = xasprintf("%lld", (long long)req->lease_ms);
+	a[5] = db_text_array(req->modes, nq);
+	a[6] = db_text_array(fp, nq);
+	a[7] = db_text_array(fr, nq);
+	a[8] = db_text_array(fi, nq);
+	a[9] = xasprintf("%lld", (long long)req->max_payload_bytes);
+	free(lim);
+	free(fp);
+	free(fr);
+	free(fi);
+	const char *p[CLAIM_NPARAMS];
+	for (int i = 0; i < CLAIM_NPARAMS; i++)
+		p[i] = a[i];
+	struct claim_ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct claim_ctx){cb, arg, nq, xcalloc(nq + 1, sizeof(char *))};
+	for (size_t k = 0; k < nq; k++)
+		ctx->queues[k] = xstrdup(req->queues[k]);
+	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
+	int rc = dbev_send_prepared(d, "pgjob_claim", CLAIM_NPARAMS, p,
+				    on_claim, ctx);
+	for (int i = 0; i < CLAIM_NPARAMS; i++)
+		free(a[i]);
+	return rc;
 }
 
 /*
@@ -356,17 +431,45 @@ static const char renew_sql[] =
 	" from r left join u on u.id = r.id"
 	"  left join pgjob.jobs j on j.id = r.id";
 
+struct renew_ctx {
+	queue_renew_fn *cb;
+	void *arg;
+};
+
+static void
+on_renew(void *arg, PGresult *res)
+{
+	struct renew_ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	int rows = st.error == DB_OK ? PQntuples(res) : 0;
+	struct queue_renewal *r = xcalloc((size_t)rows + 1, sizeof(*r));
+	for (int k = 0; k < rows; k++)
+		r[k] = (struct queue_renewal){
+			.id = strtoll(PQgetvalue(res, k, 0), NULL, 10),
+			.renewed = *PQgetvalue(res, k, 1) == 't',
+			.cancelled = *PQgetvalue(res, k, 2) == 't',
+			.token = strtoll(PQgetvalue(res, k, 3), NULL, 10),
+		};
+	c->cb(c->arg, &st, r, (size_t)rows);
+	free(r);
+	free(text);
+	free(c);
+}
+
 int
 queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
-	    int64_t lease_ms, dbev_result_fn cb, void *arg)
+	    int64_t lease_ms, queue_renew_fn *cb, void *arg)
 {
-	char *a = queue_int_array(ids, n);
-	char *b = queue_int_array(tokens, n);
+	char *a = db_int_array(ids, n);
+	char *b = db_int_array(tokens, n);
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
 	const char *p[] = {a, b, lease};
+	struct renew_ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct renew_ctx){cb, arg};
 	dbev_failpoints(d, FP_RENEW_SEND, FP_RENEW_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_renew", 3, p, cb, arg);
+	int rc = dbev_send_prepared(d, "pgjob_renew", 3, p, on_renew, ctx);
 	free(a);
 	free(b);
 	return rc;
@@ -387,9 +490,56 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 	free(claim);
 }
 
+struct sql_ctx {
+	queue_sql_fn *cb;
+	void *arg;
+};
+
+static int
+failed(const PGresult *r)
+{
+	ExecStatusType st = PQresultStatus(r);
+	return st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK;
+}
+
+/* How the sql handler's group ended; *error (caller frees) for FAILED and
+ * CONN_LOST. */
+static enum queue_sql_end
+sql_end(PGresult **res, int n, char **error)
+{
+	*error = NULL;
+	for (int i = 0; i < n; i++) {
+		if (!res[i]) {
+			*error = xstrdup("the connection broke while the "
+					 "statement ran");
+			return QUEUE_SQL_CONN_LOST;
+		}
+		if (!failed(res[i]))
+			continue;
+		const char *state =
+			PQresultErrorField(res[i], PG_DIAG_SQLSTATE);
+		if (i == 1 && state && strcmp(state, "PJ001") == 0)
+			return QUEUE_SQL_LEASE;
+		*error = db_error_text(NULL, res[i]);
+		return QUEUE_SQL_FAILED;
+	}
+	return QUEUE_SQL_DONE;
+}
+
+static void
+on_sql(void *arg, PGresult **res, int n)
+{
+	struct sql_ctx *c = arg;
+	char *error;
+	enum queue_sql_end end = sql_end(res, n, &error);
+	c->cb(c->arg, end, error);
+	free(error);
+	free(c);
+}
+
 int
 queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
-	      int64_t timeout_ms, dbev_group_fn cb, void *arg)
+	      int64_t timeout_ms, queue_sql_fn *cb, void *arg)
 {
 	static const Oid types[] = {3802 /* jsonb */, 20 /* int8 */};
 	char id[24], token[24], timeout[24];
@@ -415,70 +565,59 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		 " where id = $1 and lease_token = $2 and state = 'running'",
 		 2, NULL, p_lease},
 	};
+	struct sql_ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct sql_ctx){cb, arg};
 	dbev_failpoints(d, FP_SQL_HANDLER_SEND, FP_SQL_HANDLER_RESULT);
-	return dbev_send_group(d, st, 4, cb, arg);
+	return dbev_send_group(d, st, 4, on_sql, ctx);
 }
 
-static int
-failed(const PGresult *r)
-{
-	ExecStatusType st = PQresultStatus(r);
-	return st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK;
-}
+struct depths_ctx {
+	queue_depths_fn *cb;
+	void *arg;
+	int max;
+};
 
-enum queue_sql_end
-queue_sql_result(PGresult **res, int n, char **error)
+static void
+on_depths(void *arg, PGresult *res)
 {
-	*error = NULL;
+	struct depths_ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	int n = st.error == DB_OK ? PQntuples(res) : 0;
+	if (n > c->max)
+		n = c->max;
+	struct queue_depth *q = xcalloc((size_t)n + 1, sizeof(*q));
 	for (int i = 0; i < n; i++) {
-		if (!res[i]) {
-			*error = xstrdup("the connection broke while the "
-					 "statement ran");
-			return QUEUE_SQL_CONN_LOST;
-		}
-		if (!failed(res[i]))
-			continue;
-		const char *state =
-			PQresultErrorField(res[i], PG_DIAG_SQLSTATE);
-		if (i == 1 && state && strcmp(state, "PJ001") == 0)
-			return QUEUE_SQL_LEASE;
-		*error = db_error_text(NULL, res[i]);
-		return QUEUE_SQL_FAILED;
+		snprintf(q[i].name, sizeof(q[i].name), "%s",
+			 PQgetvalue(res, i, 0));
+		q[i].due = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		q[i].running = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		q[i].oldest_due_ms = strtoll(PQgetvalue(res, i, 3), NULL, 10);
 	}
-	return QUEUE_SQL_DONE;
+	c->cb(c->arg, &st, q, (size_t)n);
+	free(q);
+	free(text);
+	free(c);
 }
 
-char *
-queue_text_array(const char *const *v, size_t n)
+int
+queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
 {
-	struct buf b = {0};
-	buf_append(&b, "{", 1);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_append(&b, ",", 1);
-		if (!v[i]) {
-			buf_append(&b, "NULL", 4);
-			continue;
-		}
-		buf_append(&b, "\"", 1);
-		for (const char *s = v[i]; *s; s++) {
-			if (*s == '"' || *s == '\\')
-				buf_append(&b, "\\", 1);
-			buf_append(&b, s, 1);
-		}
-		buf_append(&b, "\"", 1);
-	}
-	buf_append(&b, "}", 1);
-	return b.data;
-}
-
-char *
-queue_int_array(const int64_t *v, size_t n)
-{
-	struct buf b = {0};
-	buf_append(&b, "{", 1);
-	for (size_t i = 0; i < n; i++)
-		buf_appendf(&b, "%s%lld", i ? "," : "", (long long)v[i]);
-	buf_append(&b, "}", 1);
-	return b.data;
+	char lim[16];
+	snprintf(lim, sizeof(lim), "%d", max);
+	const char *p[] = {lim};
+	struct depths_ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct depths_ctx){cb, arg, max};
+	return dbev_send(d,
+			 "select queue,"
+			 "  count(*) filter (where state = 'available'"
+			 "   and run_at <= now()),"
+			 "  count(*) filter (where state = 'running'),"
+			 "  coalesce(extract(epoch from now() - min(run_at)"
+			 "   filter (where state = 'available'"
+			 "    and run_at <= now())) * 1000, 0)::bigint"
+			 " from pgjob.jobs"
+			 " where state in ('available', 'running')"
+			 " group by queue order by queue limit $1",
+			 1, p, on_depths, ctx);
 }

@@ -1,16 +1,21 @@
 /*
- * queue: all job SQL, as statements beside the code that reads their
- * columns.  Every write after a claim is compare-and-set on lease_token.
+ * queue: all job SQL of the worker, as statements beside the code that
+ * reads their columns: claims, ends, renewals, the sql handler's
+ * transaction and the queue depths for /metrics.  Every write after a claim
+ * is compare-and-set on lease_token.  Results reach the caller in the
+ * project's own types, from the loop, once per statement sent.
  */
 #ifndef PGJOBD_QUEUE_H
 #define PGJOBD_QUEUE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "db/dbev.h"
+#include "common/job.h"
 
-struct job;
+struct dbev;
+struct db_status;
 
 /*
  * Prepares the claim, finish and renew statements on a new connection;
@@ -19,7 +24,15 @@ struct job;
  */
 void queue_prepare(struct dbev *d, int serial, int per_key);
 
-/* What one claim asks for: limits[i] jobs of queues[i]. */
+/* A place in a queue's index of available jobs, as text for the next
+ * claim. */
+struct queue_position {
+	char priority[8];
+	char run_at[24]; /* microseconds since the epoch */
+	char id[24];
+};
+
+/* What one claim asks for: limits[k] jobs of queues[k]. */
 struct queue_claim_req {
 	const char *const *kinds; /* the kinds this worker handles */
 	size_t nkinds;
@@ -31,84 +44,87 @@ struct queue_claim_req {
 	int64_t lease_ms;
 	/*
 	 * Per queue, where a parallel queue's scan of available jobs starts:
-	 * past (priority, run_at, id), a position queue_claim_position()
-	 * returned, or at the head where the three are NULL.  With a snapshot
-	 * held open somewhere, the index entries of claimed jobs cannot be
-	 * cleaned, and a scan from the head reads every one of them.  A
-	 * starting point may pass over a job that became available behind
-	 * it (a more urgent one, or one another claimer gave back): the
-	 * caller scans from the head often enough to bound that delay.
-	 * NULL arrays: from the head.
+	 * past a position an earlier claim returned, or at the head (NULL).
+	 * With a snapshot held open somewhere, the index entries of claimed
+	 * jobs cannot be cleaned, and a scan from the head reads every one of
+	 * them.  A starting point may pass over a job that became available
+	 * behind it (a more urgent one, or one another claimer gave back):
+	 * the caller scans from the head often enough to bound that delay.
+	 * NULL: every queue from the head.
 	 */
-	const char *const *from_priority;
-	const char *const *from_run_at;
-	const char *const *from_id;
+	const struct queue_position *const *from;
 	/* A payload whose text is longer is not sent: the job comes back
 	 * with a NULL payload and its size in payload_bytes. */
 	int64_t max_payload_bytes;
 };
 
-/* A place in a queue's index of available jobs, as text for the next
- * claim. */
-struct queue_position {
-	char priority[8];
-	char run_at[24]; /* microseconds since the epoch */
-	char id[24];
+/*
+ * What a claim took.  jobs[0..njobs) are the claimed jobs (handler left
+ * NULL for the caller to resolve); the callee owns each (job_free(), or
+ * kept) and sets the entries it takes to NULL or not, as it likes: queue.c
+ * frees the arrays, never the jobs.  queue_of[i] is the index in the
+ * request of job i's queue (a job's queue may be another than its
+ * handler's).  Per queue k of the request,
+ * has_pos[k] says whether its parallel branch took a job and pos[k] where
+ * it stopped.
+ */
+struct queue_claimed {
+	struct job **jobs;
+	int njobs;
+	const int *queue_of; /* per job: its queue's index in the request */
+	const struct queue_position *pos;
+	const bool *has_pos;
 };
+typedef void queue_claim_fn(void *arg, const struct db_status *st,
+			    struct queue_claimed *c);
 
 /*
- * The position of the last job a claim's parallel branch took from queue:
- * 1 and *pos set, or 0 when it took none.
+ * Claims due jobs (by priority, then run_at, then id) and running jobs whose
+ * lease expired, with FOR UPDATE SKIP LOCKED, in one statement that commits
+ * on its own.  req is copied.
  */
-int queue_claim_position(const void *pgresult, const char *queue,
-			 struct queue_position *pos);
+int queue_claim(struct dbev *d, const struct queue_claim_req *req,
+		queue_claim_fn *cb, void *arg);
 
 /* The end of one attempt, as queue_finish() writes it. */
 struct queue_finish {
 	int64_t id;
 	int64_t token;
-	const char *state;  /* done, available (retry), dead, cancelled */
-	const char *result; /* JSON text or NULL */
-	const char *error;  /* or NULL: keep the last error */
-	int64_t delay_ms;   /* available: run again after this long */
-	int refund;	    /* give the attempt back (shutdown) */
+	enum job_state state; /* done, available (retry), dead */
+	const char *result;   /* JSON text or NULL */
+	const char *error;    /* or NULL: keep the last error */
+	int64_t delay_ms;     /* available: run again after this long */
+	int refund;	      /* give the attempt back (shutdown) */
 };
+
+/* The ids whose end was written, sorted (borrowed for the call); an end
+ * whose id is missing had lost its lease.  Look one up with
+ * queue_id_in(). */
+typedef void queue_finish_fn(void *arg, const struct db_status *st,
+			     const int64_t *written, size_t n);
 
 /*
  * Writes the nf ends f in one statement, each only where id, token and state
  * 'running' still match.  With delete_done (retention 0), a job that ends
- * done is deleted, not kept.  Read the result with queue_finished_ids().
+ * done is deleted, not kept.
  */
 int queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
-		 int delete_done, dbev_result_fn cb, void *arg);
-/*
- * Claims due jobs (by priority, then run_at, then id) and running jobs whose
- * lease expired, with FOR UPDATE SKIP LOCKED, in one statement that commits
- * on its own.  Read the result with queue_claim_rows() and
- * queue_claim_position().
- */
-int queue_claim(struct dbev *d, const struct queue_claim_req *req,
-		dbev_result_fn cb, void *arg);
-/*
- * The claimed jobs of a claim's result as new structs (caller frees each
- * and the array with free()); *n is their number.  handler is left NULL
- * for the caller to resolve.
- */
-struct job **queue_claim_rows(const void *pgresult, int *n);
-/*
- * The ids whose end a finish wrote, sorted (caller frees); a finish whose id
- * is missing had lost its lease.  Look one up with queue_id_in().
- */
-int64_t *queue_finished_ids(const void *pgresult, size_t *n);
+		 int delete_done, queue_finish_fn *cb, void *arg);
 int queue_id_in(const int64_t *sorted, size_t n, int64_t id);
 
-/*
- * Extends the lease of every (ids[i], tokens[i]) still held to now() +
- * lease_ms.  The result has a row per job: id, renewed (t/f), cancelled
- * (t/f: an operator cancelled it while this token held it), token.
- */
+/* One job's renewal: whether (id, token) still held and was extended, and
+ * whether an operator cancelled it while this token held it. */
+struct queue_renewal {
+	int64_t id, token;
+	bool renewed, cancelled;
+};
+typedef void queue_renew_fn(void *arg, const struct db_status *st,
+			    const struct queue_renewal *r, size_t n);
+
+/* Extends the lease of every (ids[i], tokens[i]) still held to now() +
+ * lease_ms; one renewal per job asked for. */
 int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
-		size_t n, int64_t lease_ms, dbev_result_fn cb, void *arg);
+		size_t n, int64_t lease_ms, queue_renew_fn *cb, void *arg);
 
 /* How an sql handler's transaction ended. */
 enum queue_sql_end {
@@ -117,23 +133,27 @@ enum queue_sql_end {
 	QUEUE_SQL_LEASE,     /* the lease was lost: nothing ran */
 	QUEUE_SQL_CONN_LOST, /* unknown: the connection broke */
 };
+/* error (borrowed for the call) is set for FAILED and CONN_LOST. */
+typedef void queue_sql_fn(void *arg, enum queue_sql_end end, const char *error);
 
 /*
  * Runs an sql handler: in one transaction, lock the job row and check its
  * lease (pgjob.lock_lease), run statement with $1 = payload (jsonb) and
  * $2 = job id under statement_timeout = timeout_ms, and mark the job done.
- * Read the outcome with queue_sql_result().
  */
 int queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
-		  int64_t timeout_ms, dbev_group_fn cb, void *arg);
-/* The outcome of queue_run_sql()'s results; *error (caller frees) is set
- * for QUEUE_SQL_FAILED and QUEUE_SQL_CONN_LOST. */
-enum queue_sql_end queue_sql_result(PGresult **res, int n, char **error);
+		  int64_t timeout_ms, queue_sql_fn *cb, void *arg);
 
-/* A PostgreSQL array literal of the strings v[0..n), quoted, a NULL
- * pointer as NULL; caller frees. */
-char *queue_text_array(const char *const *v, size_t n);
-/* The same for integers. */
-char *queue_int_array(const int64_t *v, size_t n);
+/* One queue's depth across the cluster. */
+struct queue_depth {
+	char name[64];
+	int64_t due, running;
+	int64_t oldest_due_ms; /* age of the oldest due job */
+};
+typedef void queue_depths_fn(void *arg, const struct db_status *st,
+			     const struct queue_depth *q, size_t n);
+/* The depth of every queue with unfinished jobs, at most max of them, by
+ * name. */
+int queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg);
 
 #endif

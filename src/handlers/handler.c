@@ -48,18 +48,6 @@ struct handler_run {
 };
 
 void
-job_free(struct job *job)
-{
-	if (!job)
-		return;
-	free(job->kind);
-	free(job->queue);
-	free(job->payload);
-	free(job->ordering_key);
-	free(job);
-}
-
-void
 handler_result_clear(struct handler_result *r)
 {
 	free(r->result);
@@ -117,13 +105,71 @@ defer_retry(struct handler_run *run, char *msg)
 	run->res.error = msg;
 }
 
-struct handler_run *
-handler_start(struct ev_loop *loop, struct job *job, int slot,
-	      handler_done_fn done, void *arg)
+static void
+strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/*
+ * Puts "NAME=value" e into env[0..*n), replacing a variable of the same
+ * name (PATH included) unless the name starts with PGJOB_, which always
+ * describe the job.  env has room for it.
+ */
+static void
+env_put(char **env, size_t *n, const char *e)
+{
+	const char *eq = strchr(e, '=');
+	size_t j, name_len;
+
+	if (!eq || eq == e || strncmp(e, "PGJOB_", 6) == 0)
+		return;
+	name_len = (size_t)(eq - e) + 1;
+	for (j = 0; j < *n; j++)
+		if (strncmp(env[j], e, name_len) == 0)
+			break;
+	if (j < *n)
+		free(env[j]);
+	else
+		(*n)++;
+	env[j] = xstrdup(e);
+}
+
+/*
+ * A job's command's environment: PATH, the PGJOB_* variables, then the
+ * handler's env, whose entries replace a variable of the same name (PATH
+ * included) except PGJOB_*, which always describe the job.  Caller frees
+ * with strv_free().
+ */
+static char **
+job_env(const struct job *job, const struct handler_conf *h, int slot)
+{
+	char **env = xcalloc(7 + h->env.n + 1, sizeof(char *));
+	size_t n = 0;
+
+	env[n++] = xstrdup("PATH=" HANDLER_DEFAULT_PATH);
+	env[n++] = xasprintf("PGJOB_JOB_ID=%lld", (long long)job->id);
+	env[n++] = xasprintf("PGJOB_KIND=%s", job->kind ? job->kind : "");
+	env[n++] = xasprintf("PGJOB_QUEUE=%s", job->queue ? job->queue : "");
+	env[n++] = xasprintf("PGJOB_ATTEMPT=%d", job->attempt);
+	env[n++] = xasprintf("PGJOB_LEASE_TOKEN=%lld",
+			     (long long)job->lease_token);
+	env[n++] = xasprintf("PGJOB_SLOT=%d", slot);
+	for (size_t i = 0; i < h->env.n; i++)
+		env_put(env, &n, h->env.v[i]);
+	env[n] = NULL;
+	return env;
+}
+
+static struct handler_run *
+run_new(struct ev_loop *loop, struct job *job, int slot, handler_done_fn done,
+	void *arg)
 {
 	struct handler_run *run = xcalloc(1, sizeof(*run));
-	const struct handler_conf *h = job->handler;
-
 	run->loop = loop;
 	run->job = job;
 	run->slot = slot;
@@ -132,13 +178,67 @@ handler_start(struct ev_loop *loop, struct job *job, int slot,
 	run->res.retry_in_ms = -1;
 	ev_timer_init(&run->later, later_cb, 0., 0.);
 	run->later.data = run;
+	return run;
+}
+
+/* Starts the exec run of spec for run. */
+static void
+start_exec(struct handler_run *run, const struct exec_spec *spec)
+{
+	run->exec = handler_exec_start(run, run->loop, spec, &run->res);
+	run->kind = run->exec ? RUN_EXEC : RUN_DEFERRED;
+	if (run->kind == RUN_DEFERRED)
+		ev_timer_start(run->loop, &run->later);
+}
+
+struct handler_run *
+handler_start_task(struct ev_loop *loop, const struct task_conf *task,
+		   int partition, int64_t token, int slot, handler_done_fn done,
+		   void *arg)
+{
+	struct handler_run *run = run_new(loop, NULL, slot, done, arg);
+	char *env[] = {
+		xstrdup("PATH=" HANDLER_DEFAULT_PATH),
+		xasprintf("PGJOB_TASK=%s", task->name),
+		xasprintf("PGJOB_PARTITION=%d", partition),
+		xasprintf("PGJOB_FENCING_TOKEN=%lld", (long long)token),
+		xasprintf("PGJOB_SLOT=%d", slot),
+		NULL,
+	};
+	struct exec_spec spec = {.argv = task->command.v,
+				 .env = env,
+				 .run_as = &task->run_as,
+				 .task = task->name,
+				 .partition = partition};
+	start_exec(run, &spec);
+	for (size_t i = 0; env[i]; i++)
+		free(env[i]);
+	return run;
+}
+
+struct handler_run *
+handler_start(struct ev_loop *loop, struct job *job, int slot,
+	      handler_done_fn done, void *arg)
+{
+	struct handler_run *run = run_new(loop, job, slot, done, arg);
+	const struct handler_conf *h = job->handler;
 
 	if (!h) {
 		defer_retry(run,
 			    xasprintf("no handler for kind %s", job->kind));
 	} else if (h->type == HANDLER_EXEC) {
-		run->exec = handler_exec_start(run, loop, job, slot, &run->res);
-		run->kind = run->exec ? RUN_EXEC : RUN_DEFERRED;
+		char **env = job_env(job, h, slot);
+		struct exec_spec spec = {
+			.argv = h->command.v,
+			.env = env,
+			.input = job->payload,
+			.timeout_ms = h->timeout_ms,
+			.run_as = &h->run_as,
+			.lj = {job->id, job->kind, job->attempt},
+		};
+		start_exec(run, &spec);
+		strv_free(env);
+		return run;
 	} else if (h->type == HANDLER_HTTP) {
 		run->http = handler_http_start(run, loop, job, &run->res);
 		run->kind = run->http ? RUN_HTTP : RUN_DEFERRED;

@@ -20,40 +20,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/job.h"
+
+#include "common/log.h"
+
 struct ev_loop;
 struct config;
 struct handler_conf;
-
-/* One claimed job as the worker knows it; strings owned by the job, freed by
- * job_free(). */
-struct job {
-	int64_t id;
-	char *kind;
-	char *queue;
-	char *payload; /* JSON text */
-	int attempt;   /* 1 on the first run */
-	int max_attempts;
-	int64_t lease_token;
-	char *ordering_key; /* or NULL */
-	/* Attempts whose worker vanished (docs/daemon.md, "Attempts"). */
-	int lost_attempts;
-	/* The payload's size in bytes as the claim measured it; payload is
-	 * NULL when that was over max_payload_bytes. */
-	int64_t payload_bytes;
-	const struct handler_conf *handler; /* borrowed from the config */
-	/* exec only: "NAME=value" strings added after the PGJOB_* job
-	 * variables (a leased task's PGJOB_PARTITION...), or NULL.  Borrowed;
-	 * job_free() does not free them. */
-	char **extra_env;
-	/* A leased task's run, not a job's: its name and partition (both
-	 * borrowed; task NULL for a job).  Exec's log lines then name
-	 * task=NAME partition=N instead of the job, its id and attempt. */
-	const char *task;
-	int partition;
-};
-
-/* Frees job and its strings; NULL is allowed. */
-void job_free(struct job *job);
+struct task_conf;
 
 enum handler_outcome { OUTCOME_DONE, OUTCOME_RETRY, OUTCOME_DEAD };
 
@@ -105,6 +79,18 @@ void handler_fini(void);
  * borrowed (it lives in memory shared with the supervisor); NULL: none.
  */
 void handler_set_pgid_table(int32_t *table, int n);
+
+/*
+ * Starts the command of a leased task (its partition, under the lease's
+ * fencing token) on loop, as an exec run: its environment is PATH,
+ * PGJOB_TASK, PGJOB_PARTITION, PGJOB_FENCING_TOKEN and PGJOB_SLOT, it has
+ * no timeout, and its log lines name task=NAME partition=N.  task is
+ * borrowed until done returns.  Otherwise as handler_start().
+ */
+struct handler_run *handler_start_task(struct ev_loop *loop,
+				       const struct task_conf *task,
+				       int partition, int64_t token, int slot,
+				       handler_done_fn done, void *arg);
 
 /*
  * Starts job on loop.  slot is the worker's slot (PGJOB_SLOT).  job is
@@ -162,6 +148,25 @@ void handler_sanitize_utf8(char *s, size_t len);
 int handler_is_json(const char *s, size_t len);
 
 /* exec (handler_exec.c). */
+
+/* The PATH of every command, unless its env: sets another. */
+#define HANDLER_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+struct run_as;
+
+/* An exec run, whoever asks for it: a job's exec handler or a leased task.
+ * Everything is borrowed: env and argv for the start, the rest until done
+ * returns. */
+struct exec_spec {
+	char *const *argv;	     /* argv[0]: the program */
+	char *const *env;	     /* the whole environment */
+	const char *input;	     /* stdin (a job's payload), or NULL */
+	int64_t timeout_ms;	     /* 0: none */
+	const struct run_as *run_as; /* NULL: pgjobd's own user */
+	struct log_job lj;	     /* a job's log lines name it */
+	const char *task;	     /* or a task's, with its partition */
+	int partition;
+};
 struct exec_run;
 /*
  * Spawns the job's command.  Returns the child's state (freed with
@@ -170,8 +175,9 @@ struct exec_run;
  * handler_finish(run, ...) from a loop callback.
  */
 struct exec_run *handler_exec_start(struct handler_run *run,
-				    struct ev_loop *loop, const struct job *job,
-				    int slot, struct handler_result *fail);
+				    struct ev_loop *loop,
+				    const struct exec_spec *spec,
+				    struct handler_result *fail);
 void handler_exec_stop(struct exec_run *x, const char *why);
 /* Stops every watcher, closes every descriptor; the child must be reaped. */
 void handler_exec_free(struct exec_run *x);

@@ -52,13 +52,16 @@
 #define KILL_GRACE_MS 5000
 #define READ_CHUNK    65536
 #define READ_ROUNDS   16 /* chunks per callback, so one child cannot hog */
-#define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin"
 
 struct exec_run {
 	struct handler_run *run;
 	struct ev_loop *loop;
-	const struct job *job; /* borrowed, like the run */
-	struct log_job lj;     /* names the job in log lines */
+	struct log_job lj; /* names the job in log lines */
+	/* A leased task's run: its name (borrowed from the config) and
+	 * partition, which its log lines name instead of a job. */
+	const char *task;
+	int partition;
+	const struct run_as *run_as; /* borrowed from the config, or NULL */
 	int64_t timeout_ms;
 	pid_t pid; /* also the process group id; 0 once reaped */
 	int pidfd; /* -1: exit is polled with poll_w instead */
@@ -67,7 +70,7 @@ struct exec_run {
 	int err_fd;
 	ev_io pid_w, in_w, out_w, err_w;
 	ev_timer timeout_w, kill_w, poll_w;
-	const char *in; /* the payload, borrowed from the job */
+	const char *in; /* stdin (a job's payload), borrowed from the run */
 	size_t in_len;
 	size_t in_off;
 	struct buf out;
@@ -98,67 +101,11 @@ xlog(const struct exec_run *x, int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (x->job->task)
-		log_msg(level, "task=%s partition=%d: %s", x->job->task,
-			x->job->partition, msg);
+	if (x->task)
+		log_msg(level, "task=%s partition=%d: %s", x->task,
+			x->partition, msg);
 	else
 		log_job(level, &x->lj, "%s", msg);
-}
-
-static void
-strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-/*
- * The child's environment: PATH, the PGJOB_* variables, then the handler's
- * env, whose entries replace a variable of the same name (PATH included)
- * except PGJOB_*, which always describe the job.  Caller frees with
- * strv_free().
- */
-static char **
-build_env(const struct job *job, const struct handler_conf *h, int slot)
-{
-	size_t nextra = 0;
-	while (job->extra_env && job->extra_env[nextra])
-		nextra++;
-	char **env = xcalloc(7 + nextra + h->env.n + 1, sizeof(char *));
-	size_t n = 0;
-
-	env[n++] = xstrdup("PATH=" DEFAULT_PATH);
-	env[n++] = xasprintf("PGJOB_JOB_ID=%lld", (long long)job->id);
-	env[n++] = xasprintf("PGJOB_KIND=%s", job->kind ? job->kind : "");
-	env[n++] = xasprintf("PGJOB_QUEUE=%s", job->queue ? job->queue : "");
-	env[n++] = xasprintf("PGJOB_ATTEMPT=%d", job->attempt);
-	env[n++] = xasprintf("PGJOB_LEASE_TOKEN=%lld",
-			     (long long)job->lease_token);
-	env[n++] = xasprintf("PGJOB_SLOT=%d", slot);
-	for (size_t i = 0; i < nextra; i++)
-		env[n++] = xstrdup(job->extra_env[i]);
-	for (size_t i = 0; i < h->env.n; i++) {
-		const char *e = h->env.v[i];
-		const char *eq = strchr(e, '=');
-		size_t j, name_len;
-
-		if (!eq || eq == e || strncmp(e, "PGJOB_", 6) == 0)
-			continue;
-		name_len = (size_t)(eq - e) + 1;
-		for (j = 0; j < n; j++)
-			if (strncmp(env[j], e, name_len) == 0)
-				break;
-		if (j < n)
-			free(env[j]);
-		else
-			n++;
-		env[j] = xstrdup(e);
-	}
-	env[n] = NULL;
-	return env;
 }
 
 /*
@@ -167,9 +114,9 @@ build_env(const struct job *job, const struct handler_conf *h, int slot)
  * Returns a new string (caller frees), or NULL with *err set to an errno.
  */
 static char *
-resolve_program(const char *argv0, char **env, int *err)
+resolve_program(const char *argv0, char *const *env, int *err)
 {
-	const char *path = DEFAULT_PATH;
+	const char *path = HANDLER_DEFAULT_PATH;
 
 	if (strchr(argv0, '/'))
 		return xstrdup(argv0);
@@ -234,7 +181,7 @@ close_fd(int *fd)
  */
 struct spawn_args {
 	const char *path;
-	char **argv, **env;
+	char *const *argv, *const *env;
 	int fds[3];		 /* become 0, 1, 2 */
 	pid_t parent;		 /* the worker */
 	const struct run_as *as; /* NULL: stay pgjobd's user */
@@ -312,17 +259,17 @@ child_main(void *arg)
  * that failed (NULL: the execve).
  */
 static int
-spawn(struct exec_run *x, const char *path, char **argv, char **env,
+spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
       const char **step)
 {
 	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
-	const struct run_as *as = &x->job->handler->run_as;
+	const struct run_as *as = x->run_as;
 	struct spawn_args a = {
 		.path = path,
 		.argv = argv,
 		.env = env,
 		.parent = getpid(),
-		.as = as->set ? as : NULL,
+		.as = as && as->set ? as : NULL,
 	};
 	sigset_t all, old;
 	int rc = 0;
@@ -674,7 +621,7 @@ log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 		     x->out_dropped);
 	if (x->stopped)
 		how = xasprintf("%s (%s)", x->why, what);
-	else if (x->job->task)
+	else if (x->task)
 		how = xasprintf("%s%s%s", x->why ? x->why : "",
 				x->why ? ", " : "", what);
 	else
@@ -791,15 +738,14 @@ watch(struct exec_run *x)
 
 struct exec_run *
 handler_exec_start(struct handler_run *run, struct ev_loop *loop,
-		   const struct job *job, int slot, struct handler_result *fail)
+		   const struct exec_spec *spec, struct handler_result *fail)
 {
-	const struct handler_conf *h = job->handler;
 	struct exec_run *x;
-	char **env, *path;
+	char *path;
 	const char *step = NULL;
 	int rc = 0;
 
-	if (h->command.n == 0 || !h->command.v[0]) {
+	if (!spec->argv || !spec->argv[0]) {
 		fail->outcome = OUTCOME_RETRY;
 		fail->error = xstrdup("exec handler has no command");
 		return NULL;
@@ -807,23 +753,23 @@ handler_exec_start(struct handler_run *run, struct ev_loop *loop,
 	x = xcalloc(1, sizeof(*x));
 	x->run = run;
 	x->loop = loop;
-	x->job = job;
-	x->lj = (struct log_job){job->id, job->kind, job->attempt};
-	x->timeout_ms = h->timeout_ms;
-	x->in = job->payload ? job->payload : "";
+	x->lj = spec->lj;
+	x->task = spec->task;
+	x->partition = spec->partition;
+	x->run_as = spec->run_as;
+	x->timeout_ms = spec->timeout_ms;
+	x->in = spec->input ? spec->input : "";
 	x->in_len = strlen(x->in);
 	x->pidfd = x->in_fd = x->out_fd = x->err_fd = -1;
 	x->start_ms = util_now_ms();
-	env = build_env(job, h, slot);
-	path = resolve_program(h->command.v[0], env, &rc);
+	path = resolve_program(spec->argv[0], spec->env, &rc);
 	if (path)
-		rc = spawn(x, path, h->command.v, env, &step);
+		rc = spawn(x, path, spec->argv, spec->env, &step);
 	free(path);
-	strv_free(env);
 	if (rc != 0) {
 		fail->outcome = OUTCOME_RETRY;
 		fail->error = xasprintf("could not start %s: %s%s%s",
-					h->command.v[0], step ? step : "",
+					spec->argv[0], step ? step : "",
 					step ? ": " : "", strerror(rc));
 		xlog(x, LOG_WARN, "%s", fail->error);
 		free(x);

@@ -21,5 +21,4 @@ struct stats;
 int worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 		struct stats *stats, int index);
 
-
 #endif

@@ -12,7 +12,7 @@
 
 #include "common/conninfo.h"
 #include "db/db.h"
-#include "db/queue.h"
+#include "db/internal.h"
 
 static void
 test_redacted_keyword_form(void **state)
@@ -198,19 +198,19 @@ static void
 test_arrays(void **state)
 {
 	const char *v[] = {"a", "b\"c", "d\\e", "f,g {h}"};
-	char *s = queue_text_array(v, 4);
+	char *s = db_text_array(v, 4);
 	assert_string_equal(s, "{\"a\",\"b\\\"c\",\"d\\\\e\",\"f,g {h}\"}");
 	free(s);
-	s = queue_text_array(v, 0);
+	s = db_text_array(v, 0);
 	assert_string_equal(s, "{}");
 	free(s);
 	/* A NULL pointer is SQL NULL; the string "NULL" stays quoted. */
 	const char *w[] = {NULL, "NULL", "x"};
-	s = queue_text_array(w, 3);
+	s = db_text_array(w, 3);
 	assert_string_equal(s, "{NULL,\"NULL\",\"x\"}");
 	free(s);
 	int64_t n[] = {1, -2, 9007199254740993LL};
-	s = queue_int_array(n, 3);
+	s = db_int_array(n, 3);
 	assert_string_equal(s, "{1,-2,9007199254740993}");
 	free(s);
 }

@@ -96,7 +96,8 @@ conf_for(char **argv, char **env, int64_t timeout_ms)
 	return h;
 }
 
-static void run_it(struct job *job, struct outcome *o);
+static void run_it(struct job *job, const struct task_conf *task,
+		   struct outcome *o);
 
 /* Runs one job with handler h to completion; o receives the result. */
 static void
@@ -113,12 +114,13 @@ run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
 		.handler = h,
 	};
 
-	run_it(&job, o);
+	run_it(&job, NULL, o);
 }
 
-/* Runs job to completion; o receives the result. */
+/* Runs job, or partition 2 of task (fencing token 9), to completion; o
+ * receives the result. */
 static void
-run_it(struct job *job, struct outcome *o)
+run_it(struct job *job, const struct task_conf *task, struct outcome *o)
 {
 	ev_timer guard, stop;
 	int64_t t0 = util_now_ms();
@@ -126,7 +128,8 @@ run_it(struct job *job, struct outcome *o)
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	o->calls = 0;
 	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2};
-	o->run = handler_start(o->loop, job, 3, done_cb, o);
+	o->run = task ? handler_start_task(o->loop, task, 2, 9, 3, done_cb, o)
+		      : handler_start(o->loop, job, 3, done_cb, o);
 	assert_non_null(o->run);
 	assert_int_equal(o->calls, 0); /* never from inside handler_start */
 	if (o->stop_now) {
@@ -617,24 +620,16 @@ task_runs(void)
 {
 	char *argv[] = {"/bin/sh", "-c", "exit 3", NULL};
 	char *argv2[] = {"sleep", "1000", NULL};
-	struct handler_conf h = conf_for(argv, NULL, 0);
-	struct job job = {
-		.kind = "feed",
-		.queue = "",
-		.payload = "{}",
-		.attempt = 1,
-		.lease_token = 9,
-		.handler = &h,
-		.task = "feed",
-		.partition = 2,
-	};
+	struct task_conf t = {.name = "feed",
+			      .command = {.v = argv, .n = 3},
+			      .partitions = 4};
 	struct outcome o = {0};
 
-	run_it(&job, &o);
+	run_it(NULL, &t, &o);
 	handler_result_clear(&o.res);
-	h = conf_for(argv2, NULL, 0);
+	t.command = (struct strlist){.v = argv2, .n = 2};
 	o = (struct outcome){.stop_why = "task lease lost", .stop_after = 0.1};
-	run_it(&job, &o);
+	run_it(NULL, &t, &o);
 	handler_result_clear(&o.res);
 }
 

@@ -25,13 +25,14 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "daemon/httpd.h"
 #include "common/util.h"
 
 #define BIG (1024 * 1024) /* a body far larger than a socket buffer */
 
 struct fixture {
 	struct ev_loop *loop;
-	struct metrics_server *s;
+	struct httpd *s;
 	int healthy;
 	char last_path[256];
 	int renders;
@@ -72,7 +73,7 @@ setup(void **state)
 
 	f->loop = ev_loop_new(EVFLAG_AUTO);
 	f->healthy = 1;
-	f->s = metrics_listen(f->loop, "127.0.0.1:0", render, f, &err);
+	f->s = httpd_listen(f->loop, "127.0.0.1:0", render, f, &err);
 	if (!f->s) {
 		fprintf(stderr, "metrics_listen: %s\n", err);
 		return -1;
@@ -85,7 +86,7 @@ static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
-	metrics_close(f->s);
+	httpd_close(f->s);
 	ev_loop_destroy(f->loop);
 	free(f);
 	return 0;
@@ -184,7 +185,7 @@ exchange_on(struct fixture *f, int family, int port, const char *req,
 static struct buf
 exchange(struct fixture *f, const char *req)
 {
-	return exchange_on(f, AF_INET, metrics_port(f->s), req, strlen(req));
+	return exchange_on(f, AF_INET, httpd_port(f->s), req, strlen(req));
 }
 
 /* The status code of a response, or -1. */
@@ -292,7 +293,7 @@ test_bad_requests(void **state)
 		assert_int_equal(status_of(&r), 400);
 		buf_free(&r);
 	}
-	r = exchange_on(f, AF_INET, metrics_port(f->s),
+	r = exchange_on(f, AF_INET, httpd_port(f->s),
 			"GET /\0x HTTP/1.1\r\n\r\n", 20);
 	assert_int_equal(status_of(&r), 400);
 	buf_free(&r);
@@ -312,14 +313,14 @@ test_oversize(void **state)
 	buf_append(&req, "\r\n\r\n", 4);
 	assert_int_equal(req.len, 8192);
 	struct buf r =
-		exchange_on(f, AF_INET, metrics_port(f->s), req.data, req.len);
+		exchange_on(f, AF_INET, httpd_port(f->s), req.data, req.len);
 	assert_int_equal(status_of(&r), 200);
 	buf_free(&r);
 
 	req.len -= 4;
 	while (req.len < 9000)
 		buf_append(&req, "a", 1);
-	r = exchange_on(f, AF_INET, metrics_port(f->s), req.data, req.len);
+	r = exchange_on(f, AF_INET, httpd_port(f->s), req.data, req.len);
 	assert_int_equal(status_of(&r), 431);
 	assert_non_null(strstr(r.data, " 431 Request Header Fields Too "
 				       "Large\r\n"));
@@ -328,7 +329,7 @@ test_oversize(void **state)
 	/* Much more than fits: the response still arrives intact. */
 	while (req.len < 200000)
 		buf_append(&req, "a", 1);
-	r = exchange_on(f, AF_INET, metrics_port(f->s), req.data, req.len);
+	r = exchange_on(f, AF_INET, httpd_port(f->s), req.data, req.len);
 	assert_int_equal(status_of(&r), 431);
 	buf_free(&r);
 	buf_free(&req);
@@ -366,22 +367,22 @@ test_slow_clients(void **state)
 	struct fixture *f = *state;
 	int64_t start = util_now_ms();
 
-	metrics_set_timeout(f->s, 1.0);
-	int silent = connect_to(AF_INET, metrics_port(f->s));
-	int partial = connect_to(AF_INET, metrics_port(f->s));
+	httpd_set_timeout(f->s, 1.0);
+	int silent = connect_to(AF_INET, httpd_port(f->s));
+	int partial = connect_to(AF_INET, httpd_port(f->s));
 	assert_int_equal(send(partial, "GET /met", 8, 0), 8);
 	for (int i = 0; i < 10; i++)
 		spin(f, partial);
-	assert_int_equal(metrics_connections(f->s), 2);
+	assert_int_equal(httpd_connections(f->s), 2);
 
 	struct buf r = exchange(f, "GET /metrics HTTP/1.1\r\n\r\n");
 	assert_int_equal(status_of(&r), 200);
 	buf_free(&r);
 	assert_true(util_now_ms() - start < 900);
 	/* The served one goes once the server sees our close. */
-	for (int i = 0; i < 10 && metrics_connections(f->s) > 2; i++)
+	for (int i = 0; i < 10 && httpd_connections(f->s) > 2; i++)
 		spin(f, -1);
-	assert_int_equal(metrics_connections(f->s), 2);
+	assert_int_equal(httpd_connections(f->s), 2);
 
 	int64_t waited = ms_until_closed(f, partial);
 	assert_true(util_now_ms() - start >= 950);
@@ -391,8 +392,8 @@ test_slow_clients(void **state)
 	close(silent);
 	close(partial);
 	ev_run(f->loop, EVRUN_NOWAIT);
-	assert_int_equal(metrics_connections(f->s), 0);
-	metrics_set_timeout(f->s, 5.);
+	assert_int_equal(httpd_connections(f->s), 0);
+	httpd_set_timeout(f->s, 5.);
 }
 
 /* Beyond 64 open connections a new one is closed at once. */
@@ -403,28 +404,28 @@ test_connection_limit(void **state)
 	int fds[64], extra;
 
 	for (int i = 0; i < 64; i++)
-		fds[i] = connect_to(AF_INET, metrics_port(f->s));
-	for (int i = 0; i < 100 && metrics_connections(f->s) < 64; i++)
+		fds[i] = connect_to(AF_INET, httpd_port(f->s));
+	for (int i = 0; i < 100 && httpd_connections(f->s) < 64; i++)
 		spin(f, fds[0]);
-	assert_int_equal(metrics_connections(f->s), 64);
+	assert_int_equal(httpd_connections(f->s), 64);
 
-	extra = connect_to(AF_INET, metrics_port(f->s));
+	extra = connect_to(AF_INET, httpd_port(f->s));
 	assert_true(ms_until_closed(f, extra) < 1000);
 	close(extra);
-	assert_int_equal(metrics_connections(f->s), 64);
+	assert_int_equal(httpd_connections(f->s), 64);
 
 	for (int i = 0; i < 64; i++)
 		close(fds[i]);
-	for (int i = 0; i < 100 && metrics_connections(f->s) > 0; i++)
+	for (int i = 0; i < 100 && httpd_connections(f->s) > 0; i++)
 		spin(f, -1);
-	assert_int_equal(metrics_connections(f->s), 0);
+	assert_int_equal(httpd_connections(f->s), 0);
 	struct buf r = exchange(f, "GET /metrics HTTP/1.1\r\n\r\n");
 	assert_int_equal(status_of(&r), 200);
 	buf_free(&r);
 }
 
 /*
- * A child that called metrics_forget() holds no copy of a connection, so
+ * A child that called httpd_forget() holds no copy of a connection, so
  * the client sees the close when the parent drops it, while the child
  * lives on.
  */
@@ -435,17 +436,17 @@ test_forget_after_fork(void **state)
 	int p[2], status;
 	char c;
 
-	metrics_set_timeout(f->s, 0.2);
-	int slow = connect_to(AF_INET, metrics_port(f->s));
-	for (int i = 0; i < 100 && metrics_connections(f->s) < 1; i++)
+	httpd_set_timeout(f->s, 0.2);
+	int slow = connect_to(AF_INET, httpd_port(f->s));
+	for (int i = 0; i < 100 && httpd_connections(f->s) < 1; i++)
 		spin(f, slow);
-	assert_int_equal(metrics_connections(f->s), 1);
+	assert_int_equal(httpd_connections(f->s), 1);
 	assert_int_equal(pipe(p), 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(p[1]);
-		metrics_forget(f->s);
+		httpd_forget(f->s);
 		(void)!read(p[0], &c, 1); /* until the parent closes p[1] */
 		_exit(0);
 	}
@@ -455,7 +456,7 @@ test_forget_after_fork(void **state)
 	close(p[1]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	metrics_set_timeout(f->s, 5.);
+	httpd_set_timeout(f->s, 5.);
 }
 
 static void
@@ -501,20 +502,20 @@ test_listen_errors(void **state)
 	struct fixture *f = *state;
 	char addr[64], *err = NULL;
 
-	assert_null(metrics_listen(f->loop, "nonsense", render, f, &err));
+	assert_null(httpd_listen(f->loop, "nonsense", render, f, &err));
 	assert_string_equal(err, "nonsense: expected \"host:port\", "
 				 "\"[v6addr]:port\" or \":port\"");
 	free(err);
 
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", metrics_port(f->s));
-	assert_null(metrics_listen(f->loop, addr, render, f, &err));
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", httpd_port(f->s));
+	assert_null(httpd_listen(f->loop, addr, render, f, &err));
 	char *want = xasprintf("%s: %s", addr, strerror(EADDRINUSE));
 	assert_string_equal(err, want);
 	free(want);
 	free(err);
 
 	/* TEST-NET-1: an address of no local interface. */
-	assert_null(metrics_listen(f->loop, "192.0.2.1:0", render, f, &err));
+	assert_null(httpd_listen(f->loop, "192.0.2.1:0", render, f, &err));
 	want = xasprintf("192.0.2.1:0: %s", strerror(EADDRNOTAVAIL));
 	assert_string_equal(err, want);
 	free(want);
@@ -528,17 +529,17 @@ test_listen_forms(void **state)
 {
 	struct fixture *f = *state;
 	char *err = NULL;
-	struct metrics_server *s;
+	struct httpd *s;
 	struct buf r;
 	const char *req = "GET /metrics HTTP/1.1\r\n\r\n";
 
-	s = metrics_listen(f->loop, ":0", render, f, &err);
+	s = httpd_listen(f->loop, ":0", render, f, &err);
 	assert_non_null(s);
-	assert_true(metrics_port(s) > 0);
-	r = exchange_on(f, AF_INET, metrics_port(s), req, strlen(req));
+	assert_true(httpd_port(s) > 0);
+	r = exchange_on(f, AF_INET, httpd_port(s), req, strlen(req));
 	assert_int_equal(status_of(&r), 200);
 	buf_free(&r);
-	metrics_close(s);
+	httpd_close(s);
 
 	int probe = socket(AF_INET6, SOCK_STREAM, 0);
 	struct sockaddr_in6 a = {.sin6_family = AF_INET6,
@@ -551,12 +552,12 @@ test_listen_forms(void **state)
 		fprintf(stderr, "# no IPv6 loopback: [::1] not tested\n");
 		return;
 	}
-	s = metrics_listen(f->loop, "[::1]:0", render, f, &err);
+	s = httpd_listen(f->loop, "[::1]:0", render, f, &err);
 	assert_non_null(s);
-	r = exchange_on(f, AF_INET6, metrics_port(s), req, strlen(req));
+	r = exchange_on(f, AF_INET6, httpd_port(s), req, strlen(req));
 	assert_int_equal(status_of(&r), 200);
 	buf_free(&r);
-	metrics_close(s);
+	httpd_close(s);
 }
 
 /* ---- the text format ---- */

@@ -1,0 +1,45 @@
+/*
+ * job: one claimed job as the worker and its handlers know it, and the
+ * states a job goes through (the state column of pgjob.jobs).
+ */
+#ifndef PGJOBD_JOB_H
+#define PGJOBD_JOB_H
+
+#include <stdint.h>
+
+struct handler_conf;
+
+/* The states of pgjob.jobs.state (its check constraint lists the same). */
+enum job_state {
+	JOB_AVAILABLE, /* waiting: due at run_at */
+	JOB_RUNNING,   /* claimed, under a lease */
+	JOB_DONE,
+	JOB_DEAD,
+	JOB_CANCELLED,
+};
+
+/* "available", "running", ... as in the database. */
+const char *job_state_name(enum job_state s);
+
+/* One claimed job; strings owned by the job, freed by job_free(). */
+struct job {
+	int64_t id;
+	char *kind;
+	char *queue;
+	char *payload; /* JSON text */
+	int attempt;   /* 1 on the first run */
+	int max_attempts;
+	int64_t lease_token;
+	char *ordering_key; /* or NULL */
+	/* Attempts whose worker vanished (docs/daemon.md, "Attempts"). */
+	int lost_attempts;
+	/* The payload's size in bytes as the claim measured it; payload is
+	 * NULL when that was over max_payload_bytes. */
+	int64_t payload_bytes;
+	const struct handler_conf *handler; /* borrowed from the config */
+};
+
+/* Frees job and its strings; NULL is allowed. */
+void job_free(struct job *job);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * db internal: what the modules of src/db/ share and nothing above them
+ * sees: the libpq handles behind the layer's own types, error
+ * classification, and dbev's statement sending with raw results.
+ */
+#ifndef PGJOBD_DB_INTERNAL_H
+#define PGJOBD_DB_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db/db.h"
+#include "db/dbev.h"
+
+/* The libpq connection of c, borrowed. */
+PGconn *db_pgconn(struct db_conn *c);
+/* Takes conn's libpq connection out of c and frees c. */
+PGconn *db_release(struct db_conn *c);
+
+/*
+ * Classifies a result (res may be NULL when a send or the connection
+ * failed).  SQLSTATE classes 08 and 57P0x, and 25006 (read-only: we reached
+ * a standby after a failover), count as DB_LOST.
+ */
+enum db_error db_classify(PGconn *conn, const PGresult *res);
+/*
+ * The error of res (or of conn when res is NULL) as one line:
+ * "SQLSTATE: message".  Returns a new string; caller frees.
+ */
+char *db_error_text(PGconn *conn, const PGresult *res);
+
+/*
+ * The status of res for a callback: st points into text, which the caller
+ * frees with free() once the callback has returned (NULL when it
+ * succeeded).  res NULL: the connection was lost.
+ */
+struct db_status db_status_of(const PGresult *res, char **text);
+
+/* 1 when res came back with rows (or none, but no error). */
+int db_tuples_ok(const PGresult *res);
+
+/*
+ * Sending on a dbev (see dbev.h).  res is the statement's result, borrowed
+ * for the duration of the call (dbev clears it after); NULL when the
+ * connection was lost before it came.
+ */
+typedef void (*dbev_result_fn)(void *arg, PGresult *res);
+
+/*
+ * Sends sql with text parameters (copied by libpq before return).  cb is
+ * always called exactly once, later, from the loop.  Returns 0, or -1 when
+ * the connection is already lost (cb is then still called, with NULL).
+ */
+int dbev_send(struct dbev *d, const char *sql, int nparams,
+	      const char *const *params, dbev_result_fn cb, void *arg);
+/*
+ * Prepares sql as the named statement on this connection (pipelined: it
+ * may be used by dbev_send_prepared() at once).  A failure is logged.
+ */
+int dbev_prepare(struct dbev *d, const char *name, const char *sql,
+		 int nparams);
+/* dbev_send() of a statement prepared with dbev_prepare(). */
+int dbev_send_prepared(struct dbev *d, const char *name, int nparams,
+		       const char *const *params, dbev_result_fn cb, void *arg);
+
+/* One statement of a group sent with dbev_send_group(). */
+struct dbev_stmt {
+	const char *sql;
+	int nparams;
+	const Oid *types; /* NULL: the server infers them */
+	const char *const *params;
+};
+
+/*
+ * res[0..n) are the statements' results, borrowed for the call; an entry
+ * is NULL when the connection was lost first.  After an error, the later
+ * statements of the group have PGRES_PIPELINE_ABORTED.
+ */
+typedef void (*dbev_group_fn)(void *arg, PGresult **res, int n);
+
+/*
+ * Sends n statements with one sync point after the last, so that they run
+ * in one implicit transaction: an error in any of them rolls back all.  No
+ * statement may be BEGIN, COMMIT or ROLLBACK.  cb is called once, later.
+ * Returns 0, or -1 when the connection is already lost.
+ */
+int dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
+		    dbev_group_fn cb, void *arg);
+
+/*
+ * Tags the next statement sent (dbev_send*) with failpoints (failpoint.h):
+ * send_fp fails it as a connection lost before it is sent, result_fp as one
+ * lost after it committed.  0 for none.
+ */
+void dbev_failpoints(struct dbev *d, int send_fp, int result_fp);
+
+/* The libpq connection under d, borrowed. */
+PGconn *dbev_conn(struct dbev *d);
+
+/*
+ * A PostgreSQL array literal of the strings v[0..n), each quoted and
+ * escaped (the one writer of array literals: no name is ever spliced into
+ * one unescaped), a NULL pointer as NULL; caller frees.
+ */
+char *db_text_array(const char *const *v, size_t n);
+/* The same for integers. */
+char *db_int_array(const int64_t *v, size_t n);
+
+/* A result callback that ignores the result. */
+void dbev_ignore(void *arg, PGresult *res);
+
+#endif

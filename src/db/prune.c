@@ -1,0 +1,96 @@
+/*
+ * prune: deleting what is finished.  See prune.h.
+ */
+#include "db/prune.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/util.h"
+#include "db/internal.h"
+
+/*
+ * One batch, oldest first along jobs_finished_idx, whose predicate the
+ * subquery's repeats word for word so that the planner reads the index in
+ * finished_at order.  The cutoff is $1 when given (pgjob prune fixes it
+ * once, so that its loop ends however fast jobs finish), else now() less
+ * $2 milliseconds.  Rows locked by someone else (a retry, a cancel) are
+ * skipped, not waited for; each batch is its own short transaction, so no
+ * transaction holds many locks or holds back vacuum for long.
+ */
+static const char prune_jobs_sql[] =
+	"with d as (delete from pgjob.jobs where id in ("
+	"  select id from pgjob.jobs"
+	"   where state in ('done', 'dead', 'cancelled')"
+	"    and finished_at < coalesce($1::timestamptz,"
+	"     now() - $2::bigint * interval '1 millisecond')"
+	"   order by finished_at limit $3"
+	"   for update skip locked) returning 1)"
+	" select count(*) from d";
+
+struct ctx {
+	prune_fn *cb;
+	void *arg;
+};
+
+static void
+on_count(void *arg, PGresult *res)
+{
+	struct ctx *c = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	long long n = st.error == DB_OK && PQntuples(res) > 0
+			      ? atoll(PQgetvalue(res, 0, 0))
+			      : 0;
+	c->cb(c->arg, &st, n);
+	free(text);
+	free(c);
+}
+
+int
+prune_jobs(struct dbev *d, int64_t retention_ms, int batch, prune_fn *cb,
+	   void *arg)
+{
+	char ms[24], b[16];
+	snprintf(ms, sizeof(ms), "%lld", (long long)retention_ms);
+	snprintf(b, sizeof(b), "%d", batch);
+	const char *p[] = {NULL, ms, b};
+	struct ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct ctx){cb, arg};
+	return dbev_send(d, prune_jobs_sql, 3, p, on_count, ctx);
+}
+
+long long
+prune_jobs_now(struct db_conn *c, const char *cutoff, int batch, char **err)
+{
+	char b[16];
+	snprintf(b, sizeof(b), "%d", batch);
+	const char *p[] = {cutoff, "0", b};
+	struct db_rows *r = db_query(c, prune_jobs_sql, 3, p, err);
+	if (!r)
+		return -1;
+	long long n = atoll(db_rows_value(r, 0, 0));
+	db_rows_free(r);
+	return n;
+}
+
+int
+prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg)
+{
+	char b[16];
+	snprintf(b, sizeof(b), "%d", batch);
+	const char *p[] = {b};
+	struct ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct ctx){cb, arg};
+	return dbev_send(d, "select pgjob.prune_request_keys($1::int)", 1, p,
+			 on_count, ctx);
+}
+
+int
+prune_workers(struct dbev *d)
+{
+	return dbev_send(d,
+			 "delete from pgjob.workers"
+			 " where heartbeat_at < now() - interval '1 day'",
+			 0, NULL, dbev_ignore, NULL);
+}

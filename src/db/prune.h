@@ -1,0 +1,30 @@
+/*
+ * prune: deleting what is finished, in batches: jobs past their retention
+ * (the pruning duty and `pgjob prune` send the one same statement),
+ * expired request keys, and the rows of workers gone for a day.
+ */
+#ifndef PGJOBD_PRUNE_H
+#define PGJOBD_PRUNE_H
+
+#include <stdint.h>
+
+struct dbev;
+struct db_conn;
+struct db_status;
+
+typedef void prune_fn(void *arg, const struct db_status *st, long long n);
+
+/* One batch of up to batch finished jobs older than retention_ms (by the
+ * database's clock), oldest first, skipping rows locked by others. */
+int prune_jobs(struct dbev *d, int64_t retention_ms, int batch, prune_fn *cb,
+	       void *arg);
+/* The same batch with a fixed cutoff (a timestamptz as text), at once:
+ * returns how many were deleted, or -1 with *err set (caller frees). */
+long long prune_jobs_now(struct db_conn *c, const char *cutoff, int batch,
+			 char **err);
+/* One batch of expired request keys (docs/idempotency.md). */
+int prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg);
+/* The rows of workers without a heartbeat for a day (no answer read). */
+int prune_workers(struct dbev *d);
+
+#endif

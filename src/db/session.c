@@ -1,0 +1,122 @@
+/*
+ * session: a worker's connection made ready to work.  See session.h.
+ */
+#include "db/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/failpoint.h"
+#include "common/util.h"
+#include "db/internal.h"
+#include "db/migrate.h"
+
+static int
+failed(PGconn *conn, PGresult *res, const char *what, char **err)
+{
+	char *text = db_error_text(conn, res);
+	*err = xasprintf("%s: %s", what, text);
+	free(text);
+	PQclear(res);
+	return -1;
+}
+
+/* The lowest free slot 1..max_slots, 0 when every one is taken, or -1 on a
+ * database error (*err set). */
+static int
+slot_acquire(PGconn *conn, int64_t lock_class, int max_slots, char **err)
+{
+	char cls[24], max[16];
+	snprintf(cls, sizeof(cls), "%lld", (long long)lock_class);
+	snprintf(max, sizeof(max), "%d", max_slots);
+	const char *p[] = {cls, max};
+	/* The filter runs row by row in order and LIMIT stops at the first
+	 * lock taken, so at most one slot is locked: the lowest free one. */
+	PGresult *res =
+		PQexecParams(conn,
+			     "select n from generate_series(1, $2::int) n"
+			     " where pg_try_advisory_lock($1::int, n) limit 1",
+			     2, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return failed(conn, res, "taking a slot", err);
+	int slot = PQntuples(res) ? atoi(PQgetvalue(res, 0, 0)) : 0;
+	PQclear(res);
+	return slot;
+}
+
+/*
+ * Upserts the worker's row (heartbeat now()).  What a previous holder of
+ * the slot said it could do (tasks, schedules) is cleared: the duty writes
+ * this worker's own right after (lease_worker_publish()).
+ */
+static int
+worker_register(PGconn *conn, const struct session_worker *w, int slot,
+		char **err)
+{
+	char sl[16], pid[16], spid[16];
+	snprintf(sl, sizeof(sl), "%d", slot);
+	snprintf(pid, sizeof(pid), "%d", w->pid);
+	snprintf(spid, sizeof(spid), "%d", w->supervisor_pid);
+	char *kinds = db_text_array(w->kinds, w->nkinds);
+	const char *p[] = {sl, w->host, pid, spid, w->version, kinds};
+	PGresult *res = PQexecParams(
+		conn,
+		"insert into pgjob.workers (slot, host, pid, supervisor_pid,"
+		"  version, kinds)"
+		" values ($1, $2, $3, $4, $5, $6::text[])"
+		" on conflict (slot) do update set host = excluded.host,"
+		"  pid = excluded.pid, supervisor_pid = "
+		"excluded.supervisor_pid,"
+		"  version = excluded.version, kinds = excluded.kinds,"
+		"  tasks = '{}', schedules = '{}', defined_at = null,"
+		"  started_at = now(), heartbeat_at = now()",
+		6, NULL, p, NULL, NULL, 0);
+	free(kinds);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return failed(conn, res, "registering the worker", err);
+	PQclear(res);
+	return 0;
+}
+
+int
+session_start(struct db_conn *c, const struct session_worker *w, int *slot,
+	      char **err)
+{
+	PGconn *conn = db_pgconn(c);
+
+	*err = NULL;
+	PQclear(PQexec(conn, "set idle_in_transaction_session_timeout = "
+			     "'60s'"));
+	/* The claim's plan does not depend on its parameters: planning it
+	 * anew for every batch (PostgreSQL's custom plans) cost about a
+	 * tenth of the server's time per job.  And its estimated cost, which
+	 * counts every branch of every mode, can pass jit_above_cost: JIT
+	 * compiling it took longer than running it.  An sql handler's own
+	 * statement gets both settings back (queue_run_sql). */
+	PQclear(PQexec(conn, "set plan_cache_mode = force_generic_plan;"
+			     " set jit = off"));
+	if (migrate_check(c, NULL, err) < 0)
+		return PQstatus(conn) == CONNECTION_OK ? EXIT_CONFIG : -1;
+	*slot = FAILPOINT(FP_SLOT_LOCK)
+			? (*err = xstrdup("taking a slot: failpoint"), -1)
+			: slot_acquire(conn, w->lock_class, w->max_slots, err);
+	if (*slot < 0)
+		return -1;
+	if (*slot == 0) {
+		*err = xasprintf("no free slot among 1..%d (lock class %lld): "
+				 "raise max_slots or run fewer workers",
+				 w->max_slots, (long long)w->lock_class);
+		return EXIT_TEMPFAIL;
+	}
+	if (worker_register(conn, w, *slot, err) < 0)
+		return -1;
+	if (FAILPOINT(FP_LISTEN)) {
+		*err = xstrdup("LISTEN: failpoint");
+		return -1;
+	}
+	PGresult *res = PQexec(conn, "listen pgjob");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return failed(conn, res, "LISTEN", err);
+	PQclear(res);
+	return 0;
+}

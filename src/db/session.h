@@ -1,0 +1,38 @@
+/*
+ * session: a worker's connection made ready to work, synchronously, before
+ * it goes on the loop: the session's settings, the schema version, a slot
+ * (the worker's identity: the lowest free session advisory lock), its row in
+ * pgjob.workers, and LISTEN on the channel new jobs are announced on.
+ * Slots are identity and liveness, not safety: the job's lease token is
+ * what keeps a job from running twice.
+ */
+#ifndef PGJOBD_SESSION_H
+#define PGJOBD_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct db_conn;
+
+/* Who the worker is, as pgjob.workers records it. */
+struct session_worker {
+	int64_t lock_class; /* the first key of the slot locks */
+	int max_slots;
+	const char *host;
+	int pid;
+	int supervisor_pid;
+	const char *version;
+	const char *const *kinds; /* the kinds it handles */
+	size_t nkinds;
+};
+
+/*
+ * Sets conn up for w.  Returns 0 with *slot set (1..max_slots); -1 when it
+ * may work later (a database error: *err set, caller frees); EXIT_TEMPFAIL
+ * when every slot is taken (*err says so); EXIT_CONFIG when the schema is
+ * not the one this pgjobd needs (*err says what to do).
+ */
+int session_start(struct db_conn *conn, const struct session_worker *w,
+		  int *slot, char **err);
+
+#endif

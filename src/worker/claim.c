@@ -1,0 +1,349 @@
+/*
+ * claim: when a worker claims, from where in each queue, and what it makes
+ * of what came back; and the turn of the loop that sends the ends its jobs
+ * wait for in the same round trip.
+ *
+ * A worker claims when it may find work: at the poll timer, at a NOTIFY
+ * that is its to take, after a batch came back full, and after an end
+ * that freed a place where more may wait (claim_after_end()).  A claim asks
+ * every queue the worker serves for up to its free places; a parallel
+ * queue whose last batch came back full is read from past the last job it
+ * gave, so that a snapshot held open elsewhere (whose dead index entries
+ * cannot be cleaned) does not make every claim read them from the head.
+ */
+#include "worker/internal.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/stats.h"
+#include "common/util.h"
+#include "db/db.h"
+
+/*
+ * Whether a job's end calls for a claim.  Its place in the queue is free,
+ * but a claim finds work only where the queue's last claim came back full
+ * (due jobs beyond what it asked for may wait), the job itself went back
+ * to the queue (a retry, due now or soon), or the queue is serial or
+ * per_key (the end makes the next job of its line eligible).  New jobs
+ * send a NOTIFY, and the poll timer claims in any case: a claim after
+ * every end of a quiet queue only found nothing.
+ */
+void
+claim_after_end(struct worker *w, size_t q, enum job_state state)
+{
+	if (w->draining)
+		return;
+	if (w->more[q] || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
+	    state == JOB_AVAILABLE)
+		w->want_claim = 1;
+}
+
+/*
+ * The first time a claim finds nothing and the worker holds nothing, the
+ * heap's free memory goes back to the system: a batch of a thousand jobs
+ * leaves a high-water mark that would otherwise stay in the worker's RSS
+ * for as long as it rests.
+ */
+static void
+trim_when_idle(struct worker *w, int claimed)
+{
+	if (claimed > 0 || w->nheld > 0) {
+		w->trimmed = 0;
+		return;
+	}
+	if (w->trimmed)
+		return;
+	w->trimmed = 1;
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+/* A batch of ends in flight: the jobs it carries. */
+struct ends {
+	struct worker *w;
+	size_t n;
+	struct held *held[];
+};
+
+/* A claim in flight: when it was sent and what it asked of each queue (its
+ * index in cfg->queues and its limit), in the order of the request. */
+struct claim {
+	struct worker *w;
+	int64_t sent_ms;
+	size_t nq;
+	size_t *qidx;
+	int *limits;
+};
+
+/* on_lost() zeroes the count, and the statements of the lost link still
+ * report (lost) after it. */
+static void
+cycle_done(struct worker *w)
+{
+	if (w->cycle_inflight > 0)
+		w->cycle_inflight--;
+}
+
+static void
+on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n)
+{
+	struct ends *e = arg;
+	struct worker *w = e->w;
+	char what[64];
+
+	cycle_done(w);
+	snprintf(what, sizeof(what), "writing %zu job ends", e->n);
+	if (st->answered)
+		worker_status_ok(w, st, what);
+	held_written(w, e->held, e->n, st, written, n);
+	free(e);
+}
+
+/*
+ * After a claim, per queue asked: whether its batch came back full (more
+ * due jobs may wait), and where its next claim reads from: past its last
+ * job when the batch was full, else from its head.  Returns 1 when any
+ * batch was full.
+ */
+static int
+remember(struct worker *w, const struct claim *c, const struct queue_claimed *r,
+	 const int *got)
+{
+	int any = 0;
+	for (size_t k = 0; k < c->nq; k++) {
+		size_t i = c->qidx[k];
+		int full = got[k] >= c->limits[k];
+		w->more[i] = full;
+		any |= full;
+		w->pos_valid[i] = full && r->has_pos[k];
+		if (w->pos_valid[i])
+			w->pos[i] = r->pos[k];
+	}
+	return any;
+}
+
+static void
+on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
+{
+	struct claim *c = arg;
+	struct worker *w = c->w;
+
+	cycle_done(w);
+	if (!st->answered || !worker_status_ok(w, st, "claim"))
+		goto out;
+	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
+		      (util_now_ms() - c->sent_ms) * 1000);
+	int *got = xcalloc(c->nq + 1, sizeof(int));
+	for (int i = 0; i < r->njobs; i++) {
+		int k = r->queue_of[i];
+		/* Every claimed job is of a queue the claim asked for. */
+		size_t q = k >= 0 ? c->qidx[k]
+				  : config_handler(w->cfg, r->jobs[i]->kind)
+					    ->queue_index;
+		if (k >= 0)
+			got[k]++;
+		held_start(w, r->jobs[i], q, c->sent_ms);
+	}
+	/* A full batch came: more may be waiting. */
+	if (remember(w, c, r, got))
+		w->want_claim = 1;
+	free(got);
+	trim_when_idle(w, r->njobs);
+out:
+	free(c->qidx);
+	free(c->limits);
+	free(c);
+}
+
+/*
+ * Where each queue of a claim is read from: past the worker's last
+ * position in it, or from its head.  Every claim reads from the head when a
+ * NOTIFY came since the last one that did (new jobs may sort before the
+ * positions) or a second has passed (a job another claimer gave back may
+ * sit behind them): that bounds how long such a job can be passed over.
+ */
+static void
+from_positions(struct worker *w, const struct claim *c,
+	       const struct queue_position **from)
+{
+	int64_t now = util_now_ms();
+	int use = !w->notified && now - w->head_scan_ms < 1000;
+	if (c->nq && !use) {
+		w->head_scan_ms = now;
+		w->notified = 0;
+	}
+	for (size_t k = 0; k < c->nq; k++) {
+		size_t i = c->qidx[k];
+		from[k] = use && w->pos_valid[i] ? &w->pos[i] : NULL;
+	}
+}
+
+/* A claim of every queue this worker serves with a free place, or NULL. */
+static struct claim *
+claim_new(struct worker *w)
+{
+	const struct config *cf = w->cfg;
+	struct claim *c = xcalloc(1, sizeof(*c));
+	c->w = w;
+	c->qidx = xcalloc(cf->nqueues + 1, sizeof(size_t));
+	c->limits = xcalloc(cf->nqueues + 1, sizeof(int));
+	for (size_t i = 0; i < cf->nqueues; i++) {
+		int free_ = cf->queues[i].concurrency - w->running[i];
+		if (!w->serves[i] || free_ <= 0)
+			continue;
+		c->qidx[c->nq] = i;
+		c->limits[c->nq++] = free_;
+	}
+	if (c->nq)
+		return c;
+	free(c->qidx);
+	free(c->limits);
+	free(c);
+	return NULL;
+}
+
+static void
+send_claim(struct worker *w, struct claim *c)
+{
+	const struct config *cf = w->cfg;
+	const char *queues[c->nq + 1], *modes[c->nq + 1];
+	const struct queue_position *from[c->nq + 1];
+	for (size_t k = 0; k < c->nq; k++) {
+		const struct queue_conf *q = &cf->queues[c->qidx[k]];
+		queues[k] = q->name;
+		modes[k] = config_queue_mode_name(q->mode);
+	}
+	from_positions(w, c, from);
+	struct queue_claim_req req = {.kinds = w->kinds,
+				      .nkinds = w->nkinds,
+				      .queues = queues,
+				      .limits = c->limits,
+				      .modes = modes,
+				      .nqueues = c->nq,
+				      .locked_by = w->locked_by,
+				      .lease_ms = cf->lease_ms,
+				      .from = from,
+				      .max_payload_bytes =
+					      cf->max_payload_bytes};
+	c->sent_ms = util_now_ms();
+	w->cycle_inflight++;
+	queue_claim(w->db, &req, on_claim, c);
+}
+
+/* The ends waiting to be written (or one written alone, after its batch
+ * failed), marked WRITING; NULL when none waits. */
+static struct ends *
+ends_new(struct worker *w)
+{
+	size_t n = 0;
+	for (struct held *h = w->head; h; h = h->next)
+		n += h->state == HELD_DONE;
+	if (n == 0)
+		return NULL;
+	struct ends *e = xcalloc(1, sizeof(*e) + n * sizeof(struct held *));
+	e->w = w;
+	for (struct held *h = w->head; h; h = h->next) {
+		if (h->state != HELD_DONE)
+			continue;
+		/* A job whose batch failed is written alone, so one bad
+		 * result cannot block the others. */
+		if (h->solo && e->n > 0)
+			continue;
+		h->state = HELD_WRITING;
+		e->held[e->n++] = h;
+		if (h->solo)
+			break;
+	}
+	return e;
+}
+
+static void
+send_ends(struct worker *w, struct ends *e)
+{
+	struct queue_finish *f = xcalloc(e->n + 1, sizeof(*f));
+	for (size_t i = 0; i < e->n; i++)
+		f[i] = e->held[i]->fin;
+	w->cycle_inflight++;
+	queue_finish(w->db, f, e->n, w->cfg->retention_ms == 0, on_ends, e);
+	free(f);
+}
+
+/*
+ * Sends the next turn: every end waiting to be written and, when the worker
+ * wants work and has room, a claim for up to each queue's free places.
+ * Ends and claim go out as two transactions in one round trip (the
+ * pipeline keeps their order).  In one statement they deadlocked with 16
+ * claimers: a claim that meets an older version of a row waits for
+ * whoever is updating its newest version, even under SKIP LOCKED, and a
+ * statement that also held its finished rows could be waited for in turn.
+ * A transaction that only writes ends waits for no claim.
+ */
+void
+claim_send_cycle(struct worker *w)
+{
+	struct claim *c = NULL;
+
+	if (!w->db || w->cycle_inflight)
+		return;
+	if (w->want_claim && !w->draining) {
+		w->want_claim = 0;
+		c = claim_new(w);
+	}
+	struct ends *e = ends_new(w);
+	if (e)
+		send_ends(w, e);
+	if (c)
+		send_claim(w, c);
+}
+
+/*
+ * Whether this worker claims on a NOTIFY.  The trigger's payload is
+ * "<transaction id> <due jobs>" (sql/007_notify_payload.sql).  The workers
+ * of an instance share a small table of recent notifications, and a worker
+ * takes one only while the workers that took it have too little room for
+ * its jobs: one claim per instance for a job that comes alone, where every
+ * worker used to claim, and as many workers as a burst needs.  A worker
+ * whose claim would wait (an sql handler's statement holds its
+ * connection), or that has no room, or cannot read the payload, claims as
+ * before, so no job waits on it; one that takes a notification and then
+ * dies leaves its jobs to the poll timer.
+ *
+ * Any role can NOTIFY pgjob.  A forged notification costs at most one
+ * claim per worker (claims never pile up: one is in flight at a time), and
+ * cannot stand in for a real one, whose key includes the backend that sent
+ * it (stats_notify_take()).
+ */
+static int
+answer_notify(struct worker *w, const char *payload, int be_pid)
+{
+	uint64_t xid;
+	long long due;
+	if (w->draining)
+		return 0; /* claims no more: takes no turn */
+	if (!w->stats || stats_notify_parse(payload, &xid, &due) < 0 ||
+	    w->sql_inflight > 0)
+		return 1;
+	long long room = 0;
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (w->serves[i] &&
+		    w->cfg->queues[i].concurrency > w->running[i])
+			room += w->cfg->queues[i].concurrency - w->running[i];
+	return stats_notify_take(w->stats, xid, be_pid, due, room);
+}
+
+void
+claim_on_notify(void *arg, const char *channel, const char *payload, int be_pid)
+{
+	struct worker *w = arg;
+	if (answer_notify(w, payload, be_pid))
+		w->want_claim = 1;
+	/* New jobs may sort before this worker's positions. */
+	w->notified = 1;
+}

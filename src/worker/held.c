@@ -1,0 +1,418 @@
+/*
+ * held: the jobs a worker holds, from the claim to the end written.
+ *
+ * A claimed job starts its handler at once (an sql handler's job waits for
+ * its turn on the connection: one statement on it at a time).  When the
+ * handler reports, the attempt's end is decided here (done, a retry after
+ * a delay, dead) and waits in state DONE until claim.c sends the ends of
+ * the loop's turn in one statement; what the database wrote or refused
+ * comes back to held_written().  Nothing here sends anything but an sql
+ * handler's transaction.
+ */
+#include "worker/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/backoff.h"
+#include "common/config.h"
+#include "common/stats.h"
+#include "common/util.h"
+#include "db/db.h"
+
+struct log_job
+held_log(const struct held *h)
+{
+	return (struct log_job){h->job.id, h->job.kind, h->job.attempt};
+}
+
+struct held *
+held_find(struct worker *w, int64_t id, int64_t token)
+{
+	/* An answer about an earlier attempt of a job held again is about
+	 * none of ours: match the token too. */
+	for (struct held *h = w->head; h; h = h->next)
+		if (h->job.id == id && h->job.lease_token == token)
+			return h;
+	return NULL;
+}
+
+void
+held_unlink(struct worker *w, struct held *h)
+{
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		w->head = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	w->nheld--;
+	handler_result_clear(&h->res);
+	free(h->job.kind);
+	free(h->job.queue);
+	free(h->job.payload);
+	free(h->job.ordering_key);
+	free(h);
+}
+
+/* Decides how the attempt ends: done, a retry after a delay, or dead. */
+static void
+decide(struct held *h)
+{
+	struct handler_result *r = &h->res;
+	const struct handler_conf *hc = h->job.handler;
+	int max = h->job.max_attempts;
+	char dur[32];
+	struct log_job l = held_log(h);
+
+	h->fin = (struct queue_finish){.id = h->job.id,
+				       .token = h->job.lease_token,
+				       .result = r->result,
+				       .error = r->error};
+	if (h->release) {
+		h->fin.state = JOB_AVAILABLE;
+		h->fin.refund = 1;
+		h->fin.error = "interrupted: the worker shut down";
+		return;
+	}
+	if (r->outcome == OUTCOME_DONE) {
+		h->fin.state = JOB_DONE;
+		return;
+	}
+	/* Attempts lost with their worker do not count here. */
+	int failed = h->job.attempt - h->job.lost_attempts;
+	if (r->outcome == OUTCOME_DEAD || failed >= max) {
+		h->fin.state = JOB_DEAD;
+		log_job(LOG_WARN, &l, "dead after %d failed attempts of %d: %s",
+			failed, max, r->error ? r->error : "(no error text)");
+		return;
+	}
+	h->fin.state = JOB_AVAILABLE;
+	h->fin.delay_ms =
+		r->retry_in_ms >= 0
+			? r->retry_in_ms
+			: backoff_job_delay(hc->backoff.base_ms,
+					    hc->backoff.max_ms, h->job.attempt,
+					    backoff_random());
+	log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
+		handler_format_duration(h->fin.delay_ms, dur, sizeof(dur)),
+		r->error ? r->error : "(no error text)");
+}
+
+/* Counts the handler's run time. */
+static void
+observe_run(struct held *h)
+{
+	if (h->sk)
+		stats_observe(h->sk->dur, &h->sk->dur_count, &h->sk->dur_sum_us,
+			      (util_now_ms() - h->started_ms) * 1000);
+}
+
+/* Counts how an attempt's end was written: written, or refused. */
+static void
+count_end(struct held *h, enum job_state state, int written)
+{
+	if (!h->sk)
+		return;
+	if (!written)
+		stats_add(&h->sk->lost, 1);
+	else if (state == JOB_DONE)
+		stats_add(&h->sk->done, 1);
+	else if (state == JOB_DEAD)
+		stats_add(&h->sk->dead, 1);
+	else if (state == JOB_AVAILABLE && !h->release)
+		stats_add(&h->sk->retried, 1);
+}
+
+void
+held_ended(struct held *h, struct handler_result *res)
+{
+	struct worker *w = h->w;
+	h->run = NULL;
+	h->res = *res;
+	*res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -1};
+	h->state = HELD_DONE;
+	w->running[h->queue]--;
+	observe_run(h);
+	if (h->lost) {
+		struct log_job l = held_log(h);
+		if (h->cancelled)
+			log_job(LOG_INFO, &l, "stopped: cancelled");
+		else
+			log_job(LOG_WARN, &l,
+				"result discarded: the lease was lost");
+		held_unlink(w, h);
+		return;
+	}
+	decide(h);
+	claim_after_end(w, h->queue, h->fin.state);
+}
+
+/* handler_start()'s done callback. */
+static void
+on_handler_done(void *arg, struct handler_result *res)
+{
+	held_ended(arg, res);
+}
+
+/* --- the sql handler's turn on the connection -------------------------- */
+
+static void
+on_sql_done(void *arg, enum queue_sql_end end, const char *error)
+{
+	struct held *h = arg;
+	struct worker *w = h->w;
+	struct log_job l = held_log(h);
+	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1};
+
+	if (w->sql_inflight > 0)
+		w->sql_inflight--;
+	switch (end) {
+	case QUEUE_SQL_DONE:
+		log_job(LOG_DEBUG, &l, "done");
+		observe_run(h);
+		count_end(h, JOB_DONE, 1);
+		break;
+	case QUEUE_SQL_LEASE:
+		observe_run(h);
+		count_end(h, JOB_DONE, 0);
+		log_job(LOG_WARN, &l,
+			"lease lost before the statement ran; "
+			"nothing was done");
+		break;
+	case QUEUE_SQL_FAILED:
+	case QUEUE_SQL_CONN_LOST:
+		/* Rolled back (or, if the connection broke after the commit,
+		 * done: then the compare-and-set refuses this end). */
+		r.error = xstrdup(error);
+		held_ended(h, &r);
+		handler_result_clear(&r);
+		held_sql_next(w);
+		return;
+	}
+	w->running[h->queue]--;
+	claim_after_end(w, h->queue, JOB_DONE);
+	held_unlink(w, h);
+	held_sql_next(w);
+}
+
+/*
+ * Sends the statement of an sql handler's job.  It holds the worker's only
+ * connection: the renewals of its other jobs wait behind it, and a path
+ * that stops answering must still be noticed within a lease.  So it gets at
+ * most half a lease, and only one is on the connection at a time: what
+ * waits ahead of a renewal is bounded by half a lease, however many sql
+ * jobs the worker holds.
+ */
+static void
+sql_start(struct worker *w, struct held *h)
+{
+	int64_t limit = w->cfg->lease_ms / 2;
+	if (h->job.handler->timeout_ms < limit)
+		limit = h->job.handler->timeout_ms;
+	h->state = HELD_RUNNING;
+	w->sql_inflight++;
+	/* Runs on this worker's connection, in the transaction that also
+	 * ends the job: see queue_run_sql(). */
+	queue_run_sql(w->db, &h->job, h->job.handler->statement, limit,
+		      on_sql_done, h);
+}
+
+void
+held_sql_next(struct worker *w)
+{
+	struct held *next = NULL;
+	if (w->sql_inflight > 0 || !w->online || w->stopping)
+		return;
+	/* The list is newest first: the last waiting one came first. */
+	for (struct held *h = w->head; h; h = h->next)
+		if (h->state == HELD_SQL_WAITING)
+			next = h;
+	if (next)
+		sql_start(w, next);
+}
+
+/* --- starting ------------------------------------------------------------ */
+
+static int
+payload_is_object(const char *p)
+{
+	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+		p++;
+	return *p == '{';
+}
+
+/*
+ * Why a claimed job must not run at all, or NULL (why is the buffer for
+ * the message).  Lost attempts are not failures, but a job that takes its
+ * worker down every time (a crashing plugin, an OOM kill) must stop
+ * somewhere: they have an allowance of their own, max_attempts
+ * (docs/daemon.md, "Attempts").
+ */
+static const char *
+refusal(const struct worker *w, const struct job *job, char *why, size_t len)
+{
+	if (job->lost_attempts > job->max_attempts) {
+		snprintf(why, len,
+			 "lost %d attempts: the worker running it died or "
+			 "lost its lease each time (allowance: %d)",
+			 job->lost_attempts, job->max_attempts);
+		return why;
+	}
+	if (!job->payload) {
+		/* The claim did not send it: see queue_claim_req. */
+		snprintf(why, len,
+			 "payload of %lld bytes is over max_payload_bytes "
+			 "(%lld)",
+			 (long long)job->payload_bytes,
+			 (long long)w->cfg->max_payload_bytes);
+		return why;
+	}
+	if (!payload_is_object(job->payload))
+		return "payload is not a JSON object";
+	return NULL;
+}
+
+/*
+ * sent_ms is when the claim was sent: the lease runs from a moment between
+ * that and the answer, so the deadline counts from the earlier one.
+ */
+void
+held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
+{
+	struct held *h = xcalloc(1, sizeof(*h));
+	h->w = w;
+	h->job = *job;
+	free(job);
+	h->job.handler = config_handler(w->cfg, h->job.kind);
+	h->queue = q;
+	h->started_ms = util_now_ms();
+	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL)
+		stats_add(&h->sk->claimed, 1);
+	h->deadline_ms = sent_ms + w->cfg->lease_ms - worker_lease_margin(w);
+	h->next = w->head;
+	if (w->head)
+		w->head->prev = h;
+	w->head = h;
+	w->nheld++;
+	w->running[h->queue]++;
+	if (h->job.max_attempts <= 0)
+		h->job.max_attempts = h->job.handler->max_attempts;
+	char why[160];
+	const char *refuse = refusal(w, &h->job, why, sizeof(why));
+	if (refuse) {
+		struct handler_result r = {OUTCOME_DEAD, NULL, xstrdup(refuse),
+					   -1};
+		struct log_job l = held_log(h);
+		log_job(LOG_WARN, &l, "%s", refuse);
+		held_ended(h, &r);
+		handler_result_clear(&r);
+		return;
+	}
+	if (h->job.handler->type == HANDLER_SQL) {
+		h->state = HELD_SQL_WAITING;
+		held_sql_next(w);
+		return;
+	}
+	h->state = HELD_RUNNING;
+	h->run = handler_start(w->loop, &h->job, w->slot, on_handler_done, h);
+}
+
+/* --- ends written ------------------------------------------------------- */
+
+/*
+ * A job's end that PostgreSQL refused for its data (SQLSTATE class 22):
+ * the result, which the handler printed and which passed our check, but
+ * not jsonb's (a number past numeric's range, say).  The run succeeded: it
+ * is written done without its result, and last_error says why, rather than
+ * running again.  Returns 1 when it had a result to drop.
+ */
+static int
+drop_result(struct held *h, const struct db_status *st)
+{
+	if (!h->fin.result || strncmp(st->sqlstate, "22", 2) != 0)
+		return 0;
+	char *note = xasprintf("result not stored: PostgreSQL refused it (%s)",
+			       st->text);
+	struct log_job l = held_log(h);
+	log_job(LOG_WARN, &l, "%s; writing the end without it", note);
+	free(h->res.result);
+	h->res.result = NULL;
+	free(h->res.error);
+	h->res.error = note;
+	h->fin.result = NULL;
+	h->fin.error = note;
+	return 1;
+}
+
+/* One held job whose end's write failed (a whole batch fails together). */
+static void
+write_failed(struct worker *w, struct held *h, size_t n,
+	     const struct db_status *st)
+{
+	h->state = HELD_DONE;
+	if (st->error == DB_LOST)
+		return; /* again after reconnecting */
+	/* Alone, the error is this job's own. */
+	if (h->solo && st->error == DB_PERMANENT && drop_result(h, st))
+		return;
+	/* A job whose batch failed is written alone, so one bad result
+	 * cannot block the others. */
+	h->solo = 1;
+	if (n == 1 && ++h->write_failures >= 3) {
+		struct log_job l = held_log(h);
+		log_job(LOG_ERROR, &l,
+			"giving up writing its end (%s); the lease will "
+			"expire and it runs again",
+			st->text);
+		held_unlink(w, h);
+	}
+}
+
+void
+held_written(struct worker *w, struct held **held, size_t n,
+	     const struct db_status *st, const int64_t *written,
+	     size_t nwritten)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct held *h = held[i];
+		if (st->error != DB_OK) {
+			write_failed(w, h, n, st);
+			continue;
+		}
+		int ok = queue_id_in(written, nwritten, h->job.id);
+		struct log_job l = held_log(h);
+		count_end(h, h->fin.state, ok);
+		if (!ok)
+			log_job(LOG_WARN, &l,
+				"lease lost: the database refused the end of "
+				"this attempt (%s), result discarded",
+				job_state_name(h->fin.state));
+		else
+			log_job(LOG_DEBUG, &l, "%s",
+				job_state_name(h->fin.state));
+		held_unlink(w, h);
+	}
+}
+
+void
+held_stop_all(struct worker *w, const char *why)
+{
+	struct held *next;
+	for (struct held *h = w->head; h; h = next) {
+		next = h->next;
+		if (h->state == HELD_SQL_WAITING) {
+			/* Never started: given back as it is. */
+			struct handler_result r = {OUTCOME_RETRY, NULL, NULL,
+						   -1};
+			h->release = 1;
+			held_ended(h, &r);
+			continue;
+		}
+		if (h->state != HELD_RUNNING || !h->run)
+			continue; /* an sql handler ends by its timeout */
+		h->release = 1;
+		handler_stop(h->run, why);
+	}
+}

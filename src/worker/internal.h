@@ -1,0 +1,156 @@
+/*
+ * worker internal: what the files of one worker process share.
+ *
+ *   worker.c  the process: its loop, signals, connection and session,
+ *             heartbeat, queue depths for /metrics, the way out
+ *   claim.c   claims: when to claim, from where, what came back, NOTIFY
+ *   held.c    the jobs it holds: start, end, decide, write the ends, the
+ *             sql handler's turn on the connection
+ *   renew.c   lease renewals and deadlines
+ *   duty.c    the cluster duties (scheduler.c, tasks.c, prune.c)
+ *
+ * A job the worker holds is a struct held: RUNNING while its handler runs
+ * (or SQL_WAITING for its turn on the connection), DONE once the handler
+ * has reported and its end waits to be written, WRITING while that write
+ * is in flight.  Writes and claims are gathered in an ev_prepare watcher,
+ * which runs once per loop iteration just before the loop sleeps, so
+ * everything that finished in one iteration is written in one statement
+ * and the next claim goes out in the same pipeline.
+ */
+#ifndef PGJOBD_WORKER_INTERNAL_H
+#define PGJOBD_WORKER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ev.h>
+
+#include "common/job.h"
+#include "common/log.h"
+#include "db/queue.h"
+#include "handlers/handler.h"
+
+struct config;
+struct db_status;
+struct stats;
+struct stats_kind;
+struct stats_worker;
+
+enum held_state { HELD_RUNNING, HELD_SQL_WAITING, HELD_DONE, HELD_WRITING };
+
+struct held {
+	struct worker *w;
+	struct job job;
+	enum held_state state;
+	struct handler_run *run;
+	size_t queue;	     /* index into cfg->queues */
+	int64_t deadline_ms; /* monotonic: stop the handler past this */
+	int lost;	     /* lease lost: discard the result */
+	int release;	     /* stopped by shutdown: give the job back */
+	int overdue;	     /* stopped at its deadline */
+	int cancelled;	     /* lost because an operator cancelled it */
+	int solo;	     /* write alone (its batch failed) */
+	int write_failures;
+	struct stats_kind *sk; /* this kind's counters, or NULL */
+	int64_t started_ms;
+	struct queue_finish fin; /* valid in DONE and WRITING */
+	struct handler_result res;
+	struct held *prev, *next;
+};
+
+struct worker {
+	const struct config *cfg;
+	struct ev_loop *loop;
+	struct dbev *db;
+	struct duty *duty;	 /* scheduler, pruning, leased tasks */
+	struct stats *stats;	 /* shared with the supervisor */
+	struct stats_worker *st; /* this worker's entry in it */
+	int index;		 /* that entry's index */
+	int slot;
+	int pid, supervisor_pid;
+	char host[256];
+	char *locked_by;
+	const char **kinds;
+	size_t nkinds;
+	int *running; /* per cfg->queues index */
+	int *serves;  /* per queue: 1 when some handler uses it */
+	struct held *head;
+	int nheld;
+	int want_claim, cycle_inflight;
+	int sql_inflight; /* sql handler statements on the connection */
+	int online;	  /* connected, slot held, statements can be sent */
+	int trimmed;	  /* the heap was trimmed since the worker went idle */
+	/* Per queue: where its next claim reads the index of available jobs
+	 * from (queue_claim_req), and whether it has such a place. */
+	struct queue_position *pos;
+	int *pos_valid;
+	/* Per queue: its last claim came back full, so more due jobs may be
+	 * waiting than a claim asked for (see claim_after_end()). */
+	int *more;
+	int notified; /* a NOTIFY came since the last claim from the head */
+	int64_t head_scan_ms;
+	int draining, stopping;
+	int retiring; /* a reload retired it: no deadline to finish */
+	int exit_code;
+	int reconnects; /* failed attempts since the last success */
+	int connected_once;
+	ev_prepare prepare;
+	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
+	ev_timer depth; /* one worker per instance reads queue depths */
+	ev_signal sigterm, sigint, sigusr2;
+	ev_io parent;
+};
+
+/* worker.c */
+/*
+ * Whether st says the statement succeeded; logs it ("what failed: ...")
+ * when not.  An error that says this server cannot take our writes any
+ * more (a standby after a failover: 25006; an admin shutdown: 57P0x) while
+ * the connection still looks fine drops the connection, so that the
+ * reconnect finds the new primary.
+ */
+int worker_status_ok(struct worker *w, const struct db_status *st,
+		     const char *what);
+/* The margin by which a worker stops a handler before its lease ends. */
+int64_t worker_lease_margin(const struct worker *w);
+
+/* held.c */
+/* The job in its log lines. */
+struct log_job held_log(const struct held *h);
+/* Takes over a claimed job of queue q (a cfg->queues index) and starts
+ * it; sent_ms: when its claim was sent. */
+void held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms);
+/* The attempt (id, token) this worker holds, or NULL. */
+struct held *held_find(struct worker *w, int64_t id, int64_t token);
+/* Forgets h: its result, its job, itself. */
+void held_unlink(struct worker *w, struct held *h);
+/* A held job's handler has reported: decide how the attempt ends. */
+void held_ended(struct held *h, struct handler_result *res);
+/* The statement that carried the ends of these jobs answered (st; written:
+ * the ids the database wrote, sorted). */
+void held_written(struct worker *w, struct held **held, size_t n,
+		  const struct db_status *st, const int64_t *written,
+		  size_t nwritten);
+/* Starts the sql job that has waited longest, when the connection is
+ * free. */
+void held_sql_next(struct worker *w);
+/* Stop now: every running handler is stopped, every waiting job given
+ * back. */
+void held_stop_all(struct worker *w, const char *why);
+
+/* claim.c */
+/* Whether a job's end in queue q (its new state) calls for a claim. */
+void claim_after_end(struct worker *w, size_t q, enum job_state state);
+/* Sends what waits: the ends to be written and, if wanted, a claim. */
+void claim_send_cycle(struct worker *w);
+/* The connection's NOTIFY hook. */
+void claim_on_notify(void *arg, const char *channel, const char *payload,
+		     int be_pid);
+
+/* renew.c */
+/* Renews every lease this worker holds, in one statement. */
+void renew_all(struct worker *w);
+/* Stops the handlers whose lease could not be renewed in time. */
+void renew_check_deadlines(struct worker *w);
+
+#endif

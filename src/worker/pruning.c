@@ -1,0 +1,77 @@
+/*
+ * pruning: the holder of the pgjob:prune lease deletes, once a minute, a
+ * batch of the finished jobs past retention, a batch of expired request
+ * keys (docs/idempotency.md), and the rows of workers gone for a day.
+ */
+#include "common/config.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "db/lease.h"
+#include "db/prune.h"
+#include "worker/duty_internal.h"
+
+#define PRUNE_LEASE    "pgjob:prune"
+#define PRUNE_EVERY_MS 60000
+#define PRUNE_BATCH    10000
+
+static void
+on_pruned(void *arg, const struct db_status *st, long long n)
+{
+	if (st->error == DB_OK && n > 0)
+		log_info("pruned %lld finished jobs", n);
+	else if (st->answered && st->error != DB_OK)
+		log_warn("pruning failed: %s", st->text);
+}
+
+static void
+on_pruned_keys(void *arg, const struct db_status *st, long long n)
+{
+	if (st->error == DB_OK && n > 0)
+		log_info("pruned %lld expired request keys", n);
+	else if (st->answered && st->error != DB_OK)
+		log_warn("pruning request keys failed: %s", st->text);
+}
+
+static void
+on_lease(void *arg, const struct db_status *st, int64_t token)
+{
+	struct duty *d = arg;
+	d->prune_token = token;
+	if (d->prune_token && d->stopping) {
+		/* Taken while stopping: give it back at once. */
+		if (d->db)
+			lease_release(d->db, PRUNE_LEASE, d->holder,
+				      d->prune_token, NULL, NULL);
+		d->prune_token = 0;
+	}
+	if (!d->prune_token || !d->db)
+		return;
+	prune_jobs(d->db, d->cfg->retention_ms, PRUNE_BATCH, on_pruned, d);
+	prune_request_keys(d->db, PRUNE_BATCH, on_pruned_keys, d);
+	prune_workers(d->db);
+}
+
+void
+pruning_period(struct duty *d)
+{
+	int64_t now = util_now_ms();
+	if (d->last_prune && now - d->last_prune < PRUNE_EVERY_MS)
+		return;
+	d->last_prune = now;
+	if (d->prune_token)
+		lease_renew(d->db, PRUNE_LEASE, d->holder, d->prune_token,
+			    2 * PRUNE_EVERY_MS, on_lease, d);
+	else
+		lease_acquire(d->db, PRUNE_LEASE, d->holder, 2 * PRUNE_EVERY_MS,
+			      on_lease, d);
+}
+
+void
+pruning_stop(struct duty *d)
+{
+	if (d->prune_token && d->db)
+		lease_release(d->db, PRUNE_LEASE, d->holder, d->prune_token,
+			      NULL, NULL);
+	d->prune_token = 0;
+}
