@@ -18,6 +18,7 @@
 #include "db/db.h"
 #include "db/prune.h"
 #include "common/util.h"
+#include "common/duration.h"
 
 #define PRUNE_BATCH	 10000
 #define PRUNE_DEFAULT_MS ((int64_t)7 * 86400 * 1000)
@@ -39,7 +40,7 @@ parse(struct cli *cli, int argc, char **argv, int64_t *ms)
 	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
 		if (c != 'o')
 			return cli_bad_option("prune", c, argv);
-		if (config_parse_duration(optarg, ms, &why) < 0)
+		if (duration_parse(optarg, ms, &why) < 0)
 			return cli_fail(CLI_EXIT_USAGE,
 					"prune: bad --older-than \"%s\" (%s; "
 					"use 30s, 5m, 2h, 7d)",

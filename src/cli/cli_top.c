@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "common/duration.h"
 
 #define TOP_MIN_INTERVAL_MS 100
 
@@ -242,7 +243,7 @@ parse(int argc, char **argv, int64_t *ms, const char **text, int *once)
 		}
 		if (c != 'i')
 			return cli_bad_option("top", c, argv);
-		if (config_parse_duration(optarg, ms, &why) < 0)
+		if (duration_parse(optarg, ms, &why) < 0)
 			why = why ? why : "bad duration";
 		else if (*ms < TOP_MIN_INTERVAL_MS || *ms > 86400 * 1000)
 			why = "from 100ms to 1d";

@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "common/config.h"
+#include "common/duration.h"
 #include "common/conninfo.h"
 #include "db/db.h"
 #include "common/failpoint.h"
@@ -140,7 +141,7 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 			a->p[3] = optarg;
 			break;
 		case OPT_IN:
-			if (config_parse_duration(optarg, &ms, &why) < 0)
+			if (duration_parse(optarg, &ms, &why) < 0)
 				return cli_fail(
 					CLI_EXIT_USAGE,
 					"enqueue: bad --in \"%s\" (use 500ms, "

@@ -12,8 +12,6 @@
  */
 #include "common/config.h"
 
-#include "common/metrics.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -25,7 +23,9 @@
 #include <unistd.h>
 
 #include "common/cron.h"
+#include "common/env.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "common/yaml.h"
 
@@ -56,172 +56,6 @@ static bool
 is_digit(char c)
 {
 	return c >= '0' && c <= '9';
-}
-
-/* A shell-style variable name: [A-Za-z_][A-Za-z0-9_]*. */
-static bool
-is_var_name(const char *s, size_t n)
-{
-	if (n == 0 || is_digit(s[0]))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!(is_digit(s[i]) || s[i] == '_' ||
-		      (s[i] >= 'a' && s[i] <= 'z') ||
-		      (s[i] >= 'A' && s[i] <= 'Z')))
-			return false;
-	return true;
-}
-
-/*
- * The environment that ${NAME} reads once config_env_private() has run: a
- * copy of the environment as it was then (owned here for the life of the
- * process; reloads read it), and the strings environ held then, so that
- * only those are cleared in place (a string setenv() made later belongs to
- * the C library).
- */
-static char **env_copy;
-static char **env_orig;
-static size_t env_n;
-
-void
-config_env_private(void)
-{
-	if (env_copy)
-		return;
-	while (environ[env_n])
-		env_n++;
-	env_copy = xcalloc(env_n + 1, sizeof(*env_copy));
-	env_orig = xcalloc(env_n + 1, sizeof(*env_orig));
-	for (size_t i = 0; i < env_n; i++) {
-		env_copy[i] = xstrdup(environ[i]);
-		env_orig[i] = environ[i];
-	}
-}
-
-static bool
-env_is(const char *entry, const char *name, size_t len)
-{
-	return strncmp(entry, name, len) == 0 && entry[len] == '=';
-}
-
-/*
- * Removes name from the process's environment.  unsetenv() only takes it
- * out of environ; the kernel shows /proc/PID/environ from the block the
- * process started with, which children inherit too, so the value's bytes
- * are cleared there as well (its name stays, harmless).
- */
-static void
-env_forget(const char *name)
-{
-	size_t len = strlen(name);
-
-	for (char **e = environ; *e; e++) {
-		if (!env_is(*e, name, len))
-			continue;
-		for (size_t i = 0; i < env_n; i++)
-			if (env_orig[i] == *e)
-				memset(*e + len + 1, 0, strlen(*e + len + 1));
-	}
-	unsetenv(name);
-}
-
-static const char *
-env_get(const char *name)
-{
-	size_t len = strlen(name);
-
-	if (!env_copy)
-		return getenv(name);
-	for (size_t i = 0; i < env_n; i++)
-		if (env_is(env_copy[i], name, len))
-			return env_copy[i] + len + 1;
-	return NULL;
-}
-
-char *
-config_expand_env(const char *s, char **missing)
-{
-	struct buf b = {0};
-
-	*missing = NULL;
-	buf_append(&b, "", 0);
-	while (*s) {
-		const char *end, *v;
-		char *name;
-
-		if (s[0] != '$' || (s[1] != '$' && s[1] != '{')) {
-			buf_append(&b, s++, 1);
-			continue;
-		}
-		if (s[1] == '$') {
-			buf_append(&b, "$", 1);
-			s += 2;
-			continue;
-		}
-		end = strchr(s + 2, '}');
-		if (!end || !is_var_name(s + 2, (size_t)(end - s - 2))) {
-			/* Not a reference: hand back its text, "${..." */
-			*missing = end ? xstrndup(s, (size_t)(end - s + 1))
-				       : xstrdup(s);
-			goto fail;
-		}
-		name = xstrndup(s + 2, (size_t)(end - s - 2));
-		if (!(v = env_get(name))) {
-			*missing = name;
-			goto fail;
-		}
-		if (env_copy)
-			env_forget(name);
-		free(name);
-		buf_append(&b, v, strlen(v));
-		s = end + 1;
-	}
-	return b.data;
-fail:
-	buf_free(&b);
-	return NULL;
-}
-
-int
-config_parse_duration(const char *s, int64_t *ms, const char **why)
-{
-	static const struct {
-		const char *unit;
-		int64_t ms;
-	} units[] = {
-		{"ms", 1},	    {"s", 1000},	 {"m", 60 * 1000},
-		{"h", 3600 * 1000}, {"d", 86400 * 1000}, {"", 1000},
-	};
-	int64_t n = 0;
-
-	if (!s || !*s)
-		*why = "empty";
-	else if (*s == '-')
-		*why = "negative";
-	else if (!is_digit(*s))
-		*why = "not a number";
-	else
-		*why = NULL;
-	if (*why)
-		return -1;
-	for (; is_digit(*s); s++) {
-		if (n > (INT64_MAX - (*s - '0')) / 10)
-			goto too_large;
-		n = n * 10 + (*s - '0');
-	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s, units[i].unit))
-			continue;
-		if (n > INT64_MAX / units[i].ms)
-			goto too_large;
-		*ms = n * units[i].ms;
-		return 0;
-	}
-	*why = "unknown unit";
-	return -1;
-too_large:
-	*why = "too large"; /* yaml_duration() words this one differently */
-	return -1;
 }
 
 /* ---- values that config reads itself ---- */
@@ -261,23 +95,6 @@ read_argv(struct yaml_doc *d, const struct ynode *n, const char *path,
 	free(ipath);
 }
 
-static void
-strlist_add(struct strlist *l, char *s)
-{
-	l->v = xrealloc(l->v, (l->n + 2) * sizeof(*l->v));
-	l->v[l->n++] = s;
-	l->v[l->n] = NULL;
-}
-
-static void
-strlist_free(struct strlist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	*l = (struct strlist){0};
-}
-
 static bool
 is_header_name(const char *s)
 {
@@ -304,7 +121,7 @@ read_pairs(struct yaml_doc *d, const struct ynode *n, const char *path,
 		if (!yaml_entry_ok(d, n, i, path))
 			continue;
 		kpath = join(path, k->text);
-		if (env && !is_var_name(k->text, k->len))
+		if (env && !env_is_name(k->text, k->len))
 			yaml_doc_error(d, k, kpath, "bad variable name \"%s\"",
 				       k->text);
 		else if (!env && !is_header_name(k->text))
@@ -337,7 +154,7 @@ read_env(struct yaml_doc *d, const struct ynode *n, const char *path, void *dst)
 		ipath = xasprintf("%s[%zu]", path, i);
 		if ((s = yaml_string(d, n->items[i], ipath)) &&
 		    (!strchr(s, '=') ||
-		     !is_var_name(s, (size_t)(strchr(s, '=') - s)))) {
+		     !env_is_name(s, (size_t)(strchr(s, '=') - s)))) {
 			yaml_doc_error(d, n->items[i], ipath,
 				       "expected \"NAME=value\"");
 			free(s);
@@ -744,7 +561,7 @@ peek_type(const struct ynode *map)
 		if (k->type != YNODE_SCALAR || strcmp(k->text, "type"))
 			continue;
 		if (v->type == YNODE_SCALAR &&
-		    (s = config_expand_env(v->text, &missing))) {
+		    (s = env_expand(v->text, &missing))) {
 			for (t = HANDLER_PLUGIN; t >= 0; t--)
 				if (!strcmp(handler_types[t], s))
 					break;

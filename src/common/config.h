@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/util.h"
+
 /* Fixed default for the first key of pg_try_advisory_lock(lock_class, n). */
 #define CONFIG_DEFAULT_LOCK_CLASS 0x70676a62 /* "pgjb" */
 
@@ -25,12 +27,6 @@ enum handler_type {
 	HANDLER_SQL,
 	HANDLER_HTTP,
 	HANDLER_PLUGIN,
-};
-
-/* A NULL-terminated list of "NAME=value" or "Name: value" strings. */
-struct strlist {
-	char **v; /* v[n] == NULL */
-	size_t n;
 };
 
 struct backoff {
@@ -170,32 +166,6 @@ void config_set_conninfo_check(config_conninfo_check_fn *check);
 const struct handler_conf *config_handler(const struct config *c,
 					  const char *kind);
 const struct queue_conf *config_queue(const struct config *c, const char *name);
-
-/*
- * Parses a duration such as "500ms", "30s", "5m", "2h", "7d" or a bare
- * number of seconds into milliseconds.  Returns 0, or -1 with *why set to a
- * static message.
- */
-int config_parse_duration(const char *s, int64_t *ms, const char **why);
-
-/*
- * Expands every ${NAME} in s from the environment.  Returns a new string
- * (caller frees) or NULL when a variable is not set or a ${ is not closed;
- * *missing then names it (caller frees).  "$$" stands for a literal "$".
- * After config_env_private(), the environment read is the private copy.
- */
-char *config_expand_env(const char *s, char **missing);
-
-/*
- * For the daemon, once, before anything changes the environment: ${NAME}
- * expansion reads a private copy of the environment from now on, and each
- * variable it expands is removed from the process's own environment
- * (environ, and the block /proc/PID/environ shows), so that no process
- * started later, and no reader of that file, sees the secrets a config
- * takes from the environment.  A reload still expands them, from the
- * copy.  docs/security.md#process-isolation.
- */
-void config_env_private(void);
 
 /*
  * Adds to errs, for every exec handler and task with user: or group:, an

@@ -151,3 +151,20 @@ buf_free(struct buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 }
+
+void
+strlist_add(struct strlist *l, char *s)
+{
+	l->v = xrealloc(l->v, (l->n + 2) * sizeof(*l->v));
+	l->v[l->n++] = s;
+	l->v[l->n] = NULL;
+}
+
+void
+strlist_free(struct strlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	*l = (struct strlist){0};
+}

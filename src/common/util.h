@@ -45,4 +45,15 @@ void buf_appendf(struct buf *b, const char *fmt, ...)
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 
+/* A NULL-terminated list of "NAME=value" or "Name: value" strings. */
+struct strlist {
+	char **v; /* v[n] == NULL */
+	size_t n;
+};
+
+/* Appends s (taken over) to l. */
+void strlist_add(struct strlist *l, char *s);
+/* Frees every string and the list; l is empty after. */
+void strlist_free(struct strlist *l);
+
 #endif

@@ -12,14 +12,12 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-/*
- * libyaml's header.  A plain <yaml.h> would find this module's own src/yaml.h
- * first, since src/ is on the include path, so it is named from the parent of
- * its include directory.
- */
+/* libyaml's header (this module's own is "common/yaml.h"). */
 #include <yaml.h>
 
 #include "common/text.h"
+#include "common/duration.h"
+#include "common/env.h"
 #include "common/util.h"
 
 #define DURATION_HINT  "(use 500ms, 30s, 5m, 2h, 7d)"
@@ -422,7 +420,7 @@ yaml_scalar(struct yaml_doc *d, const struct ynode *n, const char *path)
 		yaml_doc_error(d, n, path, "contains a NUL character");
 		return NULL;
 	}
-	if ((s = config_expand_env(n->text, &missing)))
+	if ((s = env_expand(n->text, &missing)))
 		return s;
 	if (!strncmp(missing, "${", 2))
 		yaml_doc_error(d, n, path,
@@ -497,26 +495,6 @@ out:
 	return rc;
 }
 
-/* The shortest exact spelling of ms for messages: "1s", "1500ms", "2h". */
-static void
-format_duration(int64_t ms, char *out, size_t size)
-{
-	static const struct {
-		const char *unit;
-		int64_t ms;
-	} units[] = {
-		{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
-
-	for (size_t i = 0; ms && i < sizeof(units) / sizeof(units[0]); i++) {
-		if (ms % units[i].ms == 0) {
-			snprintf(out, size, "%lld%s",
-				 (long long)(ms / units[i].ms), units[i].unit);
-			return;
-		}
-	}
-	snprintf(out, size, "%lld%s", (long long)ms, ms ? "ms" : "s");
-}
-
 int
 yaml_duration(struct yaml_doc *d, const struct ynode *n, const char *path,
 	      int64_t min, int64_t max, int64_t *out)
@@ -533,12 +511,12 @@ yaml_duration(struct yaml_doc *d, const struct ynode *n, const char *path,
 	}
 	if (!(s = yaml_scalar(d, n, path)))
 		return -1;
-	if (config_parse_duration(s, &ms, &why) < 0) {
+	if (duration_parse(s, &ms, &why) < 0) {
 		yaml_doc_error(d, n, path, "bad duration \"%s\" %s", s,
 			       strcmp(why, "too large") ? DURATION_HINT
 							: "(too large)");
 	} else if (ms < min || ms > max) {
-		format_duration(ms < min ? min : max, limit, sizeof(limit));
+		duration_format(ms < min ? min : max, limit, sizeof(limit));
 		yaml_doc_error(d, n, path, "must be at %s %s",
 			       ms < min ? "least" : "most", limit);
 	} else {

@@ -8,7 +8,7 @@
  * the caller just moves on, so that one pass reports every error in a file.
  *
  * String values have ${NAME} expanded from the environment when they are
- * read (config_expand_env()); keys never are.
+ * read (env_expand()); keys never are.
  *
  * libyaml's shared library exports yaml_free(), yaml_malloc(), yaml_strdup()
  * and more: a function of ours with one of those names would replace
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/config.h"
+#include "common/util.h"
 
 enum ynode_type { YNODE_SCALAR, YNODE_LIST, YNODE_MAP };
 
@@ -111,7 +111,7 @@ char *yaml_string(struct yaml_doc *d, const struct ynode *n, const char *path);
 /* An unquoted decimal integer in min..max. */
 int yaml_int(struct yaml_doc *d, const struct ynode *n, const char *path,
 	     int64_t min, int64_t max, int64_t *out);
-/* A duration (config_parse_duration()) in min..max, in milliseconds. */
+/* A duration (duration_parse()) in min..max, in milliseconds. */
 int yaml_duration(struct yaml_doc *d, const struct ynode *n, const char *path,
 		  int64_t min, int64_t max, int64_t *out);
 /* Unquoted true or false (also True, TRUE, yes, Yes, YES and so on). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/env.h"
 #include "common/conninfo.h"
 #include "common/failpoint.h"
 #include "common/log.h"
@@ -67,7 +68,7 @@ main(int argc, char **argv)
 	 * and removed from the environment.
 	 */
 	prctl(PR_SET_DUMPABLE, 0);
-	config_env_private();
+	env_private();
 
 	log_init("pgjobd", LOG_INFO, 0);
 	while ((c = getopt_long(argc, argv, "c:w:d:Vh", opts, NULL)) != -1) {

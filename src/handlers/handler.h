@@ -5,9 +5,10 @@
  * handler.c is the registry: it dispatches on the handler type, delivers
  * every result from the loop (never from inside handler_start() or
  * handler_stop()), and owns the run.  handler_exec.c runs exec handlers
- * (clone and execve, pidfd, pipes); handler_http.c POSTs to webhooks (libcurl's
- * multi interface on the loop); handler_plugin.c loads and calls plugins
- * (include/pgjobd/plugin.h).  The protocols are described in
+ * (clone and execve, pidfd, pipes); handler_http.c POSTs to webhooks
+ * (libcurl's multi interface on the loop); handler_plugin.c loads and calls
+ * plugins (include/pgjobd/plugin.h); each has a header of its own, which
+ * only handler.c includes.  The protocols are described in
  * docs/handlers.md.
  *
  * Ownership: the worker owns each struct job and keeps it alive until the
@@ -21,25 +22,12 @@
 #include <stdint.h>
 
 #include "common/job.h"
-
-#include "common/log.h"
+#include "handlers/handler_result.h"
 
 struct ev_loop;
 struct config;
 struct handler_conf;
 struct task_conf;
-
-enum handler_outcome { OUTCOME_DONE, OUTCOME_RETRY, OUTCOME_DEAD };
-
-struct handler_result {
-	enum handler_outcome outcome;
-	char *result;	     /* JSON text or NULL; owned */
-	char *error;	     /* message or NULL; owned */
-	int64_t retry_in_ms; /* -1: the worker's backoff decides */
-};
-
-/* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }. */
-void handler_result_clear(struct handler_result *r);
 
 /*
  * Called exactly once per started run, from the loop, never from inside
@@ -113,107 +101,5 @@ struct handler_run *handler_start(struct ev_loop *loop, struct job *job,
  * copied.
  */
 void handler_stop(struct handler_run *run, const char *why);
-
-/*
- * Internal: shared by handler.c, handler_exec.c and handler_plugin.c.
- */
-
-/* Delivers res to the run's done callback, then frees the run.  Only from a
- * loop callback.  res's strings are taken over. */
-void handler_finish(struct handler_run *run, struct handler_result *res);
-
-/*
- * Parses a retry delay: a number of seconds (fractions allowed) or a string
- * "<number><unit>" with unit ms, s, m, h or d ("30s", "1.5m"; a bare number
- * is seconds).  Returns 0 and sets *ms, or -1 for anything else, negative
- * values included.
- */
-int handler_parse_duration(const char *s, int64_t *ms);
-/* Formats ms as "30s", "5m", "1500ms" into buf (at least 32 bytes). */
-const char *handler_format_duration(int64_t ms, char *buf, size_t len);
-/*
- * Replaces every byte that is not part of valid UTF-8, and every NUL, with
- * '?', in place over s[0..len), so the text can go into a PostgreSQL text
- * column.  Leading UTF-8 continuation bytes (a character cut in half by a
- * tail) are replaced too.
- */
-void handler_sanitize_utf8(char *s, size_t len);
-/*
- * True when s[0..len) is JSON text that PostgreSQL's jsonb input accepts:
- * RFC 8259 (no raw control characters in strings, JSON whitespace only),
- * valid UTF-8 without NUL, no \u0000 or unpaired surrogate escape, numbers
- * that numeric can hold.  Nesting deeper than the server's stack allows is
- * not checked.
- */
-int handler_is_json(const char *s, size_t len);
-
-/* exec (handler_exec.c). */
-
-/* The PATH of every command, unless its env: sets another. */
-#define HANDLER_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
-
-struct run_as;
-
-/* An exec run, whoever asks for it: a job's exec handler or a leased task.
- * Everything is borrowed: env and argv for the start, the rest until done
- * returns. */
-struct exec_spec {
-	char *const *argv;	     /* argv[0]: the program */
-	char *const *env;	     /* the whole environment */
-	const char *input;	     /* stdin (a job's payload), or NULL */
-	int64_t timeout_ms;	     /* 0: none */
-	const struct run_as *run_as; /* NULL: pgjobd's own user */
-	struct log_job lj;	     /* a job's log lines name it */
-	const char *task;	     /* or a task's, with its partition */
-	int partition;
-};
-struct exec_run;
-/*
- * Spawns the job's command.  Returns the child's state (freed with
- * handler_exec_free()), or NULL with *fail set to a RETRY result when the
- * command cannot be started.  When the child is gone the exec module calls
- * handler_finish(run, ...) from a loop callback.
- */
-struct exec_run *handler_exec_start(struct handler_run *run,
-				    struct ev_loop *loop,
-				    const struct exec_spec *spec,
-				    struct handler_result *fail);
-void handler_exec_stop(struct exec_run *x, const char *why);
-/* Stops every watcher, closes every descriptor; the child must be reaped. */
-void handler_exec_free(struct exec_run *x);
-
-/* http (handler_http.c). */
-struct http_run;
-/* curl_global_init, and a warning per http handler without tls_verify.
- * Returns 0. */
-int handler_http_init(const struct config *cfg);
-/* Frees every loop's multi handle; abandons requests still in flight. */
-void handler_http_fini(void);
-/*
- * Starts the POST of job's payload to its handler's url on loop; job is
- * borrowed until done returns.  Returns the request's state (freed with
- * handler_http_free()), or NULL with *fail set to a RETRY result when it
- * cannot be made (a url libcurl cannot parse).  When the request ends the
- * http module calls handler_finish(run, ...) from a loop callback.
- */
-struct http_run *handler_http_start(struct handler_run *run,
-				    struct ev_loop *loop, const struct job *job,
-				    struct handler_result *fail);
-/* Aborts the request; done follows from the loop: RETRY "stopped: why". */
-void handler_http_stop(struct http_run *x, const char *why);
-/* Aborts the request if it still runs and frees x. */
-void handler_http_free(struct http_run *x);
-
-/* plugin (handler_plugin.c). */
-/* Loads every plugin handler of cfg; returns 0, or -1 if one is unusable. */
-int handler_plugin_load_all(const struct config *cfg);
-void handler_plugin_unload_all(void);
-/*
- * Runs job through its plugin, synchronously, under a hard SIGALRM timer of
- * the handler's timeout (the default action kills the worker).  Fills *res
- * (caller owns its strings).
- */
-void handler_plugin_run(const struct job *job, int slot,
-			struct handler_result *res);
 
 #endif

@@ -21,7 +21,8 @@
  * may still hold them.
  */
 #include "common/failpoint.h"
-#include "handlers/handler.h"
+#include "common/duration.h"
+#include "handlers/handler_exec.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -45,6 +46,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/pgtext.h"
 #include "common/util.h"
 
 #define STDOUT_MAX    (1024 * 1024)
@@ -54,7 +56,8 @@
 #define READ_ROUNDS   16 /* chunks per callback, so one child cannot hog */
 
 struct exec_run {
-	struct handler_run *run;
+	void *run; /* handler.c's, handed back to finish */
+	handler_finish_fn *finish;
 	struct ev_loop *loop;
 	struct log_job lj; /* names the job in log lines */
 	/* A leased task's run: its name (borrowed from the config) and
@@ -116,7 +119,7 @@ xlog(const struct exec_run *x, int level, const char *fmt, ...)
 static char *
 resolve_program(const char *argv0, char *const *env, int *err)
 {
-	const char *path = HANDLER_DEFAULT_PATH;
+	const char *path = HANDLER_EXEC_PATH;
 
 	if (strchr(argv0, '/'))
 		return xstrdup(argv0);
@@ -470,7 +473,7 @@ timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	if (child_exited(x))
 		return; /* it made it: the pid watcher reports it */
-	handler_format_duration(x->timeout_ms, d, sizeof(d));
+	duration_format(x->timeout_ms, d, sizeof(d));
 	xlog(x, LOG_WARN, "timed out after %s; sending SIGTERM", d);
 	terminate(x, xasprintf("timed out after %s", d));
 }
@@ -504,7 +507,7 @@ err_tail(const struct exec_run *x)
 	if (n == skip)
 		n = 0;
 	s[n] = '\0';
-	handler_sanitize_utf8(s, n);
+	pgtext_sanitize(s, n);
 	return s;
 }
 
@@ -521,7 +524,7 @@ stdout_json(const struct exec_run *x)
 		s++, len--;
 	while (len && isspace((unsigned char)s[len - 1]))
 		len--;
-	if (len && handler_is_json(s, len))
+	if (len && pgtext_is_jsonb(s, len))
 		return xstrndup(s, len);
 	/* Text that was meant as JSON but that PostgreSQL would refuse (a raw
 	 * tab in a string) is worth a warning; plain text is not. */
@@ -544,7 +547,7 @@ stdout_retry_in(const struct exec_run *x)
 	if (cJSON_IsNumber(r) && r->valuedouble >= 0 && r->valuedouble < 1e12)
 		ms = (int64_t)(r->valuedouble * 1000. + 0.5);
 	else if (cJSON_IsString(r))
-		handler_parse_duration(r->valuestring, &ms);
+		duration_parse(r->valuestring, &ms, NULL);
 	if (r && ms < 0)
 		xlog(x, LOG_WARN,
 		     "retry_in is not a duration; the backoff decides");
@@ -638,11 +641,11 @@ log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 
 /* The child has exited: kill what it left, reap it, read what is left of
  * its output, and complete the run. */
-static int32_t *pgids; /* see handler_set_pgid_table() */
+static int32_t *pgids; /* see handler_exec_set_pgid_table() */
 static int npgids;
 
 void
-handler_set_pgid_table(int32_t *table, int n)
+handler_exec_set_pgid_table(int32_t *table, int n)
 {
 	pgids = table;
 	npgids = n;
@@ -685,7 +688,7 @@ child_gone(struct exec_run *x)
 	drain(x, &x->err_fd, &x->err_w, 4 * READ_ROUNDS);
 	make_result(x, status, &res);
 	log_attempt(x, status, &ru, &res);
-	handler_finish(x->run, &res); /* frees x */
+	x->finish(x->run, &res); /* frees x */
 }
 
 static void
@@ -737,8 +740,9 @@ watch(struct exec_run *x)
 }
 
 struct exec_run *
-handler_exec_start(struct handler_run *run, struct ev_loop *loop,
-		   const struct exec_spec *spec, struct handler_result *fail)
+handler_exec_start(void *run, struct ev_loop *loop,
+		   const struct exec_spec *spec, handler_finish_fn *finish,
+		   struct handler_result *fail)
 {
 	struct exec_run *x;
 	char *path;
@@ -752,6 +756,7 @@ handler_exec_start(struct handler_run *run, struct ev_loop *loop,
 	}
 	x = xcalloc(1, sizeof(*x));
 	x->run = run;
+	x->finish = finish;
 	x->loop = loop;
 	x->lj = spec->lj;
 	x->task = spec->task;

@@ -30,7 +30,8 @@
  * declarations; curl.h is still what the code is compiled against.
  */
 #include "common/failpoint.h"
-#include "handlers/handler.h"
+#include "common/duration.h"
+#include "handlers/handler_http.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -46,6 +47,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/pgtext.h"
 #include "common/util.h"
 
 #if LIBCURL_VERSION_NUM < 0x075500
@@ -121,7 +123,8 @@ struct http_sock {
  * handler_http_free(). */
 struct http_run {
 	struct http_run *prev, *next; /* in m->runs */
-	struct handler_run *run;
+	void *run;		      /* handler.c's, handed back to finish */
+	handler_finish_fn *finish;
 	struct http_multi *m; /* NULL once abandoned by handler_http_fini() */
 	struct log_job lj;
 	CURL *easy;
@@ -591,14 +594,15 @@ start_failed(struct http_run *x, struct handler_result *fail, char *msg)
 }
 
 struct http_run *
-handler_http_start(struct handler_run *run, struct ev_loop *loop,
-		   const struct job *job, struct handler_result *fail)
+handler_http_start(void *run, struct ev_loop *loop, const struct job *job,
+		   handler_finish_fn *finish, struct handler_result *fail)
 {
 	const struct handler_conf *h = job->handler;
 	struct http_run *x = xcalloc(1, sizeof(*x));
 	const char *why = "no url";
 
 	x->run = run;
+	x->finish = finish;
 	x->lj = (struct log_job){job->id, job->kind, job->attempt};
 	x->timeout_ms = h->timeout_ms;
 	x->start_ms = util_now_ms();
@@ -667,7 +671,7 @@ body_json(const struct http_run *x)
 
 	if (x->body_total > x->body.len || len == 0)
 		return NULL;
-	return handler_is_json(s, len) ? xstrndup(s, len) : NULL;
+	return pgtext_is_jsonb(s, len) ? xstrndup(s, len) : NULL;
 }
 
 /* "HTTP 503: <the body's first 512 bytes>", sanitized; caller frees. */
@@ -692,7 +696,7 @@ status_text(const struct http_run *x, long status)
 	t = xmalloc(len + 64);
 	n = snprintf(t, 60, "HTTP %ld: ", status);
 	memcpy(t + n, s, len);
-	handler_sanitize_utf8(t + n, len);
+	pgtext_sanitize(t + n, len);
 	strcpy(t + n + len, cut ? "..." : "");
 	return t;
 }
@@ -715,7 +719,7 @@ redirect_text(const struct http_run *x, long status)
 		return xasprintf("HTTP %ld: redirect not followed", status);
 	t = xasprintf("HTTP %ld: redirect to %.*s not followed", status,
 		      ERROR_BODY_MAX, where);
-	handler_sanitize_utf8(t, strlen(t));
+	pgtext_sanitize(t, strlen(t));
 	free(where);
 	return t;
 }
@@ -808,11 +812,9 @@ timeout_text(const struct http_run *x, const char *detail)
 	if (connect_ms > 0 && (tcp == 0 || (x->https && tls == 0)))
 		return xasprintf(
 			"could not connect to %s within %s (%s)", x->target,
-			handler_format_duration(connect_ms, d, sizeof(d)),
-			detail);
+			duration_format(connect_ms, d, sizeof(d)), detail);
 	return xasprintf("timed out after %s (%s)",
-			 handler_format_duration(x->timeout_ms, d, sizeof(d)),
-			 detail);
+			 duration_format(x->timeout_ms, d, sizeof(d)), detail);
 }
 
 /* The error text of a transfer that failed; caller frees. */
@@ -836,7 +838,7 @@ curl_error_text(const struct http_run *x, CURLcode rc)
 	} else {
 		t = xasprintf("request to %s failed: %s", x->target, detail);
 	}
-	handler_sanitize_utf8(t, strlen(t));
+	pgtext_sanitize(t, strlen(t));
 	return t;
 }
 
@@ -884,7 +886,7 @@ log_attempt(const struct http_run *x, CURLcode rc,
 	if (status)
 		snprintf(what, sizeof(what), "HTTP %ld", status);
 	if (res->retry_in_ms >= 0)
-		handler_format_duration(res->retry_in_ms, d, sizeof(d));
+		duration_format(res->retry_in_ms, d, sizeof(d));
 	if (x->why) {
 		/* Stopped: the worker decides how the attempt ends. */
 		log_job(LOG_INFO, &x->lj, "POST %s: %s, wall %lld ms",
@@ -909,7 +911,7 @@ complete(struct http_run *x, CURLcode rc)
 	make_result(x, rc, &res);
 	log_attempt(x, rc, &res);
 	detach(x);
-	handler_finish(x->run, &res); /* frees x */
+	x->finish(x->run, &res); /* frees x */
 }
 
 /* Reports every finished transfer of m.  A done callback may start or
@@ -939,7 +941,7 @@ later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct handler_result res = {OUTCOME_RETRY, NULL, xstrdup(x->why), -1};
 
 	log_attempt(x, CURLE_OK, &res);
-	handler_finish(x->run, &res); /* frees x */
+	x->finish(x->run, &res); /* frees x */
 }
 
 void

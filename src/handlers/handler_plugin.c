@@ -14,7 +14,7 @@
  * back after its lease expires.
  */
 #include "common/failpoint.h"
-#include "handlers/handler.h"
+#include "handlers/handler_plugin.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -30,6 +30,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/pgtext.h"
 #include "common/util.h"
 
 #ifndef PGJOBD_LIBDIR
@@ -217,11 +218,11 @@ take(const struct plugin *pl, const struct log_job *lj, int oc,
 
 	res->retry_in_ms = -1;
 	if (out->error)
-		handler_sanitize_utf8(out->error, strlen(out->error));
+		pgtext_sanitize(out->error, strlen(out->error));
 	if (oc == PGJOBD_DONE) {
 		res->outcome = OUTCOME_DONE;
 		if (out->result &&
-		    !handler_is_json(out->result, strlen(out->result))) {
+		    !pgtext_is_jsonb(out->result, strlen(out->result))) {
 			log_job(LOG_WARN, lj,
 				"plugin %s returned a result that is not JSON; "
 				"dropped",

@@ -26,25 +26,6 @@
 #include "db/db.h"
 
 /*
- * Whether a job's end calls for a claim.  Its place in the queue is free,
- * but a claim finds work only where the queue's last claim came back full
- * (due jobs beyond what it asked for may wait), the job itself went back
- * to the queue (a retry, due now or soon), or the queue is serial or
- * per_key (the end makes the next job of its line eligible).  New jobs
- * send a NOTIFY, and the poll timer claims in any case: a claim after
- * every end of a quiet queue only found nothing.
- */
-void
-claim_after_end(struct worker *w, size_t q, enum job_state state)
-{
-	if (w->draining)
-		return;
-	if (w->more[q] || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
-	    state == JOB_AVAILABLE)
-		w->want_claim = 1;
-}
-
-/*
  * The first time a claim finds nothing and the worker holds nothing, the
  * heap's free memory goes back to the system: a batch of a thousand jobs
  * leaves a high-water mark that would otherwise stay in the worker's RSS
@@ -101,7 +82,7 @@ on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n)
 	cycle_done(w);
 	snprintf(what, sizeof(what), "writing %zu job ends", e->n);
 	if (st->answered)
-		worker_status_ok(w, st, what);
+		conn_ok(w, st, what);
 	held_written(w, e->held, e->n, st, written, n);
 	free(e);
 }
@@ -136,7 +117,7 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	struct worker *w = c->w;
 
 	cycle_done(w);
-	if (!st->answered || !worker_status_ok(w, st, "claim"))
+	if (!st->answered || !conn_ok(w, st, "claim"))
 		goto out;
 	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
 		      (util_now_ms() - c->sent_ms) * 1000);

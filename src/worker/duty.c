@@ -11,7 +11,7 @@
  * run the task with the same partition count), so every partition of every
  * live config has a taker whatever the other configs hold.  The scheduler
  * lease's holder ticks every schedule that a live worker defines, its own
- * config's or not: it only enqueues.  See duty_internal.h for the files.
+ * config's or not: it only enqueues.  See duties.h for the files.
  */
 #include "worker/duty.h"
 
@@ -23,13 +23,7 @@
 #include "common/util.h"
 #include "db/db.h"
 #include "db/lease.h"
-#include "worker/duty_internal.h"
-
-int64_t
-duty_lease_ms(const struct duty *d)
-{
-	return 3 * d->period_ms;
-}
+#include "worker/duties.h"
 
 /* --- what this worker can do, in its row of pgjob.workers -------------- */
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/backoff.h"
+#include "common/duration.h"
 #include "common/config.h"
 #include "common/stats.h"
 #include "common/util.h"
@@ -54,6 +55,25 @@ held_unlink(struct worker *w, struct held *h)
 	free(h->job.payload);
 	free(h->job.ordering_key);
 	free(h);
+}
+
+/*
+ * Whether a job's end calls for a claim.  Its place in the queue is free,
+ * but a claim finds work only where the queue's last claim came back full
+ * (due jobs beyond what it asked for may wait), the job itself went back
+ * to the queue (a retry, due now or soon), or the queue is serial or
+ * per_key (the end makes the next job of its line eligible).  New jobs
+ * send a NOTIFY, and the poll timer claims in any case: a claim after
+ * every end of a quiet queue only found nothing.
+ */
+static void
+claim_after_end(struct worker *w, size_t q, enum job_state state)
+{
+	if (w->draining)
+		return;
+	if (w->more[q] || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
+	    state == JOB_AVAILABLE)
+		w->want_claim = 1;
 }
 
 /* Decides how the attempt ends: done, a retry after a delay, or dead. */
@@ -96,7 +116,7 @@ decide(struct held *h)
 					    hc->backoff.max_ms, h->job.attempt,
 					    backoff_random());
 	log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
-		handler_format_duration(h->fin.delay_ms, dur, sizeof(dur)),
+		duration_format(h->fin.delay_ms, dur, sizeof(dur)),
 		r->error ? r->error : "(no error text)");
 }
 
@@ -290,7 +310,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	h->started_ms = util_now_ms();
 	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL)
 		stats_add(&h->sk->claimed, 1);
-	h->deadline_ms = sent_ms + w->cfg->lease_ms - worker_lease_margin(w);
+	h->deadline_ms = sent_ms + w->cfg->lease_ms - lease_margin(w);
 	h->next = w->head;
 	if (w->head)
 		w->head->prev = h;

@@ -3,6 +3,7 @@
  *
  *   worker.c  the process: its loop, signals, connection and session,
  *             heartbeat, queue depths for /metrics, the way out
+ *   conn.c    statements' outcomes, and the connection lost
  *   claim.c   claims: when to claim, from where, what came back, NOTIFY
  *   held.c    the jobs it holds: start, end, decide, write the ends, the
  *             sql handler's turn on the connection
@@ -26,6 +27,7 @@
 #include <ev.h>
 
 #include "common/job.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "db/queue.h"
 #include "handlers/handler.h"
@@ -101,7 +103,15 @@ struct worker {
 	ev_io parent;
 };
 
-/* worker.c */
+/* The margin by which a worker stops a handler before its lease ends: a
+ * fifth of the lease. */
+static inline int64_t
+lease_margin(const struct worker *w)
+{
+	return w->cfg->lease_ms / 5;
+}
+
+/* conn.c */
 /*
  * Whether st says the statement succeeded; logs it ("what failed: ...")
  * when not.  An error that says this server cannot take our writes any
@@ -109,10 +119,9 @@ struct worker {
  * the connection still looks fine drops the connection, so that the
  * reconnect finds the new primary.
  */
-int worker_status_ok(struct worker *w, const struct db_status *st,
-		     const char *what);
-/* The margin by which a worker stops a handler before its lease ends. */
-int64_t worker_lease_margin(const struct worker *w);
+int conn_ok(struct worker *w, const struct db_status *st, const char *what);
+/* The connection is lost (dbev's on_lost hook; arg: the worker). */
+void conn_lost(void *arg, const char *why);
 
 /* held.c */
 /* The job in its log lines. */
@@ -139,8 +148,6 @@ void held_sql_next(struct worker *w);
 void held_stop_all(struct worker *w, const char *why);
 
 /* claim.c */
-/* Whether a job's end in queue q (its new state) calls for a claim. */
-void claim_after_end(struct worker *w, size_t q, enum job_state state);
 /* Sends what waits: the ends to be written and, if wanted, a claim. */
 void claim_send_cycle(struct worker *w);
 /* The connection's NOTIFY hook. */

@@ -9,7 +9,7 @@
 #include "db/db.h"
 #include "db/lease.h"
 #include "db/prune.h"
-#include "worker/duty_internal.h"
+#include "worker/duties.h"
 
 #define PRUNE_LEASE    "pgjob:prune"
 #define PRUNE_EVERY_MS 60000

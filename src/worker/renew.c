@@ -58,7 +58,7 @@ on_renew(void *arg, const struct db_status *st, const struct queue_renewal *r,
 {
 	struct renewal *rn = arg;
 	struct worker *w = rn->w;
-	if (!st->answered || !worker_status_ok(w, st, "renewing leases")) {
+	if (!st->answered || !conn_ok(w, st, "renewing leases")) {
 		free(rn);
 		return;
 	}
@@ -68,7 +68,7 @@ on_renew(void *arg, const struct db_status *st, const struct queue_renewal *r,
 			continue;
 		if (r[k].renewed) {
 			h->deadline_ms = rn->sent_ms + w->cfg->lease_ms -
-					 worker_lease_margin(w);
+					 lease_margin(w);
 			continue;
 		}
 		if (h->state == HELD_WRITING)

@@ -16,7 +16,7 @@
 #include "db/db.h"
 #include "db/lease.h"
 #include "db/schedule.h"
-#include "worker/duty_internal.h"
+#include "worker/duties.h"
 
 #define SCHEDULER_LEASE "pgjob:scheduler"
 #define TICKS_PER_ROUND 100

@@ -21,7 +21,7 @@
 #include "db/db.h"
 #include "db/lease.h"
 #include "handlers/handler.h"
-#include "worker/duty_internal.h"
+#include "worker/duties.h"
 
 /* One task partition this worker holds. */
 struct part {

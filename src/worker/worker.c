@@ -33,26 +33,6 @@
 #include "worker/internal.h"
 
 static void connect_db(struct worker *w);
-static void on_lost(void *arg, const char *why);
-
-int64_t
-worker_lease_margin(const struct worker *w)
-{
-	return w->cfg->lease_ms / 5;
-}
-
-int
-worker_status_ok(struct worker *w, const struct db_status *st, const char *what)
-{
-	if (st->error == DB_OK) {
-		stats_set(&w->st->last_ok_ms, util_now_ms());
-		return 1;
-	}
-	log_warn("%s failed: %s", what, st->text);
-	if (st->error == DB_LOST && w->db && !ev_is_active(&w->reconnect))
-		on_lost(w, st->text);
-	return 0;
-}
 
 static void
 on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
@@ -93,7 +73,7 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 {
 	struct worker *w = arg;
 	struct stats *s = w->stats;
-	if (!st->answered || !worker_status_ok(w, st, "reading queue depths"))
+	if (!st->answered || !conn_ok(w, st, "reading queue depths"))
 		return;
 	__atomic_store_n(&s->nqueues, 0, __ATOMIC_RELEASE);
 	for (size_t i = 0; i < n; i++) {
@@ -123,7 +103,7 @@ static void
 on_heartbeat_done(void *arg, const struct db_status *st)
 {
 	if (st->answered)
-		worker_status_ok(arg, st, "heartbeat");
+		conn_ok(arg, st, "heartbeat");
 }
 
 static void
@@ -136,26 +116,6 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 /* --- the connection ------------------------------------------------------- */
-
-static void
-on_lost(void *arg, const char *why)
-{
-	struct worker *w = arg;
-	char *msg = xstrdup(why);
-	msg[strcspn(msg, "\n")] = '\0';
-	log_warn("database connection lost (%s); the slot is gone too, "
-		 "reconnecting",
-		 msg);
-	free(msg);
-	/* Free later: we are inside one of its callbacks. */
-	w->online = 0;
-	w->cycle_inflight = 0;
-	duty_set_db(w->duty, NULL, 0);
-	__atomic_store_n(&w->st->connected, 0, __ATOMIC_RELAXED);
-	stats_add(&w->st->reconnects, 1);
-	ev_timer_set(&w->reconnect, 0.05, 0.);
-	ev_timer_start(w->loop, &w->reconnect);
-}
 
 static void
 on_reconnect(struct ev_loop *loop, ev_timer *t, int revents)
@@ -250,7 +210,7 @@ connect_db(struct worker *w)
 		ev_break(w->loop, EVBREAK_ALL);
 		return;
 	}
-	struct dbev_hooks hooks = {claim_on_notify, on_lost, w};
+	struct dbev_hooks hooks = {claim_on_notify, conn_lost, w};
 	if (rc < 0 || !(w->db = dbev_new(w->loop, conn, &hooks))) {
 		db_close(conn);
 		schedule_reconnect(w);

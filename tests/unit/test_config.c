@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/env.h"
+#include "common/duration.h"
 #include "common/log.h"
 #include "db/db.h"
 
@@ -874,8 +876,16 @@ test_durations(void **state)
 		{"0", 0, NULL},
 		{"0ms", 0, NULL},
 		{"007s", 7000, NULL},
-		{"9223372036854775807ms", INT64_MAX, NULL},
-		{"106751991167d", 106751991167LL * 86400000, NULL},
+		{"1000000000000000ms", 1000000000000000LL, NULL},
+		{"11574074d", 11574074LL * 86400000, NULL},
+		/* One grammar for config, command line and handlers: a
+		 * fraction is taken, rounded to the millisecond. */
+		{"1.5s", 1500, NULL},
+		{"0.5m", 30000, NULL},
+		{".25s", 250, NULL},
+		{"1.0004s", 1000, NULL},
+		{"1.0005s", 1001, NULL},
+		{"2.", 2000, NULL},
 		{NULL, 0, "empty"},
 		{"", 0, "empty"},
 		{"-5s", 0, "negative"},
@@ -886,11 +896,14 @@ test_durations(void **state)
 		{"5S", 0, "unknown unit"},
 		{"5 s", 0, "unknown unit"},
 		{"5s ", 0, "unknown unit"},
-		{"1.5s", 0, "unknown unit"},
+		{"1.5.5s", 0, "unknown unit"},
+		{"1e3s", 0, "unknown unit"},
+		{".", 0, "not a number"},
 		{"1h30m", 0, "unknown unit"},
+		{"1000000000000001ms", 0, "too large"},
 		{"9223372036854775808ms", 0, "too large"},
 		{"9223372036854776s", 0, "too large"},
-		{"106751991168d", 0, "too large"},
+		{"11574075d", 0, "too large"},
 		{"99999999999999999999", 0, "too large"},
 	};
 
@@ -898,7 +911,7 @@ test_durations(void **state)
 		const struct duration_case *t = &cases[i];
 		int64_t ms = -42;
 		const char *why = "unset";
-		int rc = config_parse_duration(t->s, &ms, &why);
+		int rc = duration_parse(t->s, &ms, &why);
 
 		if (!t->why) {
 			if (rc != 0 || ms != t->ms)
@@ -954,7 +967,7 @@ test_expand_env(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct env_case *t = &cases[i];
 		char *missing = (char *)"unset";
-		char *got = config_expand_env(t->s, &missing);
+		char *got = env_expand(t->s, &missing);
 
 		if (t->want) {
 			if (!got || strcmp(got, t->want) || missing)

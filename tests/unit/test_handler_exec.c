@@ -27,6 +27,8 @@
 #include <ev.h>
 
 #include "common/config.h"
+#include "common/pgtext.h"
+#include "common/duration.h"
 #include "handlers/handler.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -717,29 +719,26 @@ test_durations(void **state)
 	int64_t ms = 0;
 	char b[32];
 
-	assert_int_equal(handler_parse_duration("30", &ms), 0);
+	assert_int_equal(duration_parse("30", &ms, NULL), 0);
 	assert_int_equal(ms, 30000);
-	assert_int_equal(handler_parse_duration("250ms", &ms), 0);
+	assert_int_equal(duration_parse("250ms", &ms, NULL), 0);
 	assert_int_equal(ms, 250);
-	assert_int_equal(handler_parse_duration("2h", &ms), 0);
+	assert_int_equal(duration_parse("2h", &ms, NULL), 0);
 	assert_int_equal(ms, 7200000);
-	assert_int_equal(handler_parse_duration("1d", &ms), 0);
+	assert_int_equal(duration_parse("1d", &ms, NULL), 0);
 	assert_int_equal(ms, 86400000);
-	assert_int_equal(handler_parse_duration("0.5s", &ms), 0);
+	assert_int_equal(duration_parse("0.5s", &ms, NULL), 0);
 	assert_int_equal(ms, 500);
-	assert_int_equal(handler_parse_duration("-1s", &ms), -1);
-	assert_int_equal(handler_parse_duration("5 s", &ms), -1);
-	assert_int_equal(handler_parse_duration("5w", &ms), -1);
-	assert_int_equal(handler_parse_duration("", &ms), -1);
-	assert_int_equal(handler_parse_duration("nan", &ms), -1);
-	assert_int_equal(handler_parse_duration("1e30s", &ms), -1);
-	assert_string_equal(handler_format_duration(30000, b, sizeof(b)),
-			    "30s");
-	assert_string_equal(handler_format_duration(300000, b, sizeof(b)),
-			    "5m");
-	assert_string_equal(handler_format_duration(1500, b, sizeof(b)),
-			    "1500ms");
-	assert_string_equal(handler_format_duration(0, b, sizeof(b)), "0ms");
+	assert_int_equal(duration_parse("-1s", &ms, NULL), -1);
+	assert_int_equal(duration_parse("5 s", &ms, NULL), -1);
+	assert_int_equal(duration_parse("5w", &ms, NULL), -1);
+	assert_int_equal(duration_parse("", &ms, NULL), -1);
+	assert_int_equal(duration_parse("nan", &ms, NULL), -1);
+	assert_int_equal(duration_parse("1e30s", &ms, NULL), -1);
+	assert_string_equal(duration_format(30000, b, sizeof(b)), "30s");
+	assert_string_equal(duration_format(300000, b, sizeof(b)), "5m");
+	assert_string_equal(duration_format(1500, b, sizeof(b)), "1500ms");
+	assert_string_equal(duration_format(0, b, sizeof(b)), "0s");
 }
 
 static void
@@ -748,21 +747,21 @@ test_text_checks(void **state)
 	char s[] = "ok \xc3\xa9 \xff \x80x \xed\xa0\x80 end";
 	char cut[] = "\xa9tail";
 
-	handler_sanitize_utf8(s, sizeof(s) - 1);
+	pgtext_sanitize(s, sizeof(s) - 1);
 	assert_string_equal(s, "ok \xc3\xa9 ? ?x ??? end");
-	handler_sanitize_utf8(cut, sizeof(cut) - 1);
+	pgtext_sanitize(cut, sizeof(cut) - 1);
 	assert_string_equal(cut, "?tail");
-	assert_true(handler_is_json("{\"a\": [1, 2]}", 13));
-	assert_true(handler_is_json(" 3 \n", 4));
-	assert_false(handler_is_json("{\"a\": 1} x", 10));
-	assert_false(handler_is_json("{\"a\": \"\\u0000\"}", 15));
-	assert_true(handler_is_json("{\"a\": \"\\\\u0000\"}", 16));
-	assert_false(handler_is_json("\"\xff\"", 3));
-	assert_false(handler_is_json("", 0));
+	assert_true(pgtext_is_jsonb("{\"a\": [1, 2]}", 13));
+	assert_true(pgtext_is_jsonb(" 3 \n", 4));
+	assert_false(pgtext_is_jsonb("{\"a\": 1} x", 10));
+	assert_false(pgtext_is_jsonb("{\"a\": \"\\u0000\"}", 15));
+	assert_true(pgtext_is_jsonb("{\"a\": \"\\\\u0000\"}", 16));
+	assert_false(pgtext_is_jsonb("\"\xff\"", 3));
+	assert_false(pgtext_is_jsonb("", 0));
 }
 
 /*
- * handler_is_json() against what PostgreSQL's jsonb input accepts.  Each
+ * pgtext_is_jsonb() against what PostgreSQL's jsonb input accepts.  Each
  * expectation was checked with `select $1::jsonb` on PostgreSQL 15 (UTF8
  * database) when this table was written; jsonb's answer is the one that
  * counts, since a result it refuses would undo a finished job.
@@ -885,30 +884,30 @@ test_json_as_jsonb(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *t = cases[i].text;
-		if (handler_is_json(t, strlen(t)) != cases[i].ok)
-			fail_msg("handler_is_json(\"%s\") should be %d", t,
+		if (pgtext_is_jsonb(t, strlen(t)) != cases[i].ok)
+			fail_msg("pgtext_is_jsonb(\"%s\") should be %d", t,
 				 cases[i].ok);
 	}
 	/* A NUL inside is not JSON text that PostgreSQL can receive. */
-	assert_false(handler_is_json("\"a\0b\"", 5));
-	assert_false(handler_is_json("1\0", 2));
+	assert_false(pgtext_is_jsonb("\"a\0b\"", 5));
+	assert_false(pgtext_is_jsonb("1\0", 2));
 	/* Digits rather than exponents: 1 and 131071 zeros fits. */
 	big = xmalloc(131075);
 	memset(big, '0', 131074);
 	big[0] = '1';
-	assert_true(handler_is_json(big, 131072));
-	assert_false(handler_is_json(big, 131073));
+	assert_true(pgtext_is_jsonb(big, 131072));
+	assert_false(pgtext_is_jsonb(big, 131073));
 	/* 16383 digits after the point fit, 16384 do not. */
 	memcpy(big, "0.", 2);
-	assert_true(handler_is_json(big, 2 + 16383));
-	assert_false(handler_is_json(big, 2 + 16384));
+	assert_true(pgtext_is_jsonb(big, 2 + 16383));
+	assert_false(pgtext_is_jsonb(big, 2 + 16384));
 	free(big);
 	/* Deep nesting needs no recursion here. */
 	big = xmalloc(200000);
 	memset(big, '[', 100000);
 	memset(big + 100000, ']', 100000);
-	assert_true(handler_is_json(big, 200000));
-	assert_false(handler_is_json(big, 199999));
+	assert_true(pgtext_is_jsonb(big, 200000));
+	assert_false(pgtext_is_jsonb(big, 199999));
 	free(big);
 }
 

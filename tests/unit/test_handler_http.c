@@ -28,6 +28,7 @@
 #include <ev.h>
 
 #include "common/config.h"
+#include "common/pgtext.h"
 #include "handlers/handler.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -203,7 +204,7 @@ test_request(void **state)
 	assert_null(o.res.error);
 	assert_int_equal(o.res.retry_in_ms, -1);
 	assert_non_null(o.res.result);
-	assert_true(handler_is_json(o.res.result, strlen(o.res.result)));
+	assert_true(pgtext_is_jsonb(o.res.result, strlen(o.res.result)));
 	echo = cJSON_Parse(o.res.result);
 	assert_non_null(echo);
 	assert_string_equal(

@@ -1,5 +1,5 @@
 /*
- * duty internal: what the cluster duties of one worker share.
+ * duties: what the cluster duties of one worker share.
  *
  *   duty.c       the driver: a tick every second, a period every third of
  *                a lease; what the worker offers the cluster (its row)
@@ -10,8 +10,8 @@
  * All state here is about leases this worker believes it holds; the
  * database decides, and a stale belief costs at most one refused write.
  */
-#ifndef PGJOBD_DUTY_INTERNAL_H
-#define PGJOBD_DUTY_INTERNAL_H
+#ifndef PGJOBD_DUTIES_H
+#define PGJOBD_DUTIES_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -55,7 +55,11 @@ struct duty {
 };
 
 /* How long the duties' leases last: three periods. */
-int64_t duty_lease_ms(const struct duty *d);
+static inline int64_t
+duty_lease_ms(const struct duty *d)
+{
+	return 3 * d->period_ms;
+}
 
 /* scheduler.c */
 /* Renews or takes the scheduler lease (every period). */

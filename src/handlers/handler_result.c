@@ -1,0 +1,17 @@
+/*
+ * handler_result: how a handler's run ended.  See handler_result.h.
+ */
+#include "handlers/handler_result.h"
+
+#include <stdlib.h>
+
+void
+handler_result_clear(struct handler_result *r)
+{
+	free(r->result);
+	free(r->error);
+	r->outcome = OUTCOME_DONE;
+	r->result = NULL;
+	r->error = NULL;
+	r->retry_in_ms = -1;
+}

@@ -1,0 +1,29 @@
+/*
+ * handler_result: how a handler's run ended, as every handler type reports
+ * it to handler.c and handler.c to the worker.
+ */
+#ifndef PGJOBD_HANDLER_RESULT_H
+#define PGJOBD_HANDLER_RESULT_H
+
+#include <stdint.h>
+
+enum handler_outcome { OUTCOME_DONE, OUTCOME_RETRY, OUTCOME_DEAD };
+
+struct handler_result {
+	enum handler_outcome outcome;
+	char *result;	     /* JSON text or NULL; owned */
+	char *error;	     /* message or NULL; owned */
+	int64_t retry_in_ms; /* -1: the worker's backoff decides */
+};
+
+/* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }. */
+void handler_result_clear(struct handler_result *r);
+
+/*
+ * How the exec and http modules hand a finished run back to handler.c
+ * (from a loop callback): run is handler.c's, res's strings are taken
+ * over, and the module's own state is freed by it.
+ */
+typedef void handler_finish_fn(void *run, struct handler_result *res);
+
+#endif
