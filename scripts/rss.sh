@@ -2,7 +2,8 @@
 # Resident memory of a running pgjobd: the supervisor and its workers.
 #   scripts/rss.sh [SUPERVISOR_PID]   (default: the oldest pgjobd process)
 # Prints VmRSS, RssAnon, RssFile and RssShmem in KiB from /proc/PID/status
-# (issue 6: supervisor at most 4096, workers at most 8192 KiB at rest).
+# (docs/daemon.md: the supervisor and each worker at most 8192 KiB at
+# rest).
 set -euo pipefail
 sup=${1:-$(pgrep -o -x pgjobd || true)}
 [ -n "$sup" ] || { echo "rss.sh: no pgjobd running" >&2; exit 1; }

@@ -9,9 +9,10 @@
  * Each runs in one transaction that locks the job rows first (FOR UPDATE),
  * so a worker's claim (FOR UPDATE SKIP LOCKED) cannot take a job while we
  * decide about it.  last_error and lease_token stay: the error is the
- * operator's evidence, and the token never goes back (DESIGN: every write
- * after a claim is compare-and-set on it).  A retry notifies channel pgjob
- * in the same transaction, so idle workers wake when it commits.
+ * operator's evidence, and the token never goes back (docs/daemon.md,
+ * "Leases": every write after a claim is compare-and-set on it).  A retry
+ * notifies channel pgjob in the same transaction, so idle workers wake when it
+ * commits.
  */
 #include "cli/cli.h"
 

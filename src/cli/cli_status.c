@@ -5,8 +5,8 @@
  *
  * One statement per section, each its own snapshot: the sections can
  * disagree by what happened between them, which is fine for a status view.
- * A worker is live while its heartbeat is at most 30 s old (DESIGN: the
- * same rule that shares leased tasks out).
+ * A worker is live while its heartbeat is at most 30 s old (the same rule
+ * that shares leased tasks out: src/worker/tasks.c).
  */
 #include "cli/cli.h"
 

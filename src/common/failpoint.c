@@ -97,8 +97,8 @@ arm(const char *spec, size_t len)
 			return;
 		}
 	}
-	log_warn("PGJOBD_FAILPOINTS: unknown failpoint \"%.*s\" ignored",
-		 (int)len, spec);
+	log_warnx("PGJOBD_FAILPOINTS: unknown failpoint \"%.*s\" ignored",
+		  (int)len, spec);
 }
 
 void
@@ -118,7 +118,7 @@ failpoint_init(void)
 			       PROT_READ | PROT_WRITE,
 			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED) {
-			log_warn("failpoints: cannot map counters; disarmed");
+			log_warnx("failpoints: cannot map counters; disarmed");
 			failpoint_armed = 0;
 			return;
 		}
@@ -133,6 +133,6 @@ failpoint_hit(enum failpoint fp)
 		return 0;
 	if (__atomic_add_fetch(&hits[fp], 1, __ATOMIC_RELAXED) != fail_at[fp])
 		return 0;
-	log_warn("failpoint %s: %s", table[fp].name, table[fp].effect);
+	log_warnx("failpoint %s: %s", table[fp].name, table[fp].effect);
 	return 1;
 }

@@ -4,6 +4,7 @@
  */
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,21 @@ log_msg(int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	emit(level, NULL, fmt, ap);
 	va_end(ap);
+}
+
+void
+log_msg_errno(int level, const char *fmt, ...)
+{
+	int e = errno;
+	char msg[4096];
+	va_list ap;
+
+	if (level < lg.level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg(level, "%s: %s", msg, strerror(e));
 }
 
 void

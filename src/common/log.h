@@ -34,12 +34,22 @@ int log_enabled(int level);
 
 void log_msg(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The same with ": " and strerror(errno) (as it was on entry) appended. */
+void log_msg_errno(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 void log_job(int level, const struct log_job *job, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
-#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
-#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
-#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+/*
+ * As in OpenBSD's daemons: log_warn() and log_error() add the error of the
+ * system call that just failed (errno), log_warnx() and log_errorx() do
+ * not.
+ */
+#define log_debug(...)	log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)	log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)	log_msg_errno(LOG_WARN, __VA_ARGS__)
+#define log_warnx(...)	log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...)	log_msg_errno(LOG_ERROR, __VA_ARGS__)
+#define log_errorx(...) log_msg(LOG_ERROR, __VA_ARGS__)
 
 #endif

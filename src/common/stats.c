@@ -20,7 +20,7 @@ stats_create(void)
 	void *p = mmap(NULL, sizeof(struct stats), PROT_READ | PROT_WRITE,
 		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
-		log_error("cannot map the metrics area: %s", strerror(errno));
+		log_error("cannot map the metrics area");
 		return NULL;
 	}
 	return p;

@@ -239,8 +239,8 @@ conn_handle(struct conn *c)
 		*q = '\0';
 	status = c->s->render(c->s->arg, sp1 + 1, &body, &ctype);
 	if (status < 100 || status > 599) {
-		log_warn("metrics: GET %s: status %d from the renderer",
-			 sp1 + 1, status);
+		log_warnx("metrics: GET %s: status %d from the renderer",
+			  sp1 + 1, status);
 		status = 500;
 	}
 	conn_respond(c, status, ctype ? ctype : "text/plain; charset=utf-8",
@@ -372,8 +372,8 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
 			/* Out of descriptors or memory: the socket stays
 			 * readable, so stop watching it for a while rather
 			 * than spin. */
-			log_warn("metrics: accept: %s; pausing for %.0f s",
-				 strerror(errno), ACCEPT_PAUSE_S);
+			log_warn("metrics: accept (pausing for %.0f s)",
+				 ACCEPT_PAUSE_S);
 			ev_io_stop(loop, &s->io);
 			ev_timer_set(&s->pause, ACCEPT_PAUSE_S, 0.);
 			ev_timer_start(loop, &s->pause);

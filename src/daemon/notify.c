@@ -90,12 +90,12 @@ notify_init(void)
 	nt.watchdog_usec = watchdog_from_env();
 	if (sock && *sock) {
 		if (parse_address(sock) < 0)
-			log_warn("NOTIFY_SOCKET=%s: not an absolute path or "
-				 "@abstract name; not notifying systemd",
-				 sock);
+			log_warnx("NOTIFY_SOCKET=%s: not an absolute path or "
+				  "@abstract name; not notifying systemd",
+				  sock);
 		else if ((nt.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC,
 					 0)) < 0)
-			log_warn("notify socket: %s", strerror(errno));
+			log_warn("notify socket");
 	}
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");

@@ -151,7 +151,7 @@ spawn(struct supervisor *s, struct child *c)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) < 0) {
-		log_error("pipe: %s", strerror(errno));
+		log_error("pipe");
 		ev_timer_set(&c->restart, 1., 0.);
 		ev_timer_start(s->loop, &c->restart);
 		return;
@@ -166,7 +166,7 @@ spawn(struct supervisor *s, struct child *c)
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
-		log_error("fork: %s", strerror(errno));
+		log_error("fork");
 		close(fds[0]);
 		close(fds[1]);
 		ev_timer_set(&c->restart, 1., 0.);
@@ -259,12 +259,12 @@ log_exit(struct child *c, int status)
 			"%s (pid %d) exited with status %d after %lldms", who,
 			(int)c->pid, WEXITSTATUS(status), (long long)up);
 	else if (WIFSIGNALED(status))
-		log_warn("%s (pid %d) killed by signal %d (%s)%s after "
-			 "%lldms",
-			 who, (int)c->pid, WTERMSIG(status),
-			 strsignal(WTERMSIG(status)),
-			 WCOREDUMP(status) ? ", core dumped" : "",
-			 (long long)up);
+		log_warnx("%s (pid %d) killed by signal %d (%s)%s after "
+			  "%lldms",
+			  who, (int)c->pid, WTERMSIG(status),
+			  strsignal(WTERMSIG(status)),
+			  WCOREDUMP(status) ? ", core dumped" : "",
+			  (long long)up);
 }
 
 /*
@@ -285,9 +285,9 @@ kill_orphans(struct supervisor *s, struct child *c)
 			n++;
 	}
 	if (n)
-		log_warn("killed %d handler process groups that pid %d left "
-			 "running",
-			 n, (int)c->pid);
+		log_warnx("killed %d handler process groups that pid %d left "
+			  "running",
+			  n, (int)c->pid);
 }
 
 /* A retired worker has exited: forget it. */
@@ -331,9 +331,9 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 		return;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CONFIG) {
-		log_error("worker %d cannot work with this config or schema; "
-			  "stopping",
-			  c->index + 1);
+		log_errorx("worker %d cannot work with this config or schema; "
+			   "stopping",
+			   c->index + 1);
 		stop_all(s, EXIT_CONFIG);
 		return;
 	}
@@ -360,7 +360,7 @@ static void
 on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct supervisor *s = t->data;
-	log_warn("%d workers still running; killing them", running(s));
+	log_warnx("%d workers still running; killing them", running(s));
 	signal_all(s, SIGKILL);
 }
 
@@ -490,10 +490,10 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	if (!cfg) {
 		for (size_t i = 0; i < errs.n; i++)
-			log_error("%s", errs.msg[i]);
-		log_error("reload refused: %zu errors in %s; the running "
-			  "config stays",
-			  errs.n, s->config_path);
+			log_errorx("%s", errs.msg[i]);
+		log_errorx("reload refused: %zu errors in %s; the running "
+			   "config stays",
+			   errs.n, s->config_path);
 		config_errors_free(&errs);
 		return;
 	}
@@ -616,8 +616,8 @@ start_services(struct supervisor *s)
 		s->metrics = httpd_listen(s->loop, s->cfg->metrics_listen,
 					  render, s, &err);
 		if (!s->metrics) {
-			log_error("metrics.listen %s: %s",
-				  s->cfg->metrics_listen, err);
+			log_errorx("metrics.listen %s: %s",
+				   s->cfg->metrics_listen, err);
 			free(err);
 			return -1;
 		}

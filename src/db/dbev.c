@@ -351,8 +351,8 @@ static void
 on_prepared(void *arg, PGresult *res)
 {
 	if (res && PQresultStatus(res) != PGRES_COMMAND_OK)
-		log_error("preparing statement %s: %s", (const char *)arg,
-			  PQresultErrorMessage(res));
+		log_errorx("preparing statement %s: %s", (const char *)arg,
+			   PQresultErrorMessage(res));
 }
 
 int

@@ -25,7 +25,8 @@
  * the first request.  libcurl and the libraries it pulls in (a second TLS
  * stack, HTTP/2, IDN, ssh, rtmp...) add about 1.5 MiB to the resident set
  * of every process that maps them, and most configs have no http handler
- * (issue 6: a worker at rest stays under 8 MiB).  Every libcurl call goes
+ * (docs/daemon.md: a worker at rest stays under 8 MiB).  Every libcurl call
+ * goes
  * through the table lc, whose members have the exact types of curl.h's
  * declarations; curl.h is still what the code is compiled against.
  */
@@ -153,7 +154,7 @@ slist_add(struct curl_slist *l, const char *s)
 	struct curl_slist *n = lc.slist_append(l, s);
 
 	if (!n) {
-		log_error("out of memory (curl_slist_append)");
+		log_errorx("out of memory (curl_slist_append)");
 		abort();
 	}
 	return n;
@@ -215,7 +216,7 @@ global_init(void)
 	if (why || global_ready)
 		return why;
 	if (lc.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_error("curl_global_init failed");
+		log_errorx("curl_global_init failed");
 		abort();
 	}
 	global_ready = true;
@@ -327,7 +328,7 @@ multi_get(struct ev_loop *loop)
 	m->loop = loop;
 	m->multi = lc.multi_init();
 	if (!m->multi) {
-		log_error("out of memory (curl_multi_init)");
+		log_errorx("out of memory (curl_multi_init)");
 		abort();
 	}
 	ev_init(&m->timer, timeout_cb);
@@ -393,7 +394,7 @@ multi_free(struct http_multi *m)
 		n++;
 	}
 	if (n)
-		log_warn("http: %d requests abandoned unfinished", n);
+		log_warnx("http: %d requests abandoned unfinished", n);
 	lc.multi_cleanup(m->multi);
 	while (m->socks) {
 		struct http_sock *hs = m->socks;
@@ -415,15 +416,15 @@ handler_http_init(const struct config *cfg)
 			continue;
 		nhttp++;
 		if (!h->tls_verify)
-			log_warn("handler %s: tls_verify is false: the "
-				 "server's certificate and host name are not "
-				 "checked",
-				 h->kind);
+			log_warnx("handler %s: tls_verify is false: the "
+				  "server's certificate and host name are not "
+				  "checked",
+				  h->kind);
 	}
 	/* Without an http handler, libcurl is not even loaded. */
 	const char *why = nhttp ? global_init() : NULL;
 	if (why) {
-		log_error("http handlers: %s", why);
+		log_errorx("http handlers: %s", why);
 		return -1;
 	}
 	return 0;
@@ -522,7 +523,7 @@ target_of(const char *url, const char **why)
 	CURLUcode rc;
 
 	if (!u) {
-		log_error("out of memory (curl_url)");
+		log_errorx("out of memory (curl_url)");
 		abort();
 	}
 	rc = lc.url_set(u, CURLUPART_URL, url, 0);

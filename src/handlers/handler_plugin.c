@@ -116,8 +116,8 @@ load(struct plugin *pl)
 		 p->name ? p->name : sym, sym, path);
 out:
 	if (pl->error)
-		log_error("handler %s: %s; its jobs are retried, not run",
-			  h->kind, pl->error);
+		log_errorx("handler %s: %s; its jobs are retried, not run",
+			   h->kind, pl->error);
 	free(path);
 	return pl->error ? -1 : 0;
 }

@@ -22,7 +22,7 @@ conn_ok(struct worker *w, const struct db_status *st, const char *what)
 		stats_set(&w->st->last_ok_ms, util_now_ms());
 		return 1;
 	}
-	log_warn("%s failed: %s", what, st->text);
+	log_warnx("%s failed: %s", what, st->text);
 	if (st->error == DB_LOST && w->db && !ev_is_active(&w->reconnect))
 		conn_lost(w, st->text);
 	return 0;
@@ -34,9 +34,9 @@ conn_lost(void *arg, const char *why)
 	struct worker *w = arg;
 	char *msg = xstrdup(why);
 	msg[strcspn(msg, "\n")] = '\0';
-	log_warn("database connection lost (%s); the slot is gone too, "
-		 "reconnecting",
-		 msg);
+	log_warnx("database connection lost (%s); the slot is gone too, "
+		  "reconnecting",
+		  msg);
 	free(msg);
 	/* Free later: we are inside one of its callbacks. */
 	w->online = 0;

@@ -39,11 +39,11 @@ on_published(void *arg, const struct db_status *st, const char *defined_at)
 		return;
 	}
 	d->published = 0; /* the next period tries again */
-	log_warn("writing this worker's tasks and schedules: %s; trying again "
-		 "in %.1fs",
-		 st->error == DB_OK ? "this worker has no row in pgjob.workers"
-				    : st->text,
-		 (double)d->period_ms / 1000.);
+	log_warnx("writing this worker's tasks and schedules: %s; trying again "
+		  "in %.1fs",
+		  st->error == DB_OK ? "this worker has no row in pgjob.workers"
+				     : st->text,
+		  (double)d->period_ms / 1000.);
 }
 
 /*

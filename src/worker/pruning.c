@@ -21,7 +21,7 @@ on_pruned(void *arg, const struct db_status *st, long long n)
 	if (st->error == DB_OK && n > 0)
 		log_info("pruned %lld finished jobs", n);
 	else if (st->answered && st->error != DB_OK)
-		log_warn("pruning failed: %s", st->text);
+		log_warnx("pruning failed: %s", st->text);
 }
 
 static void
@@ -30,7 +30,7 @@ on_pruned_keys(void *arg, const struct db_status *st, long long n)
 	if (st->error == DB_OK && n > 0)
 		log_info("pruned %lld expired request keys", n);
 	else if (st->answered && st->error != DB_OK)
-		log_warn("pruning request keys failed: %s", st->text);
+		log_warnx("pruning request keys failed: %s", st->text);
 }
 
 static void

@@ -73,7 +73,7 @@ on_lease(void *arg, const struct db_status *st, int64_t token)
 		log_info("holding the scheduler lease (token %lld)",
 			 (long long)d->sched_token);
 	else if (!d->sched_token && had)
-		log_warn("lost the scheduler lease");
+		log_warnx("lost the scheduler lease");
 }
 
 void
@@ -93,11 +93,11 @@ on_ticked(void *arg, const struct db_status *fence,
 {
 	struct duty *d = arg;
 	if (fence->answered && fence->error != DB_OK) {
-		log_warn("scheduler: %s", fence->text);
+		log_warnx("scheduler: %s", fence->text);
 		d->sched_token = 0; /* fenced out: another worker has it */
 	} else if (enqueue->answered && enqueue->error != DB_OK) {
-		log_warn("scheduler: enqueueing a tick failed: %s",
-			 enqueue->text);
+		log_warnx("scheduler: enqueueing a tick failed: %s",
+			  enqueue->text);
 	}
 	if (d->sched_pending > 0 && --d->sched_pending == 0)
 		d->sched_busy = 0;
@@ -122,10 +122,10 @@ note_conflict(struct duty *d, const char *name, const char *winner,
 {
 	char *key = xasprintf("conflict\n%s\n%s\n%s", name, winner, other);
 	if (note_new(d, key))
-		log_warn("schedule %s: live workers define it differently; "
-			 "ticking the definition of %s (started last), not "
-			 "that of %s",
-			 name, winner, other);
+		log_warnx("schedule %s: live workers define it differently; "
+			  "ticking the definition of %s (started last), not "
+			  "that of %s",
+			  name, winner, other);
 	free(key);
 }
 
@@ -155,10 +155,10 @@ schedule_one(struct duty *d, const struct schedule_row *s)
 				s->publisher, s->cron,
 				s->timezone ? s->timezone : "");
 		if (note_new(d, key))
-			log_warn("schedule %s (defined by %s): %s; not "
-				 "ticked here",
-				 s->name, s->publisher,
-				 err ? err : "unknown time zone on this host");
+			log_warnx("schedule %s (defined by %s): %s; not "
+				  "ticked here",
+				  s->name, s->publisher,
+				  err ? err : "unknown time zone on this host");
 		free(key);
 		n = 0;
 	}
@@ -177,8 +177,8 @@ on_round(void *arg, const struct db_status *st, const struct schedule_row *rows,
 
 	if (st->error != DB_OK || !d->db) {
 		if (st->answered && st->error != DB_OK)
-			log_warn("scheduler: reading the schedules: %s",
-				 st->text);
+			log_warnx("scheduler: reading the schedules: %s",
+				  st->text);
 		d->sched_busy = 0;
 		return;
 	}

@@ -74,9 +74,9 @@ on_part_exit(void *arg, struct handler_result *res)
 	double delay = (double)backoff_job_delay(1000, 60000, ++p->restarts,
 						 backoff_random()) /
 		       1000.;
-	log_warn("task %s partition %d exited (%s); again in %.1fs",
-		 p->task->name, p->partition,
-		 res->error ? res->error : "status 0", delay);
+	log_warnx("task %s partition %d exited (%s); again in %.1fs",
+		  p->task->name, p->partition,
+		  res->error ? res->error : "status 0", delay);
 	ev_timer_set(&p->restart, delay, 0.);
 	ev_timer_start(d->loop, &p->restart);
 }
@@ -224,9 +224,9 @@ on_renewed(void *arg, const struct db_status *st, const char *const *renewed,
 		for (size_t i = 0; i < n && !ok; i++)
 			ok = strcmp(renewed[i], p->lease) == 0;
 		if (!ok) {
-			log_warn("task %s partition %d: lease lost; killing "
-				 "the command",
-				 p->task->name, p->partition);
+			log_warnx("task %s partition %d: lease lost; killing "
+				  "the command",
+				  p->task->name, p->partition);
 			part_stop(p, 1);
 		}
 	}

@@ -158,9 +158,9 @@ setup_session(struct worker *w, struct db_conn *conn)
 	int rc = session_start(conn, &sw, &slot, &err);
 	if (rc != 0) {
 		if (rc > 0)
-			log_error("%s", err);
+			log_errorx("%s", err);
 		else
-			log_warn("%s", err);
+			log_warnx("%s", err);
 		free(err);
 		return rc;
 	}
@@ -197,7 +197,7 @@ connect_db(struct worker *w)
 			? (err = xstrdup("cannot connect: failpoint"), NULL)
 			: db_connect(w->cfg->conninfo, "pgjobd", &err);
 	if (!conn) {
-		log_warn("%s", err);
+		log_warnx("%s", err);
 		free(err);
 		schedule_reconnect(w);
 		return;
@@ -260,8 +260,8 @@ static void
 on_final(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
-	log_warn("exiting with %d jobs unwritten; their leases expire",
-		 w->nheld);
+	log_warnx("exiting with %d jobs unwritten; their leases expire",
+		  w->nheld);
 	ev_break(loop, EVBREAK_ALL);
 }
 

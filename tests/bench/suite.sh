@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark suite (issue 6), one command:
+# The benchmark suite (docs/performance.md), one command:
 #
 #   tests/bench/suite.sh            full form, about 6 minutes on 2 cores
 #   tests/bench/suite.sh --short    seconds: what CI runs, so it cannot rot

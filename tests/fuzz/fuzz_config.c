@@ -1,5 +1,5 @@
 /*
- * fuzz_config: the config loader on arbitrary bytes (issue 7).
+ * fuzz_config: the config loader on arbitrary bytes.
  *
  * The input is handed to config_load_string() exactly as it came, without a
  * terminating NUL, so a read past its end is caught by AddressSanitizer.

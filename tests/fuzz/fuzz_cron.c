@@ -1,5 +1,5 @@
 /*
- * fuzz_cron: cron_parse() and cron_next() on arbitrary input (issue 7).
+ * fuzz_cron: cron_parse() and cron_next() on arbitrary input.
  *
  * The input is read as: one byte that picks a time zone from a fixed list,
  * eight bytes of a start time (little-endian, folded into the years 1 to

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long form of the fuzzing (issue 7): builds the libFuzzer targets with
+# The long form of the fuzzing: builds the libFuzzer targets with
 # clang in a build folder of their own and runs each for a bounded time.
 #
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]

@@ -93,7 +93,7 @@ static const char sketch[] =
 	"  feed-consumer: { command: [\"/usr/local/bin/consume-feed\"], "
 	"partitions: 8 }\n";
 
-/* The configuration sketch of DESIGN.md, with the hosts from the env. */
+/* A configuration with every section, the hosts from the env. */
 static void
 test_design_sketch(void **state)
 {

@@ -39,8 +39,8 @@ emit_text(void)
 	log_debug("hidden");
 	struct log_job j = {88121, "thumbnail", 2};
 	log_job(LOG_INFO, &j, "exit status %d, retry in %s", 3, "30s");
-	log_warn("plain");
-	log_error("quote \" and\nnewline");
+	log_warnx("plain");
+	log_errorx("quote \" and\nnewline");
 	log_set_slot(0);
 }
 
