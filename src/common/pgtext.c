@@ -8,45 +8,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/util.h"
 
 /* Length of the valid UTF-8 sequence at p, or 0 (NUL counts as invalid). */
 static size_t
 utf8_len(const unsigned char *p, size_t left)
 {
-	unsigned char c = p[0];
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t n;
-
-	if (c == 0)
-		return 0;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	if (n > left)
-		return 0;
-	/* No overlong forms, no surrogates, nothing above U+10FFFF. */
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (p[i] < 0x80 || p[i] > 0xbf)
-			return 0;
-	return n;
+	uint32_t cp;
+	return text_char_n((const char *)p, left, &cp);
 }
 
 void

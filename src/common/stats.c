@@ -196,34 +196,39 @@ render_workers(struct buf *out, const struct stats *s, int n, int configured)
 		      (double)tasks);
 }
 
+/* The queue gauges: one family per column of struct stats_queue. */
+static const struct {
+	const char *name, *help;
+	size_t off; /* of an int64_t in struct stats_queue */
+	double scale;
+} queue_gauges[] = {
+	{"pgjobd_queue_due", "Available jobs that are due, per queue.",
+	 offsetof(struct stats_queue, due), 1},
+	{"pgjobd_queue_running", "Running jobs, per queue, across the cluster.",
+	 offsetof(struct stats_queue, running), 1},
+	{"pgjobd_queue_oldest_due_seconds",
+	 "Age of the oldest due job, per queue.",
+	 offsetof(struct stats_queue, oldest_due_ms), 1e-3},
+};
+
 static void
 render_queues(struct buf *out, const struct stats *s)
 {
 	uint32_t n = __atomic_load_n(&s->nqueues, __ATOMIC_ACQUIRE);
 	struct buf l = {0};
-	metrics_header(out, "pgjobd_queue_due", "gauge",
-		       "Available jobs that are due, per queue.");
-	for (uint32_t i = 0; i < n; i++) {
-		buf_reset(&l);
-		metrics_label(&l, "queue", s->queues[i].name);
-		metrics_gauge(out, "pgjobd_queue_due", NULL, l.data,
-			      (double)s->queues[i].due);
-	}
-	metrics_header(out, "pgjobd_queue_running", "gauge",
-		       "Running jobs, per queue, across the cluster.");
-	for (uint32_t i = 0; i < n; i++) {
-		buf_reset(&l);
-		metrics_label(&l, "queue", s->queues[i].name);
-		metrics_gauge(out, "pgjobd_queue_running", NULL, l.data,
-			      (double)s->queues[i].running);
-	}
-	metrics_header(out, "pgjobd_queue_oldest_due_seconds", "gauge",
-		       "Age of the oldest due job, per queue.");
-	for (uint32_t i = 0; i < n; i++) {
-		buf_reset(&l);
-		metrics_label(&l, "queue", s->queues[i].name);
-		metrics_gauge(out, "pgjobd_queue_oldest_due_seconds", NULL,
-			      l.data, (double)s->queues[i].oldest_due_ms / 1e3);
+	for (size_t g = 0; g < sizeof(queue_gauges) / sizeof(*queue_gauges);
+	     g++) {
+		metrics_header(out, queue_gauges[g].name, "gauge",
+			       queue_gauges[g].help);
+		for (uint32_t i = 0; i < n; i++) {
+			const int64_t *v =
+				(const int64_t *)((const char *)&s->queues[i] +
+						  queue_gauges[g].off);
+			buf_reset(&l);
+			metrics_label(&l, "queue", s->queues[i].name);
+			metrics_gauge(out, queue_gauges[g].name, NULL, l.data,
+				      (double)*v * queue_gauges[g].scale);
+		}
 	}
 	buf_free(&l);
 }

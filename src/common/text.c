@@ -8,13 +8,13 @@
 #include <string.h>
 
 size_t
-text_char(const char *s, uint32_t *cp)
+text_char_n(const char *s, size_t left, uint32_t *cp)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	unsigned char lo = 0x80, hi = 0xbf;
 	size_t n;
 
-	if (p[0] == 0)
+	if (left == 0 || p[0] == 0)
 		return 0;
 	if (p[0] < 0x80) {
 		*cp = p[0];
@@ -27,6 +27,8 @@ text_char(const char *s, uint32_t *cp)
 	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
 		n = 4;
 	else
+		return 0;
+	if (n > left)
 		return 0;
 	/* No overlong forms, no surrogates, nothing above U+10FFFF. */
 	if (p[0] == 0xe0)
@@ -47,6 +49,13 @@ text_char(const char *s, uint32_t *cp)
 	for (size_t i = 1; i < n; i++)
 		*cp = *cp << 6 | (p[i] & 0x3f);
 	return n;
+}
+
+size_t
+text_char(const char *s, uint32_t *cp)
+{
+	/* A NUL ends s: no continuation byte check reads past it. */
+	return text_char_n(s, 4, cp);
 }
 
 int

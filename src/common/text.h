@@ -21,6 +21,9 @@
  * anything past U+10FFFF).
  */
 size_t text_char(const char *s, uint32_t *cp);
+/* The same for the character at s with at most left bytes to read (s need
+ * not end in a NUL; a NUL byte is not a valid character either). */
+size_t text_char_n(const char *s, size_t left, uint32_t *cp);
 
 /* 1 for a control character a terminal acts on: C0, DEL or C1. */
 int text_is_control(uint32_t cp);

@@ -328,16 +328,19 @@ take_tags(struct dbev *d, int *result_fp)
 	return 0;
 }
 
-int
-dbev_send(struct dbev *d, const char *sql, int nparams,
-	  const char *const *params, dbev_result_fn cb, void *arg)
+/* Sends one statement: sql text, or the name of a prepared one. */
+static int
+send_one(struct dbev *d, const char *sql, const char *name, int nparams,
+	 const char *const *params, dbev_result_fn cb, void *arg)
 {
 	int fr;
 	if (take_tags(d, &fr))
 		return send_failed(d, cb, NULL, arg, 1);
 	if (d->lost ||
-	    !PQsendQueryParams(d->conn, sql, nparams, NULL, params, NULL, NULL,
-			       0) ||
+	    !(name ? PQsendQueryPrepared(d->conn, name, nparams, params, NULL,
+					 NULL, 0)
+		   : PQsendQueryParams(d->conn, sql, nparams, NULL, params,
+				       NULL, NULL, 0)) ||
 	    !PQpipelineSync(d->conn))
 		return send_failed(d, cb, NULL, arg, 1);
 	struct op *op = push(d, 1, arg);
@@ -345,6 +348,13 @@ dbev_send(struct dbev *d, const char *sql, int nparams,
 	op->fp_result = fr;
 	flush(d);
 	return 0;
+}
+
+int
+dbev_send(struct dbev *d, const char *sql, int nparams,
+	  const char *const *params, dbev_result_fn cb, void *arg)
+{
+	return send_one(d, sql, NULL, nparams, params, cb, arg);
 }
 
 static void
@@ -370,19 +380,7 @@ int
 dbev_send_prepared(struct dbev *d, const char *name, int nparams,
 		   const char *const *params, dbev_result_fn cb, void *arg)
 {
-	int fr;
-	if (take_tags(d, &fr))
-		return send_failed(d, cb, NULL, arg, 1);
-	if (d->lost ||
-	    !PQsendQueryPrepared(d->conn, name, nparams, params, NULL, NULL,
-				 0) ||
-	    !PQpipelineSync(d->conn))
-		return send_failed(d, cb, NULL, arg, 1);
-	struct op *op = push(d, 1, arg);
-	op->cb = cb;
-	op->fp_result = fr;
-	flush(d);
-	return 0;
+	return send_one(d, NULL, name, nparams, params, cb, arg);
 }
 
 int
