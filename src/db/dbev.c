@@ -434,3 +434,34 @@ void
 dbev_ignore(void *arg, PGresult *res)
 {
 }
+
+/* A call in flight: the module's reader and the caller's call. */
+struct pending_call {
+	db_read_fn *read;
+	struct db_call c;
+};
+
+static void
+on_call(void *arg, PGresult *res)
+{
+	struct pending_call *p = arg;
+	char *text;
+	struct db_status st = db_status_of(res, &text);
+	p->read(&p->c, &st, res);
+	free(text);
+	for (size_t i = 0; p->c.names && i < p->c.n; i++)
+		free(p->c.names[i]);
+	free(p->c.names);
+	free(p);
+}
+
+int
+dbev_call(struct dbev *d, const char *sql, int prepared, int nparams,
+	  const char *const *params, db_read_fn *read, const struct db_call *c)
+{
+	struct pending_call *p = xcalloc(1, sizeof(*p));
+	p->read = read;
+	p->c = *c;
+	return send_one(d, prepared ? NULL : sql, prepared ? sql : NULL,
+			nparams, params, on_call, p);
+}

@@ -107,6 +107,33 @@ char *db_text_array(const char *const *v, size_t n);
 /* The same for integers. */
 char *db_int_array(const int64_t *v, size_t n);
 
+/*
+ * A statement whose answer a module of src/db reads for its caller: the
+ * module's reader turns the result into its own types and calls the
+ * caller back, and dbev_call() does the rest (the status of the answer,
+ * freeing the call).  cb is the caller's callback, of the module's type,
+ * kept as a generic function pointer and cast back by the reader.
+ */
+struct db_call {
+	void (*cb)(void);
+	void *arg;
+	size_t n;     /* a count the reader needs (queues, tasks) */
+	char **names; /* n strings it needs, owned by the call, or NULL */
+};
+typedef void db_read_fn(const struct db_call *c, const struct db_status *st,
+			const PGresult *res);
+/* The call of cb (any callback type) with arg. */
+#define DB_CALL(cb, arg)                                                       \
+	((struct db_call){(void (*)(void))(cb), (arg), 0, NULL})
+/*
+ * Sends sql (prepared: the name of a prepared statement) with text
+ * parameters; when the answer comes (NULL: the connection was lost), calls
+ * read with it and its status, then frees what c owns.  c is copied.
+ */
+int dbev_call(struct dbev *d, const char *sql, int prepared, int nparams,
+	      const char *const *params, db_read_fn *read,
+	      const struct db_call *c);
+
 /* A result callback that ignores the result. */
 void dbev_ignore(void *arg, PGresult *res);
 

@@ -11,98 +11,63 @@
 #include "common/util.h"
 #include "db/internal.h"
 
-/* A statement in flight: the callback of its kind. */
-struct ctx {
-	lease_done_fn *done;
-	lease_published_fn *published;
-	lease_tasks_fn *tasks;
-	lease_fn *lease;
-	lease_renewed_fn *renewed;
-	void *arg;
-	size_t ntasks;
-};
+/* The readers of the answers (dbev_call()): each calls its caller back
+ * with the answer in the caller's types. */
 
-static struct ctx *
-ctx_new(void *arg)
+static void
+read_done(const struct db_call *c, const struct db_status *st,
+	  const PGresult *res)
 {
-	struct ctx *c = xcalloc(1, sizeof(*c));
-	c->arg = arg;
-	return c;
+	if (c->cb)
+		((lease_done_fn *)c->cb)(c->arg, st);
 }
 
 static void
-on_done(void *arg, PGresult *res)
+read_published(const struct db_call *c, const struct db_status *st,
+	       const PGresult *res)
 {
-	struct ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	if (c->done)
-		c->done(c->arg, &st);
-	free(text);
-	free(c);
-}
-
-static void
-on_published(void *arg, PGresult *res)
-{
-	struct ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	const char *at = st.error == DB_OK && PQntuples(res) > 0
+	const char *at = st->error == DB_OK && PQntuples(res) > 0
 				 ? PQgetvalue(res, 0, 0)
 				 : NULL;
-	c->published(c->arg, &st, at);
-	free(text);
-	free(c);
+	((lease_published_fn *)c->cb)(c->arg, st, at);
 }
 
 static void
-on_tasks(void *arg, PGresult *res)
+read_tasks(const struct db_call *c, const struct db_status *st,
+	   const PGresult *res)
 {
-	struct ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	long *live = xcalloc(c->ntasks + 1, sizeof(long));
-	for (int r = 0; st.error == DB_OK && r < PQntuples(res); r++) {
+	long *live = xcalloc(c->n + 1, sizeof(long));
+	for (int r = 0; st->error == DB_OK && r < PQntuples(res); r++) {
 		size_t i = (size_t)atol(PQgetvalue(res, r, 0)) - 1;
-		if (i < c->ntasks)
+		if (i < c->n)
 			live[i] = atol(PQgetvalue(res, r, 1));
 	}
-	c->tasks(c->arg, &st, live, st.error == DB_OK ? c->ntasks : 0);
+	((lease_tasks_fn *)c->cb)(c->arg, st, live,
+				  st->error == DB_OK ? c->n : 0);
 	free(live);
-	free(text);
-	free(c);
 }
 
 static void
-on_lease(void *arg, PGresult *res)
+read_lease(const struct db_call *c, const struct db_status *st,
+	   const PGresult *res)
 {
-	struct ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	int64_t token = st.error == DB_OK && PQntuples(res) > 0
+	int64_t token = st->error == DB_OK && PQntuples(res) > 0
 				? strtoll(PQgetvalue(res, 0, 0), NULL, 10)
 				: 0;
-	if (c->lease)
-		c->lease(c->arg, &st, token);
-	free(text);
-	free(c);
+	if (c->cb)
+		((lease_fn *)c->cb)(c->arg, st, token);
 }
 
 static void
-on_renewed(void *arg, PGresult *res)
+read_renewed(const struct db_call *c, const struct db_status *st,
+	     const PGresult *res)
 {
-	struct ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	int n = st.error == DB_OK ? PQntuples(res) : 0;
+	int n = st->error == DB_OK ? PQntuples(res) : 0;
 	const char **names = xcalloc((size_t)n + 1, sizeof(char *));
 	for (int i = 0; i < n; i++)
 		names[i] = PQgetvalue(res, i, 0);
-	c->renewed(c->arg, &st, names, (size_t)n);
+	((lease_renewed_fn *)c->cb)(c->arg, st, names, (size_t)n);
 	free(names);
-	free(text);
-	free(c);
 }
 
 int
@@ -141,9 +106,8 @@ lease_worker_publish(struct dbev *d, int slot, int pid,
 		a[2 + k] = db_text_array(col[k], ns);
 	const char *p[] = {sl,	 pd,   a[0], a[1], a[2], a[3],
 			   a[4], a[5], a[6], a[7], a[8], defined_at};
-	struct ctx *ctx = ctx_new(arg);
-	ctx->published = cb;
-	int rc = dbev_send(
+	struct db_call call = DB_CALL(cb, arg);
+	int rc = dbev_call(
 		d,
 		"update pgjob.workers set"
 		" tasks = coalesce((select jsonb_object_agg(n, p)"
@@ -158,7 +122,7 @@ lease_worker_publish(struct dbev *d, int slot, int pid,
 		" where slot = $1 and pid = $2"
 		" returning to_char(defined_at at time zone 'UTC',"
 		"  'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
-		12, p, on_published, ctx);
+		0, 12, p, read_published, &call);
 	for (int k = 0; k < 9; k++)
 		free(a[k]);
 	for (int k = 0; k < 7; k++)
@@ -183,10 +147,9 @@ lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
 	char ms[24];
 	snprintf(ms, sizeof(ms), "%lld", (long long)window_ms);
 	const char *p[] = {a, b, ms};
-	struct ctx *ctx = ctx_new(arg);
-	ctx->tasks = cb;
-	ctx->ntasks = nt;
-	int rc = dbev_send(
+	struct db_call call = DB_CALL(cb, arg);
+	call.n = nt;
+	int rc = dbev_call(
 		d,
 		"select t.i, count(w.slot)"
 		" from unnest($1::text[], $2::int[]) with ordinality"
@@ -195,7 +158,7 @@ lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
 		"  on w.heartbeat_at > now() - $3::bigint * interval '1 ms'"
 		"  and w.tasks -> t.name = to_jsonb(t.partitions)"
 		" group by t.i",
-		3, p, on_tasks, ctx);
+		0, 3, p, read_tasks, &call);
 	free(a);
 	free(b);
 	free(tn);
@@ -211,13 +174,12 @@ lease_worker_heartbeat(struct dbev *d, int slot, int pid, lease_done_fn *cb,
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
 	const char *params[] = {s, p};
-	struct ctx *ctx = ctx_new(arg);
-	ctx->done = cb;
+	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_HEARTBEAT_SEND, 0);
-	return dbev_send(d,
+	return dbev_call(d,
 			 "update pgjob.workers set heartbeat_at = now()"
 			 " where slot = $1 and pid = $2",
-			 2, params, on_done, ctx);
+			 0, 2, params, read_done, &call);
 }
 
 void
@@ -244,10 +206,9 @@ lease_acquire(struct dbev *d, const char *name, const char *holder, int64_t ms,
 	char m[24];
 	snprintf(m, sizeof(m), "%lld", (long long)ms);
 	const char *p[] = {name, holder, m};
-	struct ctx *ctx = ctx_new(arg);
-	ctx->lease = cb;
+	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_LEASE_ACQUIRE, 0);
-	return dbev_send(
+	return dbev_call(
 		d,
 		"insert into pgjob.leases as l (name, holder, token, "
 		"expires_at)"
@@ -257,7 +218,7 @@ lease_acquire(struct dbev *d, const char *name, const char *holder, int64_t ms,
 		"  where l.expires_at is null or l.expires_at < now()"
 		"   or l.holder = excluded.holder"
 		" returning token",
-		3, p, on_lease, ctx);
+		0, 3, p, read_lease, &call);
 }
 
 int
@@ -268,16 +229,15 @@ lease_renew(struct dbev *d, const char *name, const char *holder, int64_t token,
 	snprintf(t, sizeof(t), "%lld", (long long)token);
 	snprintf(m, sizeof(m), "%lld", (long long)ms);
 	const char *p[] = {name, holder, t, m};
-	struct ctx *ctx = ctx_new(arg);
-	ctx->lease = cb;
-	return dbev_send(
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(
 		d,
 		"update pgjob.leases"
 		" set expires_at = now() + $4::bigint * interval '1 ms'"
 		" where name = $1 and holder = $2 and token = $3"
 		"  and expires_at >= now()"
 		" returning token",
-		4, p, on_lease, ctx);
+		0, 4, p, read_lease, &call);
 }
 
 int
@@ -287,14 +247,13 @@ lease_release(struct dbev *d, const char *name, const char *holder,
 	char t[24];
 	snprintf(t, sizeof(t), "%lld", (long long)token);
 	const char *p[] = {name, holder, t};
-	struct ctx *ctx = ctx_new(arg);
-	ctx->lease = cb;
-	return dbev_send(d,
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(d,
 			 "update pgjob.leases set holder = null,"
 			 "  expires_at = null"
 			 " where name = $1 and holder = $2 and token = $3"
 			 " returning token",
-			 3, p, on_lease, ctx);
+			 0, 3, p, read_lease, &call);
 }
 
 int
@@ -307,10 +266,9 @@ lease_renew_many(struct dbev *d, const char *const *names,
 	char m[24];
 	snprintf(m, sizeof(m), "%lld", (long long)ms);
 	const char *p[] = {a, b, m, holder};
-	struct ctx *ctx = ctx_new(arg);
-	ctx->renewed = cb;
+	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, 0, FP_TASK_RENEW);
-	int rc = dbev_send(
+	int rc = dbev_call(
 		d,
 		"update pgjob.leases l"
 		" set expires_at = now() + $3::bigint * interval '1 ms'"
@@ -318,7 +276,7 @@ lease_renew_many(struct dbev *d, const char *const *names,
 		" where l.name = r.name and l.token = r.token"
 		"  and l.holder = $4 and l.expires_at >= now()"
 		" returning l.name",
-		4, p, on_renewed, ctx);
+		0, 4, p, read_renewed, &call);
 	free(a);
 	free(b);
 	return rc;

@@ -28,23 +28,14 @@ static const char prune_jobs_sql[] =
 	"   for update skip locked) returning 1)"
 	" select count(*) from d";
 
-struct ctx {
-	prune_fn *cb;
-	void *arg;
-};
-
 static void
-on_count(void *arg, PGresult *res)
+read_count(const struct db_call *c, const struct db_status *st,
+	   const PGresult *res)
 {
-	struct ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	long long n = st.error == DB_OK && PQntuples(res) > 0
+	long long n = st->error == DB_OK && PQntuples(res) > 0
 			      ? atoll(PQgetvalue(res, 0, 0))
 			      : 0;
-	c->cb(c->arg, &st, n);
-	free(text);
-	free(c);
+	((prune_fn *)c->cb)(c->arg, st, n);
 }
 
 int
@@ -55,9 +46,8 @@ prune_jobs(struct dbev *d, int64_t retention_ms, int batch, prune_fn *cb,
 	snprintf(ms, sizeof(ms), "%lld", (long long)retention_ms);
 	snprintf(b, sizeof(b), "%d", batch);
 	const char *p[] = {NULL, ms, b};
-	struct ctx *ctx = xcalloc(1, sizeof(*ctx));
-	*ctx = (struct ctx){cb, arg};
-	return dbev_send(d, prune_jobs_sql, 3, p, on_count, ctx);
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(d, prune_jobs_sql, 0, 3, p, read_count, &call);
 }
 
 long long
@@ -80,10 +70,9 @@ prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg)
 	char b[16];
 	snprintf(b, sizeof(b), "%d", batch);
 	const char *p[] = {b};
-	struct ctx *ctx = xcalloc(1, sizeof(*ctx));
-	*ctx = (struct ctx){cb, arg};
-	return dbev_send(d, "select pgjob.prune_request_keys($1::int)", 1, p,
-			 on_count, ctx);
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(d, "select pgjob.prune_request_keys($1::int)", 0, 1, p,
+			 read_count, &call);
 }
 
 int

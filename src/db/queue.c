@@ -177,12 +177,6 @@ static const char claim_tail_sql[] =
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
 	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l";
 
-/* A finish in flight: its callback. */
-struct finish_ctx {
-	queue_finish_fn *cb;
-	void *arg;
-};
-
 static int
 cmp_id(const void *a, const void *b)
 {
@@ -191,22 +185,18 @@ cmp_id(const void *a, const void *b)
 }
 
 static void
-on_finish(void *arg, PGresult *res)
+read_finish(const struct db_call *c, const struct db_status *st,
+	    const PGresult *res)
 {
-	struct finish_ctx *f = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
 	size_t n = 0;
-	int rows = st.error == DB_OK ? PQntuples(res) : 0;
+	int rows = st->error == DB_OK ? PQntuples(res) : 0;
 	int64_t *ids = xcalloc((size_t)rows + 1, sizeof(int64_t));
 	for (int i = 0; i < rows; i++)
 		if (*PQgetvalue(res, i, 0) == 'f')
 			ids[n++] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 	qsort(ids, n, sizeof(int64_t), cmp_id);
-	f->cb(f->arg, &st, ids, n);
+	((queue_finish_fn *)c->cb)(c->arg, st, ids, n);
 	free(ids);
-	free(text);
-	free(f);
 }
 
 int
@@ -242,10 +232,9 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	const char *p[8];
 	for (int i = 0; i < 8; i++)
 		p[i] = a[i];
-	struct finish_ctx *ctx = xcalloc(1, sizeof(*ctx));
-	*ctx = (struct finish_ctx){cb, arg};
+	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_finish", 8, p, on_finish, ctx);
+	int rc = dbev_call(d, "pgjob_finish", 1, 8, p, read_finish, &call);
 	for (int i = 0; i < 8; i++)
 		free(a[i]);
 	free(ids);
@@ -263,14 +252,6 @@ queue_id_in(const int64_t *sorted, size_t n, int64_t id)
 {
 	return bsearch(&id, sorted, n, sizeof(int64_t), cmp_id) != NULL;
 }
-
-/* A claim in flight: its callback and the queues it asked for, in order. */
-struct claim_ctx {
-	queue_claim_fn *cb;
-	void *arg;
-	size_t nqueues;
-	char **queues;
-};
 
 /* The claimed jobs of a claim's result, as new structs. */
 static struct job **
@@ -305,15 +286,15 @@ claimed_jobs(const PGresult *res, int *n)
 /* Per queue asked for, the position of the last job its parallel branch
  * took ('p' rows name the queue). */
 static void
-claimed_positions(const PGresult *res, const struct claim_ctx *c,
+claimed_positions(const PGresult *res, const struct db_call *c,
 		  struct queue_position *pos, bool *has)
 {
 	for (int i = 0; i < PQntuples(res); i++) {
 		if (*PQgetvalue(res, i, 0) != 'p')
 			continue;
 		const char *q = PQgetvalue(res, i, 3);
-		for (size_t k = 0; k < c->nqueues; k++) {
-			if (has[k] || strcmp(c->queues[k], q) != 0)
+		for (size_t k = 0; k < c->n; k++) {
+			if (has[k] || strcmp(c->names[k], q) != 0)
 				continue;
 			snprintf(pos[k].priority, sizeof(pos[k].priority), "%s",
 				 PQgetvalue(res, i, 9));
@@ -327,40 +308,33 @@ claimed_positions(const PGresult *res, const struct claim_ctx *c,
 	}
 }
 
+/* The claim's answer; c->names are the queues asked for, in order. */
 static void
-on_claim(void *arg, PGresult *res)
+read_claim(const struct db_call *c, const struct db_status *st,
+	   const PGresult *res)
 {
-	struct claim_ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	struct queue_position *pos = xcalloc(c->nqueues + 1, sizeof(*pos));
-	bool *has = xcalloc(c->nqueues + 1, sizeof(bool));
+	struct queue_position *pos = xcalloc(c->n + 1, sizeof(*pos));
+	bool *has = xcalloc(c->n + 1, sizeof(bool));
 	struct queue_claimed out = {.pos = pos, .has_pos = has};
 	int *queue_of = NULL;
-	if (st.error == DB_OK) {
+	if (st->error == DB_OK) {
 		out.jobs = claimed_jobs(res, &out.njobs);
 		claimed_positions(res, c, pos, has);
 		queue_of = xcalloc((size_t)out.njobs + 1, sizeof(int));
 		for (int i = 0; i < out.njobs; i++) {
 			queue_of[i] = -1;
-			for (size_t k = 0; k < c->nqueues && queue_of[i] < 0;
-			     k++)
-				if (strcmp(c->queues[k], out.jobs[i]->queue) ==
+			for (size_t k = 0; k < c->n && queue_of[i] < 0; k++)
+				if (strcmp(c->names[k], out.jobs[i]->queue) ==
 				    0)
 					queue_of[i] = (int)k;
 		}
 	}
 	out.queue_of = queue_of;
-	c->cb(c->arg, &st, &out);
+	((queue_claim_fn *)c->cb)(c->arg, st, &out);
 	free(queue_of);
 	free(out.jobs);
 	free(pos);
 	free(has);
-	for (size_t k = 0; k < c->nqueues; k++)
-		free(c->queues[k]);
-	free(c->queues);
-	free(text);
-	free(c);
 }
 
 int
@@ -399,13 +373,14 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	const char *p[CLAIM_NPARAMS];
 	for (int i = 0; i < CLAIM_NPARAMS; i++)
 		p[i] = a[i];
-	struct claim_ctx *ctx = xcalloc(1, sizeof(*ctx));
-	*ctx = (struct claim_ctx){cb, arg, nq, xcalloc(nq + 1, sizeof(char *))};
+	struct db_call call = DB_CALL(cb, arg);
+	call.n = nq;
+	call.names = xcalloc(nq + 1, sizeof(char *));
 	for (size_t k = 0; k < nq; k++)
-		ctx->queues[k] = xstrdup(req->queues[k]);
+		call.names[k] = xstrdup(req->queues[k]);
 	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_claim", CLAIM_NPARAMS, p,
-				    on_claim, ctx);
+	int rc = dbev_call(d, "pgjob_claim", 1, CLAIM_NPARAMS, p, read_claim,
+			   &call);
 	for (int i = 0; i < CLAIM_NPARAMS; i++)
 		free(a[i]);
 	return rc;
@@ -431,18 +406,11 @@ static const char renew_sql[] =
 	" from r left join u on u.id = r.id"
 	"  left join pgjob.jobs j on j.id = r.id";
 
-struct renew_ctx {
-	queue_renew_fn *cb;
-	void *arg;
-};
-
 static void
-on_renew(void *arg, PGresult *res)
+read_renew(const struct db_call *c, const struct db_status *st,
+	   const PGresult *res)
 {
-	struct renew_ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	int rows = st.error == DB_OK ? PQntuples(res) : 0;
+	int rows = st->error == DB_OK ? PQntuples(res) : 0;
 	struct queue_renewal *r = xcalloc((size_t)rows + 1, sizeof(*r));
 	for (int k = 0; k < rows; k++)
 		r[k] = (struct queue_renewal){
@@ -451,10 +419,8 @@ on_renew(void *arg, PGresult *res)
 			.cancelled = *PQgetvalue(res, k, 2) == 't',
 			.token = strtoll(PQgetvalue(res, k, 3), NULL, 10),
 		};
-	c->cb(c->arg, &st, r, (size_t)rows);
+	((queue_renew_fn *)c->cb)(c->arg, st, r, (size_t)rows);
 	free(r);
-	free(text);
-	free(c);
 }
 
 int
@@ -466,10 +432,9 @@ queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
 	const char *p[] = {a, b, lease};
-	struct renew_ctx *ctx = xcalloc(1, sizeof(*ctx));
-	*ctx = (struct renew_ctx){cb, arg};
+	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_RENEW_SEND, FP_RENEW_RESULT);
-	int rc = dbev_send_prepared(d, "pgjob_renew", 3, p, on_renew, ctx);
+	int rc = dbev_call(d, "pgjob_renew", 1, 3, p, read_renew, &call);
 	free(a);
 	free(b);
 	return rc;
@@ -571,21 +536,13 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 	return dbev_send_group(d, st, 4, on_sql, ctx);
 }
 
-struct depths_ctx {
-	queue_depths_fn *cb;
-	void *arg;
-	int max;
-};
-
 static void
-on_depths(void *arg, PGresult *res)
+read_depths(const struct db_call *c, const struct db_status *st,
+	    const PGresult *res)
 {
-	struct depths_ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	int n = st.error == DB_OK ? PQntuples(res) : 0;
-	if (n > c->max)
-		n = c->max;
+	int n = st->error == DB_OK ? PQntuples(res) : 0;
+	if (n > (int)c->n)
+		n = (int)c->n;
 	struct queue_depth *q = xcalloc((size_t)n + 1, sizeof(*q));
 	for (int i = 0; i < n; i++) {
 		snprintf(q[i].name, sizeof(q[i].name), "%s",
@@ -594,10 +551,8 @@ on_depths(void *arg, PGresult *res)
 		q[i].running = strtoll(PQgetvalue(res, i, 2), NULL, 10);
 		q[i].oldest_due_ms = strtoll(PQgetvalue(res, i, 3), NULL, 10);
 	}
-	c->cb(c->arg, &st, q, (size_t)n);
+	((queue_depths_fn *)c->cb)(c->arg, st, q, (size_t)n);
 	free(q);
-	free(text);
-	free(c);
 }
 
 int
@@ -606,9 +561,9 @@ queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
 	char lim[16];
 	snprintf(lim, sizeof(lim), "%d", max);
 	const char *p[] = {lim};
-	struct depths_ctx *ctx = xcalloc(1, sizeof(*ctx));
-	*ctx = (struct depths_ctx){cb, arg, max};
-	return dbev_send(d,
+	struct db_call call = DB_CALL(cb, arg);
+	call.n = (size_t)max;
+	return dbev_call(d,
 			 "select queue,"
 			 "  count(*) filter (where state = 'available'"
 			 "   and run_at <= now()),"
@@ -619,5 +574,5 @@ queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
 			 " from pgjob.jobs"
 			 " where state in ('available', 'running')"
 			 " group by queue order by queue limit $1",
-			 1, p, on_depths, ctx);
+			 0, 1, p, read_depths, &call);
 }

@@ -11,11 +11,6 @@
 #include "common/util.h"
 #include "db/internal.h"
 
-struct round_ctx {
-	schedule_round_fn *cb;
-	void *arg;
-};
-
 static const char *
 value(const PGresult *res, int r, int c)
 {
@@ -23,12 +18,10 @@ value(const PGresult *res, int r, int c)
 }
 
 static void
-on_round(void *arg, PGresult *res)
+read_round(const struct db_call *c, const struct db_status *st,
+	   const PGresult *res)
 {
-	struct round_ctx *c = arg;
-	char *text;
-	struct db_status st = db_status_of(res, &text);
-	int n = st.error == DB_OK ? PQntuples(res) : 0;
+	int n = st->error == DB_OK ? PQntuples(res) : 0;
 	struct schedule_row *rows = xcalloc((size_t)n + 1, sizeof(*rows));
 	for (int r = 0; r < n; r++)
 		rows[r] = (struct schedule_row){
@@ -46,10 +39,8 @@ on_round(void *arg, PGresult *res)
 			.last_tick = strtoll(PQgetvalue(res, r, 9), NULL, 10),
 			.now_us = strtoll(PQgetvalue(res, r, 10), NULL, 10),
 		};
-	c->cb(c->arg, &st, rows, (size_t)n);
+	((schedule_round_fn *)c->cb)(c->arg, st, rows, (size_t)n);
 	free(rows);
-	free(text);
-	free(c);
 }
 
 int
@@ -59,9 +50,8 @@ schedule_round(struct dbev *d, int64_t window_ms, schedule_round_fn *cb,
 	char window[24];
 	snprintf(window, sizeof(window), "%lld", (long long)window_ms);
 	const char *p[] = {window};
-	struct round_ctx *ctx = xcalloc(1, sizeof(*ctx));
-	*ctx = (struct round_ctx){cb, arg};
-	return dbev_send(
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(
 		d,
 		"with d as (select s.key as name, s.value as def,"
 		"   w.host || '/' || w.pid as publisher,"
@@ -79,7 +69,7 @@ schedule_round(struct dbev *d, int64_t window_ms, schedule_round_fn *cb,
 		"  (extract(epoch from now()) * 1000000)::bigint"
 		" from d left join pgjob.schedules s on s.name = d.name"
 		" where d.rank = 1 order by d.name",
-		1, p, on_round, ctx);
+		0, 1, p, read_round, &call);
 }
 
 int
