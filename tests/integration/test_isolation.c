@@ -126,6 +126,26 @@ check_environ(int pid)
 	buf_free(&b);
 }
 
+/*
+ * What a peek found when the handler could read nothing of the daemon: it
+ * ran as uid; it could not read the worker's environment and found no
+ * secret in the worker or the supervisor; and the test itself finds no
+ * expanded variable in their environments.
+ */
+static void
+assert_nothing_seen(cJSON *j, uid_t uid)
+{
+	assert_int_equal(num(j, "uid"), (int)uid);
+	/* Not dumpable: a process of the same user cannot read it. */
+	assert_false(cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
+	assert_int_equal(num(j, "worker_secrets"), 0);
+	assert_int_equal(num(j, "supervisor_secrets"), 0);
+	/* And what the config expanded is not in the environment at all. */
+	check_environ(num(j, "worker"));
+	check_environ(num(j, "supervisor"));
+}
+
 static void
 test_same_user(void **state)
 {
@@ -141,15 +161,7 @@ test_same_user(void **state)
 	c = t_connect(ci);
 	d = daemon_as(pw->pw_uid, pw->pw_gid, config("same", ci, ""), "same");
 	j = peek(c);
-	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
-	/* Not dumpable: a process of the same user cannot read it. */
-	assert_false(cJSON_IsTrue(
-		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
-	assert_int_equal(num(j, "worker_secrets"), 0);
-	assert_int_equal(num(j, "supervisor_secrets"), 0);
-	/* And what the config expanded is not in the environment at all. */
-	check_environ(num(j, "worker"));
-	check_environ(num(j, "supervisor"));
+	assert_nothing_seen(j, pw->pw_uid);
 	assert_int_equal(num(j, "supervisor"), d);
 	cJSON_Delete(j);
 	/* A reload that adds user: to a daemon that is not root is refused
@@ -179,13 +191,7 @@ test_handler_user(void **state)
 	c = t_connect(ci);
 	d = daemon_as(0, 0, config("user", ci, ", user: nobody"), "user");
 	j = peek(c);
-	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
-	assert_false(cJSON_IsTrue(
-		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
-	assert_int_equal(num(j, "worker_secrets"), 0);
-	assert_int_equal(num(j, "supervisor_secrets"), 0);
-	check_environ(num(j, "worker"));
-	check_environ(num(j, "supervisor"));
+	assert_nothing_seen(j, pw->pw_uid);
 	cJSON_Delete(j);
 
 	/* A reload expands the same variables again, from the private copy

@@ -370,18 +370,27 @@ t_write_file(const char *path, const char *text)
 	fclose(f);
 }
 
-char *
-t_read_file(const char *path)
+/* The bytes of the file at path into *b; 0, or -1 if it cannot be read. */
+static int
+read_into(const char *path, struct buf *b)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return NULL;
-	struct buf b = {0};
+		return -1;
 	char chunk[8192];
 	size_t n;
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		buf_append(&b, chunk, n);
+		buf_append(b, chunk, n);
 	fclose(f);
+	return 0;
+}
+
+char *
+t_read_file(const char *path)
+{
+	struct buf b = {0};
+	if (read_into(path, &b) < 0)
+		return NULL;
 	return b.data ? b.data : xstrdup("");
 }
 
@@ -813,15 +822,9 @@ t_cmdline(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NULL;
 	struct buf b = {0};
-	char chunk[4096];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		buf_append(&b, chunk, n);
-	fclose(f);
+	if (read_into(path, &b) < 0)
+		return NULL;
 	if (!b.data)
 		return xstrdup("");
 	for (size_t i = 0; i < b.len; i++)
