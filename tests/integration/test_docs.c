@@ -541,8 +541,7 @@ run_daemon(const struct cmd *c, const char *text)
 	static int seq;
 	char name[64];
 	snprintf(name, sizeof(name), "docs-daemon-%d", ++seq);
-	char logpath[4096]; /* a copy: t_log() reuses its buffers */
-	snprintf(logpath, sizeof(logpath), "%s", t_log(name));
+	const char *logpath = t_log(name);
 	char *script = xasprintf("exec %s", text);
 	const char *argv[] = {"bash", "-c", script, NULL};
 	pid_t pid = t_spawn(logpath, NULL, argv);
