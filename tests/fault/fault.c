@@ -1,7 +1,8 @@
 /*
- * The fault suite (issue 7): real pgjobd instances work through a mixed
- * workload against a PostgreSQL of their own while faults are injected,
- * then the invariants are checked and one figures line is printed.
+ * The fault suite (docs/faults.md): real pgjobd instances work through a
+ * mixed workload against a PostgreSQL of their own while faults are
+ * injected, then the invariants are checked and one figures line is
+ * printed.
  *
  *   fault_suite SCENARIO     kill9 | sigstop | pgrestart | failover |
  *                            freeze | clock
@@ -21,7 +22,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -320,21 +320,10 @@ procs_naming(const char *needle, pid_t *out, int max)
 		pid_t p = atoi(e->d_name);
 		if (p == getpid())
 			continue;
-		char path[64], buf[8192];
-		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p);
-		int fd = open(path, O_RDONLY);
-		if (fd < 0)
-			continue;
-		ssize_t k = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (k <= 0)
-			continue;
-		for (ssize_t i = 0; i < k; i++)
-			if (buf[i] == '\0')
-				buf[i] = ' ';
-		buf[k] = '\0';
-		if (strstr(buf, needle) && t_alive(p))
+		char *cmd = t_cmdline(p);
+		if (cmd && strstr(cmd, needle) && t_alive(p))
 			out[n++] = p;
+		free(cmd);
 	}
 	closedir(d);
 	return n;
@@ -531,18 +520,6 @@ proxy_stop(void)
 /* ------------------------------------------------------------------ */
 /* Setup                                                               */
 
-static void
-migrate(void)
-{
-	struct t_run r;
-	const char *argv[] = {t_bin("pgjob"), "--database", S.db_ci, "migrate",
-			      NULL};
-	t_run(&r, 120, NULL, argv);
-	if (r.status != 0)
-		fail_msg("pgjob migrate: %s%s", r.out, r.err);
-	t_run_free(&r);
-}
-
 /* cluster.sh single|pair, the database "fault" with the schema, the
  * ledger table and the jobs. */
 static void
@@ -561,7 +538,7 @@ setup_db(const char *mode, const char *pgopts)
 	PGconn *c = t_connect(S.server_ci);
 	t_exec(c, "create database fault");
 	PQfinish(c);
-	migrate();
+	t_migrate(S.db_ci);
 	c = t_connect(S.db_ci);
 	/* No unique key: a second run would be counted, not hidden. */
 	t_exec(c, "create table ledger_sql (job_id bigint not null, token "
@@ -1137,11 +1114,7 @@ check_orphans(void)
 		t_sleep_ms(100);
 	}
 	for (int i = 0; i < n; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)left[i]);
-		char *c = t_read_file(path);
-		for (char *p = c; p && p < c + 200 && *p; p += strlen(p) + 1)
-			p[strlen(p)] = ' ';
+		char *c = t_cmdline(left[i]);
 		failure("orphan process %d left after the run: %.120s",
 			(int)left[i], c ? c : "?");
 		free(c);
@@ -1232,6 +1205,16 @@ init(int ninst, int nworkers)
 	     rng_state, S.dir);
 }
 
+/* The cluster (cluster.sh mode, server options pgopts), the workload,
+ * and every instance's config with a direct connection to the server. */
+static void
+setup_direct(const char *mode, const char *pgopts)
+{
+	setup_db(mode, pgopts);
+	for (int i = 0; i < S.ninst; i++)
+		inst_config(i, S.db_ci);
+}
+
 static void
 start_instances(void)
 {
@@ -1302,9 +1285,7 @@ static void
 scenario_kill9(void)
 {
 	init(3, S.long_form ? 3 : 2);
-	setup_db("single", NULL);
-	for (int i = 0; i < S.ninst; i++)
-		inst_config(i, S.db_ci);
+	setup_direct("single", NULL);
 	start_instances();
 	next_kill = S.t0 + 2000;
 	next_sup = S.t0 + 5000;
@@ -1364,9 +1345,7 @@ scenario_sigstop(void)
 {
 	init(3, S.long_form ? 3 : 2);
 	stops_max = S.long_form ? 30 : 3;
-	setup_db("single", NULL);
-	for (int i = 0; i < S.ninst; i++)
-		inst_config(i, S.db_ci);
+	setup_direct("single", NULL);
 	start_instances();
 	next_stop = S.t0 + 2000;
 	run(inject_sigstop);
@@ -1400,9 +1379,7 @@ scenario_pgrestart(void)
 {
 	init(3, S.long_form ? 3 : 2);
 	restarts_max = S.long_form ? 5 : 2;
-	setup_db("single", NULL);
-	for (int i = 0; i < S.ninst; i++)
-		inst_config(i, S.db_ci);
+	setup_direct("single", NULL);
 	start_instances();
 	run(inject_pgrestart);
 	if (restarts_done < restarts_max)
@@ -1449,9 +1426,7 @@ scenario_failover(void)
 {
 	init(3, S.long_form ? 3 : 2);
 	failovers_max = S.long_form ? 2 : 1;
-	setup_db("pair", NULL);
-	for (int i = 0; i < S.ninst; i++)
-		inst_config(i, S.db_ci);
+	setup_direct("pair", NULL);
 	start_instances();
 	run(inject_failover);
 	if (failovers < failovers_max)
@@ -1658,9 +1633,7 @@ static void
 scenario_clock(void)
 {
 	init(3, 2);
-	setup_db("single", "-c log_statement=all");
-	for (int i = 0; i < S.ninst; i++)
-		inst_config(i, S.db_ci);
+	setup_direct("single", "-c log_statement=all");
 	const char *lib = faketime_lib();
 	static char pre[512];
 	static const char *ahead[4], *behind[4];

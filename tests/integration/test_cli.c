@@ -5,7 +5,6 @@
  */
 #include "testlib.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,25 +14,13 @@
 
 static char *ci;
 
-/*
- * The environment every pgjob here runs with: time zone UTC, so timestamps
- * print the same everywhere (and never a NULL list, which testlib's
- * make_env() hands to memcpy(): UBSan stops the child there).
- */
-static const char *const env[] = {"PGTZ=UTC", NULL};
-
 static int
 setup(void **state)
 {
-	struct t_run r;
-	/* A copy: t_db_create() reuses its buffer. */
-	ci = strdup(t_db_create("t_cli"));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, env, argv);
-	if (r.status != 0)
-		fail_msg("pgjob migrate: exit %d: %s", r.status, r.err);
-	t_run_free(&r);
+	/* Every pgjob here runs in time zone UTC, so that timestamps print
+	 * the same everywhere. */
+	setenv("PGTZ", "UTC", 1);
+	ci = t_db_migrated("t_cli");
 	return 0;
 }
 
@@ -55,23 +42,12 @@ empty(void **state)
 	return 0;
 }
 
-/* Runs `pgjob --database ci ARGS...` (args NULL-terminated). */
-static void
-pgjob(struct t_run *r, const char *const *args)
-{
-	const char *argv[32] = {t_bin("pgjob"), "--database", ci};
-	int n = 3;
-	while (*args)
-		argv[n++] = *args++;
-	argv[n] = NULL;
-	t_run(r, 60, env, argv);
-}
-
-/* The same, and the command must succeed with nothing on stderr. */
+/* Runs `pgjob --database ci ARGS...` (args NULL-terminated); the command
+ * must succeed with nothing on stderr. */
 static void
 pgjob_ok(struct t_run *r, const char *const *args)
 {
-	pgjob(r, args);
+	t_pgjobv(r, ci, args);
 	if (r->status != 0 || *r->err)
 		fail_msg("pgjob %s: exit %d: %s", args[0], r->status, r->err);
 }
@@ -155,16 +131,6 @@ item(const cJSON *o, const char *key)
 	if (!v)
 		fail_msg("no \"%s\"", key);
 	return v;
-}
-
-/* The state of job id, as "state|attempts". */
-static char *
-job_state(PGconn *c, int id)
-{
-	return t_value(c,
-		       "select state || '|' || attempts from pgjob.jobs "
-		       "where id = %d",
-		       id);
 }
 
 /*
@@ -533,13 +499,13 @@ test_show(void **state)
 	t_run_free(&r);
 
 	const char *none[] = {"show", "123", NULL};
-	pgjob(&r, none);
+	t_pgjobv(&r, ci, none);
 	assert_int_equal(r.status, 1);
 	assert_string_equal(r.err, "pgjob: no job 123\n");
 	assert_string_equal(r.out, "");
 	t_run_free(&r);
 	const char *none_json[] = {"show", "123", "--json", NULL};
-	pgjob(&r, none_json);
+	t_pgjobv(&r, ci, none_json);
 	assert_int_equal(r.status, 1);
 	assert_string_equal(r.err, "pgjob: no job 123\n");
 	assert_string_equal(r.out, "");
@@ -547,27 +513,12 @@ test_show(void **state)
 	PQfinish(c);
 }
 
-/* Notifications on channel pgjob that reached listener by now. */
-static int
-notifications(PGconn *listener)
-{
-	int n = 0;
-	PGnotify *note;
-	t_sleep_ms(100);
-	PQconsumeInput(listener);
-	while ((note = PQnotifies(listener)) != NULL) {
-		n += strcmp(note->relname, "pgjob") == 0;
-		PQfreemem(note);
-	}
-	return n;
-}
-
 /* Runs pgjob args; checks exit status, stdout and stderr exactly. */
 static void
 expect(const char *const *args, int status, const char *out, const char *err)
 {
 	struct t_run r;
-	pgjob(&r, args);
+	t_pgjobv(&r, ci, args);
 	if (r.status != status || strcmp(r.out, out) || strcmp(r.err, err))
 		fail_msg("pgjob %s %s: exit %d, stdout \"%s\", stderr \"%s\"; "
 			 "expected %d, \"%s\", \"%s\"",
@@ -606,27 +557,25 @@ test_retry(void **state)
 	/* Its workers died in some of its attempts: a retry starts those
 	 * over too. */
 	t_exec(c, "update pgjob.jobs set lost_attempts = 4 where id = 1");
-	notifications(listener); /* the insert's own */
+	t_notifications(listener); /* the insert's own */
 
 	const char *r1[] = {"retry", "1", NULL};
 	expect(r1, 0, "retried job 1 (was dead)\n", "");
-	char *row =
-		t_value(c, "select concat_ws('|', state, attempts,"
-			   " lost_attempts, last_error, finished_at is null,"
-			   " run_at <= now()) from pgjob.jobs where id = 1");
-	assert_string_equal(row, "available|0|0|boom|t|t");
-	free(row);
-	assert_int_equal(notifications(listener), 1);
+	t_assert_job(c, 1,
+		     "concat_ws('|', state, attempts, lost_attempts, "
+		     "last_error, finished_at is null, run_at <= now())",
+		     "available|0|0|boom|t|t");
+	assert_int_equal(t_notifications(listener), 1);
 
 	const char *r2[] = {"retry", "2", NULL};
 	expect(r2, 0, "retried job 2 (was cancelled)\n", "");
 	const char *r3[] = {"retry", "3", NULL};
 	expect(r3, 0, "retried job 3 (was available)\n", "");
-	row = t_value(c, "select concat_ws('|', state, attempts, last_error,"
-			 " run_at <= now()) from pgjob.jobs where id = 3");
-	assert_string_equal(row, "available|0|slow|t");
-	free(row);
-	assert_int_equal(notifications(listener), 2);
+	t_assert_job(c, 3,
+		     "concat_ws('|', state, attempts, last_error, run_at <= "
+		     "now())",
+		     "available|0|slow|t");
+	assert_int_equal(t_notifications(listener), 2);
 
 	const char *r4[] = {"retry", "4", NULL};
 	expect(r4, 1, "",
@@ -650,11 +599,9 @@ test_retry(void **state)
 	for (int id = 4; id <= 7; id++) {
 		static const char *const was[] = {"running|1", "done|1",
 						  "available|0", "dead|5"};
-		row = job_state(c, id);
-		assert_string_equal(row, was[id - 4]);
-		free(row);
+		t_assert_job(c, id, "state || '|' || attempts", was[id - 4]);
 	}
-	assert_int_equal(notifications(listener), 0);
+	assert_int_equal(t_notifications(listener), 0);
 	PQfinish(listener);
 	PQfinish(c);
 }
@@ -677,9 +624,7 @@ test_retry_dead(void **state)
 				   " kind = 'a' and state = 'available'"
 				   " and attempts = 0"),
 			 2);
-	char *b = job_state(c, 3);
-	assert_string_equal(b, "dead|3");
-	free(b);
+	t_assert_job(c, 3, "state || '|' || attempts", "dead|3");
 
 	const char *none[] = {"retry", "--dead", "--kind", "zzz", NULL};
 	expect(none, 0, "retried 0 dead jobs of kind zzz\n", "");
@@ -691,11 +636,11 @@ test_retry_dead(void **state)
 	       "retried 2 dead jobs; 2 left dead: another job holds their "
 	       "unique_key\n",
 	       "");
-	char *s = t_value(c, "select string_agg(id || ':' || state, ',' "
-			     "order by id) from pgjob.jobs where id >= 3");
-	assert_string_equal(s, "3:available,4:done,5:dead,6:available,"
-			       "7:dead,8:running");
-	free(s);
+	t_assert_value(c,
+		       "3:available,4:done,5:dead,6:available,7:dead,"
+		       "8:running",
+		       "select string_agg(id || ':' || state, ',' order by id) "
+		       "from pgjob.jobs where id >= 3");
 	PQfinish(c);
 }
 
@@ -711,11 +656,10 @@ test_cancel(void **state)
 
 	const char *c1[] = {"cancel", "1", NULL};
 	expect(c1, 0, "cancelled job 1\n", "");
-	char *row = t_value(c, "select state || '|' || (finished_at between"
-			       " now() - interval '1 minute' and now())"
-			       " from pgjob.jobs where id = 1");
-	assert_string_equal(row, "cancelled|true");
-	free(row);
+	t_assert_job(c, 1,
+		     "state || '|' || (finished_at between now() - interval "
+		     "'1 minute' and now())",
+		     "cancelled|true");
 
 	const char *c2[] = {"cancel", "2", NULL};
 	expect(c2, 0,
@@ -735,10 +679,9 @@ test_cancel(void **state)
 	expect(c1, 1, "", "pgjob: job 1 is already cancelled\n");
 	const char *c9[] = {"cancel", "9", NULL};
 	expect(c9, 1, "", "pgjob: no job 9\n");
-	char *s = t_value(c, "select string_agg(state, ',' order by id)"
-			     " from pgjob.jobs");
-	assert_string_equal(s, "cancelled,cancelled,done,dead,cancelled");
-	free(s);
+	t_assert_value(c, "cancelled,cancelled,done,dead,cancelled",
+		       "select string_agg(state, ',' order by id) from "
+		       "pgjob.jobs");
 	PQfinish(c);
 }
 
@@ -763,19 +706,17 @@ test_prune(void **state)
 	pgjob_ok(&r, def);
 	assert_non_null(strstr(r.out, "pruned 3 jobs finished before "));
 	t_run_free(&r);
-	char *ids = t_value(c, "select string_agg(id::text, ',' order by id)"
-			       " from pgjob.jobs");
-	assert_string_equal(ids, "4,5,6,7,8");
-	free(ids);
+	t_assert_value(c, "4,5,6,7,8",
+		       "select string_agg(id::text, ',' order by id) from "
+		       "pgjob.jobs");
 
 	const char *h[] = {"prune", "--older-than", "12h", NULL};
 	pgjob_ok(&r, h);
 	assert_non_null(strstr(r.out, "pruned 2 jobs finished before "));
 	t_run_free(&r);
-	ids = t_value(c, "select string_agg(id::text, ',' order by id)"
-			 " from pgjob.jobs");
-	assert_string_equal(ids, "6,7,8");
-	free(ids);
+	t_assert_value(c, "6,7,8",
+		       "select string_agg(id::text, ',' order by id) from "
+		       "pgjob.jobs");
 
 	/* More than one batch of 10,000. */
 	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at)"
@@ -802,7 +743,7 @@ test_prune_retention(void **state)
 	const char *cfg = t_config("retention", ci, "retention: 2d\n");
 	const char *argv[] = {t_bin("pgjob"), "-c", cfg, "prune", NULL};
 	struct t_run r;
-	t_run(&r, 60, env, argv);
+	t_run(&r, 60, NULL, argv);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "pruned 1 job finished before "));
 	t_run_free(&r);
@@ -848,16 +789,13 @@ test_top_signals(void **state)
 {
 	static const int sigs[] = {SIGINT, SIGTERM};
 	for (size_t i = 0; i < 2; i++) {
-		const char *log = t_log(i ? "top_term" : "top_int");
+		const char *log = i ? "top_term" : "top_int";
 		const char *argv[] = {t_bin("pgjob"), "--database", ci,	 "top",
 				      "--interval",   "100ms",	    NULL};
-		pid_t pid = t_spawn(log, env, argv);
-		for (int n = 0;
-		     n < 100 && t_count_in_file(log, "pgjob top") < 2; n++)
-			t_sleep_ms(50);
-		assert_true(t_count_in_file(log, "pgjob top") >= 2);
+		pid_t pid = t_spawn(t_log(log), NULL, argv);
+		t_wait_log(log, "pgjob top", 2, 5);
 		assert_int_equal(t_stop(pid, sigs[i], 10), 0);
-		assert_int_equal(t_count_in_file(log, "pgjob:"), 0);
+		assert_int_equal(t_log_count(log, "pgjob:"), 0);
 	}
 }
 
@@ -892,7 +830,7 @@ test_usage(void **state)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct t_run r;
-		pgjob(&r, cases[i].args);
+		t_pgjobv(&r, ci, cases[i].args);
 		if (r.status != 2 || strncmp(r.err, "pgjob: ", 7) ||
 		    strncmp(r.err + 7, cases[i].err, strlen(cases[i].err)) ||
 		    strchr(r.err, '\n') != r.err + strlen(r.err) - 1)
@@ -911,7 +849,7 @@ test_help(void **state)
 		"retry",   "cancel",  "prune",	"top",	"version"};
 	struct t_run r;
 	const char *argv[] = {t_bin("pgjob"), "--help", NULL};
-	t_run(&r, 30, env, argv);
+	t_run(&r, 30, NULL, argv);
 	assert_int_equal(r.status, 0);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		char want[32];
@@ -921,38 +859,19 @@ test_help(void **state)
 	}
 	t_run_free(&r);
 	const char *sub[] = {"jobs", "--help", NULL};
-	pgjob(&r, sub);
+	t_pgjobv(&r, ci, sub);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "usage: pgjob"));
 	t_run_free(&r);
-}
-
-/*
- * What ps shows for pid: /proc/PID/cmdline with its NULs (between the
- * arguments) as spaces.  A new string; caller frees.
- */
-static char *
-cmdline(pid_t pid)
-{
-	char path[64], buf[8192];
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		fail_msg("%s: %s", path, strerror(errno));
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	for (size_t i = 0; i < n; i++)
-		if (buf[i] == '\0')
-			buf[i] = ' ';
-	buf[n] = '\0';
-	return strdup(buf);
 }
 
 /* Fails unless ps shows pid without the secrets, the rest still there. */
 static void
 assert_scrubbed(pid_t pid)
 {
-	char *cmd = cmdline(pid);
+	char *cmd = t_cmdline(pid);
+	if (!cmd)
+		fail_msg("pid %d is gone", (int)pid);
 	if (strstr(cmd, "s3cret") || strstr(cmd, "first1") ||
 	    strstr(cmd, "k3y") || !strstr(cmd, "dbname=t_cli") ||
 	    !strstr(cmd, "password=****** "))
@@ -988,28 +907,18 @@ test_password_not_in_ps(void **state)
 			      db,
 			      NULL};
 	pid_t sup = t_spawn(t_log("ps"), NULL, argv);
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 1 from pgjob.workers"
-				" where supervisor_pid = %d",
-				(int)sup),
-			 0);
+	pid_t worker = t_worker_pid(c, sup);
 	assert_scrubbed(sup);
-	assert_scrubbed((pid_t)t_long(c,
-				      "select pid from pgjob.workers"
-				      " where supervisor_pid = %d",
-				      (int)sup));
-	assert_int_equal(t_stop(sup, SIGTERM, 30), 0);
+	assert_scrubbed(worker);
+	t_stop_clean(sup);
 
 	const char *top[] = {
 		t_bin("pgjob"), "--database=dbname=x password=first1",
 		"--database",	db,
 		"top",		"--interval",
 		"100ms",	NULL};
-	const char *log = t_log("ps_top");
-	pid_t pid = t_spawn(log, env, top);
-	for (int n = 0; n < 100 && t_count_in_file(log, "pgjob top") < 1; n++)
-		t_sleep_ms(50);
-	assert_true(t_count_in_file(log, "pgjob top") >= 1);
+	pid_t pid = t_spawn(t_log("ps_top"), NULL, top);
+	t_wait_log("ps_top", "pgjob top", 1, 5);
 	assert_scrubbed(pid);
 	assert_int_equal(t_stop(pid, SIGTERM, 10), 0);
 	free(db);
@@ -1061,13 +970,7 @@ ascii_db(void)
 	char *db = NULL;
 	if (asprintf(&db, "%s dbname=t_cli_ascii", t_server_conninfo()) < 0)
 		fail_msg("asprintf");
-	struct t_run r;
-	const char *argv[] = {t_bin("pgjob"), "--database", db, "migrate",
-			      NULL};
-	t_run(&r, 60, env, argv);
-	if (r.status != 0)
-		fail_msg("pgjob migrate: exit %d: %s", r.status, r.err);
-	t_run_free(&r);
+	t_migrate(db);
 	return db;
 }
 
@@ -1075,16 +978,11 @@ ascii_db(void)
 static void
 pgjob_safe(struct t_run *r, const char *db, int status, const char *const *args)
 {
-	const char *argv[16] = {t_bin("pgjob"), "--database", db};
-	int n = 3;
-	while (*args)
-		argv[n++] = *args++;
-	argv[n] = NULL;
-	t_run(r, 60, env, argv);
+	t_pgjobv(r, db, args);
 	if (r->status != status)
-		fail_msg("pgjob %s: exit %d: %s", argv[3], r->status, r->err);
-	assert_terminal_safe(argv[3], r->out);
-	assert_terminal_safe(argv[3], r->err);
+		fail_msg("pgjob %s: exit %d: %s", args[0], r->status, r->err);
+	assert_terminal_safe(args[0], r->out);
+	assert_terminal_safe(args[0], r->err);
 }
 
 /*
@@ -1120,9 +1018,7 @@ test_hostile_text(void **state)
 	assert_line(r.out, "locked_by h\\x1b:1");
 	t_run_free(&r);
 
-	const char *argv[] = {t_bin("pgjob"), "--database", db, "show", "1",
-			      "--json",	      NULL};
-	t_run(&r, 60, env, argv);
+	t_pgjob(&r, db, "show", "1", "--json", NULL);
 	assert_int_equal(r.status, 0);
 	cJSON *j = parse_json(r.out);
 	assert_string_equal(str(j, "kind"), HOSTILE_KIND);
@@ -1170,9 +1066,7 @@ test_no_schema(void **state)
 {
 	struct t_run r;
 	char *conninfo = strdup(t_db_create("t_cli_empty"));
-	const char *argv[] = {t_bin("pgjob"), "--database", conninfo, "status",
-			      NULL};
-	t_run(&r, 30, env, argv);
+	t_pgjob(&r, conninfo, "status", NULL);
 	assert_int_equal(r.status, 78);
 	assert_string_equal(r.err, "pgjob: schema pgjob is not installed in "
 				   "this database: run `pgjob migrate`\n");

@@ -37,39 +37,31 @@ test_two_instances_ledger(void **state)
 		  "generate_series(1, 2000)");
 	t_exec(c, "insert into pgjob.jobs (kind) select 'noop' from "
 		  "generate_series(1, 2000)");
-	pid_t a = t_daemon(cfg, 0, "ledger_a");
-	pid_t b = t_daemon(cfg, 0, "ledger_b");
-	assert_int_equal(t_poll(c, 240,
-				"select count(*) = 4000 from "
-				"pgjob.jobs where state = 'done'"),
-			 0);
+	pid_t p[2];
+	t_daemons(cfg, 2, "ledger", p);
+	t_wait_done(c, 4000, 240);
 	assert_int_equal(t_long(c, "select count(*) from ledger"), 2000);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs j join "
 				   "ledger l on l.job_id = j.id"),
 			 2000);
 	/* Both instances took part, and no attempt was repeated. */
-	assert_true(t_count_in_file(t_log("ledger_a"), "kind=ledger") > 0);
-	assert_true(t_count_in_file(t_log("ledger_b"), "kind=ledger") > 0);
+	assert_true(t_log_count("ledger0", "kind=ledger") > 0);
+	assert_true(t_log_count("ledger1", "kind=ledger") > 0);
 	assert_int_equal(t_long(c, "select max(attempts) from pgjob.jobs"), 1);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "result->>'ok' = 'true'"),
 			 2000);
-	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	t_stop_clean(p[0]);
+	t_stop_clean(p[1]);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.workers"), 0);
 	PQfinish(c);
 	free(ci);
 }
 
-/* The slots held by the workers of supervisor pid, as "1,2,3". */
-static char *
-slots_of(PGconn *c, pid_t pid)
-{
-	return t_value(c,
-		       "select string_agg(slot::text, ',' order by slot) "
-		       "from pgjob.workers where supervisor_pid = %d",
-		       (int)pid);
-}
+/* The slots held by the workers of a supervisor pid, as "1,2,3". */
+static const char slots_of[] =
+	"select string_agg(slot::text, ',' order by slot) from pgjob.workers "
+	"where supervisor_pid = %d";
 
 static void
 test_slots_lowest_first(void **state)
@@ -87,37 +79,22 @@ test_slots_lowest_first(void **state)
 		snprintf(name, sizeof(name), "slots%d", i);
 		p[i] = t_daemon(cfg, 0, name);
 		/* One instance at a time, so slots follow start order. */
-		assert_int_equal(t_poll(c, 30,
-					"select count(*) = %d from "
-					"pgjob.workers",
-					2 * (i + 1)),
-				 0);
+		t_wait_workers(c, 2 * (i + 1), 30);
 	}
-	char *s;
-	assert_string_equal((s = slots_of(c, p[0])), "1,2");
-	free(s);
-	assert_string_equal((s = slots_of(c, p[1])), "3,4");
-	free(s);
-	assert_string_equal((s = slots_of(c, p[2])), "5,6");
-	free(s);
+	t_assert_value(c, "1,2", slots_of, (int)p[0]);
+	t_assert_value(c, "3,4", slots_of, (int)p[1]);
+	t_assert_value(c, "5,6", slots_of, (int)p[2]);
 	/* Stop the middle one: its slots 3 and 4 are the lowest free. */
-	assert_int_equal(t_stop(p[1], SIGTERM, 30), 0);
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 4 from "
-				"pgjob.workers"),
-			 0);
+	t_stop_clean(p[1]);
+	t_wait_workers(c, 4, 30);
 	pid_t q = t_daemon(cfg, 3, "slots3");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 7 from "
-				"pgjob.workers"),
-			 0);
-	assert_string_equal((s = slots_of(c, q)), "3,4,7");
-	free(s);
+	t_wait_workers(c, 7, 30);
+	t_assert_value(c, "3,4,7", slots_of, (int)q);
 	/* Every line a worker logs names its slot. */
-	assert_true(t_count_in_file(t_log("slots3"), "slot=7 ") > 0);
-	assert_int_equal(t_stop(q, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(p[0], SIGTERM, 30), 0);
-	assert_int_equal(t_stop(p[2], SIGTERM, 30), 0);
+	assert_true(t_log_count("slots3", "slot=7 ") > 0);
+	t_stop_clean(q);
+	t_stop_clean(p[0]);
+	t_stop_clean(p[2]);
 	PQfinish(c);
 	free(ci);
 }
@@ -127,7 +104,10 @@ test_retries_and_exit_codes(void **state)
 {
 	char *ci = t_db_migrated("t_daemon_retry");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	long long f = t_long(c, "select pgjob.enqueue('fail3')");
+	long long d = t_long(c, "select pgjob.enqueue('dead65')");
+	long long r = t_long(c, "select pgjob.enqueue('again75')");
+	pid_t p = t_start(
 		"retry", ci,
 		"workers: 1\n"
 		"defaults: { backoff: { base: 2s, max: 1m } }\n"
@@ -138,72 +118,37 @@ test_retries_and_exit_codes(void **state)
 		"\"echo bad data >&2; exit 65\"] }\n"
 		"  again75: { type: exec, command: [\"/bin/sh\", \"-c\", "
 		"\"echo '{\\\"retry_in\\\": 600}'; exit 75\"] }\n");
-	long long f = t_long(c, "select pgjob.enqueue('fail3')");
-	long long d = t_long(c, "select pgjob.enqueue('dead65')");
-	long long r = t_long(c, "select pgjob.enqueue('again75')");
-	pid_t p = t_daemon(cfg, 0, "retry");
 
 	/* exit 65: dead at the first attempt, with the error kept. */
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'dead' from pgjob.jobs "
-				"where id = %lld",
-				d),
-			 0);
-	char *e = t_value(c,
-			  "select attempts || '|' || last_error from "
-			  "pgjob.jobs where id = %lld",
-			  d);
-	assert_non_null(strstr(e, "1|exit status 65"));
-	assert_non_null(strstr(e, "bad data"));
-	free(e);
+	t_wait_state(c, d, "dead", 30);
+	t_assert_job_has(c, d, "attempts || '|' || last_error",
+			 "1|exit status 65", "bad data");
 	/* exit 75 with retry_in: back to available, due in 10 minutes. */
-	assert_int_equal(t_poll(c, 30,
-				"select attempts = 1 and state = "
-				"'available' and run_at > now() + "
-				"interval '9 minutes' from pgjob.jobs "
-				"where id = %lld",
-				r),
-			 0);
+	t_wait_until(c, 30,
+		     "select attempts = 1 and state = 'available' and run_at > "
+		     "now() + interval '9 minutes' from pgjob.jobs where id = "
+		     "%lld",
+		     r);
 	/* exit 3: retried after 2s (+ up to 25 % jitter), then 4s, then
 	 * dead after max_attempts 3. */
-	assert_int_equal(t_poll(c, 30,
-				"select attempts = 1 and state = "
-				"'available' from pgjob.jobs where "
-				"id = %lld",
-				f),
-			 0);
-	char *ok = t_value(c,
-			   "select extract(epoch from run_at - now()) "
-			   "between 1.0 and 2.5 from pgjob.jobs where "
-			   "id = %lld",
-			   f);
-	assert_string_equal(ok, "t");
-	free(ok);
-	assert_int_equal(t_poll(c, 30,
-				"select attempts = 2 and state = "
-				"'available' from pgjob.jobs where "
-				"id = %lld",
-				f),
-			 0);
-	ok = t_value(c,
-		     "select extract(epoch from run_at - now()) between "
-		     "3.0 and 5.0 from pgjob.jobs where id = %lld",
+	t_wait_until(c, 30,
+		     "select attempts = 1 and state = 'available' from "
+		     "pgjob.jobs where id = %lld",
 		     f);
-	assert_string_equal(ok, "t");
-	free(ok);
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'dead' from pgjob.jobs "
-				"where id = %lld",
-				f),
-			 0);
-	e = t_value(c,
-		    "select attempts || '|' || last_error from pgjob.jobs "
-		    "where id = %lld",
-		    f);
-	assert_non_null(strstr(e, "3|exit status 3"));
-	assert_non_null(strstr(e, "boom"));
-	free(e);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_assert_job(c, f,
+		     "extract(epoch from run_at - now()) between 1.0 and 2.5",
+		     "t");
+	t_wait_until(c, 30,
+		     "select attempts = 2 and state = 'available' from "
+		     "pgjob.jobs where id = %lld",
+		     f);
+	t_assert_job(c, f,
+		     "extract(epoch from run_at - now()) between 3.0 and 5.0",
+		     "t");
+	t_wait_state(c, f, "dead", 30);
+	t_assert_job_has(c, f, "attempts || '|' || last_error",
+			 "3|exit status 3", "boom");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -213,37 +158,22 @@ test_timeout_kills_process_group(void **state)
 {
 	char *ci = t_db_migrated("t_daemon_timeout");
 	PGconn *c = t_connect(ci);
-	char pidfile[4200], body[8192];
+	char pidfile[4200];
 	snprintf(pidfile, sizeof(pidfile), "%s/grandchild.pid", t_tmpdir());
 	unlink(pidfile);
-	snprintf(body, sizeof(body),
-		 "workers: 1\n"
-		 "handlers:\n"
-		 "  hang: { type: exec, timeout: 1s, max_attempts: 1,"
-		 " command: [\"%s\", \"%s\"] }\n",
-		 t_src("tests/fixtures/daemon/grandchild.sh"), pidfile);
-	const char *cfg = t_config("timeout", ci, body);
 	long long id = t_long(c, "select pgjob.enqueue('hang')");
-	pid_t p = t_daemon(cfg, 0, "timeout");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'dead' from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
-	char *e = t_value(c,
-			  "select last_error from pgjob.jobs where "
-			  "id = %lld",
-			  id);
-	assert_non_null(strstr(e, "timed out after 1s"));
-	free(e);
-	char *gc = t_read_file(pidfile);
-	assert_non_null(gc);
-	pid_t g = atoi(gc);
-	free(gc);
-	for (int i = 0; i < 40 && t_alive(g); i++)
-		t_sleep_ms(50);
-	assert_false(t_alive(g));
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	pid_t p =
+		t_start("timeout", ci,
+			"workers: 1\n"
+			"handlers:\n"
+			"  hang: { type: exec, timeout: 1s, max_attempts: 1,"
+			" command: [\"%s\", \"%s\"] }\n",
+			t_src("tests/fixtures/daemon/grandchild.sh"), pidfile);
+	t_wait_state(c, id, "dead", 30);
+	t_assert_job_has(c, id, "last_error", "timed out after 1s");
+	/* The handler's own child went with it. */
+	t_wait_gone(t_pid_in_file(pidfile, 5), 2);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -253,21 +183,6 @@ test_bad_input(void **state)
 {
 	char *ci = t_db_migrated("t_daemon_bad");
 	PGconn *c = t_connect(ci);
-	char body[4096];
-	snprintf(body, sizeof(body),
-		 "workers: 1\nmax_payload_bytes: 4096\n"
-		 "handlers:\n"
-		 "  missing: { type: exec, max_attempts: 1,"
-		 " command: [\"/nonexistent/handler\"] }\n"
-		 "  loud: { type: exec, command: [\"/bin/sh\", \"-c\", "
-		 "\"head -c 20000000 /dev/zero; head -c 3000000 /dev/zero "
-		 ">&2\"] }\n"
-		 "  badplugin: { type: plugin, max_attempts: 1,"
-		 " library: \"/nonexistent/plugin.so\", symbol: nope }\n"
-		 "  noop: { type: plugin, library: \"%s\","
-		 " symbol: pgjobd_example }\n",
-		 t_bin("pgjobd_example.so"));
-	const char *cfg = t_config("bad", ci, body);
 	long long m = t_long(c, "select pgjob.enqueue('missing')");
 	long long l = t_long(c, "select pgjob.enqueue('loud')");
 	long long b = t_long(c, "select pgjob.enqueue('badplugin')");
@@ -279,56 +194,34 @@ test_bad_input(void **state)
 				  "values ('noop', jsonb_build_object('x', "
 				  "repeat('y', 5000))) returning id");
 	long long ok = t_long(c, "select pgjob.enqueue('noop')");
-	pid_t p = t_daemon(cfg, 0, "bad");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 6 from pgjob.jobs "
-				"where state in ('done', 'dead')"),
-			 0);
-	char *e;
-	e = t_value(c,
-		    "select state || '|' || last_error from pgjob.jobs "
-		    "where id = %lld",
-		    m);
-	assert_non_null(strstr(e, "dead|"));
-	assert_non_null(strstr(e, "/nonexistent/handler"));
-	free(e);
-	e = t_value(c,
-		    "select state || '|' || (result is null) from "
-		    "pgjob.jobs where id = %lld",
-		    l);
-	assert_string_equal(e, "done|true");
-	free(e);
-	e = t_value(c,
-		    "select state || '|' || last_error from pgjob.jobs "
-		    "where id = %lld",
-		    b);
-	assert_non_null(strstr(e, "dead|"));
-	assert_non_null(strstr(e, "/nonexistent/plugin.so"));
-	free(e);
-	e = t_value(c,
-		    "select state || '|' || last_error from pgjob.jobs "
-		    "where id = %lld",
-		    n);
-	assert_string_equal(e, "dead|payload is not a JSON object");
-	free(e);
-	e = t_value(c,
-		    "select state || '|' || last_error from pgjob.jobs "
-		    "where id = %lld",
-		    big);
-	assert_non_null(strstr(e, "dead|payload of 50"));
-	assert_non_null(strstr(e, "over max_payload_bytes (4096)"));
-	free(e);
-	e = t_value(c, "select state from pgjob.jobs where id = %lld", ok);
-	assert_string_equal(e, "done");
-	free(e);
+	pid_t p =
+		t_start("bad", ci,
+			"workers: 1\nmax_payload_bytes: 4096\n"
+			"handlers:\n"
+			"  missing: { type: exec, max_attempts: 1,"
+			" command: [\"/nonexistent/handler\"] }\n"
+			"  loud: { type: exec, command: [\"/bin/sh\", \"-c\", "
+			"\"head -c 20000000 /dev/zero; head -c 3000000 "
+			"/dev/zero >&2\"] }\n"
+			"  badplugin: { type: plugin, max_attempts: 1,"
+			" library: \"/nonexistent/plugin.so\", symbol: nope }\n"
+			"  noop: { type: plugin, library: \"%s\","
+			" symbol: pgjobd_example }\n",
+			t_bin("pgjobd_example.so"));
+	t_wait_ended(c, 6, 60);
+	t_assert_job_has(c, m, "state || '|' || last_error", "dead|",
+			 "/nonexistent/handler");
+	t_assert_job(c, l, "state || '|' || (result is null)", "done|true");
+	t_assert_job_has(c, b, "state || '|' || last_error", "dead|",
+			 "/nonexistent/plugin.so");
+	t_assert_job(c, n, "state || '|' || last_error",
+		     "dead|payload is not a JSON object");
+	t_assert_job_has(c, big, "state || '|' || last_error",
+			 "dead|payload of 50", "over max_payload_bytes (4096)");
+	t_assert_job(c, ok, "state", "done");
 	/* Nobody handles it: it waits, untouched. */
-	e = t_value(c,
-		    "select state || '|' || attempts from pgjob.jobs "
-		    "where id = %lld",
-		    u);
-	assert_string_equal(e, "available|0");
-	free(e);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_assert_job(c, u, "state || '|' || attempts", "available|0");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -352,33 +245,25 @@ test_refused_result_keeps_success(void **state)
 		  "  errcode = '22P02'; end if; return new; end $$");
 	t_exec(c, "create trigger refuse before update on pgjob.jobs"
 		  " for each row execute function public.refuse()");
-	const char *cfg =
-		t_config("refused", ci,
-			 "workers: 1\nlease: 3s\nhandlers:\n"
-			 "  k: { type: exec, command: [\"/bin/echo\","
-			 " \"{\\\"refuse\\\": 1}\"] }\n"
-			 "  ok: { type: exec, command: [\"/bin/echo\","
-			 " \"{\\\"fine\\\": 1}\"] }\n");
 	long long a = t_long(c, "select pgjob.enqueue('k')");
 	long long b = t_long(c, "select pgjob.enqueue('ok')");
-	pid_t p = t_daemon(cfg, 0, "refused");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 2 from pgjob.jobs where "
-				"state = 'done' and id in (%lld, %lld)",
-				a, b),
-			 0);
-	char *s = t_value(c,
-			  "select attempts || '|' || (result is null) || '|'"
-			  " || last_error from pgjob.jobs where id = %lld",
-			  a);
-	assert_non_null(strstr(s, "1|true|result not stored: PostgreSQL "
-				  "refused it (22P02"));
-	free(s);
-	s = t_value(c, "select result::text from pgjob.jobs where id = %lld",
-		    b);
-	assert_string_equal(s, "{\"fine\": 1}");
-	free(s);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	pid_t p = t_start("refused", ci,
+			  "workers: 1\nlease: 3s\nhandlers:\n"
+			  "  k: { type: exec, command: [\"/bin/echo\","
+			  " \"{\\\"refuse\\\": 1}\"] }\n"
+			  "  ok: { type: exec, command: [\"/bin/echo\","
+			  " \"{\\\"fine\\\": 1}\"] }\n");
+	t_wait_until(c, 30,
+		     "select count(*) = 2 from pgjob.jobs where state = 'done' "
+		     "and id in (%lld, %lld)",
+		     a, b);
+	t_assert_job_has(c, a,
+			 "attempts || '|' || (result is null) || '|' || "
+			 "last_error",
+			 "1|true|result not stored: PostgreSQL refused it "
+			 "(22P02");
+	t_assert_job(c, b, "result::text", "{\"fine\": 1}");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -395,7 +280,10 @@ test_sql_statements_one_at_a_time(void **state)
 {
 	char *ci = t_db_migrated("t_daemon_sqlqueue");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	long long l = t_long(c, "select pgjob.enqueue('long')");
+	t_exec(c, "select pgjob.enqueue('slow_sql') from "
+		  "generate_series(1, 4)");
+	pid_t p = t_start(
 		"sqlqueue", ci,
 		"workers: 1\nlease: 4s\n"
 		"queues: { default: { concurrency: 8 } }\n"
@@ -403,24 +291,12 @@ test_sql_statements_one_at_a_time(void **state)
 		"  slow_sql: { type: sql, statement: \"select pg_sleep(1.5),"
 		" $1::jsonb, $2::bigint\" }\n"
 		"  long: { type: exec, command: [\"/bin/sleep\", \"5\"] }\n");
-	long long l = t_long(c, "select pgjob.enqueue('long')");
-	t_exec(c, "select pgjob.enqueue('slow_sql') from "
-		  "generate_series(1, 4)");
-	pid_t p = t_daemon(cfg, 0, "sqlqueue");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 5 from pgjob.jobs where "
-				"state = 'done'"),
-			 0);
-	char *s = t_value(c,
-			  "select attempts || '|' || lease_token from "
-			  "pgjob.jobs where id = %lld",
-			  l);
-	assert_string_equal(s, "1|1");
-	free(s);
-	assert_int_equal(t_count_in_file(t_log("sqlqueue"), "by its deadline"),
-			 0);
-	assert_int_equal(t_count_in_file(t_log("sqlqueue"), "lease lost"), 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_done(c, 5, 60);
+	/* The exec job kept its one lease throughout. */
+	t_assert_job(c, l, "attempts || '|' || lease_token", "1|1");
+	assert_int_equal(t_log_count("sqlqueue", "by its deadline"), 0);
+	assert_int_equal(t_log_count("sqlqueue", "lease lost"), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }

@@ -13,17 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The pid of the worker that holds job id (from locked_by = host:slot). */
-static pid_t
-holder_of(PGconn *c, long long id)
-{
-	return (pid_t)t_long(c,
-			     "select w.pid from pgjob.jobs j join "
-			     "pgjob.workers w on j.locked_by = w.host || "
-			     "':' || w.slot where j.id = %lld",
-			     id);
-}
-
 static const char slow_handler[] =
 	"  slow: { type: exec, command: [\"/bin/sh\", \"-c\","
 	" \"sleep 2; echo '{\\\"ok\\\": 1}'\"] }\n";
@@ -33,40 +22,22 @@ test_kill_worker(void **state)
 {
 	char *ci = t_db_migrated("t_fault_killworker");
 	PGconn *c = t_connect(ci);
-	char body[1024];
-	snprintf(body, sizeof(body), "workers: 1\nlease: 3s\nhandlers:\n%s",
-		 slow_handler);
-	const char *cfg = t_config("killworker", ci, body);
 	long long id = t_long(c, "select pgjob.enqueue('slow')");
-	pid_t p = t_daemon(cfg, 0, "killworker");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'running' from "
-				"pgjob.jobs where id = %lld",
-				id),
-			 0);
-	pid_t w = holder_of(c, id);
-	kill(w, SIGKILL);
+	pid_t p = t_start("killworker", ci,
+			  "workers: 1\nlease: 3s\nhandlers:\n%s", slow_handler);
+	t_wait_state(c, id, "running", 30);
+	kill(t_holder_pid(c, id), SIGKILL);
 	/* A new worker comes; the job is done once its lease expired, at its
 	 * second attempt. */
-	assert_int_equal(t_poll(c, 60,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
-	assert_int_equal(t_long(c,
-				"select attempts from pgjob.jobs where "
-				"id = %lld",
-				id),
-			 2);
-	assert_true(t_count_in_file(t_log("killworker"),
-				    "killed by signal 9") == 1);
-	assert_true(t_count_in_file(t_log("killworker"),
-				    "restarting worker 1") >= 1);
+	t_wait_state(c, id, "done", 60);
+	t_assert_job(c, id, "attempts", "2");
+	assert_true(t_log_count("killworker", "killed by signal 9") == 1);
+	assert_true(t_log_count("killworker", "restarting worker 1") >= 1);
 	/* Its exec handler, in its own process group, died with it. */
-	assert_true(t_count_in_file(t_log("killworker"),
-				    "killed 1 handler process groups") == 1);
+	assert_true(t_log_count("killworker",
+				"killed 1 handler process groups") == 1);
 	assert_true(t_alive(p));
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -85,28 +56,19 @@ test_kill_supervisor(void **state)
 	t_exec(c, "insert into pgjob.jobs (kind) select 'slow' from "
 		  "generate_series(1, 12)");
 	pid_t a = t_daemon(cfg, 0, "killsup_a");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 4 from pgjob.jobs "
-				"where state = 'running'"),
-			 0);
+	t_wait_running(c, 4, 30);
 	pid_t w1 = (pid_t)t_long(c, "select min(pid) from pgjob.workers");
 	pid_t w2 = (pid_t)t_long(c, "select max(pid) from pgjob.workers");
 	kill(a, SIGKILL);
 	t_wait(a, 5);
 	/* Its workers notice at once (pipe EOF) and give their jobs back. */
-	for (int i = 0; i < 100 && (t_alive(w1) || t_alive(w2)); i++)
-		t_sleep_ms(50);
-	assert_false(t_alive(w1));
-	assert_false(t_alive(w2));
-	assert_true(t_count_in_file(t_log("killsup_a"),
-				    "stopping now (the supervisor is gone)") ==
-		    2);
+	t_wait_gone(w1, 5);
+	t_wait_gone(w2, 5);
+	assert_true(t_log_count("killsup_a",
+				"stopping now (the supervisor is gone)") == 2);
 	pid_t b = t_daemon(cfg, 0, "killsup_b");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 12 from pgjob.jobs "
-				"where state = 'done'"),
-			 0);
-	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	t_wait_done(c, 12, 60);
+	t_stop_clean(b);
 	PQfinish(c);
 	free(ci);
 }
@@ -116,29 +78,24 @@ test_sigterm_releases_long_jobs(void **state)
 {
 	char *ci = t_db_migrated("t_fault_sigterm");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	t_exec(c, "insert into pgjob.jobs (kind) select 'long' from "
+		  "generate_series(1, 3)");
+	pid_t p = t_start(
 		"sigterm", ci,
 		"workers: 1\nshutdown_timeout: 2s\n"
 		"queues: { default: { concurrency: 4 } }\n"
 		"handlers:\n"
 		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
-	t_exec(c, "insert into pgjob.jobs (kind) select 'long' from "
-		  "generate_series(1, 3)");
-	pid_t p = t_daemon(cfg, 0, "sigterm");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 3 from pgjob.jobs "
-				"where state = 'running'"),
-			 0);
+	t_wait_running(c, 3, 30);
 	time_t t0 = time(NULL);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	/* Generous: the point is that it does not wait for the jobs. */
 	assert_true(time(NULL) - t0 < 15);
 	/* Given back: available now, no lease, the attempt refunded. */
-	char *s = t_value(c, "select string_agg(distinct state || '|' || "
-			     "attempts || '|' || (locked_until is null) || "
-			     "'|' || (run_at <= now()), ',') from pgjob.jobs");
-	assert_string_equal(s, "available|0|true|true");
-	free(s);
+	t_assert_value(c, "available|0|true|true",
+		       "select string_agg(distinct state || '|' || attempts || "
+		       "'|' || (locked_until is null) || '|' || (run_at <= "
+		       "now()), ',') from pgjob.jobs");
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "last_error like 'interrupted%%'"),
 			 3);
@@ -146,59 +103,42 @@ test_sigterm_releases_long_jobs(void **state)
 	free(ci);
 }
 
+/* The greet handler of config version v: it answers {"v": v}. */
+#define GREET(v)                                                               \
+	"workers: 2\nhandlers:\n"                                              \
+	"  greet: { type: exec, command: [\"/bin/echo\", "                     \
+	"\"{\\\"v\\\": " #v "}\"] }\n"
+
 static void
 test_sighup(void **state)
 {
 	char *ci = t_db_migrated("t_fault_sighup");
 	PGconn *c = t_connect(ci);
-	const char *v1 = "workers: 2\nhandlers:\n"
-			 "  greet: { type: exec, command: [\"/bin/echo\", "
-			 "\"{\\\"v\\\": 1}\"] }\n";
-	const char *v2 = "workers: 2\nhandlers:\n"
-			 "  greet: { type: exec, command: [\"/bin/echo\", "
-			 "\"{\\\"v\\\": 2}\"] }\n";
-	char cfg[4096];
-	snprintf(cfg, sizeof(cfg), "%s", t_config("sighup", ci, v1));
+	const char *cfg = t_config("sighup", ci, GREET(1));
 	pid_t p = t_daemon(cfg, 0, "sighup");
 	long long a = t_long(c, "select pgjob.enqueue('greet')");
-	assert_int_equal(t_poll(c, 30,
-				"select result->>'v' = '1' from "
-				"pgjob.jobs where id = %lld",
-				a),
-			 0);
+	t_wait_until(
+		c, 30,
+		"select result->>'v' = '1' from pgjob.jobs where id = %lld", a);
 	/* A broken config: refused with its position, the old one runs. */
 	t_write_file(cfg, "workers: [\n");
 	kill(p, SIGHUP);
-	for (int i = 0; i < 100; i++) {
-		if (t_count_in_file(t_log("sighup"), "reload refused") > 0)
-			break;
-		t_sleep_ms(50);
-	}
-	assert_int_equal(t_count_in_file(t_log("sighup"), "reload refused"), 1);
-	assert_true(t_count_in_file(t_log("sighup"), "sighup.yaml:2:1") > 0);
+	assert_int_equal(t_wait_log("sighup", "reload refused", 1, 5), 1);
+	assert_true(t_log_count("sighup", "sighup.yaml:2:1") > 0);
 	assert_true(t_alive(p));
 	long long b = t_long(c, "select pgjob.enqueue('greet')");
-	assert_int_equal(t_poll(c, 30,
-				"select result->>'v' = '1' from "
-				"pgjob.jobs where id = %lld",
-				b),
-			 0);
+	t_wait_until(
+		c, 30,
+		"select result->>'v' = '1' from pgjob.jobs where id = %lld", b);
 	/* A changed handler: new jobs use it. */
-	t_config("sighup", ci, v2);
+	t_config("sighup", ci, GREET(2));
 	kill(p, SIGHUP);
-	for (int i = 0; i < 200; i++) {
-		if (t_count_in_file(t_log("sighup"), "reload done") > 0)
-			break;
-		t_sleep_ms(50);
-	}
-	assert_int_equal(t_count_in_file(t_log("sighup"), "reload done"), 1);
+	assert_int_equal(t_wait_log("sighup", "reload done", 1, 10), 1);
 	long long d = t_long(c, "select pgjob.enqueue('greet')");
-	assert_int_equal(t_poll(c, 30,
-				"select result->>'v' = '2' from "
-				"pgjob.jobs where id = %lld",
-				d),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_until(
+		c, 30,
+		"select result->>'v' = '2' from pgjob.jobs where id = %lld", d);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -208,46 +148,26 @@ test_sigstop_past_lease(void **state)
 {
 	char *ci = t_db_migrated("t_fault_sigstop");
 	PGconn *c = t_connect(ci);
-	char body[1024];
-	snprintf(body, sizeof(body), "workers: 2\nlease: 2s\nhandlers:\n%s",
-		 slow_handler);
-	const char *cfg = t_config("sigstop", ci, body);
-	pid_t p = t_daemon(cfg, 0, "sigstop");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 2 from "
-				"pgjob.workers"),
-			 0);
+	pid_t p = t_start("sigstop", ci, "workers: 2\nlease: 2s\nhandlers:\n%s",
+			  slow_handler);
+	t_wait_workers(c, 2, 30);
 	long long id = t_long(c, "select pgjob.enqueue('slow')");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'running' from "
-				"pgjob.jobs where id = %lld",
-				id),
-			 0);
-	pid_t w = holder_of(c, id);
+	t_wait_state(c, id, "running", 30);
+	pid_t w = t_holder_pid(c, id);
 	kill(w, SIGSTOP);
 	/* The other worker takes the job over once the lease expired, with
 	 * a higher token, and finishes it. */
-	assert_int_equal(t_poll(c, 60,
-				"select state = 'done' and "
-				"lease_token = 2 from pgjob.jobs where "
-				"id = %lld",
-				id),
-			 0);
+	t_wait_until(
+		c, 60,
+		"select state = 'done' and lease_token = 2 from pgjob.jobs "
+		"where id = %lld",
+		id);
 	kill(w, SIGCONT);
 	/* The stopped worker wakes up, and its late end is refused. */
-	for (int i = 0; i < 100; i++) {
-		if (t_count_in_file(t_log("sigstop"), "lease lost") > 0)
-			break;
-		t_sleep_ms(50);
-	}
-	assert_true(t_count_in_file(t_log("sigstop"), "lease lost") > 0);
-	char *s = t_value(c,
-			  "select state || '|' || attempts || '|' || "
-			  "lease_token from pgjob.jobs where id = %lld",
-			  id);
-	assert_string_equal(s, "done|2|2");
-	free(s);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_log("sigstop", "lease lost", 1, 5);
+	t_assert_job(c, id, "state || '|' || attempts || '|' || lease_token",
+		     "done|2|2");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -258,15 +178,12 @@ test_schema_mismatch_exits_78(void **state)
 	/* A database without schema pgjob: no worker can run, and the
 	 * supervisor stops with 78 instead of restarting them. */
 	char *ci = strdup(t_db_create("t_fault_noschema"));
-	const char *cfg =
-		t_config("noschema", ci,
-			 "workers: 2\nhandlers:\n"
-			 "  x: { type: exec, command: [\"/bin/true\"] }\n");
-	pid_t p = t_daemon(cfg, 0, "noschema");
+	pid_t p = t_start("noschema", ci,
+			  "workers: 2\nhandlers:\n"
+			  "  x: { type: exec, command: [\"/bin/true\"] }\n");
 	assert_int_equal(t_wait(p, 30), 78);
-	assert_true(t_count_in_file(t_log("noschema"), "run `pgjob migrate`") >
-		    0);
-	assert_int_equal(t_count_in_file(t_log("noschema"), "restarting"), 0);
+	assert_true(t_log_count("noschema", "run `pgjob migrate`") > 0);
+	assert_int_equal(t_log_count("noschema", "restarting"), 0);
 	free(ci);
 }
 
@@ -280,27 +197,18 @@ test_no_free_slot(void **state)
 			 "workers: 2\nmax_slots: 2\nhandlers:\n"
 			 "  x: { type: exec, command: [\"/bin/true\"] }\n");
 	pid_t a = t_daemon(cfg, 0, "noslot_a");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 2 from "
-				"pgjob.workers"),
-			 0);
+	t_wait_workers(c, 2, 30);
 	pid_t b = t_daemon(cfg, 0, "noslot_b");
-	for (int i = 0; i < 100; i++) {
-		if (t_count_in_file(t_log("noslot_b"), "no free slot") >= 2)
-			break;
-		t_sleep_ms(50);
-	}
-	assert_true(t_count_in_file(t_log("noslot_b"), "no free slot") >= 2);
-	assert_true(t_count_in_file(t_log("noslot_b"), "status 75") >= 2);
+	t_wait_log("noslot_b", "no free slot", 2, 5);
+	assert_true(t_log_count("noslot_b", "status 75") >= 2);
 	assert_true(t_alive(b));
 	/* Slots free up: b's workers, restarted with backoff, take them. */
-	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 2 from pgjob.workers "
-				"where supervisor_pid = %d",
-				(int)b),
-			 0);
-	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	t_stop_clean(a);
+	t_wait_until(c, 60,
+		     "select count(*) = 2 from pgjob.workers where "
+		     "supervisor_pid = %d",
+		     (int)b);
+	t_stop_clean(b);
 	PQfinish(c);
 	free(ci);
 }
@@ -310,32 +218,25 @@ test_connection_killed(void **state)
 {
 	char *ci = t_db_migrated("t_fault_connkill");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	t_exec(c, "insert into pgjob.jobs (kind) select 's' from "
+		  "generate_series(1, 9)");
+	pid_t p = t_start(
 		"connkill", ci,
 		"workers: 1\nlease: 10s\n"
 		"queues: { default: { concurrency: 3 } }\nhandlers:\n"
 		"  s: { type: exec, command: [\"/bin/sleep\", \"1\"] }\n");
-	t_exec(c, "insert into pgjob.jobs (kind) select 's' from "
-		  "generate_series(1, 9)");
-	pid_t p = t_daemon(cfg, 0, "connkill");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 3 from pgjob.jobs "
-				"where state = 'running'"),
-			 0);
+	t_wait_running(c, 3, 30);
 	/* Cut the worker's connection while it holds three jobs. */
 	t_exec(c, "select pg_terminate_backend(pid) from pg_stat_activity "
 		  "where application_name = 'pgjobd' and datname = "
 		  "current_database()");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 9 from pgjob.jobs "
-				"where state = 'done'"),
-			 0);
+	t_wait_done(c, 9, 60);
 	/* The held jobs were finished with their tokens after reconnecting:
 	 * none ran twice. */
 	assert_int_equal(t_long(c, "select max(attempts) from pgjob.jobs"), 1);
-	assert_true(t_count_in_file(t_log("connkill"), "reconnecting") >= 1);
-	assert_true(t_count_in_file(t_log("connkill"), "re-checking") >= 1);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	assert_true(t_log_count("connkill", "reconnecting") >= 1);
+	assert_true(t_log_count("connkill", "re-checking") >= 1);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -346,24 +247,14 @@ test_lease_renewed(void **state)
 	/* A job that runs three times as long as the lease keeps it. */
 	char *ci = t_db_migrated("t_fault_renew");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	long long id = t_long(c, "select pgjob.enqueue('s')");
+	pid_t p = t_start(
 		"renew", ci,
 		"workers: 2\nlease: 1s\nhandlers:\n"
 		"  s: { type: exec, command: [\"/bin/sleep\", \"3\"] }\n");
-	long long id = t_long(c, "select pgjob.enqueue('s')");
-	pid_t p = t_daemon(cfg, 0, "renew");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
-	char *s = t_value(c,
-			  "select attempts || '|' || lease_token from "
-			  "pgjob.jobs where id = %lld",
-			  id);
-	assert_string_equal(s, "1|1");
-	free(s);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_state(c, id, "done", 30);
+	t_assert_job(c, id, "attempts || '|' || lease_token", "1|1");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -373,44 +264,25 @@ test_plugin_crash(void **state)
 {
 	char *ci = t_db_migrated("t_fault_crash");
 	PGconn *c = t_connect(ci);
-	char body[1024];
-	snprintf(body, sizeof(body),
-		 "workers: 1\nlease: 1s\nhandlers:\n"
-		 "  p: { type: plugin, max_attempts: 2, library: \"%s\","
-		 " symbol: pgjobd_example }\n",
-		 t_bin("pgjobd_example.so"));
-	const char *cfg = t_config("crash", ci, body);
 	long long bad = t_long(c, "select pgjob.enqueue('p', "
 				  "'{\"crash\": true}')");
-	pid_t p = t_daemon(cfg, 0, "crash");
-	assert_int_equal(t_poll(c, 60,
-				"select state = 'dead' from pgjob.jobs "
-				"where id = %lld",
-				bad),
-			 0);
-	char *e = t_value(c,
-			  "select last_error from pgjob.jobs where "
-			  "id = %lld",
-			  bad);
+	pid_t p = t_start("crash", ci,
+			  "workers: 1\nlease: 1s\nhandlers:\n"
+			  "  p: { type: plugin, max_attempts: 2, library: "
+			  "\"%s\", symbol: pgjobd_example }\n",
+			  t_bin("pgjobd_example.so"));
+	t_wait_state(c, bad, "dead", 60);
 	/* Crashes are lost attempts, with an allowance of max_attempts of
 	 * their own (docs/daemon.md, "Attempts"). */
-	assert_non_null(strstr(e, "lost 3 attempts"));
-	free(e);
+	t_assert_job_has(c, bad, "last_error", "lost 3 attempts");
 	/* Only the worker died, three times, each time restarted after a
 	 * backoff; other jobs still run. */
-	assert_int_equal(t_count_in_file(t_log("crash"), "killed by signal 11"),
-			 3);
-	assert_int_equal(t_count_in_file(t_log("crash"), "restarting worker 1 "
-							 "in"),
-			 3);
+	assert_int_equal(t_log_count("crash", "killed by signal 11"), 3);
+	assert_int_equal(t_log_count("crash", "restarting worker 1 in"), 3);
 	long long ok = t_long(c, "select pgjob.enqueue('p')");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				ok),
-			 0);
+	t_wait_state(c, ok, "done", 30);
 	assert_true(t_alive(p));
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -420,33 +292,32 @@ test_second_sigterm_stops_now(void **state)
 {
 	char *ci = t_db_migrated("t_fault_sigterm2");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	long long id = t_long(c, "select pgjob.enqueue('long')");
+	pid_t p = t_start(
 		"sigterm2", ci,
 		"workers: 1\nshutdown_timeout: 5m\n"
 		"handlers:\n"
 		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
-	long long id = t_long(c, "select pgjob.enqueue('long')");
-	pid_t p = t_daemon(cfg, 0, "sigterm2");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'running' from "
-				"pgjob.jobs where id = %lld",
-				id),
-			 0);
+	t_wait_state(c, id, "running", 30);
 	kill(p, SIGTERM);
 	t_sleep_ms(300);
 	assert_true(t_alive(p)); /* draining: waits for the job */
 	time_t t0 = time(NULL);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	assert_true(time(NULL) - t0 < 15);
-	char *s = t_value(c,
-			  "select state || '|' || attempts from pgjob.jobs "
-			  "where id = %lld",
-			  id);
-	assert_string_equal(s, "available|0");
-	free(s);
+	t_assert_job(c, id, "state || '|' || attempts", "available|0");
 	PQfinish(c);
 	free(ci);
 }
+
+/* The config of test_reload_lets_jobs_finish, version v: both handlers
+ * answer {"v": v}, the long one after 4 s. */
+#define RELOAD(v)                                                              \
+	"workers: 1\nshutdown_timeout: 1s\nhandlers:\n"                        \
+	"  long: { type: exec, command: [\"/bin/sh\", \"-c\","                 \
+	" \"sleep 4; echo '{\\\"v\\\": " #v "}'\"] }\n"                        \
+	"  quick: { type: exec, command: [\"/bin/echo\","                      \
+	" \"{\\\"v\\\": " #v "}\"] }\n"
 
 /*
  * A reload lets the old workers finish the jobs they hold, however long
@@ -459,61 +330,27 @@ test_reload_lets_jobs_finish(void **state)
 {
 	char *ci = t_db_migrated("t_fault_reload");
 	PGconn *c = t_connect(ci);
-	const char *v1 = "workers: 1\nshutdown_timeout: 1s\nhandlers:\n"
-			 "  long: { type: exec, command: [\"/bin/sh\", \"-c\","
-			 " \"sleep 4; echo '{\\\"v\\\": 1}'\"] }\n"
-			 "  quick: { type: exec, command: [\"/bin/echo\","
-			 " \"{\\\"v\\\": 1}\"] }\n";
-	const char *v2 = "workers: 1\nshutdown_timeout: 1s\nhandlers:\n"
-			 "  long: { type: exec, command: [\"/bin/sh\", \"-c\","
-			 " \"sleep 4; echo '{\\\"v\\\": 2}'\"] }\n"
-			 "  quick: { type: exec, command: [\"/bin/echo\","
-			 " \"{\\\"v\\\": 2}\"] }\n";
-	char cfg[4096];
-	snprintf(cfg, sizeof(cfg), "%s", t_config("reload", ci, v1));
-	pid_t p = t_daemon(cfg, 0, "reload");
+	pid_t p = t_start("reload", ci, RELOAD(1));
 	long long a = t_long(c, "select pgjob.enqueue('long')");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'running' from pgjob.jobs "
-				"where id = %lld",
-				a),
-			 0);
-	pid_t old = holder_of(c, a);
-	t_config("reload", ci, v2);
+	t_wait_state(c, a, "running", 30);
+	pid_t old = t_holder_pid(c, a);
+	t_config("reload", ci, RELOAD(2));
 	kill(p, SIGHUP);
-	for (int i = 0; i < 200; i++) {
-		if (t_count_in_file(t_log("reload"), "reload done") > 0)
-			break;
-		t_sleep_ms(50);
-	}
-	assert_int_equal(t_count_in_file(t_log("reload"), "reload done"), 1);
+	assert_int_equal(t_wait_log("reload", "reload done", 1, 10), 1);
 	/* New work goes to the new worker while the old one still runs
 	 * its job. */
 	long long b = t_long(c, "select pgjob.enqueue('quick')");
-	assert_int_equal(t_poll(c, 30,
-				"select result->>'v' = '2' from pgjob.jobs "
-				"where id = %lld",
-				b),
-			 0);
+	t_wait_until(
+		c, 30,
+		"select result->>'v' = '2' from pgjob.jobs where id = %lld", b);
 	assert_true(t_alive(old));
 	/* The long job ends done on the old config, at its first attempt,
 	 * well past shutdown_timeout; then its worker exits. */
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				a),
-			 0);
-	char *s = t_value(c,
-			  "select attempts || '|' || (result->>'v') from "
-			  "pgjob.jobs where id = %lld",
-			  a);
-	assert_string_equal(s, "1|1");
-	free(s);
-	for (int i = 0; i < 100 && t_alive(old); i++)
-		t_sleep_ms(50);
-	assert_false(t_alive(old));
-	assert_int_equal(t_count_in_file(t_log("reload"), "interrupted"), 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_state(c, a, "done", 30);
+	t_assert_job(c, a, "attempts || '|' || (result->>'v')", "1|1");
+	t_wait_gone(old, 5);
+	assert_int_equal(t_log_count("reload", "interrupted"), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -528,34 +365,22 @@ test_lost_attempts_do_not_retire(void **state)
 {
 	char *ci = t_db_migrated("t_fault_lost");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	pid_t p = t_start(
 		"lost", ci,
 		"workers: 1\nlease: 2s\nhandlers:\n"
 		"  k: { type: exec, max_attempts: 3, command: [\"/bin/sh\","
 		" \"-c\", \"[ $PGJOB_ATTEMPT -gt 3 ] || sleep 60\"] }\n");
-	long long id = t_long(c, "select pgjob.enqueue('k')");
-	pid_t p = t_daemon(cfg, 0, "lost");
 	for (int attempt = 1; attempt <= 3; attempt++) {
-		assert_int_equal(t_poll(c, 60,
-					"select state = 'running' and "
-					"attempts = %d from pgjob.jobs "
-					"where id = %lld",
-					attempt, id),
-				 0);
-		kill(holder_of(c, id), SIGKILL);
+		t_wait_until(c, 60,
+			     "select state = 'running' and attempts = %d from "
+			     "pgjob.jobs where id = %lld",
+			     attempt, id);
+		kill(t_holder_pid(c, id), SIGKILL);
 	}
-	assert_int_equal(t_poll(c, 60,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
-	char *s = t_value(c,
-			  "select attempts || '|' || lost_attempts from "
-			  "pgjob.jobs where id = %lld",
-			  id);
-	assert_string_equal(s, "4|3");
-	free(s);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_state(c, id, "done", 60);
+	t_assert_job(c, id, "attempts || '|' || lost_attempts", "4|3");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -572,26 +397,17 @@ test_stale_renewal_answer(void **state)
 {
 	char *ci = t_db_migrated("t_fault_stalerenew");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	pid_t p = t_start(
 		"stalerenew", ci,
 		"workers: 1\nlease: 1s\nhandlers:\n"
 		"  k: { type: exec, max_attempts: 100000, command:"
 		" [\"/bin/sh\", \"-c\", \"[ $PGJOB_ATTEMPT -gt 1500 ] && "
 		"exit 0; echo '{\\\"retry_in\\\": 0}'; exit 75\"] }\n");
-	long long id = t_long(c, "select pgjob.enqueue('k')");
-	pid_t p = t_daemon(cfg, 0, "stalerenew");
-	assert_int_equal(t_poll(c, 120,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
-	assert_int_equal(t_count_in_file(t_log("stalerenew"), "lease lost"), 0);
-	assert_int_equal(t_long(c,
-				"select lost_attempts from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_state(c, id, "done", 120);
+	assert_int_equal(t_log_count("stalerenew", "lease lost"), 0);
+	t_assert_job(c, id, "lost_attempts", "0");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -623,32 +439,21 @@ test_deadline_from_claim_send(void **state)
 		  " return new; end $$");
 	t_exec(c, "create trigger no_renewal before update on pgjob.jobs"
 		  " for each row execute function public.no_renewal()");
-	const char *cfg = t_config(
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	pid_t p = t_start(
 		"deadline", ci,
 		"workers: 1\nlease: 4s\nhandlers:\n"
 		"  k: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
-	long long id = t_long(c, "select pgjob.enqueue('k')");
-	pid_t p = t_daemon(cfg, 0, "deadline");
-	for (int i = 0; i < 400; i++) {
-		if (t_count_in_file(t_log("deadline"), "by its deadline") > 0)
-			break;
-		t_sleep_ms(50);
-	}
-	assert_true(t_count_in_file(t_log("deadline"), "by its deadline") > 0);
+	t_wait_log("deadline", "by its deadline", 1, 20);
 	/* Its end was written while the lease still held: the attempt
 	 * failed (back to available), it was not taken over. */
-	assert_int_equal(t_poll(c, 30,
-				"select last_error like '%%lease not renewed%%'"
-				" from pgjob.jobs where id = %lld",
-				id),
-			 0);
-	assert_int_equal(t_count_in_file(t_log("deadline"), "refused"), 0);
-	assert_int_equal(t_long(c,
-				"select lost_attempts from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_until(c, 30,
+		     "select last_error like '%%lease not renewed%%' from "
+		     "pgjob.jobs where id = %lld",
+		     id);
+	assert_int_equal(t_log_count("deadline", "refused"), 0);
+	t_assert_job(c, id, "lost_attempts", "0");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }

@@ -1,7 +1,7 @@
 /*
- * Integration: the docs cannot drift (issue 5).  Every command in the
- * fenced code blocks of README.md and the .md files of docs/ runs, or is in
- * the allow-list below with the reason why it cannot; every YAML block is a
+ * Integration: the docs cannot drift.  Every command in the fenced code
+ * blocks of README.md and the .md files of docs/ runs, or is in the
+ * allow-list below with the reason why it cannot; every YAML block is a
  * config that `pgjobd --check-config` accepts; SQL blocks run.
  *
  * What is read, in each Markdown file, block by block:
@@ -481,15 +481,8 @@ set_environment(void)
 static int
 setup(void **state)
 {
-	struct t_run r;
 	t_db_create("t_docs_empty");
-	ci = xstrdup(t_db_create("t_docs"));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	if (r.status != 0)
-		fail_msg("pgjob migrate: exit %d: %s", r.status, r.err);
-	t_run_free(&r);
+	ci = t_db_migrated("t_docs");
 	load_sql("setup.sql");
 	set_environment();
 	parse_docs();
@@ -548,8 +541,7 @@ run_daemon(const struct cmd *c, const char *text)
 	static int seq;
 	char name[64];
 	snprintf(name, sizeof(name), "docs-daemon-%d", ++seq);
-	char logpath[4096]; /* a copy: t_log() reuses its buffers */
-	snprintf(logpath, sizeof(logpath), "%s", t_log(name));
+	const char *logpath = t_log(name);
 	char *script = xasprintf("exec %s", text);
 	const char *argv[] = {"bash", "-c", script, NULL};
 	pid_t pid = t_spawn(logpath, NULL, argv);

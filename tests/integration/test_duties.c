@@ -35,15 +35,9 @@ test_tasks_spread_and_move(void **state)
 {
 	char *ci = t_db_migrated("t_duty_tasks");
 	PGconn *c = t_connect(ci);
-	char cfg[4096];
-	snprintf(cfg, sizeof(cfg), "%s", task_config("tasks", ci, 8));
 	pid_t p[3];
-	for (int i = 0; i < 3; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "tasks%d", i);
-		p[i] = t_daemon(cfg, 0, name);
-	}
-	assert_int_equal(t_poll(c, 60, spread_sql, "{2,3,3}"), 0);
+	t_daemons(task_config("tasks", ci, 8), 3, "tasks", p);
+	t_wait_until(c, 60, spread_sql, "{2,3,3}");
 	/* Each held partition's command runs with its partition and token. */
 	assert_int_equal(t_long(c, "select count(distinct name) from "
 				   "pgjob.leases where name like 'task:feed:%%'"
@@ -54,9 +48,9 @@ test_tasks_spread_and_move(void **state)
 	t_wait(p[0], 10);
 	/* The other two take its partitions over once their leases
 	 * expire. */
-	assert_int_equal(t_poll(c, 30, spread_sql, "{4,4}"), 0);
+	t_wait_until(c, 30, spread_sql, "{4,4}");
 	for (int i = 1; i < 3; i++)
-		assert_int_equal(t_stop(p[i], SIGTERM, 30), 0);
+		t_stop_clean(p[i]);
 	/* Stopped cleanly: leases given back. */
 	char *left = t_value(c, "select string_agg(name || '=' || holder || "
 				"':' || token, ' ') from pgjob.leases where "
@@ -67,9 +61,8 @@ test_tasks_spread_and_move(void **state)
 	assert_null(left);
 	/* A task's command logs as the task and its partition, never as a
 	 * job 0 with an outcome of its own. */
-	assert_true(t_count_in_file(t_log("tasks1"), "task=feed partition=") >
-		    0);
-	assert_int_equal(t_count_in_file(t_log("tasks1"), "job=0"), 0);
+	assert_true(t_log_count("tasks1", "task=feed partition=") > 0);
+	assert_int_equal(t_log_count("tasks1", "job=0"), 0);
 	PQfinish(c);
 	free(ci);
 }
@@ -79,14 +72,11 @@ test_fencing(void **state)
 {
 	char *ci = t_db_migrated("t_duty_fence");
 	PGconn *c = t_connect(ci);
-	char cfg[4096];
-	snprintf(cfg, sizeof(cfg), "%s", task_config("fence", ci, 1));
+	const char *cfg = task_config("fence", ci, 1);
 	pid_t a = t_daemon(cfg, 0, "fence_a");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 1 from pgjob.leases "
-				"where name = 'task:feed:0' and "
-				"expires_at > now()"),
-			 0);
+	t_wait_until(c, 30,
+		     "select count(*) = 1 from pgjob.leases where name = "
+		     "'task:feed:0' and expires_at > now()");
 	pid_t b = t_daemon(cfg, 0, "fence_b");
 	long long old = t_long(c, "select token from pgjob.leases where "
 				  "name = 'task:feed:0'");
@@ -96,30 +86,27 @@ test_fencing(void **state)
 	/* The token works for its holder's own transactions. */
 	t_exec(c, "select pgjob.fence('task:feed:0', %lld)", old);
 	kill(holder, SIGSTOP);
-	assert_int_equal(t_poll(c, 30,
-				"select token > %lld from pgjob.leases "
-				"where name = 'task:feed:0' and "
-				"expires_at > now()",
-				old),
-			 0);
+	t_wait_until(c, 30,
+		     "select token > %lld from pgjob.leases where name = "
+		     "'task:feed:0' and expires_at > now()",
+		     old);
 	/* The stale holder's write is refused. */
-	PGresult *r = PQexec(c, "select pgjob.fence('task:feed:0', 1)");
-	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
-	assert_non_null(strstr(PQresultErrorMessage(r), "is stale"));
-	PQclear(r);
+	char *m = t_expect_sqlstate(c, NULL,
+				    "select pgjob.fence('task:feed:0', 1)");
+	assert_non_null(strstr(m, "is stale"));
+	free(m);
 	kill(holder, SIGCONT);
 	/* Woken up, the old holder finds its lease gone and kills its
 	 * command. */
 	int seen = 0;
 	for (int i = 0; i < 100 && !seen; i++) {
-		seen = t_count_in_file(t_log("fence_a"),
-				       "lease lost; killing") +
-		       t_count_in_file(t_log("fence_b"), "lease lost; killing");
+		seen = t_log_count("fence_a", "lease lost; killing") +
+		       t_log_count("fence_b", "lease lost; killing");
 		t_sleep_ms(100);
 	}
 	assert_true(seen > 0);
-	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	t_stop_clean(a);
+	t_stop_clean(b);
 	PQfinish(c);
 	free(ci);
 }
@@ -145,16 +132,14 @@ test_schedules_once_per_tick(void **state)
 	       "date_trunc('minute', now()) - interval '5 minutes'), "
 	       "('all', date_trunc('minute', now()) - interval '5 minutes')");
 	/* Two instances, four would-be schedulers. */
-	pid_t a = t_daemon(cfg, 0, "sched_a");
-	pid_t b = t_daemon(cfg, 0, "sched_b");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) >= 5 from pgjob.jobs "
-				"where payload->>'from' = 'all'"),
-			 0);
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) >= 1 from pgjob.jobs "
-				"where payload->>'from' = 'latest'"),
-			 0);
+	pid_t p[2];
+	t_daemons(cfg, 2, "sched", p);
+	t_wait_until(c, 30,
+		     "select count(*) >= 5 from pgjob.jobs where "
+		     "payload->>'from' = 'all'");
+	t_wait_until(c, 30,
+		     "select count(*) >= 1 from pgjob.jobs where "
+		     "payload->>'from' = 'latest'");
 	t_sleep_ms(2000);
 	/* catch_up all: every missed minute once; latest: only the last. */
 	assert_int_equal(t_long(c, "select count(*) - count(distinct "
@@ -169,12 +154,11 @@ test_schedules_once_per_tick(void **state)
 	assert_int_equal(strncmp(k, "schedule:all:20", 15), 0);
 	assert_non_null(strstr(k, ":00Z"));
 	free(k);
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 0 from pgjob.jobs "
-				"where state <> 'done'"),
-			 0);
-	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	t_wait_until(
+		c, 30,
+		"select count(*) = 0 from pgjob.jobs where state <> 'done'");
+	t_stop_clean(p[0]);
+	t_stop_clean(p[1]);
 	PQfinish(c);
 	free(ci);
 }
@@ -184,20 +168,20 @@ test_prune(void **state)
 {
 	char *ci = t_db_migrated("t_duty_prune");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
-		"prune", ci,
-		"workers: 1\nretention: 1h\n"
-		"handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n");
 	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at) select "
 		  "'x', 'done', now() - interval '2 hours' from "
 		  "generate_series(1, 500)");
 	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at) select "
 		  "'x', 'dead', now() - interval '10 minutes' from "
 		  "generate_series(1, 7)");
-	pid_t p = t_daemon(cfg, 0, "prune");
-	assert_int_equal(t_poll(c, 30, "select count(*) = 7 from pgjob.jobs"),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	pid_t p = t_start(
+		"prune", ci,
+		"workers: 1\nretention: 1h\n"
+		"handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n");
+	/* The 500 done two hours ago are pruned, the 7 recent dead ones
+	 * stay. */
+	t_wait_until(c, 30, "select count(*) = 7 from pgjob.jobs");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -212,13 +196,6 @@ test_retention_zero(void **state)
 {
 	char *ci = t_db_migrated("t_duty_ret0");
 	PGconn *c = t_connect(ci);
-	const char *cfg =
-		t_config("ret0", ci,
-			 "workers: 2\nretention: 0\n"
-			 "handlers:\n"
-			 "  ok: { type: exec, command: [\"/bin/true\"] }\n"
-			 "  bad: { type: exec, command: [\"/bin/false\"],"
-			 " max_attempts: 1 }\n");
 	t_exec(c, "create table public.ended (id bigint, state text,"
 		  " last_error text)");
 	t_exec(c, "create function public.note_end() returns trigger"
@@ -232,20 +209,22 @@ test_retention_zero(void **state)
 		  "generate_series(1, 50)");
 	t_exec(c, "insert into pgjob.jobs (kind) select 'bad' from "
 		  "generate_series(1, 3)");
-	pid_t p = t_daemon(cfg, 0, "ret0");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 3 from public.ended"
-				" where state = 'dead' and last_error <> ''"),
-			 0);
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 0 from pgjob.jobs"
-				" where kind = 'ok'"),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	char *done = t_value(c, "select count(*) from public.ended"
-				" where state = 'done'");
-	assert_string_equal(done, "0");
-	free(done);
+	pid_t p = t_start("ret0", ci,
+			  "workers: 2\nretention: 0\n"
+			  "handlers:\n"
+			  "  ok: { type: exec, command: [\"/bin/true\"] }\n"
+			  "  bad: { type: exec, command: [\"/bin/false\"],"
+			  " max_attempts: 1 }\n");
+	t_wait_until(c, 60,
+		     "select count(*) = 3 from public.ended where state = "
+		     "'dead' and last_error <> ''");
+	t_wait_until(c, 60,
+		     "select count(*) = 0 from pgjob.jobs where kind = "
+		     "'ok'");
+	t_stop_clean(p);
+	t_assert_value(c, "0",
+		       "select count(*) from public.ended where state = "
+		       "'done'");
 	PQfinish(c);
 	free(ci);
 }
@@ -260,48 +239,42 @@ test_names_escaped(void **state)
 {
 	char *ci = t_db_migrated("t_duty_names");
 	PGconn *c = t_connect(ci);
-	char body[4096], file[4200];
-	snprintf(file, sizeof(file), "%s/names.starts", t_tmpdir());
-	snprintf(body, sizeof(body),
-		 "workers: 1\nlease: 2s\nshutdown_timeout: 5s\n"
-		 "handlers:\n"
-		 "  tick: { type: exec, command: [\"/bin/true\"] }\n"
-		 "schedules:\n"
-		 "  'ti\"ck\\s': { cron: \"* * * * *\", kind: tick }\n"
-		 "tasks:\n"
-		 "  'fe\"e\\d': { command: [\"%s\", \"%s\"], partitions: 2 }\n",
-		 t_src("tests/fixtures/daemon/task.sh"), file);
-	const char *cfg = t_config("names", ci, body);
 	t_exec(c, "insert into pgjob.schedules values ('ti\"ck\\s', "
 		  "date_trunc('minute', now()) - interval '2 minutes')");
-	pid_t p = t_daemon(cfg, 0, "names");
-	static const char held[] =
-		"select count(*) = 2 from pgjob.leases where name in "
-		"('task:fe\"e\\d:0', 'task:fe\"e\\d:1') and expires_at > now()";
-	assert_int_equal(t_poll(c, 30, held), 0);
+	pid_t p = t_start(
+		"names", ci,
+		"workers: 1\nlease: 2s\nshutdown_timeout: 5s\n"
+		"handlers:\n"
+		"  tick: { type: exec, command: [\"/bin/true\"] }\n"
+		"schedules:\n"
+		"  'ti\"ck\\s': { cron: \"* * * * *\", kind: tick }\n"
+		"tasks:\n"
+		"  'fe\"e\\d': { command: [\"%s\", \"%s/names.starts\"],"
+		" partitions: 2 }\n",
+		t_src("tests/fixtures/daemon/task.sh"), t_tmpdir());
+	t_wait_until(c, 30,
+		     "select count(*) = 2 from pgjob.leases where name in "
+		     "('task:fe\"e\\d:0', 'task:fe\"e\\d:1') and expires_at > "
+		     "now()");
 	char *first = t_value(c, "select sum(token) || ' ' || max(expires_at)"
 				 " from pgjob.leases where name like "
 				 "'task:fe\"e\\\\d:%%'");
 	/* Renewed: both expire later than either did, under the same
 	 * tokens. */
-	assert_int_equal(
-		t_poll(c, 30,
-		       "select count(*) = 2 and sum(token) = split_part('%s',"
-		       " ' ', 1)::bigint and min(expires_at) > substr('%s',"
-		       " strpos('%s', ' ') + 1)::timestamptz from pgjob.leases"
-		       " where name like 'task:fe\"e\\\\d:%%' and"
-		       " expires_at > now()",
-		       first, first, first),
-		0);
+	t_wait_until(
+		c, 30,
+		"select count(*) = 2 and sum(token) = split_part('%s', ' ', "
+		"1)::bigint and min(expires_at) > substr('%s', strpos('%s', "
+		"' ') + 1)::timestamptz from pgjob.leases where name like "
+		"'task:fe\"e\\\\d:%%' and expires_at > now()",
+		first, first, first);
 	free(first);
-	assert_int_equal(
-		t_poll(c, 30,
-		       "select count(*) >= 1 from pgjob.jobs "
-		       "where unique_key like 'schedule:ti\"ck\\\\s:%%'"
-		       " and payload->'pgjob'->>'schedule' = "
-		       "'ti\"ck\\s'"),
-		0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_until(
+		c, 30,
+		"select count(*) >= 1 from pgjob.jobs where unique_key like "
+		"'schedule:ti\"ck\\\\s:%%' and payload->'pgjob'->>'schedule' "
+		"= 'ti\"ck\\s'");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -342,15 +315,14 @@ test_task_share_by_config(void **state)
 		" and expires_at > now()";
 	/* The instance without tasks is live before the other starts. */
 	pid_t none = t_daemon(feed_config("share_none", ci, 0), 0, "share0");
-	assert_int_equal(
-		t_poll(c, 20, "select count(*) = 1 from pgjob.workers"), 0);
+	t_wait_workers(c, 1, 20);
 	pid_t four = t_daemon(feed_config("share_four", ci, 4), 0, "share4");
-	assert_int_equal(t_poll(c, 20, live, 4, 3), 0);
+	t_wait_until(c, 20, live, 4, 3);
 	pid_t six = t_daemon(feed_config("share_six", ci, 6), 0, "share6");
-	assert_int_equal(t_poll(c, 20, live, 6, 5), 0);
-	assert_int_equal(t_stop(six, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(four, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(none, SIGTERM, 30), 0);
+	t_wait_until(c, 20, live, 6, 5);
+	t_stop_clean(six);
+	t_stop_clean(four);
+	t_stop_clean(none);
 	PQfinish(c);
 	free(ci);
 }
@@ -365,29 +337,24 @@ test_task_share_while_draining(void **state)
 {
 	char *ci = t_db_migrated("t_duty_drain");
 	PGconn *c = t_connect(ci);
-	char body[4096], cfg_p[4096];
-	snprintf(body, sizeof(body),
-		 "workers: 1\nlease: 2s\nshutdown_timeout: 60s\n"
-		 "handlers:\n"
-		 "  slow: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n"
-		 "tasks:\n  feed: { command: [\"%s\", \"%s/drain.starts\"],"
-		 " partitions: 2 }\n",
-		 t_src("tests/fixtures/daemon/task.sh"), t_tmpdir());
-	snprintf(cfg_p, sizeof(cfg_p), "%s", t_config("drain_p", ci, body));
-	pid_t p = t_daemon(cfg_p, 0, "drain_p");
+	pid_t p = t_start(
+		"drain_p", ci,
+		"workers: 1\nlease: 2s\nshutdown_timeout: 60s\n"
+		"handlers:\n"
+		"  slow: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n"
+		"tasks:\n  feed: { command: [\"%s\", \"%s/drain.starts\"],"
+		" partitions: 2 }\n",
+		t_src("tests/fixtures/daemon/task.sh"), t_tmpdir());
 	pid_t q = t_daemon(feed_config("drain_q", ci, 2), 0, "drain_q");
-	assert_int_equal(t_poll(c, 20, spread_sql, "{1,1}"), 0);
+	t_wait_until(c, 20, spread_sql, "{1,1}");
 	t_exec(c, "select pgjob.enqueue('slow')");
-	assert_int_equal(t_poll(c, 20,
-				"select count(*) = 1 from pgjob.jobs "
-				"where state = 'running'"),
-			 0);
+	t_wait_running(c, 1, 20);
 	kill(p, SIGTERM);
-	assert_int_equal(t_poll(c, 20, spread_sql, "{2}"), 0);
+	t_wait_until(c, 20, spread_sql, "{2}");
 	assert_true(t_alive(p)); /* still draining its job */
 	/* A second signal stops it now. */
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(q, SIGTERM, 30), 0);
+	t_stop_clean(p);
+	t_stop_clean(q);
 	PQfinish(c);
 	free(ci);
 }
@@ -404,17 +371,20 @@ test_schedules_of_every_config(void **state)
 {
 	char *ci = t_db_migrated("t_duty_every");
 	PGconn *c = t_connect(ci);
-	char cfg_b[4096];
-	snprintf(cfg_b, sizeof(cfg_b), "%s",
-		 t_config("every_b", ci,
+	pid_t b = t_start("every_b", ci,
 			  "workers: 1\nlease: 2s\n"
 			  "handlers:\n"
 			  "  b_kind: { type: exec, command: [\"/bin/true\"] }\n"
 			  "schedules:\n"
 			  "  b_own: { cron: \"0 0 1 1 *\", kind: b_kind }\n"
 			  "  shared: { cron: \"0 0 1 1 *\", kind: b_kind,"
-			  " payload: { from: b } }\n"));
-	const char *cfg_a = t_config(
+			  " payload: { from: b } }\n");
+	t_wait_until(c, 20,
+		     "select count(*) = 1 from pgjob.leases where name = "
+		     "'pgjob:scheduler' and expires_at > now()");
+	char *holder = t_value(c, "select holder from pgjob.leases where "
+				  "name = 'pgjob:scheduler'");
+	pid_t a = t_start(
 		"every_a", ci,
 		"workers: 1\nlease: 2s\n"
 		"queues: { aq: {} }\n"
@@ -428,39 +398,25 @@ test_schedules_of_every_config(void **state)
 		" payload: { pgjob: { mine: true } } }\n"
 		"  shared: { cron: \"* * * * *\", kind: a_kind,"
 		" payload: { from: a } }\n");
-	pid_t b = t_daemon(cfg_b, 0, "every_b");
-	assert_int_equal(t_poll(c, 20,
-				"select count(*) = 1 from pgjob.leases where "
-				"name = 'pgjob:scheduler' and expires_at > "
-				"now()"),
-			 0);
-	char *holder = t_value(c, "select holder from pgjob.leases where "
-				  "name = 'pgjob:scheduler'");
-	pid_t a = t_daemon(cfg_a, 0, "every_a");
-	assert_int_equal(
-		t_poll(c, 20, "select count(*) = 2 from pgjob.workers"), 0);
+	t_wait_workers(c, 2, 20);
 	/* As if nothing had been scheduled for two minutes. */
 	t_exec(c, "insert into pgjob.schedules select n, date_trunc('minute',"
 		  " now()) - interval '2 minutes' from unnest(array['a_only',"
 		  " 'own_key', 'shared']) n on conflict (name) do update set"
 		  " last_tick = excluded.last_tick");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) >= 2 from pgjob.jobs where "
-				"unique_key like 'schedule:a_only:%%' and "
-				"state = 'done'"),
-			 0);
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 0 from pgjob.jobs where "
-				"state <> 'done'"),
-			 0);
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) >= 1 from pgjob.jobs where "
-				"unique_key like 'schedule:shared:%%'"),
-			 0);
+	t_wait_until(c, 30,
+		     "select count(*) >= 2 from pgjob.jobs where unique_key "
+		     "like 'schedule:a_only:%%' and state = 'done'");
+	t_wait_until(
+		c, 30,
+		"select count(*) = 0 from pgjob.jobs where state <> 'done'");
+	t_wait_until(c, 30,
+		     "select count(*) >= 1 from pgjob.jobs where unique_key "
+		     "like 'schedule:shared:%%'");
 	/* B held the lease throughout, and enqueued what A defined. */
-	char *now_holder = t_value(c, "select holder from pgjob.leases where "
-				      "name = 'pgjob:scheduler'");
-	assert_string_equal(holder, now_holder);
+	t_assert_value(c, holder,
+		       "select holder from pgjob.leases where name = "
+		       "'pgjob:scheduler'");
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "kind = 'a_kind' and queue <> 'aq'"),
 			 0);
@@ -500,12 +456,11 @@ test_schedules_of_every_config(void **state)
 		 a_worker, holder);
 	/* Once while it lasts, not every round (twice at most, should a
 	 * late heartbeat under load end it for a round). */
-	int warned = t_count_in_file(t_log("every_b"), line);
+	int warned = t_log_count("every_b", line);
 	assert_true(warned >= 1 && warned <= 2);
-	assert_int_equal(t_stop(a, SIGTERM, 30), 0);
-	assert_int_equal(t_stop(b, SIGTERM, 30), 0);
+	t_stop_clean(a);
+	t_stop_clean(b);
 	free(a_worker);
-	free(now_holder);
 	free(holder);
 	PQfinish(c);
 	free(ci);
@@ -517,16 +472,14 @@ test_stop_releases_duty_leases(void **state)
 {
 	char *ci = t_db_migrated("t_duty_release");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
+	pid_t p = t_start(
 		"release", ci,
 		"workers: 2\nlease: 2s\n"
 		"handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n");
-	pid_t p = t_daemon(cfg, 0, "release");
-	assert_int_equal(t_poll(c, 20,
-				"select count(*) = 1 from pgjob.leases where "
-				"name = 'pgjob:prune' and holder is not null"),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_wait_until(c, 20,
+		     "select count(*) = 1 from pgjob.leases where name = "
+		     "'pgjob:prune' and holder is not null");
+	t_stop_clean(p);
 	char *left = t_value(c, "select string_agg(name || '=' || holder, ' ')"
 				" from pgjob.leases where holder is not null");
 	if (left)
@@ -534,18 +487,6 @@ test_stop_releases_duty_leases(void **state)
 	assert_null(left);
 	PQfinish(c);
 	free(ci);
-}
-
-/* The error text of sql, which must fail. */
-static char *
-fence_error(PGconn *c, const char *sql)
-{
-	PGresult *r = PQexec(c, sql);
-	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
-	assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "55000");
-	char *e = strdup(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
-	PQclear(r);
-	return e;
 }
 
 /* pgjob.fence() says what became of the lease, not only "stale". */
@@ -560,29 +501,30 @@ test_fence_messages(void **state)
 		  " ('expired', 'h/2', 2, '2001-02-03 04:05:06.789+00'),"
 		  " ('taken', 'h/3', 7, now() + interval '1 hour')");
 	t_exec(c, "select pgjob.fence('held', 4)");
-	char *e = fence_error(c, "select pgjob.fence('released', 1)");
+	char *e = t_expect_sqlstate(c, "55000",
+				    "select pgjob.fence('released', 1)");
 	assert_string_equal(e, "pgjob.fence: token 1 for lease \"released\" "
 			       "is stale: the lease was released by its "
 			       "holder");
 	free(e);
-	e = fence_error(c, "select pgjob.fence('expired', 2)");
+	e = t_expect_sqlstate(c, "55000", "select pgjob.fence('expired', 2)");
 	assert_non_null(strstr(e, "pgjob.fence: token 2 for lease \"expired\""
 				  " is stale: the lease expired at "
 				  "2001-02-03T04:05:06.789Z ("));
 	free(e);
-	e = fence_error(c, "select pgjob.fence('taken', 6)");
+	e = t_expect_sqlstate(c, "55000", "select pgjob.fence('taken', 6)");
 	assert_string_equal(e, "pgjob.fence: token 6 for lease \"taken\" is "
 			       "stale: the lease was taken over (current "
 			       "token 7)");
 	free(e);
-	e = fence_error(c, "select pgjob.fence('held', 5)");
+	e = t_expect_sqlstate(c, "55000", "select pgjob.fence('held', 5)");
 	assert_string_equal(e, "pgjob.fence: token 5 for lease \"held\" was "
 			       "never issued (current token 4)");
 	free(e);
-	e = fence_error(c, "select pgjob.fence('held', null)");
+	e = t_expect_sqlstate(c, "55000", "select pgjob.fence('held', null)");
 	assert_non_null(strstr(e, "token null"));
 	free(e);
-	e = fence_error(c, "select pgjob.fence('nosuch', 1)");
+	e = t_expect_sqlstate(c, "55000", "select pgjob.fence('nosuch', 1)");
 	assert_string_equal(e, "pgjob.fence: no lease named \"nosuch\"");
 	free(e);
 	PQfinish(c);

@@ -8,18 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *ci;
+static char *ci;
 
 static int
 setup(void **state)
 {
-	struct t_run r;
-	ci = t_db_create("t_enqueue");
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
+	ci = t_db_migrated("t_enqueue");
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	free(ci);
 	return 0;
 }
 
@@ -29,15 +30,11 @@ test_sql_defaults(void **state)
 	PGconn *c = t_connect(ci);
 	long long id = t_long(c, "select pgjob.enqueue('email', "
 				 "'{\"to\":\"a@b\"}')");
-	char *row = t_value(
-		c,
-		"select concat_ws('|', queue, kind, payload->>'to', priority, "
-		"state, attempts, coalesce(max_attempts::text, 'null'), "
-		"lease_token, run_at <= now(), unique_key is null) "
-		"from pgjob.jobs where id = %lld",
-		id);
-	assert_string_equal(row, "default|email|a@b|0|available|0|null|0|t|t");
-	free(row);
+	t_assert_job(c, id,
+		     "concat_ws('|', queue, kind, payload->>'to', priority, "
+		     "state, attempts, coalesce(max_attempts::text, 'null'), "
+		     "lease_token, run_at <= now(), unique_key is null)",
+		     "default|email|a@b|0|available|0|null|0|t|t");
 	PQfinish(c);
 }
 
@@ -49,14 +46,10 @@ test_sql_named_arguments(void **state)
 		c, "select pgjob.enqueue('report', '{}', queue => 'slow', "
 		   "run_at => now() + interval '1 hour', priority => -5, "
 		   "max_attempts => 3, ordering_key => 'tenant-7')");
-	char *row =
-		t_value(c,
-			"select concat_ws('|', queue, priority, max_attempts, "
-			"ordering_key, run_at > now() + interval '59 minutes') "
-			"from pgjob.jobs where id = %lld",
-			id);
-	assert_string_equal(row, "slow|-5|3|tenant-7|t");
-	free(row);
+	t_assert_job(c, id,
+		     "concat_ws('|', queue, priority, max_attempts, "
+		     "ordering_key, run_at > now() + interval '59 minutes')",
+		     "slow|-5|3|tenant-7|t");
 	PQfinish(c);
 }
 
@@ -72,11 +65,7 @@ test_unique_key(void **state)
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "unique_key = 'sync-42'"),
 			 1);
-	assert_int_equal(t_long(c,
-				"select (payload->>'n')::int from "
-				"pgjob.jobs where id = %lld",
-				a),
-			 1);
+	t_assert_job(c, a, "(payload->>'n')::int", "1");
 	/* Once finished, the key is free again. */
 	t_exec(c,
 	       "update pgjob.jobs set state = 'done', finished_at = now() "
@@ -92,28 +81,11 @@ static void
 test_payload_must_be_object(void **state)
 {
 	PGconn *c = t_connect(ci);
-	PGresult *res = PQexec(c, "select pgjob.enqueue('x', '[1,2]')");
-	assert_int_equal(PQresultStatus(res), PGRES_FATAL_ERROR);
-	assert_non_null(strstr(PQresultErrorMessage(res),
-			       "payload must be a JSON object, not array"));
-	PQclear(res);
+	char *m = t_expect_sqlstate(c, NULL,
+				    "select pgjob.enqueue('x', '[1,2]')");
+	assert_non_null(strstr(m, "payload must be a JSON object, not array"));
+	free(m);
 	PQfinish(c);
-}
-
-/* Counts the notifications on channel pgjob that reach listener. */
-static int
-notifications(PGconn *listener)
-{
-	int n = 0;
-	PGnotify *note;
-	t_sleep_ms(100);
-	PQconsumeInput(listener);
-	while ((note = PQnotifies(listener)) != NULL) {
-		if (strcmp(note->relname, "pgjob") == 0)
-			n++;
-		PQfreemem(note);
-	}
-	return n;
 }
 
 static void
@@ -124,37 +96,38 @@ test_notify(void **state)
 	t_exec(listener, "listen pgjob");
 
 	t_exec(c, "select pgjob.enqueue('n', '{}')");
-	assert_int_equal(notifications(listener), 1);
+	assert_int_equal(t_notifications(listener), 1);
 
 	/* A bulk insert of 1,000 rows: one notification, not 1,000. */
 	t_exec(c, "insert into pgjob.jobs (kind) select 'bulk' from "
 		  "generate_series(1, 1000)");
-	assert_int_equal(notifications(listener), 1);
+	assert_int_equal(t_notifications(listener), 1);
 
 	/* 100 enqueues in one transaction: PostgreSQL folds them to one. */
 	t_exec(c, "begin");
 	for (int i = 0; i < 100; i++)
 		t_exec(c, "select pgjob.enqueue('n', '{}')");
 	t_exec(c, "commit");
-	assert_int_equal(notifications(listener), 1);
+	assert_int_equal(t_notifications(listener), 1);
 
 	/* Future work wakes nobody; polling picks it up when due. */
 	t_exec(c, "select pgjob.enqueue('n', '{}', run_at => now() + "
 		  "interval '1 hour')");
-	assert_int_equal(notifications(listener), 0);
+	assert_int_equal(t_notifications(listener), 0);
 	PQfinish(c);
 	PQfinish(listener);
 }
 
+/* Runs `pgjob --database ci enqueue ARGS...` (args NULL-terminated). */
 static void
 enqueue(struct t_run *r, const char *const *args)
 {
-	const char *argv[32] = {t_bin("pgjob"), "--database", ci, "enqueue"};
-	int n = 4;
+	const char *argv[32] = {"enqueue"};
+	int n = 1;
 	while (*args)
 		argv[n++] = *args++;
 	argv[n] = NULL;
-	t_run(r, 30, NULL, argv);
+	t_pgjobv(r, ci, argv);
 }
 
 static void
@@ -182,15 +155,12 @@ test_cli_enqueue(void **state)
 	long long id = atoll(r.out);
 	assert_true(id > 0);
 	t_run_free(&r);
-	char *row = t_value(
-		c,
-		"select concat_ws('|', kind, payload->>'a', queue, priority, "
-		"max_attempts, unique_key, ordering_key, run_at between "
-		"now() + interval '4 minutes' and now() + interval '6 minutes')"
-		" from pgjob.jobs where id = %lld",
-		id);
-	assert_string_equal(row, "cli_kind|1|q1|3|4|u-1|o-1|t");
-	free(row);
+	t_assert_job(c, id,
+		     "concat_ws('|', kind, payload->>'a', queue, priority, "
+		     "max_attempts, unique_key, ordering_key, run_at between "
+		     "now() + interval '4 minutes' and now() + interval '6 "
+		     "minutes')",
+		     "cli_kind|1|q1|3|4|u-1|o-1|t");
 
 	/* The same unique key prints the same id. */
 	enqueue(&r, args);
@@ -212,12 +182,9 @@ test_cli_enqueue(void **state)
 	const char *bare[] = {"cli_bare", NULL};
 	enqueue(&r, bare);
 	assert_int_equal(r.status, 0);
-	char *p = t_value(c,
-			  "select payload::text from pgjob.jobs where "
-			  "id = %s",
-			  r.out);
-	assert_string_equal(p, "{}");
-	free(p);
+	t_assert_value(c, "{}",
+		       "select payload::text from pgjob.jobs where id = %s",
+		       r.out);
 	t_run_free(&r);
 	PQfinish(c);
 }
@@ -370,5 +337,5 @@ main(void)
 		cmocka_unit_test(test_cli_unreachable),
 		cmocka_unit_test(test_cli_usage),
 	};
-	return cmocka_run_group_tests(tests, setup, NULL);
+	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,13 +1,14 @@
 /*
- * Integration: hostile and broken input (issue 7).  Real pgjobd processes
- * against the test server, fed what a careless or hostile world sends:
- * payloads that are too big or too deep, handlers whose output is binary,
- * enormous or endless, a plugin that hangs, HTTP endpoints that hang,
- * dribble or redirect forever, a password that must never be printed, roles
- * without the rights they need, and a read-only session.  Each must end in
- * a clear error while the rest of the system keeps working and no job is
- * lost.  docs/security.md describes the same; its GRANTs are run from the
- * docs themselves here (docs_grants()).
+ * Integration: hostile and broken input.  Real pgjobd processes against the
+ * test server, fed what a careless or hostile world sends: payloads that
+ * are too big or too deep, handlers whose output is binary, enormous or
+ * endless, a plugin that hangs, HTTP endpoints that hang, dribble or
+ * redirect forever, a password that must never be printed, roles without
+ * the rights they need, a read-only session, and rows that no client may
+ * use to stop other jobs.  Each must end in a clear error while the rest of
+ * the system keeps working and no job is lost.  docs/security.md describes
+ * the same; its GRANTs are run from the docs themselves here
+ * (docs_grants()).
  *
  * Roles belong to the server, not to a test database: their names carry
  * this process's pid, and the group teardown drops them.
@@ -23,96 +24,14 @@
 
 #include "common/util.h"
 
-/*
- * Runs sql and returns the SQLSTATE of its error (a new string), or NULL
- * when it succeeded; *msg (when not NULL) gets the primary message.
- */
-static char *
-sqlstate_of(PGconn *c, char **msg, const char *sql)
-{
-	PGresult *res = PQexec(c, sql);
-	ExecStatusType st = PQresultStatus(res);
-	char *state = NULL;
-	if (msg)
-		*msg = NULL;
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-		const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		const char *m =
-			PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-		state = xstrdup(s ? s : "?????");
-		if (msg)
-			*msg = xstrdup(m ? m : PQerrorMessage(c));
-	}
-	PQclear(res);
-	return state;
-}
+/* "state|attempts|last_error" of a job, for t_assert_job_has(). */
+#define STATE_ATTEMPTS_ERROR "state || '|' || attempts || '|' || last_error"
 
-/* Asserts that sql fails with SQLSTATE want; returns the message (new). */
-static char *
-expect_error(PGconn *c, const char *want, const char *sql)
-{
-	char *msg;
-	char *state = sqlstate_of(c, &msg, sql);
-	if (!state)
-		fail_msg("expected SQLSTATE %s, but it succeeded: %.200s", want,
-			 sql);
-	if (strcmp(state, want) != 0)
-		fail_msg("expected SQLSTATE %s, got %s (%s): %.200s", want,
-			 state, msg, sql);
-	free(state);
-	return msg;
-}
-
-/* A config in t_tmpdir() (copied: t_config keeps only four at once). */
-static char *config(const char *name, const char *conninfo, const char *fmt,
-		    ...) __attribute__((format(printf, 3, 4)));
-static char *
-config(const char *name, const char *conninfo, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *body;
-	if (vasprintf(&body, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	char *path = xstrdup(t_config(name, conninfo, body));
-	free(body);
-	return path;
-}
-
-/* A field of /proc/PID/status in kB ("VmHWM", "VmRSS"), or -1. */
-static long
-proc_kb(pid_t pid, const char *field)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	char *text = t_read_file(path);
-	if (!text)
-		return -1;
-	long kb = -1;
-	size_t n = strlen(field);
-	for (char *l = text; l && *l;
-	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (strncmp(l, field, n) == 0 && l[n] == ':')
-			kb = strtol(l + n + 1, NULL, 10);
-	free(text);
-	return kb;
-}
-
-/* The pid of the one worker of supervisor sup, from pgjob.workers. */
-static pid_t
-worker_pid(PGconn *c, pid_t sup)
-{
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 1 from pgjob.workers "
-				"where supervisor_pid = %d",
-				(int)sup),
-			 0);
-	return (pid_t)t_long(c,
-			     "select pid from pgjob.workers where "
-			     "supervisor_pid = %d",
-			     (int)sup);
-}
+/* The SQL that enqueues a payload one byte over the default limit of
+ * 1 MiB of payload text: {"a": "x..."} is 9 bytes more than its string. */
+#define ENQUEUE_1MIB_PLUS_1                                                    \
+	"select pgjob.enqueue('big', jsonb_build_object('a', repeat('x', "     \
+	"1048576)))"
 
 /* ---- roles ------------------------------------------------------------ */
 
@@ -188,7 +107,7 @@ docs_grants(PGconn *c, const char *worker, const char *enqueue)
 	assert_true(blocks >= 3);
 }
 
-/* ---- (a) payload limit ------------------------------------------------ */
+/* ---- payload limit ---------------------------------------------------- */
 
 static void
 test_payload_limit(void **state)
@@ -197,11 +116,8 @@ test_payload_limit(void **state)
 	PGconn *c = t_connect(ci);
 	char *m;
 
-	/* The default, 1 MiB of payload text: {"a": "x..."} is 9 bytes
-	 * more than its string. */
-	m = expect_error(c, "54000",
-			 "select pgjob.enqueue('big', jsonb_build_object('a', "
-			 "repeat('x', 1048576)))");
+	/* The default limit: 1 MiB of payload text. */
+	m = t_expect_sqlstate(c, "54000", ENQUEUE_1MIB_PLUS_1);
 	assert_non_null(strstr(m, "payload of 1048585 bytes is over the "
 				  "limit of 1048576 bytes"));
 	free(m);
@@ -212,15 +128,13 @@ test_payload_limit(void **state)
 	/* A session cannot raise (or lower) the limit for itself: the
 	 * setting that once was the limit is ignored. */
 	t_exec(c, "set pgjob.max_payload_bytes = 100000000");
-	m = expect_error(c, "54000",
-			 "select pgjob.enqueue('big', jsonb_build_object('a', "
-			 "repeat('x', 1048576)))");
+	m = t_expect_sqlstate(c, "54000", ENQUEUE_1MIB_PLUS_1);
 	assert_non_null(strstr(m, "over the limit of 1048576 bytes"));
 	free(m);
 	t_exec(c, "reset pgjob.max_payload_bytes");
 	/* Everything enqueue did before still holds. */
-	free(expect_error(c, "22023", "select pgjob.enqueue('')"));
-	free(expect_error(c, "22023", "select pgjob.enqueue('k', '[1]')"));
+	free(t_expect_sqlstate(c, "22023", "select pgjob.enqueue('')"));
+	free(t_expect_sqlstate(c, "22023", "select pgjob.enqueue('k', '[1]')"));
 	long long u1 = t_long(c, "select pgjob.enqueue('k', '{}', "
 				 "unique_key => 'u')");
 	long long u2 = t_long(c, "select pgjob.enqueue('k', '{}', "
@@ -231,25 +145,21 @@ test_payload_limit(void **state)
 	 * at once; pgjob enqueue goes through pgjob.enqueue and says why. */
 	t_exec(c, "update pgjob.settings set max_payload_bytes = 1000");
 	PGconn *c2 = t_connect(ci);
-	m = expect_error(c2, "54000",
-			 "select pgjob.enqueue('big', jsonb_build_object('a', "
-			 "repeat('x', 1500)))");
+	m = t_expect_sqlstate(c2, "54000",
+			      "select pgjob.enqueue('big', jsonb_build_object("
+			      "'a', repeat('x', 1500)))");
 	assert_non_null(strstr(m, "over the limit of 1000 bytes"));
 	free(m);
 	char big[1600];
 	snprintf(big, sizeof(big), "{\"a\": \"%01500d\"}", 0);
 	struct t_run r;
-	const char *argv[] = {t_bin("pgjob"), "--database", ci,	 "enqueue",
-			      "big",	      big,	    NULL};
-	t_run(&r, 30, NULL, argv);
+	t_pgjob(&r, ci, "enqueue", "big", big, NULL);
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.err, "pgjob: enqueue: 54000: pgjob.enqueue: "
 				      "payload of 1509 bytes is over the "
 				      "limit of 1000 bytes"));
 	t_run_free(&r);
-	const char *small[] = {t_bin("pgjob"), "--database", ci,  "enqueue",
-			       "big",	       "{\"a\": 1}", NULL};
-	t_run(&r, 30, NULL, small);
+	t_pgjob(&r, ci, "enqueue", "big", "{\"a\": 1}", NULL);
 	assert_int_equal(r.status, 0);
 	assert_true(atoll(r.out) > 0);
 	t_run_free(&r);
@@ -262,7 +172,7 @@ test_payload_limit(void **state)
 	free(ci);
 }
 
-/* ---- (b) deeply nested payloads --------------------------------------- */
+/* ---- deeply nested payloads ------------------------------------------- */
 
 static void
 test_deep_payload(void **state)
@@ -278,9 +188,9 @@ test_deep_payload(void **state)
 	assert_true(d > 0);
 	/* 100,000 levels: PostgreSQL's own stack limit refuses it at once,
 	 * with a clear error, and nothing is written. */
-	m = expect_error(c, "54001",
-			 "select pgjob.enqueue('cat', (repeat('{\"a\":', "
-			 "100000) || '1' || repeat('}', 100000))::jsonb)");
+	m = t_expect_sqlstate(c, "54001",
+			      "select pgjob.enqueue('cat', (repeat('{\"a\":', "
+			      "100000) || '1' || repeat('}', 100000))::jsonb)");
 	assert_non_null(strstr(m, "stack depth limit exceeded"));
 	free(m);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 1);
@@ -297,7 +207,7 @@ test_deep_payload(void **state)
 	int in;
 	pid_t hp;
 	int port = t_httpd_start(&in, &hp);
-	char *cfg = config(
+	pid_t p = t_start(
 		"deep", ci,
 		"workers: 1\n"
 		"handlers:\n"
@@ -310,11 +220,7 @@ test_deep_payload(void **state)
 		"  hook: { type: http, max_attempts: 1,"
 		" url: \"http://127.0.0.1:%d/ok\" }\n",
 		t_bin("pgjobd_example.so"), port);
-	pid_t p = t_daemon(cfg, 0, "deep");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 10 from pgjob.jobs where "
-				"state in ('done', 'dead')"),
-			 0);
+	t_wait_ended(c, 10, 60);
 	/* Each ran, or failed with a reason; none took its worker down. */
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "state = 'dead' and (last_error is null "
@@ -323,24 +229,16 @@ test_deep_payload(void **state)
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "attempts <> 1"),
 			 0);
-	char *s =
-		t_value(c, "select state from pgjob.jobs where id = %lld", ok);
-	assert_string_equal(s, "done");
-	free(s);
-	s = t_value(c, "select state from pgjob.jobs where id = %lld", d);
-	assert_string_equal(s, "done");
-	free(s);
-	assert_int_equal(t_count_in_file(t_log("deep"), "restarting worker"),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	close(in);
-	t_wait(hp, 10);
-	free(cfg);
+	t_assert_job(c, ok, "state", "done");
+	t_assert_job(c, d, "state", "done");
+	assert_int_equal(t_log_count("deep", "restarting worker"), 0);
+	t_stop_clean(p);
+	t_httpd_stop(in, hp);
 	PQfinish(c);
 	free(ci);
 }
 
-/* ---- (c) handler output: binary, enormous, endless -------------------- */
+/* ---- handler output: binary, enormous, endless ------------------------ */
 
 static void
 test_binary_output(void **state)
@@ -348,51 +246,32 @@ test_binary_output(void **state)
 	char *ci = t_db_migrated("t_hostile_binary");
 	PGconn *c = t_connect(ci);
 	const char *script = t_src("tests/fixtures/hostile/binary.sh");
-	char *cfg = config("binary", ci,
-			   "workers: 1\n"
-			   "handlers:\n"
-			   "  binfail: { type: exec, max_attempts: 1,"
-			   " command: [\"/bin/sh\", \"%s\", \"3\"] }\n"
-			   "  binok: { type: exec, command: [\"/bin/sh\","
-			   " \"%s\", \"0\"] }\n"
-			   "  bindead: { type: exec, command: [\"/bin/sh\","
-			   " \"%s\", \"65\"] }\n",
-			   script, script, script);
 	long long f = t_long(c, "select pgjob.enqueue('binfail')");
 	long long o = t_long(c, "select pgjob.enqueue('binok')");
 	long long d = t_long(c, "select pgjob.enqueue('bindead')");
-	pid_t p = t_daemon(cfg, 0, "binary");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 3 from pgjob.jobs where "
-				"state in ('done', 'dead')"),
-			 0);
+	pid_t p = t_start("binary", ci,
+			  "workers: 1\n"
+			  "handlers:\n"
+			  "  binfail: { type: exec, max_attempts: 1,"
+			  " command: [\"/bin/sh\", \"%s\", \"3\"] }\n"
+			  "  binok: { type: exec, command: [\"/bin/sh\","
+			  " \"%s\", \"0\"] }\n"
+			  "  bindead: { type: exec, command: [\"/bin/sh\","
+			  " \"%s\", \"65\"] }\n",
+			  script, script, script);
+	t_wait_ended(c, 3, 60);
 	/* The stderr tail became text PostgreSQL took: valid UTF-8, no NUL,
 	 * bounded. */
-	char *e = t_value(c,
-			  "select state || '|' || attempts || '|' || "
-			  "(octet_length(last_error) < 8192) || '|' || "
-			  "last_error from pgjob.jobs where id = %lld",
-			  f);
-	assert_non_null(e);
-	assert_non_null(strstr(e, "dead|1|true|exit status 3"));
-	free(e);
-	e = t_value(c,
-		    "select state || '|' || attempts || '|' || last_error "
-		    "from pgjob.jobs where id = %lld",
-		    d);
-	assert_non_null(strstr(e, "dead|1|exit status 65"));
-	free(e);
+	t_assert_job_has(c, f,
+			 "state || '|' || attempts || '|' || "
+			 "(octet_length(last_error) < 8192) || '|' || "
+			 "last_error",
+			 "dead|1|true|exit status 3");
+	t_assert_job_has(c, d, STATE_ATTEMPTS_ERROR, "dead|1|exit status 65");
 	/* Success with garbage on stdout: done, and no result. */
-	e = t_value(c,
-		    "select state || '|' || (result is null) from pgjob.jobs "
-		    "where id = %lld",
-		    o);
-	assert_string_equal(e, "done|true");
-	free(e);
-	assert_int_equal(t_count_in_file(t_log("binary"), "restarting worker"),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfg);
+	t_assert_job(c, o, "state || '|' || (result is null)", "done|true");
+	assert_int_equal(t_log_count("binary", "restarting worker"), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -403,48 +282,37 @@ test_enormous_output(void **state)
 	char *ci = t_db_migrated("t_hostile_enormous");
 	PGconn *c = t_connect(ci);
 	/* 100 MB of NULs on stdout, 20 MB of lines on stderr. */
-	char *cfg =
-		config("enormous", ci,
-		       "workers: 1\n"
-		       "handlers:\n"
-		       "  flood: { type: exec, command: [\"/bin/sh\", \"-c\","
-		       " \"head -c 100000000 /dev/zero; yes stderr | head "
-		       "-c 20000000 >&2; exit 3\"], max_attempts: 1 }\n"
-		       "  floodok: { type: exec, command: [\"/bin/sh\", "
-		       "\"-c\", \"head -c 100000000 /dev/zero\"] }\n");
-	pid_t p = t_daemon(cfg, 0, "enormous");
-	pid_t w = worker_pid(c, p);
-	long base = proc_kb(w, "VmHWM");
+	pid_t p =
+		t_start("enormous", ci,
+			"workers: 1\n"
+			"handlers:\n"
+			"  flood: { type: exec, command: [\"/bin/sh\", \"-c\","
+			" \"head -c 100000000 /dev/zero; yes stderr | head "
+			"-c 20000000 >&2; exit 3\"], max_attempts: 1 }\n"
+			"  floodok: { type: exec, command: [\"/bin/sh\", "
+			"\"-c\", \"head -c 100000000 /dev/zero\"] }\n");
+	pid_t w = t_worker_pid(c, p);
+	long base = t_proc_kb(w, "VmHWM");
 	assert_true(base > 0);
 	long long f = t_long(c, "select pgjob.enqueue('flood')");
 	long long o = t_long(c, "select pgjob.enqueue('floodok')");
-	assert_int_equal(t_poll(c, 120,
-				"select count(*) = 2 from pgjob.jobs where "
-				"state in ('done', 'dead')"),
-			 0);
+	t_wait_ended(c, 2, 120);
 	/* The worker's peak resident memory stayed small: it keeps 1 MiB of
 	 * stdout and 4 kB of stderr tail, and drops the rest as it reads.
 	 * Measured as growth, so that a sanitizer build's larger baseline
 	 * does not count. */
-	long peak = proc_kb(w, "VmHWM");
+	long peak = t_proc_kb(w, "VmHWM");
 	print_message("worker VmHWM %ld kB before, %ld kB after 220 MB of "
 		      "output\n",
 		      base, peak);
 	assert_true(peak > 0 && peak - base < 32 * 1024);
-	char *e = t_value(c,
-			  "select state || '|' || (octet_length(last_error) "
-			  "< 8192) || '|' || last_error from pgjob.jobs "
-			  "where id = %lld",
-			  f);
-	assert_non_null(strstr(e, "dead|true|exit status 3"));
-	assert_non_null(strstr(e, "stderr"));
-	free(e);
-	e = t_value(c, "select state from pgjob.jobs where id = %lld", o);
-	assert_string_equal(e, "done");
-	free(e);
-	assert_int_equal(worker_pid(c, p), w); /* the same worker */
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfg);
+	t_assert_job_has(c, f,
+			 "state || '|' || (octet_length(last_error) < 8192) "
+			 "|| '|' || last_error",
+			 "dead|true|exit status 3", "stderr");
+	t_assert_job(c, o, "state", "done");
+	assert_int_equal(t_worker_pid(c, p), w); /* the same worker */
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -457,107 +325,69 @@ test_never_ending(void **state)
 	char pidfile[4200];
 	snprintf(pidfile, sizeof(pidfile), "%s/yes.pid", t_tmpdir());
 	unlink(pidfile);
-	char *cfg = config("endless", ci,
-			   "workers: 1\n"
-			   "handlers:\n"
-			   "  yes: { type: exec, timeout: 2s, max_attempts: 1,"
-			   " command: [\"/bin/sh\", \"-c\", \"echo $$$$ > %s; "
-			   "exec yes\"] }\n"
-			   "  ok: { type: exec, command: [\"/bin/true\"] }\n",
-			   pidfile);
 	long long y = t_long(c, "select pgjob.enqueue('yes')");
-	pid_t p = t_daemon(cfg, 0, "endless");
-	pid_t w = worker_pid(c, p);
-	long base = proc_kb(w, "VmHWM");
+	pid_t p = t_start("endless", ci,
+			  "workers: 1\n"
+			  "handlers:\n"
+			  "  yes: { type: exec, timeout: 2s, max_attempts: 1,"
+			  " command: [\"/bin/sh\", \"-c\", \"echo $$$$ > %s; "
+			  "exec yes\"] }\n"
+			  "  ok: { type: exec, command: [\"/bin/true\"] }\n",
+			  pidfile);
+	pid_t w = t_worker_pid(c, p);
+	long base = t_proc_kb(w, "VmHWM");
 	/* While yes writes as fast as it can, other jobs still run. */
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'running' from pgjob.jobs "
-				"where id = %lld",
-				y),
-			 0);
+	t_wait_state(c, y, "running", 30);
 	long long ok = t_long(c, "select pgjob.enqueue('ok')");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				ok),
-			 0);
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'dead' from pgjob.jobs "
-				"where id = %lld",
-				y),
-			 0);
-	char *e = t_value(
-		c, "select last_error from pgjob.jobs where id = %lld", y);
-	assert_non_null(strstr(e, "timed out after 2s"));
-	free(e);
-	char *text = t_read_file(pidfile);
-	assert_non_null(text);
-	pid_t yes = atoi(text);
-	free(text);
-	for (int i = 0; i < 100 && t_alive(yes); i++)
-		t_sleep_ms(50);
-	assert_false(t_alive(yes));
-	assert_true(proc_kb(w, "VmHWM") - base < 32 * 1024);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfg);
+	t_wait_state(c, ok, "done", 30);
+	t_wait_state(c, y, "dead", 30);
+	t_assert_job_has(c, y, "last_error", "timed out after 2s");
+	t_wait_gone(t_pid_in_file(pidfile, 5), 5);
+	assert_true(t_proc_kb(w, "VmHWM") - base < 32 * 1024);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
 
-/* ---- (c) a plugin that hangs ------------------------------------------ */
+/* ---- a plugin that hangs ---------------------------------------------- */
 
 static void
 test_plugin_hangs(void **state)
 {
 	char *ci = t_db_migrated("t_hostile_plugin");
 	PGconn *c = t_connect(ci);
-	char *cfg =
-		config("plughang", ci,
-		       "workers: 1\n"
-		       "lease: 3s\n"
-		       "handlers:\n"
-		       "  hang: { type: plugin, timeout: 1s, max_attempts: 2,"
-		       " library: \"%s\", symbol: pgjobd_example }\n",
-		       t_bin("pgjobd_example.so"));
 	long long h = t_long(c, "select pgjob.enqueue('hang', "
 				"'{\"sleep_ms\": 60000}')");
-	pid_t p = t_daemon(cfg, 0, "plughang");
+	pid_t p =
+		t_start("plughang", ci,
+			"workers: 1\n"
+			"lease: 3s\n"
+			"handlers:\n"
+			"  hang: { type: plugin, timeout: 1s, max_attempts: 2,"
+			" library: \"%s\", symbol: pgjobd_example }\n",
+			t_bin("pgjobd_example.so"));
 	/* Each attempt: SIGALRM kills the worker after 1s, the supervisor
 	 * starts another (1s, 2s, then 4s later), the lease runs out (3s) and
 	 * the job is claimed again. */
-	assert_int_equal(t_poll(c, 90,
-				"select state = 'dead' from pgjob.jobs "
-				"where id = %lld",
-				h),
-			 0);
-	char *e = t_value(c,
-			  "select attempts || '|' || last_error from "
-			  "pgjob.jobs where id = %lld",
-			  h);
+	t_wait_state(c, h, "dead", 90);
 	/* A worker that dies in a run loses the attempt rather than fails
 	 * it: lost attempts have an allowance of max_attempts of their own,
 	 * and the claim after it ends the job. */
-	assert_non_null(strstr(e, "4|lost 3 attempts: the worker running it "
-				  "died or lost its lease each time"));
-	free(e);
-	assert_int_equal(
-		t_count_in_file(t_log("plughang"), "killed by signal 14"), 3);
+	t_assert_job_has(c, h, "attempts || '|' || last_error",
+			 "4|lost 3 attempts: the worker running it died or "
+			 "lost its lease each time");
+	assert_int_equal(t_log_count("plughang", "killed by signal 14"), 3);
 	/* The daemon is still there, and still works. */
 	assert_true(t_alive(p));
 	long long ok = t_long(c, "select pgjob.enqueue('hang', "
 				 "'{\"sleep_ms\": 10}')");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				ok),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfg);
+	t_wait_state(c, ok, "done", 30);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
 
-/* ---- (c) HTTP endpoints that hang, dribble, redirect ------------------ */
+/* ---- HTTP endpoints that hang, dribble, redirect ---------------------- */
 
 static void
 test_http_hostile(void **state)
@@ -567,7 +397,12 @@ test_http_hostile(void **state)
 	int in;
 	pid_t hp;
 	int port = t_httpd_start(&in, &hp);
-	char *cfg = config(
+	long long hang = t_long(c, "select pgjob.enqueue('hang')");
+	long long slow = t_long(c, "select pgjob.enqueue('slow')");
+	long long slowok = t_long(c, "select pgjob.enqueue('slowok')");
+	long long loop = t_long(c, "select pgjob.enqueue('loop')");
+	long long ok = t_long(c, "select pgjob.enqueue('ok')");
+	pid_t p = t_start(
 		"http", ci,
 		"workers: 1\n"
 		"handlers:\n"
@@ -581,63 +416,29 @@ test_http_hostile(void **state)
 		"}\n"
 		"  ok: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n",
 		port, port, port, port, port);
-	long long hang = t_long(c, "select pgjob.enqueue('hang')");
-	long long slow = t_long(c, "select pgjob.enqueue('slow')");
-	long long slowok = t_long(c, "select pgjob.enqueue('slowok')");
-	long long loop = t_long(c, "select pgjob.enqueue('loop')");
-	long long ok = t_long(c, "select pgjob.enqueue('ok')");
-	pid_t p = t_daemon(cfg, 0, "http");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 5 from pgjob.jobs where "
-				"state in ('done', 'dead')"),
-			 0);
-	char *e;
-	e = t_value(c,
-		    "select state || '|' || attempts || '|' || last_error "
-		    "from pgjob.jobs where id = %lld",
-		    hang);
-	assert_non_null(strstr(e, "dead|1|"));
-	assert_non_null(strstr(e, "timed out after 2s"));
-	free(e);
-	e = t_value(c,
-		    "select state || '|' || attempts || '|' || last_error "
-		    "from pgjob.jobs where id = %lld",
-		    slow);
-	assert_non_null(strstr(e, "dead|1|"));
-	assert_non_null(strstr(e, "timed out after 500ms"));
-	free(e);
-	e = t_value(c,
-		    "select state || '|' || (result::text) from pgjob.jobs "
-		    "where id = %lld",
-		    slowok);
-	assert_string_equal(e, "done|[1, 2]");
-	free(e);
+	t_wait_ended(c, 5, 60);
+	t_assert_job_has(c, hang, STATE_ATTEMPTS_ERROR, "dead|1|",
+			 "timed out after 2s");
+	t_assert_job_has(c, slow, STATE_ATTEMPTS_ERROR, "dead|1|",
+			 "timed out after 500ms");
+	t_assert_job(c, slowok, "state || '|' || (result::text)",
+		     "done|[1, 2]");
 	/* A redirect is not followed, so it cannot loop: dead at once. */
-	e = t_value(c,
-		    "select state || '|' || attempts || '|' || last_error "
-		    "from pgjob.jobs where id = %lld",
-		    loop);
-	assert_non_null(strstr(e, "dead|1|"));
-	assert_non_null(strstr(e, "302"));
-	free(e);
+	t_assert_job_has(c, loop, STATE_ATTEMPTS_ERROR, "dead|1|", "302");
 	/* The hanging endpoint held up nothing else. */
-	e = t_value(c,
-		    "select (select state from pgjob.jobs where id = %lld) "
-		    "|| '|' || ((select finished_at from pgjob.jobs where "
-		    "id = %lld) < (select finished_at from pgjob.jobs where "
-		    "id = %lld))",
-		    ok, ok, hang);
-	assert_string_equal(e, "done|true");
-	free(e);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	close(in);
-	t_wait(hp, 10);
-	free(cfg);
+	t_assert_value(c, "done|true",
+		       "select (select state from pgjob.jobs where id = %lld) "
+		       "|| '|' || ((select finished_at from pgjob.jobs where "
+		       "id = %lld) < (select finished_at from pgjob.jobs where "
+		       "id = %lld))",
+		       ok, ok, hang);
+	t_stop_clean(p);
+	t_httpd_stop(in, hp);
 	PQfinish(c);
 	free(ci);
 }
 
-/* ---- (d) a password is never printed ---------------------------------- */
+/* ---- a password is never printed -------------------------------------- */
 
 /* Runs pgjob status and a pgjobd for a few seconds against conninfo;
  * neither may print "hunter". */
@@ -646,9 +447,7 @@ no_password_in_output(const char *name, const char *conninfo,
 		      const char *expect)
 {
 	struct t_run r;
-	const char *argv[] = {t_bin("pgjob"), "--database", conninfo, "status",
-			      NULL};
-	t_run(&r, 30, NULL, argv);
+	t_pgjob(&r, conninfo, "status", NULL);
 	assert_int_not_equal(r.status, 0);
 	int bad = !strstr(r.err, expect) || strstr(r.err, "hunter") ||
 		  strstr(r.out, "hunter");
@@ -659,11 +458,10 @@ no_password_in_output(const char *name, const char *conninfo,
 	if (bad)
 		fail();
 
-	char *cfg = config(name, conninfo,
-			   "workers: 1\n"
-			   "handlers: { k: { type: exec, command: "
-			   "[\"/bin/true\"] } }\n");
-	pid_t p = t_daemon(cfg, 0, name);
+	pid_t p = t_start(name, conninfo,
+			  "workers: 1\n"
+			  "handlers: { k: { type: exec, command: "
+			  "[\"/bin/true\"] } }\n");
 	/* A few reconnect attempts (backoff from 200 ms). */
 	t_sleep_ms(2500);
 	int st = t_stop(p, SIGTERM, 30);
@@ -673,7 +471,6 @@ no_password_in_output(const char *name, const char *conninfo,
 	if (bad)
 		print_error("pgjobd with %s: exit %d, log:\n%s", name, st, log);
 	free(log);
-	free(cfg);
 	if (bad)
 		fail();
 }
@@ -708,18 +505,17 @@ test_password_unquoted(void **state)
 	snprintf(ci, sizeof(ci), "%s password=hunter2 hunter3",
 		 t_server_conninfo());
 	struct t_run r;
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "status", NULL};
-	t_run(&r, 30, NULL, argv);
+	t_pgjob(&r, ci, "status", NULL);
 	assert_int_not_equal(r.status, 0);
 	assert_non_null(strstr(r.err, "connection string is malformed"));
 	assert_null(strstr(r.err, "hunter"));
 	assert_null(strstr(r.out, "hunter"));
 	t_run_free(&r);
 	/* In a config file it is a config error, with its position. */
-	char *cfg = config("pw_unquoted", ci,
-			   "workers: 1\n"
-			   "handlers: { k: { type: exec, command: "
-			   "[\"/bin/true\"] } }\n");
+	const char *cfg = t_config("pw_unquoted", ci,
+				   "workers: 1\n"
+				   "handlers: { k: { type: exec, command: "
+				   "[\"/bin/true\"] } }\n");
 	const char *chk[] = {t_bin("pgjobd"), "-c", cfg, "--check-config",
 			     NULL};
 	t_run(&r, 30, NULL, chk);
@@ -728,10 +524,9 @@ test_password_unquoted(void **state)
 				      "connection string"));
 	assert_null(strstr(r.err, "hunter"));
 	t_run_free(&r);
-	free(cfg);
 }
 
-/* ---- (d) roles with and without the rights they need ------------------ */
+/* ---- roles with and without the rights they need ---------------------- */
 
 static void
 test_roles(void **state)
@@ -759,23 +554,20 @@ test_roles(void **state)
 	long long u2 = t_long(e, "select pgjob.enqueue('sqlh', '{}', "
 				 "unique_key => 'once')");
 	assert_int_equal(u1, u2);
-	free(expect_error(e, "42501", "select payload from pgjob.jobs"));
-	free(expect_error(e, "42501", "select * from pgjob.jobs"));
-	free(expect_error(e, "42501",
-			  "update pgjob.jobs set state = 'cancelled'"));
-	free(expect_error(e, "42501", "delete from pgjob.jobs"));
-	free(expect_error(e, "42501", "select * from pgjob.workers"));
+	free(t_expect_sqlstate(e, "42501", "select payload from pgjob.jobs"));
+	free(t_expect_sqlstate(e, "42501", "select * from pgjob.jobs"));
+	free(t_expect_sqlstate(e, "42501",
+			       "update pgjob.jobs set state = 'cancelled'"));
+	free(t_expect_sqlstate(e, "42501", "delete from pgjob.jobs"));
+	free(t_expect_sqlstate(e, "42501", "select * from pgjob.workers"));
 	PQfinish(e);
 	struct t_run r;
-	const char *enq[] = {t_bin("pgjob"), "--database", ce, "enqueue", "k",
-			     "{\"n\": 2}",   NULL};
-	t_run(&r, 30, NULL, enq);
+	t_pgjob(&r, ce, "enqueue", "k", "{\"n\": 2}", NULL);
 	assert_int_equal(r.status, 0);
 	long long j2 = atoll(r.out);
 	assert_true(j2 > 0);
 	t_run_free(&r);
-	const char *jobs[] = {t_bin("pgjob"), "--database", ce, "jobs", NULL};
-	t_run(&r, 30, NULL, jobs);
+	t_pgjob(&r, ce, "jobs", NULL);
 	assert_int_not_equal(r.status, 0);
 	assert_non_null(strstr(r.err, "permission denied"));
 	t_run_free(&r);
@@ -785,91 +577,75 @@ test_roles(void **state)
 	 * tasks). */
 	char cw[1200];
 	snprintf(cw, sizeof(cw), "%s user=%s", ci, role_worker);
-	char *cfg =
-		config("worker_role", cw,
-		       "workers: 1\n"
-		       "handlers:\n"
-		       "  k: { type: exec, command: [\"/bin/true\"] }\n"
-		       "  sqlh: { type: sql, statement: \"select $2::bigint, "
-		       "$1\" }\n"
-		       "schedules:\n"
-		       "  tick: { cron: \"* * * * *\", kind: k }\n"
-		       "tasks:\n"
-		       "  t: { command: [\"/bin/sleep\", \"60\"] }\n");
-	pid_t p = t_daemon(cfg, 0, "worker_role");
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 3 from pgjob.jobs where "
-				"state = 'done' and id in (%lld, %lld, %lld)",
-				j1, u1, j2),
-			 0);
-	assert_int_equal(t_poll(c, 30,
-				"select not exists (select from pgjob.jobs "
-				"where kind = 'old')"),
-			 0);
-	assert_int_equal(t_poll(c, 30,
-				"select exists (select from pgjob.leases "
-				"where name = 'task:t:0' and holder is not "
-				"null)"),
-			 0);
+	pid_t p = t_start("worker_role", cw,
+			  "workers: 1\n"
+			  "handlers:\n"
+			  "  k: { type: exec, command: [\"/bin/true\"] }\n"
+			  "  sqlh: { type: sql, statement: \"select "
+			  "$2::bigint, $1\" }\n"
+			  "schedules:\n"
+			  "  tick: { cron: \"* * * * *\", kind: k }\n"
+			  "tasks:\n"
+			  "  t: { command: [\"/bin/sleep\", \"60\"] }\n");
+	t_wait_until(c, 60,
+		     "select count(*) = 3 from pgjob.jobs where state = 'done' "
+		     "and id in (%lld, %lld, %lld)",
+		     j1, u1, j2);
+	t_wait_until(c, 30,
+		     "select not exists (select from pgjob.jobs where kind = "
+		     "'old')");
+	t_wait_until(c, 30,
+		     "select exists (select from pgjob.leases where name = "
+		     "'task:t:0' and holder is not null)");
 	/* pgjob as the worker role reads what operators read. */
-	const char *status[] = {t_bin("pgjob"), "--database", cw, "status",
-				NULL};
-	t_run(&r, 30, NULL, status);
+	t_pgjob(&r, cw, "status", NULL);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	assert_int_equal(t_count_in_file(t_log("worker_role"), "42501"), 0);
-	assert_int_equal(
-		t_count_in_file(t_log("worker_role"), "permission denied"), 0);
+	t_stop_clean(p);
+	assert_int_equal(t_log_count("worker_role", "42501"), 0);
+	assert_int_equal(t_log_count("worker_role", "permission denied"), 0);
 
 	/* No rights at all: a clear error and exit 78 (no restart loop). */
 	char cn[1200];
 	snprintf(cn, sizeof(cn), "%s user=%s", ci, role_none);
-	char *cfgn = config("none_role", cn,
-			    "workers: 1\n"
-			    "handlers: { k: { type: exec, command: "
-			    "[\"/bin/true\"] } }\n");
 	t_exec(c, "select pgjob.enqueue('k')");
-	p = t_daemon(cfgn, 0, "none_role");
+	p = t_start("none_role", cn,
+		    "workers: 1\n"
+		    "handlers: { k: { type: exec, command: "
+		    "[\"/bin/true\"] } }\n");
 	assert_int_equal(t_wait(p, 30), 78);
-	assert_true(t_count_in_file(t_log("none_role"),
-				    "42501: permission denied for schema "
-				    "pgjob") > 0);
-	assert_int_equal(
-		t_count_in_file(t_log("none_role"), "restarting worker"), 0);
+	assert_true(t_log_count("none_role",
+				"42501: permission denied for schema pgjob") >
+		    0);
+	assert_int_equal(t_log_count("none_role", "restarting worker"), 0);
 
 	/* Rights for everything but the claim: every claim fails with
 	 * 42501, logged, at the poll interval and no faster; the worker
 	 * stays up and the jobs wait, untouched. */
 	char cp[1200];
 	snprintf(cp, sizeof(cp), "%s user=%s", ci, role_partial);
-	char *cfgp = config("partial_role", cp,
-			    "workers: 1\n"
-			    "poll_interval: 1s\n"
-			    "handlers: { k: { type: exec, command: "
-			    "[\"/bin/true\"] } }\n");
-	p = t_daemon(cfgp, 0, "partial_role");
+	p = t_start("partial_role", cp,
+		    "workers: 1\n"
+		    "poll_interval: 1s\n"
+		    "handlers: { k: { type: exec, command: "
+		    "[\"/bin/true\"] } }\n");
 	t_sleep_ms(4000);
-	int denied = t_count_in_file(t_log("partial_role"),
-				     "claim failed: 42501: permission denied "
-				     "for table jobs");
+	int denied = t_log_count("partial_role",
+				 "claim failed: 42501: permission denied "
+				 "for table jobs");
 	print_message("claim denied %d times in 4 s\n", denied);
 	assert_true(denied >= 1 && denied <= 8);
-	assert_int_equal(
-		t_count_in_file(t_log("partial_role"), "restarting worker"), 0);
+	assert_int_equal(t_log_count("partial_role", "restarting worker"), 0);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "kind = 'k' and state = 'available' and "
 				   "attempts = 0"),
 			 1);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfgp);
-	free(cfgn);
-	free(cfg);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
 
-/* ---- (d) a read-only session ------------------------------------------ */
+/* ---- a read-only session ---------------------------------------------- */
 
 static void
 test_read_only(void **state)
@@ -879,30 +655,23 @@ test_read_only(void **state)
 	docs_grants(c, role_ro, role_enqueue);
 	char cr[1200];
 	snprintf(cr, sizeof(cr), "%s user=%s", ci, role_ro);
-	char *cfg = config("ro", cr,
-			   "workers: 1\n"
-			   "lease: 10s\n"
-			   "handlers:\n"
-			   "  k: { type: exec, command: [\"/bin/true\"] }\n"
-			   "  slow: { type: exec, command: [\"/bin/sleep\", "
-			   "\"2\"] }\n");
+	const char *cfg = t_config(
+		"ro", cr,
+		"workers: 1\n"
+		"lease: 10s\n"
+		"handlers:\n"
+		"  k: { type: exec, command: [\"/bin/true\"] }\n"
+		"  slow: { type: exec, command: [\"/bin/sleep\", \"2\"] }\n");
 	pid_t p = t_daemon(cfg, 0, "ro");
 	t_exec(c, "insert into pgjob.jobs (kind) select 'k' from "
 		  "generate_series(1, 5)");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 5 from pgjob.jobs where "
-				"state = 'done'"),
-			 0);
+	t_wait_done(c, 5, 30);
 
 	/* The role's sessions become read-only, and the worker's present
 	 * one is cut while a job runs: it reconnects into a session where
 	 * every write fails. */
 	long long slow = t_long(c, "select pgjob.enqueue('slow')");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'running' from pgjob.jobs "
-				"where id = %lld",
-				slow),
-			 0);
+	t_wait_state(c, slow, "running", 30);
 	t_exec(c, "alter role %s set default_transaction_read_only = on",
 	       role_ro);
 	t_exec(c,
@@ -915,33 +684,29 @@ test_read_only(void **state)
 	 * state: it stops at once. */
 	pid_t q = t_daemon(cfg, 0, "ro2");
 	t_sleep_ms(4000);
-	assert_true(t_count_in_file(t_log("ro"), "read-only transaction") > 0);
-	assert_true(t_count_in_file(t_log("ro2"), "read-only transaction") > 0);
+	assert_true(t_log_count("ro", "read-only transaction") > 0);
+	assert_true(t_log_count("ro2", "read-only transaction") > 0);
 	assert_int_equal(t_stop(q, SIGTERM, 10), 0);
 	/* Nothing was lost or half-done meanwhile. */
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "state = 'available' and attempts = 0"),
 			 5);
 	assert_true(t_alive(p));
-	assert_int_equal(t_count_in_file(t_log("ro"), "restarting worker"), 0);
+	assert_int_equal(t_log_count("ro", "restarting worker"), 0);
 
 	/* Writable again: the worker gets back in (backoff up to 30 s) and
 	 * everything ends done, each new job in one attempt. */
 	t_exec(c, "alter role %s reset default_transaction_read_only", role_ro);
-	assert_int_equal(t_poll(c, 90,
-				"select count(*) = 11 from pgjob.jobs where "
-				"state = 'done'"),
-			 0);
+	t_wait_done(c, 11, 90);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
 				   "kind = 'k' and attempts <> 1"),
 			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfg);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
 
-/* ---- (e) no row a client can write stops other jobs ------------------- */
+/* ---- no row a client can write stops other jobs ----------------------- */
 
 /*
  * run_at '-infinity' made every claim of the queue fail (0A000: cannot
@@ -953,36 +718,34 @@ test_infinite_run_at(void **state)
 {
 	char *ci = t_db_migrated("t_hostile_infinity");
 	PGconn *c = t_connect(ci);
-	char *m = expect_error(c, "22008",
-			       "select pgjob.enqueue('k', '{}', run_at => "
-			       "'-infinity', priority => 32767)");
+	char *m = t_expect_sqlstate(c, "22008",
+				    "select pgjob.enqueue('k', '{}', run_at => "
+				    "'-infinity', priority => 32767)");
 	assert_non_null(strstr(m, "run_at must be a finite time"));
 	free(m);
-	free(expect_error(c, "22008",
-			  "select pgjob.enqueue('k', '{}', run_at => "
-			  "'infinity')"));
+	free(t_expect_sqlstate(c, "22008",
+			       "select pgjob.enqueue('k', '{}', run_at => "
+			       "'infinity')"));
 	/* Behind enqueue's back, the table refuses it too. */
-	free(expect_error(c, "23514",
-			  "insert into pgjob.jobs (kind, run_at, priority) "
-			  "values ('k', '-infinity', 32767)"));
+	free(t_expect_sqlstate(
+		c, "23514",
+		"insert into pgjob.jobs (kind, run_at, priority) "
+		"values ('k', '-infinity', 32767)"));
 	long long a = t_long(c, "select pgjob.enqueue('k', '{}', "
 				"priority => 32767)");
 	long long b = t_long(c, "select pgjob.enqueue('k')");
-	free(expect_error(c, "23514",
-			  "update pgjob.jobs set run_at = '-infinity'"));
-	char *cfg = config("infinity", ci,
-			   "workers: 1\n"
-			   "handlers:\n"
-			   "  k: { type: exec, command: [\"/bin/true\"] }\n");
-	pid_t p = t_daemon(cfg, 0, "infinity");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 2 from pgjob.jobs where "
-				"state = 'done' and id in (%lld, %lld)",
-				a, b),
-			 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	assert_int_equal(t_count_in_file(t_log("infinity"), "claim failed"), 0);
-	free(cfg);
+	free(t_expect_sqlstate(c, "23514",
+			       "update pgjob.jobs set run_at = '-infinity'"));
+	pid_t p = t_start("infinity", ci,
+			  "workers: 1\n"
+			  "handlers:\n"
+			  "  k: { type: exec, command: [\"/bin/true\"] }\n");
+	t_wait_until(c, 30,
+		     "select count(*) = 2 from pgjob.jobs where state = 'done' "
+		     "and id in (%lld, %lld)",
+		     a, b);
+	t_stop_clean(p);
+	assert_int_equal(t_log_count("infinity", "claim failed"), 0);
 	PQfinish(c);
 	free(ci);
 }
@@ -997,36 +760,28 @@ test_huge_payload_never_read(void **state)
 {
 	char *ci = t_db_migrated("t_hostile_hugepayload");
 	PGconn *c = t_connect(ci);
-	char *cfg = config("hugepayload", ci,
-			   "workers: 1\n"
-			   "handlers:\n"
-			   "  k: { type: exec, command: [\"/bin/true\"] }\n");
 	/* Random text: TOAST cannot shrink it, and its size is its own. */
 	long long big = t_long(
 		c, "insert into pgjob.jobs (kind, payload) select 'k', "
 		   "jsonb_build_object('x', string_agg(md5(g::text), '')) "
 		   "from generate_series(1, 1900000) g returning id");
 	long long ok = t_long(c, "select pgjob.enqueue('k')");
-	pid_t p = t_daemon(cfg, 0, "hugepayload");
-	pid_t w = worker_pid(c, p);
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 2 from pgjob.jobs where "
-				"state in ('done', 'dead') and id in "
-				"(%lld, %lld)",
-				big, ok),
-			 0);
-	long hwm = proc_kb(w, "VmHWM");
+	pid_t p = t_start("hugepayload", ci,
+			  "workers: 1\n"
+			  "handlers:\n"
+			  "  k: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t w = t_worker_pid(c, p);
+	t_wait_until(c, 60,
+		     "select count(*) = 2 from pgjob.jobs where state in "
+		     "('done', 'dead') and id in (%lld, %lld)",
+		     big, ok);
+	long hwm = t_proc_kb(w, "VmHWM");
 	print_message("worker VmHWM after a 60 MB payload: %ld kB\n", hwm);
 	assert_true(hwm > 0 && hwm < 30 * 1024);
-	char *e = t_value(c,
-			  "select state || '|' || last_error from pgjob.jobs "
-			  "where id = %lld",
-			  big);
-	assert_non_null(strstr(e, "dead|payload of 60800"));
-	assert_non_null(strstr(e, "over max_payload_bytes (1048576)"));
-	free(e);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfg);
+	t_assert_job_has(c, big, "state || '|' || last_error",
+			 "dead|payload of 60800",
+			 "over max_payload_bytes (1048576)");
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -1044,23 +799,21 @@ test_enqueue_role_only_enqueues(void **state)
 	char ce[1200];
 	snprintf(ce, sizeof(ce), "%s user=%s", ci, role_enqueue);
 	PGconn *e = t_connect(ce);
-	free(expect_error(e, "42501",
-			  "insert into pgjob.jobs (kind, state, locked_until) "
-			  "values ('k', 'running', now() + interval "
-			  "'100 years')"));
-	free(expect_error(e, "42501",
-			  "insert into pgjob.jobs (kind) values ('k')"));
-	free(expect_error(e, "42501",
-			  "select id, unique_key, state from pgjob.jobs"));
+	free(t_expect_sqlstate(e, "42501",
+			       "insert into pgjob.jobs (kind, state, "
+			       "locked_until) values ('k', 'running', now() + "
+			       "interval '100 years')"));
+	free(t_expect_sqlstate(e, "42501",
+			       "insert into pgjob.jobs (kind) values ('k')"));
+	free(t_expect_sqlstate(e, "42501",
+			       "select id, unique_key, state from pgjob.jobs"));
 	assert_true(t_long(e, "select pgjob.enqueue('k')") > 0);
 	/* Not the client's to change: the limit of pgjob.settings. */
-	free(expect_error(e, "42501",
-			  "update pgjob.settings set max_payload_bytes = "
-			  "100000000"));
+	free(t_expect_sqlstate(e, "42501",
+			       "update pgjob.settings set max_payload_bytes = "
+			       "100000000"));
 	t_exec(e, "set pgjob.max_payload_bytes = 100000000");
-	free(expect_error(e, "54000",
-			  "select pgjob.enqueue('big', jsonb_build_object("
-			  "'a', repeat('x', 1048576)))"));
+	free(t_expect_sqlstate(e, "54000", ENQUEUE_1MIB_PLUS_1));
 	/* A role without the grant cannot enqueue at all: EXECUTE is no
 	 * longer PUBLIC's. */
 	t_exec(c,
@@ -1071,7 +824,7 @@ test_enqueue_role_only_enqueues(void **state)
 	snprintf(cn, sizeof(cn), "%s user=%s", ci, role_none);
 	PGconn *n = t_connect(cn);
 	t_exec(c, "grant usage on schema pgjob to %s", role_none);
-	free(expect_error(n, "42501", "select pgjob.enqueue('k')"));
+	free(t_expect_sqlstate(n, "42501", "select pgjob.enqueue('k')"));
 	PQfinish(n);
 	PQfinish(e);
 	PQfinish(c);
@@ -1091,13 +844,11 @@ test_forged_notify(void **state)
 	char *ci = t_db_migrated("t_hostile_notify");
 	PGconn *c = t_connect(ci);
 	/* A poll too slow to hide the difference. */
-	char *cfg = config("notify", ci,
-			   "workers: 2\npoll_interval: 120s\n"
-			   "handlers:\n"
-			   "  k: { type: exec, command: [\"/bin/true\"] }\n");
-	pid_t p = t_daemon(cfg, 0, "notify");
-	assert_int_equal(
-		t_poll(c, 30, "select count(*) = 2 from pgjob.workers"), 0);
+	pid_t p = t_start("notify", ci,
+			  "workers: 2\npoll_interval: 120s\n"
+			  "handlers:\n"
+			  "  k: { type: exec, command: [\"/bin/true\"] }\n");
+	t_wait_workers(c, 2, 30);
 	/* Wait out the claims of the start. */
 	t_sleep_ms(1500);
 	/* Another session (any role may) announces the next 64 transaction
@@ -1110,17 +861,12 @@ test_forged_notify(void **state)
 	PQfinish(forger);
 	t_sleep_ms(500);
 	long long id = t_long(c, "select pgjob.enqueue('k')");
-	assert_int_equal(t_poll(c, 20,
-				"select state = 'done' from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
+	t_wait_state(c, id, "done", 20);
 	/* Garbage in the payload costs a claim, nothing more. */
 	t_exec(c, "notify pgjob, '18446744073709551616 x'");
 	t_exec(c, "notify pgjob, '1 99999999999999999999999'");
 	assert_true(t_alive(p));
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
-	free(cfg);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }

@@ -8,7 +8,7 @@
  *   variables that the config expanded are not in that environment anyway:
  *   the test itself, as root, reads /proc/<worker>/environ and finds an
  *   unrelated variable but not the expanded ones.  The daemon runs as
- *   nobody here, started by this file's own spawner.
+ *   nobody here (t_spawn_as()).
  * - A handler with `user: nobody` under a root daemon runs as nobody and
  *   reads nothing of the daemon either.
  * - When the daemon's whole process group is SIGKILLed, the exec handler
@@ -19,9 +19,6 @@
 #include "testlib.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,52 +39,15 @@ static const char *const secret_env[] = {
 	NULL,
 };
 
-static pid_t mine[8];
-static int nmine;
-
-static void
-kill_mine(void)
-{
-	for (int i = 0; i < nmine; i++)
-		kill(-mine[i], SIGKILL);
-}
-
 /*
  * Starts `pgjobd -c cfg -w 1` in its own process group, as uid:gid (0: as
- * root), with env added to the environment and its log in logname.
+ * root), with secret_env added to its environment and its log in logname.
  */
 static pid_t
-daemon_as(uid_t uid, gid_t gid, const char *cfg, const char *logname,
-	  const char *const *env)
+daemon_as(uid_t uid, gid_t gid, const char *cfg, const char *logname)
 {
-	char *bin = xstrdup(t_bin("pgjobd")), *log = xstrdup(t_log(logname));
-	pid_t pid;
-
-	if (nmine == 0)
-		atexit(kill_mine);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDONLY);
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		setpgid(0, 0);
-		dup2(null, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		for (; env && *env; env++)
-			putenv((char *)*env);
-		if (uid != 0 && (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
-				 setuid(uid) < 0))
-			_exit(126);
-		execl(bin, bin, "-c", cfg, "-w", "1", (char *)NULL);
-		_exit(127);
-	}
-	free(bin);
-	free(log);
-	if (nmine < 8)
-		mine[nmine++] = pid;
-	return pid;
+	const char *argv[] = {t_bin("pgjobd"), "-c", cfg, "-w", "1", NULL};
+	return t_spawn_as(uid, gid, t_log(logname), secret_env, argv);
 }
 
 /* The config: a peek handler (isolation.sh), and secrets in places a
@@ -120,16 +80,8 @@ peek(PGconn *c)
 	char *text;
 	cJSON *j;
 
-	if (t_poll(c, 30,
-		   "select state = 'done' from pgjob.jobs where id = %lld",
-		   id) < 0)
-		fail_msg("the peek job was not done in 30 s: %s",
-			 t_value(c,
-				 "select state || ' ' || coalesce(last_error, "
-				 "'') from pgjob.jobs where id = %lld",
-				 id));
-	text = t_value(c, "select result::text from pgjob.jobs where id = %lld",
-		       id);
+	t_wait_state(c, id, "done", 30);
+	text = t_job(c, id, "result::text");
 	assert_non_null(text);
 	printf("peek: %s\n", text);
 	j = cJSON_Parse(text);
@@ -174,6 +126,26 @@ check_environ(int pid)
 	buf_free(&b);
 }
 
+/*
+ * What a peek found when the handler could read nothing of the daemon: it
+ * ran as uid; it could not read the worker's environment and found no
+ * secret in the worker or the supervisor; and the test itself finds no
+ * expanded variable in their environments.
+ */
+static void
+assert_nothing_seen(cJSON *j, uid_t uid)
+{
+	assert_int_equal(num(j, "uid"), (int)uid);
+	/* Not dumpable: a process of the same user cannot read it. */
+	assert_false(cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
+	assert_int_equal(num(j, "worker_secrets"), 0);
+	assert_int_equal(num(j, "supervisor_secrets"), 0);
+	/* And what the config expanded is not in the environment at all. */
+	check_environ(num(j, "worker"));
+	check_environ(num(j, "supervisor"));
+}
+
 static void
 test_same_user(void **state)
 {
@@ -187,31 +159,19 @@ test_same_user(void **state)
 		skip();
 	ci = t_db_migrated("t_isolation_same");
 	c = t_connect(ci);
-	d = daemon_as(pw->pw_uid, pw->pw_gid, config("same", ci, ""), "same",
-		      secret_env);
+	d = daemon_as(pw->pw_uid, pw->pw_gid, config("same", ci, ""), "same");
 	j = peek(c);
-	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
-	/* Not dumpable: a process of the same user cannot read it. */
-	assert_false(cJSON_IsTrue(
-		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
-	assert_int_equal(num(j, "worker_secrets"), 0);
-	assert_int_equal(num(j, "supervisor_secrets"), 0);
-	/* And what the config expanded is not in the environment at all. */
-	check_environ(num(j, "worker"));
-	check_environ(num(j, "supervisor"));
+	assert_nothing_seen(j, pw->pw_uid);
 	assert_int_equal(num(j, "supervisor"), d);
 	cJSON_Delete(j);
 	/* A reload that adds user: to a daemon that is not root is refused
 	 * with the key's place, as a start would be; the old config runs. */
 	config("same", ci, ", user: nobody");
 	kill(d, SIGHUP);
-	for (int i = 0;
-	     i < 200 && !t_count_in_file(t_log("same"), "reload refused"); i++)
-		t_sleep_ms(50);
-	assert_int_equal(t_count_in_file(t_log("same"), "reload refused"), 1);
-	assert_true(t_count_in_file(t_log("same"), "handlers.peek.user") > 0);
+	assert_int_equal(t_wait_log("same", "reload refused", 1, 10), 1);
+	assert_true(t_log_count("same", "handlers.peek.user") > 0);
 	assert_true(t_alive(d));
-	assert_int_equal(t_stop(d, SIGTERM, 30), 0);
+	t_stop_clean(d);
 	PQfinish(c);
 	free(ci);
 }
@@ -229,49 +189,24 @@ test_handler_user(void **state)
 		skip();
 	ci = t_db_migrated("t_isolation_user");
 	c = t_connect(ci);
-	d = daemon_as(0, 0, config("user", ci, ", user: nobody"), "user",
-		      secret_env);
+	d = daemon_as(0, 0, config("user", ci, ", user: nobody"), "user");
 	j = peek(c);
-	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
-	assert_false(cJSON_IsTrue(
-		cJSON_GetObjectItemCaseSensitive(j, "worker_env")));
-	assert_int_equal(num(j, "worker_secrets"), 0);
-	assert_int_equal(num(j, "supervisor_secrets"), 0);
-	check_environ(num(j, "worker"));
-	check_environ(num(j, "supervisor"));
+	assert_nothing_seen(j, pw->pw_uid);
 	cJSON_Delete(j);
 
 	/* A reload expands the same variables again, from the private copy
 	 * (a variable that is not set would refuse it), and its new worker
 	 * has no more of them than the first. */
 	kill(d, SIGHUP);
-	for (int i = 0;
-	     i < 600 && !t_count_in_file(t_log("user"), "reload done"); i++)
-		t_sleep_ms(50);
-	assert_int_equal(t_count_in_file(t_log("user"), "reload done"), 1);
-	assert_int_equal(t_count_in_file(t_log("user"), "reload refused"), 0);
+	assert_int_equal(t_wait_log("user", "reload done", 1, 30), 1);
+	assert_int_equal(t_log_count("user", "reload refused"), 0);
 	j = peek(c);
 	assert_int_equal(num(j, "uid"), (int)pw->pw_uid);
 	check_environ(num(j, "worker"));
 	cJSON_Delete(j);
-	assert_int_equal(t_stop(d, SIGTERM, 30), 0);
+	t_stop_clean(d);
 	PQfinish(c);
 	free(ci);
-}
-
-/* The pid in file, once the handler has written it; 0 after timeout_s. */
-static pid_t
-pid_in(const char *file, int timeout_s)
-{
-	for (int i = 0; i < timeout_s * 20; i++) {
-		char *s = t_read_file(file);
-		int pid = s ? atoi(s) : 0;
-		free(s);
-		if (pid > 0)
-			return pid;
-		t_sleep_ms(50);
-	}
-	return 0;
 }
 
 static void
@@ -287,27 +222,18 @@ test_dies_with_daemon(void **state)
 		file, file, file);
 	PGconn *c = t_connect(ci);
 	pid_t d, h;
-	int gone = 0;
 
 	unlink(file);
 	d = t_daemon(t_config("kill", ci, body), 1, "kill");
 	t_exec(c, "select pgjob.enqueue('long', '{}')");
-	h = pid_in(file, 30);
-	assert_true(h > 0);
+	h = t_pid_in_file(file, 30);
 	assert_true(t_alive(h));
 	/* The daemon's whole process group, as a kill outside systemd does:
 	 * the supervisor dies too, so nobody is left to clean up but the
 	 * kernel. */
 	assert_int_equal(kill(-d, SIGKILL), 0);
 	assert_int_equal(t_wait(d, 10), 128 + SIGKILL);
-	for (int i = 0; i < 200 && !gone; i++) {
-		gone = !t_alive(h);
-		if (!gone)
-			t_sleep_ms(50);
-	}
-	if (!gone)
-		kill(h, SIGKILL); /* do not leave it behind */
-	assert_true(gone);
+	t_wait_gone(h, 10); /* killed there if not, not to be left behind */
 	PQfinish(c);
 	free(body);
 	free(file);

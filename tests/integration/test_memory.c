@@ -1,8 +1,8 @@
 /*
  * A long-running worker's memory stays flat: 2,000 no-op jobs, then 10,000
  * more, and the worker's resident set may grow by a little only (not per
- * job).  And an instance at rest stays within its bounds: the supervisor
- * and each worker under 8 MiB (VmRSS; docs/daemon.md).  Not run under
+ * job).  And an instance at rest stays within the bounds of docs/daemon.md:
+ * the supervisor and each worker under 8 MiB (VmRSS).  Not run under
  * the sanitizers, whose shadow memory and quarantine would distort both
  * (.ci/run excludes it there).
  */
@@ -13,64 +13,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* VmRSS of pid in KiB, or -1. */
-static long
-rss_kib(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	char *s = t_read_file(path);
-	char *p = s ? strstr(s, "VmRSS:") : NULL;
-	long v = p ? strtol(p + 6, NULL, 10) : -1;
-	free(s);
-	return v;
-}
-
 static void
 test_worker_memory_flat(void **state)
 {
 	char *ci = t_db_migrated("t_memory");
 	PGconn *c = t_connect(ci);
-	char body[1024];
-	snprintf(body, sizeof(body),
-		 "workers: 1\nlog: { level: warn }\n"
-		 "queues: { default: { concurrency: 50 } }\n"
-		 "handlers:\n"
-		 "  noop: { type: plugin, library: \"%s\","
-		 " symbol: pgjobd_example }\n"
-		 "  tick: { type: exec, command: [\"/bin/true\"] }\n",
-		 t_bin("pgjobd_example.so"));
-	const char *cfg = t_config("memory", ci, body);
-	pid_t p = t_daemon(cfg, 0, "memory");
+	pid_t p = t_start("memory", ci,
+			  "workers: 1\nlog: { level: warn }\n"
+			  "queues: { default: { concurrency: 50 } }\n"
+			  "handlers:\n"
+			  "  noop: { type: plugin, library: \"%s\","
+			  " symbol: pgjobd_example }\n"
+			  "  tick: { type: exec, command: [\"/bin/true\"] }\n",
+			  t_bin("pgjobd_example.so"));
 	t_exec(c,
 	       "insert into pgjob.jobs (kind) select case when i %% 20 = 0 "
 	       "then 'tick' else 'noop' end from generate_series(1, 2000) i");
-	assert_int_equal(t_poll(c, 120,
-				"select count(*) = 2000 from "
-				"pgjob.jobs where state = 'done'"),
-			 0);
+	t_wait_done(c, 2000, 120);
 	pid_t w = (pid_t)t_long(c, "select pid from pgjob.workers");
-	long before = rss_kib(w);
+	long before = t_proc_kb(w, "VmRSS");
 	t_exec(c, "insert into pgjob.jobs (kind) select case when i %% 20 = 0 "
 		  "then 'tick' else 'noop' end from generate_series(1, 10000) "
 		  "i");
-	assert_int_equal(t_poll(c, 300,
-				"select count(*) = 12000 from "
-				"pgjob.jobs where state = 'done'"),
-			 0);
-	long after = rss_kib(w);
+	t_wait_done(c, 12000, 300);
+	long after = t_proc_kb(w, "VmRSS");
 	print_message("worker VmRSS after 2,000 jobs: %ld KiB, after 12,000: "
 		      "%ld KiB\n",
 		      before, after);
 	assert_true(before > 0 && after > 0);
 	/* Five times the jobs; a leak of even 100 bytes a job would show. */
 	assert_true(after - before < 1024);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
 
-/* Issue 6's bounds, VmRSS at rest. */
+/* The bounds of docs/daemon.md, VmRSS at rest. */
 #define SUPERVISOR_MAX_KIB 8192
 #define WORKER_MAX_KIB	   8192
 
@@ -83,26 +61,20 @@ static long
 rss_at_rest(const char *ci, PGconn *c, const char *name, const char *handlers,
 	    long *sup)
 {
-	char body[1024];
-	snprintf(body, sizeof(body),
-		 "workers: 2\nlog: { level: info }\nhandlers:\n%s", handlers);
-	const char *cfg = t_config(name, ci, body);
-	pid_t p = t_daemon(cfg, 0, name);
-	for (int i = 0; i < 600 && t_count_in_file(t_log(name), "ready: ") == 0;
-	     i++)
-		t_sleep_ms(50);
-	assert_int_equal(t_count_in_file(t_log(name), "ready: "), 1);
-	assert_int_equal(
-		t_poll(c, 30, "select count(*) = 2 from pgjob.workers"), 0);
+	pid_t p = t_start(name, ci,
+			  "workers: 2\nlog: { level: info }\nhandlers:\n%s",
+			  handlers);
+	assert_int_equal(t_wait_log(name, "ready: ", 1, 30), 1);
+	t_wait_workers(c, 2, 30);
 	t_sleep_ms(1500); /* at rest: past the first heartbeats */
-	*sup = rss_kib(p);
+	*sup = t_proc_kb(p, "VmRSS");
 	long worst = 0;
 	for (int i = 0; i < 2; i++) {
 		pid_t w = (pid_t)t_long(c,
 					"select pid from pgjob.workers "
 					"order by slot offset %d",
 					i);
-		long r = rss_kib(w);
+		long r = t_proc_kb(w, "VmRSS");
 		assert_true(r > 0);
 		if (r > worst)
 			worst = r;
@@ -110,7 +82,7 @@ rss_at_rest(const char *ci, PGconn *c, const char *name, const char *handlers,
 	}
 	print_message("%s: supervisor VmRSS %ld KiB\n", name, *sup);
 	assert_true(*sup > 0);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	return worst;
 }
 

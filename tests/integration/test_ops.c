@@ -6,8 +6,6 @@
  */
 #include "testlib.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,44 +15,6 @@
 #include <unistd.h>
 
 #include "common/util.h"
-
-static int
-free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(a);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-/* GET path from 127.0.0.1:port; returns the whole response (caller frees)
- * or NULL when nothing listens. */
-static char *
-http_get(int port, const char *path)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)port)};
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		close(fd);
-		return NULL;
-	}
-	char req[256];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
-	assert_int_equal(write(fd, req, (size_t)n), n);
-	struct buf b = {0};
-	char chunk[4096];
-	ssize_t r;
-	while ((r = read(fd, chunk, sizeof(chunk))) > 0)
-		buf_append(&b, chunk, (size_t)r);
-	close(fd);
-	return b.data ? b.data : strdup("");
-}
 
 /* Reads the notify messages that have arrived, appended to log. */
 static void
@@ -88,7 +48,7 @@ test_notify_and_metrics(void **state)
 {
 	char *ci = t_db_migrated("t_ops");
 	PGconn *c = t_connect(ci);
-	int port = free_port();
+	int port = t_free_port();
 	char body[2048];
 	snprintf(body, sizeof(body),
 		 "workers: 2\nmetrics: { listen: \"127.0.0.1:%d\" }\n"
@@ -96,8 +56,7 @@ test_notify_and_metrics(void **state)
 		 "  noop: { type: plugin, library: \"%s\","
 		 " symbol: pgjobd_example }\n",
 		 port, t_bin("pgjobd_example.so"));
-	char cfg[4096];
-	snprintf(cfg, sizeof(cfg), "%s", t_config("ops", ci, body));
+	const char *cfg = t_config("ops", ci, body);
 
 	char sock[4200], env[4300];
 	snprintf(sock, sizeof(sock), "%s/notify.sock", t_tmpdir());
@@ -117,22 +76,19 @@ test_notify_and_metrics(void **state)
 	assert_int_equal(t_long(c, "select count(*) from pgjob.workers"), 2);
 	assert_non_null(strstr(log.data, "STATUS=2 workers, slots "));
 
-	char *r = http_get(port, "/healthz");
+	char *r = t_http_get(port, "/healthz");
 	assert_non_null(r);
 	assert_non_null(strstr(r, "HTTP/1.0 200") ? r : strstr(r, " 200 "));
 	free(r);
-	r = http_get(port, "/nope");
+	r = t_http_get(port, "/nope");
 	assert_non_null(strstr(r, " 404 "));
 	free(r);
 
 	t_exec(c, "insert into pgjob.jobs (kind) select 'noop' from "
 		  "generate_series(1, 25)");
-	assert_int_equal(t_poll(c, 30,
-				"select count(*) = 25 from pgjob.jobs "
-				"where state = 'done'"),
-			 0);
+	t_wait_done(c, 25, 30);
 	t_sleep_ms(200);
-	r = http_get(port, "/metrics");
+	r = t_http_get(port, "/metrics");
 	assert_non_null(strstr(r, "text/plain; version=0.0.4"));
 	assert_non_null(strstr(r, "pgjobd_jobs_done_total{kind=\"noop\","
 				  "queue=\"default\"} 25\n"));
@@ -154,7 +110,7 @@ test_notify_and_metrics(void **state)
 	/* A worker killed: restarts count, counters carry on. */
 	kill((pid_t)t_long(c, "select min(pid) from pgjob.workers"), SIGKILL);
 	for (int i = 0; i < 100; i++) {
-		r = http_get(port, "/metrics");
+		r = t_http_get(port, "/metrics");
 		int moved =
 			strstr(r, "pgjobd_worker_restarts_total 1\n") != NULL;
 		free(r);
@@ -162,13 +118,13 @@ test_notify_and_metrics(void **state)
 			break;
 		t_sleep_ms(100);
 	}
-	r = http_get(port, "/metrics");
+	r = t_http_get(port, "/metrics");
 	assert_non_null(strstr(r, "pgjobd_worker_restarts_total 1\n"));
 	assert_non_null(strstr(r, "pgjobd_jobs_done_total{kind=\"noop\","
 				  "queue=\"default\"} 25\n"));
 	free(r);
 
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	drain_notify(nfd, &log);
 	assert_non_null(strstr(log.data, "STOPPING=1"));
 	buf_free(&log);
@@ -181,7 +137,7 @@ test_notify_and_metrics(void **state)
 static long long
 claims(int port)
 {
-	char *r = http_get(port, "/metrics");
+	char *r = t_http_get(port, "/metrics");
 	assert_non_null(r);
 	const char *p = strstr(r, "pgjobd_claim_seconds_count ");
 	assert_non_null(p);
@@ -201,21 +157,16 @@ test_notify_shared_out(void **state)
 {
 	char *ci = t_db_migrated("t_ops_share");
 	PGconn *c = t_connect(ci);
-	int port = free_port();
-	char body[2048];
-	snprintf(body, sizeof(body),
-		 "workers: 4\npoll_interval: 60s\n"
-		 "metrics: { listen: \"127.0.0.1:%d\" }\n"
-		 "queues: { default: { concurrency: 10 } }\n"
-		 "handlers:\n"
-		 "  noop: { type: plugin, library: \"%s\","
-		 " symbol: pgjobd_example }\n",
-		 port, t_bin("pgjobd_example.so"));
-	const char *argv[] = {t_bin("pgjobd"), "-c",
-			      t_config("ops_share", ci, body), NULL};
-	pid_t p = t_spawn(t_log("ops_share"), NULL, argv);
-	assert_int_equal(
-		t_poll(c, 30, "select count(*) = 4 from pgjob.workers"), 0);
+	int port = t_free_port();
+	pid_t p = t_start("ops_share", ci,
+			  "workers: 4\npoll_interval: 60s\n"
+			  "metrics: { listen: \"127.0.0.1:%d\" }\n"
+			  "queues: { default: { concurrency: 10 } }\n"
+			  "handlers:\n"
+			  "  noop: { type: plugin, library: \"%s\","
+			  " symbol: pgjobd_example }\n",
+			  port, t_bin("pgjobd_example.so"));
+	t_wait_workers(c, 4, 30);
 	/* The workers' first claims, made as they connect, are counted. */
 	long long before = 0;
 	for (int i = 0; i < 100 && (before = claims(port)) < 4; i++)
@@ -224,11 +175,7 @@ test_notify_shared_out(void **state)
 
 	for (int i = 0; i < 20; i++) {
 		long long id = t_long(c, "select pgjob.enqueue('noop')");
-		assert_int_equal(t_poll(c, 30,
-					"select state = 'done' from "
-					"pgjob.jobs where id = %lld",
-					id),
-				 0);
+		t_wait_state(c, id, "done", 30);
 	}
 	t_sleep_ms(200);
 	long long single = claims(port) - before;
@@ -241,16 +188,12 @@ test_notify_shared_out(void **state)
 	 * take the notification, long before a poll would bring them. */
 	t_exec(c, "insert into pgjob.jobs (kind, payload) select 'noop',"
 		  " '{\"sleep_ms\": 300}' from generate_series(1, 40)");
-	assert_int_equal(t_poll(c, 20,
-				"select count(distinct locked_by) = 4 from "
-				"pgjob.jobs where state = 'running'"),
-			 0);
-	assert_int_equal(t_poll(c, 60,
-				"select count(*) = 60 from pgjob.jobs "
-				"where state = 'done'"),
-			 0);
+	t_wait_until(c, 20,
+		     "select count(distinct locked_by) = 4 from pgjob.jobs "
+		     "where state = 'running'");
+	t_wait_done(c, 60, 60);
 
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -259,7 +202,7 @@ test_notify_shared_out(void **state)
 static double
 metric(int port, const char *prefix)
 {
-	char *r = http_get(port, "/metrics");
+	char *r = t_http_get(port, "/metrics");
 	assert_non_null(r);
 	const char *p = strstr(r, prefix);
 	double v = p ? atof(strchr(p, ' ') + 1) : -1;
@@ -279,40 +222,28 @@ test_lost_lease_counted(void **state)
 {
 	char *ci = t_db_migrated("t_ops_lostlease");
 	PGconn *c = t_connect(ci);
-	int port = free_port();
-	char body[2048];
-	snprintf(body, sizeof(body),
-		 "workers: 1\nlease: 2s\n"
-		 "metrics: { listen: \"127.0.0.1:%d\" }\n"
-		 "handlers:\n"
-		 "  k: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n",
-		 port);
-	const char *argv[] = {t_bin("pgjobd"), "-c",
-			      t_config("ops_lostlease", ci, body), NULL};
-	pid_t p = t_spawn(t_log("ops_lostlease"), NULL, argv);
+	int port = t_free_port();
+	pid_t p = t_start(
+		"ops_lostlease", ci,
+		"workers: 1\nlease: 2s\n"
+		"metrics: { listen: \"127.0.0.1:%d\" }\n"
+		"handlers:\n"
+		"  k: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n",
+		port);
 	long long id = t_long(c, "select pgjob.enqueue('k')");
-	assert_int_equal(t_poll(c, 30,
-				"select state = 'running' from pgjob.jobs "
-				"where id = %lld",
-				id),
-			 0);
+	t_wait_state(c, id, "running", 30);
 	t_exec(c,
 	       "update pgjob.jobs set lease_token = lease_token + 1 "
 	       "where id = %lld",
 	       id);
-	for (int i = 0; i < 100; i++) {
-		if (t_count_in_file(t_log("ops_lostlease"), "lease lost") > 0)
-			break;
-		t_sleep_ms(50);
-	}
-	assert_true(t_count_in_file(t_log("ops_lostlease"), "lease lost") > 0);
+	t_wait_log("ops_lostlease", "lease lost", 1, 5);
 	double lost = 0;
 	for (int i = 0; i < 50 && lost < 1; i++) {
 		lost = metric(port, "pgjobd_jobs_lost_lease_total{");
 		t_sleep_ms(100);
 	}
 	assert_true(lost == 1);
-	assert_int_equal(t_stop(p, SIGTERM, 30), 0);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-static const char *ci;
+static char *ci;
 
 /* --- pattern.sql ------------------------------------------------------- */
 
@@ -255,12 +255,49 @@ worker_join(struct worker *w)
 static void
 wait_for_lock_wait(PGconn *c, int pid)
 {
-	assert_int_equal(t_poll(c, 20,
-				"select coalesce((select wait_event_type = "
-				"'Lock' from pg_stat_activity where pid = %d),"
-				" false)",
-				pid),
-			 0);
+	t_wait_until(c, 20,
+		     "select coalesce((select wait_event_type = 'Lock' from "
+		     "pg_stat_activity where pid = %d), false)",
+		     pid);
+}
+
+/*
+ * Serves r (committing) on connection b, on a thread, as a retry of a
+ * request whose key another connection holds: returns once b waits for
+ * the holder, as watch sees it.  worker_join(w) then waits for its answer.
+ */
+static void
+retry_behind_holder(struct worker *w, PGconn *b, PGconn *watch,
+		    const struct req *r)
+{
+	memset(w, 0, sizeof(*w));
+	w->conn = b;
+	w->req = *r;
+	w->req.leave_open = 0;
+	worker_start(w);
+	wait_for_lock_wait(watch, PQbackendPID(b));
+}
+
+/* n copies of r at once, each on a connection of its own: w[i].resp is
+ * what each answered. */
+static void
+race(struct worker *w, int n, const struct req *r)
+{
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].conn = t_connect(ci);
+		w[i].start = &start;
+		w[i].req = *r;
+	}
+	for (int i = 0; i < n; i++)
+		worker_start(&w[i]);
+	for (int i = 0; i < n; i++)
+		worker_join(&w[i]);
+	pthread_barrier_destroy(&start);
+	for (int i = 0; i < n; i++)
+		PQfinish(w[i].conn);
 }
 
 static long long
@@ -280,33 +317,27 @@ receipts(PGconn *c, long long order)
 		      order);
 }
 
-static const char *
-sqlstate_of(PGconn *c, const char *sql)
-{
-	static char st[6];
-	PGresult *res = PQexec(c, sql);
-	const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	snprintf(st, sizeof(st), "%s", s ? s : "");
-	PQclear(res);
-	return st;
-}
-
 /* --- setup ------------------------------------------------------------- */
 
 static int
 setup(void **state)
 {
-	struct t_run r;
-	ci = t_db_create("t_request_keys");
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	assert_int_equal(r.status, 0);
-	t_run_free(&r);
+	ci = t_db_migrated("t_request_keys");
 	load_pattern();
 	PGconn *c = t_connect(ci);
 	t_exec(c, "%s", sql_of("create_tables"));
 	PQfinish(c);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	for (int i = 0; i < nstmts; i++) {
+		free(stmts[i].name);
+		free(stmts[i].sql);
+	}
+	free(ci);
 	return 0;
 }
 
@@ -363,16 +394,14 @@ test_new_then_done(void **state)
 	assert_int_equal(receipts(c, a.order), 1);
 
 	/* The row: done, the response, 24 hours from the first request. */
-	char *row =
-		t_value(c, "select concat_ws('|', status, response_status, "
-			   "response->>'order_id', finished_at is not null, "
-			   "expires_at = created_at + interval '24 hours', "
-			   "length(fingerprint)) from pgjob.request_keys "
-			   "where scope = 'basic' and key = 'k-basic'");
 	char want[128];
 	snprintf(want, sizeof(want), "done|201|%lld|t|t|64", a.order);
-	assert_string_equal(row, want);
-	free(row);
+	t_assert_value(c, want,
+		       "select concat_ws('|', status, response_status, "
+		       "response->>'order_id', finished_at is not null, "
+		       "expires_at = created_at + interval '24 hours', "
+		       "length(fingerprint)) from pgjob.request_keys where "
+		       "scope = 'basic' and key = 'k-basic'");
 	PQfinish(c);
 }
 
@@ -383,23 +412,12 @@ test_concurrent_same_key(void **state)
 {
 	enum { N = 8 };
 	struct worker w[N];
-	pthread_barrier_t start;
-	pthread_barrier_init(&start, NULL, N);
-	for (int i = 0; i < N; i++) {
-		memset(&w[i], 0, sizeof(w[i]));
-		w[i].conn = t_connect(ci);
-		w[i].start = &start;
-		w[i].req = (struct req){.key = "k-race",
-					.customer = "race",
-					.item = "coffee",
-					.qty = 1,
-					.hold_ms = 300};
-	}
-	for (int i = 0; i < N; i++)
-		worker_start(&w[i]);
-	for (int i = 0; i < N; i++)
-		worker_join(&w[i]);
-	pthread_barrier_destroy(&start);
+	race(w, N,
+	     &(struct req){.key = "k-race",
+			   .customer = "race",
+			   .item = "coffee",
+			   .qty = 1,
+			   .hold_ms = 300});
 
 	int fresh = 0;
 	long long order = 0;
@@ -423,8 +441,6 @@ test_concurrent_same_key(void **state)
 	assert_int_equal(orders(c, "race"), 1);
 	assert_int_equal(receipts(c, order), 1);
 	PQfinish(c);
-	for (int i = 0; i < N; i++)
-		PQfinish(w[i].conn);
 }
 
 /* The same with nowait: one request makes the change, the others answer
@@ -438,24 +454,13 @@ test_concurrent_nowait(void **state)
 		"pgjob.request_begin($1, encode(sha256(convert_to($2, "
 		"'UTF8')), 'hex'), scope => $3, nowait => true)";
 	struct worker w[N];
-	pthread_barrier_t start;
-	pthread_barrier_init(&start, NULL, N);
-	for (int i = 0; i < N; i++) {
-		memset(&w[i], 0, sizeof(w[i]));
-		w[i].conn = t_connect(ci);
-		w[i].start = &start;
-		w[i].req = (struct req){.key = "k-race-nowait",
-					.customer = "race-nowait",
-					.item = "coffee",
-					.qty = 1,
-					.take_sql = take_nowait,
-					.hold_ms = 500};
-	}
-	for (int i = 0; i < N; i++)
-		worker_start(&w[i]);
-	for (int i = 0; i < N; i++)
-		worker_join(&w[i]);
-	pthread_barrier_destroy(&start);
+	race(w, N,
+	     &(struct req){.key = "k-race-nowait",
+			   .customer = "race-nowait",
+			   .item = "coffee",
+			   .qty = 1,
+			   .take_sql = take_nowait,
+			   .hold_ms = 500});
 	int fresh = 0, busy = 0;
 	for (int i = 0; i < N; i++) {
 		if (strcmp(w[i].resp.state, "new") == 0) {
@@ -476,8 +481,6 @@ test_concurrent_nowait(void **state)
 	PGconn *c = t_connect(ci);
 	assert_int_equal(orders(c, "race-nowait"), 1);
 	PQfinish(c);
-	for (int i = 0; i < N; i++)
-		PQfinish(w[i].conn);
 }
 
 /* A holds the key uncommitted.  B with nowait: 'in_progress' at once, and
@@ -508,16 +511,11 @@ test_waits_for_the_holder(void **state)
 	assert_string_equal(st, "in_progress");
 	free(st);
 	assert_true(t1.tv_sec - t0.tv_sec < 2);
-	char *lt = t_value(b, "show lock_timeout");
-	assert_string_equal(lt, "0");
-	free(lt);
+	t_assert_value(b, "0", "show lock_timeout");
 	t_exec(b, "rollback");
 
-	struct worker w = {.conn = b};
-	w.req = (struct req){
-		.key = "k-wait", .customer = "wait", .item = "cake", .qty = 1};
-	worker_start(&w);
-	wait_for_lock_wait(watch, PQbackendPID(b));
+	struct worker w;
+	retry_behind_holder(&w, b, watch, &r);
 	t_sleep_ms(200);
 	wait_for_lock_wait(watch, PQbackendPID(b)); /* still waiting */
 	t_exec(a, "commit");
@@ -547,11 +545,8 @@ test_holder_rolls_back(void **state)
 	struct resp ra;
 	handle(a, &r, &ra);
 	assert_string_equal(ra.state, "new");
-	struct worker w = {.conn = b};
-	w.req = r;
-	w.req.leave_open = 0;
-	worker_start(&w);
-	wait_for_lock_wait(watch, PQbackendPID(b));
+	struct worker w;
+	retry_behind_holder(&w, b, watch, &r);
 	t_exec(a, "rollback");
 	worker_join(&w);
 	assert_string_equal(w.resp.state, "new");
@@ -607,11 +602,8 @@ test_crash_before_commit(void **state)
 			.leave_open = 1};
 	handle(a, &k, &ra);
 	assert_string_equal(ra.state, "new");
-	struct worker w = {.conn = b};
-	w.req = k;
-	w.req.leave_open = 0;
-	worker_start(&w);
-	wait_for_lock_wait(c, PQbackendPID(b));
+	struct worker w;
+	retry_behind_holder(&w, b, c, &k);
 	assert_int_equal(t_long(c, "select pg_terminate_backend(%d)::int",
 				PQbackendPID(a)),
 			 1);
@@ -658,12 +650,10 @@ test_other_fingerprint(void **state)
 			    .leave_open = 1};
 	handle(h, &first, &a);
 	assert_string_equal(a.state, "new");
-	struct worker w = {.conn = o};
-	w.req = first;
-	w.req.item = "b";
-	w.req.leave_open = 0;
-	worker_start(&w);
-	wait_for_lock_wait(c, PQbackendPID(o));
+	struct req other = first;
+	other.item = "b";
+	struct worker w;
+	retry_behind_holder(&w, o, c, &other);
 	t_exec(h, "commit");
 	worker_join(&w);
 	assert_int_equal(w.resp.status, 422);
@@ -696,17 +686,14 @@ test_scopes(void **state)
 
 	/* The default scope is '' and independent too. */
 	t_exec(c, "begin");
-	char *st = t_value(c, "select state from pgjob.request_begin("
-			      "'k-same', 'f')");
-	assert_string_equal(st, "new");
-	free(st);
+	t_assert_value(c, "new",
+		       "select state from pgjob.request_begin('k-same', 'f')");
 	t_exec(c, "select pgjob.request_finish('k-same', '{\"n\": 1}')");
 	t_exec(c, "commit");
-	char *row = t_value(c, "select concat_ws('|', state, response->>'n', "
-			       "response_status) from pgjob.request_begin("
-			       "'k-same', 'f', scope => null)");
-	assert_string_equal(row, "done|1|200");
-	free(row);
+	t_assert_value(c, "done|1|200",
+		       "select concat_ws('|', state, response->>'n', "
+		       "response_status) from pgjob.request_begin('k-same', "
+		       "'f', scope => null)");
 	PQfinish(c);
 }
 
@@ -763,27 +750,22 @@ test_expiry_and_prune(void **state)
 	t_exec(c, "update pgjob.request_keys set expires_at = now() "
 		  "where scope = 'ttl'");
 	t_exec(c, "begin");
-	char *row = t_value(c, "select concat_ws('|', state, "
-			       "coalesce(response::text, 'null')) from "
-			       "pgjob.request_begin('k-ttl', 'f2', "
-			       "scope => 'ttl')");
-	assert_string_equal(row, "new|null");
-	free(row);
+	t_assert_value(c, "new|null",
+		       "select concat_ws('|', state, coalesce(response::text, "
+		       "'null')) from pgjob.request_begin('k-ttl', 'f2', scope "
+		       "=> 'ttl')");
 	t_exec(c, "select pgjob.request_finish('k-ttl', '{\"v\": 2}', 202, "
 		  "scope => 'ttl')");
 	t_exec(c, "commit");
-	row = t_value(c, "select concat_ws('|', state, response->>'v', "
-			 "response_status) from pgjob.request_begin("
-			 "'k-ttl', 'f2', scope => 'ttl')");
-	assert_string_equal(row, "done|2|202");
-	free(row);
-	row = t_value(c, "select concat_ws('|', fingerprint, "
-			 "created_at > now() - interval '1 minute', "
-			 "expires_at = created_at + interval '24 hours') "
-			 "from pgjob.request_keys "
-			 "where scope = 'ttl'");
-	assert_string_equal(row, "f2|t|t");
-	free(row);
+	t_assert_value(c, "done|2|202",
+		       "select concat_ws('|', state, response->>'v', "
+		       "response_status) from pgjob.request_begin('k-ttl', "
+		       "'f2', scope => 'ttl')");
+	t_assert_value(c, "f2|t|t",
+		       "select concat_ws('|', fingerprint, created_at > now() "
+		       "- interval '1 minute', expires_at = created_at + "
+		       "interval '24 hours') from pgjob.request_keys where "
+		       "scope = 'ttl'");
 
 	/* A short ttl runs out by itself. */
 	t_exec(c, "begin");
@@ -794,10 +776,9 @@ test_expiry_and_prune(void **state)
 	t_exec(c, "commit");
 	t_sleep_ms(100);
 	t_exec(c, "begin");
-	row = t_value(c, "select state from pgjob.request_begin('k-short', "
-			 "'other', scope => 'ttl')");
-	assert_string_equal(row, "new");
-	free(row);
+	t_assert_value(c, "new",
+		       "select state from pgjob.request_begin('k-short', "
+		       "'other', scope => 'ttl')");
 	t_exec(c, "rollback");
 
 	/* Prune: 25 expired keys in batches of 10, 5 live ones stay. */
@@ -815,10 +796,9 @@ test_expiry_and_prune(void **state)
 	/* A request takes over p30 (the oldest) and has not committed. */
 	PGconn *a = t_connect(ci);
 	t_exec(a, "begin");
-	row = t_value(a, "select state from pgjob.request_begin('p30', 'f', "
-			 "scope => 'prune')");
-	assert_string_equal(row, "new");
-	free(row);
+	t_assert_value(a, "new",
+		       "select state from pgjob.request_begin('p30', 'f', "
+		       "scope => 'prune')");
 
 	long long total = 0, n;
 	while ((n = t_long(c, "select pgjob.prune_request_keys(10)")) > 0) {
@@ -875,36 +855,32 @@ test_misuse(void **state)
 	t_exec(c, "select * from pgjob.request_begin('k-nofinish', 'f')");
 	t_exec(c, "insert into shop_orders (customer, item, qty) values "
 		  "('misuse', 'x', 1)");
-	assert_string_equal(sqlstate_of(c, "commit"), "PJ002");
+	free(t_expect_sqlstate(c, "PJ002", "commit"));
 	assert_int_equal(orders(c, "misuse"), 0);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.request_keys "
 				   "where key = 'k-nofinish'"),
 			 0);
 
 	/* Outside a transaction block, request_begin commits at once. */
-	assert_string_equal(sqlstate_of(c, "select * from pgjob.request_begin"
-					   "('k-auto', 'f')"),
-			    "PJ002");
+	free(t_expect_sqlstate(c, "PJ002",
+			       "select * from pgjob.request_begin('k-auto', "
+			       "'f')"));
 
 	/* Finish without begin, after 'done', or twice. */
-	assert_string_equal(sqlstate_of(c, "select pgjob.request_finish("
-					   "'k-none', '{}')"),
-			    "PJ002");
+	free(t_expect_sqlstate(c, "PJ002",
+			       "select pgjob.request_finish('k-none', '{}')"));
 	t_exec(c, "begin");
 	t_exec(c, "select * from pgjob.request_begin('k-twice', 'f')");
 	t_exec(c, "select pgjob.request_finish('k-twice', '{}')");
-	assert_string_equal(sqlstate_of(c, "select pgjob.request_finish("
-					   "'k-twice', '{}')"),
-			    "PJ002");
+	free(t_expect_sqlstate(c, "PJ002",
+			       "select pgjob.request_finish('k-twice', '{}')"));
 	t_exec(c, "rollback");
 
 	/* The same key twice in one transaction: in_progress. */
 	t_exec(c, "begin");
 	t_exec(c, "select * from pgjob.request_begin('k-dup', 'f')");
-	char *st = t_value(c, "select state from pgjob.request_begin("
-			      "'k-dup', 'f')");
-	assert_string_equal(st, "in_progress");
-	free(st);
+	t_assert_value(c, "in_progress",
+		       "select state from pgjob.request_begin('k-dup', 'f')");
 	t_exec(c, "rollback");
 
 	static const char *const bad[] = {
@@ -918,11 +894,8 @@ test_misuse(void **state)
 		"select * from pgjob.request_begin('k', 'f', ttl => null)",
 		"select pgjob.request_finish('k', '{}', null)",
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		const char *s = sqlstate_of(c, bad[i]);
-		if (strcmp(s, "22023") != 0)
-			fail_msg("%s: SQLSTATE %s, not 22023", bad[i], s);
-	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		free(t_expect_sqlstate(c, "22023", "%s", bad[i]));
 	assert_int_equal(t_long(c, "select count(*) from pgjob.request_keys "
 				   "where key in ('k', 'k-auto', 'k-none')"),
 			 0);
@@ -944,12 +917,10 @@ test_repeatable_read(void **state)
 			.leave_open = 1};
 	struct resp ra, rb;
 	handle(a, &r, &ra);
-	struct worker w = {.conn = b};
-	w.req = r;
-	w.req.leave_open = 0;
-	w.req.begin_sql = "begin isolation level repeatable read";
-	worker_start(&w);
-	wait_for_lock_wait(watch, PQbackendPID(b));
+	struct req rr = r;
+	rr.begin_sql = "begin isolation level repeatable read";
+	struct worker w;
+	retry_behind_holder(&w, b, watch, &rr);
 	t_exec(a, "commit");
 	worker_join(&w);
 	assert_string_equal(w.resp.sqlstate, "40001");
@@ -987,9 +958,8 @@ test_app_role(void **state)
 	assert_string_equal(b.state, "done");
 	assert_int_equal(receipts(c, a.order), 1);
 	/* It cannot prune: that is the daemon's job. */
-	assert_string_equal(sqlstate_of(app, "select "
-					     "pgjob.prune_request_keys()"),
-			    "42501");
+	free(t_expect_sqlstate(app, "42501",
+			       "select pgjob.prune_request_keys()"));
 	PQfinish(app);
 	PQfinish(c);
 }
@@ -1013,5 +983,5 @@ main(void)
 		cmocka_unit_test(test_repeatable_read),
 		cmocka_unit_test(test_app_role),
 	};
-	return cmocka_run_group_tests(tests, setup, NULL);
+	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,13 +3,17 @@
  */
 #include "testlib.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -61,17 +65,24 @@ t_db_create(const char *name)
 	return conninfo;
 }
 
+void
+t_migrate(const char *conninfo)
+{
+	struct t_run r;
+	const char *argv[] = {t_bin("pgjob"), "--database", conninfo, "migrate",
+			      NULL};
+	t_run(&r, 120, NULL, argv);
+	if (r.status != 0)
+		fail_msg("pgjob migrate: exit %d: %s%s", r.status, r.out,
+			 r.err);
+	t_run_free(&r);
+}
+
 char *
 t_db_migrated(const char *name)
 {
-	struct t_run r;
 	char *ci = xstrdup(t_db_create(name));
-	const char *argv[] = {t_bin("pgjob"), "--database", ci, "migrate",
-			      NULL};
-	t_run(&r, 60, NULL, argv);
-	if (r.status != 0)
-		fail_msg("pgjob migrate failed: %s", r.err);
-	t_run_free(&r);
+	t_migrate(ci);
 	return ci;
 }
 
@@ -281,6 +292,13 @@ pid_t
 t_spawn(const char *logpath, const char *const *env_extra,
 	const char *const *argv)
 {
+	return t_spawn_as(0, 0, logpath, env_extra, argv);
+}
+
+pid_t
+t_spawn_as(uid_t uid, gid_t gid, const char *logpath,
+	   const char *const *env_extra, const char *const *argv)
+{
 	if (nspawned == 0)
 		atexit(kill_spawned);
 	pid_t pid = fork();
@@ -294,6 +312,9 @@ t_spawn(const char *logpath, const char *const *env_extra,
 		dup2(log, 1);
 		dup2(log, 2);
 		environ = make_env(env_extra);
+		if (uid != 0 && (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
+				 setuid(uid) < 0))
+			_exit(126);
 		execvp(argv[0], (char *const *)argv);
 		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -349,18 +370,27 @@ t_write_file(const char *path, const char *text)
 	fclose(f);
 }
 
-char *
-t_read_file(const char *path)
+/* The bytes of the file at path into *b; 0, or -1 if it cannot be read. */
+static int
+read_into(const char *path, struct buf *b)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return NULL;
-	struct buf b = {0};
+		return -1;
 	char chunk[8192];
 	size_t n;
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		buf_append(&b, chunk, n);
+		buf_append(b, chunk, n);
 	fclose(f);
+	return 0;
+}
+
+char *
+t_read_file(const char *path)
+{
+	struct buf b = {0};
+	if (read_into(path, &b) < 0)
+		return NULL;
 	return b.data ? b.data : xstrdup("");
 }
 
@@ -388,13 +418,35 @@ t_sleep_ms(int ms)
 		;
 }
 
+/*
+ * t_tmpdir()/NAME.EXT, the same string for a name for the whole process:
+ * callers keep the path without a copy.  Kept in a static table, so it is
+ * reachable (not a leak) at exit.
+ */
+static const char *
+scratch_path(const char *name, const char *ext)
+{
+	static struct {
+		char *rel, *path;
+	} seen[256];
+	static int n;
+	char *rel = xasprintf("%s.%s", name, ext);
+	for (int i = 0; i < n; i++)
+		if (strcmp(seen[i].rel, rel) == 0) {
+			free(rel);
+			return seen[i].path;
+		}
+	if (n == 256)
+		fail_msg("more than 256 scratch files: %s", rel);
+	seen[n].rel = rel;
+	seen[n].path = xasprintf("%s/%s", t_tmpdir(), rel);
+	return seen[n++].path;
+}
+
 const char *
 t_config(const char *name, const char *conninfo, const char *body)
 {
-	static char path[4][4096];
-	static int next;
-	char *p = path[next++ % 4];
-	snprintf(p, 4096, "%s/%s.yaml", t_tmpdir(), name);
+	const char *p = scratch_path(name, "yaml");
 	char *text =
 		xasprintf("database:\n  conninfo: \"%s\"\n%s", conninfo, body);
 	t_write_file(p, text);
@@ -405,11 +457,7 @@ t_config(const char *name, const char *conninfo, const char *body)
 const char *
 t_log(const char *logname)
 {
-	static char path[4][4096];
-	static int next;
-	char *p = path[next++ % 4];
-	snprintf(p, 4096, "%s/%s.log", t_tmpdir(), logname);
-	return p;
+	return scratch_path(logname, "log");
 }
 
 pid_t
@@ -478,4 +526,364 @@ t_httpd_start(int *in_fd, pid_t *pid)
 		fail_msg("the test HTTP server did not print its port");
 	*in_fd = in[1];
 	return atoi(line);
+}
+
+void
+t_httpd_stop(int in_fd, pid_t pid)
+{
+	close(in_fd);
+	t_wait(pid, 10);
+}
+
+int
+t_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		fail_msg("no free port: %s", strerror(errno));
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+char *
+t_http_get(int port, const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return NULL;
+	}
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
+	if (write(fd, req, (size_t)n) != n)
+		fail_msg("GET %s from port %d: %s", path, port,
+			 strerror(errno));
+	struct buf b = {0};
+	char chunk[4096];
+	ssize_t r;
+	while ((r = read(fd, chunk, sizeof(chunk))) > 0)
+		buf_append(&b, chunk, (size_t)r);
+	close(fd);
+	return b.data ? b.data : xstrdup("");
+}
+
+/* --- running pgjob ---------------------------------------------------- */
+
+void
+t_pgjobv(struct t_run *r, const char *conninfo, const char *const *args)
+{
+	const char *argv[40] = {t_bin("pgjob"), "--database", conninfo};
+	int n = 3;
+	while (*args && n < 39)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	t_run(r, 60, NULL, argv);
+}
+
+void
+t_pgjob(struct t_run *r, const char *conninfo, ...)
+{
+	const char *args[36];
+	int n = 0;
+	va_list ap;
+	va_start(ap, conninfo);
+	while (n < 35 && (args[n] = va_arg(ap, const char *)) != NULL)
+		n++;
+	va_end(ap);
+	args[n] = NULL;
+	t_pgjobv(r, conninfo, args);
+}
+
+/* --- assertions that report the caller's line ------------------------ */
+
+/* Prints the message and fails the test at file:line. */
+static void fail_at(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+
+static void
+fail_at(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = vformat(fmt, ap);
+	va_end(ap);
+	print_error("%s:%d: %s\n", file, line, msg);
+	free(msg);
+	_fail(file, line);
+	abort(); /* _fail() does not return */
+}
+
+void
+t_assert_value_at(const char *file, int line, PGconn *conn, const char *want,
+		  const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *sql = vformat(fmt, ap);
+	va_end(ap);
+	char *v = t_value(conn, "%s", sql);
+	if (v && strcmp(v, want) == 0) {
+		free(v);
+		free(sql);
+		return;
+	}
+	fail_at(file, line, "%s\n  gave %s%s%s, not \"%s\"", sql, v ? "\"" : "",
+		v ? v : "null", v ? "\"" : "", want);
+}
+
+void
+t_wait_until_at(const char *file, int line, PGconn *conn, int timeout_s,
+		const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *sql = vformat(fmt, ap);
+	va_end(ap);
+	if (t_poll(conn, timeout_s, "%s", sql) == 0) {
+		free(sql);
+		return;
+	}
+	fail_at(file, line, "not true after %d s: %s", timeout_s, sql);
+}
+
+char *
+t_expect_sqlstate_at(const char *file, int line, PGconn *conn,
+		     const char *state, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *sql = vformat(fmt, ap);
+	va_end(ap);
+	PGresult *res = PQexec(conn, sql);
+	ExecStatusType st = PQresultStatus(res);
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+		PQclear(res);
+		fail_at(file, line,
+			"expected SQLSTATE %s, but it succeeded: %s",
+			state ? state : "(any)", sql);
+	}
+	const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	char *msg = xstrdup(m ? m : PQerrorMessage(conn));
+	if (state && (!s || strcmp(s, state) != 0)) {
+		char *got = xstrdup(s ? s : "none");
+		PQclear(res);
+		fail_at(file, line, "expected SQLSTATE %s, got %s (%s): %s",
+			state, got, msg, sql);
+	}
+	PQclear(res);
+	free(sql);
+	return msg;
+}
+
+char *
+t_job(PGconn *conn, long long id, const char *expr)
+{
+	return t_value(conn, "select %s from pgjob.jobs where id = %lld", expr,
+		       id);
+}
+
+void
+t_assert_job_at(const char *file, int line, PGconn *conn, long long id,
+		const char *expr, const char *want)
+{
+	t_assert_value_at(file, line, conn, want,
+			  "select %s from pgjob.jobs where id = %lld", expr,
+			  id);
+}
+
+void
+t_assert_job_has_at(const char *file, int line, PGconn *conn, long long id,
+		    const char *expr, ...)
+{
+	char *v = t_job(conn, id, expr);
+	va_list ap;
+	va_start(ap, expr);
+	for (const char *needle; (needle = va_arg(ap, const char *));) {
+		if (v && strstr(v, needle))
+			continue;
+		va_end(ap);
+		fail_at(file, line, "%s of job %lld is %s%s%s, without \"%s\"",
+			expr, id, v ? "\"" : "", v ? v : "null", v ? "\"" : "",
+			needle);
+	}
+	va_end(ap);
+	free(v);
+}
+
+void
+t_wait_state_at(const char *file, int line, PGconn *conn, long long id,
+		const char *state, int timeout_s)
+{
+	if (t_poll(conn, timeout_s,
+		   "select state = '%s' from pgjob.jobs where id = %lld", state,
+		   id) == 0)
+		return;
+	char *now = t_job(conn, id,
+			  "state || ', attempt ' || attempts || ', last "
+			  "error: ' || coalesce(last_error, '-')");
+	fail_at(file, line, "job %lld is not %s after %d s: %s", id, state,
+		timeout_s, now ? now : "no such job");
+}
+
+pid_t
+t_holder_pid(PGconn *conn, long long id)
+{
+	return (pid_t)t_long(conn,
+			     "select w.pid from pgjob.jobs j join "
+			     "pgjob.workers w on j.locked_by = w.host || "
+			     "':' || w.slot where j.id = %lld",
+			     id);
+}
+
+pid_t
+t_worker_pid(PGconn *conn, pid_t sup)
+{
+	t_wait_until(conn, 30,
+		     "select count(*) = 1 from pgjob.workers where "
+		     "supervisor_pid = %d",
+		     (int)sup);
+	return (pid_t)t_long(conn,
+			     "select pid from pgjob.workers where "
+			     "supervisor_pid = %d",
+			     (int)sup);
+}
+
+int
+t_notifications(PGconn *listener)
+{
+	int n = 0;
+	PGnotify *note;
+	t_sleep_ms(100);
+	PQconsumeInput(listener);
+	while ((note = PQnotifies(listener)) != NULL) {
+		n += strcmp(note->relname, "pgjob") == 0;
+		PQfreemem(note);
+	}
+	return n;
+}
+
+/* --- processes and daemons ------------------------------------------- */
+
+void
+t_wait_gone_at(const char *file, int line, pid_t pid, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 20 && t_alive(pid); i++)
+		t_sleep_ms(50);
+	if (!t_alive(pid))
+		return;
+	kill(pid, SIGKILL);
+	fail_at(file, line, "pid %d still runs after %d s", (int)pid,
+		timeout_s);
+}
+
+pid_t
+t_pid_in_file(const char *path, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 20; i++) {
+		char *s = t_read_file(path);
+		int pid = s ? atoi(s) : 0;
+		free(s);
+		if (pid > 0)
+			return pid;
+		t_sleep_ms(50);
+	}
+	fail_msg("no pid in %s after %d s", path, timeout_s);
+	return 0;
+}
+
+long
+t_proc_kb(pid_t pid, const char *field)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	char *text = t_read_file(path);
+	if (!text)
+		return -1;
+	long kb = -1;
+	size_t n = strlen(field);
+	for (char *l = text; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (strncmp(l, field, n) == 0 && l[n] == ':')
+			kb = strtol(l + n + 1, NULL, 10);
+	free(text);
+	return kb;
+}
+
+char *
+t_cmdline(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	struct buf b = {0};
+	if (read_into(path, &b) < 0)
+		return NULL;
+	if (!b.data)
+		return xstrdup("");
+	for (size_t i = 0; i < b.len; i++)
+		if (b.data[i] == '\0')
+			b.data[i] = ' ';
+	return b.data;
+}
+
+pid_t
+t_start(const char *name, const char *conninfo, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *body = vformat(fmt, ap);
+	va_end(ap);
+	const char *cfg = t_config(name, conninfo, body);
+	free(body);
+	return t_daemon(cfg, 0, name);
+}
+
+void
+t_daemons(const char *cfg, int n, const char *prefix, pid_t *pids)
+{
+	for (int i = 0; i < n; i++) {
+		char *name = xasprintf("%s%d", prefix, i);
+		pids[i] = t_daemon(cfg, 0, name);
+		free(name);
+	}
+}
+
+int
+t_log_count(const char *logname, const char *needle)
+{
+	return t_count_in_file(t_log(logname), needle);
+}
+
+int
+t_wait_log_at(const char *file, int line, const char *logname,
+	      const char *needle, int min, int timeout_s)
+{
+	int n = 0;
+	for (int i = 0; i < timeout_s * 20; i++) {
+		n = t_log_count(logname, needle);
+		if (n >= min)
+			return n;
+		t_sleep_ms(50);
+	}
+	fail_at(file, line, "%s holds \"%s\" %d times after %d s, not %d",
+		t_log(logname), needle, n, timeout_s, min);
+}
+
+void
+t_stop_clean_at(const char *file, int line, pid_t pid)
+{
+	int st = t_stop(pid, SIGTERM, 30);
+	if (st < 0)
+		fail_at(file, line, "pid %d still runs 30 s after SIGTERM",
+			(int)pid);
+	if (st != 0)
+		fail_at(file, line, "pid %d: exit %d after SIGTERM, not 0",
+			(int)pid, st);
 }
