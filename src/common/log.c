@@ -21,9 +21,10 @@ static struct {
 	const char *proc;
 	int level;
 	int json;
+	int worker;
 	int slot;
 	int journal; /* under systemd: journald adds time and pid */
-} lg = {"pgjobd", LOG_INFO, 0, 0, 0};
+} lg = {"pgjobd", LOG_INFO, 0, 0, 0, 0};
 
 void
 log_init(const char *proc, int level, int json)
@@ -44,6 +45,12 @@ void
 log_set_json(int json)
 {
 	lg.json = json;
+}
+
+void
+log_set_worker(int n)
+{
+	lg.worker = n;
 }
 
 void
@@ -177,6 +184,8 @@ emit(int level, const struct log_job *job, const char *fmt, va_list ap)
 	field_str(&b, "proc", lg.proc);
 	if (!lg.journal)
 		field_int(&b, "pid", getpid());
+	if (lg.worker > 0)
+		field_int(&b, "worker", lg.worker);
 	if (lg.slot > 0)
 		field_int(&b, "slot", lg.slot);
 	if (job) {

@@ -48,8 +48,9 @@
  */
 struct child {
 	struct supervisor *s;
-	int index; /* place in s->children; -1 once retired */
-	int sidx;  /* its entry in the shared stats area; -1: none yet */
+	int index;  /* place in s->children; -1 once retired */
+	int number; /* worker=N in log lines: index + 1, kept when retired */
+	int sidx;   /* its entry in the shared stats area; -1: none yet */
 	pid_t pid;
 	int pipe_wr;
 	int restarts;
@@ -160,6 +161,7 @@ spawn(struct supervisor *s, struct child *c)
 	 * counters carry on. */
 	if (c->sidx < 0)
 		c->sidx = sidx_take(s);
+	c->number = c->index + 1;
 	if (c->index == 0)
 		name_depth_reader(s);
 	pid_t parent = getpid();
@@ -183,7 +185,8 @@ spawn(struct supervisor *s, struct child *c)
 		close(fds[1]);
 		child_detach(s, c);
 		/* The worker's code, and libpq, are loaded only now. */
-		_exit(worker_main(s->cfg, fds[0], parent, s->stats, c->sidx));
+		_exit(worker_main(s->cfg, fds[0], parent, s->stats, c->sidx,
+				  c->number));
 	}
 	close(fds[0]);
 	c->pid = pid;
@@ -191,7 +194,7 @@ spawn(struct supervisor *s, struct child *c)
 	c->started_ms = util_now_ms();
 	ev_child_set(&c->watcher, pid, 0);
 	ev_child_start(s->loop, &c->watcher);
-	log_debug("started worker %d as pid %d", c->index + 1, (int)pid);
+	log_debug("started worker=%d as pid %d", c->number, (int)pid);
 }
 
 static void
@@ -245,24 +248,36 @@ stop_all(struct supervisor *s, int code)
 		ev_break(s->loop, EVBREAK_ALL);
 }
 
+/*
+ * "worker=2 slot=1 pid=4242": how a worker is named in every line, the
+ * supervisor's and its own (whose lines carry worker= and slot= fields),
+ * so that one can be found from the other.  slot=0: it holds none (yet).
+ */
+static const char *
+who(const struct supervisor *s, const struct child *c, char *buf, size_t len)
+{
+	int slot = s->stats && c->sidx >= 0 && c->sidx < STATS_MAX_WORKERS
+			   ? __atomic_load_n(&s->stats->w[c->sidx].slot,
+					     __ATOMIC_RELAXED)
+			   : 0;
+	snprintf(buf, len, "worker=%d%s slot=%d pid=%d", c->number,
+		 c->index < 0 ? " (retired)" : "", slot, (int)c->pid);
+	return buf;
+}
+
 static void
-log_exit(struct child *c, int status)
+log_exit(struct supervisor *s, struct child *c, int status)
 {
 	int64_t up = util_now_ms() - c->started_ms;
-	char who[48];
-	if (c->index >= 0)
-		snprintf(who, sizeof(who), "worker %d", c->index + 1);
-	else
-		snprintf(who, sizeof(who), "retired worker");
+	char w[96];
+	who(s, c, w, sizeof(w));
 	if (WIFEXITED(status))
 		log_msg(WEXITSTATUS(status) ? LOG_WARN : LOG_INFO,
-			"%s (pid %d) exited with status %d after %lldms", who,
-			(int)c->pid, WEXITSTATUS(status), (long long)up);
+			"%s exited with status %d after %lldms", w,
+			WEXITSTATUS(status), (long long)up);
 	else if (WIFSIGNALED(status))
-		log_warnx("%s (pid %d) killed by signal %d (%s)%s after "
-			  "%lldms",
-			  who, (int)c->pid, WTERMSIG(status),
-			  strsignal(WTERMSIG(status)),
+		log_warnx("%s killed by signal %d (%s)%s after %lldms", w,
+			  WTERMSIG(status), strsignal(WTERMSIG(status)),
 			  WCOREDUMP(status) ? ", core dumped" : "",
 			  (long long)up);
 }
@@ -314,7 +329,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	int status = w->rstatus;
 
 	ev_child_stop(loop, w);
-	log_exit(c, status);
+	log_exit(s, c, status);
 	kill_orphans(s, c);
 	close(c->pipe_wr);
 	c->pipe_wr = -1;
@@ -331,9 +346,9 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 		return;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CONFIG) {
-		log_errorx("worker %d cannot work with this config or schema; "
+		log_errorx("worker=%d cannot work with this config or schema; "
 			   "stopping",
-			   c->index + 1);
+			   c->number);
 		stop_all(s, EXIT_CONFIG);
 		return;
 	}
@@ -351,7 +366,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	c->restarts++;
 	if (s->stats)
 		stats_add(&s->stats->worker_restarts, 1);
-	log_info("restarting worker %d in %.1fs", c->index + 1, d);
+	log_info("restarting worker=%d in %.1fs", c->number, d);
 	ev_timer_set(&c->restart, d, 0.);
 	ev_timer_start(loop, &c->restart);
 }

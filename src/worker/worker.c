@@ -417,7 +417,7 @@ unregister(struct worker *w)
 
 int
 worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
-	    struct stats *stats, int index)
+	    struct stats *stats, int index, int number)
 {
 	struct worker w = {.cfg = cfg,
 			   .supervisor_pid = supervisor_pid,
@@ -429,6 +429,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	handler_set_pgid_table(w.st->handler_pgids, STATS_MAX_HANDLERS);
 
 	log_init("worker", cfg->log_level, cfg->log_format == LOG_FORMAT_JSON);
+	log_set_worker(number);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);

@@ -16,9 +16,10 @@ struct stats;
  * supervisor is gone.  Returns the process exit code: 0 after a clean stop,
  * EXIT_TEMPFAIL (75) when no slot is free, EXIT_CONFIG (78) when the schema
  * or config cannot work.  stats is the area shared with the supervisor
- * (may be NULL) and index this worker's entry in it.
+ * (may be NULL) and index this worker's entry in it; number is its number
+ * in its instance (worker=N in log lines, the supervisor's and its own).
  */
 int worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
-		struct stats *stats, int index);
+		struct stats *stats, int index, int number);
 
 #endif

@@ -32,7 +32,7 @@ test_kill_worker(void **state)
 	t_wait_state(c, id, "done", 60);
 	t_assert_job(c, id, "attempts", "2");
 	assert_true(t_log_count("killworker", "killed by signal 9") == 1);
-	assert_true(t_log_count("killworker", "restarting worker 1") >= 1);
+	assert_true(t_log_count("killworker", "restarting worker=1") >= 1);
 	/* Its exec handler, in its own process group, died with it. */
 	assert_true(t_log_count("killworker",
 				"killed 1 handler process groups") == 1);
@@ -278,7 +278,7 @@ test_plugin_crash(void **state)
 	/* Only the worker died, three times, each time restarted after a
 	 * backoff; other jobs still run. */
 	assert_int_equal(t_log_count("crash", "killed by signal 11"), 3);
-	assert_int_equal(t_log_count("crash", "restarting worker 1 in"), 3);
+	assert_int_equal(t_log_count("crash", "restarting worker=1 in"), 3);
 	long long ok = t_long(c, "select pgjob.enqueue('p')");
 	t_wait_state(c, ok, "done", 30);
 	assert_true(t_alive(p));

@@ -1,5 +1,6 @@
 /* Unit tests for log: logfmt and JSON lines, quoting, levels, the slot and
  * job fields. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -35,6 +36,7 @@ emit_text(void)
 {
 	setenv("JOURNAL_STREAM", "1:2", 1); /* no ts= and pid= */
 	log_init("worker", LOG_INFO, 0);
+	log_set_worker(2);
 	log_set_slot(3);
 	log_debug("hidden");
 	struct log_job j = {88121, "thumbnail", 2};
@@ -42,6 +44,7 @@ emit_text(void)
 	log_warnx("plain");
 	log_errorx("quote \" and\nnewline");
 	log_set_slot(0);
+	log_set_worker(0);
 }
 
 static void
@@ -49,11 +52,37 @@ test_text(void **state)
 {
 	char *out = capture(emit_text);
 	assert_string_equal(
-		out, "level=info proc=worker slot=3 job=88121 kind=thumbnail "
-		     "attempt=2 msg=\"exit status 3, retry in 30s\"\n"
-		     "level=warn proc=worker slot=3 msg=plain\n"
-		     "level=error proc=worker slot=3 msg=\"quote \\\" "
+		out, "level=info proc=worker worker=2 slot=3 job=88121 "
+		     "kind=thumbnail attempt=2 msg=\"exit status 3, retry in "
+		     "30s\"\n"
+		     "level=warn proc=worker worker=2 slot=3 msg=plain\n"
+		     "level=error proc=worker worker=2 slot=3 msg=\"quote \\\" "
 		     "and\\nnewline\"\n");
+	free(out);
+}
+
+static void
+emit_errno(void)
+{
+	setenv("JOURNAL_STREAM", "1:2", 1);
+	log_init("supervisor", LOG_INFO, 0);
+	errno = ENOENT;
+	log_warn("open %s", "x.yaml");
+	errno = ENOENT;
+	log_warnx("no errno here");
+}
+
+/* log_warn() adds the error of the call that just failed; log_warnx()
+ * does not. */
+static void
+test_warn_pair(void **state)
+{
+	char *out = capture(emit_errno);
+	assert_string_equal(out,
+			    "level=warn proc=supervisor msg=\"open x.yaml: "
+			    "No such file or directory\"\n"
+			    "level=warn proc=supervisor msg=\"no errno "
+			    "here\"\n");
 	free(out);
 }
 
@@ -167,6 +196,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_warn_pair),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_time_and_pid_outside_journald),
 		cmocka_unit_test(test_control_characters),
