@@ -48,14 +48,9 @@ log_set_json(int json)
 }
 
 void
-log_set_worker(int n)
+log_set_worker(int n, int slot)
 {
 	lg.worker = n;
-}
-
-void
-log_set_slot(int slot)
-{
 	lg.slot = slot;
 }
 

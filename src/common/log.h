@@ -24,11 +24,9 @@ struct log_job {
 void log_init(const char *proc, int level, int json);
 void log_set_level(int level);
 void log_set_json(int json);
-/* The worker this process is (worker=N: its number in its instance), or 0
- * for none. */
-void log_set_worker(int n);
-/* The slot this process holds, or 0 for none. */
-void log_set_slot(int slot);
+/* The worker this process is (worker=N: its number in its instance) and
+ * the slot it holds; 0 for none. */
+void log_set_worker(int n, int slot);
 /* Parses "debug", "info", "warn", "error"; returns -1 for anything else. */
 int log_level_parse(const char *s);
 

@@ -68,6 +68,7 @@ struct worker {
 	struct stats *stats;	 /* shared with the supervisor */
 	struct stats_worker *st; /* this worker's entry in it */
 	int index;		 /* that entry's index */
+	int number;		 /* worker=N: its number in its instance */
 	int slot;
 	int pid, supervisor_pid;
 	char host[256];

@@ -15,22 +15,15 @@
 #define PRUNE_EVERY_MS 60000
 #define PRUNE_BATCH    10000
 
+/* What a batch pruned (arg: "finished jobs" or "expired request keys"). */
 static void
 on_pruned(void *arg, const struct db_status *st, long long n)
 {
+	const char *what = arg;
 	if (st->error == DB_OK && n > 0)
-		log_info("pruned %lld finished jobs", n);
+		log_info("pruned %lld %s", n, what);
 	else if (st->answered && st->error != DB_OK)
-		log_warnx("pruning failed: %s", st->text);
-}
-
-static void
-on_pruned_keys(void *arg, const struct db_status *st, long long n)
-{
-	if (st->error == DB_OK && n > 0)
-		log_info("pruned %lld expired request keys", n);
-	else if (st->answered && st->error != DB_OK)
-		log_warnx("pruning request keys failed: %s", st->text);
+		log_warnx("pruning %s failed: %s", what, st->text);
 }
 
 static void
@@ -47,8 +40,10 @@ on_lease(void *arg, const struct db_status *st, int64_t token)
 	}
 	if (!d->prune_token || !d->db)
 		return;
-	prune_jobs(d->db, d->cfg->retention_ms, PRUNE_BATCH, on_pruned, d);
-	prune_request_keys(d->db, PRUNE_BATCH, on_pruned_keys, d);
+	prune_jobs(d->db, d->cfg->retention_ms, PRUNE_BATCH, on_pruned,
+		   "finished jobs");
+	prune_request_keys(d->db, PRUNE_BATCH, on_pruned,
+			   "expired request keys");
 	prune_workers(d->db);
 }
 

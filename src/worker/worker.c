@@ -168,7 +168,7 @@ setup_session(struct worker *w, struct db_conn *conn)
 		log_info("slot changed from %d to %d after reconnecting",
 			 w->slot, slot);
 	w->slot = slot;
-	log_set_slot(slot);
+	log_set_worker(w->number, slot);
 	free(w->locked_by);
 	w->locked_by = xasprintf("%s:%d", w->host, slot);
 	return 0;
@@ -422,14 +422,15 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	struct worker w = {.cfg = cfg,
 			   .supervisor_pid = supervisor_pid,
 			   .stats = stats,
-			   .index = index};
+			   .index = index,
+			   .number = number};
 	/* Without the shared area (mmap failed), count into a private one. */
 	struct stats_worker own = {0};
 	w.st = stats && index < STATS_MAX_WORKERS ? &stats->w[index] : &own;
 	handler_set_pgid_table(w.st->handler_pgids, STATS_MAX_HANDLERS);
 
 	log_init("worker", cfg->log_level, cfg->log_format == LOG_FORMAT_JSON);
-	log_set_worker(number);
+	log_set_worker(number, 0);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);

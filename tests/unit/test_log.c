@@ -36,15 +36,13 @@ emit_text(void)
 {
 	setenv("JOURNAL_STREAM", "1:2", 1); /* no ts= and pid= */
 	log_init("worker", LOG_INFO, 0);
-	log_set_worker(2);
-	log_set_slot(3);
+	log_set_worker(2, 3);
 	log_debug("hidden");
 	struct log_job j = {88121, "thumbnail", 2};
 	log_job(LOG_INFO, &j, "exit status %d, retry in %s", 3, "30s");
 	log_warnx("plain");
 	log_errorx("quote \" and\nnewline");
-	log_set_slot(0);
-	log_set_worker(0);
+	log_set_worker(0, 0);
 }
 
 static void
