@@ -12,6 +12,7 @@
  */
 #include "common/config.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -192,6 +193,20 @@ read_group(struct yaml_doc *d, const struct ynode *n, const char *path,
 
 	free(as->group);
 	as->group = yaml_string(d, n, path);
+}
+
+/* rate: and rate_per_key:, "COUNT/PERIOD" (rate.h). */
+static void
+read_rate(struct yaml_doc *d, const struct ynode *n, const char *path,
+	  void *dst)
+{
+	struct rate *r = dst;
+	const char *why;
+	char *s = yaml_string(d, n, path);
+
+	if (s && rate_parse(s, r, &why) < 0)
+		yaml_doc_error(d, n, path, "rate \"%s\": %s", s, why);
+	free(s);
 }
 
 static bool
@@ -454,6 +469,18 @@ static const struct yaml_field queue_fields[] = {
 	F("max_attempts", YF_INT, queue_conf, max_attempts, .min = 1,
 	  .max = INT_MAX),
 	F("backoff", YF_MAP, queue_conf, backoff, .sub = backoff_fields),
+	F("global_concurrency", YF_INT, queue_conf, global_concurrency,
+	  .min = 1, .max = 1000000000),
+	F("per_key_concurrency", YF_INT, queue_conf, per_key_concurrency,
+	  .min = 1, .max = 1000000000),
+	F("rate", YF_READ, queue_conf, rate, .read = read_rate),
+	F("burst", YF_INT, queue_conf, burst, .min = 1, .max = 1000000000),
+	F("rate_per_key", YF_READ, queue_conf, rate_per_key,
+	  .read = read_rate),
+	F("burst_per_key", YF_INT, queue_conf, burst_per_key, .min = 1,
+	  .max = 1000000000),
+	F("fair", YF_BOOL, queue_conf, fair),
+	F("adaptive", YF_BOOL, queue_conf, adaptive),
 	{0},
 };
 
@@ -526,6 +553,93 @@ check_queue(struct yaml_doc *d, const struct config *c,
 	free(qpath);
 }
 
+/* A key of w that makes no sense with the others of its queue, at its
+ * value. */
+static void
+limit_error(struct yaml_doc *d, const struct yaml_walk *w, const char *path,
+	    const char *key, const char *why)
+{
+	const struct ynode *n = yaml_walked(w, key);
+	char *kpath = join(path, key);
+
+	yaml_doc_error(d, n, kpath, "%s", why);
+	free(kpath);
+}
+
+/* The limits of a queue, together (each alone was checked as read). */
+static void
+check_limits(struct yaml_doc *d, const struct yaml_walk *w, const char *path,
+	     const struct queue_conf *q)
+{
+	static const char *const keyed[] = {"per_key_concurrency",
+					    "rate_per_key", "burst_per_key",
+					    "fair"};
+
+	if (yaml_walked(w, "burst") && q->rate.n == 0)
+		limit_error(d, w, path, "burst",
+			    "a burst needs a rate (rate: 10/s)");
+	if (yaml_walked(w, "burst_per_key") && q->rate_per_key.n == 0)
+		limit_error(d, w, path, "burst_per_key",
+			    "burst_per_key needs a rate_per_key");
+	if (q->mode != QUEUE_SERIAL)
+		return;
+	for (size_t i = 0; i < sizeof(keyed) / sizeof(keyed[0]); i++)
+		if (yaml_walked(w, keyed[i]) &&
+		    (strcmp(keyed[i], "fair") != 0 || q->fair))
+			limit_error(d, w, path, keyed[i],
+				    "a serial queue runs one job at a time, "
+				    "in order: keys cannot take turns in it "
+				    "(use mode: parallel or per_key)");
+}
+
+bool
+config_queue_limited(const struct queue_conf *q)
+{
+	return q->global_concurrency > 0 || q->per_key_concurrency > 0 ||
+	       q->rate.n > 0 || q->rate_per_key.n > 0 || q->fair;
+}
+
+char *
+config_limits_json(const struct config *c)
+{
+	cJSON *all = cJSON_CreateObject();
+	char buf[RATE_LEN];
+
+	for (size_t i = 0; i < c->nqueues; i++) {
+		const struct queue_conf *q = &c->queues[i];
+		if (!q->defined)
+			continue;
+		cJSON *o = cJSON_AddObjectToObject(all, q->name);
+		if (q->global_concurrency)
+			cJSON_AddNumberToObject(o, "global_concurrency",
+						q->global_concurrency);
+		if (q->per_key_concurrency)
+			cJSON_AddNumberToObject(o, "per_key_concurrency",
+						q->per_key_concurrency);
+		if (q->rate.n)
+			cJSON_AddStringToObject(
+				o, "rate", rate_format(&q->rate, buf, sizeof(buf)));
+		if (q->burst)
+			cJSON_AddNumberToObject(o, "burst", q->burst);
+		if (q->rate_per_key.n)
+			cJSON_AddStringToObject(o, "rate_per_key",
+						rate_format(&q->rate_per_key,
+							    buf, sizeof(buf)));
+		if (q->burst_per_key)
+			cJSON_AddNumberToObject(o, "burst_per_key",
+						q->burst_per_key);
+		if (q->fair)
+			cJSON_AddTrueToObject(o, "fair");
+	}
+	char *s = cJSON_PrintUnformatted(all);
+	cJSON_Delete(all);
+	if (!s)
+		abort(); /* out of memory, as xmalloc() */
+	char *out = xstrdup(s);
+	cJSON_free(s);
+	return out;
+}
+
 static void
 load_queue(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	   const struct ynode *val, const char *path)
@@ -541,10 +655,12 @@ load_queue(struct yaml_doc *d, struct config *c, const struct ynode *key,
 		.mode = QUEUE_PARALLEL,
 		.timeout_ms = -1,
 		.backoff = {-1, -1},
+		.defined = true,
 		.line = key->line,
 		.column = key->column,
 	};
 	yaml_walk_map(d, key, val, path, &w);
+	check_limits(d, &w, path, q);
 }
 
 /* The handler's type as a bit, read ahead of its other keys; 0: unknown. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/rate.h"
 #include "common/util.h"
 
 /* Fixed default for the first key of pg_try_advisory_lock(lock_class, n). */
@@ -42,6 +43,19 @@ struct queue_conf {
 	int64_t timeout_ms;
 	int max_attempts;
 	struct backoff backoff;
+	/*
+	 * Flow control across the cluster (docs/queues.md), published to
+	 * pgjob.limits when a worker connects; 0 / false: not set.
+	 */
+	int global_concurrency;	 /* jobs running at once, every instance */
+	int per_key_concurrency; /* the same per limit_key / ordering_key */
+	struct rate rate;	 /* starts per period (token bucket) */
+	int burst;		 /* the bucket's size; 0: rate.n */
+	struct rate rate_per_key;
+	int burst_per_key;
+	bool fair;     /* keys take turns */
+	bool adaptive; /* an http 429/503 with Retry-After throttles it */
+	bool defined;  /* written in the file (not the implicit default) */
 	int line, column; /* where it was defined, for messages */
 };
 
@@ -177,5 +191,16 @@ size_t config_check_run_as(const struct config *c, uid_t euid,
 
 const char *config_handler_type_name(enum handler_type t);
 const char *config_queue_mode_name(enum queue_mode m);
+
+/* Whether q has a flow-control limit (not a pause: those live only in the
+ * database). */
+bool config_queue_limited(const struct queue_conf *q);
+
+/*
+ * The limits of every queue the file defines, as pgjob.publish_limits()
+ * takes them: {"exports": {"global_concurrency": 5, "rate": "10/s"}, ...};
+ * a queue without limits maps to {}.  Caller frees.
+ */
+char *config_limits_json(const struct config *c);
 
 #endif

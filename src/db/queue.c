@@ -86,9 +86,16 @@ static const char claim_sql[] =
 	 * the head (see queue_claim_req).  run_at travels as microseconds
 	 * since the epoch: exact, and never a time the host could have
 	 * written (the fault suite's clock scenario checks for those). */
-	"with q(name, lim, mode, hp, hr, hi, qi) as ("
+	"with qa(name, lim, mode, hp, hr, hi, qi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
 	"   $7::smallint[], $8::bigint[], $9::bigint[]) with ordinality),"
+	/* A queue with a row in pgjob.limits is claimed by
+	 * pgjob.claim_limited() alone, whatever the worker believes: this
+	 * claim leaves it, and says so ('l' rows). */
+	" ql as (select qa.*, exists (select 1 from pgjob.limits l"
+	"   where l.queue = qa.name) as limited from qa),"
+	" q as (select name, lim, mode, hp, hr, hi, qi from ql"
+	"   where not limited),"
 	/* Per candidate: its branch, its queue's ordinal, and for the
 	 * parallel branch its (priority, run_at), where the next claim
 	 * starts from.  Narrow and fixed-width: the last one of each queue
@@ -150,6 +157,7 @@ static const char claim_tail_sql[] =
 	"  update pgjob.jobs j set state = 'running', locked_by = $4,"
 	"   locked_until = now() + $5::bigint * interval '1 millisecond',"
 	"   lease_token = j.lease_token + 1, attempts = j.attempts + 1,"
+	"   attempted_at = now(),"
 	/* A running row here is one whose lease expired: its worker
 	 * vanished, and that attempt is lost, not failed. */
 	"   lost_attempts = j.lost_attempts"
@@ -175,7 +183,10 @@ static const char claim_tail_sql[] =
 	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null"
 	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
-	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l";
+	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l"
+	" union all"
+	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
+	"  null, null, null from ql where ql.limited";
 
 static int
 cmp_id(const void *a, const void *b)
@@ -308,6 +319,53 @@ claimed_positions(const PGresult *res, const struct db_call *c,
 	}
 }
 
+static const char *const wait_names[QUEUE_WAIT_N] = {
+	[QUEUE_WAIT_PAUSED] = "paused",
+	[QUEUE_WAIT_THROTTLED] = "throttled",
+	[QUEUE_WAIT_CONCURRENCY] = "concurrency",
+	[QUEUE_WAIT_RATE] = "rate",
+	[QUEUE_WAIT_KEY_CONCURRENCY] = "key_concurrency",
+	[QUEUE_WAIT_KEY_RATE] = "key_rate",
+	[QUEUE_WAIT_BUSY] = "busy",
+};
+
+const char *
+queue_wait_name(enum queue_wait w)
+{
+	return w < QUEUE_WAIT_N ? wait_names[w] : "?";
+}
+
+/* Per queue asked for, what the 'l', 'u' and 'w' rows say of its flow
+ * control (kind: why; pr... ra: the retry in ms). */
+static void
+claimed_flow(const PGresult *res, const struct db_call *c,
+	     struct queue_flow_said *flow)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		char t = *PQgetvalue(res, i, 0);
+		if (t != 'l' && t != 'u' && t != 'w')
+			continue;
+		const char *q = PQgetvalue(res, i, 3);
+		size_t k = 0;
+		while (k < c->n && strcmp(c->names[k], q) != 0)
+			k++;
+		if (k == c->n)
+			continue;
+		struct queue_flow_said *f = &flow[k];
+		f->flow = t == 'l'   ? QUEUE_FLOW_LIMITED
+			  : t == 'u' ? QUEUE_FLOW_UNLIMITED
+				     : QUEUE_FLOW_WAIT;
+		f->why = QUEUE_WAIT_BUSY;
+		for (int w = 0; w < QUEUE_WAIT_N; w++)
+			if (strcmp(PQgetvalue(res, i, 2), wait_names[w]) == 0)
+				f->why = (enum queue_wait)w;
+		f->retry_ms = PQgetisnull(res, i, 10)
+				      ? -1
+				      : strtoll(PQgetvalue(res, i, 10), NULL,
+						10);
+	}
+}
+
 /* The claim's answer; c->names are the queues asked for, in order. */
 static void
 read_claim(const struct db_call *c, const struct db_status *st,
@@ -315,11 +373,13 @@ read_claim(const struct db_call *c, const struct db_status *st,
 {
 	struct queue_position *pos = xcalloc(c->n + 1, sizeof(*pos));
 	bool *has = xcalloc(c->n + 1, sizeof(bool));
-	struct queue_claimed out = {.pos = pos, .has_pos = has};
+	struct queue_flow_said *flow = xcalloc(c->n + 1, sizeof(*flow));
+	struct queue_claimed out = {.pos = pos, .has_pos = has, .flow = flow};
 	int *queue_of = NULL;
 	if (st->error == DB_OK) {
 		out.jobs = claimed_jobs(res, &out.njobs);
 		claimed_positions(res, c, pos, has);
+		claimed_flow(res, c, flow);
 		queue_of = xcalloc((size_t)out.njobs + 1, sizeof(int));
 		for (int i = 0; i < out.njobs; i++) {
 			queue_of[i] = -1;
@@ -335,6 +395,7 @@ read_claim(const struct db_call *c, const struct db_status *st,
 	free(out.jobs);
 	free(pos);
 	free(has);
+	free(flow);
 }
 
 int
@@ -386,6 +447,38 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	return rc;
 }
 
+int
+queue_claim_limited(struct dbev *d, const struct queue_limited_req *req,
+		    queue_claim_fn *cb, void *arg)
+{
+	char want[16], lease[24], maxp[24];
+	snprintf(want, sizeof(want), "%d", req->want);
+	snprintf(lease, sizeof(lease), "%lld", (long long)req->lease_ms);
+	snprintf(maxp, sizeof(maxp), "%lld", (long long)req->max_payload_bytes);
+	char *kinds = db_text_array(req->kinds, req->nkinds);
+	const char *p[] = {req->queue, want,	  kinds, req->mode,
+			   req->locked_by, lease, maxp};
+	struct db_call call = DB_CALL(cb, arg);
+	call.n = 1;
+	call.names = xcalloc(2, sizeof(char *));
+	call.names[0] = xstrdup(req->queue);
+	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
+	int rc = dbev_call(d, "pgjob_claim_limited", 1, 7, p, read_claim,
+			   &call);
+	free(kinds);
+	return rc;
+}
+
+int
+queue_throttle(struct dbev *d, const char *queue, int64_t ms)
+{
+	char v[24];
+	snprintf(v, sizeof(v), "%lld", (long long)ms);
+	const char *p[] = {queue, v};
+	return dbev_send(d, "select pgjob.throttle($1, $2::bigint)", 2, p,
+			 dbev_ignore, NULL);
+}
+
 /*
  * Renews every (id, token) still held; returns one row per job asked for:
  * id, renewed, whether an operator cancelled it (pgjob cancel sets a
@@ -399,7 +492,14 @@ static const char renew_sql[] =
 	" u as (update pgjob.jobs j"
 	"  set locked_until = now() + $3::bigint * interval '1 millisecond'"
 	"  from r where j.id = r.id and j.lease_token = r.token"
-	"   and j.state = 'running' returning j.id)"
+	"   and j.state = 'running'"
+	/* In a queue with a concurrency limit, a lease that expired gave
+	 * its slot back: it cannot be taken back (docs/queues.md). */
+	"   and (j.locked_until >= clock_timestamp() or not exists ("
+	"    select 1 from pgjob.limits l where l.queue = j.queue"
+	"     and (l.global_concurrency is not null"
+	"      or l.per_key_concurrency is not null)))"
+	"  returning j.id)"
 	" select r.id, u.id is not null,"
 	"  coalesce(j.state = 'cancelled' and j.lease_token = r.token, false),"
 	"  r.token"
@@ -452,6 +552,10 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 	dbev_prepare(d, "pgjob_finish", finish_sql, 8);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
+	dbev_prepare(d, "pgjob_claim_limited",
+		     "select * from pgjob.claim_limited($1, $2::int,"
+		     " $3::text[], $4, $5, $6::bigint, $7::bigint)",
+		     7);
 	free(claim);
 }
 

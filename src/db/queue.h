@@ -58,6 +58,34 @@ struct queue_claim_req {
 	int64_t max_payload_bytes;
 };
 
+/* Why a claim of a limited queue took fewer jobs than it asked for. */
+enum queue_wait {
+	QUEUE_WAIT_PAUSED,
+	QUEUE_WAIT_THROTTLED,	    /* an http 429/503's Retry-After */
+	QUEUE_WAIT_CONCURRENCY,	    /* global_concurrency */
+	QUEUE_WAIT_RATE,	    /* rate: the bucket is empty */
+	QUEUE_WAIT_KEY_CONCURRENCY, /* per_key_concurrency */
+	QUEUE_WAIT_KEY_RATE,	    /* rate_per_key */
+	QUEUE_WAIT_BUSY,	    /* another claim held the queue's row */
+	QUEUE_WAIT_N
+};
+const char *queue_wait_name(enum queue_wait w);
+
+/* What a claim said of a queue's flow control. */
+enum queue_flow {
+	QUEUE_FLOW_NONE,
+	QUEUE_FLOW_LIMITED,   /* it has a row in pgjob.limits: the ordinary
+				 claim left it (queue_claim_limited()) */
+	QUEUE_FLOW_UNLIMITED, /* it has none any more (queue_claim()) */
+	QUEUE_FLOW_WAIT,      /* a limit held the claim back: why */
+};
+struct queue_flow_said {
+	enum queue_flow flow;
+	enum queue_wait why;
+	int64_t retry_ms; /* WAIT: look again after this long; -1: when
+			     something ends, or at the next poll */
+};
+
 /*
  * What a claim took.  jobs[0..njobs) are the claimed jobs (handler left
  * NULL for the caller to resolve); the callee owns each (job_free(), or
@@ -74,6 +102,7 @@ struct queue_claimed {
 	const int *queue_of; /* per job: its queue's index in the request */
 	const struct queue_position *pos;
 	const bool *has_pos;
+	const struct queue_flow_said *flow; /* per queue of the request */
 };
 typedef void queue_claim_fn(void *arg, const struct db_status *st,
 			    struct queue_claimed *c);
@@ -85,6 +114,31 @@ typedef void queue_claim_fn(void *arg, const struct db_status *st,
  */
 int queue_claim(struct dbev *d, const struct queue_claim_req *req,
 		queue_claim_fn *cb, void *arg);
+
+/* A claim of one limited queue. */
+struct queue_limited_req {
+	const char *queue;
+	int want;
+	const char *const *kinds;
+	size_t nkinds;
+	const char *mode;
+	const char *locked_by;
+	int64_t lease_ms;
+	int64_t max_payload_bytes;
+};
+
+/*
+ * Claims up to want jobs of a queue that has a row in pgjob.limits, under
+ * its limits (pgjob.claim_limited()), in one statement that commits on its
+ * own.  The answer is a struct queue_claimed of one queue, whose flow says
+ * why fewer came, or that the queue has no limits any more.
+ */
+int queue_claim_limited(struct dbev *d, const struct queue_limited_req *req,
+			queue_claim_fn *cb, void *arg);
+
+/* Throttles queue: none of its jobs starts in the next ms milliseconds
+ * (pgjob.throttle(); an http 429 or 503 of an adaptive queue). */
+int queue_throttle(struct dbev *d, const char *queue, int64_t ms);
 
 /* The end of one attempt, as queue_finish() writes it. */
 struct queue_finish {

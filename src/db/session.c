@@ -8,6 +8,7 @@
 
 #include "common/failpoint.h"
 #include "common/util.h"
+#include "db/db.h"
 #include "db/internal.h"
 #include "db/migrate.h"
 
@@ -114,9 +115,28 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 		*err = xstrdup("LISTEN: failpoint");
 		return -1;
 	}
-	PGresult *res = PQexec(conn, "listen pgjob");
+	/* pgjob: new jobs; pgjob_limits: a limit or pause changed. */
+	PGresult *res = PQexec(conn, "listen pgjob; listen pgjob_limits");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		return failed(conn, res, "LISTEN", err);
 	PQclear(res);
+	return 0;
+}
+
+int
+session_publish_limits(struct db_conn *c, const char *limits, char **replaced,
+		       char **err)
+{
+	const char *p[] = {limits};
+	*replaced = NULL;
+	struct db_rows *r = db_query(c,
+				     "select string_agg(q, ', ' order by q)"
+				     " from pgjob.publish_limits($1::jsonb) q",
+				     1, p, err);
+	if (!r)
+		return -1;
+	if (db_rows_count(r) > 0 && db_rows_value(r, 0, 0))
+		*replaced = xstrdup(db_rows_value(r, 0, 0));
+	db_rows_free(r);
 	return 0;
 }

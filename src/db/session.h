@@ -24,6 +24,9 @@ struct session_worker {
 	const char *version;
 	const char *const *kinds; /* the kinds it handles */
 	size_t nkinds;
+	/* Its config's queues and their limits, for pgjob.publish_limits()
+	 * (config_limits_json()). */
+	const char *limits;
 };
 
 /*
@@ -34,5 +37,15 @@ struct session_worker {
  */
 int session_start(struct db_conn *conn, const struct session_worker *w,
 		  int *slot, char **err);
+
+/*
+ * Publishes w->limits (pgjob.publish_limits()): the queues become known and
+ * their limits the config's, where SQL did not set them.  Returns 0 with
+ * *replaced set to the queues whose limits came from another config and
+ * were different (comma-separated, caller frees; NULL: none), or -1 with
+ * *err set.
+ */
+int session_publish_limits(struct db_conn *conn, const char *limits,
+			   char **replaced, char **err);
 
 #endif

@@ -1,0 +1,31 @@
+/*
+ * rate: the grammar of rate limits, "COUNT/PERIOD": 10/s, 600/min, 100/10s,
+ * 5/1.5h.  The period's unit is ms, s (sec, second), m (min, minute), h
+ * (hour) or d (day), optionally after a number.  pgjob.parse_rate() in
+ * sql/010_flow_control.sql reads the same grammar: a rate set with SQL
+ * means what the same text means in the config.
+ */
+#ifndef PGJOBD_RATE_H
+#define PGJOBD_RATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rate {
+	int n;		   /* starts (tokens) per period; 0: no rate */
+	int64_t period_ms; /* 1 .. DURATION_MAX_MS */
+};
+
+/*
+ * Parses s.  Returns 0, or -1 with *why set to a static reason: "not
+ * COUNT/PERIOD", "unknown unit", "the count must be at least 1", "the
+ * period is out of range".
+ */
+int rate_parse(const char *s, struct rate *r, const char **why);
+
+/* r as the shortest spelling ("10/s", "600/min", "3/1500ms"), into buf of
+ * RATE_LEN bytes; returns buf. */
+#define RATE_LEN 48
+const char *rate_format(const struct rate *r, char *buf, size_t len);
+
+#endif
