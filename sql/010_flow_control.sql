@@ -265,8 +265,9 @@ begin
 end
 $$;
 
--- Resumes the queue (kind null: the queue and every paused kind of it), or
--- one kind of it.
+-- Resumes the queue (kind null), or one kind of it.  Each pause is undone
+-- by its own resume: resuming the queue leaves a kind paused on its own
+-- (for its own reason) paused.
 create function pgjob.resume(queue text, kind text default null)
 returns void
 language plpgsql
@@ -276,7 +277,7 @@ begin
 	perform pgjob.check_queue(queue);
 	update pgjob.limits l
 	   set paused = case when kind is null then false else l.paused end,
-	       paused_kinds = case when kind is null then '{}'
+	       paused_kinds = case when kind is null then l.paused_kinds
 		else array_remove(l.paused_kinds, kind) end,
 	       updated_at = now()
 	 where l.queue = queue;
@@ -569,7 +570,7 @@ begin
 	end if;
 	if ktok is not null then
 		insert into pgjob.limit_keys as k values (queue, key, ktok - cost, clk)
-		on conflict (queue, key) do update
+		on conflict on constraint limit_keys_pkey do update
 		   set tokens = excluded.tokens, tokens_at = excluded.tokens_at;
 	end if;
 end
@@ -1096,6 +1097,63 @@ begin
 	   and (l.throttled_until is null or l.throttled_until <= clock_timestamp());
 	get diagnostics o = row_count;
 	return n + m + o;
+end
+$$;
+
+-- What holds q's due jobs back now, for /metrics: due jobs counted under the
+-- first limit that binds (paused, throttled, concurrency, rate; per key,
+-- the due jobs whose key is at its per_key_concurrency), and the tokens
+-- left (null: no rate).  All zero for a queue without a row.
+create function pgjob.limit_waiting(q text, out paused bigint,
+	out throttled bigint, out concurrency bigint, out rate bigint,
+	out key_concurrency bigint, out tokens float8)
+language plpgsql
+stable
+as $$
+declare
+	l pgjob.limits;
+	clk timestamptz := clock_timestamp();
+	due bigint;
+	b int;
+begin
+	paused := 0; throttled := 0; concurrency := 0; rate := 0;
+	key_concurrency := 0;
+	select * into l from pgjob.limits x where x.queue = q;
+	if not found then
+		return;
+	end if;
+	if l.rate is not null then
+		tokens := pgjob.bucket(l.tokens, l.tokens_at, clk, l.rate,
+			l.rate_period_ms, coalesce(l.burst, l.rate));
+	end if;
+	select count(*), count(*) filter (where j.kind = any(l.paused_kinds))
+	  into due, paused
+	  from pgjob.jobs j
+	 where j.queue = q and j.state = 'available' and j.run_at <= clk;
+	due := due - paused;
+	if l.paused then
+		paused := paused + due;
+	elsif l.throttled_until > clk then
+		throttled := due;
+	elsif l.global_concurrency is not null
+	      and (select x.busy from pgjob.limit_busy(q, null, clk) x)
+		  >= l.global_concurrency then
+		concurrency := due;
+	elsif tokens is not null and tokens < 1 then
+		rate := due;
+	elsif l.per_key_concurrency is not null then
+		select count(*) into key_concurrency from pgjob.jobs j
+		 where j.queue = q and j.state = 'available' and j.run_at <= clk
+		   and j.kind <> all(l.paused_kinds)
+		   and (j.limit_key is not null or j.ordering_key is not null)
+		   and coalesce(j.limit_key, j.ordering_key) in (
+			select coalesce(r.limit_key, r.ordering_key)
+			  from pgjob.jobs r
+			 where r.queue = q and r.state = 'running'
+			   and r.locked_until >= clk
+			   and (r.limit_key is not null or r.ordering_key is not null)
+			 group by 1 having count(*) >= l.per_key_concurrency);
+	end if;
 end
 $$;
 

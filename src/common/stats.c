@@ -211,6 +211,52 @@ static const struct {
 	 offsetof(struct stats_queue, oldest_due_ms), 1e-3},
 };
 
+const char *const stats_limit_names[STATS_LIMITS] = {
+	"paused", "throttled", "concurrency", "rate", "key_concurrency",
+};
+
+/* The flow-control gauges of the limited queues (docs/queues.md). */
+static void
+render_flow(struct buf *out, const struct stats *s, uint32_t n)
+{
+	struct buf l = {0};
+	metrics_header(out, "pgjobd_queue_paused", "gauge",
+		       "1 while the queue is paused (pgjob pause).");
+	for (uint32_t i = 0; i < n; i++) {
+		if (!s->queues[i].limited)
+			continue;
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_paused", NULL, l.data,
+			      (double)s->queues[i].paused);
+	}
+	metrics_header(out, "pgjobd_queue_waiting", "gauge",
+		       "Due jobs held back, per queue and by the limit that "
+		       "holds them.");
+	for (uint32_t i = 0; i < n; i++) {
+		if (!s->queues[i].limited)
+			continue;
+		for (int k = 0; k < STATS_LIMITS; k++) {
+			buf_reset(&l);
+			metrics_label(&l, "queue", s->queues[i].name);
+			metrics_label(&l, "limit", stats_limit_names[k]);
+			metrics_gauge(out, "pgjobd_queue_waiting", NULL, l.data,
+				      (double)s->queues[i].waiting[k]);
+		}
+	}
+	metrics_header(out, "pgjobd_queue_tokens", "gauge",
+		       "Tokens left in the rate limit's bucket, per queue.");
+	for (uint32_t i = 0; i < n; i++) {
+		if (!s->queues[i].limited || s->queues[i].tokens_milli < 0)
+			continue;
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_tokens", NULL, l.data,
+			      (double)s->queues[i].tokens_milli / 1000.);
+	}
+	buf_free(&l);
+}
+
 static void
 render_queues(struct buf *out, const struct stats *s)
 {
@@ -231,6 +277,7 @@ render_queues(struct buf *out, const struct stats *s)
 		}
 	}
 	buf_free(&l);
+	render_flow(out, s, n);
 }
 
 void

@@ -35,11 +35,21 @@ struct stats_kind {
 	uint64_t dur_count, dur_sum_us;
 };
 
+/* The limits a due job can wait for, as /metrics labels them. */
+#define STATS_LIMITS 5
+extern const char *const stats_limit_names[STATS_LIMITS];
+
 /* Queue depth as one worker per instance last read it. */
 struct stats_queue {
 	char name[STATS_NAME];
 	int64_t due, running;
 	int64_t oldest_due_ms;
+	/* Flow control (pgjob.limit_waiting()): limited has a row in
+	 * pgjob.limits; due jobs held back by each limit; tokens left in
+	 * thousandths, -1 without a rate. */
+	int64_t limited, paused;
+	int64_t waiting[STATS_LIMITS];
+	int64_t tokens_milli;
 };
 
 struct stats_worker {

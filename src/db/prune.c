@@ -83,3 +83,11 @@ prune_workers(struct dbev *d)
 			 " where heartbeat_at < now() - interval '1 day'",
 			 0, NULL, dbev_ignore, NULL);
 }
+
+int
+prune_limits(struct dbev *d, prune_fn *cb, void *arg)
+{
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(d, "select pgjob.prune_limits()", 0, 0, NULL,
+			 read_count, &call);
+}

@@ -27,4 +27,9 @@ int prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg);
 /* The rows of workers without a heartbeat for a day (no answer read). */
 int prune_workers(struct dbev *d);
 
+/* Deletes what flow control no longer needs (pgjob.prune_limits()):
+ * expired slot holds, per-key buckets that are full again, limit rows that
+ * limit nothing. */
+int prune_limits(struct dbev *d, prune_fn *cb, void *arg);
+
 #endif

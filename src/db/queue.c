@@ -470,6 +470,14 @@ queue_claim_limited(struct dbev *d, const struct queue_limited_req *req,
 }
 
 int
+queue_publish_limits(struct dbev *d, const char *limits_json)
+{
+	const char *p[] = {limits_json};
+	return dbev_send(d, "select pgjob.publish_limits($1::jsonb)", 1, p,
+			 dbev_ignore, NULL);
+}
+
+int
 queue_throttle(struct dbev *d, const char *queue, int64_t ms)
 {
 	char v[24];
@@ -654,6 +662,15 @@ read_depths(const struct db_call *c, const struct db_status *st,
 		q[i].due = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 		q[i].running = strtoll(PQgetvalue(res, i, 2), NULL, 10);
 		q[i].oldest_due_ms = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+		q[i].limited = *PQgetvalue(res, i, 4) == 't';
+		q[i].paused = *PQgetvalue(res, i, 5) == 't';
+		for (int k = 0; k < 5; k++)
+			q[i].waiting[k] =
+				strtoll(PQgetvalue(res, i, 6 + k), NULL, 10);
+		q[i].tokens_milli = PQgetisnull(res, i, 11)
+					    ? -1
+					    : strtoll(PQgetvalue(res, i, 11),
+						      NULL, 10);
 	}
 	((queue_depths_fn *)c->cb)(c->arg, st, q, (size_t)n);
 	free(q);
@@ -667,16 +684,26 @@ queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
 	const char *p[] = {lim};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
-	return dbev_call(d,
-			 "select queue,"
-			 "  count(*) filter (where state = 'available'"
-			 "   and run_at <= now()),"
-			 "  count(*) filter (where state = 'running'),"
-			 "  coalesce(extract(epoch from now() - min(run_at)"
-			 "   filter (where state = 'available'"
-			 "    and run_at <= now())) * 1000, 0)::bigint"
-			 " from pgjob.jobs"
-			 " where state in ('available', 'running')"
-			 " group by queue order by queue limit $1",
-			 0, 1, p, read_depths, &call);
+	return dbev_call(
+		d,
+		"with d as (select queue,"
+		"  count(*) filter (where state = 'available'"
+		"   and run_at <= now()) as due,"
+		"  count(*) filter (where state = 'running') as running,"
+		"  coalesce(extract(epoch from now() - min(run_at)"
+		"   filter (where state = 'available'"
+		"    and run_at <= now())) * 1000, 0)::bigint as oldest"
+		" from pgjob.jobs"
+		" where state in ('available', 'running')"
+		" group by queue)"
+		" select coalesce(d.queue, l.queue), coalesce(d.due, 0),"
+		"  coalesce(d.running, 0), coalesce(d.oldest, 0),"
+		"  l.queue is not null, coalesce(l.paused, false),"
+		"  w.paused, w.throttled, w.concurrency, w.rate,"
+		"  w.key_concurrency, (w.tokens * 1000)::bigint"
+		" from d full join pgjob.limits l on l.queue = d.queue"
+		" cross join lateral pgjob.limit_waiting(coalesce(d.queue,"
+		"  l.queue)) w"
+		" order by 1 limit $1",
+		0, 1, p, read_depths, &call);
 }

@@ -136,6 +136,10 @@ struct queue_limited_req {
 int queue_claim_limited(struct dbev *d, const struct queue_limited_req *req,
 			queue_claim_fn *cb, void *arg);
 
+/* Publishes a config's limits again (pgjob.publish_limits(); see
+ * session_publish_limits()), answer ignored. */
+int queue_publish_limits(struct dbev *d, const char *limits_json);
+
 /* Throttles queue: none of its jobs starts in the next ms milliseconds
  * (pgjob.throttle(); an http 429 or 503 of an adaptive queue). */
 int queue_throttle(struct dbev *d, const char *queue, int64_t ms);
@@ -203,11 +207,18 @@ struct queue_depth {
 	char name[64];
 	int64_t due, running;
 	int64_t oldest_due_ms; /* age of the oldest due job */
+	/* Flow control: whether it has a row in pgjob.limits, is paused,
+	 * its due jobs held back by each limit (paused, throttled,
+	 * concurrency, rate, key_concurrency), its tokens (thousandths; -1:
+	 * no rate). */
+	bool limited, paused;
+	int64_t waiting[5];
+	int64_t tokens_milli;
 };
 typedef void queue_depths_fn(void *arg, const struct db_status *st,
 			     const struct queue_depth *q, size_t n);
-/* The depth of every queue with unfinished jobs, at most max of them, by
- * name. */
+/* The depth of every queue with unfinished jobs or limits, at most max of
+ * them, by name. */
 int queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg);
 
 #endif

@@ -668,7 +668,7 @@ note_pgid(pid_t pid, int on)
 static void
 child_gone(struct exec_run *x)
 {
-	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1};
+	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0};
 	struct rusage ru = {0};
 	int status = -1;
 	pid_t r;

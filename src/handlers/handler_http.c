@@ -870,6 +870,8 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 		/* 408, 425, 429, 5xx, and statuses HTTP does not define. */
 		res->error = status_text(x, status);
 		res->retry_in_ms = retry_after(x);
+		if ((status == 429 || status == 503) && res->retry_in_ms > 0)
+			res->throttle_ms = res->retry_in_ms;
 	}
 }
 
@@ -907,7 +909,7 @@ log_attempt(const struct http_run *x, CURLcode rc,
 static void
 complete(struct http_run *x, CURLcode rc)
 {
-	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1};
+	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0};
 
 	make_result(x, rc, &res);
 	log_attempt(x, rc, &res);
@@ -939,7 +941,7 @@ static void
 later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct http_run *x = w->data;
-	struct handler_result res = {OUTCOME_RETRY, NULL, xstrdup(x->why), -1};
+	struct handler_result res = {OUTCOME_RETRY, NULL, xstrdup(x->why), -1, 0};
 
 	log_attempt(x, CURLE_OK, &res);
 	x->finish(x->run, &res); /* frees x */

@@ -14,4 +14,5 @@ handler_result_clear(struct handler_result *r)
 	r->result = NULL;
 	r->error = NULL;
 	r->retry_in_ms = -1;
+	r->throttle_ms = 0;
 }

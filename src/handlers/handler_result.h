@@ -14,6 +14,9 @@ struct handler_result {
 	char *result;	     /* JSON text or NULL; owned */
 	char *error;	     /* message or NULL; owned */
 	int64_t retry_in_ms; /* -1: the worker's backoff decides */
+	/* > 0: the server asked every caller to wait this long (an http
+	 * 429 or 503 with Retry-After): an adaptive queue throttles. */
+	int64_t throttle_ms;
 };
 
 /* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }. */

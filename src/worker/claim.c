@@ -54,14 +54,41 @@ struct ends {
 };
 
 /* A claim in flight: when it was sent and what it asked of each queue (its
- * index in cfg->queues and its limit), in the order of the request. */
+ * index in cfg->queues and its limit), in the order of the request;
+ * limited: a claim of one limited queue (pgjob.claim_limited()). */
 struct claim {
 	struct worker *w;
 	int64_t sent_ms;
 	size_t nq;
 	size_t *qidx;
 	int *limits;
+	int limited;
 };
+
+static struct claim *
+claim_alloc(struct worker *w, size_t n)
+{
+	struct claim *c = xcalloc(1, sizeof(*c));
+	c->w = w;
+	c->qidx = xcalloc(n + 1, sizeof(size_t));
+	c->limits = xcalloc(n + 1, sizeof(int));
+	return c;
+}
+
+static void
+claim_free(struct claim *c)
+{
+	free(c->qidx);
+	free(c->limits);
+	free(c);
+}
+
+/* The jobs of queue i this worker may still start. */
+static int
+room(const struct worker *w, size_t i)
+{
+	return w->cfg->queues[i].concurrency - w->running[i];
+}
 
 /* on_lost() zeroes the count, and the statements of the lost link still
  * report (lost) after it. */
@@ -102,12 +129,110 @@ remember(struct worker *w, const struct claim *c, const struct queue_claimed *r,
 		size_t i = c->qidx[k];
 		int full = got[k] >= c->limits[k];
 		w->more[i] = full;
-		any |= full;
 		w->pos_valid[i] = full && r->has_pos[k];
 		if (w->pos_valid[i])
 			w->pos[i] = r->pos[k];
+		if (c->limited)
+			w->want_q[i] |= full;
+		else
+			any |= full;
 	}
 	return any;
+}
+
+/* (Re)arms the flow timer for the first wake_at of any queue. */
+static void
+flow_rearm(struct worker *w)
+{
+	int64_t first = 0;
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (w->wake_at[i] && (!first || w->wake_at[i] < first))
+			first = w->wake_at[i];
+	ev_timer_stop(w->loop, &w->flow);
+	if (!first)
+		return;
+	int64_t in = first - util_now_ms();
+	ev_timer_set(&w->flow, in > 0 ? (double)in / 1000. : 0., 0.);
+	ev_timer_start(w->loop, &w->flow);
+}
+
+static void
+wake_at(struct worker *w, size_t i, int64_t at)
+{
+	if (!w->wake_at[i] || at < w->wake_at[i]) {
+		w->wake_at[i] = at;
+		flow_rearm(w);
+	}
+}
+
+void
+claim_on_flow_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = t->data;
+	int64_t now = util_now_ms();
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (w->wake_at[i] && w->wake_at[i] <= now) {
+			w->wake_at[i] = 0;
+			w->want_q[i] = 1;
+		}
+	flow_rearm(w);
+}
+
+/*
+ * A limit held a claim of limited queue i back (f).  An empty bucket or a
+ * throttle holds the queue until the hint: no claim could start a job of
+ * it before.  A concurrency limit frees a place when a job ends, here
+ * (claim_after_end(), through more) or elsewhere (the poll), or when a
+ * lease expires (the hint).  A claim that found the queue's row locked by
+ * another comes back in a few milliseconds, at a time of its own.
+ */
+static void
+flow_wait(struct worker *w, size_t i, const struct queue_flow_said *f)
+{
+	int64_t now = util_now_ms();
+	int64_t at = f->retry_ms >= 0 ? now + f->retry_ms : 0;
+	switch (f->why) {
+	case QUEUE_WAIT_BUSY:
+		at = now + 1 + (now ^ w->pid) % 4;
+		w->more[i] = 1;
+		break;
+	case QUEUE_WAIT_RATE:
+	case QUEUE_WAIT_THROTTLED:
+		w->hold_until[i] = at;
+		break;
+	case QUEUE_WAIT_CONCURRENCY:
+	case QUEUE_WAIT_KEY_CONCURRENCY:
+	case QUEUE_WAIT_KEY_RATE:
+		w->more[i] = 1;
+		break;
+	default: /* paused: until a NOTIFY says otherwise */
+		at = 0;
+		break;
+	}
+	if (at)
+		wake_at(w, i, at);
+}
+
+/* What a claim said of queue i's flow control. */
+static void
+flow_said(struct worker *w, size_t i, const struct queue_flow_said *f)
+{
+	switch (f->flow) {
+	case QUEUE_FLOW_NONE:
+		break;
+	case QUEUE_FLOW_LIMITED:
+		w->limited[i] = 1;
+		w->want_q[i] = 1;
+		break;
+	case QUEUE_FLOW_UNLIMITED:
+		w->limited[i] = 0;
+		w->hold_until[i] = w->wake_at[i] = 0;
+		w->want_claim = 1;
+		break;
+	case QUEUE_FLOW_WAIT:
+		flow_wait(w, i, f);
+		break;
+	}
 }
 
 static void
@@ -135,12 +260,12 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	/* A full batch came: more may be waiting. */
 	if (remember(w, c, r, got))
 		w->want_claim = 1;
+	for (size_t k = 0; k < c->nq; k++)
+		flow_said(w, c->qidx[k], &r->flow[k]);
 	free(got);
 	trim_when_idle(w, r->njobs);
 out:
-	free(c->qidx);
-	free(c->limits);
-	free(c);
+	claim_free(c);
 }
 
 /*
@@ -166,28 +291,63 @@ from_positions(struct worker *w, const struct claim *c,
 	}
 }
 
-/* A claim of every queue this worker serves with a free place, or NULL. */
+/* A claim of every queue this worker serves with a free place and no
+ * limits, or NULL. */
 static struct claim *
 claim_new(struct worker *w)
 {
 	const struct config *cf = w->cfg;
-	struct claim *c = xcalloc(1, sizeof(*c));
-	c->w = w;
-	c->qidx = xcalloc(cf->nqueues + 1, sizeof(size_t));
-	c->limits = xcalloc(cf->nqueues + 1, sizeof(int));
+	struct claim *c = claim_alloc(w, cf->nqueues);
 	for (size_t i = 0; i < cf->nqueues; i++) {
-		int free_ = cf->queues[i].concurrency - w->running[i];
-		if (!w->serves[i] || free_ <= 0)
+		if (!w->serves[i] || w->limited[i] || room(w, i) <= 0)
 			continue;
 		c->qidx[c->nq] = i;
-		c->limits[c->nq++] = free_;
+		c->limits[c->nq++] = room(w, i);
 	}
 	if (c->nq)
 		return c;
-	free(c->qidx);
-	free(c->limits);
-	free(c);
+	claim_free(c);
 	return NULL;
+}
+
+/* Claims limited queue i, in a statement of its own. */
+static void
+send_limited(struct worker *w, size_t i)
+{
+	const struct queue_conf *q = &w->cfg->queues[i];
+	struct claim *c = claim_alloc(w, 1);
+	c->limited = 1;
+	c->nq = 1;
+	c->qidx[0] = i;
+	c->limits[0] = room(w, i);
+	struct queue_limited_req req = {
+		.queue = q->name,
+		.want = c->limits[0],
+		.kinds = w->kinds,
+		.nkinds = w->nkinds,
+		.mode = config_queue_mode_name(q->mode),
+		.locked_by = w->locked_by,
+		.lease_ms = w->cfg->lease_ms,
+		.max_payload_bytes = w->cfg->max_payload_bytes,
+	};
+	c->sent_ms = util_now_ms();
+	w->cycle_inflight++;
+	queue_claim_limited(w->db, &req, on_claim, c);
+}
+
+/* Claims the limited queues that want it (all: every one), each with room
+ * and not held back. */
+static void
+send_limited_claims(struct worker *w, int all)
+{
+	int64_t now = util_now_ms();
+	for (size_t i = 0; i < w->cfg->nqueues; i++) {
+		if (!w->serves[i] || !w->limited[i] || !(all || w->want_q[i]))
+			continue;
+		w->want_q[i] = 0;
+		if (room(w, i) > 0 && w->hold_until[i] <= now)
+			send_limited(w, i);
+	}
 }
 
 static void
@@ -273,7 +433,8 @@ claim_send_cycle(struct worker *w)
 
 	if (!w->db || w->cycle_inflight)
 		return;
-	if (w->want_claim && !w->draining) {
+	int all = w->want_claim && !w->draining;
+	if (all) {
 		w->want_claim = 0;
 		c = claim_new(w);
 	}
@@ -282,6 +443,8 @@ claim_send_cycle(struct worker *w)
 		send_ends(w, e);
 	if (c)
 		send_claim(w, c);
+	if (!w->draining)
+		send_limited_claims(w, all);
 }
 
 /*
@@ -319,10 +482,32 @@ answer_notify(struct worker *w, const char *payload, int be_pid)
 	return stats_notify_take(w->stats, xid, be_pid, due, room);
 }
 
+/*
+ * A limit or pause changed (the trigger on pgjob.limits): every hold and
+ * hint is stale, and a claim of everything finds out how things stand.
+ * After pgjob.reset_limits() ("reset QUEUE"), the config's limits are
+ * published again: every worker does, and all but the first write
+ * nothing.
+ */
+static void
+limits_changed(struct worker *w, const char *payload)
+{
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		w->hold_until[i] = w->wake_at[i] = 0;
+	flow_rearm(w);
+	w->want_claim = 1;
+	if (strncmp(payload, "reset ", 6) == 0 && w->db)
+		queue_publish_limits(w->db, w->limits_json);
+}
+
 void
 claim_on_notify(void *arg, const char *channel, const char *payload, int be_pid)
 {
 	struct worker *w = arg;
+	if (strcmp(channel, "pgjob_limits") == 0) {
+		limits_changed(w, payload);
+		return;
+	}
 	if (answer_notify(w, payload, be_pid))
 		w->want_claim = 1;
 	/* New jobs may sort before this worker's positions. */

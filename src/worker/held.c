@@ -71,8 +71,14 @@ claim_after_end(struct worker *w, size_t q, enum job_state state)
 {
 	if (w->draining)
 		return;
-	if (w->more[q] || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
-	    state == JOB_AVAILABLE)
+	if (!(w->more[q] || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
+	      state == JOB_AVAILABLE))
+		return;
+	/* A limited queue alone: its claim is a statement of its own, and
+	 * the others have nothing new. */
+	if (w->limited[q])
+		w->want_q[q] = 1;
+	else
 		w->want_claim = 1;
 }
 
@@ -145,13 +151,33 @@ count_end(struct held *h, enum job_state state, int written)
 		stats_add(&h->sk->retried, 1);
 }
 
+/*
+ * An adaptive queue's server said to wait (an http 429 or 503 with
+ * Retry-After): the whole queue waits, across the cluster
+ * (pgjob.throttle()), not only this job.
+ */
+static void
+throttle(struct held *h)
+{
+	struct worker *w = h->w;
+	const struct queue_conf *q = &w->cfg->queues[h->queue];
+	char dur[32];
+	if (h->res.throttle_ms <= 0 || !q->adaptive || h->lost || !w->db)
+		return;
+	struct log_job l = held_log(h);
+	log_job(LOG_INFO, &l, "queue throttled for %s: the server asked so",
+		duration_format(h->res.throttle_ms, dur, sizeof(dur)));
+	queue_throttle(w->db, h->job.queue, h->res.throttle_ms);
+}
+
 void
 held_ended(struct held *h, struct handler_result *res)
 {
 	struct worker *w = h->w;
 	h->run = NULL;
 	h->res = *res;
-	*res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -1};
+	*res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -1, 0};
+	throttle(h);
 	h->state = HELD_DONE;
 	w->running[h->queue]--;
 	observe_run(h);
@@ -184,7 +210,7 @@ on_sql_done(void *arg, enum queue_sql_end end, const char *error)
 	struct held *h = arg;
 	struct worker *w = h->w;
 	struct log_job l = held_log(h);
-	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1};
+	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1, 0};
 
 	if (w->sql_inflight > 0)
 		w->sql_inflight--;
@@ -323,7 +349,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	const char *refuse = refusal(w, &h->job, why, sizeof(why));
 	if (refuse) {
 		struct handler_result r = {OUTCOME_DEAD, NULL, xstrdup(refuse),
-					   -1};
+					   -1, 0};
 		struct log_job l = held_log(h);
 		log_job(LOG_WARN, &l, "%s", refuse);
 		held_ended(h, &r);
@@ -425,7 +451,7 @@ held_stop_all(struct worker *w, const char *why)
 		if (h->state == HELD_SQL_WAITING) {
 			/* Never started: given back as it is. */
 			struct handler_result r = {OUTCOME_RETRY, NULL, NULL,
-						   -1};
+						   -1, 0};
 			h->release = 1;
 			held_ended(h, &r);
 			continue;

@@ -90,6 +90,19 @@ struct worker {
 	/* Per queue: its last claim came back full, so more due jobs may be
 	 * waiting than a claim asked for (see claim_after_end()). */
 	int *more;
+	/*
+	 * Flow control, per queue.  limited: it has a row in pgjob.limits,
+	 * and only pgjob.claim_limited() claims it (the claims' answers keep
+	 * this up to date).  want_q: claim it at the next turn.  hold_until:
+	 * no claim could start a job of it before then (its rate, a
+	 * throttle); wake_at: claim it then (a limit's hint); monotonic ms,
+	 * 0: none.  The flow timer fires at the first wake_at.
+	 */
+	int *limited;
+	int *want_q;
+	int64_t *hold_until, *wake_at;
+	ev_timer flow;
+	char *limits_json; /* its config's limits (config_limits_json()) */
 	int notified; /* a NOTIFY came since the last claim from the head */
 	int64_t head_scan_ms;
 	int draining, stopping;
@@ -151,6 +164,8 @@ void held_stop_all(struct worker *w, const char *why);
 /* claim.c */
 /* Sends what waits: the ends to be written and, if wanted, a claim. */
 void claim_send_cycle(struct worker *w);
+/* The flow timer: claims the limited queues whose wake_at has come. */
+void claim_on_flow_timer(struct ev_loop *loop, ev_timer *t, int revents);
 /* The connection's NOTIFY hook. */
 void claim_on_notify(void *arg, const char *channel, const char *payload,
 		     int be_pid);

@@ -45,6 +45,7 @@ on_lease(void *arg, const struct db_status *st, int64_t token)
 	prune_request_keys(d->db, PRUNE_BATCH, on_pruned,
 			   "expired request keys");
 	prune_workers(d->db);
+	prune_limits(d->db, on_pruned, "flow-control leftovers");
 }
 
 void

@@ -82,6 +82,11 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 		stats_set(&sq->due, q[i].due);
 		stats_set(&sq->running, q[i].running);
 		stats_set(&sq->oldest_due_ms, q[i].oldest_due_ms);
+		stats_set(&sq->limited, q[i].limited);
+		stats_set(&sq->paused, q[i].paused);
+		for (int k = 0; k < STATS_LIMITS; k++)
+			stats_set(&sq->waiting[k], q[i].waiting[k]);
+		stats_set(&sq->tokens_milli, q[i].tokens_milli);
 	}
 	__atomic_store_n(&s->nqueues, (uint32_t)n, __ATOMIC_RELEASE);
 	stats_set(&s->queues_at_ms, util_now_ms());
@@ -163,6 +168,17 @@ setup_session(struct worker *w, struct db_conn *conn)
 			log_warnx("%s", err);
 		free(err);
 		return rc;
+	}
+	char *replaced = NULL;
+	if (session_publish_limits(conn, w->limits_json, &replaced, &err) < 0) {
+		log_warnx("publishing the config's queue limits: %s", err);
+		free(err);
+	} else if (replaced) {
+		log_warnx("queue limits in the database were different and are "
+			  "now this config's: %s (another instance's config, "
+			  "or this one's before an edit)",
+			  replaced);
+		free(replaced);
 	}
 	if (w->slot && slot != w->slot)
 		log_info("slot changed from %d to %d after reconnecting",
@@ -342,6 +358,11 @@ setup_kinds(struct worker *w)
 	for (size_t i = 0; i < c->nqueues; i++)
 		w->more[i] = 1;
 	w->serves = xcalloc(c->nqueues, sizeof(int));
+	w->limited = xcalloc(c->nqueues, sizeof(int));
+	w->want_q = xcalloc(c->nqueues, sizeof(int));
+	w->hold_until = xcalloc(c->nqueues, sizeof(int64_t));
+	w->wake_at = xcalloc(c->nqueues, sizeof(int64_t));
+	w->limits_json = config_limits_json(c);
 	for (size_t i = 0; i < c->nhandlers; i++) {
 		w->kinds[w->nkinds++] = c->handlers[i].kind;
 		w->serves[c->handlers[i].queue_index] = 1;
@@ -376,7 +397,8 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_timer_init(&w->shutdown, on_shutdown_timer, 0., 0.);
 	ev_timer_init(&w->final, on_final, 0., 0.);
 	ev_timer_init(&w->depth, on_depth, 1., 5.);
-	w->depth.data = w;
+	ev_timer_init(&w->flow, claim_on_flow_timer, 0., 0.);
+	w->depth.data = w->flow.data = w;
 	if (w->stats && w->cfg->metrics_listen)
 		ev_timer_start(l, &w->depth);
 	ev_signal_init(&w->sigterm, on_term, SIGTERM);

@@ -1,0 +1,670 @@
+/*
+ * Integration: flow control (docs/queues.md, "Flow control").  Limits hold
+ * across three instances of three workers while one worker is killed with
+ * -9; a sampler reads the database every 10 ms and counts the handlers'
+ * processes; every start is logged by a trigger of the test's own, so that
+ * the rate can be checked over every window.
+ */
+#include "testlib.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* --- the sampler -------------------------------------------------------- */
+
+/*
+ * A child process that, every 10 ms until SIGTERM, reads how many jobs of a
+ * queue hold a lease (state running and the lease not expired, by the
+ * database's clock at that moment; with per_key, the most of any one key)
+ * and counts the processes whose argv holds marker; it writes the most of
+ * each, and how many samples it took, to its file.
+ */
+struct sampler {
+	pid_t pid;
+	char path[512];
+};
+
+static volatile sig_atomic_t sampler_stop;
+
+static void
+on_sampler_term(int sig)
+{
+	(void)sig;
+	sampler_stop = 1;
+}
+
+/* Whether /proc/PID/cmdline of pid (a string) contains marker. */
+static int
+has_marker(const char *pid, const char *marker)
+{
+	char path[300], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[len] = '\0';
+	return strstr(buf, marker) != NULL;
+}
+
+/* The parent of pid, as a string in buf, or "" when gone. */
+static const char *
+parent_of(const char *pid, char *buf, size_t len)
+{
+	char path[300];
+	int ppid = 0;
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	FILE *f = fopen(path, "r");
+	/* pid (comm) state ppid: comm ends at the last ')'. */
+	char line[1024] = "";
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
+	}
+	char *close = strrchr(line, ')');
+	if (close)
+		sscanf(close + 1, " %*c %d", &ppid);
+	snprintf(buf, len, "%d", ppid);
+	return buf;
+}
+
+/*
+ * Handlers running: processes whose argv holds marker, less the shell's
+ * own forks (a fork keeps its parent's argv until it execs).
+ */
+static int
+count_processes(const char *marker)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+	char ppid[32];
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		if (has_marker(e->d_name, marker) &&
+		    !has_marker(parent_of(e->d_name, ppid, sizeof(ppid)),
+				marker))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void
+sampler_start(struct sampler *s, const char *ci, const char *queue,
+	      const char *marker, int per_key)
+{
+	snprintf(s->path, sizeof(s->path), "%s/sampler-%s", t_tmpdir(),
+		 queue);
+	s->pid = fork();
+	assert_true(s->pid >= 0);
+	if (s->pid > 0)
+		return;
+	signal(SIGTERM, on_sampler_term);
+	PGconn *c = PQconnectdb(ci);
+	const char *sql =
+		per_key ? "select coalesce(max(n), 0) from (select count(*) n"
+			  " from pgjob.jobs where queue = $1 and state = "
+			  "'running' and locked_until >= clock_timestamp()"
+			  " group by coalesce(limit_key, ordering_key)) k"
+			: "select count(*) from pgjob.jobs where queue = $1 "
+			  "and state = 'running' and locked_until >= "
+			  "clock_timestamp()";
+	long most_db = 0, most_proc = 0, samples = 0;
+	const char *p[] = {queue};
+	while (!sampler_stop && PQstatus(c) == CONNECTION_OK) {
+		PGresult *r = PQexecParams(c, sql, 1, NULL, p, NULL, NULL, 0);
+		if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+			long n = atol(PQgetvalue(r, 0, 0));
+			most_db = n > most_db ? n : most_db;
+			samples++;
+		}
+		PQclear(r);
+		if (marker) {
+			long n = count_processes(marker);
+			most_proc = n > most_proc ? n : most_proc;
+		}
+		usleep(10000);
+	}
+	FILE *f = fopen(s->path, "w");
+	if (f) {
+		fprintf(f, "%ld %ld %ld\n", most_db, most_proc, samples);
+		fclose(f);
+	}
+	PQfinish(c);
+	_exit(0);
+}
+
+/* Stops the sampler: the most it saw in the database and in processes. */
+static void
+sampler_stop_read(struct sampler *s, long *most_db, long *most_proc)
+{
+	long samples = 0;
+	assert_int_equal(t_stop(s->pid, SIGTERM, 10), 0);
+	char *text = t_read_file(s->path);
+	assert_non_null(text);
+	assert_int_equal(sscanf(text, "%ld %ld %ld", most_db, most_proc,
+				&samples),
+			 3);
+	free(text);
+	/* It sampled all along (every 10 ms, give or take the reads). */
+	assert_true(samples > 50);
+}
+
+/* Logs every claim of a job (an attempt starts) into t_starts, at the time
+ * the claim took (attempted_at). */
+static void
+log_starts(PGconn *c)
+{
+	t_exec(c, "create table t_starts (id bigint, attempt int,"
+		  " at timestamptz, cost int)");
+	t_exec(c, "create function t_log_start() returns trigger"
+		  " language plpgsql as $$ begin insert into t_starts"
+		  " values (new.id, new.attempts, new.attempted_at, new.cost);"
+		  " return null; end $$");
+	t_exec(c, "create trigger t_log_start after update of attempted_at"
+		  " on pgjob.jobs for each row when (new.attempted_at is"
+		  " distinct from old.attempted_at)"
+		  " execute function t_log_start()");
+}
+
+/* Kills with -9 the worker that holds a running job of queue. */
+static void
+kill_a_holder(PGconn *c, const char *queue)
+{
+	t_wait_until(c, 30,
+		     "select count(*) > 0 from pgjob.jobs where queue = '%s'"
+		     " and state = 'running' and locked_until > now()",
+		     queue);
+	long long id = t_long(c,
+			      "select min(id) from pgjob.jobs where queue ="
+			      " '%s' and state = 'running'",
+			      queue);
+	pid_t pid = t_holder_pid(c, id);
+	assert_true(pid > 0);
+	assert_int_equal(kill(pid, SIGKILL), 0);
+}
+
+/*
+ * Every job ended done exactly once: no attempt failed, and a job ran more
+ * than once only where its worker was killed under it (a lost attempt).
+ * done: the file each run appended its job id to.
+ */
+static void
+assert_done_once(PGconn *c, const char *queue, int n, const char *done)
+{
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.jobs where queue = '%s'"
+		       " and (state <> 'done' or attempts - lost_attempts <> 1)",
+		       queue);
+	assert_int_equal(t_long(c,
+				"select count(*) from pgjob.jobs where queue ="
+				" '%s'",
+				queue),
+			 n);
+	if (!done)
+		return;
+	/* Each job's run finished once, or more only if it was lost. */
+	char *text = t_read_file(done);
+	assert_non_null(text);
+	t_exec(c, "create temporary table t_ran (id bigint)");
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+		t_exec(c, "insert into t_ran values (%lld)", atoll(line));
+	free(text);
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.jobs j where queue = '%s'"
+		       " and (select count(*) from t_ran r where r.id = j.id)"
+		       " not between 1 and 1 + j.lost_attempts",
+		       queue);
+	t_exec(c, "drop table t_ran");
+}
+
+/* --- global concurrency ------------------------------------------------- */
+
+static void
+test_global_concurrency(void **state)
+{
+	char *ci = t_db_migrated("t_flow_conc");
+	PGconn *c = t_connect(ci);
+	char done[512], body[2048];
+	snprintf(done, sizeof(done), "%s/conc.done", t_tmpdir());
+	unlink(done);
+	snprintf(body, sizeof(body),
+		 "workers: 3\nlease: 2s\npoll_interval: 200ms\n"
+		 "queues: { ex: { concurrency: 4, global_concurrency: 4 } }\n"
+		 "handlers:\n"
+		 "  work: { type: exec, queue: ex, command: [/bin/sh, -c,"
+		 " \"sleep 0.15; echo $PGJOB_JOB_ID >> %s\","
+		 " flowconc-marker] }\n",
+		 done);
+	const char *cfg = t_config("conc", ci, body);
+	t_exec(c, "select pgjob.enqueue('work', '{}', 'ex')"
+		  " from generate_series(1, 120)");
+	struct sampler s;
+	sampler_start(&s, ci, "ex", "flowconc-marker", 0);
+	pid_t p[3];
+	t_daemons(cfg, 3, "conc", p);
+	t_wait_until(c, 60,
+		     "select count(*) >= 40 from pgjob.jobs where state = "
+		     "'done'");
+	kill_a_holder(c, "ex");
+	t_wait_done(c, 120, 120);
+	long most_db, most_proc;
+	sampler_stop_read(&s, &most_db, &most_proc);
+	print_message("global_concurrency 4, 3 instances x 3 workers: the "
+		      "sampler saw at most %ld holding a lease, %ld handler "
+		      "processes\n",
+		      most_db, most_proc);
+	assert_true(most_db <= 4);
+	assert_true(most_proc <= 4);
+	/* The limit was reached: the test tested it. */
+	assert_int_equal(most_db, 4);
+	assert_done_once(c, "ex", 120, done);
+	/* The killed worker's job came back once its lease expired. */
+	assert_true(t_long(c, "select sum(lost_attempts) from pgjob.jobs") >=
+		    1);
+	for (int i = 0; i < 3; i++)
+		t_stop_clean(p[i]);
+	PQfinish(c);
+	free(ci);
+}
+
+/* --- rate ----------------------------------------------------------------- */
+
+static void
+test_rate(void **state)
+{
+	char *ci = t_db_migrated("t_flow_rate");
+	PGconn *c = t_connect(ci);
+	log_starts(c);
+	const char *cfg = t_config(
+		"rate", ci,
+		"workers: 3\nlease: 2s\npoll_interval: 200ms\n"
+		"queues: { rl: { concurrency: 4, rate: 40/s, burst: 8 } }\n"
+		"handlers:\n"
+		"  tick: { type: exec, queue: rl, command: [/bin/sleep, "
+		"\"0.05\"] }\n");
+	/* Costs 1, 2, 3: 240 tokens. */
+	t_exec(c, "select pgjob.enqueue('tick', '{}', 'rl', cost => 1 + i %% 3)"
+		  " from generate_series(1, 120) i");
+	pid_t p[3];
+	t_daemons(cfg, 3, "rate", p);
+	t_wait_until(c, 60,
+		     "select count(*) >= 40 from pgjob.jobs where state = "
+		     "'done'");
+	kill_a_holder(c, "rl");
+	t_wait_done(c, 120, 120);
+	/*
+	 * A token bucket of 40/s holding 8: over any stretch of time d, the
+	 * starts cost at most 8 + 40 d.  Checked between every two starts;
+	 * the worst stretch is printed as its cost over that allowance.
+	 */
+	char *worst = t_value(
+		c, "select round(max(cum / (8 + 40 * extract(epoch from"
+		   " b.at - a.at))), 3) from t_starts a join lateral"
+		   " (select b.at, (select sum(x.cost) from t_starts x where"
+		   " x.at between a.at and b.at) as cum from t_starts b"
+		   " where b.at >= a.at) b on true");
+	char *second = t_value(
+		c, "select max(s) from (select (select sum(x.cost) from"
+		   " t_starts x where x.at >= a.at and x.at < a.at +"
+		   " interval '1 second') s from t_starts a) w");
+	print_message("rate 40/s burst 8, 3 instances x 3 workers: worst "
+		      "stretch used %s of its allowance; the most tokens in "
+		      "any 1 s: %s (allowance 48)\n",
+		      worst, second);
+	/* 1.0 is a stretch that used all of it; the rest is rounding. */
+	assert_true(atof(worst) <= 1.001);
+	assert_true(atol(second) <= 48);
+	/* It ran at the rate: not far under it either. */
+	assert_true(atol(second) >= 30);
+	free(worst);
+	free(second);
+	assert_done_once(c, "rl", 120, NULL);
+	for (int i = 0; i < 3; i++)
+		t_stop_clean(p[i]);
+	PQfinish(c);
+	free(ci);
+}
+
+/* --- per-key concurrency ------------------------------------------------ */
+
+static void
+test_per_key_concurrency(void **state)
+{
+	char *ci = t_db_migrated("t_flow_key");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"perkey", ci,
+		"workers: 2\nlease: 2s\npoll_interval: 200ms\n"
+		"queues: { pk: { concurrency: 8, per_key_concurrency: 2 } }\n"
+		"handlers:\n"
+		"  w: { type: exec, queue: pk, command: [/bin/sleep, "
+		"\"0.1\"] }\n");
+	t_exec(c, "select pgjob.enqueue('w', '{}', 'pk', limit_key => 'k' ||"
+		  " (i %% 3)) from generate_series(1, 36) i");
+	struct sampler s;
+	sampler_start(&s, ci, "pk", NULL, 1);
+	pid_t p[2];
+	t_daemons(cfg, 2, "perkey", p);
+	t_wait_done(c, 36, 60);
+	long most_key, unused;
+	sampler_stop_read(&s, &most_key, &unused);
+	print_message("per_key_concurrency 2: at most %ld of one key\n",
+		      most_key);
+	assert_int_equal(most_key, 2);
+	assert_done_once(c, "pk", 36, NULL);
+	for (int i = 0; i < 2; i++)
+		t_stop_clean(p[i]);
+	PQfinish(c);
+	free(ci);
+}
+
+/* --- fairness --------------------------------------------------------------- */
+
+static void
+test_fairness(void **state)
+{
+	char *ci = t_db_migrated("t_flow_fair");
+	PGconn *c = t_connect(ci);
+	char body[1024];
+	snprintf(body, sizeof(body),
+		 "workers: 2\n"
+		 "queues: { t: { concurrency: 16, fair: true } }\n"
+		 "handlers:\n"
+		 "  noop: { type: plugin, queue: t, library: %s,"
+		 " symbol: pgjobd_example }\n",
+		 t_bin("pgjobd_example.so"));
+	const char *cfg = t_config("fair", ci, body);
+	/* One tenant's 100,000 jobs first, then 20 tenants' 10 each. */
+	t_exec(c, "insert into pgjob.jobs (queue, kind, limit_key)"
+		  " select 't', 'noop', 'big' from generate_series(1, 100000)");
+	t_exec(c, "insert into pgjob.jobs (queue, kind, limit_key)"
+		  " select 't', 'noop', 'small-' || (i %% 20)"
+		  " from generate_series(1, 200) i");
+	t_exec(c, "analyze pgjob.jobs");
+	pid_t p = t_daemon(cfg, 0, "fair");
+	t_wait_until(c, 120,
+		     "select count(*) = 200 from pgjob.jobs where limit_key"
+		     " like 'small-%%' and attempted_at is not null");
+	t_stop_clean(p);
+	long long before = t_long(
+		c, "select count(*) from pgjob.jobs where limit_key = 'big'"
+		   " and attempted_at <= (select max(attempted_at) from"
+		   " pgjob.jobs where limit_key like 'small-%%')");
+	print_message("fair: the 200 small jobs had all started when the big "
+		      "key had started %lld\n",
+		      before);
+	assert_true(before < 2000);
+	PQfinish(c);
+	free(ci);
+}
+
+/* --- pause and resume ------------------------------------------------------ */
+
+static long long
+attempted(PGconn *c, const char *kind)
+{
+	return t_long(c,
+		      "select count(*) from pgjob.jobs where kind = '%s'"
+		      " and attempted_at is not null",
+		      kind);
+}
+
+static void
+test_pause_resume(void **state)
+{
+	char *ci = t_db_migrated("t_flow_pause");
+	PGconn *c = t_connect(ci);
+	int port = t_free_port();
+	char body[512];
+	/* A long poll: a resume is seen at once only through the NOTIFY. */
+	snprintf(body, sizeof(body),
+		 "workers: 2\npoll_interval: 30s\n"
+		 "metrics: { listen: \"127.0.0.1:%d\" }\n"
+		 "queues: { q: { concurrency: 4 } }\n"
+		 "handlers:\n"
+		 "  a: { type: exec, queue: q, command: [/bin/true] }\n"
+		 "  b: { type: exec, queue: q, command: [/bin/true] }\n",
+		 port);
+	const char *cfg = t_config("pause", ci, body);
+	pid_t p = t_daemon(cfg, 0, "pause");
+	t_wait_workers(c, 2, 30);
+	t_exec(c, "select pgjob.pause('q')");
+	t_exec(c, "select pgjob.enqueue(k, '{}', 'q') from"
+		  " (values ('a'), ('b')) v(k), generate_series(1, 3)");
+	t_sleep_ms(1500);
+	assert_int_equal(attempted(c, "a") + attempted(c, "b"), 0);
+	/* The metrics say so. */
+	char *m = NULL;
+	for (int i = 0; i < 100; i++) {
+		free(m);
+		m = t_http_get(port, "/metrics");
+		if (m && strstr(m, "pgjobd_queue_waiting{queue=\"q\","
+				   "limit=\"paused\"} 6"))
+			break;
+		t_sleep_ms(100);
+	}
+	assert_non_null(strstr(m, "pgjobd_queue_paused{queue=\"q\"} 1"));
+	assert_non_null(strstr(m, "pgjobd_queue_waiting{queue=\"q\","
+				  "limit=\"paused\"} 6"));
+	free(m);
+	/* A restart does not resume it. */
+	t_stop_clean(p);
+	p = t_daemon(cfg, 0, "pause");
+	t_wait_workers(c, 2, 30);
+	t_sleep_ms(1500);
+	assert_int_equal(attempted(c, "a") + attempted(c, "b"), 0);
+	/* Kind b paused, the queue resumed: a runs (within the NOTIFY's
+	 * round trip, not the 30 s poll), b waits. */
+	t_exec(c, "select pgjob.pause('q', 'b')");
+	t_exec(c, "select pgjob.resume('q')");
+	t_wait_until(c, 10,
+		     "select count(*) = 3 from pgjob.jobs where kind = 'a' and"
+		     " state = 'done'");
+	assert_int_equal(attempted(c, "b"), 0);
+	t_assert_value(c, "{b}",
+		       "select paused_kinds::text from pgjob.limits where"
+		       " queue = 'q'");
+	t_exec(c, "select pgjob.resume('q', 'b')");
+	t_wait_until(c, 10,
+		     "select count(*) = 3 from pgjob.jobs where kind = 'b' and"
+		     " state = 'done'");
+	/* Nothing left to limit: the row is gone, the queue ordinary. */
+	t_assert_value(c, "0", "select count(*) from pgjob.limits");
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+/* --- runtime changes, config and SQL ---------------------------------------- */
+
+static void
+test_runtime_limits(void **state)
+{
+	char *ci = t_db_migrated("t_flow_runtime");
+	PGconn *c = t_connect(ci);
+	const char *cfg = t_config(
+		"runtime", ci,
+		"workers: 2\npoll_interval: 200ms\nshutdown_timeout: 1s\n"
+		"queues: { q: { concurrency: 4, global_concurrency: 1 } }\n"
+		"handlers:\n"
+		"  s: { type: exec, queue: q, command: [/bin/sleep, 30] }\n");
+	pid_t p = t_daemon(cfg, 0, "runtime");
+	t_wait_workers(c, 2, 30);
+	/* The config's limit is published. */
+	t_assert_value(c, "1 config",
+		       "select global_concurrency || ' ' || source from"
+		       " pgjob.limits where queue = 'q'");
+	t_exec(c, "select pgjob.enqueue('s', '{}', 'q') from"
+		  " generate_series(1, 6)");
+	t_wait_running(c, 1, 10);
+	t_sleep_ms(500);
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.jobs where state = "
+		       "'running'");
+	/* Raised in SQL, without a restart. */
+	t_exec(c, "select pgjob.set_limits('q', '{\"global_concurrency\": 3}')");
+	t_wait_running(c, 3, 10);
+	t_assert_value(c, "sql",
+		       "select source from pgjob.limits where queue = 'q'");
+	/* Back to the config's: the workers publish it again. */
+	t_exec(c, "select pgjob.reset_limits('q')");
+	t_wait_until(c, 10,
+		     "select global_concurrency = 1 and source = 'config'"
+		     " from pgjob.limits where queue = 'q'");
+	/* Clear errors, nothing changed. */
+	char *e = t_expect_sqlstate(
+		c, "22023", "select pgjob.set_limits('q', '{\"rate\": \"10/x\"}')");
+	assert_non_null(strstr(e, "rate \"10/x\""));
+	free(e);
+	e = t_expect_sqlstate(c, "22023",
+			      "select pgjob.set_limits('q',"
+			      " '{\"global_concurrency\": -1}')");
+	assert_non_null(strstr(e, "whole number"));
+	free(e);
+	e = t_expect_sqlstate(c, "42704",
+			      "select pgjob.set_limits('nosuch',"
+			      " '{\"global_concurrency\": 1}')");
+	assert_non_null(strstr(e, "unknown queue"));
+	free(e);
+	e = t_expect_sqlstate(c, "22023",
+			      "select pgjob.set_limits('q', '{\"speed\": 1}')");
+	free(e);
+	t_assert_value(c, "1 config",
+		       "select global_concurrency || ' ' || source from"
+		       " pgjob.limits where queue = 'q'");
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+/* --- limits shared with the application ------------------------------------- */
+
+static void
+test_application_budget(void **state)
+{
+	char *ci = t_db_migrated("t_flow_app");
+	PGconn *c = t_connect(ci);
+	log_starts(c);
+	const char *cfg = t_config(
+		"app", ci,
+		"workers: 2\npoll_interval: 200ms\nshutdown_timeout: 1s\n"
+		"queues:\n"
+		"  sl: { concurrency: 4, global_concurrency: 2 }\n"
+		"  tr: { concurrency: 4, rate: 5/s, burst: 5 }\n"
+		"handlers:\n"
+		"  s: { type: exec, queue: sl, command: [/bin/sleep, 30] }\n"
+		"  t: { type: exec, queue: tr, command: [/bin/true] }\n");
+	pid_t p = t_daemon(cfg, 0, "app");
+	t_wait_workers(c, 2, 30);
+	/* The application holds one of sl's two slots: one job runs. */
+	long long hold = t_long(c, "select pgjob.acquire_slot('sl', ttl =>"
+				   " '60 s')");
+	t_exec(c, "select pgjob.enqueue('s', '{}', 'sl') from"
+		  " generate_series(1, 3)");
+	t_wait_running(c, 1, 10);
+	t_sleep_ms(600);
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.jobs where state = "
+		       "'running'");
+	/* No second hold while the limit is reached. */
+	t_assert_value(c, "t", "select pgjob.acquire_slot('sl') is null");
+	t_assert_value(c, "t", "select pgjob.release_slot(%lld)", hold);
+	t_wait_running(c, 2, 10);
+	/* The application takes the whole bucket: the job waits for a
+	 * token (a fifth of a second at 5/s). */
+	t_assert_value(c, "t", "select taken from pgjob.take_rate('tr', 5)");
+	t_assert_value(c, "f", "select taken from pgjob.take_rate('tr', 5)");
+	t_exec(c, "create table t_took as select clock_timestamp() as at");
+	long long id = t_long(c, "select pgjob.enqueue('t', '{}', 'tr')");
+	t_wait_state(c, id, "done", 10);
+	t_assert_value(c, "t",
+		       "select min(s.at) >= t.at + interval '150 ms' from"
+		       " t_starts s, t_took t where s.id = %lld group by t.at",
+		       id);
+	/* Errors: no such limit, bad arguments. */
+	char *e = t_expect_sqlstate(c, "55000",
+				    "select pgjob.take_rate('sl', 1)");
+	free(e);
+	e = t_expect_sqlstate(c, "22023",
+			      "select pgjob.acquire_slot('sl', ttl => '0 s')");
+	free(e);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+/* --- adaptive: a 503 with Retry-After throttles the queue ------------------ */
+
+static void
+test_adaptive_throttle(void **state)
+{
+	char *ci = t_db_migrated("t_flow_adaptive");
+	PGconn *c = t_connect(ci);
+	log_starts(c);
+	int in_fd;
+	pid_t httpd;
+	int port = t_httpd_start(&in_fd, &httpd);
+	char body[1024];
+	snprintf(body, sizeof(body),
+		 "workers: 1\npoll_interval: 200ms\n"
+		 "queues: { api: { concurrency: 4, adaptive: true } }\n"
+		 "handlers:\n"
+		 "  call: { type: http, queue: api, max_attempts: 1,"
+		 " url: \"http://127.0.0.1:%d/retry-after/2\" }\n"
+		 "  other: { type: exec, queue: api, command: [/bin/true] }\n",
+		 port);
+	const char *cfg = t_config("adaptive", ci, body);
+	pid_t p = t_daemon(cfg, 0, "adaptive");
+	long long id = t_long(c, "select pgjob.enqueue('call', '{}', 'api')");
+	t_wait_state(c, id, "dead", 20);
+	t_wait_until(c, 5,
+		     "select throttled_until is not null from pgjob.limits"
+		     " where queue = 'api'");
+	t_exec(c, "select pgjob.enqueue('other', '{}', 'api') from"
+		  " generate_series(1, 3)");
+	t_wait_until(c, 20,
+		     "select count(*) = 3 from pgjob.jobs where kind = 'other'"
+		     " and state = 'done'");
+	/* None of them started before the server's two seconds were up. */
+	t_assert_value(c, "t",
+		       "select min(s.at) >= (select a.at + interval '1900 ms'"
+		       " from t_starts a join pgjob.jobs j on j.id = a.id"
+		       " where j.kind = 'call') from t_starts s join"
+		       " pgjob.jobs j on j.id = s.id where j.kind = 'other'");
+	assert_true(t_log_count("adaptive", "queue throttled for 2s") >= 1);
+	t_stop_clean(p);
+	t_httpd_stop(in_fd, httpd);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_global_concurrency),
+		cmocka_unit_test(test_rate),
+		cmocka_unit_test(test_per_key_concurrency),
+		cmocka_unit_test(test_fairness),
+		cmocka_unit_test(test_pause_resume),
+		cmocka_unit_test(test_runtime_limits),
+		cmocka_unit_test(test_application_budget),
+		cmocka_unit_test(test_adaptive_throttle),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
