@@ -227,9 +227,8 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 	struct db_conn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
-	char *text;
-	struct db_rows *res = db_query(
-		conn,
+	struct db_rows *res = cli_exec(
+		conn, "enqueue",
 		"select pgjob.enqueue($1, $2::jsonb,"
 		" queue => coalesce($3, 'default'),"
 		" run_at => coalesce($4::timestamptz, now() +"
@@ -237,15 +236,10 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 		" priority => coalesce($6::int, 0),"
 		" max_attempts => $7::int,"
 		" unique_key => $8, ordering_key => $9)",
-		9, a.p, &text);
-	rc = 0;
-	if (res) {
+		9, a.p);
+	if (res)
 		printf("%s\n", db_rows_text(res, 0, 0));
-	} else {
-		cli_fail(CLI_EXIT_FAILED, "enqueue: %s", text);
-		free(text);
-		rc = 1;
-	}
+	rc = res ? 0 : CLI_EXIT_FAILED;
 	db_rows_free(res);
 	db_close(conn);
 	return rc;
