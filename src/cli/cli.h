@@ -134,5 +134,7 @@ int cli_state_retry(struct cli *cli, int argc, char **argv);
 int cli_state_cancel(struct cli *cli, int argc, char **argv);
 int cli_prune_run(struct cli *cli, int argc, char **argv);
 int cli_top_run(struct cli *cli, int argc, char **argv);
+int cli_pause_run(struct cli *cli, int argc, char **argv);
+int cli_pause_resume(struct cli *cli, int argc, char **argv);
 
 #endif

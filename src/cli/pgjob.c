@@ -56,6 +56,12 @@ usage(FILE *f)
 	      "  top [--interval DUR] [--once]\n"
 	      "                         throughput per kind and queue depth, "
 	      "refreshed\n"
+	      "  pause QUEUE [--kind K] [--wait [--timeout DUR]]\n"
+	      "                         stop starting jobs of a queue (or "
+	      "kind); --wait:\n"
+	      "                         until none is running\n"
+	      "  resume QUEUE [--kind K]\n"
+	      "                         start them again\n"
 	      "  version                print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
@@ -254,7 +260,8 @@ static const struct {
 	{"status", cli_status_run, 0},	 {"jobs", cli_jobs_list, 0},
 	{"show", cli_jobs_show, 0},	 {"retry", cli_state_retry, 0},
 	{"cancel", cli_state_cancel, 0}, {"prune", cli_prune_run, 0},
-	{"top", cli_top_run, 0},
+	{"top", cli_top_run, 0},	 {"pause", cli_pause_run, 0},
+	{"resume", cli_pause_resume, 0},
 };
 
 /* 1 when the arguments of a command ask for help (before any "--"). */
