@@ -136,5 +136,6 @@ int cli_prune_run(struct cli *cli, int argc, char **argv);
 int cli_top_run(struct cli *cli, int argc, char **argv);
 int cli_pause_run(struct cli *cli, int argc, char **argv);
 int cli_pause_resume(struct cli *cli, int argc, char **argv);
+int cli_limits_run(struct cli *cli, int argc, char **argv);
 
 #endif

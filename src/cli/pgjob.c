@@ -57,11 +57,21 @@ usage(FILE *f)
 	      "                         throughput per kind and queue depth, "
 	      "refreshed\n"
 	      "  pause QUEUE [--kind K] [--wait [--timeout DUR]]\n"
-	      "                         stop starting jobs of a queue (or "
-	      "kind); --wait:\n"
-	      "                         until none is running\n"
+	      "                         start no more jobs of QUEUE (of "
+	      "kind K); --wait:\n"
+	      "                         then wait until none is running\n"
 	      "  resume QUEUE [--kind K]\n"
-	      "                         start them again\n"
+	      "                         start its jobs again\n"
+	      "  limits [QUEUE] [--json]\n"
+	      "                         paused and limited queues: limits, "
+	      "running, tokens\n"
+	      "  limits QUEUE [--set KEY=VALUE]... [--reset] [--weight "
+	      "KEY=N]...\n"
+	      "                         change them (KEY: global_concurrency,\n"
+	      "                         per_key_concurrency, rate, burst, "
+	      "rate_per_key,\n"
+	      "                         burst_per_key, fair; VALUE none "
+	      "removes one)\n"
 	      "  version                print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
@@ -261,7 +271,7 @@ static const struct {
 	{"show", cli_jobs_show, 0},	 {"retry", cli_state_retry, 0},
 	{"cancel", cli_state_cancel, 0}, {"prune", cli_prune_run, 0},
 	{"top", cli_top_run, 0},	 {"pause", cli_pause_run, 0},
-	{"resume", cli_pause_resume, 0},
+	{"resume", cli_pause_resume, 0}, {"limits", cli_limits_run, 0},
 };
 
 /* 1 when the arguments of a command ask for help (before any "--"). */

@@ -845,8 +845,9 @@ static void
 test_help(void **state)
 {
 	static const char *const commands[] = {
-		"migrate", "enqueue", "status", "jobs",	 "show",   "retry",
-		"cancel",  "prune",   "top",	"pause", "resume", "version"};
+		"migrate", "enqueue", "status", "jobs", "show",
+		"retry",   "cancel",  "prune",	"top",	"pause",
+		"resume",  "limits",  "version"};
 	struct t_run r;
 	const char *argv[] = {t_bin("pgjob"), "--help", NULL};
 	t_run(&r, 30, NULL, argv);

@@ -63,6 +63,42 @@ expect(int status, const char *out, const char *err, const char *const *args)
 	t_run_free(&r);
 }
 
+/*
+ * The first line of text that, with runs of blanks made one space and the
+ * ends trimmed, starts with prefix; as a new string, or NULL.
+ */
+static char *
+line_of(const char *text, const char *prefix)
+{
+	for (const char *p = text; *p;) {
+		size_t n = strcspn(p, "\n");
+		char *line = calloc(1, n + 1), *o = line;
+		for (size_t i = 0; i < n; i++) {
+			int blank = p[i] == ' ' || p[i] == '\t';
+			if (blank && (o == line || o[-1] == ' '))
+				continue;
+			*o++ = blank ? ' ' : p[i];
+		}
+		if (o > line && o[-1] == ' ')
+			o[-1] = '\0';
+		if (strncmp(line, prefix, strlen(prefix)) == 0)
+			return line;
+		free(line);
+		p += n + (p[n] == '\n');
+	}
+	return NULL;
+}
+
+/* Asserts that text has a line that reads exactly want (blanks folded). */
+static void
+assert_line(const char *text, const char *want)
+{
+	char *line = line_of(text, want);
+	if (!line || strcmp(line, want) != 0)
+		fail_msg("no line \"%s\" in:\n%s", want, text);
+	free(line);
+}
+
 static void
 test_pause_resume(void **state)
 {
@@ -212,6 +248,220 @@ test_pause_wait_timeout(void **state)
 	PQfinish(c);
 }
 
+/* What `pgjob limits` shows of the row pgjob.limits has for exports. */
+static char *
+limits_row(PGconn *c)
+{
+	return t_value(c, "select concat_ws(' ', global_concurrency,"
+			  " per_key_concurrency, rate, rate_period_ms, burst,"
+			  " fair, source) from pgjob.limits"
+			  " where queue = 'exports'");
+}
+
+/*
+ * --set types each value by its spelling (numbers, strings, true/false,
+ * none for null), which the schema accepts for the right keys only: the
+ * round trip through pgjob.set_limits() and pgjob.queue_limits.
+ */
+static void
+test_limits_set(void **state)
+{
+	PGconn *c = t_connect(ci);
+	const char *none[] = {"limits", NULL};
+	expect(0, "no queue has limits or is paused\n", "", none);
+	const char *one[] = {"limits", "exports", NULL};
+	expect(0, "queue exports has no limits and is not paused\n", "", one);
+
+	const char *set[] = {"limits", "exports",
+			     "--set",  "global_concurrency=5",
+			     "--set",  "rate=10/s",
+			     "--set",  "fair=true",
+			     "--set",  "per_key_concurrency=3",
+			     "--set",  "per_key_concurrency=2",
+			     NULL};
+	expect(0,
+	       "limits of queue exports: global_concurrency=5 "
+	       "per_key_concurrency=2 rate=10/s burst=10 fair=true\n",
+	       "", set);
+	char *row = limits_row(c);
+	assert_string_equal(row, "5 2 10 1000 t sql");
+	free(row);
+
+	struct t_run r;
+	pgjob_ok(&r, none);
+	assert_line(r.out, "QUEUE PAUSED LIMITS SOURCE RUNNING TOKENS "
+			   "THROTTLED UNTIL");
+	assert_line(r.out, "exports no global_concurrency=5 "
+			   "per_key_concurrency=2 rate=10/s burst=10 "
+			   "fair=true sql 0 10.0 -");
+	t_run_free(&r);
+
+	/* Keys left out keep their values; none removes one. */
+	const char *more[] = {
+		"limits",   "exports",	  "--set",
+		"burst=20", "--set",	  "per_key_concurrency=none",
+		"--set",    "fair=false", NULL};
+	expect(0,
+	       "limits of queue exports: global_concurrency=5 rate=10/s "
+	       "burst=20\n",
+	       "", more);
+	const char *json[] = {"limits", "exports", "--json", NULL};
+	pgjob_ok(&r, json);
+	assert_string_equal(r.out,
+			    "[{\"queue\":\"exports\",\"paused\":false,"
+			    "\"paused_kinds\":[],\"global_concurrency\":5,"
+			    "\"per_key_concurrency\":null,\"rate\":\"10/s\","
+			    "\"burst\":20,\"rate_per_key\":null,"
+			    "\"burst_per_key\":null,\"fair\":false,"
+			    "\"source\":\"sql\",\"running\":0,"
+			    "\"tokens\":20.000,\"throttled_until\":null}]\n");
+	t_run_free(&r);
+
+	/* Nothing left: the row goes, and the queue is as before. */
+	const char *off[] = {
+		"limits", "exports",	"--set", "rate=none",
+		"--set",  "burst=none", "--set", "global_concurrency=none",
+		NULL};
+	expect(0, "limits of queue exports: none\n", "", off);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.limits"), 0);
+	expect(0, "queue exports has no limits and is not paused\n", "", one);
+	const char *empty_json[] = {"limits", "--json", NULL};
+	expect(0, "[]\n", "", empty_json);
+	PQfinish(c);
+}
+
+/* What the schema refuses, it says why, and nothing changes. */
+static void
+test_limits_refused(void **state)
+{
+	static const struct {
+		const char *args[6];
+		const char *err;
+	} cases[] = {
+		{{"limits", "exports", "--set", "rate=10/x"},
+		 "pgjob: limits: 22023: rate \"10/x\": unknown unit \"x\" "
+		 "(ms, s, min, h, d)\n"},
+		{{"limits", "exports", "--set", "global_concurrency=lots"},
+		 "pgjob: limits: 22023: limit \"global_concurrency\" must be "
+		 "a whole number from 1, not \"lots\"\n"},
+		{{"limits", "exports", "--set", "rate=10"},
+		 "pgjob: limits: 22023: limit \"rate\" must be a string like "
+		 "\"10/s\", not 10\n"},
+		{{"limits", "exports", "--set", "burst=5"},
+		 "pgjob: limits: 22023: \"burst\" needs a \"rate\"\n"},
+		{{"limits", "exports", "--set", "speed=9"},
+		 "pgjob: limits: 22023: unknown limit \"speed\"\n"
+		 "pgjob: hint: Limits are global_concurrency, "
+		 "per_key_concurrency, rate, burst, rate_per_key, "
+		 "burst_per_key and fair.\n"},
+		{{"limits", "exprots", "--set", "rate=1/s"},
+		 "pgjob: limits: 42704: unknown queue 'exprots'\n"
+		 "pgjob: hint: Known queues: 'exports'.  A queue is known "
+		 "once a worker whose config defines it has connected, or a "
+		 "job uses it.\n"},
+		{{"limits", "exprots"},
+		 "pgjob: limits: 42704: unknown queue 'exprots'\n"
+		 "pgjob: hint: Known queues: 'exports'.  A queue is known "
+		 "once a worker whose config defines it has connected, or a "
+		 "job uses it.\n"},
+	};
+	PGconn *c = t_connect(ci);
+	const char *set[] = {"limits", "exports", "--set",
+			     "global_concurrency=2", NULL};
+	struct t_run r;
+	pgjob_ok(&r, set);
+	t_run_free(&r);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect(1, "", cases[i].err, cases[i].args);
+	char *row = limits_row(c);
+	assert_string_equal(row, "2 f sql");
+	free(row);
+	PQfinish(c);
+}
+
+/* --reset gives the queue back to the configs; a pause stays. */
+static void
+test_limits_reset(void **state)
+{
+	PGconn *c = t_connect(ci);
+	struct t_run r;
+	const char *set[] = {"limits", "exports", "--set", "rate=5/min", NULL};
+	pgjob_ok(&r, set);
+	t_run_free(&r);
+	const char *pause[] = {"pause", "exports", NULL};
+	pgjob_ok(&r, pause);
+	t_run_free(&r);
+
+	const char *reset[] = {"limits", "exports", "--reset", NULL};
+	expect(0,
+	       "reset the limits of queue exports: the configs' limits apply "
+	       "again\n",
+	       "", reset);
+	t_assert_value(c, "t|config",
+		       "select concat_ws('|', paused, rate, source)"
+		       " from pgjob.limits where queue = 'exports'");
+	const char *show[] = {"limits", NULL};
+	pgjob_ok(&r, show);
+	assert_line(r.out, "exports yes - - 0 - -");
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+/* --weight sets the weights of keys for fair claims; 1 is the default
+ * and removes the row.  A key may hold "=". */
+static void
+test_limits_weight(void **state)
+{
+	PGconn *c = t_connect(ci);
+	const char *weight[] = {"limits",   "exports", "--weight", "acme=3",
+				"--weight", "a=b=2",   NULL};
+	expect(0,
+	       "weight of key acme in queue exports: 3\n"
+	       "weight of key a=b in queue exports: 2\n",
+	       "", weight);
+	t_assert_value(c, "a=b:2 acme:3",
+		       "select string_agg(key || ':' || weight, ' '"
+		       " order by key) from pgjob.limit_weights"
+		       " where queue = 'exports'");
+	const char *again[] = {"limits", "exports", "--weight", "acme=1", NULL};
+	expect(0, "weight of key acme in queue exports: 1\n", "", again);
+	t_assert_value(c, "a=b:2",
+		       "select string_agg(key || ':' || weight, ' ')"
+		       " from pgjob.limit_weights");
+	PQfinish(c);
+}
+
+/* Paused kinds, running jobs and a throttle, as limits shows them. */
+static void
+test_limits_show(void **state)
+{
+	PGconn *c = t_connect(ci);
+	running_job(c, "report");
+	struct t_run r;
+	const char *kind[] = {"pause", "exports", "--kind", "report", NULL};
+	pgjob_ok(&r, kind);
+	t_run_free(&r);
+	const char *kind2[] = {"pause", "exports", "--kind", "export", NULL};
+	pgjob_ok(&r, kind2);
+	t_run_free(&r);
+	const char *show[] = {"limits", NULL};
+	pgjob_ok(&r, show);
+	assert_line(r.out, "exports kinds report, export - - 1 - -");
+	t_run_free(&r);
+
+	t_exec(c, "insert into pgjob.queues (name) values ('api')");
+	t_exec(c, "select pgjob.throttle('api', 3600000)");
+	pgjob_ok(&r, show);
+	char *l = line_of(r.out, "api no - - 0 - ");
+	assert_non_null(l);
+	/* A time without fractions of a second, in PGTZ (UTC). */
+	assert_non_null(strstr(l, "+00"));
+	assert_null(strchr(l, '.'));
+	free(l);
+	t_run_free(&r);
+	PQfinish(c);
+}
+
 static void
 test_usage(void **state)
 {
@@ -231,11 +481,35 @@ test_usage(void **state)
 		 "pause: option \"--kind\" needs a value\n"},
 		{{"resume", "a", "--wait"},
 		 "resume: unknown option \"--wait\"\n"},
+		{{"limits", "a", "--set", "rate"},
+		 "limits: bad --set \"rate\" (KEY=VALUE, such as rate=10/s, "
+		 "or rate=none to remove it)\n"},
+		{{"limits", "a", "--set", "=5"}, "limits: bad --set \"=5\""},
+		{{"limits", "a", "--weight", "acme=0"},
+		 "limits: bad --weight \"acme=0\" (KEY=N, N from 1 to 1000; "
+		 "1 is the default)\n"},
+		{{"limits", "a", "--weight", "acme"},
+		 "limits: bad --weight \"acme\""},
+		{{"limits", "--set", "rate=1/s"},
+		 "limits: --set, --reset and --weight need a QUEUE\n"},
+		{{"limits", "a", "--json", "--reset"},
+		 "limits: --json goes with showing limits, not changing "
+		 "them\n"},
+		{{"limits", "a", "--reset", "--set", "rate=1/s"},
+		 "limits: --set and --reset exclude each other\n"},
+		{{"limits", "a", "b"}, "limits: unexpected argument \"b\"\n"},
 	};
+	/* Exit 2, stdout empty, and one line on stderr that starts with
+	 * the message. */
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char err[256];
-		snprintf(err, sizeof(err), "pgjob: %s", cases[i].err);
-		expect(2, "", err, cases[i].args);
+		struct t_run r;
+		t_pgjobv(&r, ci, cases[i].args);
+		if (r.status != 2 || strncmp(r.err, "pgjob: ", 7) ||
+		    strncmp(r.err + 7, cases[i].err, strlen(cases[i].err)) ||
+		    strchr(r.err, '\n') != r.err + strlen(r.err) - 1 || *r.out)
+			fail_msg("pgjob %s: exit %d, \"%s\"", cases[i].args[0],
+				 r.status, r.err);
+		t_run_free(&r);
 	}
 }
 
@@ -247,6 +521,11 @@ main(void)
 		cmocka_unit_test_setup(test_pause_refused, empty),
 		cmocka_unit_test_setup(test_pause_wait, empty),
 		cmocka_unit_test_setup(test_pause_wait_timeout, empty),
+		cmocka_unit_test_setup(test_limits_set, empty),
+		cmocka_unit_test_setup(test_limits_refused, empty),
+		cmocka_unit_test_setup(test_limits_reset, empty),
+		cmocka_unit_test_setup(test_limits_weight, empty),
+		cmocka_unit_test_setup(test_limits_show, empty),
 		cmocka_unit_test(test_usage),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
