@@ -462,6 +462,157 @@ test_limits_show(void **state)
 	PQfinish(c);
 }
 
+/*
+ * status has a FLOW column once a queue is paused, limited or throttled,
+ * and lists such a queue even when it has no jobs; --json has the same
+ * as keys of each queue.
+ */
+static void
+test_status(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (queue, kind, run_at) values"
+		  " ('billing', 'charge', now() + interval '1 hour'),"
+		  " ('mail', 'send', now() + interval '1 hour')");
+	struct t_run r;
+	const char *status[] = {"status", NULL};
+	pgjob_ok(&r, status);
+	assert_line(r.out, "QUEUE DUE SCHEDULED RUNNING DEAD OLDEST DUE "
+			   "DONE 1MIN");
+	assert_line(r.out, "billing 0 1 0 0 - 0");
+	t_run_free(&r);
+
+	const char *const steps[][7] = {
+		{"pause", "exports", NULL},
+		{"limits", "billing", "--set", "global_concurrency=1", NULL},
+		{"pause", "billing", NULL},
+		{"pause", "mail", "--kind", "send", NULL},
+		{"pause", "mail", "--kind", "digest", NULL},
+	};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		pgjob_ok(&r, steps[i]);
+		t_run_free(&r);
+	}
+	t_exec(c, "insert into pgjob.queues (name) values ('api')");
+	t_exec(c, "select pgjob.throttle('api', 3600000)");
+
+	pgjob_ok(&r, status);
+	assert_line(r.out, "QUEUE DUE SCHEDULED RUNNING DEAD OLDEST DUE "
+			   "DONE 1MIN FLOW");
+	assert_line(r.out, "api 0 0 0 0 - 0 throttled");
+	assert_line(r.out, "billing 0 1 0 0 - 0 paused; limited");
+	assert_line(r.out, "exports 0 0 0 0 - 0 paused");
+	assert_line(r.out, "mail 0 1 0 0 - 0 paused: send, digest");
+	t_run_free(&r);
+
+	const char *json[] = {"status", "--json", NULL};
+	pgjob_ok(&r, json);
+	assert_non_null(strstr(
+		r.out, "{\"queue\":\"mail\",\"due\":0,\"scheduled\":1,"
+		       "\"running\":0,\"dead\":0,\"oldest_due_age_s\":null,"
+		       "\"done_last_minute\":0,\"paused\":false,"
+		       "\"paused_kinds\":[\"send\",\"digest\"],"
+		       "\"limited\":false,\"throttled_until\":null}"));
+	assert_non_null(strstr(r.out, "\"queue\":\"billing\",\"due\":0,"
+				      "\"scheduled\":1,\"running\":0,"
+				      "\"dead\":0,\"oldest_due_age_s\":null,"
+				      "\"done_last_minute\":0,"
+				      "\"paused\":true,\"paused_kinds\":[],"
+				      "\"limited\":true,"));
+	/* api's throttle is a time. */
+	const char *api = strstr(r.out, "{\"queue\":\"api\",");
+	assert_non_null(api);
+	assert_non_null(strstr(api, "\"throttled_until\":\"20"));
+	assert_true(strstr(api, "\"throttled_until\":\"20") < strchr(api, '}'));
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+/* Fails when text holds an escape, a CR or another C0 control but a line
+ * break: what a terminal would act on. */
+static void
+assert_no_controls(const char *what, const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+		if ((*p < 0x20 && *p != '\n') || *p == 0x7f)
+			fail_msg("%s: byte 0x%02x in:\n%s", what, *p, text);
+}
+
+/* Runs pgjob ARGS... on a hostile queue; asserts the exit status and that
+ * nothing it printed acts on a terminal.  r is the caller's to free. */
+static void
+hostile(struct t_run *r, int status, const char *const *args)
+{
+	t_pgjobv(r, ci, args);
+	if (r->status != status)
+		fail_msg("pgjob %s: exit %d: %s", args[0], r->status, r->err);
+	assert_no_controls(args[0], r->out);
+	assert_no_controls(args[0], r->err);
+}
+
+#define HOSTILE_QUEUE "q\x1b[2J\nx"
+#define HOSTILE_KIND  "k\x1b]0;t\x07"
+#define SAFE_QUEUE    "q\\x1b[2J x"
+#define SAFE_KIND     "k\\x1b]0;t\\x07"
+
+/*
+ * A queue and a kind that an application named with escape sequences,
+ * BEL and a line break: every command prints them as visible escapes, on
+ * one line.
+ */
+static void
+test_hostile_names(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (queue, kind) values"
+		  " (E'q\\x1b[2J\\nx', E'k\\x1b]0;t\\x07')");
+	struct t_run r;
+	const char *pause[] = {"pause", HOSTILE_QUEUE, "--kind", HOSTILE_KIND,
+			       NULL};
+	hostile(&r, 0, pause);
+	assert_string_equal(r.out, "paused kind " SAFE_KIND
+				   " of queue " SAFE_QUEUE "\n");
+	t_run_free(&r);
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.limits where queue ="
+		       " E'q\\x1b[2J\\nx'"
+		       " and paused_kinds = array[E'k\\x1b]0;t\\x07']");
+
+	const char *set[] = {"limits",	 HOSTILE_QUEUE,	    "--set", "rate=1/s",
+			     "--weight", HOSTILE_KIND "=2", NULL};
+	hostile(&r, 0, set);
+	assert_string_equal(r.out,
+			    "limits of queue " SAFE_QUEUE ": rate=1/s burst=1\n"
+			    "weight of key " SAFE_KIND " in queue " SAFE_QUEUE
+			    ": 2\n");
+	t_run_free(&r);
+
+	const char *limits[] = {"limits", NULL};
+	hostile(&r, 0, limits);
+	assert_line(r.out, SAFE_QUEUE " kinds " SAFE_KIND
+				      " rate=1/s burst=1 sql 0 1.0 -");
+	t_run_free(&r);
+	const char *status[] = {"status", NULL};
+	hostile(&r, 0, status);
+	char *l = line_of(r.out, SAFE_QUEUE " 1 0 0 0 ");
+	assert_non_null(l);
+	assert_non_null(strstr(l, " 0 paused: " SAFE_KIND "; limited"));
+	free(l);
+	t_run_free(&r);
+
+	/* The server's message and its hint quote the names too. */
+	t_exec(c, "insert into pgjob.queues (name) values"
+		  " (E'q\\x1b[2J\\nx')");
+	const char *unknown[] = {"pause", "\x1b[31mnope", NULL};
+	hostile(&r, 1, unknown);
+	assert_non_null(strstr(r.err, "pgjob: pause: 42704: unknown queue "
+				      "'\\x1b[31mnope'\n"));
+	assert_non_null(strstr(r.err, "pgjob: hint: Known queues: "
+				      "'exports', '" SAFE_QUEUE "'."));
+	t_run_free(&r);
+	PQfinish(c);
+}
+
 static void
 test_usage(void **state)
 {
@@ -526,6 +677,8 @@ main(void)
 		cmocka_unit_test_setup(test_limits_reset, empty),
 		cmocka_unit_test_setup(test_limits_weight, empty),
 		cmocka_unit_test_setup(test_limits_show, empty),
+		cmocka_unit_test_setup(test_status, empty),
+		cmocka_unit_test_setup(test_hostile_names, empty),
 		cmocka_unit_test(test_usage),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
