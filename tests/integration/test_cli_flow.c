@@ -1,6 +1,6 @@
 /*
  * Integration: the flow control commands of pgjob (pause, resume, limits),
- * the flow column of status and enqueue's --limit-key and --cost, against
+ * the FLOW column of status and enqueue's --limit-key and --cost, against
  * a migrated database whose rows each test builds with SQL.  What the
  * commands did is read back from pgjob.limits and the other tables, not
  * only from what they print.
@@ -613,6 +613,33 @@ test_hostile_names(void **state)
 	PQfinish(c);
 }
 
+/* enqueue --limit-key and --cost land in the job's row. */
+static void
+test_enqueue(void **state)
+{
+	PGconn *c = t_connect(ci);
+	struct t_run r;
+	const char *keyed[] = {"enqueue", "export",	 "--queue",
+			       "exports", "--limit-key", "acme",
+			       "--cost",  "5",		 NULL};
+	pgjob_ok(&r, keyed);
+	long long id = atoll(r.out);
+	t_run_free(&r);
+	t_assert_job(c, id, "concat_ws(' ', queue, limit_key, cost)",
+		     "exports acme 5");
+
+	const char *plain[] = {"enqueue", "export", "--cost", "0", NULL};
+	pgjob_ok(&r, plain);
+	t_assert_job(c, atoll(r.out), "concat_ws(' ', queue, limit_key, cost)",
+		     "default 0");
+	t_run_free(&r);
+	const char *bare[] = {"enqueue", "export", NULL};
+	pgjob_ok(&r, bare);
+	t_assert_job(c, atoll(r.out), "coalesce(limit_key, '-') || cost", "-1");
+	t_run_free(&r);
+	PQfinish(c);
+}
+
 static void
 test_usage(void **state)
 {
@@ -649,6 +676,9 @@ test_usage(void **state)
 		{{"limits", "a", "--reset", "--set", "rate=1/s"},
 		 "limits: --set and --reset exclude each other\n"},
 		{{"limits", "a", "b"}, "limits: unexpected argument \"b\"\n"},
+		{{"enqueue", "k", "--cost", "-1"},
+		 "enqueue: bad --cost \"-1\" (an integer from 0 to "
+		 "1000000)\n"},
 	};
 	/* Exit 2, stdout empty, and one line on stderr that starts with
 	 * the message. */
@@ -679,6 +709,7 @@ main(void)
 		cmocka_unit_test_setup(test_limits_show, empty),
 		cmocka_unit_test_setup(test_status, empty),
 		cmocka_unit_test_setup(test_hostile_names, empty),
+		cmocka_unit_test_setup(test_enqueue, empty),
 		cmocka_unit_test(test_usage),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
