@@ -197,11 +197,12 @@ limits_text(const struct db_rows *res, int row)
 	struct buf b = {0};
 	for (int c = L_GLOBAL; c <= L_FAIR; c++) {
 		const char *v = db_rows_value(res, row, c);
-		if (!v || strcmp(v, "f") == 0)
+		int flag = db_rows_type(res, c) == DB_TYPE_BOOL;
+		/* fair=false is no limit. */
+		if (!v || (flag && v[0] == 'f'))
 			continue;
 		buf_appendf(&b, "%s%s=%s", b.len ? " " : "",
-			    db_rows_name(res, c),
-			    strcmp(v, "t") == 0 ? "true" : v);
+			    db_rows_name(res, c), flag ? "true" : v);
 	}
 	return b.data;
 }
@@ -270,14 +271,15 @@ static int
 show(struct db_conn *conn, const struct limits_args *a)
 {
 	const char *p[] = {a->queue};
-	/* A typo gets the known queues, not "no limits". */
-	struct db_rows *res =
-		a->queue ? cli_exec(conn, "limits",
-				    "select pgjob.check_queue($1)", 1, p)
-			 : NULL;
-	if (a->queue && !res)
-		return CLI_EXIT_FAILED;
-	db_rows_free(res);
+	struct db_rows *res;
+	if (a->queue) {
+		/* A typo gets the known queues, not "no limits". */
+		res = cli_exec(conn, "limits", "select pgjob.check_queue($1)",
+			       1, p);
+		if (!res)
+			return CLI_EXIT_FAILED;
+		db_rows_free(res);
+	}
 	if (!(res = cli_exec(conn, "limits", SHOW_SQL, 1, p)))
 		return CLI_EXIT_FAILED;
 	if (a->json) {
