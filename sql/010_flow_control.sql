@@ -466,8 +466,11 @@ begin
 	if weight is null or weight = 1 then
 		delete from pgjob.limit_weights w where w.queue = queue and w.key = key;
 	else
+		-- By the constraint's name: under use_variable, a target
+		-- (queue, key) would name the parameters, not the columns.
 		insert into pgjob.limit_weights as w values (queue, key, weight)
-		on conflict (queue, key) do update set weight = excluded.weight;
+		on conflict on constraint limit_weights_pkey
+		do update set weight = excluded.weight;
 	end if;
 end
 $$;

@@ -77,6 +77,23 @@ cli_open(struct cli *cli, struct db_conn **conn)
 	return 0;
 }
 
+/*
+ * text is "SQLSTATE: message".  The schema's own messages start with
+ * "pgjob: " (they are read in psql and in logs too): after our own prefix
+ * that would say it twice.
+ */
+static void
+fail_server(const char *what, const char *text)
+{
+	const char *sep = strstr(text, ": ");
+	int head = sep ? (int)(sep - text) + 2 : 0;
+	if (sep && strncmp(text + head, "pgjob: ", 7) == 0)
+		cli_fail(CLI_EXIT_FAILED, "%s: %.*s%s", what, head, text,
+			 text + head + 7);
+	else
+		cli_fail(CLI_EXIT_FAILED, "%s: %s", what, text);
+}
+
 struct db_rows *
 cli_exec(struct db_conn *conn, const char *what, const char *sql, int nparams,
 	 const char *const *params)
@@ -85,8 +102,12 @@ cli_exec(struct db_conn *conn, const char *what, const char *sql, int nparams,
 	struct db_rows *res = db_query(conn, sql, nparams, params, &text);
 	if (res)
 		return res;
-	cli_fail(CLI_EXIT_FAILED, "%s: %s", what, text);
+	fail_server(what, text);
 	free(text);
+	/* The hint says what to do instead ("Known queues: ..."). */
+	const char *hint = db_error_hint(conn);
+	if (hint)
+		cli_fail(CLI_EXIT_FAILED, "hint: %s", hint);
 	return NULL;
 }
 

@@ -7,7 +7,8 @@
  * Exit codes, which scripts rely on: 0 done, CLI_EXIT_FAILED (1) the command
  * failed (unknown id, wrong state, database error), CLI_EXIT_USAGE (2),
  * EXIT_CONFIG (78) a config that does not validate or a schema this pgjob
- * cannot work with.  Every failure is one line "pgjob: ..." on stderr.
+ * cannot work with.  Every failure is one line "pgjob: ..." on stderr (and
+ * a line "pgjob: hint: ..." after it when the database gave a hint).
  */
 #ifndef PGJOBD_CLI_H
 #define PGJOBD_CLI_H
@@ -49,7 +50,8 @@ int cli_open(struct cli *cli, struct db_conn **conn);
 
 /*
  * Runs sql with text parameters.  Returns the result (caller clears), or
- * NULL after printing "pgjob: what: SQLSTATE: message".
+ * NULL after printing "pgjob: what: SQLSTATE: message", and a second line
+ * "pgjob: hint: ..." when the error came with a hint.
  */
 struct db_rows *cli_exec(struct db_conn *conn, const char *what,
 			 const char *sql, int nparams,
@@ -132,5 +134,8 @@ int cli_state_retry(struct cli *cli, int argc, char **argv);
 int cli_state_cancel(struct cli *cli, int argc, char **argv);
 int cli_prune_run(struct cli *cli, int argc, char **argv);
 int cli_top_run(struct cli *cli, int argc, char **argv);
+int cli_pause_run(struct cli *cli, int argc, char **argv);
+int cli_pause_resume(struct cli *cli, int argc, char **argv);
+int cli_limits_run(struct cli *cli, int argc, char **argv);
 
 #endif

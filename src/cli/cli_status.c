@@ -1,7 +1,8 @@
 /*
  * cli_status: `pgjob status [--json]`, the cluster at a glance: workers by
- * host and instance, queues, kinds that wait because no live worker handles
- * them, and the leases of cluster-wide tasks and duties.
+ * host and instance, queues (and which are paused, limited or throttled),
+ * kinds that wait because no live worker handles them, and the leases of
+ * cluster-wide tasks and duties.
  *
  * One statement per section, each its own snapshot: the sections can
  * disagree by what happened between them, which is fine for a status view.
@@ -47,25 +48,59 @@ static const char WORKERS_SQL[] =
 	" order by w.host, w.supervisor_pid, w.slot";
 
 /* Column numbers of QUEUES_SQL. */
-enum { Q_QUEUE, Q_DUE, Q_SCHEDULED, Q_RUNNING, Q_DEAD, Q_OLDEST, Q_DONE };
+enum {
+	Q_QUEUE,
+	Q_DUE,
+	Q_SCHEDULED,
+	Q_RUNNING,
+	Q_DEAD,
+	Q_OLDEST,
+	Q_DONE,
+	Q_PAUSED,
+	Q_PAUSED_KINDS,
+	Q_LIMITED,
+	Q_THROTTLED,
+	Q_KINDS_TEXT, /* human output only */
+};
 
-/* Reads the partial indexes' rows only: no done job older than a minute. */
+/*
+ * Reads the partial indexes' rows only: no done job older than a minute.
+ * A queue with a row in pgjob.limits (paused, limited or throttled) is
+ * listed even when it has no jobs: an empty paused queue is still paused.
+ */
 static const char QUEUES_SQL[] =
-	"select queue,"
-	"  count(*) filter (where state = 'available' and run_at <= now())"
-	"   as due,"
-	"  count(*) filter (where state = 'available' and run_at > now())"
-	"   as scheduled,"
-	"  count(*) filter (where state = 'running') as running,"
-	"  count(*) filter (where state = 'dead') as dead,"
-	"  round(extract(epoch from now() - min(run_at) filter ("
-	"   where state = 'available' and run_at <= now()))::numeric, 3)"
-	"   as oldest_due_age_s,"
-	"  count(*) filter (where state = 'done') as done_last_minute"
-	" from pgjob.jobs"
-	" where state in ('available', 'running', 'dead')"
-	"  or (state = 'done' and finished_at > now() - interval '1 minute')"
-	" group by queue order by queue";
+	"with j as ("
+	"  select queue,"
+	"   count(*) filter (where state = 'available' and run_at <= now())"
+	"    as due,"
+	"   count(*) filter (where state = 'available' and run_at > now())"
+	"    as scheduled,"
+	"   count(*) filter (where state = 'running') as running,"
+	"   count(*) filter (where state = 'dead') as dead,"
+	"   round(extract(epoch from now() - min(run_at) filter ("
+	"    where state = 'available' and run_at <= now()))::numeric, 3)"
+	"    as oldest_due_age_s,"
+	"   count(*) filter (where state = 'done') as done_last_minute"
+	"  from pgjob.jobs"
+	"  where state in ('available', 'running', 'dead')"
+	"   or (state = 'done' and finished_at > now() - interval '1 minute')"
+	"  group by queue)"
+	" select coalesce(j.queue, l.queue) as queue, coalesce(j.due, 0) as "
+	"due,"
+	"  coalesce(j.scheduled, 0) as scheduled,"
+	"  coalesce(j.running, 0) as running, coalesce(j.dead, 0) as dead,"
+	"  j.oldest_due_age_s,"
+	"  coalesce(j.done_last_minute, 0) as done_last_minute,"
+	"  coalesce(l.paused, false) as paused,"
+	"  coalesce(array_to_json(l.paused_kinds), '[]') as paused_kinds,"
+	"  coalesce(l.global_concurrency is not null"
+	"   or l.per_key_concurrency is not null or l.rate is not null"
+	"   or l.rate_per_key is not null or l.fair, false) as limited,"
+	"  case when l.throttled_until > now() then l.throttled_until end"
+	"   as throttled_until,"
+	"  array_to_string(l.paused_kinds, ', ')"
+	" from j full join pgjob.limits l on l.queue = j.queue"
+	" order by 1";
 
 /* Column numbers of NO_HANDLER_SQL. */
 enum { N_KIND, N_JOBS, N_DUE, N_OLDEST };
@@ -164,21 +199,48 @@ cli_status_queues(struct db_conn *conn)
 	return cli_exec(conn, "queues", QUEUES_SQL, 0, NULL);
 }
 
+/*
+ * The FLOW cell of a queue: "paused" (or "paused: KIND, ..."), "limited",
+ * "throttled", joined by "; "; NULL when flow control leaves it alone.
+ * Caller frees.  `pgjob limits` has the details.
+ */
+static char *
+flow_text(const struct db_rows *res, int row)
+{
+	struct buf b = {0};
+	const char *kinds = db_rows_text(res, row, Q_KINDS_TEXT);
+	if (db_rows_text(res, row, Q_PAUSED)[0] == 't')
+		buf_appendf(&b, "paused");
+	else if (*kinds)
+		buf_appendf(&b, "paused: %s", kinds);
+	if (db_rows_text(res, row, Q_LIMITED)[0] == 't')
+		buf_appendf(&b, "%slimited", b.len ? "; " : "");
+	if (db_rows_value(res, row, Q_THROTTLED))
+		buf_appendf(&b, "%sthrottled", b.len ? "; " : "");
+	return b.data;
+}
+
 void
 cli_status_print_queues(const struct db_rows *res, FILE *f)
 {
-	static const char *const head[] = {"QUEUE",    "DUE",  "SCHEDULED",
-					   "RUNNING",  "DEAD", "OLDEST DUE",
-					   "DONE 1MIN"};
+	static const char *const head[] = {"QUEUE",	"DUE",	"SCHEDULED",
+					   "RUNNING",	"DEAD", "OLDEST DUE",
+					   "DONE 1MIN", "FLOW"};
+	int n = db_rows_count(res), flow = 0;
 	struct cli_table t;
 
 	fputs("queues\n", f);
-	if (db_rows_count(res) == 0) {
+	if (n == 0) {
 		fputs("  no jobs\n", f);
 		return;
 	}
-	cli_table_init(&t, 7, head, "lrrrrrr");
-	for (int i = 0; i < db_rows_count(res); i++) {
+	char **cell = xcalloc((size_t)n, sizeof(char *));
+	for (int i = 0; i < n; i++)
+		flow |= (cell[i] = flow_text(res, i)) != NULL;
+	/* Without flow control the column would say nothing: leave it
+	 * out. */
+	cli_table_init(&t, flow ? 8 : 7, head, "lrrrrrrl");
+	for (int i = 0; i < n; i++) {
 		char a[32];
 		const char *row[] = {val(res, i, Q_QUEUE),
 				     val(res, i, Q_DUE),
@@ -186,9 +248,12 @@ cli_status_print_queues(const struct db_rows *res, FILE *f)
 				     val(res, i, Q_RUNNING),
 				     val(res, i, Q_DEAD),
 				     age(res, i, Q_OLDEST, a, sizeof(a)),
-				     val(res, i, Q_DONE)};
+				     val(res, i, Q_DONE),
+				     cell[i]};
 		cli_table_add(&t, row);
+		free(cell[i]);
 	}
+	free(cell);
 	cli_table_print(&t, f, "  ");
 }
 
@@ -271,13 +336,14 @@ json_instances(const struct db_rows *res, int *live, int *stale)
 	return instances;
 }
 
+/* Rows as objects of their columns [0, ncols). */
 static cJSON *
-json_rows(const struct db_rows *res)
+json_rows(const struct db_rows *res, int ncols)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (int i = 0; i < db_rows_count(res); i++) {
 		cJSON *o = cJSON_CreateObject();
-		cli_json_add_columns(o, res, i, 0, db_rows_columns(res));
+		cli_json_add_columns(o, res, i, 0, ncols);
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
@@ -292,9 +358,11 @@ print_json(struct db_rows *const res[4])
 	cJSON_AddNumberToObject(o, "live_workers", live);
 	cJSON_AddNumberToObject(o, "stale_workers", stale);
 	cJSON_AddItemToObject(o, "instances", instances);
-	cJSON_AddItemToObject(o, "queues", json_rows(res[1]));
-	cJSON_AddItemToObject(o, "no_handler", json_rows(res[2]));
-	cJSON_AddItemToObject(o, "leases", json_rows(res[3]));
+	cJSON_AddItemToObject(o, "queues", json_rows(res[1], Q_KINDS_TEXT));
+	cJSON_AddItemToObject(o, "no_handler",
+			      json_rows(res[2], db_rows_columns(res[2])));
+	cJSON_AddItemToObject(o, "leases",
+			      json_rows(res[3], db_rows_columns(res[3])));
 	cli_json_print(o);
 }
 

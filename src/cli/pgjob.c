@@ -35,7 +35,7 @@ usage(FILE *f)
 	      "  migrate                apply pending schema migrations\n"
 	      "  enqueue KIND [JSON] [--queue Q] [--run-at TIME | --in DUR]\n"
 	      "          [--priority N] [--unique-key K] [--ordering-key K]\n"
-	      "          [--max-attempts N]\n"
+	      "          [--max-attempts N] [--limit-key K] [--cost N]\n"
 	      "                         enqueue a job and print its id\n"
 	      "  status [--json]        workers, queues, kinds no live worker "
 	      "handles,\n"
@@ -56,6 +56,22 @@ usage(FILE *f)
 	      "  top [--interval DUR] [--once]\n"
 	      "                         throughput per kind and queue depth, "
 	      "refreshed\n"
+	      "  pause QUEUE [--kind K] [--wait [--timeout DUR]]\n"
+	      "                         start no more jobs of QUEUE (of "
+	      "kind K); --wait:\n"
+	      "                         then wait until none is running\n"
+	      "  resume QUEUE [--kind K]\n"
+	      "                         start its jobs again\n"
+	      "  limits [QUEUE] [--json]\n"
+	      "                         paused and limited queues: limits, "
+	      "running, tokens\n"
+	      "  limits QUEUE [--set KEY=VALUE]... [--reset] [--weight "
+	      "KEY=N]...\n"
+	      "                         change them (KEY: global_concurrency,\n"
+	      "                         per_key_concurrency, rate, burst, "
+	      "rate_per_key,\n"
+	      "                         burst_per_key, fair; VALUE none "
+	      "removes one)\n"
 	      "  version                print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
@@ -99,7 +115,9 @@ enum {
 	OPT_PRIORITY,
 	OPT_UNIQUE,
 	OPT_ORDERING,
-	OPT_MAX_ATTEMPTS
+	OPT_MAX_ATTEMPTS,
+	OPT_LIMIT_KEY,
+	OPT_COST
 };
 
 static const struct option enqueue_opts[] = {
@@ -110,14 +128,17 @@ static const struct option enqueue_opts[] = {
 	{"unique-key", required_argument, NULL, OPT_UNIQUE},
 	{"ordering-key", required_argument, NULL, OPT_ORDERING},
 	{"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+	{"limit-key", required_argument, NULL, OPT_LIMIT_KEY},
+	{"cost", required_argument, NULL, OPT_COST},
 	{NULL, 0, NULL, 0},
 };
 
-/* The parameters of one enqueue, as text ($1..$9). */
+/* The parameters of one enqueue, as text ($1..$11). */
 struct enqueue_args {
-	const char *p[9]; /* kind payload queue run_at in_ms priority
-			     max_attempts unique_key ordering_key */
-	char in_ms[24], priority[8], max_attempts[12];
+	const char *p[11]; /* kind payload queue run_at in_ms priority
+			      max_attempts unique_key ordering_key limit_key
+			      cost */
+	char in_ms[24], priority[8], max_attempts[12], cost[12];
 };
 
 static int
@@ -180,6 +201,19 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 		case OPT_ORDERING:
 			a->p[8] = optarg;
 			break;
+		case OPT_LIMIT_KEY:
+			a->p[9] = optarg;
+			break;
+		case OPT_COST:
+			if (cli_parse_int(optarg, 0, 1000000, &v) < 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad --cost \"%s\" (an "
+					"integer from 0 to 1000000)",
+					optarg);
+			snprintf(a->cost, sizeof(a->cost), "%ld", v);
+			a->p[10] = a->cost;
+			break;
 		default:
 			return cli_fail(CLI_EXIT_USAGE,
 					"enqueue: unknown option \"%s\"",
@@ -227,25 +261,20 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 	struct db_conn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
-	char *text;
-	struct db_rows *res = db_query(
-		conn,
+	struct db_rows *res = cli_exec(
+		conn, "enqueue",
 		"select pgjob.enqueue($1, $2::jsonb,"
 		" queue => coalesce($3, 'default'),"
 		" run_at => coalesce($4::timestamptz, now() +"
 		"  coalesce($5::bigint, 0) * interval '1 millisecond'),"
 		" priority => coalesce($6::int, 0),"
 		" max_attempts => $7::int,"
-		" unique_key => $8, ordering_key => $9)",
-		9, a.p, &text);
-	rc = 0;
-	if (res) {
+		" unique_key => $8, ordering_key => $9,"
+		" limit_key => $10, cost => coalesce($11::int, 1))",
+		11, a.p);
+	if (res)
 		printf("%s\n", db_rows_text(res, 0, 0));
-	} else {
-		cli_fail(CLI_EXIT_FAILED, "enqueue: %s", text);
-		free(text);
-		rc = 1;
-	}
+	rc = res ? 0 : CLI_EXIT_FAILED;
 	db_rows_free(res);
 	db_close(conn);
 	return rc;
@@ -260,7 +289,8 @@ static const struct {
 	{"status", cli_status_run, 0},	 {"jobs", cli_jobs_list, 0},
 	{"show", cli_jobs_show, 0},	 {"retry", cli_state_retry, 0},
 	{"cancel", cli_state_cancel, 0}, {"prune", cli_prune_run, 0},
-	{"top", cli_top_run, 0},
+	{"top", cli_top_run, 0},	 {"pause", cli_pause_run, 0},
+	{"resume", cli_pause_resume, 0}, {"limits", cli_limits_run, 0},
 };
 
 /* 1 when the arguments of a command ask for help (before any "--"). */

@@ -14,6 +14,7 @@
  * database layer needs libpq's header. */
 struct db_conn {
 	PGconn *pg;
+	char *hint; /* of the last statement, if it failed with one */
 };
 
 /* A result, copied: cells[row * ncols + col], NULL for SQL null. */
@@ -106,6 +107,7 @@ db_close(struct db_conn *c)
 	if (!c)
 		return;
 	PQfinish(c->pg);
+	free(c->hint);
 	free(c);
 }
 
@@ -125,19 +127,28 @@ PGconn *
 db_release(struct db_conn *c)
 {
 	PGconn *pg = c->pg;
+	free(c->hint);
 	free(c);
 	return pg;
 }
 
-/* 0 when res succeeded; else -1 with *err set (err may be NULL). */
+/*
+ * 0 when res succeeded; else -1 with *err set (err may be NULL) and c's
+ * hint kept.
+ */
 static int
-failed(PGconn *pg, PGresult *res, char **err)
+failed(struct db_conn *c, PGresult *res, char **err)
 {
 	ExecStatusType st = PQresultStatus(res);
+	free(c->hint);
+	c->hint = NULL;
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
 		return 0;
 	if (err)
-		*err = db_error_text(pg, res);
+		*err = db_error_text(c->pg, res);
+	const char *hint =
+		res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
+	c->hint = xstrdup(hint);
 	return -1;
 }
 
@@ -145,7 +156,7 @@ int
 db_exec(struct db_conn *c, const char *sql, char **err)
 {
 	PGresult *res = PQexec(c->pg, sql);
-	int rc = failed(c->pg, res, err);
+	int rc = failed(c, res, err);
 	PQclear(res);
 	return rc;
 }
@@ -182,7 +193,7 @@ db_query(struct db_conn *c, const char *sql, int nparams,
 {
 	PGresult *res =
 		PQexecParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0);
-	if (failed(c->pg, res, err) < 0) {
+	if (failed(c, res, err) < 0) {
 		PQclear(res);
 		return NULL;
 	}
@@ -208,6 +219,12 @@ db_query(struct db_conn *c, const char *sql, int nparams,
 						(size_t)PQgetlength(res, i, j));
 	PQclear(res);
 	return r;
+}
+
+const char *
+db_error_hint(const struct db_conn *c)
+{
+	return c->hint;
 }
 
 void

@@ -69,6 +69,12 @@ int db_exec(struct db_conn *c, const char *sql, char **err);
  */
 struct db_rows *db_query(struct db_conn *c, const char *sql, int nparams,
 			 const char *const *params, char **err);
+/*
+ * The hint (HINT) of the error of the last db_exec() or db_query() on c,
+ * or NULL when it succeeded or its error had none.  Borrowed until the
+ * next statement on c.
+ */
+const char *db_error_hint(const struct db_conn *c);
 /* Rolls back an open or failed transaction, if any. */
 void db_rollback(struct db_conn *c);
 

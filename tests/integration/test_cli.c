@@ -846,7 +846,8 @@ test_help(void **state)
 {
 	static const char *const commands[] = {
 		"migrate", "enqueue", "status", "jobs", "show",
-		"retry",   "cancel",  "prune",	"top",	"version"};
+		"retry",   "cancel",  "prune",	"top",	"pause",
+		"resume",  "limits",  "version"};
 	struct t_run r;
 	const char *argv[] = {t_bin("pgjob"), "--help", NULL};
 	t_run(&r, 30, NULL, argv);
