@@ -475,8 +475,7 @@ static const struct yaml_field queue_fields[] = {
 	  .min = 1, .max = 1000000000),
 	F("rate", YF_READ, queue_conf, rate, .read = read_rate),
 	F("burst", YF_INT, queue_conf, burst, .min = 1, .max = 1000000000),
-	F("rate_per_key", YF_READ, queue_conf, rate_per_key,
-	  .read = read_rate),
+	F("rate_per_key", YF_READ, queue_conf, rate_per_key, .read = read_rate),
 	F("burst_per_key", YF_INT, queue_conf, burst_per_key, .min = 1,
 	  .max = 1000000000),
 	F("fair", YF_BOOL, queue_conf, fair),
@@ -571,9 +570,8 @@ static void
 check_limits(struct yaml_doc *d, const struct yaml_walk *w, const char *path,
 	     const struct queue_conf *q)
 {
-	static const char *const keyed[] = {"per_key_concurrency",
-					    "rate_per_key", "burst_per_key",
-					    "fair"};
+	static const char *const keyed[] = {
+		"per_key_concurrency", "rate_per_key", "burst_per_key", "fair"};
 
 	if (yaml_walked(w, "burst") && q->rate.n == 0)
 		limit_error(d, w, path, "burst",
@@ -618,7 +616,8 @@ config_limits_json(const struct config *c)
 						q->per_key_concurrency);
 		if (q->rate.n)
 			cJSON_AddStringToObject(
-				o, "rate", rate_format(&q->rate, buf, sizeof(buf)));
+				o, "rate",
+				rate_format(&q->rate, buf, sizeof(buf)));
 		if (q->burst)
 			cJSON_AddNumberToObject(o, "burst", q->burst);
 		if (q->rate_per_key.n)

@@ -53,9 +53,9 @@ struct queue_conf {
 	int burst;		 /* the bucket's size; 0: rate.n */
 	struct rate rate_per_key;
 	int burst_per_key;
-	bool fair;     /* keys take turns */
-	bool adaptive; /* an http 429/503 with Retry-After throttles it */
-	bool defined;  /* written in the file (not the implicit default) */
+	bool fair;	  /* keys take turns */
+	bool adaptive;	  /* an http 429/503 with Retry-After throttles it */
+	bool defined;	  /* written in the file (not the implicit default) */
 	int line, column; /* where it was defined, for messages */
 };
 

@@ -13,10 +13,9 @@ static const struct {
 	const char *name;
 	int64_t ms;
 } units[] = {
-	{"ms", 1},	   {"s", 1000},		{"sec", 1000},
-	{"second", 1000},  {"m", 60000},	{"min", 60000},
-	{"minute", 60000}, {"h", 3600000},	{"hour", 3600000},
-	{"d", 86400000},   {"day", 86400000},
+	{"ms", 1},	   {"s", 1000},	    {"sec", 1000},     {"second", 1000},
+	{"m", 60000},	   {"min", 60000},  {"minute", 60000}, {"h", 3600000},
+	{"hour", 3600000}, {"d", 86400000}, {"day", 86400000},
 };
 
 static const char *
@@ -111,8 +110,8 @@ rate_format(const struct rate *r, char *buf, size_t len)
 	static const struct {
 		const char *unit;
 		int64_t ms;
-	} out[] = {{"d", 86400000}, {"h", 3600000}, {"min", 60000},
-		   {"s", 1000}};
+	} out[] = {
+		{"d", 86400000}, {"h", 3600000}, {"min", 60000}, {"s", 1000}};
 	for (size_t i = 0; i < sizeof(out) / sizeof(out[0]); i++) {
 		if (r->period_ms % out[i].ms)
 			continue;

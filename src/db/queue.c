@@ -359,10 +359,10 @@ claimed_flow(const PGresult *res, const struct db_call *c,
 		for (int w = 0; w < QUEUE_WAIT_N; w++)
 			if (strcmp(PQgetvalue(res, i, 2), wait_names[w]) == 0)
 				f->why = (enum queue_wait)w;
-		f->retry_ms = PQgetisnull(res, i, 10)
-				      ? -1
-				      : strtoll(PQgetvalue(res, i, 10), NULL,
-						10);
+		f->retry_ms =
+			PQgetisnull(res, i, 10)
+				? -1
+				: strtoll(PQgetvalue(res, i, 10), NULL, 10);
 	}
 }
 
@@ -456,15 +456,15 @@ queue_claim_limited(struct dbev *d, const struct queue_limited_req *req,
 	snprintf(lease, sizeof(lease), "%lld", (long long)req->lease_ms);
 	snprintf(maxp, sizeof(maxp), "%lld", (long long)req->max_payload_bytes);
 	char *kinds = db_text_array(req->kinds, req->nkinds);
-	const char *p[] = {req->queue, want,	  kinds, req->mode,
+	const char *p[] = {req->queue,	   want,  kinds, req->mode,
 			   req->locked_by, lease, maxp};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = 1;
 	call.names = xcalloc(2, sizeof(char *));
 	call.names[0] = xstrdup(req->queue);
 	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc = dbev_call(d, "pgjob_claim_limited", 1, 7, p, read_claim,
-			   &call);
+	int rc =
+		dbev_call(d, "pgjob_claim_limited", 1, 7, p, read_claim, &call);
 	free(kinds);
 	return rc;
 }
@@ -667,10 +667,10 @@ read_depths(const struct db_call *c, const struct db_status *st,
 		for (int k = 0; k < 5; k++)
 			q[i].waiting[k] =
 				strtoll(PQgetvalue(res, i, 6 + k), NULL, 10);
-		q[i].tokens_milli = PQgetisnull(res, i, 11)
-					    ? -1
-					    : strtoll(PQgetvalue(res, i, 11),
-						      NULL, 10);
+		q[i].tokens_milli =
+			PQgetisnull(res, i, 11)
+				? -1
+				: strtoll(PQgetvalue(res, i, 11), NULL, 10);
 	}
 	((queue_depths_fn *)c->cb)(c->arg, st, q, (size_t)n);
 	free(q);

@@ -941,7 +941,8 @@ static void
 later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct http_run *x = w->data;
-	struct handler_result res = {OUTCOME_RETRY, NULL, xstrdup(x->why), -1, 0};
+	struct handler_result res = {OUTCOME_RETRY, NULL, xstrdup(x->why), -1,
+				     0};
 
 	log_attempt(x, CURLE_OK, &res);
 	x->finish(x->run, &res); /* frees x */

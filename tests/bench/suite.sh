@@ -105,12 +105,12 @@ enqueue() { # count kind
 		-c "vacuum analyze pgjob.jobs" -c "checkpoint"
 }
 
-config() { # file workers concurrency retention
+config() { # file workers concurrency retention [flow-control settings]
 	cat >"$1" <<YAML
 workers: $2
 log: { level: warn }
 retention: $4
-queues: { default: { concurrency: $3 } }
+queues: { default: { concurrency: $3${5:+, $5} } }
 handlers:
   noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
   true: { type: exec, command: ["/bin/true"] }
@@ -156,9 +156,9 @@ drain() { # jobs instances config
 }
 
 # RUNS drains of N jobs with this config; one row, median (min-max).
-series() { # name retention workers concurrency jobs kind instances
+series() { # name retention workers concurrency jobs kind instances [limits]
 	local rates="" stmts="" wals="" deads="" r a b c d
-	config "$dir/run.yaml" "$3" "$4" "$2"
+	config "$dir/run.yaml" "$3" "$4" "$2" "${8:-}"
 	for r in $(seq "$runs"); do
 		fresh_schema
 		enqueue "$5" "$6"
@@ -214,6 +214,22 @@ ceil_update=$(ceiling update)
 ceiling delete >/dev/null
 base_keep=$(series "pgjobd, plugin, retention 7d (workers $workers, concurrency $conc)" 7d "$workers" "$conc" "$n" noop)
 series "pgjobd, plugin, retention 0 (workers $workers, concurrency $conc)" 0 "$workers" "$conc" "$n" noop >/dev/null
+
+# Flow control (docs/queues.md): limits that never bind, then a binding
+# global_concurrency and a binding rate.  The cost of one limited claim,
+# from pg_stat_statements, goes in the row's note.
+limited() { # name limits
+	sql -c "select pg_stat_statements_reset()" >/dev/null
+	local r
+	r=$(runs=1 series "$1" 7d "$workers" "$conc" "$n" noop 1 "$2")
+	local cost
+	cost=$(sql -c "select format('%s limited claims, %s jobs each, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 3)) from pg_stat_statements where query like '%claim_limited%' order by calls desc limit 1")
+	sed -i "\$ s|\$|limited claim: $cost|" "$results"
+	echo "$r"
+}
+flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" "global_concurrency: 1000000, rate: 100000000/s")
+flow_conc=$(limited "binding global_concurrency 4" "global_concurrency: 4")
+flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
 
 # exec against the plugin at the same, handler-sized concurrency.
 plug=$(runs=1 series "plugin, concurrency $exec_conc (reference for exec)" 7d "$workers" "$exec_conc" "$exec_n" noop)
@@ -321,7 +337,7 @@ scale 1 16
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 10 ] || { echo "suite: expected 10 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 13 ] || { echo "suite: expected 13 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 # A round-trip budget, not a timing: one job at a time costs a claim and a
 # finish (the claim that followed every end, and the one that followed
@@ -341,6 +357,7 @@ awk -F'\t' -v c="$ceil_update" '{
 	printf "| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", $1, $2, $3, $4, $2 / c, $5, $6, $7 }' "$results"
 echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
+echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate; binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"

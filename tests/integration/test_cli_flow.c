@@ -122,14 +122,15 @@ test_pause_resume(void **state)
 		       "select paused || '|' || paused_kinds::text"
 		       " from pgjob.limits where queue = 'exports'");
 
-	/* A kind alone, then the queue's resume resumes it too. */
+	/* A kind paused on its own stays paused when the queue resumes:
+	 * each pause has its own resume. */
 	const char *resume[] = {"resume", "exports", NULL};
-	expect(0, "resumed queue exports\n", "", resume);
 	expect(0, "paused kind report of queue exports\n", "", kind);
+	expect(0, "resumed queue exports\n", "", resume);
 	t_assert_value(c, "false|{report}",
 		       "select paused || '|' || paused_kinds::text"
 		       " from pgjob.limits where queue = 'exports'");
-	expect(0, "resumed queue exports\n", "", resume);
+	expect(0, "resumed kind report of queue exports\n", "", resume_kind);
 	/* Nothing left to limit: the row is gone. */
 	assert_int_equal(t_long(c, "select count(*) from pgjob.limits"), 0);
 	PQfinish(c);

@@ -107,8 +107,7 @@ static void
 sampler_start(struct sampler *s, const char *ci, const char *queue,
 	      const char *marker, int per_key)
 {
-	snprintf(s->path, sizeof(s->path), "%s/sampler-%s", t_tmpdir(),
-		 queue);
+	snprintf(s->path, sizeof(s->path), "%s/sampler-%s", t_tmpdir(), queue);
 	s->pid = fork();
 	assert_true(s->pid >= 0);
 	if (s->pid > 0)
@@ -156,9 +155,8 @@ sampler_stop_read(struct sampler *s, long *most_db, long *most_proc)
 	assert_int_equal(t_stop(s->pid, SIGTERM, 10), 0);
 	char *text = t_read_file(s->path);
 	assert_non_null(text);
-	assert_int_equal(sscanf(text, "%ld %ld %ld", most_db, most_proc,
-				&samples),
-			 3);
+	assert_int_equal(
+		sscanf(text, "%ld %ld %ld", most_db, most_proc, &samples), 3);
 	free(text);
 	/* It sampled all along (every 10 ms, give or take the reads). */
 	assert_true(samples > 50);
@@ -206,10 +204,11 @@ kill_a_holder(PGconn *c, const char *queue)
 static void
 assert_done_once(PGconn *c, const char *queue, int n, const char *done)
 {
-	t_assert_value(c, "0",
-		       "select count(*) from pgjob.jobs where queue = '%s'"
-		       " and (state <> 'done' or attempts - lost_attempts <> 1)",
-		       queue);
+	t_assert_value(
+		c, "0",
+		"select count(*) from pgjob.jobs where queue = '%s'"
+		" and (state <> 'done' or attempts - lost_attempts <> 1)",
+		queue);
 	assert_int_equal(t_long(c,
 				"select count(*) from pgjob.jobs where queue ="
 				" '%s'",
@@ -318,10 +317,10 @@ test_rate(void **state)
 		   " (select b.at, (select sum(x.cost) from t_starts x where"
 		   " x.at between a.at and b.at) as cum from t_starts b"
 		   " where b.at >= a.at) b on true");
-	char *second = t_value(
-		c, "select max(s) from (select (select sum(x.cost) from"
-		   " t_starts x where x.at >= a.at and x.at < a.at +"
-		   " interval '1 second') s from t_starts a) w");
+	char *second =
+		t_value(c, "select max(s) from (select (select sum(x.cost) from"
+			   " t_starts x where x.at >= a.at and x.at < a.at +"
+			   " interval '1 second') s from t_starts a) w");
 	print_message("rate 40/s burst 8, 3 instances x 3 workers: worst "
 		      "stretch used %s of its allowance; the most tokens in "
 		      "any 1 s: %s (allowance 48)\n",
@@ -373,7 +372,8 @@ test_per_key_concurrency(void **state)
 	free(ci);
 }
 
-/* --- fairness --------------------------------------------------------------- */
+/* --- fairness ---------------------------------------------------------------
+ */
 
 static void
 test_fairness(void **state)
@@ -413,7 +413,8 @@ test_fairness(void **state)
 	free(ci);
 }
 
-/* --- pause and resume ------------------------------------------------------ */
+/* --- pause and resume ------------------------------------------------------
+ */
 
 static long long
 attempted(PGconn *c, const char *kind)
@@ -490,7 +491,8 @@ test_pause_resume(void **state)
 	free(ci);
 }
 
-/* --- runtime changes, config and SQL ---------------------------------------- */
+/* --- runtime changes, config and SQL ----------------------------------------
+ */
 
 static void
 test_runtime_limits(void **state)
@@ -517,7 +519,8 @@ test_runtime_limits(void **state)
 		       "select count(*) from pgjob.jobs where state = "
 		       "'running'");
 	/* Raised in SQL, without a restart. */
-	t_exec(c, "select pgjob.set_limits('q', '{\"global_concurrency\": 3}')");
+	t_exec(c,
+	       "select pgjob.set_limits('q', '{\"global_concurrency\": 3}')");
 	t_wait_running(c, 3, 10);
 	t_assert_value(c, "sql",
 		       "select source from pgjob.limits where queue = 'q'");
@@ -528,7 +531,8 @@ test_runtime_limits(void **state)
 		     " from pgjob.limits where queue = 'q'");
 	/* Clear errors, nothing changed. */
 	char *e = t_expect_sqlstate(
-		c, "22023", "select pgjob.set_limits('q', '{\"rate\": \"10/x\"}')");
+		c, "22023",
+		"select pgjob.set_limits('q', '{\"rate\": \"10/x\"}')");
 	assert_non_null(strstr(e, "rate \"10/x\""));
 	free(e);
 	e = t_expect_sqlstate(c, "22023",
@@ -552,7 +556,8 @@ test_runtime_limits(void **state)
 	free(ci);
 }
 
-/* --- limits shared with the application ------------------------------------- */
+/* --- limits shared with the application -------------------------------------
+ */
 
 static void
 test_application_budget(void **state)
@@ -560,15 +565,19 @@ test_application_budget(void **state)
 	char *ci = t_db_migrated("t_flow_app");
 	PGconn *c = t_connect(ci);
 	log_starts(c);
-	const char *cfg = t_config(
-		"app", ci,
-		"workers: 2\npoll_interval: 200ms\nshutdown_timeout: 1s\n"
-		"queues:\n"
-		"  sl: { concurrency: 4, global_concurrency: 2 }\n"
-		"  tr: { concurrency: 4, rate: 5/s, burst: 5 }\n"
-		"handlers:\n"
-		"  s: { type: exec, queue: sl, command: [/bin/sleep, 30] }\n"
-		"  t: { type: exec, queue: tr, command: [/bin/true] }\n");
+	int port = t_free_port();
+	char body[1024];
+	snprintf(body, sizeof(body),
+		 "workers: 2\npoll_interval: 200ms\nshutdown_timeout: 1s\n"
+		 "metrics: { listen: \"127.0.0.1:%d\" }\n"
+		 "queues:\n"
+		 "  sl: { concurrency: 4, global_concurrency: 2 }\n"
+		 "  tr: { concurrency: 4, rate: 5/s, burst: 5 }\n"
+		 "handlers:\n"
+		 "  s: { type: exec, queue: sl, command: [/bin/sleep, 30] }\n"
+		 "  t: { type: exec, queue: tr, command: [/bin/true] }\n",
+		 port);
+	const char *cfg = t_config("app", ci, body);
 	pid_t p = t_daemon(cfg, 0, "app");
 	t_wait_workers(c, 2, 30);
 	/* The application holds one of sl's two slots: one job runs. */
@@ -596,6 +605,23 @@ test_application_budget(void **state)
 		       "select min(s.at) >= t.at + interval '150 ms' from"
 		       " t_starts s, t_took t where s.id = %lld group by t.at",
 		       id);
+	/* The bucket, and the concurrency limit's waiting jobs, in the
+	 * metrics (read every 5 s). */
+	char *m = NULL;
+	for (int i = 0; i < 150; i++) {
+		free(m);
+		m = t_http_get(port, "/metrics");
+		if (m && strstr(m, "pgjobd_queue_tokens{queue=\"tr\"}") &&
+		    strstr(m, "pgjobd_queue_waiting{queue=\"sl\","
+			      "limit=\"concurrency\"} 1"))
+			break;
+		t_sleep_ms(100);
+	}
+	assert_non_null(strstr(m, "pgjobd_queue_tokens{queue=\"tr\"}"));
+	assert_non_null(strstr(m, "pgjobd_queue_waiting{queue=\"sl\","
+				  "limit=\"concurrency\"} 1"));
+	assert_non_null(strstr(m, "pgjobd_queue_paused{queue=\"sl\"} 0"));
+	free(m);
 	/* Errors: no such limit, bad arguments. */
 	char *e = t_expect_sqlstate(c, "55000",
 				    "select pgjob.take_rate('sl', 1)");
@@ -608,7 +634,8 @@ test_application_budget(void **state)
 	free(ci);
 }
 
-/* --- adaptive: a 503 with Retry-After throttles the queue ------------------ */
+/* --- adaptive: a 503 with Retry-After throttles the queue ------------------
+ */
 
 static void
 test_adaptive_throttle(void **state)
@@ -653,6 +680,103 @@ test_adaptive_throttle(void **state)
 	free(ci);
 }
 
+/* --- the limited claim itself, statement by statement ------------------- */
+
+/* pgjob.claim_limited() of up to want jobs of q: "c" rows as "id", the
+ * marker, if any, as "w:why" or "u"; space-separated, in order. */
+static char *
+claim(PGconn *c, const char *q, int want)
+{
+	return t_value(c,
+		       "select coalesce(string_agg(case c_t when 'c' then"
+		       " c_id::text when 'w' then 'w:' || c_kind else c_t"
+		       " end, ' ' order by c_t, c_id), '') from"
+		       " pgjob.claim_limited('%s', %d, '{k}', 'parallel',"
+		       " 'me', 60000, 1000)",
+		       q, want);
+}
+
+static void
+assert_claim(PGconn *c, const char *q, int want, const char *expect)
+{
+	char *got = claim(c, q, want);
+	if (strcmp(got, expect) != 0)
+		fail_msg("claim of %s: got \"%s\", want \"%s\"", q, got,
+			 expect);
+	free(got);
+}
+
+static void
+test_claim_limited_sql(void **state)
+{
+	char *ci = t_db_migrated("t_flow_sql");
+	PGconn *c = t_connect(ci);
+	PGconn *other = t_connect(ci);
+	t_exec(c, "insert into pgjob.queues (name) values ('w'), ('r'),"
+		  " ('x'), ('p')");
+	/* Weights: a key of weight 3 gets three jobs per turn. */
+	t_exec(c, "select pgjob.set_limits('w', '{\"fair\": true}')");
+	t_exec(c, "select pgjob.set_key_weight('w', 'a', 3)");
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, limit_key)"
+		  " overriding system value select i, 'w', 'k',"
+		  " case when i <= 10 then 'a' else 'b' end"
+		  " from generate_series(1, 20) i");
+	assert_claim(c, "w", 8, "1 2 3 4 5 6 11 12");
+	/* A key's bucket: 2 a second, 2 at most, each key apart. */
+	t_exec(c,
+	       "select pgjob.set_limits('r', '{\"rate_per_key\": \"2/s\"}')");
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, limit_key)"
+		  " overriding system value select 100 + i, 'r', 'k',"
+		  " 'key' || (i %% 3) from generate_series(1, 15) i");
+	assert_claim(c, "r", 10, "101 102 103 104 105 106 w:key_rate");
+	assert_claim(c, "r", 10, "w:key_rate");
+	/* The application takes the key's tokens too (and gives them back
+	 * when it rolls back). */
+	t_exec(c, "begin");
+	t_assert_value(c, "f",
+		       "select taken from pgjob.take_rate('r', 1, 'key1')");
+	t_exec(c, "rollback");
+	/* A job dearer than the bucket holds waits for a full bucket, and
+	 * leaves it in debt. */
+	t_exec(c, "select pgjob.set_limits('x', '{\"rate\": \"1/s\","
+		  " \"burst\": 2}')");
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, cost)"
+		  " overriding system value values (201, 'x', 'k', 5),"
+		  " (202, 'x', 'k', 1)");
+	assert_claim(c, "x", 4, "201 w:rate");
+	t_assert_value(
+		c, "t",
+		"select tokens < -2.9 from pgjob.limits where queue = 'x'");
+	/* Paused kinds, then the whole queue; then no row at all. */
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind)"
+		  " overriding system value values (301, 'p', 'k')");
+	t_exec(c, "select pgjob.pause('p', 'k')");
+	assert_claim(c, "p", 4, "");
+	t_exec(c, "select pgjob.pause('p')");
+	assert_claim(c, "p", 4, "w:paused");
+	t_exec(c, "select pgjob.resume('p'), pgjob.resume('p', 'k')");
+	assert_claim(c, "p", 4, "u");
+	/* Another claimer holds the row: this one does not wait. */
+	t_exec(c,
+	       "select pgjob.set_limits('p', '{\"global_concurrency\": 1}')");
+	t_exec(other, "begin");
+	t_exec(other,
+	       "select 1 from pgjob.limits where queue = 'p' for update");
+	assert_claim(c, "p", 4, "w:busy");
+	t_exec(other, "rollback");
+	assert_claim(c, "p", 4, "301 w:concurrency");
+	assert_claim(c, "p", 4, "w:concurrency");
+	/* Its lease expired: the slot is free, and the job is claimed again,
+	 * as a lost attempt. */
+	t_exec(c, "update pgjob.jobs set locked_until = now() - interval '1s'"
+		  " where id = 301");
+	assert_claim(c, "p", 4, "301 w:concurrency");
+	t_assert_job(c, 301, "attempts || ' ' || lost_attempts", "2 1");
+	PQfinish(other);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -665,6 +789,7 @@ main(void)
 		cmocka_unit_test(test_runtime_limits),
 		cmocka_unit_test(test_application_budget),
 		cmocka_unit_test(test_adaptive_throttle),
+		cmocka_unit_test(test_claim_limited_sql),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

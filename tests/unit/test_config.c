@@ -662,6 +662,32 @@ static const struct bad bad_configs[] = {
 	 {"t.yaml:2:32: handlers.x.user: user is only for exec handlers"}},
 	{"handlers:\n  x: {type: exec, command: [/bin/true], group: ~}\n",
 	 {"t.yaml:2:48: handlers.x.group: expected a string"}},
+	/* Flow control: each limit alone, then together. */
+	{"queues:\n  q: {rate: 10/x}\n",
+	 {"t.yaml:2:13: queues.q.rate: rate \"10/x\": unknown unit (ms, s, "
+	  "min, h, d)"}},
+	{"queues:\n  q: {rate: ten/s, rate_per_key: 0/s}\n",
+	 {"t.yaml:2:13: queues.q.rate: rate \"ten/s\": not COUNT/PERIOD "
+	  "(10/s, 600/min, 100/10s)",
+	  "t.yaml:2:34: queues.q.rate_per_key: rate \"0/s\": the count must "
+	  "be at least 1"}},
+	{"queues:\n  q: {global_concurrency: -1, per_key_concurrency: 0}\n",
+	 {"t.yaml:2:27: queues.q.global_concurrency: must be at least 1",
+	  "t.yaml:2:52: queues.q.per_key_concurrency: must be at least 1"}},
+	{"queues:\n  q: {burst: 5, burst_per_key: 2}\n",
+	 {"t.yaml:2:14: queues.q.burst: a burst needs a rate (rate: 10/s)",
+	  "t.yaml:2:32: queues.q.burst_per_key: burst_per_key needs a "
+	  "rate_per_key"}},
+	{"queues:\n  q: {mode: serial, fair: true, per_key_concurrency: 2}\n",
+	 {"t.yaml:2:27: queues.q.fair: a serial queue runs one job at a time, "
+	  "in order: keys cannot take turns in it (use mode: parallel or "
+	  "per_key)",
+	  "t.yaml:2:54: queues.q.per_key_concurrency: a serial queue runs one "
+	  "job at a time, in order: keys cannot take turns in it (use mode: "
+	  "parallel or per_key)"}},
+	{"queues:\n  q: {rate: 1/99999999999999999d}\n",
+	 {"t.yaml:2:13: queues.q.rate: rate \"1/99999999999999999d\": not "
+	  "COUNT/PERIOD (10/s, 600/min, 100/10s)"}},
 	/* Every schedule error, in document order. */
 	{"schedules:\n"
 	 "  nightly:\n"
@@ -695,6 +721,51 @@ test_bad_configs(void **state)
 		assert_null(config_load_string("t.yaml", b->text,
 					       strlen(b->text), NULL));
 	}
+}
+
+/* Flow-control keys read, and published as pgjob.publish_limits() takes
+ * them: every queue the file names, the implicit default not. */
+static void
+test_flow_limits(void **state)
+{
+	struct config *c = load_ok(
+		"queues:\n"
+		"  a: {global_concurrency: 5, rate: 600/min, burst: 20}\n"
+		"  b: {per_key_concurrency: 2, rate_per_key: 3/1.5s, fair: "
+		"true,"
+		" adaptive: true}\n"
+		"  c: {concurrency: 2}\n"
+		"  d: {rate: \" 7 / 250ms \"}\n");
+	const struct queue_conf *a = config_queue(c, "a");
+	assert_int_equal(a->global_concurrency, 5);
+	assert_int_equal(a->rate.n, 600);
+	assert_int_equal(a->rate.period_ms, 60000);
+	assert_true(config_queue_limited(a));
+	const struct queue_conf *b = config_queue(c, "b");
+	assert_int_equal(b->rate_per_key.period_ms, 1500);
+	assert_true(b->fair && b->adaptive);
+	assert_false(config_queue_limited(config_queue(c, "c")));
+	char *json = config_limits_json(c);
+	assert_string_equal(
+		json, "{\"a\":{\"global_concurrency\":5,\"rate\":\"600/min\","
+		      "\"burst\":20},\"b\":{\"per_key_concurrency\":2,"
+		      "\"rate_per_key\":\"3/1500ms\",\"fair\":true},\"c\":{},"
+		      "\"d\":{\"rate\":\"7/250ms\"}}");
+	free(json);
+	config_free(c);
+	struct rate r;
+	const char *why;
+	char buf[RATE_LEN];
+	assert_int_equal(rate_parse("1/d", &r, &why), 0);
+	assert_string_equal(rate_format(&r, buf, sizeof(buf)), "1/d");
+	assert_int_equal(rate_parse("10/2h", &r, &why), 0);
+	assert_string_equal(rate_format(&r, buf, sizeof(buf)), "10/2h");
+	assert_int_equal(rate_parse("10/0.5ms", &r, &why), 0);
+	assert_int_equal(r.period_ms, 1);
+	assert_int_equal(rate_parse("10/0.4ms", &r, &why), -1);
+	assert_string_equal(why, "the period is out of range");
+	assert_int_equal(rate_parse("10/s/s", &r, &why), -1);
+	assert_int_equal(rate_parse("1234567890/s", &r, &why), -1);
 }
 
 /* An inherited plugin timeout is lowered to what the lease allows; one
@@ -1128,6 +1199,7 @@ main(void)
 		cmocka_unit_test(test_handler_keys),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_bad_configs),
+		cmocka_unit_test(test_flow_limits),
 		cmocka_unit_test(test_plugin_timeout),
 		cmocka_unit_test(test_run_as),
 		cmocka_unit_test(test_scalars),
