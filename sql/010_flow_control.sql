@@ -49,8 +49,9 @@ create table pgjob.limits (
 	-- Kinds of the queue that are paused while the queue is not.
 	paused_kinds text[] not null default '{}',
 	-- The limits.  source says who set them: 'config' (a worker published
-	-- its config's; it may do so again) or 'sql' (pgjob.set_limits(); the
-	-- configs leave them alone until pgjob.reset_limits()).
+	-- its config's, or none were ever set; a worker may publish again) or
+	-- 'sql' (pgjob.set_limits(); the configs leave them alone until
+	-- pgjob.reset_limits()).  A pause or a throttle leaves it as it is.
 	global_concurrency int,
 	per_key_concurrency int,
 	rate int,
@@ -60,7 +61,7 @@ create table pgjob.limits (
 	rate_per_key_period_ms bigint,
 	burst_per_key int,
 	fair boolean not null default false,
-	source text not null default 'sql',
+	source text not null default 'config',
 	-- An adaptive throttle (a 429 or 503 with Retry-After): no job of the
 	-- queue starts before this.
 	throttled_until timestamptz,
@@ -69,6 +70,16 @@ create table pgjob.limits (
 	tokens_at timestamptz,
 	-- The last key a fair or per-key claim served.
 	key_cursor text,
+	-- What claims keep to count and find cheaply (pgjob.claim_limited()):
+	-- the jobs a global_concurrency up to 1000 let start, an upper bound
+	-- of the running jobs for a larger one, and where the last full claim
+	-- stopped in the queue's order (pos_at: when the head was read).
+	holders bigint[],
+	busy_ub int,
+	pos_pr smallint,
+	pos_ra timestamptz,
+	pos_id bigint,
+	pos_at timestamptz,
 	updated_at timestamptz not null default now(),
 	constraint limits_queue_check check (length(queue) between 1 and 200),
 	constraint limits_global_check check (global_concurrency >= 1),
@@ -378,7 +389,8 @@ begin
 	       burst = excluded.burst, rate_per_key = excluded.rate_per_key,
 	       rate_per_key_period_ms = excluded.rate_per_key_period_ms,
 	       burst_per_key = excluded.burst_per_key, fair = excluded.fair,
-	       source = excluded.source, updated_at = excluded.updated_at;
+	       source = excluded.source, updated_at = excluded.updated_at,
+	       holders = null, busy_ub = null;
 	perform pgjob.limits_tidy(q);
 end
 $$;
@@ -785,15 +797,63 @@ as $$
 	 where j.id = any(ids)
 $$;
 
+-- How many of q's jobs hold a lease at clk, for a claim of want more
+-- under l.global_concurrency, and when the first of them ends; the row's
+-- bookkeeping updated in l.  Counting the running jobs through an index
+-- would read the entries of every job that ended within a lease (they stay
+-- until vacuum), so it is avoided:
+--   - a limit up to 1000 keeps the ids of the jobs it let start
+--     (l.holders) and looks them up by primary key: exact, and at most
+--     the limit plus a claim's worth of lookups;
+--   - a larger limit keeps an upper bound (l.busy_ub: the last count plus
+--     every start since; ends only lower the truth) and counts through
+--     the index only when the bound and the claim could pass the limit.
+-- A row whose limits changed starts over (both null) with one count.
+create function pgjob.limit_busy_tracked(l inout pgjob.limits, q text,
+	want int, clk timestamptz, out busy int, out first_expiry timestamptz)
+language plpgsql
+as $$
+begin
+	if l.global_concurrency <= 1000 then
+		if l.holders is null then
+			l.holders := array(select x.id from pgjob.jobs x
+				where x.queue = q and x.state = 'running'
+				  and x.locked_until >= clk);
+		elsif cardinality(l.holders) + want <= l.global_concurrency then
+			busy := cardinality(l.holders);
+			return;
+		end if;
+		select coalesce(array_agg(j.id), '{}'), min(j.locked_until)
+		  into l.holders, first_expiry
+		  from pgjob.jobs j
+		 where j.id = any(l.holders) and j.state = 'running'
+		   and j.locked_until >= clk and j.queue = q;
+		busy := cardinality(l.holders);
+		return;
+	end if;
+	if l.busy_ub is not null and l.busy_ub + want <= l.global_concurrency then
+		busy := l.busy_ub;
+		return;
+	end if;
+	select count(*), min(x.locked_until) into busy, first_expiry
+	  from pgjob.jobs x
+	 where x.queue = q and x.state = 'running' and x.locked_until >= clk;
+	l.busy_ub := busy;
+end
+$$;
+
 -- The claim of a limited queue: up to want jobs of q, of the kinds given, in
 -- mode queue_mode, under every limit of q's row.  Rows as the daemon's
 -- claim returns them ('c', the job's columns), then at most one more:
 --   'u'  q has no row any more: claim it the ordinary way
 --   'w'  fewer than want were claimed because of a limit; c_kind names it
 --        (paused, throttled, concurrency, rate, key_concurrency, key_rate,
---        busy: another claimer holds the row), c_ra says in how many ms
---        to look again (null: when something ends, or at the next poll).
--- The row is locked SKIP LOCKED: no claim ever waits for another.  Every
+--        busy: another claimer held the row too long), c_ra says in how
+--        many ms to look again (null: when something ends, or at the next
+--        poll).
+-- Claims of one limited queue take turns on its row: each waits at most
+-- 20 ms for it (an application's pgjob.take_rate() may hold it longer),
+-- then answers busy rather than hold up its worker's pipeline.  Every
 -- statement after the lock sees what the claimers before committed (read
 -- committed takes a new snapshot per statement), so counts are exact.
 create function pgjob.claim_limited(q text, want int, kinds text[],
@@ -803,18 +863,25 @@ returns table (c_t text, c_id bigint, c_kind text, c_queue text,
 	c_ordering_key text, c_pr smallint, c_ra bigint, c_lost int,
 	c_bytes bigint)
 language plpgsql
+-- The worker's session forces generic plans (its own statements do not
+-- depend on their parameters); these do: a generic plan of the candidate
+-- scan sorted the whole queue.
+set plan_cache_mode = auto
 as $$
 declare
 	l pgjob.limits;
 	clk timestamptz;
 	allow int := want;
 	b int;
+	h int;
+	hx timestamptz;
 	fx timestamptz;
 	cap int;
 	tok float8;
 	kcap int;
 	ids bigint[] := '{}';
 	got bigint[];
+	costs int[];
 	took bigint[];
 	spent bigint;
 	next_cost int;
@@ -828,19 +895,26 @@ declare
 	room int;
 	kr record;
 	r record;
+	n int;
+	from_head boolean;
+	last_pr smallint;
+	last_ra timestamptz;
+	last_id bigint;
 begin
-	select * into l from pgjob.limits x where x.queue = q
-	   for update skip locked;
-	if not found then
-		if exists (select 1 from pgjob.limits x where x.queue = q) then
-			return query select 'w'::text, null::bigint, 'busy'::text, q,
-				null::text, null::int, null::int, null::bigint, null::text,
-				null::smallint, 1::bigint, null::int, null::bigint;
-		else
-			return query select 'u'::text, null::bigint, null::text, q,
-				null::text, null::int, null::int, null::bigint, null::text,
-				null::smallint, null::bigint, null::int, null::bigint;
-		end if;
+	perform set_config('lock_timeout', '20ms', true);
+	begin
+		select * into l from pgjob.limits x where x.queue = q for update;
+	exception when lock_not_available then
+		return query select 'w'::text, null::bigint, 'busy'::text, q,
+			null::text, null::int, null::int, null::bigint, null::text,
+			null::smallint, 1::bigint, null::int, null::bigint;
+		return;
+	end;
+	perform set_config('lock_timeout', '0', true);
+	if l.queue is null then
+		return query select 'u'::text, null::bigint, null::text, q,
+			null::text, null::int, null::int, null::bigint, null::text,
+			null::smallint, null::bigint, null::int, null::bigint;
 		return;
 	end if;
 	clk := clock_timestamp();
@@ -853,10 +927,15 @@ begin
 		allow := 0;
 	end if;
 	if allow > 0 and l.global_concurrency is not null then
-		select x.busy, x.first_expiry into b, fx
-		  from pgjob.limit_busy(q, null, clk) x;
-		if l.global_concurrency - b < allow then
-			allow := l.global_concurrency - b;
+		select count(*), min(z.expires_at) into h, hx
+		  from pgjob.limit_holds z
+		 where z.queue = q and z.expires_at >= clk;
+		select * into kr from pgjob.limit_busy_tracked(l, q, allow + h, clk);
+		l := kr.l;
+		b := kr.busy;
+		fx := least(kr.first_expiry, hx);
+		if l.global_concurrency - b - h < allow then
+			allow := greatest(l.global_concurrency - b - h, 0);
 			why := 'concurrency';
 			wait_ms := ceil(extract(epoch from fx - clk) * 1000)::bigint + 1;
 		end if;
@@ -871,16 +950,24 @@ begin
 		  or l.fair) and queue_mode <> 'serial';
 	cur := l.key_cursor;
 
-	if allow > 0 and not keyed then
+	if allow <= 0 then
+		null;
+	elsif not keyed then
 		-- Jobs whose lease expired first (their worker died), then due
-		-- jobs in the queue's order.
-		got := array(select x.id from pgjob.jobs x
+		-- jobs in the queue's order; each with its cost.
+		select coalesce(array_agg(e.id), '{}'), coalesce(array_agg(e.cost), '{}')
+		  into got, costs
+		  from (select x.id, x.cost from pgjob.jobs x
 			where x.queue = q and x.state = 'running'
 			  and x.locked_until < clk and x.kind = any(kinds)
 			  and x.kind <> all(l.paused_kinds)
-			limit allow for update skip locked);
-		if cardinality(got) < allow and queue_mode = 'serial' then
-			got := got || array(select j.id from pgjob.jobs j
+			limit allow for update skip locked) e;
+		n := allow - cardinality(got);
+		if n > 0 and queue_mode = 'serial' then
+			select got || coalesce(array_agg(a.id), '{}'),
+			       costs || coalesce(array_agg(a.cost), '{}')
+			  into got, costs
+			  from (select j.id, j.cost from pgjob.jobs j
 				where j.id = (select min(h.id) from pgjob.jobs h
 					where h.queue = q and h.state = 'available')
 				  and j.state = 'available' and j.run_at <= clk
@@ -888,9 +975,15 @@ begin
 				  and not exists (select 1 from pgjob.jobs o
 					where o.queue = q and o.state = 'running'
 					  and o.id < j.id)
-				for update skip locked);
-		elsif cardinality(got) < allow and queue_mode = 'per_key' then
-			got := got || array(select j.id from pgjob.jobs j
+				for update skip locked) a;
+		elsif n > 0 and queue_mode = 'per_key' then
+			select got || coalesce(array_agg(a.id order by a.priority,
+					a.run_at, a.id), '{}'),
+			       costs || coalesce(array_agg(a.cost order by a.priority,
+					a.run_at, a.id), '{}')
+			  into got, costs
+			  from (select j.id, j.cost, j.priority, j.run_at
+				from pgjob.jobs j
 				where j.queue = q and j.state = 'available'
 				  and j.run_at <= clk and j.kind = any(kinds)
 				  and j.kind <> all(l.paused_kinds)
@@ -900,26 +993,107 @@ begin
 					   and o.id < j.id
 					   and o.state in ('available', 'running')))
 				order by j.priority, j.run_at, j.id
-				limit allow - cardinality(got) for update skip locked);
-		elsif cardinality(got) < allow then
-			got := got || array(select j.id from pgjob.jobs j
+				limit n for update skip locked) a;
+		elsif n > 0 then
+			-- From where the last full claim stopped, as the ordinary
+			-- claim does (a snapshot held open elsewhere keeps the
+			-- entries of claimed jobs in the index), and from the head
+			-- once a second.
+			from_head := l.pos_id is null or l.pos_at is null
+				or l.pos_at < clk - interval '1 second';
+			select got || coalesce(array_agg(a.id order by a.priority,
+					a.run_at, a.id), '{}'),
+			       costs || coalesce(array_agg(a.cost order by a.priority,
+					a.run_at, a.id), '{}'),
+			       count(*), (array_agg(a.priority order by a.priority desc,
+					a.run_at desc, a.id desc))[1],
+			       (array_agg(a.id order by a.priority desc,
+					a.run_at desc, a.id desc))[1],
+			       (array_agg(a.run_at order by a.priority desc,
+					a.run_at desc, a.id desc))[1]
+			  into got, costs, b, last_pr, last_id, last_ra
+			  from (select j.id, j.cost, j.priority, j.run_at
+				from pgjob.jobs j
 				where j.queue = q and j.state = 'available'
 				  and j.run_at <= clk and j.kind = any(kinds)
 				  and j.kind <> all(l.paused_kinds)
+				  and (j.priority, j.run_at, j.id) > (
+					case when from_head then (-32768)::smallint
+						else l.pos_pr end,
+					case when from_head then '-infinity'::timestamptz
+						else l.pos_ra end,
+					case when from_head then (-9223372036854775807)::bigint
+						else l.pos_id end)
 				order by j.priority, j.run_at, j.id
-				limit allow - cardinality(got) for update skip locked);
+				limit n for update skip locked) a;
+			if b >= n then
+				l.pos_pr := last_pr;
+				l.pos_ra := last_ra;
+				l.pos_id := last_id;
+				if from_head then
+					l.pos_at := clk;
+				end if;
+			else
+				l.pos_id := null;
+			end if;
 		end if;
-		select * into took, spent, next_cost
-		  from pgjob.take_prefix(got, tok, cap, null, null);
-		if cardinality(took) < cardinality(got) then
-			why := 'rate';
-			wait_ms := pgjob.bucket_wait(tok - spent,
-				least(next_cost, cap), l.rate, l.rate_period_ms);
+		-- The longest prefix whose cost fits in the bucket.
+		took := got;
+		spent := 0;
+		if tok is not null then
+			n := 0;
+			for i in 1 .. coalesce(cardinality(got), 0) loop
+				exit when spent + costs[i] > tok
+					and not (i = 1 and tok >= least(costs[i], cap));
+				spent := spent + costs[i];
+				n := i;
+			end loop;
+			if n < cardinality(got) then
+				took := got[1:n];
+				why := 'rate';
+				wait_ms := pgjob.bucket_wait(tok - spent,
+					least(costs[n + 1], cap), l.rate, l.rate_period_ms);
+			end if;
+			tok := tok - spent;
 		end if;
-		tok := tok - spent;
 		ids := took;
-		perform pgjob.claim_ids(ids, holder, lease_ms, clk);
-	elsif allow > 0 then
+		if l.holders is not null then
+			l.holders := l.holders || took;
+		end if;
+		l.busy_ub := l.busy_ub + cardinality(took);
+		update pgjob.limits x set tokens = coalesce(tok, x.tokens),
+			tokens_at = case when tok is null then x.tokens_at else clk end,
+			holders = l.holders, busy_ub = l.busy_ub,
+			pos_pr = l.pos_pr, pos_ra = l.pos_ra, pos_id = l.pos_id,
+			pos_at = l.pos_at
+		 where x.queue = q;
+		return query with u as (
+			update pgjob.jobs j set state = 'running', locked_by = holder,
+				locked_until = clk + lease_ms * interval '1 millisecond',
+				lease_token = j.lease_token + 1, attempts = j.attempts + 1,
+				lost_attempts = j.lost_attempts
+					+ case when j.state = 'running' then 1 else 0 end,
+				attempted_at = clk
+			 where j.id = any(ids)
+			returning j.id, j.kind, j.queue, j.payload::text as p,
+				j.attempts, j.max_attempts, j.lease_token,
+				j.ordering_key, j.lost_attempts)
+			select 'c'::text, u.id, u.kind, u.queue,
+				case when octet_length(u.p) <= max_payload then u.p end,
+				u.attempts, coalesce(u.max_attempts, 0), u.lease_token,
+				u.ordering_key, null::smallint, null::bigint,
+				u.lost_attempts, octet_length(u.p)::bigint
+			  from u;
+		if l.throttled_until is not null then
+			perform pgjob.limits_tidy_throttle(q, clk);
+		end if;
+		if why is not null and cardinality(ids) < want then
+			return query select 'w'::text, null::bigint, why, q, null::text,
+				null::int, null::int, null::bigint, null::text,
+				null::smallint, wait_ms, null::int, null::bigint;
+		end if;
+		return;
+	else
 		-- Key by key.  Restarts first, each within its key's limits.
 		for r in select x.id, case when x.limit_key is not null
 				or x.ordering_key is not null
@@ -937,11 +1111,15 @@ begin
 			continue when cardinality(took) = 0;
 			perform pgjob.claim_ids(took, holder, lease_ms, clk);
 			ids := ids || took;
+			l.busy_ub := l.busy_ub + cardinality(took);
+			if l.holders is not null then
+				l.holders := l.holders || took;
+			end if;
 			tok := tok - spent;
 			if kr.ktok is not null then
 				insert into pgjob.limit_keys as lk
 				values (q, r.k, kr.ktok - spent, clk)
-				on conflict (queue, key) do update
+				on conflict on constraint limit_keys_pkey do update
 				   set tokens = excluded.tokens, tokens_at = excluded.tokens_at;
 			end if;
 		end loop;
@@ -1029,11 +1207,15 @@ begin
 			continue when cardinality(took) = 0;
 			perform pgjob.claim_ids(took, holder, lease_ms, clk);
 			ids := ids || took;
+			l.busy_ub := l.busy_ub + cardinality(took);
+			if l.holders is not null then
+				l.holders := l.holders || took;
+			end if;
 			tok := tok - spent;
 			if kr.ktok is not null then
 				insert into pgjob.limit_keys as lk
 				values (q, k, kr.ktok - spent, clk)
-				on conflict (queue, key) do update
+				on conflict on constraint limit_keys_pkey do update
 				   set tokens = excluded.tokens, tokens_at = excluded.tokens_at;
 			end if;
 		end loop;
@@ -1044,18 +1226,14 @@ begin
 		end if;
 	end if;
 
-	if tok is not null or keyed or l.throttled_until is not null then
-		update pgjob.limits x set tokens = coalesce(tok, x.tokens),
-			tokens_at = case when tok is null then x.tokens_at else clk end,
-			key_cursor = cur,
-			throttled_until = case when x.throttled_until > clk
-				then x.throttled_until end
-		 where x.queue = q;
-		if l.throttled_until <= clk then
-			perform pgjob.limits_tidy(q);
-		end if;
+	update pgjob.limits x set tokens = coalesce(tok, x.tokens),
+		tokens_at = case when tok is null then x.tokens_at else clk end,
+		key_cursor = case when keyed then cur else x.key_cursor end,
+		holders = l.holders, busy_ub = l.busy_ub
+	 where x.queue = q;
+	if l.throttled_until is not null then
+		perform pgjob.limits_tidy_throttle(q, clk);
 	end if;
-
 	return query select 'c'::text, j.id, j.kind, j.queue,
 		case when octet_length(p.t) <= max_payload then p.t end,
 		j.attempts, coalesce(j.max_attempts, 0), j.lease_token,
@@ -1067,6 +1245,21 @@ begin
 		return query select 'w'::text, null::bigint, why, q, null::text,
 			null::int, null::int, null::bigint, null::text, null::smallint,
 			wait_ms, null::int, null::bigint;
+	end if;
+end
+$$;
+
+-- A throttle that has passed: cleared, and the row deleted if that was all
+-- it held.
+create function pgjob.limits_tidy_throttle(q text, clk timestamptz)
+returns void
+language plpgsql
+as $$
+begin
+	update pgjob.limits x set throttled_until = null
+	 where x.queue = q and x.throttled_until <= clk;
+	if found then
+		perform pgjob.limits_tidy(q);
 	end if;
 end
 $$;

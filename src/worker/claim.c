@@ -247,21 +247,25 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
 		      (util_now_ms() - c->sent_ms) * 1000);
 	int *got = xcalloc(c->nq + 1, sizeof(int));
+	for (int i = 0; i < r->njobs; i++)
+		if (r->queue_of[i] >= 0)
+			got[r->queue_of[i]]++;
+	/* What the answer says of each queue, before any job starts: a job
+	 * can end within held_start() (a plugin), and whether its end
+	 * claims again depends on it (claim_after_end()).  A full batch
+	 * came: more may be waiting. */
+	if (remember(w, c, r, got))
+		w->want_claim = 1;
+	for (size_t k = 0; k < c->nq; k++)
+		flow_said(w, c->qidx[k], &r->flow[k]);
 	for (int i = 0; i < r->njobs; i++) {
 		int k = r->queue_of[i];
 		/* Every claimed job is of a queue the claim asked for. */
 		size_t q = k >= 0 ? c->qidx[k]
 				  : config_handler(w->cfg, r->jobs[i]->kind)
 					    ->queue_index;
-		if (k >= 0)
-			got[k]++;
 		held_start(w, r->jobs[i], q, c->sent_ms);
 	}
-	/* A full batch came: more may be waiting. */
-	if (remember(w, c, r, got))
-		w->want_claim = 1;
-	for (size_t k = 0; k < c->nq; k++)
-		flow_said(w, c->qidx[k], &r->flow[k]);
 	free(got);
 	trim_when_idle(w, r->njobs);
 out:

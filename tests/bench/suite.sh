@@ -223,8 +223,12 @@ limited() { # name limits
 	local r
 	r=$(runs=1 series "$1" 7d "$workers" "$conc" "$n" noop 1 "$2")
 	local cost
-	cost=$(sql -c "select format('%s limited claims, %s jobs each, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 3)) from pg_stat_statements where query like '%claim_limited%' order by calls desc limit 1")
-	sed -i "\$ s|\$|limited claim: $cost|" "$results"
+	cost=$(sql -c "select format('%s limited claims, %s rows each, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 3)) from pg_stat_statements where query like '%claim_limited%' order by calls desc limit 1")
+	# The start rate by the claims' own clock (attempted_at), which the
+	# watcher's first sight of a running job can miss the start of.
+	local starts
+	starts=$(sql -c "select format('%s starts/s by attempted_at', round(count(*) / greatest(extract(epoch from max(attempted_at) - min(attempted_at)), 0.001))) from pgjob.jobs")
+	sed -i "\$ s|\$|limited claim: $cost; $starts|" "$results"
 	echo "$r"
 }
 flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" "global_concurrency: 1000000, rate: 100000000/s")
@@ -256,7 +260,7 @@ sleep 0.5
 # the NOTIFY and a finish, plus the poll timer's claims spread over the
 # jobs.  (pg_stat_statements, not pg_stat_database: a backend that goes
 # idle reports its transaction counts up to 10 s late.)
-lat_stmts=$(sql -c "select round(coalesce(sum(calls), 0)::numeric / $lat_count, 2) from pg_stat_statements where query like 'with q(name%' or query like 'with fd as%'")
+lat_stmts=$(sql -c "select round(coalesce(sum(calls), 0)::numeric / $lat_count, 2) from pg_stat_statements where query like 'with qa(name%' or query like 'with fd as%'")
 stop_instances
 lat=$(awk '$1 == "E" {e[$2] = $3} $1 == "S" {s[$2] = $3}
 	END {for (k in e) if (k in s) print (s[k] - e[k]) / 1000}' "$dir/ends" "$dir/starts" |
@@ -327,7 +331,7 @@ scale() { # instances workers
 	local server_errs
 	server_errs=$(grep -c -E 'deadlock detected|could not serialize' "$(cat "$dir/tmpdata" 2>/dev/null || echo "$dir/data")/server.log" || true)
 	local claim
-	claim=$(sql -c "select format('%s statements, %s rows per statement, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 2)) from pg_stat_statements where query like 'with q(name%' order by calls desc limit 1")
+	claim=$(sql -c "select format('%s statements, %s rows per statement, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 2)) from pg_stat_statements where query like 'with qa(name%' order by calls desc limit 1")
 	row "$1 instance(s) x $2 worker(s), concurrency $c each" "$a" "$a" "$a" "$b" "$c2" "$d" \
 		"log warnings/errors: $errs; server deadlocks/serialization failures: $server_errs; claim: $claim"
 }

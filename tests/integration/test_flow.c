@@ -505,12 +505,17 @@ test_runtime_limits(void **state)
 		"queues: { q: { concurrency: 4, global_concurrency: 1 } }\n"
 		"handlers:\n"
 		"  s: { type: exec, queue: q, command: [/bin/sleep, 30] }\n");
+	/* Paused before any worker came: the pause is the database's, the
+	 * limits are still the config's to publish. */
+	t_exec(c, "insert into pgjob.queues (name) values ('q')");
+	t_exec(c, "select pgjob.pause('q')");
 	pid_t p = t_daemon(cfg, 0, "runtime");
 	t_wait_workers(c, 2, 30);
 	/* The config's limit is published. */
-	t_assert_value(c, "1 config",
-		       "select global_concurrency || ' ' || source from"
-		       " pgjob.limits where queue = 'q'");
+	t_assert_value(c, "1 config true",
+		       "select global_concurrency || ' ' || source || ' ' ||"
+		       " paused from pgjob.limits where queue = 'q'");
+	t_exec(c, "select pgjob.resume('q')");
 	t_exec(c, "select pgjob.enqueue('s', '{}', 'q') from"
 		  " generate_series(1, 6)");
 	t_wait_running(c, 1, 10);
