@@ -1001,16 +1001,14 @@ begin
 			-- once a second.
 			from_head := l.pos_id is null or l.pos_at is null
 				or l.pos_at < clk - interval '1 second';
-			select got || coalesce(array_agg(a.id order by a.priority,
-					a.run_at, a.id), '{}'),
-			       costs || coalesce(array_agg(a.cost order by a.priority,
-					a.run_at, a.id), '{}'),
-			       count(*), (array_agg(a.priority order by a.priority desc,
-					a.run_at desc, a.id desc))[1],
-			       (array_agg(a.id order by a.priority desc,
-					a.run_at desc, a.id desc))[1],
-			       (array_agg(a.run_at order by a.priority desc,
-					a.run_at desc, a.id desc))[1]
+			-- The aggregates read the rows in the scan's order (no
+			-- sort of their own: the subquery's order is kept), so
+			-- the last elements are where the claim stopped.
+			select got || coalesce(array_agg(a.id), '{}'),
+			       costs || coalesce(array_agg(a.cost), '{}'),
+			       count(*), (array_agg(a.priority))[count(*)::int],
+			       (array_agg(a.id))[count(*)::int],
+			       (array_agg(a.run_at))[count(*)::int]
 			  into got, costs, b, last_pr, last_id, last_ra
 			  from (select j.id, j.cost, j.priority, j.run_at
 				from pgjob.jobs j
@@ -1040,7 +1038,11 @@ begin
 		-- The longest prefix whose cost fits in the bucket.
 		took := got;
 		spent := 0;
-		if tok is not null then
+		if tok is not null and tok >= (select sum(c) from unnest(costs) c) then
+			-- All of them fit: no need to go one by one.
+			spent := coalesce((select sum(c) from unnest(costs) c), 0);
+			tok := tok - spent;
+		elsif tok is not null then
 			n := 0;
 			for i in 1 .. coalesce(cardinality(got), 0) loop
 				exit when spent + costs[i] > tok
