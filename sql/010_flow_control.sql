@@ -887,6 +887,7 @@ declare
 	next_cost int;
 	why text;
 	wait_ms bigint;
+	tcap boolean := false;
 	keyed boolean;
 	cur text;
 	k text;
@@ -944,6 +945,17 @@ begin
 		cap := coalesce(l.burst, l.rate);
 		tok := pgjob.bucket(l.tokens, l.tokens_at, clk, l.rate,
 			l.rate_period_ms, cap);
+	end if;
+	-- No more candidates than the bucket can pay for (every one locked
+	-- is a WAL record): costs are 1 or more, but for cost 0, which waits
+	-- for a token like the others.
+	if allow > 0 and tok is not null and tok < 1 then
+		allow := 0;
+		why := 'rate';
+		wait_ms := pgjob.bucket_wait(tok, 1, l.rate, l.rate_period_ms);
+	elsif allow > 0 and tok is not null and floor(tok) < allow then
+		allow := greatest(floor(tok)::int, 1);
+		tcap := true;
 	end if;
 	kcap := coalesce(l.burst_per_key, l.rate_per_key);
 	keyed := (l.per_key_concurrency is not null or l.rate_per_key is not null
@@ -1089,6 +1101,12 @@ begin
 		if l.throttled_until is not null then
 			perform pgjob.limits_tidy_throttle(q, clk);
 		end if;
+		if tcap and why is null and cardinality(ids) < want then
+			-- Fewer than asked because the bucket had no more: the
+			-- queue is not drained, the worker comes back for more.
+			why := 'rate';
+			wait_ms := pgjob.bucket_wait(tok, 1, l.rate, l.rate_period_ms);
+		end if;
 		if why is not null and cardinality(ids) < want then
 			return query select 'w'::text, null::bigint, why, q, null::text,
 				null::int, null::int, null::bigint, null::text,
@@ -1165,6 +1183,12 @@ begin
 				continue;
 			end if;
 			room := least(room, kr.room);
+			if tok is not null then
+				room := least(room, greatest(floor(tok)::int, 1));
+			end if;
+			if kr.ktok is not null then
+				room := least(room, greatest(floor(kr.ktok)::int, 1));
+			end if;
 			if k is null then
 				-- Past the last key: the jobs without one, from among
 				-- the first 256 due jobs of the queue.  No index
@@ -1235,6 +1259,10 @@ begin
 	 where x.queue = q;
 	if l.throttled_until is not null then
 		perform pgjob.limits_tidy_throttle(q, clk);
+	end if;
+	if tcap and why is null and cardinality(ids) < want then
+		why := 'rate';
+		wait_ms := pgjob.bucket_wait(tok, 1, l.rate, l.rate_period_ms);
 	end if;
 	return query select 'c'::text, j.id, j.kind, j.queue,
 		case when octet_length(p.t) <= max_payload then p.t end,
