@@ -132,6 +132,8 @@ int cli_jobs_list(struct cli *cli, int argc, char **argv);
 int cli_jobs_show(struct cli *cli, int argc, char **argv);
 int cli_state_retry(struct cli *cli, int argc, char **argv);
 int cli_state_cancel(struct cli *cli, int argc, char **argv);
+/* pgjob workflow submit|show|cancel (cli_workflow.c). */
+int cli_workflow_run(struct cli *cli, int argc, char **argv);
 int cli_prune_run(struct cli *cli, int argc, char **argv);
 int cli_top_run(struct cli *cli, int argc, char **argv);
 int cli_pause_run(struct cli *cli, int argc, char **argv);

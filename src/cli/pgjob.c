@@ -36,6 +36,8 @@ usage(FILE *f)
 	      "  enqueue KIND [JSON] [--queue Q] [--run-at TIME | --in DUR]\n"
 	      "          [--priority N] [--unique-key K] [--ordering-key K]\n"
 	      "          [--max-attempts N] [--limit-key K] [--cost N]\n"
+	      "          [--after ID,... [--on-parent-failure "
+	      "cancel|run|wait]]\n"
 	      "                         enqueue a job and print its id\n"
 	      "  status [--json]        workers, queues, kinds no live worker "
 	      "handles,\n"
@@ -72,6 +74,13 @@ usage(FILE *f)
 	      "rate_per_key,\n"
 	      "                         burst_per_key, fair; VALUE none "
 	      "removes one)\n"
+	      "  workflow submit FILE   enqueue the workflow FILE describes "
+	      "(- for stdin)\n"
+	      "  workflow show ID [--json]\n"
+	      "                         its steps, their states and "
+	      "parents\n"
+	      "  workflow cancel ID     cancel its steps that have not "
+	      "started\n"
 	      "  version                print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
@@ -117,7 +126,9 @@ enum {
 	OPT_ORDERING,
 	OPT_MAX_ATTEMPTS,
 	OPT_LIMIT_KEY,
-	OPT_COST
+	OPT_COST,
+	OPT_AFTER,
+	OPT_ON_PARENT_FAILURE
 };
 
 static const struct option enqueue_opts[] = {
@@ -130,16 +141,54 @@ static const struct option enqueue_opts[] = {
 	{"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
 	{"limit-key", required_argument, NULL, OPT_LIMIT_KEY},
 	{"cost", required_argument, NULL, OPT_COST},
+	{"after", required_argument, NULL, OPT_AFTER},
+	{"on-parent-failure", required_argument, NULL, OPT_ON_PARENT_FAILURE},
 	{NULL, 0, NULL, 0},
 };
 
-/* The parameters of one enqueue, as text ($1..$11). */
+/* The parameters of one enqueue, as text ($1..$13). */
 struct enqueue_args {
-	const char *p[11]; /* kind payload queue run_at in_ms priority
+	const char *p[13]; /* kind payload queue run_at in_ms priority
 			      max_attempts unique_key ordering_key limit_key
-			      cost */
+			      cost depends_on on_parent_failure */
 	char in_ms[24], priority[8], max_attempts[12], cost[12];
+	char *after; /* "{1,2,3}", owned */
 };
+
+/*
+ * --after 12,15: job ids, as the array literal "{12,15}" in a->after; -1
+ * when the list is not ids.
+ */
+static int
+parse_after(const char *list, struct enqueue_args *a)
+{
+	size_t n = strlen(list);
+	if (n == 0)
+		return -1;
+	free(a->after);
+	a->after = xmalloc(n + 3);
+	char *w = a->after;
+	*w++ = '{';
+	for (const char *s = list; *s;) {
+		const char *e = s;
+		while (*e >= '0' && *e <= '9')
+			e++;
+		if (e == s || e - s > 18 || (*e && *e != ','))
+			return -1;
+		memcpy(w, s, (size_t)(e - s));
+		w += e - s;
+		if (!*e)
+			break;
+		*w++ = ',';
+		s = e + 1;
+		if (!*s)
+			return -1;
+	}
+	*w++ = '}';
+	*w = 0;
+	a->p[11] = a->after;
+	return 0;
+}
 
 static int
 enqueue_parse(int argc, char **argv, struct enqueue_args *a)
@@ -214,6 +263,25 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 			snprintf(a->cost, sizeof(a->cost), "%ld", v);
 			a->p[10] = a->cost;
 			break;
+		case OPT_AFTER:
+			if (parse_after(optarg, a) < 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad --after \"%s\" (job "
+					"ids separated by commas)",
+					optarg);
+			break;
+		case OPT_ON_PARENT_FAILURE:
+			if (strcmp(optarg, "cancel") != 0 &&
+			    strcmp(optarg, "run") != 0 &&
+			    strcmp(optarg, "wait") != 0)
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad --on-parent-failure "
+					"\"%s\" (cancel, run or wait)",
+					optarg);
+			a->p[12] = optarg;
+			break;
 		default:
 			return cli_fail(CLI_EXIT_USAGE,
 					"enqueue: unknown option \"%s\"",
@@ -224,6 +292,9 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
 				"--run-at and --in "
 				"exclude each other");
+	if (a->p[12] && !a->p[11])
+		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
+				"--on-parent-failure needs --after");
 	if (optind >= argc)
 		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s", "missing KIND");
 	a->p[0] = argv[optind++];
@@ -255,12 +326,16 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 {
 	struct enqueue_args a = {0};
 	int rc = enqueue_parse(argc, argv, &a);
-	if (rc)
+	if (rc) {
+		free(a.after);
 		return rc;
+	}
 
 	struct db_conn *conn = cli_connect(cli);
-	if (!conn)
+	if (!conn) {
+		free(a.after);
 		return 1;
+	}
 	struct db_rows *res = cli_exec(
 		conn, "enqueue",
 		"select pgjob.enqueue($1, $2::jsonb,"
@@ -270,13 +345,15 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 		" priority => coalesce($6::int, 0),"
 		" max_attempts => $7::int,"
 		" unique_key => $8, ordering_key => $9,"
-		" limit_key => $10, cost => coalesce($11::int, 1))",
-		11, a.p);
+		" limit_key => $10, cost => coalesce($11::int, 1),"
+		" depends_on => $12::bigint[], on_parent_failure => $13)",
+		13, a.p);
 	if (res)
 		printf("%s\n", db_rows_text(res, 0, 0));
 	rc = res ? 0 : CLI_EXIT_FAILED;
 	db_rows_free(res);
 	db_close(conn);
+	free(a.after);
 	return rc;
 }
 
@@ -285,12 +362,13 @@ static const struct {
 	int (*run)(struct cli *, int, char **);
 	int needs_config; /* 0: config optional */
 } commands[] = {
-	{"migrate", cmd_migrate, 0},	 {"enqueue", cmd_enqueue, 0},
-	{"status", cli_status_run, 0},	 {"jobs", cli_jobs_list, 0},
-	{"show", cli_jobs_show, 0},	 {"retry", cli_state_retry, 0},
-	{"cancel", cli_state_cancel, 0}, {"prune", cli_prune_run, 0},
-	{"top", cli_top_run, 0},	 {"pause", cli_pause_run, 0},
-	{"resume", cli_pause_resume, 0}, {"limits", cli_limits_run, 0},
+	{"migrate", cmd_migrate, 0},	   {"enqueue", cmd_enqueue, 0},
+	{"status", cli_status_run, 0},	   {"jobs", cli_jobs_list, 0},
+	{"show", cli_jobs_show, 0},	   {"retry", cli_state_retry, 0},
+	{"cancel", cli_state_cancel, 0},   {"prune", cli_prune_run, 0},
+	{"top", cli_top_run, 0},	   {"pause", cli_pause_run, 0},
+	{"resume", cli_pause_resume, 0},   {"limits", cli_limits_run, 0},
+	{"workflow", cli_workflow_run, 0},
 };
 
 /* 1 when the arguments of a command ask for help (before any "--"). */

@@ -20,12 +20,35 @@
  */
 static const char prune_jobs_sql[] =
 	"with d as (delete from pgjob.jobs where id in ("
-	"  select id from pgjob.jobs"
+	"  select id from pgjob.jobs j"
 	"   where state in ('done', 'dead', 'cancelled')"
 	"    and finished_at < coalesce($1::timestamptz,"
 	"     now() - $2::bigint * interval '1 millisecond')"
+	/* Never a parent whose child has not ended (a dead parent of a
+	 * child that waits for its retry, docs/workflows.md). */
+	"    and (j.children is not true or not exists ("
+	"     select 1 from pgjob.job_deps e join pgjob.jobs c on c.id = "
+	"e.child"
+	"      where e.parent = j.id"
+	"       and c.state in ('waiting', 'available', 'running')))"
+	/* A workflow goes as a whole, once every step is past the cutoff. */
+	"    and (j.workflow_id is null or not exists ("
+	"     select 1 from pgjob.jobs o where o.workflow_id = j.workflow_id"
+	"      and (o.state in ('waiting', 'available', 'running')"
+	"       or o.finished_at >= coalesce($1::timestamptz,"
+	"        now() - $2::bigint * interval '1 millisecond'))))"
 	"   order by finished_at limit $3"
-	"   for update skip locked) returning 1)"
+	"   for update skip locked) returning id, children,"
+	"   parents_left is not null as kid, workflow_id),"
+	/* Their edges, and the workflows whose last step this was. */
+	" e as (delete from pgjob.job_deps"
+	"   where child in (select id from d where kid)"
+	"    or parent in (select id from d where children)),"
+	" w as (delete from pgjob.workflows x"
+	"   where x.id in (select workflow_id from d)"
+	"    and not exists (select 1 from pgjob.jobs o"
+	"     where o.workflow_id = x.id"
+	"      and o.id not in (select id from d)))"
 	" select count(*) from d";
 
 static void

@@ -23,7 +23,9 @@
  * The end of a batch: each row is written only where id, token and state
  * 'running' still match (compare-and-set on the lease).  With $8
  * (retention 0), a job that ends done is deleted there and then: no new
- * row version, no index entries, nothing for the pruning duty to do later.
+ * row version, no index entries, nothing for the pruning duty to do later;
+ * but for a job with children (sql/011_workflows.sql), which is written
+ * done so that its row trigger releases them, and pruned later.
  * Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
@@ -38,6 +40,7 @@ static const char finish_sql[] =
 	"  where $8 and r.state = 'done' and j.id = r.id"
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
+	"   and j.children is not true"
 	"  returning j.id),"
 	" f as ("
 	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
@@ -55,7 +58,8 @@ static const char finish_sql[] =
 	 * state test is not written j.state = 'running': the planner would
 	 * then prefer to read every running job from jobs_running_idx
 	 * (dead entries too) and hash-join them to the batch. */
-	"  where not ($8 and r.state = 'done') and j.id = r.id"
+	"  where not ($8 and r.state = 'done' and j.children is not true)"
+	"   and j.id = r.id"
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
 	"  returning j.id)"

@@ -554,6 +554,16 @@ test_roles(void **state)
 	long long u2 = t_long(e, "select pgjob.enqueue('sqlh', '{}', "
 				 "unique_key => 'once')");
 	assert_int_equal(u1, u2);
+	/* A workflow, and a job after another (docs/workflows.md). */
+	long long wf = t_long(e, "select pgjob.enqueue_workflow('{\"steps\":"
+				 " [{\"name\": \"a\", \"kind\": \"k\"},"
+				 " {\"name\": \"b\", \"kind\": \"k\","
+				 " \"after\": [\"a\"]}]}')");
+	long long after = t_long(e,
+				 "select pgjob.enqueue('k', depends_on =>"
+				 " array[%lld])",
+				 j1);
+	free(t_expect_sqlstate(e, "42501", "select * from pgjob.job_deps"));
 	free(t_expect_sqlstate(e, "42501", "select payload from pgjob.jobs"));
 	free(t_expect_sqlstate(e, "42501", "select * from pgjob.jobs"));
 	free(t_expect_sqlstate(e, "42501",
@@ -591,6 +601,13 @@ test_roles(void **state)
 		     "select count(*) = 3 from pgjob.jobs where state = 'done' "
 		     "and id in (%lld, %lld, %lld)",
 		     j1, u1, j2);
+	/* Children released by the worker role's ends. */
+	t_wait_until(
+		c, 60,
+		"select state = 'done' from pgjob.workflow_state where id ="
+		" %lld",
+		wf);
+	t_wait_state(c, after, "done", 30);
 	t_wait_until(c, 30,
 		     "select not exists (select from pgjob.jobs where kind = "
 		     "'old')");
