@@ -280,6 +280,30 @@ render_queues(struct buf *out, const struct stats *s)
 	render_flow(out, s, n);
 }
 
+/* The workflow series, once a worker has read them. */
+static void
+render_workflows(struct buf *out, const struct stats *s)
+{
+	if (!__atomic_load_n(&s->workflows_at_ms, __ATOMIC_ACQUIRE))
+		return;
+	int64_t run = __atomic_load_n(&s->workflows_running, __ATOMIC_RELAXED);
+	int64_t done = __atomic_load_n(&s->workflows_done, __ATOMIC_RELAXED);
+	int64_t failed =
+		__atomic_load_n(&s->workflows_failed, __ATOMIC_RELAXED);
+	metrics_gauge(out, "pgjobd_workflows_running",
+		      "Workflows with a step that has not ended.", NULL,
+		      (double)run);
+	metrics_counter(out, "pgjobd_workflows_started_total",
+			"Workflows enqueued (running, done and failed).", NULL,
+			(double)(run + done + failed));
+	metrics_counter(out, "pgjobd_workflows_done_total",
+			"Workflows whose every step ended done.", NULL,
+			(double)done);
+	metrics_counter(out, "pgjobd_workflows_failed_total",
+			"Workflows that ended with a step dead or cancelled.",
+			NULL, (double)failed);
+}
+
 void
 stats_render(const struct stats *s, int n, int configured, struct buf *out)
 {
@@ -288,6 +312,7 @@ stats_render(const struct stats *s, int n, int configured, struct buf *out)
 	render_jobs(out, k, m);
 	render_workers(out, s, n, configured);
 	render_queues(out, s);
+	render_workflows(out, s);
 }
 
 void

@@ -79,6 +79,10 @@ struct stats {
 	 * per instance; the supervisor names it), or -1. */
 	int32_t depth_reader;
 	int64_t queues_at_ms; /* when queues[] was written; 0: never */
+	/* Workflows, read with the depths: when (0: never), running now,
+	 * done and failed ever (docs/workflows.md). */
+	int64_t workflows_at_ms;
+	int64_t workflows_running, workflows_done, workflows_failed;
 	uint32_t nqueues;
 	struct stats_queue queues[STATS_MAX_QUEUES];
 	struct stats_worker w[STATS_MAX_WORKERS];

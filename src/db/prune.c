@@ -39,7 +39,7 @@ static const char prune_jobs_sql[] =
 	"        now() - $2::bigint * interval '1 millisecond'))))"
 	"   order by finished_at limit $3"
 	"   for update skip locked) returning id, children,"
-	"   parents_left is not null as kid, workflow_id),"
+	"   parents_left is not null as kid, workflow_id, batch_id),"
 	/* Their edges, and the workflows whose last step this was. */
 	" e as (delete from pgjob.job_deps"
 	"   where child in (select id from d where kid)"
@@ -48,7 +48,21 @@ static const char prune_jobs_sql[] =
 	"   where x.id in (select workflow_id from d)"
 	"    and not exists (select 1 from pgjob.jobs o"
 	"     where o.workflow_id = x.id"
-	"      and o.id not in (select id from d)))"
+	"      and o.id not in (select id from d))"
+	"   returning x.failed > 0 as failed),"
+	/* A batch goes with its last job, once it has ended (its
+	 * callback is a job of its own). */
+	" b as (delete from pgjob.batches x"
+	"   where x.id in (select batch_id from d)"
+	"    and x.finished_at is not null"
+	"    and not exists (select 1 from pgjob.jobs o"
+	"     where o.batch_id = x.id"
+	"      and o.id not in (select id from d))),"
+	/* What the metrics' totals keep of them. */
+	" t as (update pgjob.workflow_totals"
+	"   set done = done + (select count(*) from w where not failed),"
+	"    failed = failed + (select count(*) from w where failed)"
+	"   where exists (select 1 from w))"
 	" select count(*) from d";
 
 static void

@@ -711,3 +711,36 @@ queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
 		" order by 1 limit $1",
 		0, 1, p, read_depths, &call);
 }
+
+static void
+read_workflows(const struct db_call *c, const struct db_status *st,
+	       const PGresult *res)
+{
+	struct queue_workflows w = {0};
+	if (st->error == DB_OK && PQntuples(res) == 1) {
+		w.running = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		w.done_total = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		w.failed_total = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+	}
+	((queue_workflows_fn *)c->cb)(c->arg, st, &w);
+}
+
+/*
+ * The retained workflows are counted (the running ones along their
+ * partial index), the pruned ones read from pgjob.workflow_totals, which
+ * the pruning duty adds to.
+ */
+int
+queue_workflows(struct dbev *d, queue_workflows_fn *cb, void *arg)
+{
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(d,
+			 "select (select count(*) from pgjob.workflows"
+			 "   where finished_at is null),"
+			 "  t.done + (select count(*) from pgjob.workflows"
+			 "   where finished_at is not null and failed = 0),"
+			 "  t.failed + (select count(*) from pgjob.workflows"
+			 "   where finished_at is not null and failed > 0)"
+			 " from pgjob.workflow_totals t",
+			 0, 0, NULL, read_workflows, &call);
+}

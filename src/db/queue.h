@@ -221,4 +221,13 @@ typedef void queue_depths_fn(void *arg, const struct db_status *st,
  * them, by name. */
 int queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg);
 
+/* Workflows (docs/workflows.md): running now, and done and failed since
+ * the schema was made, pruned ones included. */
+struct queue_workflows {
+	int64_t running, done_total, failed_total;
+};
+typedef void queue_workflows_fn(void *arg, const struct db_status *st,
+				const struct queue_workflows *w);
+int queue_workflows(struct dbev *d, queue_workflows_fn *cb, void *arg);
+
 #endif

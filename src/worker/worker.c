@@ -93,6 +93,20 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 }
 
 static void
+on_workflows(void *arg, const struct db_status *st,
+	     const struct queue_workflows *q)
+{
+	struct worker *w = arg;
+	struct stats *s = w->stats;
+	if (!st->answered || !conn_ok(w, st, "reading workflow counts"))
+		return;
+	stats_set(&s->workflows_running, q->running);
+	stats_set(&s->workflows_done, q->done_total);
+	stats_set(&s->workflows_failed, q->failed_total);
+	__atomic_store_n(&s->workflows_at_ms, util_now_ms(), __ATOMIC_RELEASE);
+}
+
+static void
 on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
@@ -100,8 +114,10 @@ on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 	if (w->retiring || __atomic_load_n(&w->stats->depth_reader,
 					   __ATOMIC_RELAXED) != w->index)
 		return;
-	if (w->db)
+	if (w->db) {
 		queue_depths(w->db, STATS_MAX_QUEUES, on_depths, w);
+		queue_workflows(w->db, on_workflows, w);
+	}
 }
 
 static void

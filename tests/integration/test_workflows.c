@@ -45,14 +45,17 @@ test_chain_and_results(void **state)
 	PGconn *c = t_connect(ci);
 	log_releases(c);
 	t_exec(c, "create table t_seen (id bigint, payload jsonb)");
+	int port = t_free_port();
 	pid_t p =
 		t_start("chain", ci,
 			"workers: 2\npoll_interval: 30s\n"
+			"metrics: { listen: \"127.0.0.1:%d\" }\n"
 			"handlers:\n"
 			/* cat: the result is the payload it was given. */
 			"  echo: { type: exec, command: [/bin/cat] }\n"
 			"  keep: { type: sql, statement: \"insert into public."
-			"t_seen values ($2, $1)\" }\n");
+			"t_seen values ($2, $1)\" }\n",
+			port);
 	t_wait_workers(c, 2, 30);
 	/* A diamond: a, then b and c, then d; and e (sql) after d. */
 	long long wf = t_long(
@@ -92,6 +95,20 @@ test_chain_and_results(void **state)
 		       " join pgjob.job_deps d on d.child = r.id"
 		       " join pgjob.jobs p on p.id = d.parent"
 		       " where p.finished_at > r.at");
+	/* The metrics count it (read every few seconds). */
+	char *m = NULL;
+	for (int i = 0; i < 150; i++) {
+		free(m);
+		m = t_http_get(port, "/metrics");
+		if (m && strstr(m, "\npgjobd_workflows_done_total 1\n"))
+			break;
+		t_sleep_ms(100);
+	}
+	assert_non_null(strstr(m, "\npgjobd_workflows_done_total 1\n"));
+	assert_non_null(strstr(m, "\npgjobd_workflows_started_total 1\n"));
+	assert_non_null(strstr(m, "\npgjobd_workflows_failed_total 0\n"));
+	assert_non_null(strstr(m, "\npgjobd_workflows_running 0\n"));
+	free(m);
 	/* A plain depends_on (ids; parents named by id) and the CLI's
 	 * --after. */
 	long long a = t_long(c, "select pgjob.enqueue('echo', '{\"x\": 7}')");
@@ -463,6 +480,124 @@ test_retention(void **state)
 	free(ci);
 }
 
+/* --- batches: one callback, whatever ends last, wherever ----------------- */
+
+static void
+test_batches(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_batch");
+	PGconn *c = t_connect(ci);
+	const char *cfg =
+		t_config("batch", ci,
+			 "workers: 2\npoll_interval: 200ms\n"
+			 "lease: 3s\nshutdown_timeout: 1s\n"
+			 "queues: { default: { concurrency: 5 } }\n"
+			 "handlers:\n"
+			 "  work: { type: exec,"
+			 " command: [/bin/sleep, \"0.5\"] }\n"
+			 "  bad: { type: exec, max_attempts: 1,"
+			 " command: [/bin/false] }\n"
+			 "  report: { type: exec, command: [/bin/cat] }\n");
+	pid_t pids[2];
+	t_daemons(cfg, 2, "batch", pids);
+	t_wait_workers(c, 4, 30);
+	long long b = t_long(c, "select pgjob.batch_open('report',"
+				" '{\"to\": \"ops\"}', name => 'import')");
+	long long ok = t_long(c, "select pgjob.batch_open('report',"
+				 " callback_on => 'success')");
+	t_exec(c,
+	       "select pgjob.enqueue('work', batch_id => %lld)"
+	       " from generate_series(1, 30)",
+	       b);
+	t_exec(c,
+	       "select pgjob.enqueue('bad', batch_id => %lld)"
+	       " from generate_series(1, 3)",
+	       b);
+	t_exec(c,
+	       "select pgjob.enqueue('work', batch_id => %lld),"
+	       " pgjob.enqueue('bad', batch_id => %lld)",
+	       ok, ok);
+	t_exec(c, "select pgjob.batch_seal(%lld)", ok);
+	/* More join while it runs; a worker is killed; then the seal. */
+	t_wait_until(c, 30,
+		     "select count(*) >= 2 from pgjob.jobs where state = "
+		     "'running'");
+	long long running = t_long(c, "select min(id) from pgjob.jobs"
+				      " where state = 'running'");
+	kill(t_holder_pid(c, running), SIGKILL);
+	t_exec(c,
+	       "select pgjob.enqueue('work', batch_id => %lld)"
+	       " from generate_series(1, 10)",
+	       b);
+	t_exec(c, "select pgjob.batch_seal(%lld)", b);
+	free(t_expect_sqlstate(c, "55000",
+			       "select pgjob.enqueue('work', batch_id =>"
+			       " %lld)",
+			       b));
+	t_wait_until(c, 60,
+		     "select finished_at is not null from pgjob.batches"
+		     " where id = %lld",
+		     b);
+	long long cb = t_long(c,
+			      "select callback_job from pgjob.batches"
+			      " where id = %lld",
+			      b);
+	t_wait_state(c, cb, "done", 30);
+	/* One callback, told the counts. */
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.jobs where kind = 'report'");
+	t_assert_value(c, "ops|import|43|40|3|0",
+		       "select concat_ws('|', result ->> 'to', r ->> 'name',"
+		       " r ->> 'total', r ->> 'done', r ->> 'dead',"
+		       " r ->> 'cancelled') from pgjob.jobs,"
+		       " lateral (select result -> 'pgjob' -> 'batch' as r) x"
+		       " where id = %lld",
+		       cb);
+	/* callback_on success: a job died, so none. */
+	t_assert_value(c, "true|",
+		       "select (finished_at is not null)::text || '|' ||"
+		       " coalesce(callback_job::text, '') from pgjob.batches"
+		       " where id = %lld",
+		       ok);
+	for (int i = 0; i < 2; i++)
+		t_stop(pids[i], SIGTERM, 30);
+
+	/* The last two jobs end at the same moment, in two transactions:
+	 * the second waits for the first's lock on the batch's row, then
+	 * sees its count.  One callback. */
+	long long b2 = t_long(c, "select pgjob.batch_open('report')");
+	long long j1 =
+		t_long(c, "select pgjob.enqueue('x', batch_id => %lld)", b2);
+	long long j2 =
+		t_long(c, "select pgjob.enqueue('x', batch_id => %lld)", b2);
+	t_exec(c, "select pgjob.batch_seal(%lld)", b2);
+	PGconn *c2 = t_connect(ci);
+	t_exec(c, "begin");
+	t_exec(c,
+	       "update pgjob.jobs set state = 'done', finished_at = now()"
+	       " where id = %lld",
+	       j1);
+	char q[256];
+	snprintf(q, sizeof(q),
+		 "update pgjob.jobs set state = 'done', finished_at = now()"
+		 " where id = %lld",
+		 j2);
+	assert_int_equal(PQsendQuery(c2, q), 1);
+	t_sleep_ms(300);
+	t_exec(c, "commit");
+	PGresult *res;
+	while ((res = PQgetResult(c2)))
+		PQclear(res);
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.jobs where kind = 'report'"
+		       " and payload -> 'pgjob' -> 'batch' ->> 'id' = '%lld'",
+		       b2);
+	PQfinish(c2);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -473,6 +608,7 @@ main(void)
 		cmocka_unit_test(test_bad_workflows),
 		cmocka_unit_test(test_show_and_cancel),
 		cmocka_unit_test(test_retention),
+		cmocka_unit_test(test_batches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
