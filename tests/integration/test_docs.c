@@ -63,6 +63,9 @@ static const struct {
 	 * it names no database, so libpq's PG* variables apply. */
 	{"/etc/pgjobd/pgjobd.yaml", "$PGJOBD_SOURCE/config/example.yaml"},
 	{"host=db1 dbname=app user=pgjobd", "$DB"},
+	/* docs/workflows.md's example, from the source tree. */
+	{"examples/workflows/publish.json",
+	 "$PGJOBD_SOURCE/examples/workflows/publish.json"},
 	/* A database without schema pgjob (docs/cli.md, exit 78). */
 	{"dbname=empty", "dbname=t_docs_empty"},
 };
@@ -516,9 +519,13 @@ substitute(const char *text)
 		const char *from = placeholders[i].doc,
 			   *to = placeholders[i].test;
 		char *at;
-		while ((at = strstr(s, from)) != NULL) {
+		size_t from_pos = 0;
+		/* Past each replacement: a replacement may contain what it
+		 * replaces (a path made absolute). */
+		while ((at = strstr(s + from_pos, from)) != NULL) {
 			char *t = xasprintf("%.*s%s%s", (int)(at - s), s, to,
 					    at + strlen(from));
+			from_pos = (size_t)(at - s) + strlen(to);
 			free(s);
 			s = t;
 		}

@@ -598,6 +598,58 @@ test_batches(void **state)
 	free(ci);
 }
 
+/* --- every handler type reads its parents' results ------------------------ */
+
+static void
+test_every_handler_type(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_handlers");
+	PGconn *c = t_connect(ci);
+	int in_fd;
+	pid_t httpd;
+	int port = t_httpd_start(&in_fd, &httpd);
+	pid_t p = t_start("handlers", ci,
+			  "workers: 1\npoll_interval: 200ms\n"
+			  "handlers:\n"
+			  "  echo: { type: exec, command: [/bin/cat] }\n"
+			  "  hook: { type: http,"
+			  " url: \"http://127.0.0.1:%d/ok\" }\n"
+			  "  plug: { type: plugin, max_attempts: 1,"
+			  " library: \"%s\", symbol: pgjobd_example }\n",
+			  port, t_bin("pgjobd_example.so"));
+	t_wait_workers(c, 1, 30);
+	long long wf = t_long(
+		c, "select pgjob.enqueue_workflow('{\"steps\": ["
+		   "{\"name\": \"a\", \"kind\": \"echo\","
+		   " \"payload\": {\"fail\": \"dead\"}},"
+		   "{\"name\": \"h\", \"kind\": \"hook\", \"after\": [\"a\"]},"
+		   "{\"name\": \"p\", \"kind\": \"plug\", \"after\": [\"a\"]}"
+		   "]}')");
+	t_wait_until(c, 30,
+		     "select state <> 'running' from pgjob.workflow_state"
+		     " where id = %lld",
+		     wf);
+	/* http: the body it posted (echoed back by /ok) held a's result. */
+	t_assert_value(c, "dead",
+		       "select ((result ->> 'body')::jsonb) -> 'pgjob' ->"
+		       " 'parents' -> 'a' ->> 'fail' from pgjob.jobs"
+		       " where step = 'h'");
+	/* plugin: the example plugin fails a job whose payload says
+	 * "fail": "dead", which only a's result, under pgjob.parents,
+	 * does. */
+	t_assert_value(c, "dead|example: asked to fail",
+		       "select state || '|' || last_error from pgjob.jobs"
+		       " where step = 'p'");
+	t_assert_value(c, "failed",
+		       "select state from pgjob.workflow_state where id = %lld",
+		       wf);
+	t_stop_clean(p);
+	t_httpd_stop(in_fd, httpd);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -609,6 +661,7 @@ main(void)
 		cmocka_unit_test(test_show_and_cancel),
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_batches),
+		cmocka_unit_test(test_every_handler_type),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
