@@ -96,6 +96,29 @@ language sql immutable as $$ select 10000 $$;
 create function pgjob.workflow_max_edges() returns int
 language sql immutable as $$ select 100000 $$;
 
+-- What child's payload gains from its ended parents, under "pgjob":
+-- {"parents": {name: result}} for those that ended done, {"failed":
+-- {name: {"state", "error"}}} for those that did not and that it runs
+-- after anyway; a key only when it has entries.
+create function pgjob.parents_of(child bigint) returns jsonb
+language sql
+stable
+as $$
+	select case when bool_or(d.resolved = 'done')
+		then jsonb_build_object('parents',
+			jsonb_object_agg(coalesce(p.step, p.id::text), p.result)
+			filter (where d.resolved = 'done'))
+		else '{}' end
+	    || case when bool_or(d.resolved <> 'done')
+		then jsonb_build_object('failed',
+			jsonb_object_agg(coalesce(p.step, p.id::text),
+				jsonb_build_object('state', d.resolved, 'error', p.last_error))
+			filter (where d.resolved <> 'done'))
+		else '{}' end
+	  from pgjob.job_deps d join pgjob.jobs p on p.id = d.parent
+	 where d.child = parents_of.child and d.resolved is not null
+$$;
+
 -- Parent p ended (state ps, result pr, error pe, named pn): what each of
 -- its unresolved children makes of it.  Returns the children it cancelled
 -- (their own children are the caller's next round) and how many it made
@@ -106,13 +129,44 @@ language plpgsql
 as $$
 declare
 	c record;
-	pl jsonb;
+	kids bigint[];
 	failed boolean := ps <> 'done';
 begin
 	cancelled := '{}';
 	due := 0;
-	-- The children in id order: two ends that share children lock them
-	-- in the same order.
+	if not failed then
+		-- The common case, set by set: a fan-out of thousands is a few
+		-- statements, not a few per child.  The children are locked in
+		-- id order (two ends that share children take them in the same
+		-- order); the edges are settled first, so that the payload of a
+		-- child released here reads this parent's result too.
+		kids := array(select d.child from pgjob.job_deps d
+			       where d.parent = p and d.resolved is null
+			       order by d.child);
+		if cardinality(kids) = 0 then
+			return;
+		end if;
+		perform 1 from pgjob.jobs j where j.id = any(kids)
+		 order by j.id for update;
+		update pgjob.job_deps set resolved = ps
+		 where parent = p and child = any(kids);
+		-- The payload is written once, at the release, from every
+		-- edge: a fan-in of n parents rewrites it once, not n times.
+		with r as (update pgjob.jobs j set
+			parents_left = j.parents_left - 1,
+			state = case when j.parents_left <= 1 then 'available' else 'waiting' end,
+			run_at = case when j.parents_left <= 1
+				then greatest(j.run_at, now()) else j.run_at end,
+			payload = case when j.parents_left <= 1
+				then pgjob.with_parent(j.payload, pgjob.parents_of(j.id))
+				else j.payload end
+		 where j.id = any(kids) and j.state = 'waiting'
+		 returning j.state)
+		select count(*) filter (where r.state = 'available') into due from r;
+		return;
+	end if;
+	-- A parent that failed: each child as its policy says.  The children
+	-- in id order, as above.
 	for c in select d.child, coalesce(j.on_parent_failure, 'cancel') as policy,
 			j.state, j.parents_left
 		   from pgjob.job_deps d join pgjob.jobs j on j.id = d.child
@@ -138,16 +192,15 @@ begin
 			cancelled := cancelled || c.child;
 			continue;
 		end if;
-		pl := case when failed
-			then jsonb_build_object('failed', jsonb_build_object(pn,
-				jsonb_build_object('state', ps, 'error', pe)))
-			else jsonb_build_object('parents', jsonb_build_object(pn, pr)) end;
+		-- 'run': the end counts, as a done one does.
 		update pgjob.jobs j set
 			parents_left = j.parents_left - 1,
 			state = case when j.parents_left <= 1 then 'available' else 'waiting' end,
 			run_at = case when j.parents_left <= 1
 				then greatest(j.run_at, now()) else j.run_at end,
-			payload = pgjob.with_parent(j.payload, pl)
+			payload = case when j.parents_left <= 1
+				then pgjob.with_parent(j.payload, pgjob.parents_of(j.id))
+				else j.payload end
 		 where j.id = c.child;
 		if c.parents_left <= 1 then
 			due := due + 1;
@@ -310,11 +363,12 @@ create trigger jobs_reopened after update of state on pgjob.jobs
 	execute function pgjob.jobs_reopened();
 
 -- Adds job child (not yet inserted: its id from the sequence) after
--- parents deps, with policy pol.  Returns the state the child starts in,
--- its parents_left, and what its payload gains from parents that ended
--- already.  Locks the parents (in id order) and marks them.
+-- parents deps, with policy pol: an edge each, resolved for parents that
+-- ended already.  Returns the state the child starts in, its
+-- parents_left, and why when it starts cancelled.  Locks the parents (in
+-- id order) and marks them.
 create function pgjob.attach(child bigint, deps bigint[], pol text,
-	out state text, out parents_left int, out add jsonb, out why text)
+	out state text, out parents_left int, out why text)
 language plpgsql
 as $$
 declare
@@ -325,7 +379,6 @@ declare
 begin
 	state := 'available';
 	parents_left := 0;
-	add := '{}';
 	deps := array(select distinct d from unnest(deps) d where d is not null order by d);
 	select d into missing from unnest(deps) d
 	 where not exists (select 1 from pgjob.jobs j where j.id = d) limit 1;
@@ -349,12 +402,6 @@ begin
 			why := coalesce(why, format('parent %s ended %s', p.name, p.state));
 			insert into pgjob.job_deps values (p.id, child, p.state);
 		else
-			add := pgjob.with_parent(jsonb_build_object('pgjob', add),
-				case when failed
-				then jsonb_build_object('failed', jsonb_build_object(p.name,
-					jsonb_build_object('state', p.state, 'error', p.last_error)))
-				else jsonb_build_object('parents',
-					jsonb_build_object(p.name, p.result)) end) -> 'pgjob';
 			insert into pgjob.job_deps values (p.id, child, p.state);
 		end if;
 	end loop;
@@ -554,8 +601,9 @@ begin
 		on_parent_failure, workflow_id, step, batch_id, last_error,
 		finished_at)
 	values (new_id, kind,
-		case when a.add = '{}' then payload
-			else payload || jsonb_build_object('pgjob', a.add) end,
+		case when a.state = 'available'
+			then pgjob.with_parent(payload, pgjob.parents_of(new_id))
+			else payload end,
 		coalesce(queue, 'default'), run_at, priority, max_attempts,
 		ordering_key, limit_key, cost, a.state, a.parents_left,
 		nullif(pol, 'cancel'), wf, step, batch, a.why,

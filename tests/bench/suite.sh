@@ -38,10 +38,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
 
 short=0 runs=3 n=200000 workers=2 conc=1000 backlog=1000000
-lat_count=200 lat_ms=20 exec_n=20000 exec_conc=50
+lat_count=200 lat_ms=20 exec_n=20000 exec_conc=50 fan=10000 chain=1000
 while [ $# -gt 0 ]; do
 	case $1 in
-	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 exec_n=500 ;;
+	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 exec_n=500 fan=200 chain=50 ;;
 	--runs) runs=$2; shift ;;
 	--jobs) n=$2; shift ;;
 	--workers) workers=$2; shift ;;
@@ -234,6 +234,48 @@ limited() { # name limits
 flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" "global_concurrency: 1000000, rate: 100000000/s")
 flow_conc=$(limited "binding global_concurrency 4" "global_concurrency: 4")
 flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
+
+# Workflows (docs/workflows.md): a fan-out and fan-in (one job, FAN
+# children after it, one job after all of them), and a chain of CHAIN
+# jobs, each after the one before.  Besides jobs/s, the time from a
+# parent's end to its child's start, from the jobs' own timestamps (the
+# finish's now() and the claim's): what releasing costs on the way.
+workflow() { # name jobs setup-sql latency-sql
+	config "$dir/run.yaml" "$workers" "$conc" 7d
+	fresh_schema
+	sql -c "$3" -c "vacuum analyze pgjob.jobs" -c "checkpoint" >/dev/null
+	local a b c d
+	read -r a b c d <<<"$(drain "$2" 1 "$dir/run.yaml")"
+	row "$1" "$a" "$a" "$a" "$b" "$c" "$d" "$(sql -c "$4")"
+	echo "$a"
+}
+wf_fan=$(workflow "workflow: 1 job, $fan children after it, 1 job after them all" $((fan + 2)) \
+	"do \$\$ declare r bigint; ids bigint[]; begin
+		r := pgjob.enqueue('noop');
+		select array_agg(pgjob.enqueue('noop', depends_on => array[r])) into ids
+		  from generate_series(1, $fan);
+		perform pgjob.enqueue('noop', depends_on => ids);
+	end \$\$" \
+	"select format('fan-out: the first child started %s ms and the last %s ms after the parent ended; fan-in: the last job started %s ms after its last parent ended',
+		round(extract(epoch from min(c.attempted_at) - p.finished_at) * 1000, 2),
+		round(extract(epoch from max(c.attempted_at) - p.finished_at) * 1000, 2),
+		round(extract(epoch from s.attempted_at - max(c.finished_at)) * 1000, 2))
+	  from pgjob.jobs p, pgjob.jobs c, pgjob.jobs s
+	 where p.id = 1 and c.id between 2 and $fan + 1 and s.id = $fan + 2
+	 group by p.finished_at, s.attempted_at")
+wf_chain=$(workflow "workflow: a chain of $chain jobs, each after the one before" "$chain" \
+	"do \$\$ declare p bigint; begin
+		p := pgjob.enqueue('noop');
+		for i in 2 .. $chain loop
+			p := pgjob.enqueue('noop', depends_on => array[p]);
+		end loop;
+	end \$\$" \
+	"select format('parent end to child start: mean %s ms, p99 %s ms, max %s ms',
+		round(avg(x) * 1000, 2), round((percentile_cont(0.99) within group (order by x) * 1000)::numeric, 2),
+		round(max(x) * 1000, 2))
+	  from (select extract(epoch from c.attempted_at - p.finished_at) as x
+		  from pgjob.job_deps d join pgjob.jobs p on p.id = d.parent
+		  join pgjob.jobs c on c.id = d.child) h")
 
 # exec against the plugin at the same, handler-sized concurrency.
 plug=$(runs=1 series "plugin, concurrency $exec_conc (reference for exec)" 7d "$workers" "$exec_conc" "$exec_n" noop)
