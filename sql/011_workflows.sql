@@ -96,7 +96,7 @@ language sql immutable as $$ select 10000 $$;
 create function pgjob.workflow_max_edges() returns int
 language sql immutable as $$ select 100000 $$;
 
--- What child's payload gains from its ended parents, under "pgjob":
+-- What a child's payload gains from its ended parents, under "pgjob":
 -- {"parents": {name: result}} for those that ended done, {"failed":
 -- {name: {"state", "error"}}} for those that did not and that it runs
 -- after anyway; a key only when it has entries.
@@ -104,7 +104,7 @@ create function pgjob.parents_of(child bigint) returns jsonb
 language sql
 stable
 as $$
-	select case when bool_or(d.resolved = 'done')
+	select coalesce((case when bool_or(d.resolved = 'done')
 		then jsonb_build_object('parents',
 			jsonb_object_agg(coalesce(p.step, p.id::text), p.result)
 			filter (where d.resolved = 'done'))
@@ -114,7 +114,7 @@ as $$
 			jsonb_object_agg(coalesce(p.step, p.id::text),
 				jsonb_build_object('state', d.resolved, 'error', p.last_error))
 			filter (where d.resolved <> 'done'))
-		else '{}' end
+		else '{}' end), '{}')
 	  from pgjob.job_deps d join pgjob.jobs p on p.id = d.parent
 	 where d.child = parents_of.child and d.resolved is not null
 $$;
@@ -130,6 +130,7 @@ as $$
 declare
 	c record;
 	kids bigint[];
+	rel bigint[];
 	failed boolean := ps <> 'done';
 begin
 	cancelled := '{}';
@@ -150,19 +151,40 @@ begin
 		 order by j.id for update;
 		update pgjob.job_deps set resolved = ps
 		 where parent = p and child = any(kids);
-		-- The payload is written once, at the release, from every
-		-- edge: a fan-in of n parents rewrites it once, not n times.
-		with r as (update pgjob.jobs j set
-			parents_left = j.parents_left - 1,
-			state = case when j.parents_left <= 1 then 'available' else 'waiting' end,
-			run_at = case when j.parents_left <= 1
-				then greatest(j.run_at, now()) else j.run_at end,
-			payload = case when j.parents_left <= 1
-				then pgjob.with_parent(j.payload, pgjob.parents_of(j.id))
-				else j.payload end
+		-- Those that waited for this one only are released,
+		-- their payload written once, from every edge, in one pass
+		-- over the edges of all of them (never a lookup per child: a
+		-- plan made before job_deps had statistics would scan the
+		-- whole table for each).
+		rel := array(select j.id from pgjob.jobs j
+			      where j.id = any(kids) and j.state = 'waiting'
+				and j.parents_left <= 1);
+		-- (Those that wait for others too count this end.)
+		update pgjob.jobs j set parents_left = j.parents_left - 1
 		 where j.id = any(kids) and j.state = 'waiting'
-		 returning j.state)
-		select count(*) filter (where r.state = 'available') into due from r;
+		   and j.parents_left > 1;
+		if cardinality(rel) > 0 then
+			update pgjob.jobs j set parents_left = 0, state = 'available',
+				run_at = greatest(j.run_at, now()),
+				payload = pgjob.with_parent(j.payload, x.add)
+			  from (select d.child, (case when bool_or(d.resolved = 'done')
+					then jsonb_build_object('parents',
+						jsonb_object_agg(coalesce(p.step, p.id::text), p.result)
+						filter (where d.resolved = 'done'))
+					else '{}' end
+				    || case when bool_or(d.resolved <> 'done')
+					then jsonb_build_object('failed',
+						jsonb_object_agg(coalesce(p.step, p.id::text),
+							jsonb_build_object('state', d.resolved, 'error', p.last_error))
+						filter (where d.resolved <> 'done'))
+					else '{}' end) as add
+				  from pgjob.job_deps d
+				  join pgjob.jobs p on p.id = d.parent
+				 where d.child = any(rel) and d.resolved is not null
+				 group by d.child) x
+			 where j.id = x.child;
+			due := cardinality(rel);
+		end if;
 		return;
 	end if;
 	-- A parent that failed: each child as its policy says.  The children
@@ -368,7 +390,7 @@ create trigger jobs_reopened after update of state on pgjob.jobs
 -- parents_left, and why when it starts cancelled.  Locks the parents (in
 -- id order) and marks them.
 create function pgjob.attach(child bigint, deps bigint[], pol text,
-	out state text, out parents_left int, out why text)
+	out state text, out parents_left int, out why text, out add jsonb)
 language plpgsql
 as $$
 declare
@@ -376,6 +398,10 @@ declare
 	n int := 0;
 	missing bigint;
 	failed boolean;
+	dn text[] := '{}';      -- parents that ended done: names, results
+	dr jsonb[] := '{}';
+	fn_ text[] := '{}';     -- that failed, for a 'run' child
+	fo jsonb[] := '{}';
 begin
 	state := 'available';
 	parents_left := 0;
@@ -403,8 +429,24 @@ begin
 			insert into pgjob.job_deps values (p.id, child, p.state);
 		else
 			insert into pgjob.job_deps values (p.id, child, p.state);
+			if failed then
+				fn_ := fn_ || p.name;
+				fo := fo || jsonb_build_object('state', p.state,
+					'error', p.last_error);
+			else
+				dn := dn || p.name;
+				dr := dr || p.result;
+			end if;
 		end if;
 	end loop;
+	add := case when cardinality(dn) > 0
+		then jsonb_build_object('parents', (select jsonb_object_agg(x.n, x.r)
+			from unnest(dn, dr) x(n, r)))
+		else '{}' end
+	    || case when cardinality(fn_) > 0
+		then jsonb_build_object('failed', (select jsonb_object_agg(x.n, x.o)
+			from unnest(fn_, fo) x(n, o)))
+		else '{}' end;
 	if n < cardinality(deps) then
 		-- Deleted while this waited for its lock (retention 0, a
 		-- prune, by hand).
@@ -602,7 +644,7 @@ begin
 		finished_at)
 	values (new_id, kind,
 		case when a.state = 'available'
-			then pgjob.with_parent(payload, pgjob.parents_of(new_id))
+			then pgjob.with_parent(payload, a.add)
 			else payload end,
 		coalesce(queue, 'default'), run_at, priority, max_attempts,
 		ordering_key, limit_key, cost, a.state, a.parents_left,

@@ -383,7 +383,7 @@ scale 1 16
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 13 ] || { echo "suite: expected 13 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 15 ] || { echo "suite: expected 15 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 # A round-trip budget, not a timing: one job at a time costs a claim and a
 # finish (the claim that followed every end, and the one that followed

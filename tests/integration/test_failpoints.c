@@ -2,13 +2,14 @@
  * The failpoint sweep: every outside call fails once, in turn.
  *
  * A reference workload (exec, sql, plugin and http jobs, a retry, a dead
- * job, a schedule tick, a leased task) runs once with no failpoint and
- * records how every job ends.  Then, for each failpoint that
- * `pgjobd --list-failpoints` prints, the same workload runs on a fresh
- * database with that failpoint armed for its first hit, and must end the
- * same way, with only the differences the failure explains: an extra
- * attempt, a re-run of an at-least-once handler.  Never a lost job, never a
- * second effect of an sql handler, never a missed or doubled tick.  A
+ * job, a workflow, a batch, a schedule tick, a leased task) runs once
+ * with no failpoint and records how every job ends.  Then, for each
+ * failpoint that `pgjobd --list-failpoints` prints, the same workload runs
+ * on a fresh database with that failpoint armed for its first hit, and
+ * must end the same way, with only the differences the failure explains:
+ * an extra attempt, a re-run of an at-least-once handler.  Never a lost
+ * job, never a second effect of an sql handler, never a missed or doubled
+ * tick, never a child released or a batch's callback enqueued twice.  A
  * failpoint that the workload never reaches fails the sweep, so a new call
  * site cannot hide from it.  It prints one row per failpoint.
  */
@@ -100,6 +101,22 @@ enqueue_workload(PGconn *c)
 	       "('slow', '{\"label\": \"slow\"}', null), "
 	       "('flaky', '{\"label\": \"flaky\"}', 3), "
 	       "('noop', '{\"label\": \"dead\", \"fail\": \"dead\"}', null)");
+	/* A workflow (an sql step after an exec step) and a batch whose
+	 * callback comes once both of its jobs have ended: a release or a
+	 * callback lost or doubled under a failure shows in the states. */
+	t_exec(c, "select pgjob.enqueue_workflow('{\"steps\": ["
+		  "{\"name\": \"w1\", \"kind\": \"rec\","
+		  " \"payload\": {\"label\": \"wf1\"}},"
+		  "{\"name\": \"w2\", \"kind\": \"ledger\","
+		  " \"payload\": {\"label\": \"wf2\"}, \"after\": [\"w1\"]}"
+		  "]}')");
+	t_exec(c, "do $$ declare b bigint; begin"
+		  " b := pgjob.batch_open('rec', '{\"label\": \"batchcb\"}');"
+		  " perform pgjob.enqueue('noop', '{\"label\": \"batch1\"}',"
+		  "  batch_id => b);"
+		  " perform pgjob.enqueue('rec', '{\"label\": \"batch2\"}',"
+		  "  batch_id => b);"
+		  " perform pgjob.batch_seal(b); end $$");
 	/* As if the last tick enqueued had been two minutes ago. */
 	t_exec(c, "insert into pgjob.schedules values ('minutely', "
 		  "date_trunc('minute', now()) - interval '2 minutes')");
