@@ -37,8 +37,8 @@ static const char LIST_SQL[] =
 	"  and ($3::text is null or kind = $3)"
 	" order by id desc limit $4";
 
-static const char *const states[] = {"available", "running", "done", "dead",
-				     "cancelled"};
+static const char *const states[] = {"waiting", "available", "running",
+				     "done",	"dead",	     "cancelled"};
 
 struct list_args {
 	const char *p[4]; /* state queue kind limit+1 */
@@ -78,8 +78,8 @@ list_parse(int argc, char **argv, struct list_args *a)
 			if (!valid_state(optarg))
 				return cli_fail(CLI_EXIT_USAGE,
 						"jobs: bad --state \"%s\" "
-						"(available, running, done, "
-						"dead or cancelled)",
+						"(waiting, available, running, "
+						"done, dead or cancelled)",
 						optarg);
 			a->p[0] = optarg;
 			break;

@@ -376,6 +376,13 @@ test_show_and_cancel(void **state)
 	assert_null(strchr(r.out, '\033'));
 	assert_non_null(strstr(r.out, "running, 4 steps"));
 	t_run_free(&r);
+	/* The waiting steps, by state. */
+	t_pgjob(&r, ci, "jobs", "--state", "waiting", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "pub"));
+	assert_non_null(strstr(r.out, "mail"));
+	assert_null(strstr(r.out, "img"));
+	t_run_free(&r);
 	t_pgjob(&r, ci, "workflow", "show", id, "--json", NULL);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "\"after\":[\"resize\",\"thumb\"]"));
