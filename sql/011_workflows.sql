@@ -99,12 +99,15 @@ language sql immutable as $$ select 100000 $$;
 -- What a child's payload gains from its ended parents, under "pgjob":
 -- {"parents": {name: result}} for those that ended done, {"failed":
 -- {name: {"state", "error"}}} for those that did not and that it runs
--- after anyway; a key only when it has entries.
-create function pgjob.parents_of(child bigint) returns jsonb
+-- after anyway; a key only when it has entries.  For many children at
+-- once: one pass over their edges, never a lookup per child (a plan made
+-- before job_deps had statistics would scan the whole table for each).
+create function pgjob.parents_of(children bigint[])
+returns table (child bigint, add jsonb)
 language sql
 stable
 as $$
-	select coalesce((case when bool_or(d.resolved = 'done')
+	select d.child, case when bool_or(d.resolved = 'done')
 		then jsonb_build_object('parents',
 			jsonb_object_agg(coalesce(p.step, p.id::text), p.result)
 			filter (where d.resolved = 'done'))
@@ -114,9 +117,10 @@ as $$
 			jsonb_object_agg(coalesce(p.step, p.id::text),
 				jsonb_build_object('state', d.resolved, 'error', p.last_error))
 			filter (where d.resolved <> 'done'))
-		else '{}' end), '{}')
+		else '{}' end
 	  from pgjob.job_deps d join pgjob.jobs p on p.id = d.parent
-	 where d.child = parents_of.child and d.resolved is not null
+	 where d.child = any(parents_of.children) and d.resolved is not null
+	 group by d.child
 $$;
 
 -- Parent p ended (state ps, result pr, error pe, named pn): what each of
@@ -151,11 +155,8 @@ begin
 		 order by j.id for update;
 		update pgjob.job_deps set resolved = ps
 		 where parent = p and child = any(kids);
-		-- Those that waited for this one only are released,
-		-- their payload written once, from every edge, in one pass
-		-- over the edges of all of them (never a lookup per child: a
-		-- plan made before job_deps had statistics would scan the
-		-- whole table for each).
+		-- Those that waited for this one only are released, their
+		-- payload written once, from every edge.
 		rel := array(select j.id from pgjob.jobs j
 			      where j.id = any(kids) and j.state = 'waiting'
 				and j.parents_left <= 1);
@@ -167,21 +168,7 @@ begin
 			update pgjob.jobs j set parents_left = 0, state = 'available',
 				run_at = greatest(j.run_at, now()),
 				payload = pgjob.with_parent(j.payload, x.add)
-			  from (select d.child, (case when bool_or(d.resolved = 'done')
-					then jsonb_build_object('parents',
-						jsonb_object_agg(coalesce(p.step, p.id::text), p.result)
-						filter (where d.resolved = 'done'))
-					else '{}' end
-				    || case when bool_or(d.resolved <> 'done')
-					then jsonb_build_object('failed',
-						jsonb_object_agg(coalesce(p.step, p.id::text),
-							jsonb_build_object('state', d.resolved, 'error', p.last_error))
-						filter (where d.resolved <> 'done'))
-					else '{}' end) as add
-				  from pgjob.job_deps d
-				  join pgjob.jobs p on p.id = d.parent
-				 where d.child = any(rel) and d.resolved is not null
-				 group by d.child) x
+			  from pgjob.parents_of(rel) x
 			 where j.id = x.child;
 			due := cardinality(rel);
 		end if;
@@ -221,7 +208,8 @@ begin
 			run_at = case when j.parents_left <= 1
 				then greatest(j.run_at, now()) else j.run_at end,
 			payload = case when j.parents_left <= 1
-				then pgjob.with_parent(j.payload, pgjob.parents_of(j.id))
+				then pgjob.with_parent(j.payload, coalesce((select x.add
+					from pgjob.parents_of(array[j.id]) x), '{}'))
 				else j.payload end
 		 where j.id = c.child;
 		if c.parents_left <= 1 then
