@@ -272,7 +272,7 @@ cli_state_retry(struct cli *cli, int argc, char **argv)
 	return a.dead ? retry_dead(conn, a.kind) : retry_one(conn, a.id);
 }
 
-/* Refuses to cancel a job that is not available: 0 when it may go ahead. */
+/* Refuses to cancel a job that has ended: 0 when it may go ahead. */
 static int
 cancel_refused(const struct db_rows *job, const char *id)
 {
@@ -281,14 +281,15 @@ cancel_refused(const struct db_rows *job, const char *id)
 	/* A running job keeps its lease token: its worker sees the state
 	 * at its next renewal, stops the handler and writes nothing more
 	 * (every write of a worker requires state = 'running'). */
-	if (strcmp(state, "available") == 0 || strcmp(state, "running") == 0)
+	if (strcmp(state, "waiting") == 0 || strcmp(state, "available") == 0 ||
+	    strcmp(state, "running") == 0)
 		return 0;
 	if (strcmp(state, "cancelled") == 0)
 		cli_fail(CLI_EXIT_FAILED, "job %s is already cancelled", id);
 	else
 		cli_fail(CLI_EXIT_FAILED,
-			 "job %s is %s: only available or running jobs "
-			 "can be cancelled",
+			 "job %s is %s: only waiting, available or running "
+			 "jobs can be cancelled",
 			 id, state);
 	return -1;
 }

@@ -668,11 +668,13 @@ test_cancel(void **state)
 	       "");
 	const char *c3[] = {"cancel", "3", NULL};
 	expect(c3, 1, "",
-	       "pgjob: job 3 is done: only available or running jobs can be "
+	       "pgjob: job 3 is done: only waiting, available or running jobs "
+	       "can be "
 	       "cancelled\n");
 	const char *c4[] = {"cancel", "4", NULL};
 	expect(c4, 1, "",
-	       "pgjob: job 4 is dead: only available or running jobs can be "
+	       "pgjob: job 4 is dead: only waiting, available or running jobs "
+	       "can be "
 	       "cancelled\n");
 	const char *c5[] = {"cancel", "5", NULL};
 	expect(c5, 1, "", "pgjob: job 5 is already cancelled\n");

@@ -387,13 +387,24 @@ test_show_and_cancel(void **state)
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "\"after\":[\"resize\",\"thumb\"]"));
 	t_run_free(&r);
+	/* A waiting step cancelled by itself: its child follows its policy
+	 * (cancel). */
+	char notify_id[32];
+	char *v = t_value(c, "select id from pgjob.jobs where step = 'notify'");
+	snprintf(notify_id, sizeof(notify_id), "%s", v);
+	free(v);
+	t_pgjob(&r, ci, "cancel", notify_id, NULL);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	t_assert_value(c, "cancelled",
+		       "select state from pgjob.jobs where step = 'notify'");
 	/* resize is running (a worker of nobody's: the test claims it). */
 	t_exec(c,
 	       "update pgjob.jobs set state = 'running', locked_by = 'x',"
 	       " locked_until = now() + interval '1 h' where step = 'resize'");
 	t_pgjob(&r, ci, "workflow", "cancel", id, NULL);
 	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "cancelled 3 step(s)"));
+	assert_non_null(strstr(r.out, "cancelled 2 step(s)"));
 	t_run_free(&r);
 	t_assert_value(c, "running|1|3",
 		       "select state || '|' || running || '|' || cancelled"
