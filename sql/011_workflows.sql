@@ -54,6 +54,8 @@ create table pgjob.workflows (
 );
 create index jobs_workflow_idx on pgjob.jobs (workflow_id)
 	where workflow_id is not null;
+-- pgjob status counts the jobs that wait for their parents, per queue.
+create index jobs_waiting_idx on pgjob.jobs (queue) where state = 'waiting';
 create index workflows_running_idx on pgjob.workflows (id)
 	where finished_at is null;
 

@@ -60,6 +60,7 @@ enum {
 	Q_PAUSED_KINDS,
 	Q_LIMITED,
 	Q_THROTTLED,
+	Q_WAITING,
 	Q_KINDS_TEXT, /* human output only */
 };
 
@@ -84,7 +85,14 @@ static const char QUEUES_SQL[] =
 	"  from pgjob.jobs"
 	"  where state in ('available', 'running', 'dead')"
 	"   or (state = 'done' and finished_at > now() - interval '1 minute')"
-	"  group by queue)"
+	"  group by queue),"
+	/* Jobs that wait for their parents, along jobs_waiting_idx. */
+	" w as (select queue, count(*) as waiting from pgjob.jobs"
+	"  where state = 'waiting' group by queue),"
+	" jw as (select coalesce(j.queue, w.queue) as queue, j.due, "
+	"j.scheduled,"
+	"  j.running, j.dead, j.oldest_due_age_s, j.done_last_minute,"
+	"  w.waiting from j full join w on w.queue = j.queue)"
 	" select coalesce(j.queue, l.queue) as queue, coalesce(j.due, 0) as "
 	"due,"
 	"  coalesce(j.scheduled, 0) as scheduled,"
@@ -98,8 +106,9 @@ static const char QUEUES_SQL[] =
 	"   or l.rate_per_key is not null or l.fair, false) as limited,"
 	"  case when l.throttled_until > now() then l.throttled_until end"
 	"   as throttled_until,"
+	"  coalesce(j.waiting, 0) as waiting,"
 	"  array_to_string(l.paused_kinds, ', ')"
-	" from j full join pgjob.limits l on l.queue = j.queue"
+	" from jw j full join pgjob.limits l on l.queue = j.queue"
 	" order by 1";
 
 /* Column numbers of NO_HANDLER_SQL. */
@@ -223,10 +232,10 @@ flow_text(const struct db_rows *res, int row)
 void
 cli_status_print_queues(const struct db_rows *res, FILE *f)
 {
-	static const char *const head[] = {"QUEUE",	"DUE",	"SCHEDULED",
-					   "RUNNING",	"DEAD", "OLDEST DUE",
-					   "DONE 1MIN", "FLOW"};
-	int n = db_rows_count(res), flow = 0;
+	static const char *const head[] = {
+		"QUEUE", "DUE",	       "SCHEDULED", "WAITING", "RUNNING",
+		"DEAD",	 "OLDEST DUE", "DONE 1MIN", "FLOW"};
+	int n = db_rows_count(res), flow = 0, waiting = 0;
 	struct cli_table t;
 
 	fputs("queues\n", f);
@@ -235,21 +244,39 @@ cli_status_print_queues(const struct db_rows *res, FILE *f)
 		return;
 	}
 	char **cell = xcalloc((size_t)n, sizeof(char *));
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		flow |= (cell[i] = flow_text(res, i)) != NULL;
-	/* Without flow control the column would say nothing: leave it
-	 * out. */
-	cli_table_init(&t, flow ? 8 : 7, head, "lrrrrrrl");
+		waiting |= strcmp(db_rows_text(res, i, Q_WAITING), "0") != 0;
+	}
+	/* Without flow control or jobs that wait for others, those columns
+	 * would say nothing: leave them out. */
+	const char *const *h = head;
+	const char *hw[8];
+	if (!waiting) {
+		int k = 0;
+		for (int c = 0; c < 9; c++)
+			if (c != 3)
+				hw[k++] = head[c];
+		h = hw;
+	}
+	cli_table_init(&t, 7 + waiting + flow, h,
+		       waiting ? "lrrrrrrrl" : "lrrrrrrl");
 	for (int i = 0; i < n; i++) {
 		char a[32];
-		const char *row[] = {val(res, i, Q_QUEUE),
-				     val(res, i, Q_DUE),
-				     val(res, i, Q_SCHEDULED),
-				     val(res, i, Q_RUNNING),
-				     val(res, i, Q_DEAD),
-				     age(res, i, Q_OLDEST, a, sizeof(a)),
-				     val(res, i, Q_DONE),
-				     cell[i]};
+		const char *row[9],
+			*all[] = {val(res, i, Q_QUEUE),
+				  val(res, i, Q_DUE),
+				  val(res, i, Q_SCHEDULED),
+				  val(res, i, Q_WAITING),
+				  val(res, i, Q_RUNNING),
+				  val(res, i, Q_DEAD),
+				  age(res, i, Q_OLDEST, a, sizeof(a)),
+				  val(res, i, Q_DONE),
+				  cell[i]};
+		int k = 0;
+		for (int c = 0; c < 9; c++)
+			if (c != 3 || waiting)
+				row[k++] = all[c];
 		cli_table_add(&t, row);
 		free(cell[i]);
 	}

@@ -513,7 +513,8 @@ test_status(void **state)
 		       "\"running\":0,\"dead\":0,\"oldest_due_age_s\":null,"
 		       "\"done_last_minute\":0,\"paused\":false,"
 		       "\"paused_kinds\":[\"send\",\"digest\"],"
-		       "\"limited\":false,\"throttled_until\":null}"));
+		       "\"limited\":false,\"throttled_until\":null,"
+		       "\"waiting\":0}"));
 	assert_non_null(strstr(r.out, "\"queue\":\"billing\",\"due\":0,"
 				      "\"scheduled\":1,\"running\":0,"
 				      "\"dead\":0,\"oldest_due_age_s\":null,"

@@ -376,6 +376,14 @@ test_show_and_cancel(void **state)
 	assert_null(strchr(r.out, '\033'));
 	assert_non_null(strstr(r.out, "running, 4 steps"));
 	t_run_free(&r);
+	/* pgjob status counts them per queue, in a column of their own. */
+	t_pgjob(&r, ci, "status", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "WAITING"));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "status", "--json", NULL);
+	assert_non_null(strstr(r.out, "\"waiting\":2"));
+	t_run_free(&r);
 	/* The waiting steps, by state. */
 	t_pgjob(&r, ci, "jobs", "--state", "waiting", NULL);
 	assert_int_equal(r.status, 0);
