@@ -32,7 +32,10 @@ usage(FILE *f)
 	fputs("usage: pgjob [-c FILE] [--database CONNINFO] COMMAND [ARGS]\n"
 	      "\n"
 	      "commands:\n"
-	      "  migrate                apply pending schema migrations\n"
+	      "  migrate [--status | --dry-run]\n"
+	      "                         apply pending schema migrations "
+	      "(--status: list\n"
+	      "                         them; --dry-run: print their SQL)\n"
 	      "  enqueue KIND [JSON] [--queue Q] [--run-at TIME | --in DUR]\n"
 	      "          [--priority N] [--unique-key K] [--ordering-key K]\n"
 	      "          [--max-attempts N] [--limit-key K] [--cost N]\n"
@@ -90,18 +93,71 @@ usage(FILE *f)
 	      f);
 }
 
+/*
+ * migrate [--status | --dry-run]: --status prints the database's schema
+ * version and the migrations this pgjob would apply; --dry-run prints
+ * their SQL and changes nothing.  Both exit 0.
+ */
 static int
 cmd_migrate(struct cli *cli, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{"status", no_argument, NULL, 's'},
+		{"dry-run", no_argument, NULL, 'n'},
+		{NULL, 0, NULL, 0},
+	};
+	int status = 0, dry = 0, c;
 	char *err;
-	int applied;
+	int applied, version = -1;
 
-	if (argc > 1)
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c == 's')
+			status = 1;
+		else if (c == 'n')
+			dry = 1;
+		else
+			return cli_bad_option("migrate", c, argv);
+	}
+	if (optind < argc)
 		return cli_fail(CLI_EXIT_USAGE,
-				"migrate: unexpected argument \"%s\"", argv[1]);
+				"migrate: unexpected argument \"%s\"",
+				argv[optind]);
+	if (status && dry)
+		return cli_fail(CLI_EXIT_USAGE, "migrate: %s",
+				"--status and --dry-run exclude each other");
 	struct db_conn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
+	if (status || dry) {
+		migrate_check(conn, &version, &err);
+		db_close(conn);
+		if (version < 0) {
+			cli_fail(CLI_EXIT_FAILED, "migrate: %s",
+				 err ? err : "cannot read the schema version");
+			free(err);
+			return CLI_EXIT_FAILED;
+		}
+		free(err);
+		if (status)
+			printf("schema version %d; this pgjob applies up to "
+			       "%d\n",
+			       version, migrate_latest());
+		for (int i = 0; i < migrate_count; i++) {
+			const struct migration *m = &migrate_list[i];
+			if (m->version <= version)
+				continue;
+			if (status)
+				printf("pending: %d %s\n", m->version, m->name);
+			else
+				printf("-- %d %s\n%s\n", m->version, m->name,
+				       m->sql);
+		}
+		if (version > migrate_latest())
+			printf("the database is newer than this pgjob\n");
+		return 0;
+	}
 	int rc = migrate_run(conn, &applied, &err);
 	db_close(conn);
 	if (rc < 0) {
@@ -401,16 +457,21 @@ load_config(struct cli *cli)
 	return EXIT_CONFIG;
 }
 
+static void
+print_version(void)
+{
+	printf("pgjob %s (schema version %d)\n", PGJOBD_VERSION,
+	       migrate_latest());
+}
+
 /* Runs the command argv[0]; returns the exit code. */
 static int
 dispatch(struct cli *cli, int argc, char **argv)
 {
 	int rc;
 
-	if (strcmp(argv[0], "version") == 0 ||
-	    strcmp(argv[0], "--version") == 0) {
-		printf("pgjob %s (schema version %d)\n", PGJOBD_VERSION,
-		       migrate_latest());
+	if (strcmp(argv[0], "version") == 0) {
+		print_version();
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
@@ -438,6 +499,7 @@ main(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},
 		{"database", required_argument, NULL, 'd'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	struct cli cli = {0};
@@ -447,7 +509,7 @@ main(int argc, char **argv)
 	log_init("pgjob", LOG_WARN, 0);
 	failpoint_init();
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+c:d:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:d:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			cli.config_path = optarg;
@@ -459,6 +521,9 @@ main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			print_version();
 			return 0;
 		default:
 			cli_fail(CLI_EXIT_USAGE, "unknown option \"%s\"",

@@ -110,11 +110,67 @@ test_unreachable(void **state)
 	t_run_free(&r);
 }
 
+/* migrate --status and --dry-run say what would be applied and change
+ * nothing; -V and --version print the version. */
+static void
+test_status_and_dry_run(void **state)
+{
+	const char *ci = t_db_create("t_migrate_status");
+	struct t_run r;
+	char want[64];
+
+	t_pgjob(&r, ci, "migrate", "--status", NULL);
+	assert_int_equal(r.status, 0);
+	snprintf(want, sizeof(want),
+		 "schema version 0; this pgjob applies up to %d",
+		 migrate_latest());
+	assert_non_null(strstr(r.out, want));
+	assert_non_null(strstr(r.out, "pending: 1 001_init.sql\n"));
+	snprintf(want, sizeof(want), "pending: %d ", migrate_latest());
+	assert_non_null(strstr(r.out, want));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "migrate", "--dry-run", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "-- 1 001_init.sql\n"));
+	assert_non_null(strstr(r.out, "create table pgjob.jobs"));
+	t_run_free(&r);
+	PGconn *c = t_connect(ci);
+	t_assert_value(c, "f", "select to_regnamespace('pgjob') is not null");
+	t_pgjob(&r, ci, "migrate", "--status", "--dry-run", NULL);
+	assert_int_equal(r.status, 2);
+	t_run_free(&r);
+	t_pgjob(&r, ci, "migrate", NULL);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	t_pgjob(&r, ci, "migrate", "--status", NULL);
+	assert_int_equal(r.status, 0);
+	assert_null(strstr(r.out, "pending"));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "migrate", "--dry-run", NULL);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.out, "");
+	t_run_free(&r);
+	PQfinish(c);
+
+	const char *v[] = {t_bin("pgjob"), "-V", NULL};
+	t_run(&r, 10, NULL, v);
+	assert_int_equal(r.status, 0);
+	snprintf(want, sizeof(want), "(schema version %d)\n", migrate_latest());
+	assert_non_null(strstr(r.out, want));
+	t_run_free(&r);
+	const char *ver[] = {t_bin("pgjob"), "--version", NULL};
+	t_run(&r, 10, NULL, ver);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, want));
+	t_run_free(&r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fresh_then_again),
+		cmocka_unit_test(test_status_and_dry_run),
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_newer_database_refused),
 		cmocka_unit_test(test_unreachable),
