@@ -5,11 +5,12 @@
  * queues as `pgjob status` shows them.
  *
  * --once prints one frame without clearing the screen, for scripts and
- * tests.  Otherwise SIGINT, SIGTERM or q on a terminal ends it with exit 0.
- * The signal handler only sets a flag and writes to a pipe that the wait
- * watches (so a signal is never lost between a check and the wait), and
- * puts the terminal back at once: a second signal then ends the process
- * the default way even if a query hangs.
+ * tests; when stdout is not a terminal, the frames follow one another,
+ * without escape codes (a log of them).  Otherwise SIGINT, SIGTERM or q on a
+ * terminal ends it with exit 0. The signal handler only sets a flag and writes
+ * to a pipe that the wait watches (so a signal is never lost between a check
+ * and the wait), and puts the terminal back at once: a second signal then ends
+ * the process the default way even if a query hangs.
  */
 #include "cli/cli.h"
 
@@ -205,17 +206,24 @@ loop(struct db_conn *conn, int64_t interval_ms, const char *interval)
 	if (setup_signals() < 0)
 		return cli_fail(CLI_EXIT_FAILED, "top: pipe: %s",
 				strerror(errno));
+	/* Into a pipe or a file: frames one after another, no escape
+	 * codes. */
+	int tty = isatty(1);
 	raw_terminal();
-	fputs("\033[?25l", stdout); /* hide the cursor */
-	while (!top_stop) {
-		if (frame(conn, interval_ms, interval, 1) < 0) {
+	if (tty)
+		fputs("\033[?25l", stdout); /* hide the cursor */
+	for (int n = 0; !top_stop; n++) {
+		if (!tty && n > 0)
+			fputc('\n', stdout);
+		if (frame(conn, interval_ms, interval, tty) < 0) {
 			rc = CLI_EXIT_FAILED;
 			break;
 		}
 		if (wait_key(interval_ms, &stdin_open))
 			break;
 	}
-	fputs("\033[?25h", stdout);
+	if (tty)
+		fputs("\033[?25h", stdout);
 	fflush(stdout);
 	restore_terminal();
 	close(top_pipe[0]);

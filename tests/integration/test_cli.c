@@ -785,7 +785,8 @@ test_top_once(void **state)
 	PQfinish(c);
 }
 
-/* Without --once, top refreshes until SIGINT or SIGTERM, then exits 0. */
+/* Without --once, top refreshes until SIGINT or SIGTERM, then exits 0;
+ * into a file it writes plain frames. */
 static void
 test_top_signals(void **state)
 {
@@ -798,6 +799,9 @@ test_top_signals(void **state)
 		t_wait_log(log, "pgjob top", 2, 5);
 		assert_int_equal(t_stop(pid, sigs[i], 10), 0);
 		assert_int_equal(t_log_count(log, "pgjob:"), 0);
+		/* Not a terminal: frames one after another, no escape
+		 * codes. */
+		assert_int_equal(t_log_count(log, "\033"), 0);
 	}
 }
 
