@@ -427,6 +427,43 @@ static const struct {
 	{"workflow", cli_workflow_run, 0},
 };
 
+/*
+ * pgjob COMMAND --help: the lines of the usage that are about COMMAND (a
+ * line "  COMMAND ..." and the deeper-indented lines that go on from it),
+ * then where the rest is.
+ */
+static void
+usage_command(FILE *f, const char *cmd)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	if (!m) {
+		usage(f);
+		return;
+	}
+	usage(m);
+	fclose(m);
+	size_t n = strlen(cmd);
+	int in = 0;
+	fputs("usage: pgjob [-c FILE] [--database CONNINFO] ...\n\n", f);
+	for (char *line = text, *end; line && *line; line = end) {
+		end = strchr(line, '\n');
+		if (end)
+			*end++ = '\0';
+		if (strncmp(line, "  ", 2) == 0 && line[2] != ' ')
+			in = strncmp(line + 2, cmd, n) == 0 &&
+			     (line[2 + n] == ' ' || line[2 + n] == '\0');
+		else if (strncmp(line, "   ", 3) != 0)
+			in = 0;
+		if (in)
+			fprintf(f, "%s\n", line);
+	}
+	fputs("\nThe whole usage: pgjob --help; each command: docs/cli.md.\n",
+	      f);
+	free(text);
+}
+
 /* 1 when the arguments of a command ask for help (before any "--"). */
 static int
 wants_help(int argc, char **argv)
@@ -478,7 +515,7 @@ dispatch(struct cli *cli, int argc, char **argv)
 		if (strcmp(argv[0], commands[i].name) != 0)
 			continue;
 		if (wants_help(argc, argv)) {
-			usage(stdout);
+			usage_command(stdout, argv[0]);
 			return 0;
 		}
 		if ((rc = load_config(cli)) != 0)

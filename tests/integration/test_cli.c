@@ -851,9 +851,9 @@ static void
 test_help(void **state)
 {
 	static const char *const commands[] = {
-		"migrate", "enqueue", "status", "jobs", "show",
-		"retry",   "cancel",  "prune",	"top",	"pause",
-		"resume",  "limits",  "version"};
+		"migrate", "enqueue", "status",	  "jobs",   "show",
+		"retry",   "cancel",  "prune",	  "top",    "pause",
+		"resume",  "limits",  "workflow", "version"};
 	struct t_run r;
 	const char *argv[] = {t_bin("pgjob"), "--help", NULL};
 	t_run(&r, 30, NULL, argv);
@@ -865,11 +865,25 @@ test_help(void **state)
 			fail_msg("--help does not list %s", commands[i]);
 	}
 	t_run_free(&r);
-	const char *sub[] = {"jobs", "--help", NULL};
-	t_pgjobv(&r, ci, sub);
-	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "usage: pgjob"));
-	t_run_free(&r);
+	/* COMMAND --help: that command's lines only, for every command. */
+	for (size_t i = 0; i + 1 < sizeof(commands) / sizeof(commands[0]);
+	     i++) {
+		const char *sub[] = {commands[i], "--help", NULL};
+		t_pgjobv(&r, ci, sub);
+		assert_int_equal(r.status, 0);
+		assert_non_null(strstr(r.out, "usage: pgjob"));
+		char want[32];
+		snprintf(want, sizeof(want), "\n  %s", commands[i]);
+		if (!strstr(r.out, want))
+			fail_msg("%s --help does not show it", commands[i]);
+		const char *other = strcmp(commands[i], "migrate")
+					    ? "\n  migrate"
+					    : "\n  enqueue";
+		if (strstr(r.out, other))
+			fail_msg("%s --help shows other commands too",
+				 commands[i]);
+		t_run_free(&r);
+	}
 }
 
 /* Fails unless ps shows pid without the secrets, the rest still there. */
