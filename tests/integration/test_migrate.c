@@ -165,12 +165,70 @@ test_status_and_dry_run(void **state)
 	t_run_free(&r);
 }
 
+/*
+ * An upgrade from schema version 10 (flow control) to 11 (workflows), with
+ * jobs in the table and a role granted pgjob.enqueue by name: the role can
+ * call the new enqueue and workflow functions, and an old done job can be
+ * a parent.
+ */
+static void
+test_upgrade_from_10(void **state)
+{
+	const char *ci = t_db_create("t_migrate_from_10");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "begin");
+	for (int i = 0; i < migrate_count && migrate_list[i].version <= 10;
+	     i++) {
+		PGresult *res = PQexec(c, migrate_list[i].sql);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+		    PQresultStatus(res) != PGRES_TUPLES_OK)
+			fail_msg("%s: %s", migrate_list[i].name,
+				 PQresultErrorMessage(res));
+		PQclear(res);
+		t_exec(c,
+		       "insert into pgjob.schema_version (version, name)"
+		       " values (%d, '%s')",
+		       migrate_list[i].version, migrate_list[i].name);
+	}
+	t_exec(c, "commit");
+	t_exec(c, "do $$ begin create role t_enq_10; exception when"
+		  " duplicate_object then null; end $$");
+	t_exec(c, "grant usage on schema pgjob to t_enq_10");
+	t_exec(c, "grant execute on function pgjob.enqueue to t_enq_10");
+	t_exec(c, "insert into pgjob.jobs (kind, state, result, finished_at)"
+		  " values ('old', 'done', '{\"x\": 1}', now())");
+	struct t_run r;
+	t_pgjob(&r, ci, "migrate", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "(1 applied)"));
+	t_run_free(&r);
+	t_assert_value(
+		c, "true|true|true",
+		"select has_function_privilege('t_enq_10',"
+		" 'pgjob.enqueue_workflow(jsonb)', 'execute')::text"
+		" || '|' || has_function_privilege('t_enq_10',"
+		" 'pgjob.batch_seal(bigint)', 'execute')::text || '|' ||"
+		" has_function_privilege('t_enq_10', 'pgjob.enqueue(text,"
+		" jsonb, text, timestamptz, int, int, text, text, text,"
+		" int, bigint[], text, bigint)', 'execute')::text");
+	t_exec(c, "set role t_enq_10");
+	long long child = t_long(c, "select pgjob.enqueue('new', depends_on =>"
+				    " (select array[1::bigint]))");
+	t_exec(c, "reset role");
+	t_assert_value(c, "available|1",
+		       "select state || '|' || (payload -> 'pgjob' -> 'parents'"
+		       " -> '1' ->> 'x') from pgjob.jobs where id = %lld",
+		       child);
+	PQfinish(c);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fresh_then_again),
 		cmocka_unit_test(test_status_and_dry_run),
+		cmocka_unit_test(test_upgrade_from_10),
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_newer_database_refused),
 		cmocka_unit_test(test_unreachable),
