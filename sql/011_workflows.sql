@@ -125,119 +125,93 @@ as $$
 	 group by d.child
 $$;
 
--- Parent p ended (state ps, result pr, error pe, named pn): what each of
--- its unresolved children makes of it.  Returns the children it cancelled
--- (their own children are the caller's next round) and how many it made
--- due.
-create function pgjob.parent_ended(p bigint, ps text, pr jsonb, pe text,
-	pn text, out cancelled bigint[], out due int)
+-- Parent p (named pn) ended in state ps: what each of its unresolved
+-- children makes of it.  Returns the children it cancelled (their own
+-- children are the caller's next round) and how many it made due.
+create function pgjob.parent_ended(p bigint, ps text, pn text,
+	out cancelled bigint[], out due int)
 language plpgsql
 as $$
 declare
 	c record;
 	kids bigint[];
 	rel bigint[];
-	failed boolean := ps <> 'done';
 begin
 	cancelled := '{}';
 	due := 0;
-	if not failed then
-		-- The common case, set by set: a fan-out of thousands is a few
-		-- statements, not a few per child.  The children are locked in
-		-- id order (two ends that share children take them in the same
-		-- order); the edges are settled first, so that the payload of a
-		-- child released here reads this parent's result too.
+	if ps = 'done' then
 		kids := array(select d.child from pgjob.job_deps d
 			       where d.parent = p and d.resolved is null
 			       order by d.child);
-		if cardinality(kids) = 0 then
-			return;
-		end if;
-		perform 1 from pgjob.jobs j where j.id = any(kids)
-		 order by j.id for update;
-		update pgjob.job_deps set resolved = ps
-		 where parent = p and child = any(kids);
-		-- Those that waited for this one only are released, their
-		-- payload written once, from every edge.
-		rel := array(select j.id from pgjob.jobs j
-			      where j.id = any(kids) and j.state = 'waiting'
-				and j.parents_left <= 1);
-		-- (Those that wait for others too count this end.)
-		update pgjob.jobs j set parents_left = j.parents_left - 1
-		 where j.id = any(kids) and j.state = 'waiting'
-		   and j.parents_left > 1;
-		if cardinality(rel) > 0 then
-			update pgjob.jobs j set parents_left = 0, state = 'available',
-				run_at = greatest(j.run_at, now()),
-				payload = pgjob.with_parent(j.payload, x.add)
-			  from pgjob.parents_of(rel) x
-			 where j.id = x.child;
-			due := cardinality(rel);
-		end if;
+	else
+		-- A parent that failed: each waiting child as its policy says.
+		-- 'wait' leaves the edge unresolved until a retry of the
+		-- parent ends done; 'cancel' cancels the child; 'run' counts
+		-- the end as a done one, below, with the children that no
+		-- longer wait (cancelled by hand or by another parent).
+		kids := '{}';
+		for c in select d.child, coalesce(j.on_parent_failure, 'cancel') as policy,
+				j.state
+			   from pgjob.job_deps d join pgjob.jobs j on j.id = d.child
+			  where d.parent = p and d.resolved is null
+			  order by d.child
+			  for update of j loop
+			if c.state = 'waiting' and c.policy = 'wait' then
+				continue;
+			elsif c.state = 'waiting' and c.policy = 'cancel' then
+				update pgjob.job_deps set resolved = ps
+				 where parent = p and child = c.child;
+				update pgjob.jobs set state = 'cancelled',
+					finished_at = now(),
+					last_error = format('parent %s ended %s', pn, ps)
+				 where id = c.child;
+				cancelled := cancelled || c.child;
+			else
+				kids := kids || c.child;
+			end if;
+		end loop;
+	end if;
+	if cardinality(kids) = 0 then
 		return;
 	end if;
-	-- A parent that failed: each child as its policy says.  The children
-	-- in id order, as above.
-	for c in select d.child, coalesce(j.on_parent_failure, 'cancel') as policy,
-			j.state, j.parents_left
-		   from pgjob.job_deps d join pgjob.jobs j on j.id = d.child
-		  where d.parent = p and d.resolved is null
-		  order by d.child
-		  for update of j loop
-		if c.state <> 'waiting' then
-			-- Cancelled (by hand or by another parent), or already
-			-- released: the edge is settled, nothing else moves.
-			update pgjob.job_deps set resolved = ps
-			 where parent = p and child = c.child;
-			continue;
-		end if;
-		if failed and c.policy = 'wait' then
-			continue; -- until a retry of the parent ends done
-		end if;
-		update pgjob.job_deps set resolved = ps
-		 where parent = p and child = c.child;
-		if failed and c.policy = 'cancel' then
-			update pgjob.jobs set state = 'cancelled', finished_at = now(),
-				last_error = format('parent %s ended %s', pn, ps)
-			 where id = c.child;
-			cancelled := cancelled || c.child;
-			continue;
-		end if;
-		-- 'run': the end counts, as a done one does.
-		update pgjob.jobs j set
-			parents_left = j.parents_left - 1,
-			state = case when j.parents_left <= 1 then 'available' else 'waiting' end,
-			run_at = case when j.parents_left <= 1
-				then greatest(j.run_at, now()) else j.run_at end,
-			payload = case when j.parents_left <= 1
-				then pgjob.with_parent(j.payload, coalesce((select x.add
-					from pgjob.parents_of(array[j.id]) x), '{}'))
-				else j.payload end
-		 where j.id = c.child;
-		if c.parents_left <= 1 then
-			due := due + 1;
-		end if;
-	end loop;
+	-- Set by set: a fan-out of thousands is a few statements, not a few
+	-- per child.  The children are locked in id order (two ends that
+	-- share children take them in the same order); the edges are settled
+	-- first, so that the payload of a child released here reads this
+	-- parent's end too.
+	perform 1 from pgjob.jobs j where j.id = any(kids)
+	 order by j.id for update;
+	update pgjob.job_deps set resolved = ps
+	 where parent = p and child = any(kids);
+	-- Those that waited for this one only are released, their payload
+	-- written once, from every edge; the others count this end.
+	rel := array(select j.id from pgjob.jobs j
+		      where j.id = any(kids) and j.state = 'waiting'
+			and j.parents_left <= 1);
+	update pgjob.jobs j set parents_left = j.parents_left - 1
+	 where j.id = any(kids) and j.state = 'waiting'
+	   and j.parents_left > 1;
+	if cardinality(rel) > 0 then
+		update pgjob.jobs j set parents_left = 0, state = 'available',
+			run_at = greatest(j.run_at, now()),
+			payload = pgjob.with_parent(j.payload, x.add)
+		  from pgjob.parents_of(rel) x
+		 where j.id = x.child;
+		due := cardinality(rel);
+	end if;
 end
 $$;
 
--- payload with add merged into its "pgjob" object, key by key one level
--- down ("parents", "failed").  Never fails: a payload or a "pgjob" that is
--- not an object (written behind pgjob.enqueue()'s back) is kept as it is.
+-- payload with what its parents gave (add, parents_of()'s form) under
+-- "pgjob".  A job with parents has no "pgjob" key of its own
+-- (pgjob.enqueue() refuses it); a payload that is not an object (written
+-- behind pgjob.enqueue()'s back) is kept as it is: never an error.
 create function pgjob.with_parent(payload jsonb, add jsonb) returns jsonb
 language sql immutable
 as $$
-	select case
-		when jsonb_typeof(payload) <> 'object' then payload
-		when payload ? 'pgjob' and jsonb_typeof(payload -> 'pgjob') <> 'object'
-			then payload
-		else jsonb_set(payload, '{pgjob}', coalesce(payload -> 'pgjob', '{}')
-			|| (select coalesce(jsonb_object_agg(k.key,
-				case when jsonb_typeof(payload -> 'pgjob' -> k.key) = 'object'
-					then (payload -> 'pgjob' -> k.key) || k.value
-					else k.value end), '{}')
-			      from jsonb_each(add) k))
-	end
+	select case when jsonb_typeof(payload) = 'object' and add <> '{}'
+		then payload || jsonb_build_object('pgjob', add)
+		else payload end
 $$;
 
 -- A job of workflow wf and batch b (either null) ended in state st
@@ -322,14 +296,14 @@ begin
 		return null;
 	end if;
 	perform set_config('pgjob.releasing', 'on', true);
-	select * into r from pgjob.parent_ended(new.id, new.state, new.result,
-		new.last_error, coalesce(new.step, new.id::text));
+	select * into r from pgjob.parent_ended(new.id, new.state,
+		coalesce(new.step, new.id::text));
 	work := r.cancelled;
 	due := r.due;
 	while i <= cardinality(work) loop
 		select pe.* into r from pgjob.jobs j
-		 cross join lateral pgjob.parent_ended(j.id, j.state, j.result,
-			j.last_error, coalesce(j.step, j.id::text)) pe
+		 cross join lateral pgjob.parent_ended(j.id, j.state,
+			coalesce(j.step, j.id::text)) pe
 		 where j.id = work[i] and j.children;
 		i := i + 1;
 		if found then
