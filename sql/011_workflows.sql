@@ -520,6 +520,11 @@ begin
 	  from pgjob.check_job('pgjob.enqueue', kind, payload, run_at, priority,
 		max_attempts, cost) c;
 	cost := coalesce(cost, 1);
+	if on_parent_failure is not null
+	   and coalesce(cardinality(depends_on), 0) = 0 then
+		raise exception 'pgjob.enqueue: on_parent_failure needs depends_on'
+			using errcode = '22023';
+	end if;
 	if batch_id is not null then
 		return pgjob.enqueue_batched(kind, payload, queue, run_at,
 			priority, max_attempts, unique_key, ordering_key, limit_key,
@@ -529,10 +534,6 @@ begin
 		return pgjob.enqueue_child(kind, payload, queue, run_at, priority,
 			max_attempts, ordering_key, limit_key, cost, depends_on,
 			on_parent_failure, unique_key, null, null, null);
-	end if;
-	if on_parent_failure is not null then
-		raise exception 'pgjob.enqueue: on_parent_failure needs depends_on'
-			using errcode = '22023';
 	end if;
 	loop
 		-- The only unique index a new row can hit is jobs_unique_key_idx.
@@ -940,10 +941,6 @@ begin
 		return pgjob.enqueue_child(kind, payload, queue, run_at, priority,
 			max_attempts, ordering_key, limit_key, cost, deps, pol, null,
 			null, null, b);
-	end if;
-	if pol is not null then
-		raise exception 'pgjob.enqueue: on_parent_failure needs depends_on'
-			using errcode = '22023';
 	end if;
 	insert into pgjob.jobs (kind, payload, queue, run_at, priority,
 		max_attempts, ordering_key, limit_key, cost, batch_id)
