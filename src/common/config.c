@@ -24,9 +24,11 @@
 #include <unistd.h>
 
 #include "common/cron.h"
+#include "common/duration.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/size.h"
 #include "common/util.h"
 #include "common/yaml.h"
 
@@ -207,6 +209,42 @@ read_rate(struct yaml_doc *d, const struct ynode *n, const char *path,
 	if (s && rate_parse(s, r, &why) < 0)
 		yaml_doc_error(d, n, path, "rate \"%s\": %s", s, why);
 	free(s);
+}
+
+/* limits.memory and limits.file_size: a size (size.h), at least 1 byte. */
+static void
+read_size(struct yaml_doc *d, const struct ynode *n, const char *path,
+	  void *dst)
+{
+	const char *why = NULL;
+	char *s = yaml_string(d, n, path);
+	int64_t bytes;
+
+	if (s && size_parse(s, &bytes, &why) < 0)
+		yaml_doc_error(d, n, path, "size \"%s\": %s", s, why);
+	else if (s && bytes == 0)
+		yaml_doc_error(d, n, path,
+			       "must be at least 1 byte (leave it out for no "
+			       "limit)");
+	else if (s)
+		*(int64_t *)dst = bytes;
+	free(s);
+}
+
+/* limits.cpu: a duration in whole seconds, RLIMIT_CPU's unit. */
+static void
+read_cpu(struct yaml_doc *d, const struct ynode *n, const char *path, void *dst)
+{
+	int64_t ms;
+
+	if (yaml_duration(d, n, path, 1000, DURATION_MAX_MS, &ms) < 0)
+		return;
+	if (ms % 1000)
+		yaml_doc_error(d, n, path,
+			       "CPU time is limited in whole seconds "
+			       "(RLIMIT_CPU): 1s, 90s, 5m");
+	else
+		*(int64_t *)dst = ms;
 }
 
 static bool
@@ -483,6 +521,18 @@ static const struct yaml_field queue_fields[] = {
 	{0},
 };
 
+/* An exec handler's limits: (struct exec_limits). */
+static const struct yaml_field limits_fields[] = {
+	F("cpu", YF_READ, exec_limits, cpu_ms, .read = read_cpu),
+	F("memory", YF_READ, exec_limits, memory, .read = read_size),
+	F("open_files", YF_INT, exec_limits, open_files, .min = 1,
+	  .max = INT_MAX),
+	F("processes", YF_INT, exec_limits, processes, .min = 1,
+	  .max = INT_MAX),
+	F("file_size", YF_READ, exec_limits, file_size, .read = read_size),
+	{0},
+};
+
 static const struct yaml_field handler_fields[] = {
 	F("type", YF_CHOICE, handler_conf, type, .names = handler_types,
 	  .what = "handler type", .required = true),
@@ -497,6 +547,10 @@ static const struct yaml_field handler_fields[] = {
 	F("user", YF_READ, handler_conf, run_as, .read = read_user,
 	  .only = EXEC),
 	F("group", YF_READ, handler_conf, run_as, .read = read_group,
+	  .only = EXEC),
+	/* Only exec: the other types run inside their worker, whose limits
+	 * would bound every job of the worker at once. */
+	F("limits", YF_MAP, handler_conf, limits, .sub = limits_fields,
 	  .only = EXEC),
 	F("statement", YF_STRING, handler_conf, statement, .only = SQL,
 	  .required = true, .check = check_nonempty),

@@ -75,6 +75,18 @@ struct run_as {
 	int line, column; /* of the user: (else group:) value */
 };
 
+/*
+ * An exec handler's `limits:` (docs/handlers.md, "Limits"): setrlimit() in
+ * the child between fork and exec.  0: not set (the worker's own limit).
+ */
+struct exec_limits {
+	int64_t cpu_ms;	    /* RLIMIT_CPU; whole seconds */
+	int64_t memory;	    /* RLIMIT_AS, bytes of address space */
+	int64_t open_files; /* RLIMIT_NOFILE */
+	int64_t processes;  /* RLIMIT_NPROC: of the command's real uid */
+	int64_t file_size;  /* RLIMIT_FSIZE, bytes */
+};
+
 struct handler_conf {
 	char *kind; /* the map key under handlers: */
 	enum handler_type type;
@@ -88,6 +100,7 @@ struct handler_conf {
 	struct strlist command; /* argv; command.v[0] is the program */
 	struct strlist env;	/* "NAME=value" added to the clean env */
 	struct run_as run_as;
+	struct exec_limits limits;
 	/* sql */
 	char *statement;
 	/* http */

@@ -237,6 +237,7 @@ handler_start(struct ev_loop *loop, struct job *job, int slot,
 			.input = job->payload,
 			.timeout_ms = h->timeout_ms,
 			.run_as = &h->run_as,
+			.limits = &h->limits,
 			.lj = {job->id, job->kind, job->attempt},
 		};
 		start_exec(run, &spec);

@@ -5,7 +5,8 @@
  * No shell: argv comes straight from the config.  The child gets a clean
  * environment (PATH and PGJOB_*, plus the handler's env), its own process
  * group, pipes on 0, 1 and 2 and no other descriptor, the handler's user
- * and group if it names them, and SIGKILL when the worker dies (spawn()).
+ * and group if it names them, its resource limits (setrlimit(), between
+ * the clone and the execve), and SIGKILL when the worker dies (spawn()).
  * The payload is
  * written to its stdin without blocking; stdout is kept up to 1 MiB (the
  * rest is read and discarded so the child never blocks), stderr's last
@@ -47,6 +48,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/pgtext.h"
+#include "common/size.h"
 #include "common/util.h"
 
 #define STDOUT_MAX    (1024 * 1024)
@@ -65,6 +67,7 @@ struct exec_run {
 	const char *task;
 	int partition;
 	const struct run_as *run_as; /* borrowed from the config, or NULL */
+	const struct exec_limits *limits; /* likewise */
 	int64_t timeout_ms;
 	pid_t pid; /* also the process group id; 0 once reaped */
 	int pidfd; /* -1: exit is polled with poll_w instead */
@@ -188,6 +191,13 @@ struct spawn_args {
 	int fds[3];		 /* become 0, 1, 2 */
 	pid_t parent;		 /* the worker */
 	const struct run_as *as; /* NULL: stay pgjobd's user */
+	/* setrlimit()'s, prepared: n of them. */
+	struct {
+		int resource;
+		struct rlimit rl;
+		const char *step;
+	} lim[5];
+	int nlim;
 	/* Written by the child when a step fails, read by the parent. */
 	int err;
 	const char *step; /* NULL: the execve itself */
@@ -212,7 +222,12 @@ child_fail(struct spawn_args *a, const char *step)
  * died before PR_SET_PDEATHSIG was set (and the signal would never come).
  * The set*id calls are raw system calls: glibc's wrappers would signal
  * every thread of the process to change theirs too, and the worker's
- * threads (libcurl's resolver) are not this child's.
+ * threads (libcurl's resolver) are not this child's.  The limits come
+ * after them, so that RLIMIT_NPROC counts the processes of the user the
+ * command runs as (the kernel checks it at the execve); setrlimit() is
+ * one system call (prlimit64) with no lock.  RLIMIT_AS here bounds only
+ * what the child maps itself, and it maps nothing more before the execve,
+ * which gives it an address space of its own.
  */
 __attribute__((no_sanitize_address)) static int
 child_main(void *arg)
@@ -244,10 +259,46 @@ child_main(void *arg)
 		if (dup2(a->fds[i], i) < 0)
 			child_fail(a, "dup2");
 	closefrom(3);
+	for (int i = 0; i < a->nlim; i++)
+		if (setrlimit(a->lim[i].resource, &a->lim[i].rl) < 0)
+			child_fail(a, a->lim[i].step);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	execve(a->path, a->argv, a->env);
 	child_fail(a, NULL);
+}
+
+/*
+ * The handler's limits as setrlimit() arguments, for the child.  Soft and
+ * hard are the same, so the command cannot raise them again; but cpu's hard
+ * limit is a second later: at the soft one the kernel sends SIGXCPU, which
+ * a command may catch to clean up, and at the hard one SIGKILL.
+ */
+static void
+prepare_limits(struct spawn_args *a, const struct exec_limits *l)
+{
+	const struct {
+		int resource;
+		int64_t v;
+		const char *step;
+	} t[] = {
+		{RLIMIT_CPU, l->cpu_ms / 1000, "limits.cpu: setrlimit"},
+		{RLIMIT_AS, l->memory, "limits.memory: setrlimit"},
+		{RLIMIT_NOFILE, l->open_files, "limits.open_files: setrlimit"},
+		{RLIMIT_NPROC, l->processes, "limits.processes: setrlimit"},
+		{RLIMIT_FSIZE, l->file_size, "limits.file_size: setrlimit"},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		if (t[i].v <= 0)
+			continue;
+		a->lim[a->nlim].resource = t[i].resource;
+		a->lim[a->nlim].rl.rlim_cur = (rlim_t)t[i].v;
+		a->lim[a->nlim].rl.rlim_max =
+			(rlim_t)t[i].v + (t[i].resource == RLIMIT_CPU);
+		a->lim[a->nlim].step = t[i].step;
+		a->nlim++;
+	}
 }
 
 /*
@@ -278,6 +329,8 @@ spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
 	int rc = 0;
 
 	*step = NULL;
+	if (x->limits)
+		prepare_limits(&a, x->limits);
 	for (int i = 0; i < 3 && rc == 0; i++)
 		if (make_pipe(p[i]) < 0)
 			rc = errno;
@@ -556,6 +609,49 @@ stdout_retry_in(const struct exec_run *x)
 	return ms;
 }
 
+/* User and system CPU time of ru, in milliseconds. */
+static int64_t
+ru_cpu_ms(const struct rusage *ru)
+{
+	return (int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+	       (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+}
+
+/*
+ * The limit that ended a failed attempt, or NULL (caller frees): SIGXCPU,
+ * or any failure once the CPU time reached cpu (SIGKILL at the hard limit
+ * a second later, or a command that caught SIGXCPU and exited), names
+ * cpu; SIGXFSZ names file_size.  The other limits make a system call fail
+ * (ENOMEM, EMFILE, EAGAIN), which the command reports itself.
+ */
+static char *
+limit_hit(const struct exec_run *x, int status, const struct rusage *ru)
+{
+	const struct exec_limits *l = x->limits;
+	int sig = status >= 0 && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	char v[SIZE_LEN], how[32];
+
+	if (!l || x->why || status < 0 ||
+	    (WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		return NULL;
+	if (sig == SIGXCPU)
+		snprintf(how, sizeof(how), "SIGXCPU");
+	else if (sig == SIGKILL)
+		snprintf(how, sizeof(how), "SIGKILL");
+	else if (sig)
+		snprintf(how, sizeof(how), "signal %d", sig);
+	else
+		snprintf(how, sizeof(how), "exit status %d",
+			 WEXITSTATUS(status));
+	if (l->cpu_ms > 0 && (sig == SIGXCPU || ru_cpu_ms(ru) >= l->cpu_ms))
+		return xasprintf("cpu limit %s reached (%s)",
+				 duration_format(l->cpu_ms, v, sizeof(v)), how);
+	if (l->file_size > 0 && sig == SIGXFSZ)
+		return xasprintf("file_size limit %s reached (SIGXFSZ)",
+				 size_format(l->file_size, v, sizeof(v)));
+	return NULL;
+}
+
 /* "exit status 3", "killed by signal 9 (core dumped)"; caller frees. */
 static char *
 describe_status(int status)
@@ -569,10 +665,14 @@ describe_status(int status)
 }
 
 static void
-make_result(struct exec_run *x, int status, struct handler_result *res)
+make_result(struct exec_run *x, int status, const struct rusage *ru,
+	    struct handler_result *res)
 {
-	char *what = describe_status(status);
+	char *what = limit_hit(x, status, ru);
 	char *tail;
+
+	if (!what)
+		what = describe_status(status);
 
 	res->outcome = OUTCOME_RETRY;
 	res->retry_in_ms = -1;
@@ -615,9 +715,7 @@ log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 	static const char *names[] = {"done", "retry", "dead"};
 	char *what = describe_status(status);
 	char *how;
-	int64_t cpu =
-		(int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
-		(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+	int64_t cpu = ru_cpu_ms(ru);
 
 	if (x->out_dropped)
 		xlog(x, LOG_WARN, "stdout over 1 MiB discarded (%zu bytes)",
@@ -668,7 +766,8 @@ note_pgid(pid_t pid, int on)
 static void
 child_gone(struct exec_run *x)
 {
-	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0};
+	struct handler_result res = {.outcome = OUTCOME_RETRY,
+				     .retry_in_ms = -1};
 	struct rusage ru = {0};
 	int status = -1;
 	pid_t r;
@@ -686,7 +785,13 @@ child_gone(struct exec_run *x)
 	x->pid = 0;
 	drain(x, &x->out_fd, &x->out_w, 4 * READ_ROUNDS);
 	drain(x, &x->err_fd, &x->err_w, 4 * READ_ROUNDS);
-	make_result(x, status, &res);
+	make_result(x, status, &ru, &res);
+	/* ru_maxrss is in KiB on Linux; the child's alone (wait4()). */
+	if (r >= 0) {
+		res.measured = true;
+		res.cpu_ms = ru_cpu_ms(&ru);
+		res.max_rss_kb = ru.ru_maxrss;
+	}
 	log_attempt(x, status, &ru, &res);
 	x->finish(x->run, &res); /* frees x */
 }
@@ -762,6 +867,7 @@ handler_exec_start(void *run, struct ev_loop *loop,
 	x->task = spec->task;
 	x->partition = spec->partition;
 	x->run_as = spec->run_as;
+	x->limits = spec->limits;
 	x->timeout_ms = spec->timeout_ms;
 	x->in = spec->input ? spec->input : "";
 	x->in_len = strlen(x->in);

@@ -13,6 +13,7 @@
 
 struct ev_loop;
 struct run_as;
+struct exec_limits;
 struct exec_run;
 
 /* The PATH of every command, unless its env: sets another. */
@@ -27,8 +28,10 @@ struct exec_spec {
 	const char *input;	     /* stdin (a job's payload), or NULL */
 	int64_t timeout_ms;	     /* 0: none */
 	const struct run_as *run_as; /* NULL: pgjobd's own user */
-	struct log_job lj;	     /* a job's log lines name it */
-	const char *task;	     /* or a task's, with its partition */
+	/* setrlimit() in the child before its exec; NULL: none. */
+	const struct exec_limits *limits;
+	struct log_job lj; /* a job's log lines name it */
+	const char *task;  /* or a task's, with its partition */
 	int partition;
 };
 
@@ -36,7 +39,9 @@ struct exec_spec {
  * Spawns spec's command for run.  Returns the child's state (freed with
  * handler_exec_free()), or NULL with *fail set to a RETRY result when the
  * command cannot be started.  When the child is gone, finish(run, ...) is
- * called from a loop callback.
+ * called from a loop callback, with the child's CPU time and peak RSS
+ * (wait4()) in the result; an attempt that a limit ended names it in its
+ * error ("cpu limit 60s reached (SIGXCPU)").
  */
 struct exec_run *handler_exec_start(void *run, struct ev_loop *loop,
 				    const struct exec_spec *spec,

@@ -909,7 +909,8 @@ log_attempt(const struct http_run *x, CURLcode rc,
 static void
 complete(struct http_run *x, CURLcode rc)
 {
-	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0};
+	struct handler_result res = {.outcome = OUTCOME_RETRY,
+				     .retry_in_ms = -1};
 
 	make_result(x, rc, &res);
 	log_attempt(x, rc, &res);
@@ -941,8 +942,9 @@ static void
 later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct http_run *x = w->data;
-	struct handler_result res = {OUTCOME_RETRY, NULL, xstrdup(x->why), -1,
-				     0};
+	struct handler_result res = {.outcome = OUTCOME_RETRY,
+				     .error = xstrdup(x->why),
+				     .retry_in_ms = -1};
 
 	log_attempt(x, CURLE_OK, &res);
 	x->finish(x->run, &res); /* frees x */

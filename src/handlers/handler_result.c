@@ -15,4 +15,7 @@ handler_result_clear(struct handler_result *r)
 	r->error = NULL;
 	r->retry_in_ms = -1;
 	r->throttle_ms = 0;
+	r->measured = false;
+	r->cpu_ms = -1;
+	r->max_rss_kb = -1;
 }

@@ -5,6 +5,7 @@
 #ifndef PGJOBD_HANDLER_RESULT_H
 #define PGJOBD_HANDLER_RESULT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum handler_outcome { OUTCOME_DONE, OUTCOME_RETRY, OUTCOME_DEAD };
@@ -17,9 +18,17 @@ struct handler_result {
 	/* > 0: the server asked every caller to wait this long (an http
 	 * 429 or 503 with Retry-After): an adaptive queue throttles. */
 	int64_t throttle_ms;
+	/* What the attempt used (docs/handlers.md, "Attempt figures"),
+	 * when measured is set: CPU time (user + system) in ms, -1 when
+	 * not known; the peak resident set in KiB, -1 when not known (an
+	 * in-process handler's would be its worker's). */
+	bool measured;
+	int64_t cpu_ms;
+	int64_t max_rss_kb;
 };
 
-/* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }. */
+/* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }, nothing
+ * measured. */
 void handler_result_clear(struct handler_result *r);
 
 /*

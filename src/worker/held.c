@@ -176,7 +176,8 @@ held_ended(struct held *h, struct handler_result *res)
 	struct worker *w = h->w;
 	h->run = NULL;
 	h->res = *res;
-	*res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -1, 0};
+	*res = (struct handler_result){.outcome = OUTCOME_DONE,
+				       .retry_in_ms = -1};
 	throttle(h);
 	h->state = HELD_DONE;
 	w->running[h->queue]--;
@@ -210,7 +211,7 @@ on_sql_done(void *arg, enum queue_sql_end end, const char *error)
 	struct held *h = arg;
 	struct worker *w = h->w;
 	struct log_job l = held_log(h);
-	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1, 0};
+	struct handler_result r = {.outcome = OUTCOME_RETRY, .retry_in_ms = -1};
 
 	if (w->sql_inflight > 0)
 		w->sql_inflight--;
@@ -348,8 +349,9 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	char why[160];
 	const char *refuse = refusal(w, &h->job, why, sizeof(why));
 	if (refuse) {
-		struct handler_result r = {OUTCOME_DEAD, NULL, xstrdup(refuse),
-					   -1, 0};
+		struct handler_result r = {.outcome = OUTCOME_DEAD,
+					   .error = xstrdup(refuse),
+					   .retry_in_ms = -1};
 		struct log_job l = held_log(h);
 		log_job(LOG_WARN, &l, "%s", refuse);
 		held_ended(h, &r);
@@ -450,8 +452,8 @@ held_stop_all(struct worker *w, const char *why)
 		next = h->next;
 		if (h->state == HELD_SQL_WAITING) {
 			/* Never started: given back as it is. */
-			struct handler_result r = {OUTCOME_RETRY, NULL, NULL,
-						   -1, 0};
+			struct handler_result r = {.outcome = OUTCOME_RETRY,
+						   .retry_in_ms = -1};
 			h->release = 1;
 			held_ended(h, &r);
 			continue;

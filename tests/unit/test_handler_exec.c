@@ -129,7 +129,8 @@ run_it(struct job *job, const struct task_conf *task, struct outcome *o)
 
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	o->calls = 0;
-	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0};
+	o->res = (struct handler_result){.outcome = OUTCOME_DONE,
+					 .retry_in_ms = -2};
 	o->run = task ? handler_start_task(o->loop, task, 2, 9, 3, done_cb, o)
 		      : handler_start(o->loop, job, 3, done_cb, o);
 	assert_non_null(o->run);

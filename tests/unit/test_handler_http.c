@@ -148,7 +148,8 @@ run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	assert_int_equal(handler_init(&no_cfg), 0);
 	o->calls = 0;
-	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0};
+	o->res = (struct handler_result){.outcome = OUTCOME_DONE,
+					 .retry_in_ms = -2};
 	o->start_ms = util_now_ms();
 	o->run = handler_start(o->loop, &job, 3, done_cb, o);
 	assert_non_null(o->run);
