@@ -14,6 +14,12 @@
 const double stats_bounds[STATS_BUCKETS] = {
 	0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60};
 
+/* From 1 MiB to 8 GiB: small scripts to big converters. */
+const double stats_rss_bounds[STATS_BUCKETS] = {
+	1 << 20,	  4 << 20,	    16 << 20,	      32 << 20,
+	64 << 20,	  128 << 20,	    256 << 20,	      512 << 20,
+	1024.0 * 1048576, 2048.0 * 1048576, 4096.0 * 1048576, 8192.0 * 1048576};
+
 struct stats *
 stats_create(void)
 {
@@ -62,6 +68,21 @@ stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us, int64_t us)
 	stats_add(sum_us, us > 0 ? (uint64_t)us : 0);
 }
 
+void
+stats_observe_usage(struct stats_kind *k, int64_t cpu_ms, int64_t max_rss_kb)
+{
+	if (cpu_ms >= 0)
+		stats_add(&k->cpu_ms, (uint64_t)cpu_ms);
+	if (max_rss_kb < 0)
+		return;
+	size_t b = metrics_bucket(stats_rss_bounds, STATS_BUCKETS,
+				  (double)max_rss_kb * 1024.);
+	if (b < STATS_BUCKETS)
+		stats_add(&k->rss[b], 1);
+	stats_add(&k->rss_count, 1);
+	stats_add(&k->rss_sum_kb, (uint64_t)max_rss_kb);
+}
+
 static uint64_t
 ld(const uint64_t *p)
 {
@@ -105,9 +126,43 @@ sum_kinds(const struct stats *s, int n, struct sum *out, size_t max)
 				t->dur[b] += ld(&x->dur[b]);
 			t->dur_count += ld(&x->dur_count);
 			t->dur_sum_us += ld(&x->dur_sum_us);
+			/* What attempts used. */
+			t->cpu_ms += ld(&x->cpu_ms);
+			for (int b = 0; b < STATS_BUCKETS; b++)
+				t->rss[b] += ld(&x->rss[b]);
+			t->rss_count += ld(&x->rss_count);
+			t->rss_sum_kb += ld(&x->rss_sum_kb);
 		}
 	}
 	return m;
+}
+
+/* What attempts used, per kind and queue; l is a scratch buffer. */
+static void
+render_usage(struct buf *out, const struct sum *k, size_t m, struct buf *l)
+{
+	metrics_header(out, "pgjobd_handler_cpu_seconds_total", "counter",
+		       "CPU time (user and system) of the attempts that "
+		       "measured it: an exec handler's command, a plugin's "
+		       "call.");
+	for (size_t j = 0; j < m; j++) {
+		buf_reset(l);
+		metrics_label(l, "kind", k[j].kind);
+		metrics_label(l, "queue", k[j].queue);
+		metrics_counter(out, "pgjobd_handler_cpu_seconds_total", NULL,
+				l->data, (double)k[j].t.cpu_ms / 1e3);
+	}
+	metrics_header(out, "pgjobd_handler_max_rss_bytes", "histogram",
+		       "Peak resident set size of each exec handler attempt.");
+	for (size_t j = 0; j < m; j++) {
+		buf_reset(l);
+		metrics_label(l, "kind", k[j].kind);
+		metrics_label(l, "queue", k[j].queue);
+		metrics_histogram(
+			out, "pgjobd_handler_max_rss_bytes", NULL, l->data,
+			stats_rss_bounds, k[j].t.rss, STATS_BUCKETS,
+			(double)k[j].t.rss_sum_kb * 1024., k[j].t.rss_count);
+	}
 }
 
 static void
@@ -155,6 +210,7 @@ render_jobs(struct buf *out, const struct sum *k, size_t m)
 			stats_bounds, k[j].t.dur, STATS_BUCKETS,
 			(double)k[j].t.dur_sum_us / 1e6, k[j].t.dur_count);
 	}
+	render_usage(out, k, m, &l);
 	buf_free(&l);
 }
 

@@ -25,6 +25,8 @@
 
 /* Upper bounds of the duration histograms, in seconds. */
 extern const double stats_bounds[STATS_BUCKETS];
+/* Upper bounds of the peak RSS histogram, in bytes. */
+extern const double stats_rss_bounds[STATS_BUCKETS];
 
 /* One (kind, queue) a worker has run jobs of. */
 struct stats_kind {
@@ -33,6 +35,12 @@ struct stats_kind {
 	uint64_t claimed, done, retried, dead, lost;
 	uint64_t dur[STATS_BUCKETS]; /* handler durations, per bucket */
 	uint64_t dur_count, dur_sum_us;
+	/* What attempts used (docs/operations.md, "Metrics"): CPU time of
+	 * the attempts that measured it, and the peak RSS of each exec
+	 * attempt (its child's), a histogram by stats_rss_bounds. */
+	uint64_t cpu_ms;
+	uint64_t rss[STATS_BUCKETS];
+	uint64_t rss_count, rss_sum_kb;
 };
 
 /* The limits a due job can wait for, as /metrics labels them. */
@@ -117,6 +125,10 @@ stats_set(int64_t *v, int64_t x)
 /* Counts one observation of us microseconds into a histogram. */
 void stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us,
 		   int64_t us);
+/* Counts an attempt's CPU time (ms, or -1: not measured) and peak RSS
+ * (KiB, or -1: not measured) into k. */
+void stats_observe_usage(struct stats_kind *k, int64_t cpu_ms,
+			 int64_t max_rss_kb);
 
 /*
  * Reads a NOTIFY payload of the trigger pgjob.jobs_notify(): "<transaction

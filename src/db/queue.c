@@ -26,6 +26,7 @@
  * row version, no index entries, nothing for the pruning duty to do later;
  * but for a job with children (sql/011_workflows.sql), which is written
  * done so that its row trigger releases them, and pruned later.
+ * $9 holds each attempt's figures (last_usage; the deleted rows keep none).
  * Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
@@ -45,6 +46,8 @@ static const char finish_sql[] =
 	" f as ("
 	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
 	"   last_error = coalesce(r.error, j.last_error),"
+	/* What the attempt used (sql/012_attempt_usage.sql). */
+	"   last_usage = r.usage::jsonb,"
 	"   finished_at = case when r.state <> 'available' then now() end,"
 	"   run_at = case when r.state = 'available'"
 	"    then now() + r.delay_ms * interval '1 millisecond'"
@@ -52,8 +55,8 @@ static const char finish_sql[] =
 	"   attempts = j.attempts - case when r.refund then 1 else 0 end,"
 	"   locked_by = null, locked_until = null"
 	"  from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
-	"   $5::text[], $6::bigint[], $7::bool[])"
-	"   as r(id, token, state, result, error, delay_ms, refund)"
+	"   $5::text[], $6::bigint[], $7::bool[], $9::text[])"
+	"   as r(id, token, state, result, error, delay_ms, refund, usage)"
 	/* Each row is found by primary key, one lookup per finish.  The
 	 * state test is not written j.state = 'running': the planner would
 	 * then prefer to read every running job from jobs_running_idx
@@ -226,6 +229,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	const char **results = xcalloc(n1, sizeof(char *));
 	const char **errors = xcalloc(n1, sizeof(char *));
 	const char **refunds = xcalloc(n1, sizeof(char *));
+	const char **usages = xcalloc(n1, sizeof(char *));
 	for (size_t i = 0; i < nf; i++) {
 		ids[i] = f[i].id;
 		tokens[i] = f[i].token;
@@ -234,8 +238,9 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		results[i] = f[i].result;
 		errors[i] = f[i].error;
 		refunds[i] = f[i].refund ? "t" : "f";
+		usages[i] = f[i].usage;
 	}
-	char *a[8];
+	char *a[9];
 	a[0] = db_int_array(ids, nf);
 	a[1] = db_int_array(tokens, nf);
 	a[2] = db_text_array(states, nf);
@@ -244,13 +249,14 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	a[5] = db_int_array(delays, nf);
 	a[6] = db_text_array(refunds, nf);
 	a[7] = xstrdup(delete_done ? "t" : "f");
-	const char *p[8];
-	for (int i = 0; i < 8; i++)
+	a[8] = db_text_array(usages, nf);
+	const char *p[9];
+	for (int i = 0; i < 9; i++)
 		p[i] = a[i];
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_call(d, "pgjob_finish", 1, 8, p, read_finish, &call);
-	for (int i = 0; i < 8; i++)
+	int rc = dbev_call(d, "pgjob_finish", 1, 9, p, read_finish, &call);
+	for (int i = 0; i < 9; i++)
 		free(a[i]);
 	free(ids);
 	free(tokens);
@@ -259,6 +265,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	free(results);
 	free(errors);
 	free(refunds);
+	free(usages);
 	return rc;
 }
 
@@ -561,7 +568,7 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 		xasprintf("%s%s%s%s", claim_sql, serial ? claim_serial_sql : "",
 			  per_key ? claim_per_key_sql : "", claim_tail_sql);
 	/* Parsed and planned once per connection, not once per batch. */
-	dbev_prepare(d, "pgjob_finish", finish_sql, 8);
+	dbev_prepare(d, "pgjob_finish", finish_sql, 9);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	dbev_prepare(d, "pgjob_claim_limited",
@@ -641,8 +648,12 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		 1, NULL, p_timeout},
 		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease},
 		{statement, 2, types, p_stmt},
+		/* Its wall time is its transaction's so far (now() is when
+		 * it began); CPU and memory are the server's, not its own. */
 		{"update pgjob.jobs set state = 'done', finished_at = now(),"
-		 " locked_by = null, locked_until = null"
+		 " locked_by = null, locked_until = null,"
+		 " last_usage = jsonb_build_object('wall_ms', round(extract("
+		 "  epoch from clock_timestamp() - now()) * 1000)::bigint)"
 		 " where id = $1 and lease_token = $2 and state = 'running'",
 		 2, NULL, p_lease},
 	};

@@ -153,6 +153,7 @@ struct queue_finish {
 	const char *error;    /* or NULL: keep the last error */
 	int64_t delay_ms;     /* available: run again after this long */
 	int refund;	      /* give the attempt back (shutdown) */
+	const char *usage;    /* last_usage, JSON text, or NULL */
 };
 
 /* The ids whose end was written, sorted (borrowed for the call); an end

@@ -199,12 +199,14 @@ disarm(const sigset_t *old)
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 
+/* The calling thread's CPU time: the worker's loop, which the plugin's
+ * run() has to itself while it runs (threads it starts are not counted). */
 static int64_t
 cpu_ms(void)
 {
 	struct rusage ru;
 
-	getrusage(RUSAGE_SELF, &ru);
+	getrusage(RUSAGE_THREAD, &ru);
 	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
 	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
@@ -262,10 +264,9 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 		job->id,	 job->kind,    job->queue,	 payload,
 		strlen(payload), job->attempt, job->lease_token, slot};
 	struct pgjobd_result out = {NULL, NULL, -1};
-	/* CPU time costs two system calls per job: measured only for the
-	 * info line that reports it. */
-	int timed = log_enabled(LOG_INFO);
-	int64_t t0 = util_now_ms(), c0 = timed ? cpu_ms() : 0, timeout;
+	/* CPU time costs two system calls per job; it goes to the job's
+	 * row (last_usage) and /metrics, so it is measured always. */
+	int64_t t0 = util_now_ms(), c0 = cpu_ms(), timeout;
 	sigset_t old;
 	int oc;
 
@@ -287,14 +288,12 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	if (timeout > 0)
 		disarm(&old);
 	take(pl, &lj, oc, &out, res);
+	res->measured = true;
+	res->cpu_ms = cpu_ms() - c0;
+	res->max_rss_kb = -1; /* the worker's, not the call's */
 	int level = res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN;
 	const char *name = pl->p->name ? pl->p->name : pl->conf->symbol;
 	long long wall = (long long)(util_now_ms() - t0);
-	if (timed)
-		log_job(level, &lj,
-			"plugin %s -> %s, wall %lld ms, cpu %lld ms", name,
-			names[res->outcome], wall, (long long)(cpu_ms() - c0));
-	else
-		log_job(level, &lj, "plugin %s -> %s, wall %lld ms", name,
-			names[res->outcome], wall);
+	log_job(level, &lj, "plugin %s -> %s, wall %lld ms, cpu %lld ms", name,
+		names[res->outcome], wall, (long long)res->cpu_ms);
 }

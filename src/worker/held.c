@@ -95,7 +95,8 @@ decide(struct held *h)
 	h->fin = (struct queue_finish){.id = h->job.id,
 				       .token = h->job.lease_token,
 				       .result = r->result,
-				       .error = r->error};
+				       .error = r->error,
+				       .usage = h->usage};
 	if (h->release) {
 		h->fin.state = JOB_AVAILABLE;
 		h->fin.refund = 1;
@@ -133,6 +134,37 @@ observe_run(struct held *h)
 	if (h->sk)
 		stats_observe(h->sk->dur, &h->sk->dur_count, &h->sk->dur_sum_us,
 			      (util_now_ms() - h->started_ms) * 1000);
+}
+
+/*
+ * What the attempt used, for its row (last_usage, sql/012_attempt_usage.sql)
+ * and the kind's counters: its wall time as the worker saw it, from the
+ * start to the report, and what the handler measured (exec: CPU and peak
+ * RSS of its child; plugin: CPU of the call).  A key left out was not
+ * measured.  Counted even when the lease was lost: the time was spent.
+ */
+static void
+note_usage(struct held *h)
+{
+	const struct handler_result *r = &h->res;
+	bool cpu = r->measured && r->cpu_ms >= 0;
+	bool rss = r->measured && r->max_rss_kb >= 0;
+	size_t len = sizeof(h->usage);
+	int n;
+
+	n = snprintf(h->usage, len, "{\"wall_ms\": %lld",
+		     (long long)(util_now_ms() - h->started_ms));
+	if (cpu)
+		n += snprintf(h->usage + n, len - (size_t)n,
+			      ", \"cpu_ms\": %lld", (long long)r->cpu_ms);
+	if (rss)
+		n += snprintf(h->usage + n, len - (size_t)n,
+			      ", \"max_rss_kb\": %lld",
+			      (long long)r->max_rss_kb);
+	snprintf(h->usage + n, len - (size_t)n, "}");
+	if (h->sk)
+		stats_observe_usage(h->sk, cpu ? r->cpu_ms : -1,
+				    rss ? r->max_rss_kb : -1);
 }
 
 /* Counts how an attempt's end was written: written, or refused. */
@@ -182,6 +214,7 @@ held_ended(struct held *h, struct handler_result *res)
 	h->state = HELD_DONE;
 	w->running[h->queue]--;
 	observe_run(h);
+	note_usage(h);
 	if (h->lost) {
 		struct log_job l = held_log(h);
 		if (h->cancelled)

@@ -57,6 +57,7 @@ struct held {
 	int64_t started_ms;
 	struct queue_finish fin; /* valid in DONE and WRITING */
 	struct handler_result res;
+	char usage[128]; /* fin.usage: last_usage's JSON text */
 	struct held *prev, *next;
 };
 

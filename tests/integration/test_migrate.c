@@ -198,9 +198,13 @@ test_upgrade_from_10(void **state)
 	t_exec(c, "insert into pgjob.jobs (kind, state, result, finished_at)"
 		  " values ('old', 'done', '{\"x\": 1}', now())");
 	struct t_run r;
+	char applied[32];
+	/* 11 and every later one. */
+	snprintf(applied, sizeof(applied), "(%d applied)",
+		 migrate_latest() - 10);
 	t_pgjob(&r, ci, "migrate", NULL);
 	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "(1 applied)"));
+	assert_non_null(strstr(r.out, applied));
 	t_run_free(&r);
 	t_assert_value(
 		c, "true|true|true",
@@ -222,6 +226,71 @@ test_upgrade_from_10(void **state)
 	PQfinish(c);
 }
 
+/*
+ * An upgrade from schema version 11 to 12 (attempt figures), with jobs in
+ * the table: last_usage is added as a change of the catalog only (the
+ * table keeps its file: no rewrite), null for the jobs already there, and
+ * an attempt ended through the worker's finish statement fills it.
+ */
+static void
+test_upgrade_from_11(void **state)
+{
+	const char *ci = t_db_create("t_migrate_from_11");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "begin");
+	for (int i = 0; i < migrate_count && migrate_list[i].version <= 11;
+	     i++) {
+		PGresult *res = PQexec(c, migrate_list[i].sql);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+		    PQresultStatus(res) != PGRES_TUPLES_OK)
+			fail_msg("%s: %s", migrate_list[i].name,
+				 PQresultErrorMessage(res));
+		PQclear(res);
+		t_exec(c,
+		       "insert into pgjob.schema_version (version, name)"
+		       " values (%d, '%s')",
+		       migrate_list[i].version, migrate_list[i].name);
+	}
+	t_exec(c, "commit");
+	long long old = t_long(c, "insert into pgjob.jobs (kind, state, result,"
+				  " finished_at) values ('old', 'done',"
+				  " '{\"x\": 1}', now()) returning id");
+	long long file = t_long(c, "select relfilenode from pg_class"
+				   " where oid = 'pgjob.jobs'::regclass");
+	struct t_run r;
+	char applied[32];
+	/* 12 and every later one. */
+	snprintf(applied, sizeof(applied), "(%d applied)",
+		 migrate_latest() - 11);
+	t_pgjob(&r, ci, "migrate", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, applied));
+	t_run_free(&r);
+	t_assert_value(c, "jsonb|YES|-",
+		       "select data_type || '|' || is_nullable || '|' ||"
+		       " coalesce(column_default, '-')"
+		       " from information_schema.columns where table_schema ="
+		       " 'pgjob' and table_name = 'jobs'"
+		       " and column_name = 'last_usage'");
+	t_assert_value(c, "t",
+		       "select relfilenode = %lld from pg_class"
+		       " where oid = 'pgjob.jobs'::regclass",
+		       file);
+	t_assert_job(c, old, "coalesce(last_usage::text, '-')", "-");
+	/* A job the daemon runs gets its figures. */
+	long long id = t_long(c, "select pgjob.enqueue('true_')");
+	pid_t p = t_start("migrate12", ci,
+			  "workers: 1\n"
+			  "handlers:\n"
+			  "  true_: { type: exec, command: [\"true\"] }\n");
+	t_wait_state(c, id, "done", 30);
+	t_assert_job(c, id,
+		     "last_usage ?& array['wall_ms', 'cpu_ms', 'max_rss_kb']",
+		     "t");
+	t_stop_clean(p);
+	PQfinish(c);
+}
+
 int
 main(void)
 {
@@ -229,6 +298,7 @@ main(void)
 		cmocka_unit_test(test_fresh_then_again),
 		cmocka_unit_test(test_status_and_dry_run),
 		cmocka_unit_test(test_upgrade_from_10),
+		cmocka_unit_test(test_upgrade_from_11),
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_newer_database_refused),
 		cmocka_unit_test(test_unreachable),
