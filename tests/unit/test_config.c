@@ -19,6 +19,7 @@
 #include "common/env.h"
 #include "common/duration.h"
 #include "common/log.h"
+#include "common/size.h"
 #include "db/db.h"
 
 #define MAX_ERRORS 12
@@ -688,6 +689,43 @@ static const struct bad bad_configs[] = {
 	{"queues:\n  q: {rate: 1/99999999999999999d}\n",
 	 {"t.yaml:2:13: queues.q.rate: rate \"1/99999999999999999d\": not "
 	  "COUNT/PERIOD (10/s, 600/min, 100/10s)"}},
+	/* An exec handler's limits: each value, unknown keys, other types. */
+	{"handlers:\n  x:\n    type: exec\n    command: [/bin/true]\n"
+	 "    limits:\n      cpu: 1500ms\n      memory: 512MB\n"
+	 "      open_files: 0\n      processes: -2\n      file_size: 0\n"
+	 "      wall: 5s\n",
+	 {"t.yaml:6:12: handlers.x.limits.cpu: CPU time is limited in whole "
+	  "seconds (RLIMIT_CPU): 1s, 90s, 5m",
+	  "t.yaml:7:15: handlers.x.limits.memory: size \"512MB\": unknown "
+	  "unit (use B, KiB, MiB, GiB or TiB)",
+	  "t.yaml:8:19: handlers.x.limits.open_files: must be at least 1",
+	  "t.yaml:9:18: handlers.x.limits.processes: must be at least 1",
+	  "t.yaml:10:18: handlers.x.limits.file_size: must be at least 1 byte "
+	  "(leave it out for no limit)",
+	  "t.yaml:11:7: handlers.x.limits.wall: unknown key \"wall\""}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true],"
+	 " limits: {cpu: 0s, memory: -1GiB, file_size: 2PiB}}\n",
+	 {"t.yaml:2:55: handlers.x.limits.cpu: must be at least 1s",
+	  "t.yaml:2:67: handlers.x.limits.memory: size \"-1GiB\": negative",
+	  "t.yaml:2:85: handlers.x.limits.file_size: size \"2PiB\": unknown "
+	  "unit (use B, KiB, MiB, GiB or TiB)"}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true],"
+	 " limits: {memory: 99999999TiB, cpu: [1s]}}\n",
+	 {"t.yaml:2:58: handlers.x.limits.memory: size \"99999999TiB\": too "
+	  "large",
+	  "t.yaml:2:76: handlers.x.limits.cpu: expected a duration " HINT}},
+	{"handlers:\n  x: {type: exec, command: [/bin/true], limits: 5}\n",
+	 {"t.yaml:2:49: handlers.x.limits: expected a map"}},
+	/* The others run inside their worker: a limit would be the
+	 * worker's, every job's at once. */
+	{"handlers:\n  s: {type: sql, statement: x, limits: {cpu: 1s}}\n"
+	 "  p: {type: plugin, library: x.so, symbol: s,\n"
+	 "      limits: {memory: 1GiB}}\n"
+	 "  h: {type: http, url: \"http://x\", limits: {}}\n",
+	 {"t.yaml:2:32: handlers.s.limits: limits is only for exec handlers",
+	  "t.yaml:4:7: handlers.p.limits: limits is only for exec handlers",
+	  "t.yaml:5:36: handlers.h.limits: limits is only for exec "
+	  "handlers"}},
 	/* Every schedule error, in document order. */
 	{"schedules:\n"
 	 "  nightly:\n"
@@ -793,6 +831,93 @@ test_plugin_timeout(void **state)
 	assert_int_equal(config_handler(c, "s")->timeout_ms, 2000);
 	assert_int_equal(config_handler(c, "e")->timeout_ms, 60000);
 	config_free(c);
+}
+
+/* An exec handler's limits, read; absent ones stay 0 (no limit). */
+static void
+test_exec_limits(void **state)
+{
+	struct config *c = load_ok(
+		"handlers:\n"
+		"  a:\n"
+		"    type: exec\n"
+		"    command: [/bin/true]\n"
+		"    limits: { cpu: 60s, memory: 512MiB, open_files: 1024,"
+		" processes: 64, file_size: 1GiB }\n"
+		"  b: {type: exec, command: [/bin/true], limits: {cpu: 2m,"
+		" memory: \"1 GiB\", file_size: 4096}}\n"
+		"  c: {type: exec, command: [/bin/true], limits: ~}\n"
+		"  d: {type: exec, command: [/bin/true]}\n");
+	const struct exec_limits *a = &config_handler(c, "a")->limits;
+	const struct exec_limits *b = &config_handler(c, "b")->limits;
+	const struct exec_limits none = {0};
+
+	assert_int_equal(a->cpu_ms, 60000);
+	assert_int_equal(a->memory, 512LL << 20);
+	assert_int_equal(a->open_files, 1024);
+	assert_int_equal(a->processes, 64);
+	assert_int_equal(a->file_size, 1LL << 30);
+	assert_int_equal(b->cpu_ms, 120000);
+	assert_int_equal(b->memory, 1LL << 30);
+	assert_int_equal(b->file_size, 4096);
+	assert_int_equal(b->open_files, 0);
+	assert_memory_equal(&config_handler(c, "c")->limits, &none,
+			    sizeof(none));
+	assert_memory_equal(&config_handler(c, "d")->limits, &none,
+			    sizeof(none));
+	config_free(c);
+}
+
+/* The size grammar (size.h), and its shortest spelling back. */
+static void
+test_sizes(void **state)
+{
+	static const struct {
+		const char *s;
+		int64_t bytes;
+		const char *why, *back;
+	} t[] = {
+		{"0", 0, NULL, "0B"},
+		{"1", 1, NULL, "1B"},
+		{"1000", 1000, NULL, "1000B"},
+		{"1024B", 1024, NULL, "1KiB"},
+		{"1536KiB", 1536 << 10, NULL, "1536KiB"},
+		{"512MiB", 512LL << 20, NULL, "512MiB"},
+		{"2048 MiB", 2LL << 30, NULL, "2GiB"},
+		{"3TiB", 3LL << 40, NULL, "3TiB"},
+		{"1024TiB", 1LL << 50, NULL, "1024TiB"},
+		{"1025TiB", 0, "too large", NULL},
+		{"99999999999999999999", 0, "too large", NULL},
+		{"", 0, "empty", NULL},
+		{"-1", 0, "negative", NULL},
+		{"MiB", 0, "not a number", NULL},
+		{"1.5GiB", 0, "unknown unit (use B, KiB, MiB, GiB or TiB)",
+		 NULL},
+		{"1GB", 0, "unknown unit (use B, KiB, MiB, GiB or TiB)", NULL},
+		{"1mib", 0, "unknown unit (use B, KiB, MiB, GiB or TiB)", NULL},
+		{"1  MiB", 0, "unknown unit (use B, KiB, MiB, GiB or TiB)",
+		 NULL},
+		{"1 ", 0, "unknown unit (use B, KiB, MiB, GiB or TiB)", NULL},
+	};
+	char buf[SIZE_LEN];
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int64_t v = -7;
+		const char *why = NULL;
+		int rc = size_parse(t[i].s, &v, &why);
+
+		if (t[i].why) {
+			assert_int_equal(rc, -1);
+			assert_string_equal(why, t[i].why);
+			assert_int_equal(v, -7);
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(v, t[i].bytes);
+		assert_string_equal(size_format(v, buf, sizeof(buf)),
+				    t[i].back);
+	}
+	assert_int_equal(size_parse(NULL, NULL, NULL), -1);
 }
 
 /* user: and group: resolve to ids when the config is loaded. */
@@ -1201,6 +1326,8 @@ main(void)
 		cmocka_unit_test(test_bad_configs),
 		cmocka_unit_test(test_flow_limits),
 		cmocka_unit_test(test_plugin_timeout),
+		cmocka_unit_test(test_exec_limits),
+		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_run_as),
 		cmocka_unit_test(test_scalars),
 		cmocka_unit_test(test_aliases),
