@@ -196,12 +196,60 @@ test_other_limits(void **state)
 	free(ci);
 }
 
+/*
+ * The figures of the handlers that run inside their worker: a plugin's
+ * call has its CPU time but no RSS of its own, an sql handler's
+ * transaction and an http request their wall time only; a failed sql
+ * attempt too, through the worker's end.
+ */
+static void
+test_in_process_figures(void **state)
+{
+	char *ci = t_db_migrated("t_limits_inproc");
+	PGconn *c = t_connect(ci);
+	int in_fd;
+	pid_t httpd;
+	int port = t_httpd_start(&in_fd, &httpd);
+	long long pl = t_long(c, "select pgjob.enqueue('pl')");
+	long long sq = t_long(c, "select pgjob.enqueue('sq')");
+	long long bad = t_long(c, "select pgjob.enqueue('sq_bad')");
+	long long web = t_long(c, "select pgjob.enqueue('web')");
+	pid_t p = t_start(
+		"limits_inproc", ci,
+		"workers: 1\n"
+		"defaults: { max_attempts: 1 }\n"
+		"handlers:\n"
+		"  pl: { type: plugin, library: \"%s\","
+		" symbol: pgjobd_example }\n"
+		"  sq: { type: sql, statement: \"select pg_sleep(0)\" }\n"
+		"  sq_bad: { type: sql, statement: \"select 1/0\" }\n"
+		"  web: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n",
+		t_bin("pgjobd_example.so"), port);
+	const char *keys = "coalesce(string_agg(k, ',' order by k), '-')"
+			   " from jsonb_object_keys(last_usage) k";
+	char expr[256];
+	snprintf(expr, sizeof(expr), "(select %s)", keys);
+	t_wait_state(c, pl, "done", 30);
+	t_assert_job(c, pl, expr, "cpu_ms,wall_ms");
+	t_wait_state(c, sq, "done", 30);
+	t_assert_job(c, sq, expr, "wall_ms");
+	t_wait_state(c, bad, "dead", 30);
+	t_assert_job(c, bad, expr, "wall_ms");
+	t_wait_state(c, web, "done", 30);
+	t_assert_job(c, web, expr, "wall_ms");
+	t_stop_clean(p);
+	t_httpd_stop(in_fd, httpd);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cpu_limit),
 		cmocka_unit_test(test_other_limits),
+		cmocka_unit_test(test_in_process_figures),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
