@@ -713,9 +713,12 @@ log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 	    const struct handler_result *res)
 {
 	static const char *names[] = {"done", "retry", "dead"};
-	char *what = describe_status(status);
+	char *what = limit_hit(x, status, ru);
 	char *how;
 	int64_t cpu = ru_cpu_ms(ru);
+
+	if (!what)
+		what = describe_status(status);
 
 	if (x->out_dropped)
 		xlog(x, LOG_WARN, "stdout over 1 MiB discarded (%zu bytes)",
