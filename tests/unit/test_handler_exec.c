@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -410,6 +411,59 @@ test_missing_executable(void **state)
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_non_null(strstr(o.res.error, "Permission denied"));
 	assert_memory_equal(o.res.error, "could not start /", 17);
+	handler_result_clear(&o.res);
+}
+
+/*
+ * Limits: one the kernel refuses fails the start, naming it; one that ends
+ * the run is named in the error; every run reports its child's figures.
+ */
+static void
+test_limits(void **state)
+{
+	char *argv[] = {"/bin/true", NULL};
+	char out[] = "/tmp/pgjobd-test-fsXXXXXX", of[64];
+	char *argv2[] = {"/bin/dd", "if=/dev/zero", of,
+			 "bs=4096", "count=4",	    NULL};
+	struct handler_conf h = conf_for(argv, NULL, 10000);
+	struct outcome o = {0};
+
+	/* More descriptors than the kernel allows anyone (fs.nr_open). */
+	h.limits.open_files = INT_MAX;
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error,
+			    "could not start /bin/true: limits.open_files: "
+			    "setrlimit: Operation not permitted");
+	assert_false(o.res.measured);
+	handler_result_clear(&o.res);
+
+	/* Within its limits: done, and measured. */
+	h.limits = (struct exec_limits){.cpu_ms = 5000,
+					.memory = 1LL << 30,
+					.open_files = 64,
+					.processes = 1000,
+					.file_size = 1 << 20};
+	run_job(&h, "{}", &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_true(o.res.measured);
+	assert_true(o.res.cpu_ms >= 0);
+	assert_true(o.res.max_rss_kb > 0);
+	handler_result_clear(&o.res);
+
+	/* A write past file_size: SIGXFSZ, named. */
+	int fd = mkstemp(out);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(of, sizeof(of), "of=%s", out);
+	h = conf_for(argv2, NULL, 10000);
+	h.limits.file_size = 4096;
+	run_job(&h, "{}", &o);
+	unlink(out);
+	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
+	assert_string_equal(o.res.error,
+			    "file_size limit 4KiB reached (SIGXFSZ)");
+	assert_true(o.res.measured);
 	handler_result_clear(&o.res);
 }
 
@@ -929,6 +983,7 @@ main(void)
 		cmocka_unit_test(test_clean_env),
 		cmocka_unit_test(test_path_lookup),
 		cmocka_unit_test(test_missing_executable),
+		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_big_stdout),
 		cmocka_unit_test(test_fds_closed),
 		cmocka_unit_test(test_grandchild_killed_on_exit),
