@@ -16,11 +16,18 @@
  * - ```yaml: a whole config, written to a file and checked with
  *   `pgjobd -c FILE --check-config` (exit 0), with each ${NAME} it uses
  *   set in the environment.
- * - ```sql: must be marked, on the line before the block, either
- *   <!-- run --> (run as it is against the test database, which must
- *   succeed) or <!-- fragment --> (not runnable as it is: parameters, a
- *   signature).  <!-- fragment --> before a YAML block says that it is not a
- *   whole pgjobd config.  A marker may carry a reason: <!-- fragment: ... -->.
+ * - ```sql: must be marked <!-- run --> on the line before the block (run
+ *   as it is against the test database, which must succeed), or be a
+ *   fragment (below).
+ *
+ * Every block runs, or says why it cannot: a block that is not a YAML
+ * config, a <!-- run --> SQL block, or a shell or console block with a
+ * command that runs here must carry <!-- fragment: why it cannot run -->
+ * on the line before it (parameters, a signature, a log line, a unit
+ * drop-in, another program's code; the test it is checked by, if any).
+ * A fragment is skipped whole, whatever its type; a bare <!-- fragment -->
+ * is refused, as is a shell block whose every command is only in the
+ * allow-list below: mark that block a fragment instead.
  *
  * Commands whose first word is pgjob, pgjobd or psql run through bash,
  * after the placeholders of the table below are replaced, in an environment
@@ -31,7 +38,9 @@
  * without --check-config runs until it logs "ready:", then gets SIGTERM and
  * must exit 0.  Every other command must be in the allow-list, and every
  * entry of the allow-list must still be in the docs: a new command cannot
- * slip in unchecked, nor an old entry linger.
+ * slip in unchecked, nor an old entry linger.  The allow-list is for a step
+ * that cannot run inside a sequence that otherwise does (the install steps
+ * of docs/operations.md); a block that runs nothing is a fragment.
  */
 #include "testlib.h"
 
@@ -75,19 +84,14 @@ static const struct {
 	"test_systemd_units"
 #define SYSTEMD "needs systemd as PID 1 and an installed unit"
 
-/* Commands that do not run here, each with the reason. */
+/*
+ * Commands that do not run here, each with the reason: steps of a sequence
+ * whose other commands run (a block of nothing else is a fragment).
+ */
 static const struct {
 	const char *command;
 	const char *why;
 } allowed[] = {
-	{"scripts/run.sh", "the demo: CI runs it (it builds and starts a "
-			   "PostgreSQL of its own)"},
-	{"scripts/test.sh", "CI runs it, and it runs this test"},
-	{"scripts/run.sh --database \"host=localhost dbname=app user=app\"",
-	 "needs the reader's own database; CI runs scripts/run.sh, which takes "
-	 "the same path once its private server is up"},
-	{"git clone ... pgjobd && cd pgjobd",
-	 "fetches the source; \"...\" stands for the repository's address"},
 	{"cmake -S . -B build -DCMAKE_INSTALL_PREFIX=/usr",
 	 "builds into the source tree; CI builds the same way "
 	 "(scripts/test.sh)"},
@@ -100,31 +104,10 @@ static const struct {
 	{"sudo install -m 0640 -o root -g pgjobd "
 	 "/usr/share/pgjobd/example.yaml /etc/pgjobd/pgjobd.yaml",
 	 ROOT "; the file is config/example.yaml, which the commands here use"},
-	{"sudo cp /etc/pgjobd/pgjobd.yaml /etc/pgjobd/2.yaml", ROOT},
 	{"sudo systemctl daemon-reload", SYSTEMD},
 	{"sudo systemctl enable --now pgjobd", SYSTEMD},
-	{"sudo systemctl enable --now pgjobd@2", SYSTEMD},
 	{"systemctl status pgjobd", SYSTEMD},
 	{"journalctl -u pgjobd -f", SYSTEMD " (and follows the journal)"},
-	{"scripts/test.sh -L fault", "the fault suite: CI runs it as part of "
-				     "scripts/test.sh"},
-	{"cd build && ctest -L fault --output-on-failure", "the same"},
-	{"ctest -R fault.failover -V", "one scenario of the same suite"},
-	{"PGJOBD_TEST_BIN=$PWD PGJOBD_SOURCE=.. tests/fault/fault_suite kill9",
-	 "one scenario of the same suite, by hand"},
-	{"PGJOBD_FAULT_LONG=1 PGJOBD_FAULT_FIGURES=$PWD/figures.txt ctest -L "
-	 "fault -V",
-	 "the long form: about 20 minutes"},
-	{"tests/bench/suite.sh --short",
-	 "the benchmark suite's short form: CI runs it as the ctest "
-	 "bench.short"},
-	{"tests/bench/suite.sh",
-	 "the benchmark suite's full form, about 7 minutes: the figures "
-	 "of docs/performance.md come from it, and its short form runs in CI"},
-	{"tests/bench/peers.sh compare 200000 3",
-	 "the side-by-side run against graphile-worker, about 2 minutes: "
-	 "it needs ../shared/bench/peers and graphile-worker from npm, "
-	 "which CI machines do not have"},
 };
 #define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
 
@@ -135,6 +118,9 @@ struct block {
 	int line;      /* of the opening fence, from 1 */
 	char type[32]; /* the first word of the info string, or "" */
 	char mark[16]; /* "run", "fragment", or "" */
+	char why[256]; /* a marker's reason, after "WORD:", or "" */
+	int nrun;      /* its commands that are not in the allow-list */
+	int ncmds;     /* its commands */
 	char **lines;  /* the content, without the fence's indentation */
 	int *linenos;
 	int n;
@@ -147,11 +133,14 @@ static char *files[64];
 static char *texts[64];
 static int nfiles;
 
-/* The word of "<!-- WORD ... -->" on line, or "". */
+/*
+ * The word of "<!-- WORD -->" or "<!-- WORD: REASON -->" on line into b's
+ * mark, the reason (trimmed) into b's why; both "" when line is no marker.
+ */
 static void
-marker_of(const char *line, char *out, size_t size)
+marker_of(const char *line, struct block *b)
 {
-	out[0] = '\0';
+	b->mark[0] = b->why[0] = '\0';
 	line += strspn(line, " ");
 	size_t n = strlen(line);
 	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\r'))
@@ -159,13 +148,25 @@ marker_of(const char *line, char *out, size_t size)
 	if (strncmp(line, "<!--", 4) != 0 || n < 7 ||
 	    strncmp(line + n - 3, "-->", 3) != 0)
 		return;
-	line += 4;
-	line += strspn(line, " ");
-	size_t w = strcspn(line, " :-");
-	if (w >= size)
-		w = size - 1;
-	memcpy(out, line, w);
-	out[w] = '\0';
+	const char *end = line + n - 3, *p = line + 4;
+	p += strspn(p, " ");
+	size_t w = strcspn(p, " :-");
+	if (w >= sizeof(b->mark))
+		w = sizeof(b->mark) - 1;
+	memcpy(b->mark, p, w);
+	b->mark[w] = '\0';
+	p += w;
+	if (p >= end || *p != ':')
+		return;
+	for (p++; p < end && *p == ' '; p++)
+		;
+	while (end > p && end[-1] == ' ')
+		end--;
+	size_t r = (size_t)(end - p);
+	if (r >= sizeof(b->why))
+		r = sizeof(b->why) - 1;
+	memcpy(b->why, p, r);
+	b->why[r] = '\0';
 }
 
 static void
@@ -212,8 +213,7 @@ parse_markdown(const char *rel)
 				w = sizeof(b->type) - 1;
 			memcpy(b->type, l, w);
 			if (i > 0)
-				marker_of(lines[i - 1], b->mark,
-					  sizeof(b->mark));
+				marker_of(lines[i - 1], b);
 			b->lines = xcalloc((size_t)n, sizeof(char *));
 			b->linenos = xcalloc((size_t)n, sizeof(int));
 			indent = sp;
@@ -277,6 +277,7 @@ static const char *const sql_types[] = {"sql", NULL};
 /* --- commands ---------------------------------------------------------- */
 
 struct cmd {
+	struct block *block; /* the block it is in */
 	const char *file;
 	int line;
 	char *text; /* comment dropped, blanks outside quotes folded */
@@ -350,11 +351,13 @@ static struct cmd *cmds;
 static int ncmds;
 
 static struct cmd *
-add_cmd(const struct block *b, int i, char *text)
+add_cmd(struct block *b, int i, char *text)
 {
 	cmds = xrealloc(cmds, (size_t)(ncmds + 1) * sizeof(*cmds));
 	struct cmd *c = &cmds[ncmds++];
 	memset(c, 0, sizeof(*c));
+	b->ncmds++;
+	c->block = b;
 	c->file = b->file;
 	c->line = b->linenos[i];
 	c->text = text;
@@ -365,9 +368,11 @@ static void
 extract_commands(void)
 {
 	for (int k = 0; k < nblocks; k++) {
-		const struct block *b = &blocks[k];
+		struct block *b = &blocks[k];
 		int sh = is_type(b, sh_types);
 		struct cmd *c = NULL;
+		if (strcmp(b->mark, "fragment") == 0)
+			continue; /* test_markers checks its reason */
 		for (int i = 0; i < b->n; i++) {
 			const char *l = b->lines[i];
 			if (sh) {
@@ -611,6 +616,17 @@ run_command(const struct cmd *c)
 	free(text);
 }
 
+/* The index of c in the allow-list, or NALLOWED. */
+static size_t
+allowed_index(const struct cmd *c)
+{
+	size_t a;
+	for (a = 0; a < NALLOWED; a++)
+		if (strcmp(c->text, allowed[a].command) == 0)
+			break;
+	return a;
+}
+
 /* Every command of the docs runs, or is allowed with a reason. */
 static void
 test_commands(void **state)
@@ -619,10 +635,7 @@ test_commands(void **state)
 	const char *loaded = NULL;
 	for (int i = 0; i < ncmds; i++) {
 		const struct cmd *c = &cmds[i];
-		size_t a;
-		for (a = 0; a < NALLOWED; a++)
-			if (strcmp(c->text, allowed[a].command) == 0)
-				break;
+		size_t a = allowed_index(c);
 		if (a < NALLOWED) {
 			used[a]++;
 			nallowed++;
@@ -651,22 +664,51 @@ test_commands(void **state)
 	check_problems();
 }
 
-/* A marker means something only where it is defined. */
+/*
+ * Every block runs or is a fragment with its reason, and a marker is one
+ * that means something before its block.  What a block runs: a YAML block
+ * is checked as a config, a <!-- run --> SQL block runs (test_sql reports
+ * an unmarked one), a shell or console block runs its commands that are
+ * not in the allow-list.
+ */
 static void
 test_markers(void **state)
 {
+	for (int i = 0; i < ncmds; i++)
+		if (allowed_index(&cmds[i]) == NALLOWED)
+			cmds[i].block->nrun++;
 	for (int k = 0; k < nblocks; k++) {
 		const struct block *b = &blocks[k];
 		int yaml = is_type(b, yaml_types), sql = is_type(b, sql_types);
-		if (!b->mark[0])
+		const char *type = b->type[0] ? b->type : "(no type)";
+		if (strcmp(b->mark, "fragment") == 0) {
+			if (!b->why[0])
+				problem("%s:%d: a fragment without its reason: "
+					"<!-- fragment: why it cannot run -->",
+					b->file, b->line);
 			continue;
-		if (strcmp(b->mark, "fragment") == 0 && (yaml || sql))
+		}
+		if (strcmp(b->mark, "run") == 0 && !sql)
+			problem("%s:%d: <!-- run --> means nothing before a "
+				"```%s block",
+				b->file, b->line, type);
+		else if (b->mark[0] && strcmp(b->mark, "run") != 0)
+			problem("%s:%d: <!-- %s --> is no marker: use <!-- run "
+				"--> or <!-- fragment: why it cannot run -->",
+				b->file, b->line, b->mark);
+		else if (yaml || sql)
 			continue;
-		if (strcmp(b->mark, "run") == 0 && sql)
-			continue;
-		problem("%s:%d: <!-- %s --> means nothing before a ```%s "
-			"block",
-			b->file, b->line, b->mark, b->type);
+		else if (b->ncmds > 0 && b->nrun == 0)
+			problem("%s:%d: the ```%s block runs nothing (its "
+				"commands are all in the allow-list): mark it "
+				"<!-- fragment: why it cannot run --> and take "
+				"its commands out of the allow-list",
+				b->file, b->line, type);
+		else if (b->ncmds == 0)
+			problem("%s:%d: the ```%s block has no command to "
+				"run: mark it <!-- fragment: why it cannot run "
+				"-->",
+				b->file, b->line, type);
 	}
 	check_problems();
 }
@@ -710,8 +752,8 @@ test_configs(void **state)
 		nconfigs++;
 		if (r.status != 0)
 			problem("%s:%d: the config does not validate (exit "
-				"%d); mark it <!-- fragment --> if it is not "
-				"a whole config:\n%s",
+				"%d); mark it <!-- fragment: why --> if it is "
+				"not a whole config:\n%s",
 				b->file, b->line, r.status, r.err);
 		t_run_free(&r);
 		for (int i = 0; i < nenv; i++)
@@ -734,8 +776,8 @@ test_sql(void **state)
 			continue;
 		if (strcmp(b->mark, "run") != 0) {
 			problem("%s:%d: mark the SQL <!-- run --> (the test "
-				"runs it) or <!-- fragment --> (it cannot run "
-				"as it is)",
+				"runs it) or <!-- fragment: why it cannot run "
+				"-->",
 				b->file, b->line);
 			continue;
 		}
