@@ -29,6 +29,9 @@
  * is refused, as is a shell block whose every command is only in the
  * allow-list below: mark that block a fragment instead.
  *
+ * Every link to a file of this repository (inline or a reference) names a
+ * file that exists, and a heading of it when it has "#anchor".
+ *
  * Commands whose first word is pgjob, pgjobd or psql run through bash,
  * after the placeholders of the table below are replaced, in an environment
  * where those names are the binaries of this build and libpq's PG*
@@ -802,14 +805,163 @@ test_sql(void **state)
 	check_problems();
 }
 
+/* --- links ------------------------------------------------------------- */
+
+/*
+ * The anchor GitHub gives a heading: lower case, without what is neither a
+ * letter, a digit, a blank, "-" nor "_" (bytes of UTF-8 sequences kept),
+ * blanks made "-".  Into out, of size bytes.
+ */
+static void
+heading_slug(const char *heading, char *out, size_t size)
+{
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)heading;
+	     *p && n + 1 < size; p++) {
+		if (*p >= 'A' && *p <= 'Z')
+			out[n++] = (char)(*p - 'A' + 'a');
+		else if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			 *p == '-' || *p == '_' || *p >= 0x80)
+			out[n++] = (char)*p;
+		else if (*p == ' ')
+			out[n++] = '-';
+	}
+	out[n] = '\0';
+}
+
+/* Whether the Markdown file rel (from the source root) has a heading whose
+ * anchor is anchor ("top" always exists). */
+static int
+has_anchor(const char *rel, const char *anchor)
+{
+	if (strcmp(anchor, "top") == 0)
+		return 1;
+	char *text = t_read_file(t_src(rel));
+	if (!text)
+		return 0;
+	int found = 0, fenced = 0;
+	char seen[128][128];
+	int nseen = 0;
+	for (char *l = strtok(text, "\n"); l && !found;
+	     l = strtok(NULL, "\n")) {
+		const char *t = l + strspn(l, " ");
+		if (strncmp(t, "```", 3) == 0)
+			fenced = !fenced;
+		if (fenced || l[0] != '#')
+			continue;
+		char slug[128], numbered[160];
+		heading_slug(l + strspn(l, "#") +
+				     strspn(l + strspn(l, "#"), " "),
+			     slug, sizeof(slug));
+		/* A repeated heading gets -1, -2... */
+		int times = 0;
+		for (int i = 0; i < nseen; i++)
+			times += strcmp(seen[i], slug) == 0;
+		if (nseen < 128)
+			snprintf(seen[nseen++], sizeof(seen[0]), "%s", slug);
+		if (times)
+			snprintf(numbered, sizeof(numbered), "%s-%d", slug,
+				 times);
+		else
+			snprintf(numbered, sizeof(numbered), "%s", slug);
+		found = strcmp(numbered, anchor) == 0;
+	}
+	free(text);
+	return found;
+}
+
+/* Checks one link target of the file rel: a file of the source tree that
+ * exists, and a heading of it when the target names one. */
+static void
+check_link(const char *rel, int line, const char *target, size_t n)
+{
+	char t[1024];
+	if (n >= sizeof(t) || n == 0)
+		return;
+	memcpy(t, target, n);
+	t[n] = '\0';
+	if (strstr(t, "://") || strncmp(t, "mailto:", 7) == 0)
+		return;
+	char *hash = strchr(t, '#');
+	if (hash)
+		*hash++ = '\0';
+	char path[1200];
+	if (!t[0]) {
+		snprintf(path, sizeof(path), "%s", rel);
+	} else {
+		const char *slash = strrchr(rel, '/');
+		int dir = slash ? (int)(slash - rel) : 0;
+		snprintf(path, sizeof(path), "%.*s%s%s", dir, rel,
+			 dir ? "/" : "", t);
+	}
+	/* "docs/../examples/x" as the source tree has it. */
+	char *up;
+	while ((up = strstr(path, "/../")) != NULL) {
+		char *start = up;
+		while (start > path && start[-1] != '/')
+			start--;
+		memmove(start, up + 4, strlen(up + 4) + 1);
+	}
+	struct stat st;
+	if (stat(t_src(path), &st) < 0) {
+		problem("%s:%d: the link to %s names no file of the source "
+			"tree (%s)",
+			rel, line, target[0] == '#' ? rel : t, path);
+		return;
+	}
+	size_t pl = strlen(path);
+	if (hash && *hash && pl > 3 && strcmp(path + pl - 3, ".md") == 0 &&
+	    !has_anchor(path, hash))
+		problem("%s:%d: the link to %s#%s names no heading of %s", rel,
+			line, t, hash, path);
+}
+
+/*
+ * Every link of the docs to a file of this repository, inline ("](x)") or
+ * a reference ("[label]: x"), names a file that exists, and a heading of it
+ * when it has "#anchor": a page cannot cite what is not there.
+ */
+static void
+test_links(void **state)
+{
+	for (int f = 0; f < nfiles; f++) {
+		char *text = t_read_file(t_src(files[f]));
+		if (!text)
+			fail_msg("cannot read %s", files[f]);
+		int line = 0, fenced = 0;
+		for (char *l = text, *next; l; l = next) {
+			next = strchr(l, '\n');
+			if (next)
+				*next++ = '\0';
+			line++;
+			const char *t = l + strspn(l, " ");
+			if (strncmp(t, "```", 3) == 0)
+				fenced = !fenced;
+			if (fenced)
+				continue;
+			if (l[0] == '[' && strstr(l, "]: ")) {
+				const char *target = strstr(l, "]: ") + 3;
+				check_link(files[f], line, target,
+					   strcspn(target, " "));
+				continue;
+			}
+			for (const char *p = l; (p = strstr(p, "](")) != NULL;
+			     p += 2)
+				check_link(files[f], line, p + 2,
+					   strcspn(p + 2, ") "));
+		}
+		free(text);
+	}
+	check_problems();
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_markers),
-		cmocka_unit_test(test_commands),
-		cmocka_unit_test(test_configs),
-		cmocka_unit_test(test_sql),
+		cmocka_unit_test(test_markers), cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_configs), cmocka_unit_test(test_sql),
+		cmocka_unit_test(test_links),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
