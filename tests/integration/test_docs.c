@@ -29,6 +29,9 @@
  * is refused, as is a shell block whose every command is only in the
  * allow-list below: mark that block a fragment instead.
  *
+ * A block with no type whose first line is a "pgjob ..." synopsis is a
+ * usage block: its command and every --option must be in `pgjob --help`.
+ *
  * Every link to a file of this repository (inline or a reference) names a
  * file that exists, and a heading of it when it has "#anchor".
  *
@@ -47,6 +50,7 @@
  */
 #include "testlib.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -668,11 +672,24 @@ test_commands(void **state)
 }
 
 /*
+ * A usage block: no type, its first line a "pgjob ..." or "pgjobd ..."
+ * synopsis, no "$ " command in it.  test_usage checks it against --help.
+ */
+static int
+is_usage(const struct block *b)
+{
+	if (b->type[0] || b->n == 0 || b->ncmds > 0)
+		return 0;
+	return first_word_is(b->lines[0], "pgjob") ||
+	       first_word_is(b->lines[0], "pgjobd");
+}
+
+/*
  * Every block runs or is a fragment with its reason, and a marker is one
  * that means something before its block.  What a block runs: a YAML block
  * is checked as a config, a <!-- run --> SQL block runs (test_sql reports
  * an unmarked one), a shell or console block runs its commands that are
- * not in the allow-list.
+ * not in the allow-list, a usage block is checked against --help.
  */
 static void
 test_markers(void **state)
@@ -699,7 +716,7 @@ test_markers(void **state)
 			problem("%s:%d: <!-- %s --> is no marker: use <!-- run "
 				"--> or <!-- fragment: why it cannot run -->",
 				b->file, b->line, b->mark);
-		else if (yaml || sql)
+		else if (yaml || sql || is_usage(b))
 			continue;
 		else if (b->ncmds > 0 && b->nrun == 0)
 			problem("%s:%d: the ```%s block runs nothing (its "
@@ -802,6 +819,113 @@ test_sql(void **state)
 		PQfinish(c);
 		buf_free(&sql);
 	}
+	check_problems();
+}
+
+/* Whether help has word as a whole word (not the start of a longer one). */
+static int
+has_word(const char *help, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = help; (p = strstr(p, word)) != NULL; p++) {
+		char after = p[n];
+		int before_ok = p == help || !(isalnum((unsigned char)p[-1]) ||
+					       p[-1] == '-');
+		if (before_ok && !isalnum((unsigned char)after) &&
+		    after != '-' && after != '_')
+			return 1;
+	}
+	return 0;
+}
+
+/* The stdout of `prog [command] --help`, which must succeed; a new string. */
+static char *
+help_of(const char *prog, const char *command)
+{
+	const char *argv[] = {t_bin(prog), command ? command : "--help",
+			      command ? "--help" : NULL, NULL};
+	struct t_run r;
+	t_run(&r, 30, NULL, argv);
+	char *out = r.status == 0 ? xstrdup(r.out) : NULL;
+	if (!out)
+		problem("%s %s --help: exit %d: %s", prog,
+			command ? command : "", r.status, r.err);
+	t_run_free(&r);
+	return out;
+}
+
+/*
+ * Every usage block names commands and options that the program's --help
+ * has: a command (the word after "pgjob" on a line that starts with it)
+ * must be in `pgjob --help`, and every --option of the block in the help
+ * of the block's first command (`pgjob COMMAND --help`, which has the
+ * global options too).  A removed or renamed one fails here.
+ */
+static void
+test_usage(void **state)
+{
+	const char *prog[2] = {"pgjob", "pgjobd"};
+	char *help[2] = {help_of(prog[0], NULL), help_of(prog[1], NULL)};
+	if (!help[0] || !help[1])
+		fail_msg("no --help to check the usage blocks against");
+	for (int k = 0; k < nblocks; k++) {
+		const struct block *b = &blocks[k];
+		if (!is_usage(b) || strcmp(b->mark, "fragment") == 0)
+			continue;
+		int d = first_word_is(b->lines[0], "pgjobd");
+		/* The block's own command, if its first line names one. */
+		char first[64] = "";
+		const char *w0 = b->lines[0] + strlen(prog[d]) + 1;
+		size_t n0 = strcspn(w0, " ");
+		if (!d && n0 > 0 && n0 < sizeof(first) && *w0 != '[' &&
+		    *w0 != '-')
+			memcpy(first, w0, n0), first[n0] = '\0';
+		char *own = first[0] && has_word(help[d], first)
+				    ? help_of(prog[d], first)
+				    : NULL;
+		const char *opts = own ? own : help[d];
+		for (int i = 0; i < b->n; i++) {
+			const char *l = b->lines[i];
+			if (first_word_is(l, prog[d])) {
+				char word[64];
+				const char *w = l + strlen(prog[d]) + 1;
+				size_t n = strcspn(w, " ");
+				if (n < sizeof(word) && *w != '[' &&
+				    *w != '-') {
+					memcpy(word, w, n);
+					word[n] = '\0';
+					if (!has_word(help[d], word))
+						problem("%s:%d: %s has no "
+							"command \"%s\" (see "
+							"%s --help)",
+							b->file, b->linenos[i],
+							prog[d], word, prog[d]);
+				}
+			}
+			for (const char *p = l;
+			     (p = strstr(p, "--")) != NULL;) {
+				char opt[64];
+				size_t n = 2 + strspn(p + 2,
+						      "abcdefghijklmnopqrstu"
+						      "vwxyz-");
+				if (n > 2 && n < sizeof(opt)) {
+					memcpy(opt, p, n);
+					opt[n] = '\0';
+					if (!has_word(opts, opt))
+						problem("%s:%d: %s%s%s has no "
+							"option %s (see its "
+							"--help)",
+							b->file, b->linenos[i],
+							prog[d], own ? " " : "",
+							own ? first : "", opt);
+				}
+				p += n;
+			}
+		}
+		free(own);
+	}
+	free(help[0]);
+	free(help[1]);
 	check_problems();
 }
 
@@ -961,7 +1085,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_markers), cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_configs), cmocka_unit_test(test_sql),
-		cmocka_unit_test(test_links),
+		cmocka_unit_test(test_usage),	cmocka_unit_test(test_links),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
