@@ -21,8 +21,9 @@
  *   fragment (below).
  *
  * Every block runs, or says why it cannot: a block that is not a YAML
- * config, a <!-- run --> SQL block, or a shell or console block with a
- * command that runs here must carry <!-- fragment: why it cannot run -->
+ * config, a <!-- run --> SQL block, a shell or console block with a
+ * command that runs here, or a usage block (below) must carry
+ * <!-- fragment: why it cannot run -->
  * on the line before it (parameters, a signature, a log line, a unit
  * drop-in, another program's code; the test it is checked by, if any).
  * A fragment is skipped whole, whatever its type; a bare <!-- fragment -->
