@@ -16,9 +16,9 @@
  * - ```yaml: a whole config, written to a file and checked with
  *   `pgjobd -c FILE --check-config` (exit 0), with each ${NAME} it uses
  *   set in the environment.
- * - ```sql: must be marked <!-- run --> on the line before the block (run
- *   as it is against the test database, which must succeed), or be a
- *   fragment (below).
+ * - ```sql: must be marked, on the line before the block, either
+ *   <!-- run --> (run as it is against the test database, which must
+ *   succeed) or <!-- fragment: why it cannot run --> (below).
  *
  * Every block runs, or says why it cannot: a block that is not a YAML
  * config, a <!-- run --> SQL block, a shell or console block with a
