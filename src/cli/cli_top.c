@@ -152,11 +152,8 @@ print_json(const struct db_rows *now, const struct db_rows *kinds,
 		cJSON *k = cJSON_CreateObject();
 		cli_json_add_columns(k, kinds, i, K_KIND, K_DEAD);
 		double done = strtod(db_rows_text(kinds, i, K_DONE), NULL);
-		/* Whole milliseconds, as the text's one decimal is. */
-		double rate = done * 1000.0 / (double)interval_ms;
 		cJSON_AddNumberToObject(k, "done_per_s",
-					(double)(long long)(rate * 1000 + 0.5) /
-						1000);
+					done * 1000.0 / (double)interval_ms);
 		cli_json_add_columns(k, kinds, i, K_DEAD, K_DUE + 1);
 		cJSON_AddItemToArray(arr, k);
 	}
