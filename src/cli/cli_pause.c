@@ -187,11 +187,11 @@ drain(struct db_conn *conn, const struct pause_args *a, const char *what)
  * printing why.
  */
 static int
-print_json(struct db_conn *conn, const struct pause_args *a)
+print_json(struct db_conn *conn, const struct pause_args *a, const char *cmd)
 {
 	const char *p[] = {a->queue};
 	long long running;
-	struct db_rows *res = cli_exec(conn, "pause", STATE_SQL, 1, p);
+	struct db_rows *res = cli_exec(conn, cmd, STATE_SQL, 1, p);
 	if (!res)
 		return -1;
 	if (count_running(conn, a, &running) < 0) {
@@ -233,7 +233,7 @@ run(struct cli *cli, int argc, char **argv, const char *sql, const char *done)
 		fflush(stdout);
 		rc = drain(conn, &a, what);
 	}
-	if (rc == 0 && a.json && print_json(conn, &a) < 0)
+	if (rc == 0 && a.json && print_json(conn, &a, argv[0]) < 0)
 		rc = CLI_EXIT_FAILED;
 	free(what);
 	db_close(conn);

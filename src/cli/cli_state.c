@@ -134,7 +134,7 @@ print_moved_json(const char *id, const char *state, const char *was)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "id", cJSON_CreateRaw(id));
 	cJSON_AddStringToObject(o, "state", state);
-	cJSON_AddStringToObject(o, "was", was);
+	cJSON_AddItemToObject(o, "was", cli_json_string(was));
 	cli_json_print(o);
 }
 
