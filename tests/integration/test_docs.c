@@ -105,10 +105,13 @@ static const struct {
 	 "(scripts/test.sh)"},
 	{"cmake --build build", "the same"},
 	{"sudo cmake --install build", ROOT},
-	{"sudo useradd --system --user-group --home-dir /nonexistent "
-	 "--no-create-home --shell /usr/sbin/nologin pgjobd",
-	 ROOT},
-	{"sudo install -d -m 0750 -o root -g pgjobd /etc/pgjobd", ROOT},
+	/* docs/operations.md#install: the package, the user and /etc/pgjobd. */
+	{"scripts/package.sh ../pgjobd-deb",
+	 "builds the Debian package: the ctest package runs it, and installs "
+	 "what it builds into a throwaway root"},
+	{"sudo apt install ../pgjobd-deb/pgjobd_*.deb", ROOT},
+	{"sudo systemd-sysusers pgjobd.conf", ROOT},
+	{"sudo systemd-tmpfiles --create pgjobd.conf", ROOT},
 	{"sudo install -m 0640 -o root -g pgjobd "
 	 "/usr/share/pgjobd/example.yaml /etc/pgjobd/pgjobd.yaml",
 	 ROOT "; the file is config/example.yaml, which the commands here use"},
