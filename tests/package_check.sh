@@ -5,6 +5,8 @@
 # layout, unpacks both packages into a throwaway root with dpkg -x (the
 # real system is not touched), and runs what was unpacked:
 #   - pgjobd --version, and --check-config of the installed example config;
+#   - (as root) systemd-sysusers and systemd-tmpfiles on the packaged files,
+#     with --root, as the postinst runs them;
 #   - a plugin built against the installed header and pkg-config file;
 #   - pgjob migrate of a fresh database of the test PostgreSQL (the "pg"
 #     fixture), and the installed pgjobd running an exec job and a job of
@@ -97,6 +99,26 @@ plugins="$root/usr/lib/$triplet/pgjobd/examples"
 PGJOBD_PLUGIN_DIR="$plugins" "$root/usr/bin/pgjobd" \
 	-c "$root/usr/share/pgjobd/example.yaml" --check-config ||
 	fail "the installed example.yaml does not validate"
+
+# What the postinst does, done in the throwaway root: systemd-sysusers
+# creates the user and group pgjobd in its /etc/passwd and /etc/group, then
+# systemd-tmpfiles creates its /etc/pgjobd, 0750, group pgjobd.  Setting
+# that group takes root; without it, this step is left out (and said so).
+if [ "$(id -u)" -eq 0 ]; then
+	mkdir -p "$root/etc"
+	touch "$root/etc/passwd" "$root/etc/group" "$root/etc/shadow" "$root/etc/gshadow"
+	systemd-sysusers --root="$root" pgjobd.conf
+	systemd-tmpfiles --root="$root" --create pgjobd.conf
+	gid=$(awk -F: '$1 == "pgjobd" { print $3 }' "$root/etc/group")
+	user=$(awk -F: '$1 == "pgjobd" { print $4 ":" $6 ":" $7 }' "$root/etc/passwd")
+	[ -n "$gid" ] && [ "$user" = "$gid:/nonexistent:/usr/sbin/nologin" ] ||
+		fail "sysusers.d/pgjobd.conf: user \"$user\", group id \"$gid\""
+	[ "$(stat -c '%a %u %g' "$root/etc/pgjobd")" = "750 0 $gid" ] ||
+		fail "tmpfiles.d/pgjobd.conf: /etc/pgjobd is $(stat -c '%a %u %g' "$root/etc/pgjobd")"
+	echo "package: systemd-sysusers and systemd-tmpfiles made the user pgjobd and /etc/pgjobd"
+else
+	echo "package: not root: the sysusers.d and tmpfiles.d files are not applied"
+fi
 
 # The -dev package: its relocatable pkg-config file names the unpacked
 # header, and a plugin builds against it.
