@@ -4,8 +4,9 @@
 #   - mandoc -Tlint reports nothing at level warning or above;
 #   - every option that "pgjobd --help" lists is in pgjobd(8);
 #   - every command that "pgjob --help" lists has its own entry (a line
-#     ".It Cm NAME" or ".Cm NAME" after ".It Xo") in pgjob(1), and every
-#     option it lists is in the page;
+#     ".It Cm NAME" or ".Cm NAME" after ".It Xo") in pgjob(1), every option
+#     of "pgjob NAME --help" is in that entry, and every option of
+#     "pgjob --help" is in the page;
 #   - every key of docs/configuration.md's tables is an Ic argument in
 #     pgjobd.yaml(5), and the page's example config validates.
 # Every problem is listed before the test fails.
@@ -70,6 +71,16 @@ for cmd in $commands; do
 		{ prev = $0 }
 		END { exit !found }' "$src/man/pgjob.1" ||
 		problem "pgjob --help lists the command $cmd; pgjob.1 has no entry for it"
+	# Each option of "pgjob CMD --help" is in CMD's entries of COMMANDS
+	# (rendered: from a tag line "     CMD ..." to the next tag line).
+	entry=$(sed -n '/^COMMANDS/,/^[A-Z]/p' <<<"$page" | awk -v cmd="$cmd" '
+		/^     [^ ]/ { on = ($1 == cmd) }
+		on')
+	for opt in $("$build/pgjob" "$cmd" --help | sed '1d' | options_of); do
+		[ "$opt" = --help ] && continue
+		has_word "$entry" "$opt" ||
+			problem "pgjob $cmd --help lists $opt; its entry in pgjob.1 does not"
+	done
 done
 
 # Config keys: the first column of every table in configuration.md.

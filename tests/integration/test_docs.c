@@ -100,18 +100,6 @@ static const struct {
 	const char *command;
 	const char *why;
 } allowed[] = {
-	{"cmake -S . -B build -DCMAKE_INSTALL_PREFIX=/usr",
-	 "builds into the source tree; CI builds the same way "
-	 "(scripts/test.sh)"},
-	{"cmake --build build", "the same"},
-	{"sudo cmake --install build", ROOT},
-	/* docs/operations.md#install: the package, the user and /etc/pgjobd. */
-	{"scripts/package.sh ../pgjobd-deb",
-	 "builds the Debian package: the ctest package runs it, and installs "
-	 "what it builds into a throwaway root"},
-	{"sudo apt install ../pgjobd-deb/pgjobd_*.deb", ROOT},
-	{"sudo systemd-sysusers pgjobd.conf", ROOT},
-	{"sudo systemd-tmpfiles --create pgjobd.conf", ROOT},
 	{"sudo install -m 0640 -o root -g pgjobd "
 	 "/usr/share/pgjobd/example.yaml /etc/pgjobd/pgjobd.yaml",
 	 ROOT "; the file is config/example.yaml, which the commands here use"},
