@@ -17,7 +17,7 @@ foreach(f usr/bin/pgjobd usr/bin/pgjob usr/include/pgjobd/plugin.h
 	endif()
 endforeach()
 file(GLOB_RECURSE all "${dest}/*")
-list(FILTER all INCLUDE REGEX "/pgjobd-plugin\\.pc$|/pgjobd/pgjobd_example\\.so$")
+list(FILTER all INCLUDE REGEX "/pgjobd-plugin\\.pc$|/pgjobd/examples/pgjobd_example\\.so$")
 list(LENGTH all found)
 if(NOT found EQUAL 2)
 	message(FATAL_ERROR "missing after install: pgjobd-plugin.pc or the example plugin")
@@ -29,6 +29,15 @@ execute_process(COMMAND "${dest}/usr/bin/pgjobd" -c "${dest}/check.yaml"
 	--check-config OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
 	message(FATAL_ERROR "the installed pgjobd does not run: ${out}")
+endif()
+# And it finds its plugins relative to itself (handler_plugin_dir()): the
+# installed example.yaml, whose plugin is "examples/pgjobd_example",
+# validates from this moved tree with an empty environment.
+execute_process(COMMAND env -i "${dest}/usr/bin/pgjobd"
+	-c "${dest}/usr/share/pgjobd/example.yaml" --check-config
+	OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+	message(FATAL_ERROR "the installed example.yaml does not validate: ${out}")
 endif()
 file(REMOVE_RECURSE "${dest}")
 message(STATUS "install: binaries, sql/, config, units, header, pkg-config file and plugin in place")

@@ -332,6 +332,27 @@ check_nonempty(const char *s)
 	return *s ? NULL : "must not be empty";
 }
 
+/*
+ * A plugin's library: a relative name is looked for inside the plugin
+ * directory (handler_plugin_path()), and a ".." would leave it; an absolute
+ * path has no need of one.
+ */
+static const char *
+check_library(const char *s)
+{
+	if (!*s)
+		return "must not be empty";
+	for (const char *c = s; *c;) {
+		size_t len = strcspn(c, "/");
+		if (len == 2 && c[0] == '.' && c[1] == '.')
+			return "must not have a \"..\" component (a name is "
+			       "looked for inside the plugin directory; give "
+			       "an absolute path to load another)";
+		c += len + (c[len] == '/');
+	}
+	return NULL;
+}
+
 static const char *
 check_url(const char *s)
 {
@@ -506,7 +527,7 @@ static const struct yaml_field handler_fields[] = {
 	  .only = HTTP),
 	F("tls_verify", YF_BOOL, handler_conf, tls_verify, .only = HTTP),
 	F("library", YF_STRING, handler_conf, library, .only = PLUGIN,
-	  .required = true, .check = check_nonempty),
+	  .required = true, .check = check_library),
 	F("symbol", YF_STRING, handler_conf, symbol, .only = PLUGIN,
 	  .required = true, .check = check_nonempty),
 	F("config", YF_JSON, handler_conf, plugin_config, .only = PLUGIN),

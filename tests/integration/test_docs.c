@@ -52,7 +52,6 @@
  *   DB              the test database's conninfo (README.md's "$DB")
  *   PGHOST, PGPORT, PGUSER, PGDATABASE   the same, for bare pgjob and psql
  *   PGTZ=UTC        as docs/cli.md's examples ran
- *   PGJOBD_PLUGIN_DIR   the build, for config/example.yaml's plugin
  *   PATH            pgjob and pgjobd of this build first
  */
 static const struct {
@@ -459,7 +458,6 @@ set_environment(void)
 	PQconninfoFree(opts);
 	setenv("DB", ci, 1);
 	setenv("PGTZ", "UTC", 1);
-	setenv("PGJOBD_PLUGIN_DIR", getenv("PGJOBD_TEST_BIN"), 1);
 	unsetenv("PGJOBD_CONFIG");
 
 	char bin[4096];
