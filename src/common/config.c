@@ -18,6 +18,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -788,6 +789,16 @@ check_plugin_timeout(struct yaml_doc *d, const struct config *c,
 	free(tpath);
 }
 
+/* Where n was written; a list's first item (a command's program). */
+static struct config_at
+first_at(const struct ynode *n)
+{
+	if (n && n->type == YNODE_LIST && n->n > 0)
+		n = n->items[0];
+	return n ? (struct config_at){n->line, n->column}
+		 : (struct config_at){0, 0};
+}
+
 static void
 load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	     const struct ynode *val, const char *path)
@@ -818,6 +829,10 @@ load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 		h->queue = xstrdup("default");
 	if (!h->plugin_config)
 		h->plugin_config = xstrdup("{}");
+	h->at_program = first_at(yaml_walked(&w, "command"));
+	h->at_url = first_at(yaml_walked(&w, "url"));
+	h->at_library = first_at(yaml_walked(&w, "library"));
+	h->at_symbol = first_at(yaml_walked(&w, "symbol"));
 	own_timeout = h->timeout_ms >= 0;
 	resolve_handler(c, h);
 	check_plugin_timeout(d, c, &w, path, own_timeout, h);
@@ -898,6 +913,7 @@ load_task(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	};
 	yaml_walk_map(d, key, val, path, &w);
 	resolve_run_as(d, &w, path, &t->run_as);
+	t->at_program = first_at(yaml_walked(&w, "command"));
 }
 
 typedef void load_fn(struct yaml_doc *d, struct config *c,
@@ -949,17 +965,45 @@ add_default_queue(struct config *c)
 }
 
 /*
+ * The top-level table as pgjob reads it (config_load_database()): every key
+ * is known, so the file is the same file, but only database and retention
+ * are read; the others are noted and left alone.  Made from top_fields, so
+ * that a key added there is known here too.
+ */
+static const struct yaml_field *
+cli_fields(void)
+{
+	static struct yaml_field t[YAML_MAX_FIELDS + 1];
+
+	if (t[0].key)
+		return t;
+	for (size_t i = 0; top_fields[i].key && i < YAML_MAX_FIELDS; i++) {
+		t[i] = top_fields[i];
+		if (strcmp(t[i].key, "database") &&
+		    strcmp(t[i].key, "retention"))
+			t[i] = (struct yaml_field){.key = top_fields[i].key,
+						   .type = YF_LATER};
+	}
+	return t;
+}
+
+/*
  * Reads the document into c.  The sections come last, in the order that lets
  * each check the names it uses: queues, handlers, then schedules.
  */
 static void
-load_document(struct yaml_doc *d, struct config *c)
+load_document(struct yaml_doc *d, struct config *c, bool cli)
 {
 	struct yaml_walk top = {.t = top_fields, .obj = c};
 	const struct ynode *workers;
 
 	if (d->root && d->root->type != YNODE_MAP && !yaml_is_null(d->root)) {
 		yaml_doc_error(d, d->root, "", "expected a map of settings");
+		return;
+	}
+	if (cli) {
+		top.t = cli_fields();
+		yaml_walk_map(d, NULL, d->root, "", &top);
 		return;
 	}
 	yaml_walk_map(d, NULL, d->root, "", &top);
@@ -1000,9 +1044,9 @@ config_new(const char *name)
 	return c;
 }
 
-struct config *
-config_load_string(const char *name, const char *text, size_t len,
-		   struct config_errors *errs)
+static struct config *
+load_text(const char *name, const char *text, size_t len,
+	  struct config_errors *errs, bool cli)
 {
 	struct yaml_doc d;
 	struct config *c = config_new(name);
@@ -1012,7 +1056,7 @@ config_load_string(const char *name, const char *text, size_t len,
 	if (!errs)
 		errs = &none;
 	if (yaml_doc_load(&d, name, text, len) == 0)
-		load_document(&d, c);
+		load_document(&d, c, cli);
 	n = errs->n = yaml_doc_take_errors(&d, &errs->msg);
 	yaml_doc_release(&d);
 	if (errs == &none)
@@ -1024,7 +1068,14 @@ config_load_string(const char *name, const char *text, size_t len,
 }
 
 struct config *
-config_load(const char *path, struct config_errors *errs)
+config_load_string(const char *name, const char *text, size_t len,
+		   struct config_errors *errs)
+{
+	return load_text(name, text, len, errs, false);
+}
+
+static struct config *
+load_path(const char *path, struct config_errors *errs, bool cli)
 {
 	struct buf b = {0};
 	char chunk[8192];
@@ -1049,12 +1100,38 @@ config_load(const char *path, struct config_errors *errs)
 						 strerror(err));
 		}
 	} else {
-		c = config_load_string(path, b.data ? b.data : "", b.len, errs);
+		c = load_text(path, b.data ? b.data : "", b.len, errs, cli);
 	}
 	if (fd >= 0)
 		close(fd);
 	buf_free(&b);
 	return c;
+}
+
+struct config *
+config_load(const char *path, struct config_errors *errs)
+{
+	return load_path(path, errs, false);
+}
+
+struct config *
+config_load_database(const char *path, struct config_errors *errs)
+{
+	return load_path(path, errs, true);
+}
+
+void
+config_errors_add(struct config_errors *errs, const char *fmt, ...)
+{
+	va_list ap;
+	char *m;
+
+	va_start(ap, fmt);
+	if (vasprintf(&m, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	errs->msg = xrealloc(errs->msg, (errs->n + 1) * sizeof(*errs->msg));
+	errs->msg[errs->n++] = m;
 }
 
 static void
