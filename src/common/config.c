@@ -973,11 +973,13 @@ add_default_queue(struct config *c)
 static const struct yaml_field *
 cli_fields(void)
 {
-	static struct yaml_field t[YAML_MAX_FIELDS + 1];
+	static struct yaml_field t[sizeof(top_fields) / sizeof(*top_fields)];
 
 	if (t[0].key)
 		return t;
-	for (size_t i = 0; top_fields[i].key && i < YAML_MAX_FIELDS; i++) {
+	for (size_t i = 0;
+	     i < sizeof(top_fields) / sizeof(*top_fields) && top_fields[i].key;
+	     i++) {
 		t[i] = top_fields[i];
 		if (strcmp(t[i].key, "database") &&
 		    strcmp(t[i].key, "retention"))
