@@ -485,7 +485,7 @@ load_config(struct cli *cli)
 	if (!cli->config_path || !*cli->config_path)
 		return 0;
 	config_set_conninfo_check(db_conninfo_valid);
-	/* Only database and retention: not the handlers' secrets. */
+	/* Not the sections: their secrets are the handlers'. */
 	cli->cfg = config_load_database(cli->config_path, &errs);
 	if (cli->cfg)
 		return 0;

@@ -965,31 +965,6 @@ add_default_queue(struct config *c)
 }
 
 /*
- * The top-level table as pgjob reads it (config_load_database()): every key
- * is known, so the file is the same file, but only database and retention
- * are read; the others are noted and left alone.  Made from top_fields, so
- * that a key added there is known here too.
- */
-static const struct yaml_field *
-cli_fields(void)
-{
-	static struct yaml_field t[sizeof(top_fields) / sizeof(*top_fields)];
-
-	if (t[0].key)
-		return t;
-	for (size_t i = 0;
-	     i < sizeof(top_fields) / sizeof(*top_fields) && top_fields[i].key;
-	     i++) {
-		t[i] = top_fields[i];
-		if (strcmp(t[i].key, "database") &&
-		    strcmp(t[i].key, "retention"))
-			t[i] = (struct yaml_field){.key = top_fields[i].key,
-						   .type = YF_LATER};
-	}
-	return t;
-}
-
-/*
  * Reads the document into c.  The sections come last, in the order that lets
  * each check the names it uses: queues, handlers, then schedules.
  */
@@ -1003,17 +978,18 @@ load_document(struct yaml_doc *d, struct config *c, bool cli)
 		yaml_doc_error(d, d->root, "", "expected a map of settings");
 		return;
 	}
-	if (cli) {
-		top.t = cli_fields();
-		yaml_walk_map(d, NULL, d->root, "", &top);
-		return;
-	}
 	yaml_walk_map(d, NULL, d->root, "", &top);
-	load_section(d, c, &top, "queues", load_queue);
-	add_default_queue(c);
-	load_section(d, c, &top, "handlers", load_handler);
-	load_section(d, c, &top, "schedules", load_schedule);
-	load_section(d, c, &top, "tasks", load_task);
+	/* pgjob (config_load_database()) leaves the sections unread: their
+	 * secrets are pgjobd's. */
+	if (!cli) {
+		load_section(d, c, &top, "queues", load_queue);
+		add_default_queue(c);
+		load_section(d, c, &top, "handlers", load_handler);
+		load_section(d, c, &top, "schedules", load_schedule);
+		load_section(d, c, &top, "tasks", load_task);
+	} else {
+		add_default_queue(c);
+	}
 	workers = yaml_walked(&top, "workers");
 	if (workers && c->workers > c->max_slots)
 		yaml_doc_error(d, workers, "workers",

@@ -176,10 +176,12 @@ struct config *config_load(const char *path, struct config_errors *errs);
 struct config *config_load_string(const char *name, const char *text,
 				  size_t len, struct config_errors *errs);
 /*
- * As config_load(), for pgjob: only what pgjob uses is read (database and
- * retention), so that ${...} references are expanded there alone: an
- * operator who can read the file but not every handler's secret can still
- * run pgjob -c FILE.  The other sections are not read, not checked.
+ * As config_load(), for pgjob: the top-level settings are read and checked
+ * (database, retention and the rest), but not the sections queues,
+ * handlers, schedules and tasks, so that no ${...} reference of theirs is
+ * expanded: an operator who can read the file but not every handler's
+ * secret can still run pgjob -c FILE.  The result has no handlers,
+ * schedules or tasks, and the default queue only.
  */
 struct config *config_load_database(const char *path,
 				    struct config_errors *errs);

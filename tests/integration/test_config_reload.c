@@ -272,8 +272,8 @@ test_check_config(void **state)
 	free(body);
 }
 
-/* pgjob -c reads the database section only: a handler's secret that is
- * missing does not stop `pgjob status`. */
+/* pgjob -c leaves the handlers unread: a handler's secret that is missing
+ * does not stop `pgjob status`. */
 static void
 test_pgjob_without_handler_secrets(void **state)
 {

@@ -1189,8 +1189,8 @@ test_expand_secrets(void **state)
 
 /*
  * A config error from a secret has the place of its value; and pgjob's
- * load reads database and retention only, so that a handler's secret it
- * cannot read does not stop it.
+ * load leaves the sections unread, so that a handler's secret it cannot
+ * read does not stop it.
  */
 static void
 test_secrets_in_config(void **state)
@@ -1228,15 +1228,16 @@ test_secrets_in_config(void **state)
 			       "variable \"PGJOBD_T_UNSET\" is not set"));
 	config_errors_free(&errs);
 
-	/* pgjob: what it needs, and nothing else read. */
+	/* pgjob: the top-level settings, and no section read. */
 	c = config_load_database(path, &errs);
 	assert_non_null(c);
 	assert_string_equal(c->conninfo, "dbname=app");
 	assert_int_equal(c->retention_ms, 2 * 86400 * 1000LL);
 	assert_int_equal(c->nhandlers, 0);
+	assert_non_null(config_queue(c, "default"));
 	config_free(c);
 
-	/* Its own section still has to be right. */
+	/* What it reads still has to be right. */
 	unsetenv("PGJOBD_T_DB");
 	assert_null(config_load_database(path, &errs));
 	assert_int_equal(errs.n, 1);
