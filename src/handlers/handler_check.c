@@ -22,6 +22,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,8 @@
 #define REPORT_MAX 1024
 /* A library whose constructors take longer than this to load is killed. */
 #define LOAD_SECONDS 10
+/* The longest the report is waited for. */
+#define REPORT_SECONDS (LOAD_SECONDS + 2)
 
 /* Adds "file:line:col: section.name.key: " + the safe form of msg. */
 static void
@@ -128,18 +131,35 @@ probe(const char *path, const char *sym, int fd)
 	_exit(0);
 }
 
-/* Reads the child's report into buf (at most len - 1 bytes, NUL ended). */
-static void
+/*
+ * Reads the child's report into buf (at most len - 1 bytes, NUL ended),
+ * until end of file or, should something the library started keep the
+ * pipe open, REPORT_SECONDS.  Returns 0, or -1 when the time ran out.
+ */
+static int
 read_report(int fd, char *buf, size_t len)
 {
+	int64_t end = util_now_ms() + REPORT_SECONDS * 1000;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 	size_t got = 0;
 	ssize_t n;
 
-	while (got < len - 1 && ((n = read(fd, buf + got, len - 1 - got)) > 0 ||
-				 (n < 0 && errno == EINTR)))
+	int rc = 0;
+
+	while (got < len - 1) {
+		int64_t left = end - util_now_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
+			rc = -1;
+			break;
+		}
+		n = read(fd, buf + got, len - 1 - got);
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			break;
 		if (n > 0)
 			got += (size_t)n;
+	}
 	buf[got] = '\0';
+	return rc;
 }
 
 static void
@@ -164,7 +184,8 @@ check_plugin(struct config_errors *errs, const struct config *c,
 		probe(path, h->symbol, fds[1]);
 	}
 	close(fds[1]);
-	read_report(fds[0], report, sizeof(report));
+	if (read_report(fds[0], report, sizeof(report)) < 0)
+		kill(pid, SIGKILL);
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

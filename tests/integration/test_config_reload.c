@@ -1,12 +1,13 @@
 /*
  * Integration: a config that tells the truth (docs/configuration.md).  Real
  * pgjobd and pgjob processes against the test server: a secret in a file
- * rotates on reload and reaches a real job, and never a log line; a reload
- * whose command or plugin would fail is refused with the value's place,
- * the old config keeps running jobs, and the supervisor loads no plugin
- * itself; a setting a reload cannot apply is named; --check-config reports
- * plugins that do not load; pgjob -c runs without the handlers' secrets;
- * the shipped example validates with an empty environment.
+ * rotates on reload and reaches a real job, and never a log line nor a
+ * command line; a reload whose command or plugin would fail is refused
+ * with the value's place, the old config keeps running jobs, and the
+ * supervisor loads no plugin itself; a setting a reload cannot apply is
+ * named; --check-config reports plugins that do not load; a plugin given
+ * by name loads; pgjob -c runs without the handlers' secrets; the shipped
+ * example validates with an empty environment.
  */
 #include "testlib.h"
 
@@ -95,6 +96,13 @@ test_secret_rotates(void **state)
 	tok = token_seen(c);
 	assert_string_equal(tok, SECRET2);
 	free(tok);
+	/* Nor in the processes' command lines. */
+	char *cmd = t_cmdline(d);
+	assert_null(strstr(cmd, "rot-"));
+	free(cmd);
+	cmd = t_cmdline(t_worker_pid(c, d));
+	assert_null(strstr(cmd, "rot-"));
+	free(cmd);
 	t_stop_clean(d);
 
 	assert_int_equal(t_log_count("secret", SECRET1), 0);
@@ -306,6 +314,32 @@ test_pgjob_without_handler_secrets(void **state)
 	free(ci);
 }
 
+/* A daemon's workers load a plugin named as example.yaml names it, from
+ * the plugin directory beside the build's pgjobd. */
+static void
+test_plugin_by_name(void **state)
+{
+	char *ci = t_db_migrated("t_creload_byname");
+	PGconn *c = t_connect(ci);
+	long long id;
+	pid_t d;
+
+	d = t_start("byname", ci,
+		    "workers: 1\n"
+		    "handlers:\n"
+		    "  noop: { type: plugin, library: examples/pgjobd_example, "
+		    "symbol: pgjobd_example }\n");
+	id = t_long(c, "select pgjob.enqueue('noop', '{}')");
+	t_wait_state(c, id, "done", 60);
+	t_assert_job(c, id, "result->>'ok'", "true");
+	assert_int_equal(t_log_count("byname", "/plugins/examples/"
+					       "pgjobd_example.so"),
+			 1);
+	t_stop_clean(d);
+	PQfinish(c);
+	free(ci);
+}
+
 /* config/example.yaml names its plugin by name: from the build tree, with
  * an empty environment, it validates, plugin loaded and all. */
 static void
@@ -335,6 +369,7 @@ main(void)
 		cmocka_unit_test(test_reload_names_what_it_keeps),
 		cmocka_unit_test(test_check_config),
 		cmocka_unit_test(test_pgjob_without_handler_secrets),
+		cmocka_unit_test(test_plugin_by_name),
 		cmocka_unit_test(test_example_empty_environment),
 	};
 
