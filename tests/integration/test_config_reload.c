@@ -246,9 +246,10 @@ test_check_config(void **state)
 		"  gone: { type: plugin, library: examples/none, symbol: x }\n"
 		"  run: { type: exec, command: [no-such-program-here] }\n"
 		"  hook: { type: http, url: \"http://\" }\n"
+		"  abi: { type: plugin, library: \"%s\", symbol: bad_abi }\n"
 		"tasks:\n"
 		"  feed: { command: [/nonexistent/feed] }\n",
-		plugins);
+		plugins, plugins);
 	const char *cfg = t_config("check", "dbname=x", body);
 	const char *deep[] = {t_bin("pgjobd"), "-c", cfg, "--check-config",
 			      NULL};
@@ -270,9 +271,13 @@ test_check_config(void **state)
 				      "\"no-such-program-here\": not found in "
 				      "PATH"));
 	assert_non_null(strstr(r.err, "check.yaml:7:28: handlers.hook.url: "));
-	assert_non_null(strstr(r.err, "check.yaml:9:21: tasks.feed.command[0]: "
-				      "\"/nonexistent/feed\": No such file or "
-				      "directory"));
+	assert_non_null(strstr(r.err, ": handlers.abi.symbol: plugin ABI "
+				      "version 99, this pgjobd needs 1 "
+				      "(library "));
+	assert_non_null(strstr(r.err,
+			       "check.yaml:10:21: tasks.feed.command[0]: "
+			       "\"/nonexistent/feed\": No such file or "
+			       "directory"));
 	t_run_free(&r);
 	t_run(&r, 30, NULL, flat);
 	assert_int_equal(r.status, 0);
