@@ -486,7 +486,7 @@ load_config(struct cli *cli)
 		return 0;
 	config_set_conninfo_check(db_conninfo_valid);
 	/* Not the sections: their secrets are the handlers'. */
-	cli->cfg = config_load_database(cli->config_path, &errs);
+	cli->cfg = config_load_settings(cli->config_path, &errs);
 	if (cli->cfg)
 		return 0;
 	for (size_t i = 0; i < errs.n; i++)

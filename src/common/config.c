@@ -688,7 +688,7 @@ load_queue(struct yaml_doc *d, struct config *c, const struct ynode *key,
 static unsigned
 peek_type(const struct ynode *map)
 {
-	char *missing = NULL, *s;
+	char *why = NULL, *s;
 	int t = -1;
 
 	for (size_t i = 0; map->type == YNODE_MAP && i < map->n; i++) {
@@ -698,13 +698,13 @@ peek_type(const struct ynode *map)
 		if (k->type != YNODE_SCALAR || strcmp(k->text, "type"))
 			continue;
 		if (v->type == YNODE_SCALAR &&
-		    (s = env_expand(v->text, &missing))) {
+		    (s = env_expand(v->text, &why))) {
 			for (t = HANDLER_PLUGIN; t >= 0; t--)
 				if (!strcmp(handler_types[t], s))
 					break;
 			free(s);
 		}
-		free(missing);
+		free(why); /* reported when type is read */
 		break;
 	}
 	return t < 0 ? 0 : 1u << t;
@@ -979,7 +979,7 @@ load_document(struct yaml_doc *d, struct config *c, bool cli)
 		return;
 	}
 	yaml_walk_map(d, NULL, d->root, "", &top);
-	/* pgjob (config_load_database()) leaves the sections unread: their
+	/* pgjob (config_load_settings()) leaves the sections unread: their
 	 * secrets are pgjobd's. */
 	if (!cli) {
 		load_section(d, c, &top, "queues", load_queue);
@@ -1093,7 +1093,7 @@ config_load(const char *path, struct config_errors *errs)
 }
 
 struct config *
-config_load_database(const char *path, struct config_errors *errs)
+config_load_settings(const char *path, struct config_errors *errs)
 {
 	return load_path(path, errs, true);
 }

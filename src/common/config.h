@@ -183,7 +183,7 @@ struct config *config_load_string(const char *name, const char *text,
  * secret can still run pgjob -c FILE.  The result has no handlers,
  * schedules or tasks, and the default queue only.
  */
-struct config *config_load_database(const char *path,
+struct config *config_load_settings(const char *path,
 				    struct config_errors *errs);
 void config_free(struct config *c);
 void config_errors_free(struct config_errors *errs);

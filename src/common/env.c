@@ -1,6 +1,7 @@
 /*
  * env: ${NAME} references expanded from the environment, and the private
- * copy of it that a daemon reads them from.  See env.h.
+ * copy of it that a daemon reads them from; ${file:PATH} and
+ * ${credential:NAME} read from files, at every load.  See env.h.
  */
 #include "common/env.h"
 

@@ -1,7 +1,8 @@
 /*
- * env: ${NAME} references in config values, expanded from the environment,
- * and the private copy of the environment that a daemon expands them from
- * once the secrets they name have left its own environment.
+ * env: the references in config values, ${NAME} expanded from the
+ * environment and ${file:PATH} and ${credential:NAME} from files, and the
+ * private copy of the environment that a daemon expands ${NAME} from once
+ * the secrets they name have left its own environment.
  */
 #ifndef PGJOBD_ENV_H
 #define PGJOBD_ENV_H

@@ -1229,7 +1229,7 @@ test_secrets_in_config(void **state)
 	config_errors_free(&errs);
 
 	/* pgjob: the top-level settings, and no section read. */
-	c = config_load_database(path, &errs);
+	c = config_load_settings(path, &errs);
 	assert_non_null(c);
 	assert_string_equal(c->conninfo, "dbname=app");
 	assert_int_equal(c->retention_ms, 2 * 86400 * 1000LL);
@@ -1239,7 +1239,7 @@ test_secrets_in_config(void **state)
 
 	/* What it reads still has to be right. */
 	unsetenv("PGJOBD_T_DB");
-	assert_null(config_load_database(path, &errs));
+	assert_null(config_load_settings(path, &errs));
 	assert_int_equal(errs.n, 1);
 	assert_non_null(strstr(errs.msg[0], ":1:23: database.conninfo: "
 					    "environment variable "
