@@ -110,6 +110,11 @@ probe(const char *path, const char *sym, int fd)
 	char out[REPORT_MAX];
 	int n = 0;
 
+	sigset_t alrm;
+
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	sigprocmask(SIG_UNBLOCK, &alrm, NULL);
 	signal(SIGALRM, SIG_DFL);
 	alarm(LOAD_SECONDS);
 	dlerror();
