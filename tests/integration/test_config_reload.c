@@ -133,7 +133,8 @@ test_reload_refused(void **state)
 {
 	char *ci = t_db_migrated("t_creload_refused");
 	PGconn *c = t_connect(ci);
-	const char *plugins = t_bin("pgjobd_test_plugins.so");
+	char *plugins = xstrdup(t_bin("pgjobd_test_plugins.so"));
+	char *crash = xstrdup(t_bin("pgjobd_crash_on_load.so"));
 	char *notelf = xasprintf("%s/notelf.so", t_tmpdir());
 	char *body;
 	long long id;
@@ -176,8 +177,10 @@ test_reload_refused(void **state)
 			 "  abi: { type: plugin, library: \"%s\", "
 			 "symbol: bad_abi }\n"
 			 "  broken: { type: plugin, library: \"%s\", "
-			 "symbol: x }\n",
-			 plugins, plugins, notelf);
+			 "symbol: x }\n"
+			 "  crash: { type: plugin, library: \"%s\", "
+			 "symbol: pgjobd_crash_on_load }\n",
+			 plugins, plugins, notelf, crash);
 	t_config("refused", ci, body);
 	kill(d, SIGHUP);
 	t_wait_log("refused", "reload refused", 2, 30);
@@ -188,9 +191,15 @@ test_reload_refused(void **state)
 				"version 99, this pgjobd needs ") > 0);
 	assert_true(t_log_count("refused", ": handlers.broken.library: "
 					   "cannot load: ") > 0);
+	assert_true(t_log_count("refused", ": handlers.crash.library: loading "
+					   "") > 0);
+	assert_true(t_log_count("refused",
+				"pgjobd_crash_on_load.so killed "
+				"the checking process (signal 11)") > 0);
 	/* The supervisor checked them in a child: it has none mapped. */
 	assert_false(maps_hold(d, "pgjobd_test_plugins"));
 	assert_false(maps_hold(d, "notelf"));
+	assert_false(maps_hold(d, "crash_on_load"));
 	assert_true(t_alive(d));
 	id = t_long(c, "select pgjob.enqueue('hello', '{}')");
 	t_wait_state(c, id, "done", 60);
@@ -199,6 +208,8 @@ test_reload_refused(void **state)
 	PQfinish(c);
 	free(body);
 	free(notelf);
+	free(crash);
+	free(plugins);
 	free(ci);
 }
 
@@ -239,7 +250,8 @@ test_reload_names_what_it_keeps(void **state)
 static void
 test_check_config(void **state)
 {
-	const char *plugins = t_bin("pgjobd_test_plugins.so");
+	char *plugins = xstrdup(t_bin("pgjobd_test_plugins.so"));
+	char *crash = xstrdup(t_bin("pgjobd_crash_on_load.so"));
 	char *body = xasprintf(
 		"handlers:\n"
 		"  nosym: { type: plugin, library: \"%s\", symbol: nope }\n"
@@ -247,9 +259,10 @@ test_check_config(void **state)
 		"  run: { type: exec, command: [no-such-program-here] }\n"
 		"  hook: { type: http, url: \"http://\" }\n"
 		"  abi: { type: plugin, library: \"%s\", symbol: bad_abi }\n"
+		"  crash: { type: plugin, library: \"%s\", symbol: x }\n"
 		"tasks:\n"
 		"  feed: { command: [/nonexistent/feed] }\n",
-		plugins, plugins);
+		plugins, plugins, crash);
 	const char *cfg = t_config("check", "dbname=x", body);
 	const char *deep[] = {t_bin("pgjobd"), "-c", cfg, "--check-config",
 			      NULL};
@@ -275,14 +288,21 @@ test_check_config(void **state)
 				      "version 99, this pgjobd needs 1 "
 				      "(library "));
 	assert_non_null(strstr(r.err,
-			       "check.yaml:10:21: tasks.feed.command[0]: "
+			       "check.yaml:11:21: tasks.feed.command[0]: "
 			       "\"/nonexistent/feed\": No such file or "
 			       "directory"));
+	assert_non_null(strstr(r.err,
+			       "check.yaml:9:35: handlers.crash.library: "
+			       "loading "));
+	assert_non_null(strstr(r.err, "killed the checking process (signal "
+				      "11)"));
 	t_run_free(&r);
 	t_run(&r, 30, NULL, flat);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
 	free(body);
+	free(crash);
+	free(plugins);
 }
 
 /* pgjob -c leaves the handlers unread: a handler's secret that is missing
