@@ -77,5 +77,14 @@ execute_process(COMMAND "${dest}/usr/bin/pgjobd" -c "${dest}/check.yaml"
 if(NOT rc EQUAL 0)
 	message(FATAL_ERROR "the installed pgjobd does not run: ${out}")
 endif()
+# And it finds its plugins relative to itself (handler_plugin_dir()): the
+# installed example.yaml, whose plugin is "examples/pgjobd_example",
+# validates from this moved tree with an empty environment.
+execute_process(COMMAND env -i "${dest}/usr/bin/pgjobd"
+	-c "${dest}/usr/share/pgjobd/example.yaml" --check-config
+	OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+	message(FATAL_ERROR "the installed example.yaml does not validate: ${out}")
+endif()
 file(REMOVE_RECURSE "${dest}")
 message(STATUS "install: binaries, sql/, config, units, sysusers.d, tmpfiles.d, man pages, header, relocatable pkg-config file and example plugin in place")

@@ -604,7 +604,8 @@ load_config(struct cli *cli)
 	if (!cli->config_path || !*cli->config_path)
 		return 0;
 	config_set_conninfo_check(db_conninfo_valid);
-	cli->cfg = config_load(cli->config_path, &errs);
+	/* Not the sections: their secrets are the handlers'. */
+	cli->cfg = config_load_settings(cli->config_path, &errs);
 	if (cli->cfg)
 		return 0;
 	for (size_t i = 0; i < errs.n; i++)

@@ -14,8 +14,10 @@
  *   with "pgjob: " or "pgjobd: " is an error message that must be on its
  *   stderr.  Other output is not compared: ids and times vary.
  * - ```yaml: a whole config, written to a file and checked with
- *   `pgjobd -c FILE --check-config` (exit 0), with each ${NAME} it uses
- *   set in the environment.
+ *   `pgjobd -c FILE --check-config=static` (exit 0: the file; its commands
+ *   and plugins are examples, not programs of this host), with each
+ *   ${NAME} it uses set in the environment, and each ${file:/PATH} and
+ *   ${credential:NAME} a file under the test's folder.
  * - ```sql: must be marked, on the line before the block, either
  *   <!-- run --> (run as it is against the test database, which must
  *   succeed) or <!-- fragment: why it cannot run --> (below).
@@ -69,7 +71,6 @@
  *   DB              the test database's conninfo (README.md's "$DB")
  *   PGHOST, PGPORT, PGUSER, PGDATABASE   the same, for bare pgjob and psql
  *   PGTZ=UTC        as docs/cli.md's examples ran
- *   PGJOBD_PLUGIN_DIR   the build, for config/example.yaml's plugin
  *   PATH            pgjob and pgjobd of this build first
  */
 static const struct {
@@ -463,7 +464,6 @@ set_environment(void)
 	PQconninfoFree(opts);
 	setenv("DB", ci, 1);
 	setenv("PGTZ", "UTC", 1);
-	setenv("PGJOBD_PLUGIN_DIR", getenv("PGJOBD_TEST_BIN"), 1);
 	unsetenv("PGJOBD_CONFIG");
 
 	char bin[4096];
@@ -725,6 +725,54 @@ test_markers(void **state)
 	check_problems();
 }
 
+/* Writes the secret file at path (and its folders) with "docs-value". */
+static void
+secret_file(const char *path)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = dir + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			fail_msg("mkdir %s: %s", dir, strerror(errno));
+		*p = '/';
+	}
+	t_write_file(path, "docs-value\n");
+	chmod(path, 0600);
+}
+
+/*
+ * Appends line to text with the secrets it names made available: each
+ * ${file:/PATH} now names t_tmpdir()/PATH, written, and each
+ * ${credential:NAME} a file of CREDENTIALS_DIRECTORY, t_tmpdir()/credentials.
+ */
+static void
+secret_refs(struct buf *text, const char *line)
+{
+	const char *p = line, *q;
+	while ((q = strstr(p, "${")) != NULL) {
+		size_t n = strcspn(q, "}");
+		char path[4096];
+		buf_append(text, p, (size_t)(q - p));
+		if (!strncmp(q, "${file:/", 8) && q[n] == '}') {
+			snprintf(path, sizeof(path), "%s%.*s", t_tmpdir(),
+				 (int)(n - 7), q + 7);
+			secret_file(path);
+			buf_appendf(text, "${file:%s}", path);
+			p = q + n + 1;
+			continue;
+		}
+		if (!strncmp(q, "${credential:", 13) && q[n] == '}') {
+			snprintf(path, sizeof(path), "%s/credentials/%.*s",
+				 t_tmpdir(), (int)(n - 13), q + 13);
+			secret_file(path);
+		}
+		buf_append(text, q, 2);
+		p = q + 2;
+	}
+	buf_appendf(text, "%s\n", p);
+}
+
 /* Every YAML block that is not marked a fragment is a valid config. */
 static void
 test_configs(void **state)
@@ -735,7 +783,7 @@ test_configs(void **state)
 			continue;
 		struct buf text = {0};
 		for (int i = 0; i < b->n; i++)
-			buf_appendf(&text, "%s\n", b->lines[i]);
+			secret_refs(&text, b->lines[i]);
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/%s-%d.yaml", t_tmpdir(),
 			 strrchr(b->file, '/') ? strrchr(b->file, '/') + 1
@@ -747,7 +795,7 @@ test_configs(void **state)
 		char *env[32];
 		int nenv = 0;
 		for (const char *p = text.data;
-		     p && nenv < 31 && (p = strstr(p, "${")) != NULL; p += 2) {
+		     p && nenv < 30 && (p = strstr(p, "${")) != NULL; p += 2) {
 			size_t n = strspn(p + 2, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 						 "abcdefghijklmnopqrstuvwxyz"
 						 "0123456789_");
@@ -755,10 +803,14 @@ test_configs(void **state)
 				env[nenv++] = xasprintf("%.*s=docs-value",
 							(int)n, p + 2);
 		}
+		env[nenv++] = xasprintf("CREDENTIALS_DIRECTORY=%s/credentials",
+					t_tmpdir());
 		env[nenv] = NULL;
 
+		/* The file alone: its commands and plugins are examples, not
+		 * programs of this host. */
 		const char *argv[] = {t_bin("pgjobd"), "-c", path,
-				      "--check-config", NULL};
+				      "--check-config=static", NULL};
 		struct t_run r;
 		t_run(&r, 30, (const char *const *)env, argv);
 		nconfigs++;
