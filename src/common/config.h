@@ -151,7 +151,7 @@ struct config {
 	 * health"): how often the worker holding the pgjob:health lease reads
 	 * it, and the age of the xmin horizon past which it warns.
 	 */
-	int64_t health_interval_ms; /* default 10s */
+	int64_t health_interval_ms;  /* default 10s */
 	int64_t health_xmin_warn_ms; /* default 5m */
 };
 

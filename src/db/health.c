@@ -17,7 +17,8 @@
 
 /*
  * One statement, one row per thing watched, all with the same columns:
- *   what, name, n1, n2, n3, application_name, client_addr, state, since
+ *   what, name, n1, n2, n3, application_name, client_addr, state, since,
+ *   xmin (holders: the transaction id it holds, as text)
  * holders:  n1 = xid age, n2 = seconds (null: unknown), n3 = pid
  * tables:   n1 = dead tuples, n2 = seconds since a vacuum (null: none),
  *           n3 = live tuples
@@ -51,7 +52,8 @@ static const char health_sql[] =
 	"    ::float8 as n2,"
 	"   pid::bigint as n3, application_name::text as app,"
 	"   client_addr::text as client, state::text as state,"
-	"   coalesce(xact_start, query_start) as since"
+	"   coalesce(xact_start, query_start) as since,"
+	"   coalesce(backend_xmin, backend_xid)::text as xmin"
 	"  from pg_stat_activity"
 	"  where (backend_xmin is not null or backend_xid is not null)"
 	"   and pid <> pg_backend_pid()"
@@ -59,12 +61,13 @@ static const char health_sql[] =
 	"  union all"
 	"  select 'replication_slot', slot_name::text, age(xmin)::float8,"
 	"   null, active_pid::bigint, null, null,"
-	"   case when active then 'active' else 'inactive' end, null"
+	"   case when active then 'active' else 'inactive' end, null,"
+	"   xmin::text"
 	"  from pg_replication_slots where xmin is not null"
 	"  union all"
 	"  select 'prepared_xact', gid, age(transaction)::float8,"
 	"   extract(epoch from now() - prepared)::float8, null, null, null,"
-	"   null, prepared"
+	"   null, prepared, transaction::text"
 	"  from pg_prepared_xacts where database = current_database())"
 	" (select * from h order by n1 desc, n2 desc nulls last limit $1)"
 	" union all"
@@ -72,7 +75,7 @@ static const char health_sql[] =
 	"   extract(epoch from now() - greatest(last_vacuum,"
 	"    last_autovacuum))::float8,"
 	"   n_live_tup, null, null, null,"
-	"   greatest(last_vacuum, last_autovacuum)"
+	"   greatest(last_vacuum, last_autovacuum), null"
 	"  from pg_stat_user_tables where schemaname = 'pgjob'"
 	"  order by relname limit $2)"
 	" union all"
@@ -84,7 +87,7 @@ static const char health_sql[] =
 	"     / c.relpages) end::float8,"
 	"   null, c.relpages::bigint"
 	"    * current_setting('block_size')::bigint,"
-	"   null, null, null, null"
+	"   null, null, null, null, null"
 	"  from pg_index i"
 	"  join pg_class c on c.oid = i.indexrelid"
 	"  join pg_class t on t.oid = i.indrelid"
@@ -118,9 +121,9 @@ text_or_null(const PGresult *res, int row, int col)
 static double
 num(const PGresult *res, int row, int col, double null)
 {
-	return PQgetisnull(res, row, col) ? null
-					  : strtod(PQgetvalue(res, row, col),
-						   NULL);
+	return PQgetisnull(res, row, col)
+		       ? null
+		       : strtod(PQgetvalue(res, row, col), NULL);
 }
 
 /* Fills r from the rows of health_sql. */
@@ -159,6 +162,7 @@ parse(const PGresult *res, struct health_report *r)
 			h->client_addr = text_or_null(res, i, 6);
 			h->state = text_or_null(res, i, 7);
 			h->since = text_or_null(res, i, 8);
+			h->xmin = text_or_null(res, i, 9);
 		}
 	}
 }
@@ -175,6 +179,7 @@ health_report_free(struct health_report *r)
 		free(h->client_addr);
 		free(h->state);
 		free(h->since);
+		free(h->xmin);
 	}
 	for (size_t i = 0; i < r->ntables; i++)
 		free(r->tables[i].name);
@@ -184,6 +189,29 @@ health_report_free(struct health_report *r)
 	free(r->tables);
 	free(r->indexes);
 	memset(r, 0, sizeof(*r));
+}
+
+char *
+health_sql_literal(const char *s)
+{
+	struct buf b = {0};
+	int e = 0;
+	for (const char *p = s; *p; p++)
+		e |= *p == '\\' || (unsigned char)*p < 0x20 || *p == 0x7f;
+	buf_append(&b, e ? "E'" : "'", e ? 2 : 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '\'')
+			buf_append(&b, "''", 2);
+		else if (c == '\\')
+			buf_append(&b, "\\\\", 2);
+		else if (c < 0x20 || c == 0x7f)
+			buf_appendf(&b, "\\x%02x", c);
+		else
+			buf_append(&b, s, 1);
+	}
+	buf_append(&b, "'", 1);
+	return b.data;
 }
 
 static void
@@ -220,8 +248,7 @@ health_read_now(struct db_conn *c, int max_holders, struct health_report *out,
 	snprintf(rels, sizeof(rels), "%d", HEALTH_MAX_RELS);
 	const char *p[] = {lim, rels};
 	PGconn *pg = db_pgconn(c);
-	PGresult *res =
-		PQexecParams(pg, health_sql, 2, NULL, p, NULL, NULL, 0);
+	PGresult *res = PQexecParams(pg, health_sql, 2, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		*err = db_error_text(pg, res);
 		PQclear(res);

@@ -49,6 +49,7 @@ struct health_holder {
 	char *state; /* backend: pg_stat_activity.state; slot: "active" or
 			"inactive" */
 	char *since; /* backend: transaction start; prepared: PREPARE time */
+	char *xmin;  /* the transaction id it holds back, as text */
 };
 
 /* A table of schema pgjob (pg_stat_user_tables). */
@@ -77,6 +78,15 @@ struct health_report {
 };
 
 void health_report_free(struct health_report *r);
+
+/*
+ * s as an SQL string literal for an operator to paste into psql (the fix
+ * that ends a prepared transaction names its gid, which any client
+ * chose): 'text' with ' doubled, or E'...' with \\ and \xNN escapes when
+ * s holds a backslash or a control character, so that the literal itself
+ * is printable ASCII plus s's other UTF-8.  Caller frees.
+ */
+char *health_sql_literal(const char *s);
 
 /* r is borrowed for the call; NULL when the statement failed (st says
  * why). */
