@@ -298,12 +298,65 @@ test_doctor_checks(void **state)
 	free(ci);
 }
 
+/*
+ * As a role without pg_monitor, doctor still sees that another role's
+ * session holds an xmin, but not since when: it says so and does not
+ * guess; with pg_monitor it names the session.
+ */
+static void
+test_doctor_without_pg_monitor(void **state)
+{
+	char *ci = t_db_migrated("t_health_role");
+	PGconn *c = t_connect(ci);
+	struct t_run r;
+	char cn[1200], want[128];
+	const char *cfg =
+		t_config("health_role", ci, "health: { xmin_warn: 1s }\n");
+
+	t_exec(c, "do $$ begin create role t_health_plain login; exception "
+		  "when duplicate_object then null; end $$");
+	t_exec(c, "revoke pg_monitor from t_health_plain");
+	t_exec(c, "grant usage on schema pgjob to t_health_plain;"
+		  " grant select on all tables in schema pgjob"
+		  " to t_health_plain");
+	snprintf(cn, sizeof(cn), "%s user=t_health_plain", ci);
+
+	PGconn *h = t_connect(ci);
+	long long pid = t_long(h, "select pg_backend_pid()");
+	t_exec(h, "begin isolation level repeatable read; select 1");
+	t_wait_until(c, 60,
+		     "select now() - xact_start >= interval '1s'"
+		     " from pg_stat_activity where pid = %lld",
+		     pid);
+
+	t_pgjob(&r, cn, "-c", cfg, "doctor", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "OK    xmin horizon: no holder older "
+				      "than 1s; sessions of other roles hold "
+				      "an xmin too, their start needs "
+				      "pg_monitor"));
+	t_run_free(&r);
+
+	t_exec(c, "grant pg_monitor to t_health_plain");
+	t_pgjob(&r, cn, "-c", cfg, "doctor", NULL);
+	assert_true(r.status == 1 || r.status == 2);
+	snprintf(want, sizeof(want), "by backend pid %lld (user \"postgres\"",
+		 pid);
+	assert_non_null(strstr(r.out, want));
+	t_run_free(&r);
+	t_exec(c, "revoke pg_monitor from t_health_plain");
+	PQfinish(h);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_held_horizon),
 		cmocka_unit_test(test_doctor_checks),
+		cmocka_unit_test(test_doctor_without_pg_monitor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
