@@ -299,6 +299,40 @@ test_doctor_checks(void **state)
 }
 
 /*
+ * Dead tuples that vacuum cannot remove while a session holds the
+ * horizon: doctor warns about the table and says to vacuum it, and where
+ * to look when they stay.
+ */
+static void
+test_doctor_dead_tuples(void **state)
+{
+	char *ci = t_db_migrated("t_health_dead");
+	PGconn *c = t_connect(ci);
+	struct t_run r;
+
+	PGconn *h = t_connect(ci);
+	t_exec(h, "begin isolation level repeatable read; select 1");
+	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at)"
+		  " select 'resize', 'done', now()"
+		  " from generate_series(1, 20000)");
+	t_exec(c, "delete from pgjob.jobs");
+	t_wait_until(c, 60,
+		     "select n_dead_tup >= 20000 from pg_stat_user_tables"
+		     " where relid = 'pgjob.jobs'::regclass");
+	t_pgjob(&r, ci, "doctor", NULL);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.out, "WARN  dead tuples: pgjob.jobs: "));
+	assert_non_null(strstr(r.out, "fix: vacuum (verbose, analyze) "
+				      "pgjob.jobs;  -- if the dead rows "
+				      "stay, see what holds the xmin "
+				      "horizon"));
+	t_run_free(&r);
+	PQfinish(h);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
  * As a role without pg_monitor, doctor still sees that another role's
  * session holds an xmin, but not since when: it says so and does not
  * guess; with pg_monitor it names the session.
@@ -356,6 +390,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_held_horizon),
 		cmocka_unit_test(test_doctor_checks),
+		cmocka_unit_test(test_doctor_dead_tuples),
 		cmocka_unit_test(test_doctor_without_pg_monitor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
