@@ -570,11 +570,13 @@ print_json(const struct doctor *d)
 		for (const char *s = status_names[it->st]; *s; s++)
 			st[k++] = (char)(*s - 'A' + 'a');
 		st[k] = '\0';
-		cJSON_AddStringToObject(o, "check", it->check);
+		/* Valid UTF-8 whatever the database's encoding holds. */
+		cJSON_AddItemToObject(o, "check", cli_json_string(it->check));
 		cJSON_AddStringToObject(o, "status", st);
-		cJSON_AddStringToObject(o, "detail", it->detail);
+		cJSON_AddItemToObject(o, "detail", cli_json_string(it->detail));
 		if (it->fix)
-			cJSON_AddStringToObject(o, "fix", it->fix);
+			cJSON_AddItemToObject(o, "fix",
+					      cli_json_string(it->fix));
 		else
 			cJSON_AddNullToObject(o, "fix");
 		cJSON_AddItemToArray(a, o);
