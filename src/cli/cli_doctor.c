@@ -164,8 +164,8 @@ holder_item(struct doctor *d, const struct health_holder *h, enum status st)
 		    "held for %s (%lld transactions) by backend pid %d (user "
 		    "%s, application_name %s, client %s, state %s, since %s)",
 		    age(h->age_s, a, sizeof(a)), h->xids, h->pid, name, app,
-		    h->client_addr ? h->client_addr : "local",
-		    h->state ? h->state : "?", when(h->since, t, sizeof(t)));
+		    health_client(h), h->state ? h->state : "?",
+		    when(h->since, t, sizeof(t)));
 		break;
 	case HEALTH_SLOT:
 		fix = xasprintf("select pg_drop_replication_slot(%s);  -- "

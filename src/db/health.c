@@ -191,6 +191,14 @@ health_report_free(struct health_report *r)
 	memset(r, 0, sizeof(*r));
 }
 
+const char *
+health_client(const struct health_holder *h)
+{
+	if (h->client_addr)
+		return h->client_addr;
+	return h->state ? "local" : "unknown";
+}
+
 char *
 health_sql_literal(const char *s)
 {

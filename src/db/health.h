@@ -79,6 +79,11 @@ struct health_report {
 
 void health_report_free(struct health_report *r);
 
+/* Where a session holder connects from: its address, "local" (a Unix
+ * socket), or "unknown" when pg_stat_activity hides it (a session of
+ * another role, without pg_monitor).  Borrowed from h. */
+const char *health_client(const struct health_holder *h);
+
 /*
  * s as an SQL string literal for an operator to paste into psql (the fix
  * that ends a prepared transaction names its gid, which any client

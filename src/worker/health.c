@@ -179,7 +179,7 @@ warn_holder(const struct health_holder *h, int64_t age_ms)
 			  "pg_terminate_backend(%d)",
 			  approx, s, h->xids, h->pid, h->name ? h->name : "?",
 			  h->application_name ? h->application_name : "",
-			  h->client_addr ? h->client_addr : "local",
+			  health_client(h),
 			  h->state ? h->state : "unknown (needs pg_monitor)",
 			  h->since ? h->since : "unknown", h->pid);
 		break;

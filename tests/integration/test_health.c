@@ -371,6 +371,28 @@ test_doctor_without_pg_monitor(void **state)
 				      "pg_monitor"));
 	t_run_free(&r);
 
+	/* The daemon as that role: it cannot see since when, so it counts
+	 * from when it first saw the session hold its xmin, and says so. */
+	t_exec(c, "grant select, insert, update, delete on all tables in"
+		  " schema pgjob to t_health_plain;"
+		  " grant execute on all functions in schema pgjob"
+		  " to t_health_plain");
+	pid_t d = t_start("health_role", cn,
+			  "workers: 1\n"
+			  "health: { interval: 1s, xmin_warn: 1s }\n");
+	snprintf(want, sizeof(want),
+		 "by backend pid %lld (user postgres, application_name \\\"",
+		 pid);
+	t_wait_log("health_role", want, 1, 60);
+	assert_int_equal(t_log_count("health_role", "xmin horizon held for at "
+						    "least "),
+			 1);
+	assert_int_equal(t_log_count("health_role",
+				     "client unknown, state unknown (needs "
+				     "pg_monitor)"),
+			 1);
+	t_stop_clean(d);
+
 	t_exec(c, "grant pg_monitor to t_health_plain");
 	t_pgjob(&r, cn, "-c", cfg, "doctor", NULL);
 	assert_true(r.status == 1 || r.status == 2);
