@@ -449,6 +449,15 @@ static const struct yaml_field metrics_fields[] = {
 	{0},
 };
 
+/* The database health guard (docs/operations.md, "Database health"). */
+static const struct yaml_field health_fields[] = {
+	F("interval", YF_DURATION, config, health_interval_ms, .min = 1000,
+	  NOLIMIT),
+	F("xmin_warn", YF_DURATION, config, health_xmin_warn_ms, .min = 1000,
+	  NOLIMIT),
+	{0},
+};
+
 static const struct yaml_field defaults_fields[] = {
 	F("timeout", YF_DURATION, config, default_timeout_ms, .min = 1,
 	  NOLIMIT),
@@ -475,6 +484,7 @@ static const struct yaml_field top_fields[] = {
 	{.key = "log", .type = YF_MAP, .sub = log_fields},
 	{.key = "metrics", .type = YF_MAP, .sub = metrics_fields},
 	{.key = "defaults", .type = YF_MAP, .sub = defaults_fields},
+	{.key = "health", .type = YF_MAP, .sub = health_fields},
 	{.key = "queues", .type = YF_LATER},
 	{.key = "handlers", .type = YF_LATER},
 	{.key = "schedules", .type = YF_LATER},
@@ -1019,6 +1029,8 @@ config_new(const char *name)
 	c->default_max_attempts = 20;
 	c->default_backoff.base_ms = 30 * 1000;
 	c->default_backoff.max_ms = 30 * 60 * 1000;
+	c->health_interval_ms = 10 * 1000;
+	c->health_xmin_warn_ms = 5 * 60 * 1000;
 	return c;
 }
 

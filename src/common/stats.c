@@ -304,6 +304,86 @@ render_workflows(struct buf *out, const struct stats *s)
 			NULL, (double)failed);
 }
 
+/* --- the database health guard (worker/health.c writes it) ------------ */
+
+const char *const stats_health_kinds[STATS_HEALTH_KINDS] = {
+	"backend", "replication_slot", "prepared_xact"};
+
+/*
+ * The health series, while the worker of this instance that holds the
+ * pgjob:health lease keeps them fresh.  The figures are read without a
+ * lock: a scrape during a write may mix two readings, each of them real.
+ */
+static void
+render_health(struct buf *out, const struct stats *s)
+{
+	const struct stats_health *h = &s->health;
+	int64_t at = __atomic_load_n(&h->at_ms, __ATOMIC_ACQUIRE);
+	if (!at ||
+	    util_now_ms() > __atomic_load_n(&h->valid_ms, __ATOMIC_RELAXED))
+		return;
+	struct buf l = {0};
+	static const struct {
+		const char *name, *help;
+		double scale;
+		int xids;
+	} ages[] = {
+		{"pgjobd_db_xmin_horizon_age_seconds",
+		 "Age of the oldest holder of the xmin horizon of each kind "
+		 "(0: none); a slot's counts from when pgjobd first saw it.",
+		 1e-3, 0},
+		{"pgjobd_db_xmin_horizon_age_xids",
+		 "Age in transactions of the xmin the oldest holder of each "
+		 "kind holds (0: none).",
+		 1, 1},
+	};
+	for (size_t g = 0; g < sizeof(ages) / sizeof(ages[0]); g++) {
+		metrics_header(out, ages[g].name, "gauge", ages[g].help);
+		for (int k = 0; k < STATS_HEALTH_KINDS; k++) {
+			int64_t v = __atomic_load_n(
+				ages[g].xids ? &h->xmin_age_xids[k]
+					     : &h->xmin_age_ms[k],
+				__ATOMIC_RELAXED);
+			buf_reset(&l);
+			metrics_label(&l, "holder", stats_health_kinds[k]);
+			metrics_gauge(out, ages[g].name, NULL, l.data,
+				      v < 0 ? 0 : (double)v * ages[g].scale);
+		}
+	}
+	uint32_t nt = __atomic_load_n(&h->ntables, __ATOMIC_ACQUIRE);
+	uint32_t ni = __atomic_load_n(&h->nindexes, __ATOMIC_ACQUIRE);
+	metrics_header(
+		out, "pgjobd_db_dead_tuples", "gauge",
+		"Dead tuples of each pgjob table (pg_stat_user_tables).");
+	for (uint32_t i = 0; i < nt && i < STATS_HEALTH_TABLES; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "table", h->tables[i].name);
+		metrics_gauge(out, "pgjobd_db_dead_tuples", NULL, l.data,
+			      (double)h->tables[i].dead);
+	}
+	metrics_header(
+		out, "pgjobd_db_last_vacuum_age_seconds", "gauge",
+		"Seconds since the last vacuum or autovacuum of each "
+		"pgjob table; -1: none since the statistics were reset.");
+	for (uint32_t i = 0; i < nt && i < STATS_HEALTH_TABLES; i++) {
+		int64_t v = h->tables[i].vacuum_ms;
+		buf_reset(&l);
+		metrics_label(&l, "table", h->tables[i].name);
+		metrics_gauge(out, "pgjobd_db_last_vacuum_age_seconds", NULL,
+			      l.data, v < 0 ? -1 : (double)v / 1e3);
+	}
+	metrics_header(out, "pgjobd_db_index_bloat_ratio", "gauge",
+		       "Estimated share (0 to 1) of each pgjob b-tree index's "
+		       "pages that its entries do not need.");
+	for (uint32_t i = 0; i < ni && i < STATS_HEALTH_INDEXES; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "index", h->indexes[i].name);
+		metrics_gauge(out, "pgjobd_db_index_bloat_ratio", NULL, l.data,
+			      (double)h->indexes[i].bloat_milli / 1e3);
+	}
+	buf_free(&l);
+}
+
 void
 stats_render(const struct stats *s, int n, int configured, struct buf *out)
 {
@@ -313,6 +393,7 @@ stats_render(const struct stats *s, int n, int configured, struct buf *out)
 	render_workers(out, s, n, configured);
 	render_queues(out, s);
 	render_workflows(out, s);
+	render_health(out, s);
 }
 
 void

@@ -73,6 +73,42 @@ struct stats_worker {
 /* The most due jobs a notification is believed to announce. */
 #define STATS_NOTIFY_MAX_DUE 1000000
 
+/*
+ * --- The database health guard (docs/operations.md, "Database health") ---
+ * Written by the worker of this instance that holds the pgjob:health lease
+ * (worker/health.c), one per cluster; the others' /metrics leave these
+ * series out.  Labels are bounded: the holder's kind (3), and the names of
+ * pgjob's own tables and indexes; a holder's pid and application_name go
+ * to the log line, never into a label.
+ */
+#define STATS_HEALTH_KINDS   3 /* backend, replication_slot, prepared_xact */
+#define STATS_HEALTH_TABLES  32
+#define STATS_HEALTH_INDEXES 64
+
+struct stats_health_rel {
+	char name[STATS_NAME];
+	int64_t dead;	     /* table: dead tuples */
+	int64_t vacuum_ms;   /* table: since its last (auto)vacuum; -1 none */
+	int64_t bloat_milli; /* index: estimated bloat, thousandths */
+};
+
+struct stats_health {
+	/* When it was written (CLOCK_MONOTONIC ms; 0: never) and until when
+	 * it counts (three intervals later: a worker that lost the lease
+	 * stops writing, and its last figures go out of /metrics). */
+	int64_t at_ms, valid_ms;
+	/* Per kind, the oldest holder: seconds (ms) and transactions; -1
+	 * when no holder of the kind holds the horizon back. */
+	int64_t xmin_age_ms[STATS_HEALTH_KINDS];
+	int64_t xmin_age_xids[STATS_HEALTH_KINDS];
+	uint32_t ntables, nindexes;
+	struct stats_health_rel tables[STATS_HEALTH_TABLES];
+	struct stats_health_rel indexes[STATS_HEALTH_INDEXES];
+};
+
+/* The names of the kinds, as the label holder= says them. */
+extern const char *const stats_health_kinds[STATS_HEALTH_KINDS];
+
 struct stats {
 	uint64_t worker_restarts;
 	/* The entry of the worker that reads queue depths for /metrics (one
@@ -90,6 +126,8 @@ struct stats {
 	 * and sending backend, stats_notify_take()) and how many workers
 	 * took it (high 16). */
 	uint64_t notify_ring[STATS_NOTIFY_RING];
+	/* The database health guard (see struct stats_health). */
+	struct stats_health health;
 };
 
 /* Maps a zeroed area; NULL (logged) if mmap fails.  Free with

@@ -485,6 +485,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	handler_init(cfg);
 	char *holder = xasprintf("%s/%d", w.host, w.pid);
 	w.duty = duty_new(w.loop, cfg, holder, (int64_t)(period(&w) * 1000.));
+	duty_set_stats(w.duty, stats);
 	free(holder);
 	init_watchers(&w, parent_fd);
 	/* Blocked by the supervisor until now (see spawn()): a retire sent

@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/stats.h"
 #include "daemon/httpd.h"
 #include "common/util.h"
 
@@ -658,11 +659,69 @@ test_bucket(void **state)
 	assert_int_equal(metrics_bucket(bounds, 0, 1), 0);
 }
 
+/* The health series: written by the lease holder's worker, rendered while
+ * fresh, left out once stale or never written. */
+static void
+test_health_series(void **state)
+{
+	struct stats *s = stats_create();
+	struct buf out = {0};
+	assert_non_null(s);
+	stats_render(s, 0, 1, &out);
+	assert_null(strstr(out.data, "pgjobd_db_"));
+	buf_reset(&out);
+
+	struct stats_health *h = &s->health;
+	int64_t now = util_now_ms();
+	h->xmin_age_ms[0] = 312500;
+	h->xmin_age_xids[0] = 4113;
+	h->xmin_age_ms[1] = h->xmin_age_xids[1] = -1;
+	h->xmin_age_ms[2] = 9000;
+	h->xmin_age_xids[2] = 20;
+	snprintf(h->tables[0].name, sizeof(h->tables[0].name), "jobs");
+	h->tables[0].dead = 1234;
+	h->tables[0].vacuum_ms = -1;
+	h->ntables = 1;
+	snprintf(h->indexes[0].name, sizeof(h->indexes[0].name),
+		 "jobs_claim_idx");
+	h->indexes[0].bloat_milli = 375;
+	h->nindexes = 1;
+	h->valid_ms = now + 30000;
+	h->at_ms = now;
+	stats_render(s, 0, 1, &out);
+	static const char *const want[] = {
+		"pgjobd_db_xmin_horizon_age_seconds{holder=\"backend\"} "
+		"312.5\n",
+		"pgjobd_db_xmin_horizon_age_seconds{holder=\"replication_"
+		"slot\"} "
+		"0\n",
+		"pgjobd_db_xmin_horizon_age_seconds{holder=\"prepared_xact\"} "
+		"9\n",
+		"pgjobd_db_xmin_horizon_age_xids{holder=\"backend\"} 4113\n",
+		"pgjobd_db_dead_tuples{table=\"jobs\"} 1234\n",
+		"pgjobd_db_last_vacuum_age_seconds{table=\"jobs\"} -1\n",
+		"pgjobd_db_index_bloat_ratio{index=\"jobs_claim_idx\"} 0.375\n",
+		"# TYPE pgjobd_db_index_bloat_ratio gauge\n",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(out.data, want[i]))
+			fail_msg("missing %s in:\n%s", want[i], out.data);
+	buf_reset(&out);
+
+	/* The holder stopped writing: three intervals later, gone. */
+	h->valid_ms = now - 1;
+	stats_render(s, 0, 1, &out);
+	assert_null(strstr(out.data, "pgjobd_db_"));
+	buf_free(&out);
+	stats_destroy(s);
+}
+
 int
 main(void)
 {
 	log_init("test", LOG_ERROR, 0);
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_health_series),
 		cmocka_unit_test_setup_teardown(test_get, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_head, setup, teardown),
