@@ -1240,12 +1240,16 @@ test_secrets_in_config(void **state)
 			       "variable \"PGJOBD_T_UNSET\" is not set"));
 	config_errors_free(&errs);
 
-	/* pgjob: the top-level settings, and no section read. */
+	/* pgjob: the top-level settings, the queues, and of each handler
+	 * its name, type, queue and timeout: no secret read. */
 	c = config_load_settings(path, &errs);
 	assert_non_null(c);
 	assert_string_equal(c->conninfo, "dbname=app");
 	assert_int_equal(c->retention_ms, 2 * 86400 * 1000LL);
-	assert_int_equal(c->nhandlers, 0);
+	assert_int_equal(c->nhandlers, 2);
+	assert_non_null(config_handler(c, "a"));
+	assert_int_equal(config_handler(c, "a")->headers.n, 0);
+	assert_int_equal(config_handler(c, "b")->env.n, 0);
 	assert_non_null(config_queue(c, "default"));
 	config_free(c);
 
