@@ -22,8 +22,14 @@
  *    last first (server_round_robin = 0, the default), so the probe gets
  *    ours, and with server_round_robin = 1 ours moves to another server
  *    connection at the next turn.  With a single server connection the
- *    probe necessarily gets ours.  Three turns leave busy pools, whose
- *    other clients take server connections in between, little room.
+ *    probe necessarily gets ours.  In a busy pool other clients take and
+ *    release server connections in between, and one turn can miss: ours
+ *    came back to us and the probe got another.  Each turn is another
+ *    chance (either sign suffices), so there are TURNS of them; with
+ *    eight workers starting at once through one transaction pool (the
+ *    probes of each the others' traffic), 2 of 440 worker starts missed,
+ *    never all of one start's: the first worker that refuses stops them
+ *    all.  A quiet pool, as a single worker's start sees it, never misses.
  *
  * What was ruled out: session state read back in the next transaction
  * (an advisory lock in pg_locks, a SET) survives in a transaction pool
@@ -54,7 +60,7 @@
 /* How long the probe may wait for its connection and each answer. */
 #define PROBE_MS 5000
 /* Turns of (ours, the probe's) pids after the first of ours. */
-#define TURNS 3
+#define TURNS 10
 
 #define FIX                                                                    \
 	"pgjobd workers need a session of their own (the slot's advisory "     \
