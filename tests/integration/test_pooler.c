@@ -253,6 +253,28 @@ test_transaction_pool_enqueues_only(void **state)
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "noop"));
 	t_run_free(&r);
+	/* The operator's other commands, each through the pool too. */
+	const char *const cmds[][4] = {
+		{"show", "1", NULL},
+		{"cancel", "1", NULL},
+		{"retry", "1", NULL},
+		{"pause", "default", NULL},
+		{"resume", "default", NULL},
+		{"top", "--once", NULL},
+		{"limits", NULL},
+		{"migrate", "--status", NULL},
+		{"prune", NULL},
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		t_pgjobv(&r, trans, cmds[i]);
+		if (r.status != 0)
+			fail_msg("pgjob %s through a transaction pool: exit "
+				 "%d: %s",
+				 cmds[i][0], r.status, r.err);
+		t_run_free(&r);
+	}
+	assert_true(t_long(c, "select count(*) from pgjob.jobs"
+			      " where state = 'available'") == 42);
 
 	/* A pgjobd pointed at PostgreSQL runs them, and sees no pooler. */
 	pid_t p = t_start("direct", ci, "workers: 2\n" NOOP);
