@@ -6,11 +6,13 @@
  *
  * 1. A pooler is there at all when the process id in the connection's
  *    cancel key (BackendKeyData, PQbackendPID()) is not the server
- *    process's own (pg_backend_pid()).  PostgreSQL sends its pid; a pooler
- *    that speaks the protocol (PgBouncer: random bytes) sends a key of its
- *    own, since it must route a cancel request to whichever server
- *    connection the client holds at that moment.  A direct connection, or
- *    a plain TCP forwarder, passes the server's key on: never flagged.
+ *    process's own (pg_backend_pid()).  PostgreSQL sends its pid; a
+ *    pooler that speaks the protocol sends a key of its own, since it must
+ *    route a cancel request to whichever server connection the client
+ *    holds at that moment (PgBouncer: random bytes, in every pool mode;
+ *    RDS Proxy sends none, and libpq then reports 0).  A direct
+ *    connection, or a plain TCP forwarder, passes the server's key on:
+ *    never flagged.
  *
  * 2. Whether the pool shares server sessions is seen by using it as
  *    another client would: a probe connection asks for its server's pid
@@ -29,7 +31,10 @@
  *    eight workers starting at once through one transaction pool (the
  *    probes of each the others' traffic), 2 of 440 worker starts missed,
  *    never all of one start's: the first worker that refuses stops them
- *    all.  A quiet pool, as a single worker's start sees it, never misses.
+ *    all.  A pool without other clients' traffic never misses.
+ *
+ * Job queues that need a session (GoodJob, queue_classic, OCA queue_job)
+ * document the limit; none that we found checks for it.
  *
  * What was ruled out: session state read back in the next transaction
  * (an advisory lock in pg_locks, a SET) survives in a transaction pool
