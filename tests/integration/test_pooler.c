@@ -112,8 +112,9 @@ test_check_each_kind(void **state)
 {
 	const char *db = "t_pooler_check";
 	char *ci = t_db_migrated(db);
-	char *msg, *dirs[4];
+	char *msg, *dirs[5];
 	char *sess = bouncer_start("check-s", "session", 2, db, &dirs[0]);
+	char *full = bouncer_start("check-s1", "session", 1, db, &dirs[4]);
 	char *one = bouncer_start("check-t1", "transaction", 1, db, &dirs[1]);
 	char *four = bouncer_start("check-t4", "transaction", 4, db, &dirs[2]);
 	char *stmt = bouncer_start("check-st", "statement", 1, db, &dirs[3]);
@@ -124,6 +125,13 @@ test_check_each_kind(void **state)
 	/* A session pool: found, and it kept our session (a warning). */
 	assert_int_equal(check(sess, &msg), POOLER_SESSION);
 	assert_non_null(strstr(msg, "kept this connection's server session"));
+	free(msg);
+	/* A session pool whose one server connection is ours: the probe
+	 * waits for another in vain, and the worker is told it could not
+	 * tell (and starts). */
+	assert_int_equal(check(full, &msg), POOLER_SESSION);
+	assert_non_null(strstr(msg, "could not be checked"));
+	assert_non_null(strstr(msg, "no server connection free"));
 	free(msg);
 	/* A transaction pool with one server connection and no other
 	 * client: the hard case for any check of session state. */
@@ -152,9 +160,10 @@ test_check_each_kind(void **state)
 	assert_int_equal(check(stmt, &msg), POOLER_SHARED);
 	free(msg);
 
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		bouncer_stop(dirs[i]);
 	free(sess);
+	free(full);
 	free(one);
 	free(four);
 	free(stmt);
