@@ -55,9 +55,9 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/util.h"
 #include "db/internal.h"
@@ -72,14 +72,6 @@
 	"lock, LISTEN): point database.conninfo at PostgreSQL directly or at " \
 	"a session-mode pool; pgjob enqueue and pgjob.enqueue() may keep "     \
 	"using this one"
-
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* libpq's last error as one line, in a new string. */
 static char *
@@ -105,14 +97,14 @@ server_pid(PGconn *conn, char **err)
 }
 
 /* Waits until conn's socket is ready for reading (or writing); 0, or -1
- * once deadline (now_ms()) has passed. */
+ * once deadline (util_now_ms()) has passed. */
 static int
-wait_socket(PGconn *conn, int for_write, long long deadline)
+wait_socket(PGconn *conn, int for_write, int64_t deadline)
 {
 	struct pollfd p = {.fd = PQsocket(conn),
 			   .events = for_write ? POLLOUT : POLLIN};
 	for (;;) {
-		long long left = deadline - now_ms();
+		int64_t left = deadline - util_now_ms();
 		if (left <= 0 || p.fd < 0)
 			return -1;
 		int n = poll(&p, 1, (int)left);
@@ -129,7 +121,7 @@ wait_socket(PGconn *conn, int for_write, long long deadline)
  * list cannot send the probe to another pooler.  NULL with *err set.
  */
 static PGconn *
-probe_connect(PGconn *ours, long long deadline, char **err)
+probe_connect(PGconn *ours, int64_t deadline, char **err)
 {
 	PQconninfoOption *opts = PQconninfo(ours);
 	size_t n = 0;
@@ -178,7 +170,7 @@ probe_connect(PGconn *ours, long long deadline, char **err)
 
 /* The probe's server pid, waiting until deadline; -1 with *err set. */
 static long long
-probe_pid(PGconn *probe, long long deadline, char **err)
+probe_pid(PGconn *probe, int64_t deadline, char **err)
 {
 	if (!PQsendQuery(probe, "select pg_backend_pid()")) {
 		*err = pq_error(probe);
@@ -220,11 +212,11 @@ static enum pooler
 probe_turns(PGconn *ours, long long first, char **msg)
 {
 	char *err = NULL;
-	long long deadline = now_ms() + PROBE_MS;
+	int64_t deadline = util_now_ms() + PROBE_MS;
 	PGconn *probe = probe_connect(ours, deadline, &err);
 	enum pooler found = POOLER_SESSION;
 	for (int i = 0; probe && i < TURNS; i++) {
-		deadline = now_ms() + PROBE_MS;
+		deadline = util_now_ms() + PROBE_MS;
 		long long theirs = probe_pid(probe, deadline, &err);
 		if (theirs < 0)
 			break;
