@@ -10,6 +10,9 @@ pkgs=(build-essential cmake pkg-config clang-format
       # (test_systemd_units); the Debian package (ctest package).
       mandoc man-db debhelper dpkg-dev fakeroot lintian)
 
+# PgBouncer in front of the test server (scripts/testbouncer.sh, test_pooler).
+pkgs+=(pgbouncer)
+
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' ||

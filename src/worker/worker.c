@@ -28,6 +28,7 @@
 #include "db/db.h"
 #include "db/dbev.h"
 #include "db/lease.h"
+#include "db/pooler.h"
 #include "db/session.h"
 #include "worker/duty.h"
 #include "worker/internal.h"
@@ -159,6 +160,28 @@ schedule_reconnect(struct worker *w)
 	ev_timer_start(w->loop, &w->reconnect);
 }
 
+/*
+ * Refuses a pool that shares server sessions (pooler.h) before anything of
+ * the session is set up: EXIT_CONFIG, as a schema this binary cannot use,
+ * so that the supervisor stops instead of restarting workers that would
+ * lose their slot at every transaction's end.  0, -1 (retry later) or
+ * EXIT_CONFIG, logged.
+ */
+static int
+check_pooler(struct db_conn *conn)
+{
+	char *msg;
+	enum pooler found = pooler_check(conn, &msg);
+	if (found == POOLER_SHARED)
+		log_errorx("%s", msg);
+	else if (msg)
+		log_warnx("%s", msg);
+	free(msg);
+	return found == POOLER_SHARED  ? EXIT_CONFIG
+	       : found == POOLER_ERROR ? -1
+				       : 0;
+}
+
 /* The session on a fresh connection (session_start()); returns 0, -1
  * (retry later) or an exit code > 0, logged. */
 static int
@@ -176,7 +199,10 @@ setup_session(struct worker *w, struct db_conn *conn)
 	};
 	char *err;
 	int slot = 0;
-	int rc = session_start(conn, &sw, &slot, &err);
+	int rc = check_pooler(conn);
+	if (rc != 0)
+		return rc;
+	rc = session_start(conn, &sw, &slot, &err);
 	if (rc != 0) {
 		if (rc > 0)
 			log_errorx("%s", err);
