@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "db/health.h"
 #include "db/migrate.h"
+#include "db/pooler.h"
 
 /* Past health.xmin_warn a holder is a warning, past this many times it a
  * failure. */
@@ -528,14 +529,53 @@ check_instances(struct doctor *d)
 /* --- the pooler -------------------------------------------------------- */
 
 /*
- * TODO: the pooler detection lives in src/db/pooler.c (another part of
- * issue 19); the lead wires its result in here when merging.  Until then
- * the item says it was not checked.
+ * Whether the database is reached through a pooler that shares server
+ * sessions (db/pooler.c; the check wants a pristine connection, so it gets
+ * one of its own).  Workers refuse such a pool at start; enqueuers may use
+ * one.  So it is a failure for the config's database.conninfo (the
+ * workers'), and a warning for a --database of the operator's own.
  */
 static void
-doctor_check_pooler(struct doctor *d)
+check_pooler(struct doctor *d)
 {
-	add(d, ST_SKIP, "pooler", NULL, "not checked");
+	const char *conninfo = d->cli->database;
+	bool workers = !conninfo && d->cli->cfg;
+	char *err = NULL, *msg = NULL;
+
+	if (!conninfo && d->cli->cfg)
+		conninfo = d->cli->cfg->conninfo;
+	struct db_conn *c = db_connect(conninfo, "pgjob doctor", &err);
+	if (!c) {
+		add(d, ST_FAIL, "pooler", NULL, "cannot connect: %s", err);
+		free(err);
+		return;
+	}
+	switch (pooler_check(c, &msg)) {
+	case POOLER_DIRECT:
+		add(d, ST_OK, "pooler", NULL,
+		    "none: a direct connection to PostgreSQL");
+		break;
+	case POOLER_SESSION:
+		add(d, ST_OK, "pooler", NULL,
+		    "%s (a session pool works for workers)", msg);
+		break;
+	case POOLER_SHARED:
+		add(d, workers ? ST_FAIL : ST_WARN, "pooler",
+		    "point database.conninfo (the workers') at PostgreSQL or "
+		    "at a session-mode pool; enqueuers may keep a "
+		    "transaction pool",
+		    "%s%s", msg,
+		    workers ? ""
+			    : " (this is --database; workers that "
+			      "use it refuse to start)");
+		break;
+	case POOLER_ERROR:
+		add(d, ST_WARN, "pooler", NULL, "could not be checked: %s",
+		    msg ? msg : "a statement failed");
+		break;
+	}
+	free(msg);
+	db_close(c);
 }
 
 /* --- output ------------------------------------------------------------ */
@@ -631,7 +671,7 @@ run_checks(struct doctor *d)
 		check_kinds(d);
 		check_instances(d);
 	}
-	doctor_check_pooler(d);
+	check_pooler(d);
 }
 
 int

@@ -256,7 +256,9 @@ test_doctor_checks(void **state)
 		 "run out: %lld (resize, 2m",
 		 id);
 	assert_non_null(strstr(r.out, want));
-	assert_non_null(strstr(r.out, "SKIP  pooler: not checked"));
+	assert_non_null(strstr(
+		r.out,
+		"OK    pooler: none: a direct connection to PostgreSQL"));
 	t_run_free(&r);
 
 	/* Without -c: the kinds are not checked, and the job's 2 minutes

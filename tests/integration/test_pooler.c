@@ -258,6 +258,21 @@ test_transaction_pool_enqueues_only(void **state)
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "default"));
 	t_run_free(&r);
+
+	/* pgjob doctor names the pool: a warning for an operator's
+	 * --database, a failure for the config's conninfo (the workers'). */
+	t_pgjob(&r, trans, "doctor", NULL);
+	assert_true(r.status >= 1);
+	assert_non_null(strstr(r.out, "WARN  pooler: "));
+	assert_non_null(strstr(r.out, "workers that use it refuse to start"));
+	t_run_free(&r);
+	const char *cfg = t_config("pooler_doctor", trans, "");
+	const char *dargv[] = {t_bin("pgjob"), "-c", cfg, "doctor", NULL};
+	t_run(&r, 60, NULL, dargv);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.out, "FAIL  pooler: "));
+	assert_non_null(strstr(r.out, "fix: point database.conninfo"));
+	t_run_free(&r);
 	t_pgjob(&r, trans, "jobs", "--state", "available", NULL);
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "noop"));
