@@ -439,13 +439,27 @@ render_dead_and_schedules(struct buf *out, const struct stats *s)
 {
 	struct buf l = {0};
 	uint32_t n = __atomic_load_n(&s->ndead, __ATOMIC_ACQUIRE);
+	uint32_t nq = __atomic_load_n(&s->nqueues, __ATOMIC_ACQUIRE);
 	metrics_header(out, "pgjobd_queue_dead", "gauge",
-		       "Dead jobs, per queue (counted once a minute).");
+		       "Dead jobs, per queue (counted once a minute, and after "
+		       "a job of this instance died).");
 	for (uint32_t i = 0; i < n; i++) {
 		buf_reset(&l);
 		metrics_label(&l, "queue", s->dead[i].name);
 		metrics_gauge(out, "pgjobd_queue_dead", NULL, l.data,
 			      (double)s->dead[i].n);
+	}
+	/* The queues of the depths without dead jobs: 0, once counted, so
+	 * that an alert sees the series start from 0. */
+	for (uint32_t i = 0; i < nq && s->dead_at_ms; i++) {
+		uint32_t j = 0;
+		while (j < n && strcmp(s->dead[j].name, s->queues[i].name))
+			j++;
+		if (j < n)
+			continue;
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_dead", NULL, l.data, 0);
 	}
 	n = __atomic_load_n(&s->nschedules, __ATOMIC_ACQUIRE);
 	metrics_header(out, "pgjobd_schedule_last_tick_timestamp_seconds",

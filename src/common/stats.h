@@ -133,7 +133,8 @@ struct stats {
 	uint64_t reloads_ok, reloads_failed;
 	int64_t last_reload_ok, last_reload_s;
 	/* Dead jobs per queue, counted by the depth reader once a minute
-	 * (src/worker/monitor.c); ndead 0 before the first count. */
+	 * (src/worker/monitor.c); dead_at_ms: when (0: not yet). */
+	int64_t dead_at_ms;
 	uint32_t ndead;
 	struct {
 		char name[STATS_NAME];

@@ -10,13 +10,30 @@
 
 #include "common/cron.h"
 #include "common/stats.h"
+#include "common/util.h"
 #include "db/db.h"
 #include "db/schedule.h"
 #include "worker/internal.h"
 
-/* Dead jobs are counted every DEAD_EVERY depth rounds (5 s each): their
- * statement reads the finished rows that retention keeps (queue_dead()). */
+/* Dead jobs are counted every DEAD_EVERY depth rounds (5 s each), their
+ * statement reads the finished rows that retention keeps (queue_dead());
+ * and at the next round after a worker of this instance made one dead. */
 #define DEAD_EVERY 12
+
+/* Jobs that this instance's workers made dead, ever. */
+static uint64_t
+dead_here(const struct stats *s)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < STATS_MAX_WORKERS; i++) {
+		const struct stats_worker *w = &s->w[i];
+		uint32_t nk = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
+		for (uint32_t k = 0; k < nk; k++)
+			n += __atomic_load_n(&w->kinds[k].dead,
+					     __ATOMIC_RELAXED);
+	}
+	return n;
+}
 
 static void
 on_dead(void *arg, const struct db_status *st, const struct queue_dead *q,
@@ -33,6 +50,7 @@ on_dead(void *arg, const struct db_status *st, const struct queue_dead *q,
 		stats_set(&s->dead[i].n, q[i].dead);
 	}
 	__atomic_store_n(&s->ndead, (uint32_t)n, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->dead_at_ms, util_now_ms(), __ATOMIC_RELEASE);
 }
 
 /* The schedule rows of a scheduler round (the same statement): those that
@@ -71,9 +89,12 @@ void
 monitor_read(struct worker *w)
 {
 	static unsigned rounds;
+	static uint64_t dead_seen;
 	if (!w->db)
 		return;
-	if (rounds++ % DEAD_EVERY == 0)
+	uint64_t dead = dead_here(w->stats);
+	if (rounds++ % DEAD_EVERY == 0 || dead != dead_seen)
 		queue_dead(w->db, STATS_MAX_QUEUES, on_dead, w);
+	dead_seen = dead;
 	schedule_round(w->db, w->cfg->lease_ms, on_ticks, w);
 }
