@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config clang-format
       libpq-dev libev-dev libcjson-dev libyaml-dev libcmocka-dev
-      libcurl4-openssl-dev postgresql-15 postgresql-client-15 procps tzdata systemd jq cppcheck faketime)
+      libcurl4-openssl-dev postgresql-15 postgresql-client-15 procps tzdata systemd jq cppcheck faketime
+      prometheus)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -11,7 +11,9 @@ endif()
 foreach(f usr/bin/pgjobd usr/bin/pgjob usr/include/pgjobd/plugin.h
 	usr/share/pgjobd/example.yaml usr/share/pgjobd/sql/001_init.sql
 	usr/lib/systemd/system/pgjobd.service
-	usr/lib/systemd/system/pgjobd@.service)
+	usr/lib/systemd/system/pgjobd@.service
+	usr/share/pgjobd/monitoring/grafana-dashboard.json
+	usr/share/pgjobd/monitoring/pgjobd-alerts.yml)
 	if(NOT EXISTS "${dest}/${f}")
 		message(FATAL_ERROR "missing after install: /${f}")
 	endif()
