@@ -154,6 +154,7 @@ handlers:
   noop: { type: plugin, library: "$bin/pgjobd_example.so", symbol: pgjobd_example }
   fail: { type: exec, command: ["false"], max_attempts: 1 }
   slow: { type: exec, command: [sleep, "30"], timeout: 1s, max_attempts: 1 }
+  sleepy: { type: sql, statement: "select pg_sleep(30)", timeout: 1s, max_attempts: 1 }
   nightly: { type: exec, command: ["true"], timeout: 2h }
 schedules:
   every_minute: { cron: "* * * * *", kind: noop }
@@ -168,7 +169,8 @@ EOF
 	wait_metric '^pgjobd_slots_held 2$'
 	psql "$db" -qX -v ON_ERROR_STOP=1 <<'EOF'
 insert into pgjob.jobs (kind) select 'noop' from generate_series(1, 20);
-insert into pgjob.jobs (kind) values ('fail'), ('slow'), ('no_such_kind');
+insert into pgjob.jobs (kind) values ('fail'), ('slow'), ('sleepy'),
+  ('no_such_kind');
 insert into pgjob.jobs (kind, run_at) values ('noop', now() + interval '1 day');
 EOF
 }
@@ -187,7 +189,8 @@ check_journal() {
 check_scrape() {
 	local now start
 	wait_metric '^pgjobd_jobs_timed_out_total\{kind="slow",queue="default"\} 1$'
-	wait_metric '^pgjobd_queue_dead\{queue="default"\} 2$'
+	wait_metric '^pgjobd_jobs_timed_out_total\{kind="sleepy",queue="default"\} 1$'
+	wait_metric '^pgjobd_queue_dead\{queue="default"\} 3$'
 	wait_metric '^pgjobd_queue_unhandled\{queue="default"\} 1$'
 	wait_metric '^pgjobd_schedule_next_tick_timestamp_seconds\{schedule="every_minute"\} '
 	kill -HUP "$daemon"
@@ -208,10 +211,10 @@ check_scrape() {
 	has '^pgjobd_handler_duration_seconds_bucket\{kind="slow",queue="default",le="7200"\} 1$'
 	[ "$(grep -c '^pgjobd_handler_duration_seconds_bucket{kind="slow"' "$work/scrape")" -eq 17 ] ||
 		fail "not 16 finite buckets and +Inf"
-	# 20 + fail + slow claimed; each waited well under a minute.
-	[ "$(value 'pgjobd_job_queue_wait_seconds_count{queue="default"}')" -ge 22 ] ||
+	# 20 + fail + slow + sleepy claimed; each waited under a minute.
+	[ "$(value 'pgjobd_job_queue_wait_seconds_count{queue="default"}')" -ge 23 ] ||
 		fail "time in queue: too few observations"
-	has '^pgjobd_job_queue_wait_seconds_bucket\{queue="default",le="60"\} (2[2-9]|[3-9][0-9])$'
+	has '^pgjobd_job_queue_wait_seconds_bucket\{queue="default",le="60"\} (2[3-9]|[3-9][0-9])$'
 	now=$(date +%s)
 	start=$(value process_start_time_seconds)
 	awk -v s="$start" -v n="$now" 'BEGIN { exit !(s > n - 600 && s <= n + 1) }' ||
