@@ -47,7 +47,6 @@ if [ -n "$database" ]; then
 	pgjob+=(--database "$database")
 	pgjobd_args+=(--database "$database")
 fi
-export PGJOBD_PLUGIN_DIR="$build"
 
 say "pgjob migrate"
 "${pgjob[@]}" migrate

@@ -186,6 +186,56 @@ json_time(const char *v, int with_zone)
 	return item;
 }
 
+/*
+ * v with every byte that does not start a valid UTF-8 character replaced
+ * by U+FFFD; NULL when v is valid already (the usual case).  JSON text is
+ * UTF-8 (RFC 8259), and a database in SQL_ASCII returns any bytes: passed
+ * through, one 0xff would make the whole output unreadable to a strict
+ * parser.  Outside strings JSON is ASCII, so this keeps raw JSON valid too.
+ * Caller frees.
+ */
+static char *
+json_utf8(const char *v)
+{
+	struct buf b = {0};
+	const char *p = v, *done = v;
+	uint32_t cp;
+
+	while (*p) {
+		size_t n = text_char(p, &cp);
+		if (n) {
+			p += n;
+			continue;
+		}
+		buf_append(&b, done, (size_t)(p - done));
+		buf_append(&b, "\xef\xbf\xbd", 3);
+		done = ++p;
+	}
+	if (done == v)
+		return NULL;
+	buf_append(&b, done, strlen(done));
+	return b.data;
+}
+
+cJSON *
+cli_json_string(const char *v)
+{
+	char *fixed = json_utf8(v);
+	cJSON *item = cJSON_CreateString(fixed ? fixed : v);
+	free(fixed);
+	return item;
+}
+
+/* Raw JSON from the database (json, jsonb, numbers), valid UTF-8. */
+static cJSON *
+json_raw(const char *v)
+{
+	char *fixed = json_utf8(v);
+	cJSON *item = cJSON_CreateRaw(fixed ? fixed : v);
+	free(fixed);
+	return item;
+}
+
 cJSON *
 cli_json_value(const struct db_rows *res, int row, int col)
 {
@@ -198,13 +248,13 @@ cli_json_value(const struct db_rows *res, int row, int col)
 	case DB_TYPE_NUMBER:
 		return json_number(v) ? cJSON_CreateRaw(v) : cJSON_CreateNull();
 	case DB_TYPE_JSON:
-		return cJSON_CreateRaw(v);
+		return json_raw(v);
 	case DB_TYPE_TIMESTAMPTZ:
 		return json_time(v, 1);
 	case DB_TYPE_TIMESTAMP:
 		return json_time(v, 0);
 	default:
-		return cJSON_CreateString(v);
+		return cli_json_string(v);
 	}
 }
 

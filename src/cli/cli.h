@@ -74,11 +74,18 @@ int cli_parse_int(const char *s, long lo, long hi, long *out);
 int cli_parse_id(const char *cmd, const char *s, char *buf, size_t len);
 
 /*
+ * --json: stdout has one JSON value per line and nothing else (top without
+ * --once: one per refresh); errors go to stderr as without it, and exit
+ * codes stay the same.  Every string is valid UTF-8: a byte that is not
+ * (a SQL_ASCII database keeps any) becomes U+FFFD.
+ *
  * Column col of row as JSON: numbers and json/jsonb verbatim (exact, as
  * PostgreSQL printed them), booleans, timestamps as RFC 3339 strings, SQL
  * null as null, anything else as a string.  Returns a new item.
  */
 cJSON *cli_json_value(const struct db_rows *res, int row, int col);
+/* s as a JSON string, made valid UTF-8 (see above).  Returns a new item. */
+cJSON *cli_json_string(const char *s);
 /* Adds columns [from, to) of row to obj, named as the columns. */
 void cli_json_add_columns(cJSON *obj, const struct db_rows *res, int row,
 			  int from, int to);
@@ -128,6 +135,8 @@ int cli_status_run(struct cli *cli, int argc, char **argv);
  */
 struct db_rows *cli_status_queues(struct db_conn *conn);
 void cli_status_print_queues(const struct db_rows *res, FILE *f);
+/* The queues section as status --json has it: an array (new item). */
+cJSON *cli_status_queues_json(const struct db_rows *res);
 int cli_jobs_list(struct cli *cli, int argc, char **argv);
 int cli_jobs_show(struct cli *cli, int argc, char **argv);
 int cli_state_retry(struct cli *cli, int argc, char **argv);

@@ -11,6 +11,8 @@
  * The changes run in one transaction.  The schema's functions check the
  * keys and values and say what is wrong; this file only builds the JSON
  * object that set_limits() takes, typing each value by its spelling.
+ * With --json, a change prints the queue's limits and key weights after
+ * it (print_change_json()).
  */
 #include "cli/cli.h"
 
@@ -133,10 +135,6 @@ parse(int argc, char **argv, struct limits_args *a)
 		return cli_fail(CLI_EXIT_USAGE,
 				"limits: --set, --reset and --weight need a "
 				"QUEUE");
-	if (change && a->json)
-		return cli_fail(CLI_EXIT_USAGE,
-				"limits: --json goes with showing limits, not "
-				"changing them");
 	if (a->nset && a->reset)
 		return cli_fail(CLI_EXIT_USAGE,
 				"limits: --set and --reset exclude each other");
@@ -354,10 +352,48 @@ print_limits(struct db_conn *conn, const char *queue, const char *q)
 	return 0;
 }
 
+/* The key weights of queue $1 that are not the default 1. */
+static const char WEIGHTS_SQL[] =
+	"select coalesce(jsonb_object_agg(key, weight), '{}')"
+	" from pgjob.limit_weights where queue = $1";
+
+/*
+ * --json after a change: {"queue": Q, "limits": the row `limits Q --json`
+ * prints, or null when the queue has no limits and is not paused,
+ * "weights": {"KEY": N, ...}}.
+ */
+static int
+print_change_json(struct db_conn *conn, const char *queue)
+{
+	const char *p[] = {queue};
+	struct db_rows *res = cli_exec(conn, "limits", SHOW_SQL, 1, p);
+	struct db_rows *w =
+		res ? cli_exec(conn, "limits", WEIGHTS_SQL, 1, p) : NULL;
+	if (!w) {
+		db_rows_free(res);
+		return -1;
+	}
+	cJSON *o = cJSON_CreateObject(), *lim = cJSON_CreateNull();
+	cJSON_AddItemToObject(o, "queue", cli_json_string(queue));
+	if (db_rows_count(res) > 0) {
+		cJSON_Delete(lim);
+		lim = cJSON_CreateObject();
+		cli_json_add_columns(lim, res, 0, 0, L_KINDS_TEXT);
+	}
+	cJSON_AddItemToObject(o, "limits", lim);
+	cJSON_AddItemToObject(o, "weights", cli_json_value(w, 0, 0));
+	cli_json_print(o);
+	db_rows_free(w);
+	db_rows_free(res);
+	return 0;
+}
+
 /* Says what change() did, queue and keys fit for a terminal. */
 static int
 print_change(struct db_conn *conn, const struct limits_args *a)
 {
+	if (a->json)
+		return print_change_json(conn, a->queue);
 	char *q = cli_one_line(a->queue, SIZE_MAX);
 	int rc = 0;
 	if (a->reset)

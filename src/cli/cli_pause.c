@@ -9,6 +9,9 @@
  * running any more.  A running job counts while its lease holds
  * (locked_until >= now()): a job whose worker died is not running, and
  * nothing waits for it.
+ *
+ * --json prints one object, the queue's state after the command (with
+ * --wait, after the wait, which then says nothing on the way).
  */
 #include "cli/cli.h"
 
@@ -32,9 +35,15 @@ static const char RUNNING_SQL[] =
 	" where queue = $1 and state = 'running' and locked_until >= now()"
 	"  and ($2::text is null or kind = $2)";
 
+/* The state of queue $1 in pgjob.limits (no row: not paused). */
+static const char STATE_SQL[] =
+	"select coalesce(l.paused, false) as paused,"
+	"  coalesce(array_to_json(l.paused_kinds), '[]') as paused_kinds"
+	" from (select) x left join pgjob.limits l on l.queue = $1";
+
 struct pause_args {
 	const char *queue, *kind;
-	int wait;
+	int wait, json;
 	int64_t timeout_ms; /* -1: no timeout */
 };
 
@@ -42,10 +51,12 @@ static const struct option pause_opts[] = {
 	{"kind", required_argument, NULL, 'k'},
 	{"wait", no_argument, NULL, 'w'},
 	{"timeout", required_argument, NULL, 't'},
+	{"json", no_argument, NULL, 'j'},
 	{NULL, 0, NULL, 0},
 };
 static const struct option resume_opts[] = {
 	{"kind", required_argument, NULL, 'k'},
+	{"json", no_argument, NULL, 'j'},
 	{NULL, 0, NULL, 0},
 };
 
@@ -65,6 +76,8 @@ parse(const char *cmd, int argc, char **argv, struct pause_args *a)
 			a->kind = optarg;
 		} else if (c == 'w') {
 			a->wait = 1;
+		} else if (c == 'j') {
+			a->json = 1;
 		} else if (c == 't') {
 			if (duration_parse(optarg, &a->timeout_ms, &why) < 0)
 				return cli_fail(CLI_EXIT_USAGE,
@@ -140,12 +153,13 @@ drain(struct db_conn *conn, const struct pause_args *a, const char *what)
 			return CLI_EXIT_FAILED;
 		int64_t now = util_now_ms();
 		if (n == 0 && idle++) {
-			printf("no job of %s is running\n", what);
+			if (!a->json)
+				printf("no job of %s is running\n", what);
 			return 0;
 		}
 		if (n > 0) {
 			idle = 0;
-			if (now - printed >= DRAIN_PRINT_MS) {
+			if (!a->json && now - printed >= DRAIN_PRINT_MS) {
 				printf("%lld job%s of %s still running\n", n,
 				       n == 1 ? "" : "s", what);
 				fflush(stdout);
@@ -167,6 +181,35 @@ drain(struct db_conn *conn, const struct pause_args *a, const char *what)
 	}
 }
 
+/*
+ * --json: {"queue": Q, "kind": K or null, "paused": true, "paused_kinds":
+ * [...], "running": N}, read back after the change.  0, or -1 after
+ * printing why.
+ */
+static int
+print_json(struct db_conn *conn, const struct pause_args *a, const char *cmd)
+{
+	const char *p[] = {a->queue};
+	long long running;
+	struct db_rows *res = cli_exec(conn, cmd, STATE_SQL, 1, p);
+	if (!res)
+		return -1;
+	if (count_running(conn, a, &running) < 0) {
+		db_rows_free(res);
+		return -1;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "queue", cli_json_string(a->queue));
+	cJSON_AddItemToObject(o, "kind",
+			      a->kind ? cli_json_string(a->kind)
+				      : cJSON_CreateNull());
+	cli_json_add_columns(o, res, 0, 0, 2);
+	cJSON_AddNumberToObject(o, "running", (double)running);
+	cli_json_print(o);
+	db_rows_free(res);
+	return 0;
+}
+
 static int
 run(struct cli *cli, int argc, char **argv, const char *sql, const char *done)
 {
@@ -184,11 +227,14 @@ run(struct cli *cli, int argc, char **argv, const char *sql, const char *done)
 		return cli_abort(conn);
 	db_rows_free(res);
 	char *what = describe(&a);
-	printf("%s %s\n", done, what);
+	if (!a.json)
+		printf("%s %s\n", done, what);
 	if (a.wait) {
 		fflush(stdout);
 		rc = drain(conn, &a, what);
 	}
+	if (rc == 0 && a.json && print_json(conn, &a, argv[0]) < 0)
+		rc = CLI_EXIT_FAILED;
 	free(what);
 	db_close(conn);
 	return rc;

@@ -8,7 +8,8 @@
  * transaction holds many locks or holds back vacuum for long, and workers
  * keep claiming meanwhile.  The cutoff is fixed once at the start, so the
  * loop ends however fast jobs finish.  Rows locked by someone else are
- * skipped, not waited for.
+ * skipped, not waited for.  --json prints {"pruned": N, "finished_before":
+ * TIME}.
  */
 #include "cli/cli.h"
 
@@ -25,10 +26,11 @@
 #define PRUNE_MAX_MS	 ((int64_t)36500 * 86400 * 1000)
 
 static int
-parse(struct cli *cli, int argc, char **argv, int64_t *ms)
+parse(struct cli *cli, int argc, char **argv, int64_t *ms, int *json)
 {
 	static const struct option opts[] = {
 		{"older-than", required_argument, NULL, 'o'},
+		{"json", no_argument, NULL, 'j'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *why;
@@ -38,6 +40,10 @@ parse(struct cli *cli, int argc, char **argv, int64_t *ms)
 	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c == 'j') {
+			*json = 1;
+			continue;
+		}
 		if (c != 'o')
 			return cli_bad_option("prune", c, argv);
 		if (duration_parse(optarg, ms, &why) < 0)
@@ -86,9 +92,9 @@ cli_prune_run(struct cli *cli, int argc, char **argv)
 	struct db_conn *conn;
 	int64_t ms;
 	long long total = 0;
-	int rc;
+	int json = 0, rc;
 
-	if ((rc = parse(cli, argc, argv, &ms)) != 0)
+	if ((rc = parse(cli, argc, argv, &ms, &json)) != 0)
 		return rc;
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
@@ -101,11 +107,22 @@ cli_prune_run(struct cli *cli, int argc, char **argv)
 	if (!res)
 		return cli_abort(conn);
 	snprintf(cutoff, sizeof(cutoff), "%s", db_rows_text(res, 0, 0));
+	cJSON *before = cli_json_value(res, 0, 0);
 	db_rows_free(res);
 
-	if (delete_batches(conn, cutoff, &total) < 0)
+	if (delete_batches(conn, cutoff, &total) < 0) {
+		cJSON_Delete(before);
 		return cli_abort(conn);
+	}
 	db_close(conn);
+	if (json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "pruned", (double)total);
+		cJSON_AddItemToObject(o, "finished_before", before);
+		cli_json_print(o);
+		return 0;
+	}
+	cJSON_Delete(before);
 	printf("pruned %lld job%s finished before %s\n", total,
 	       total == 1 ? "" : "s",
 	       cli_format_time(cutoff, when, sizeof(when)));

@@ -6,6 +6,9 @@
  *   retry --dead [--kind]  every dead job (of one kind)
  *   cancel ID              available -> cancelled
  *
+ * With --json, each prints one object: the job's id, its state now and
+ * before, or for retry --dead the ids that came back and the count left.
+ *
  * Each runs in one transaction that locks the job rows first (FOR UPDATE),
  * so a worker's claim (FOR UPDATE SKIP LOCKED) cannot take a job while we
  * decide about it.  last_error and lease_token stay: the error is the
@@ -44,7 +47,8 @@ static const char HOLDER_SQL[] =
 /*
  * Every dead job (of kind $1), except where another job holds its
  * unique_key: of several dead jobs with one key, the newest comes back.
- * Returns how many came back and how many were dead.
+ * Returns how many came back, how many were dead, and the ids that came
+ * back as a JSON array (for --json).
  */
 static const char RETRY_DEAD_SQL[] =
 	"with dead as ("
@@ -65,7 +69,9 @@ static const char RETRY_DEAD_SQL[] =
 	"   locked_by = null,"
 	"   locked_until = null"
 	"  from pick where j.id = pick.id returning j.id)"
-	" select (select count(*) from upd), (select count(*) from dead)";
+	" select (select count(*) from upd) as retried,"
+	"  (select count(*) from dead) as dead,"
+	"  (select coalesce(json_agg(id order by id), '[]') from upd) as ids";
 
 static const char CANCEL_SQL[] =
 	"update pgjob.jobs set state = 'cancelled', finished_at = now(),"
@@ -121,6 +127,17 @@ commit(struct db_conn *conn, const char *what)
 	return run(conn, what, "commit", 0, NULL);
 }
 
+/* {"id": 5, "state": "available", "was": "dead"} on stdout. */
+static void
+print_moved_json(const char *id, const char *state, const char *was)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "id", cJSON_CreateRaw(id));
+	cJSON_AddStringToObject(o, "state", state);
+	cJSON_AddItemToObject(o, "was", cli_json_string(was));
+	cli_json_print(o);
+}
+
 /* Refuses a retry of a job in the wrong state: 0 when it may go ahead. */
 static int
 retry_refused(const struct db_rows *job, const char *id)
@@ -167,7 +184,7 @@ key_taken(struct db_conn *conn, const struct db_rows *job, const char *id)
 }
 
 static int
-retry_one(struct db_conn *conn, const char *id)
+retry_one(struct db_conn *conn, const char *id, int json)
 {
 	const char *p[] = {id};
 	struct db_rows *job = lock_job(conn, "retry", id);
@@ -180,14 +197,36 @@ retry_one(struct db_conn *conn, const char *id)
 		db_rows_free(job);
 		return cli_abort(conn);
 	}
-	printf("retried job %s (was %s)\n", id, db_rows_text(job, 0, S_STATE));
+	if (json)
+		print_moved_json(id, "available",
+				 db_rows_text(job, 0, S_STATE));
+	else
+		printf("retried job %s (was %s)\n", id,
+		       db_rows_text(job, 0, S_STATE));
 	db_rows_free(job);
 	db_close(conn);
 	return 0;
 }
 
+/*
+ * retry --dead --json: {"retried": 2, "ids": [44, 45], "left_dead": 0,
+ * "kind": null}; left_dead counts those whose unique_key another job
+ * holds.
+ */
+static void
+print_dead_json(const struct db_rows *res, const char *kind, long long left)
+{
+	cJSON *o = cJSON_CreateObject();
+	cli_json_add_columns(o, res, 0, 0, 1);
+	cJSON_AddItemToObject(o, "ids", cli_json_value(res, 0, 2));
+	cJSON_AddNumberToObject(o, "left_dead", (double)left);
+	cJSON_AddItemToObject(
+		o, "kind", kind ? cli_json_string(kind) : cJSON_CreateNull());
+	cli_json_print(o);
+}
+
 static int
-retry_dead(struct db_conn *conn, const char *kind)
+retry_dead(struct db_conn *conn, const char *kind, int json)
 {
 	const char *p[] = {kind};
 	if (begin(conn, "retry") < 0)
@@ -197,11 +236,19 @@ retry_dead(struct db_conn *conn, const char *kind)
 		return cli_abort(conn);
 	long long n = atoll(db_rows_text(res, 0, 0));
 	long long dead = atoll(db_rows_text(res, 0, 1));
-	db_rows_free(res);
 	if ((n > 0 && run(conn, "retry", "select pg_notify('pgjob', '')", 0,
 			  NULL) < 0) ||
-	    commit(conn, "retry") < 0)
+	    commit(conn, "retry") < 0) {
+		db_rows_free(res);
 		return cli_abort(conn);
+	}
+	if (json) {
+		print_dead_json(res, kind, dead - n);
+		db_rows_free(res);
+		db_close(conn);
+		return 0;
+	}
+	db_rows_free(res);
 	char *k = kind ? cli_one_line(kind, SIZE_MAX) : NULL;
 	printf("retried %lld dead job%s%s%s", n, n == 1 ? "" : "s",
 	       k ? " of kind " : "", k ? k : "");
@@ -215,7 +262,7 @@ retry_dead(struct db_conn *conn, const char *kind)
 }
 
 struct retry_args {
-	int dead;
+	int dead, json;
 	const char *kind;
 	char id[24];
 };
@@ -226,6 +273,7 @@ retry_parse(int argc, char **argv, struct retry_args *a)
 	static const struct option opts[] = {
 		{"dead", no_argument, NULL, 'D'},
 		{"kind", required_argument, NULL, 'k'},
+		{"json", no_argument, NULL, 'j'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -235,6 +283,8 @@ retry_parse(int argc, char **argv, struct retry_args *a)
 	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
 		if (c == 'D')
 			a->dead = 1;
+		else if (c == 'j')
+			a->json = 1;
 		else if (c == 'k')
 			a->kind = optarg;
 		else
@@ -269,7 +319,8 @@ cli_state_retry(struct cli *cli, int argc, char **argv)
 		return rc;
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
-	return a.dead ? retry_dead(conn, a.kind) : retry_one(conn, a.id);
+	return a.dead ? retry_dead(conn, a.kind, a.json)
+		      : retry_one(conn, a.id, a.json);
 }
 
 /* Refuses to cancel a job that has ended: 0 when it may go ahead. */
@@ -295,15 +346,21 @@ cancel_refused(const struct db_rows *job, const char *id)
 }
 
 static int
-cancel_parse(int argc, char **argv, char *id, size_t len)
+cancel_parse(int argc, char **argv, char *id, size_t len, int *json)
 {
-	static const struct option opts[] = {{NULL, 0, NULL, 0}};
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
 	int c;
 
 	optind = 0;
 	opterr = 0;
-	if ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1)
-		return cli_bad_option("cancel", c, argv);
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c != 'j')
+			return cli_bad_option("cancel", c, argv);
+		*json = 1;
+	}
 	if (optind >= argc)
 		return cli_fail(CLI_EXIT_USAGE, "cancel: missing job ID");
 	if (optind + 1 < argc)
@@ -318,9 +375,9 @@ cli_state_cancel(struct cli *cli, int argc, char **argv)
 {
 	char id[24];
 	struct db_conn *conn;
-	int rc;
+	int json = 0, rc;
 
-	if ((rc = cancel_parse(argc, argv, id, sizeof(id))) != 0)
+	if ((rc = cancel_parse(argc, argv, id, sizeof(id), &json)) != 0)
 		return rc;
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
@@ -336,11 +393,16 @@ cli_state_cancel(struct cli *cli, int argc, char **argv)
 		return cli_abort(conn);
 	}
 	int running = strcmp(db_rows_text(job, 0, S_STATE), "running") == 0;
+	if (json)
+		print_moved_json(id, "cancelled",
+				 db_rows_text(job, 0, S_STATE));
 	db_rows_free(job);
 	db_close(conn);
-	printf("cancelled job %s%s\n", id,
-	       running ? " (running: its worker stops it at its next lease "
-			 "renewal)"
-		       : "");
+	if (!json)
+		printf("cancelled job %s%s\n", id,
+		       running ? " (running: its worker stops it at its next "
+				 "lease "
+				 "renewal)"
+			       : "");
 	return 0;
 }

@@ -376,6 +376,12 @@ json_rows(const struct db_rows *res, int ncols)
 	return a;
 }
 
+cJSON *
+cli_status_queues_json(const struct db_rows *res)
+{
+	return json_rows(res, Q_KINDS_TEXT);
+}
+
 static void
 print_json(struct db_rows *const res[4])
 {
@@ -385,7 +391,7 @@ print_json(struct db_rows *const res[4])
 	cJSON_AddNumberToObject(o, "live_workers", live);
 	cJSON_AddNumberToObject(o, "stale_workers", stale);
 	cJSON_AddItemToObject(o, "instances", instances);
-	cJSON_AddItemToObject(o, "queues", json_rows(res[1], Q_KINDS_TEXT));
+	cJSON_AddItemToObject(o, "queues", cli_status_queues_json(res[1]));
 	cJSON_AddItemToObject(o, "no_handler",
 			      json_rows(res[2], db_rows_columns(res[2])));
 	cJSON_AddItemToObject(o, "leases",

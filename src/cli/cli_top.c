@@ -11,6 +11,9 @@
  * to a pipe that the wait watches (so a signal is never lost between a check
  * and the wait), and puts the terminal back at once: a second signal then ends
  * the process the default way even if a query hangs.
+ *
+ * --json writes each frame as one JSON object on one line (JSON Lines: with
+ * --once, one line), never an escape code.
  */
 #include "cli/cli.h"
 
@@ -132,10 +135,39 @@ print_kinds(const struct db_rows *res, int64_t interval_ms, FILE *f)
 	cli_table_print(&t, f, "  ");
 }
 
-/* One frame; clear: start from an empty screen.  0, or -1 on error. */
+/*
+ * A frame as JSON: {"time": ..., "interval_ms": 1000, "kinds": [{"kind",
+ * "done", "done_per_s", "dead", "running", "due"}], "queues": [as status
+ * --json]}.
+ */
+static void
+print_json(const struct db_rows *now, const struct db_rows *kinds,
+	   const struct db_rows *queues, int64_t interval_ms)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "time", cli_json_value(now, 0, 0));
+	cJSON_AddNumberToObject(o, "interval_ms", (double)interval_ms);
+	cJSON *arr = cJSON_AddArrayToObject(o, "kinds");
+	for (int i = 0; i < db_rows_count(kinds); i++) {
+		cJSON *k = cJSON_CreateObject();
+		cli_json_add_columns(k, kinds, i, K_KIND, K_DEAD);
+		double done = strtod(db_rows_text(kinds, i, K_DONE), NULL);
+		cJSON_AddNumberToObject(k, "done_per_s",
+					done * 1000.0 / (double)interval_ms);
+		cli_json_add_columns(k, kinds, i, K_DEAD, K_DUE + 1);
+		cJSON_AddItemToArray(arr, k);
+	}
+	cJSON_AddItemToObject(o, "queues", cli_status_queues_json(queues));
+	cli_json_print(o);
+}
+
+/*
+ * One frame; clear: start from an empty screen; json: as one line of JSON.
+ * 0, or -1 on error.
+ */
 static int
 frame(struct db_conn *conn, int64_t interval_ms, const char *interval,
-      int clear)
+      int clear, int json)
 {
 	char ms[24], when[64];
 	snprintf(ms, sizeof(ms), "%" PRId64, interval_ms);
@@ -144,7 +176,10 @@ frame(struct db_conn *conn, int64_t interval_ms, const char *interval,
 	struct db_rows *kinds =
 		now ? cli_exec(conn, "top", KINDS_SQL, 1, p) : NULL;
 	struct db_rows *queues = kinds ? cli_status_queues(conn) : NULL;
-	if (queues) {
+	if (queues && json) {
+		print_json(now, kinds, queues, interval_ms);
+		fflush(stdout);
+	} else if (queues) {
 		/* Home, then clear: the frame replaces the last one. */
 		if (clear)
 			fputs("\033[H\033[2J", stdout);
@@ -199,23 +234,23 @@ wait_key(int64_t ms, int *stdin_open)
 }
 
 static int
-loop(struct db_conn *conn, int64_t interval_ms, const char *interval)
+loop(struct db_conn *conn, int64_t interval_ms, const char *interval, int json)
 {
 	int stdin_open = 1, rc = 0;
 
 	if (setup_signals() < 0)
 		return cli_fail(CLI_EXIT_FAILED, "top: pipe: %s",
 				strerror(errno));
-	/* Into a pipe or a file: frames one after another, no escape
-	 * codes. */
-	int tty = isatty(1);
+	/* Into a pipe or a file, or as JSON: frames one after another, no
+	 * escape codes. */
+	int tty = !json && isatty(1);
 	raw_terminal();
 	if (tty)
 		fputs("\033[?25l", stdout); /* hide the cursor */
 	for (int n = 0; !top_stop; n++) {
-		if (!tty && n > 0)
+		if (!tty && !json && n > 0)
 			fputc('\n', stdout);
-		if (frame(conn, interval_ms, interval, tty) < 0) {
+		if (frame(conn, interval_ms, interval, tty, json) < 0) {
 			rc = CLI_EXIT_FAILED;
 			break;
 		}
@@ -232,11 +267,13 @@ loop(struct db_conn *conn, int64_t interval_ms, const char *interval)
 }
 
 static int
-parse(int argc, char **argv, int64_t *ms, const char **text, int *once)
+parse(int argc, char **argv, int64_t *ms, const char **text, int *once,
+      int *json)
 {
 	static const struct option opts[] = {
 		{"interval", required_argument, NULL, 'i'},
 		{"once", no_argument, NULL, 'o'},
+		{"json", no_argument, NULL, 'j'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *why;
@@ -245,8 +282,8 @@ parse(int argc, char **argv, int64_t *ms, const char **text, int *once)
 	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c == 'o') {
-			*once = 1;
+		if (c == 'o' || c == 'j') {
+			*(c == 'o' ? once : json) = 1;
 			continue;
 		}
 		if (c != 'i')
@@ -276,16 +313,16 @@ cli_top_run(struct cli *cli, int argc, char **argv)
 	int64_t ms = 1000;
 	const char *text = "1s";
 	struct db_conn *conn;
-	int once = 0, rc;
+	int once = 0, json = 0, rc;
 
-	if ((rc = parse(argc, argv, &ms, &text, &once)) != 0)
+	if ((rc = parse(argc, argv, &ms, &text, &once, &json)) != 0)
 		return rc;
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
 	if (once)
-		rc = frame(conn, ms, text, 0) < 0 ? CLI_EXIT_FAILED : 0;
+		rc = frame(conn, ms, text, 0, json) < 0 ? CLI_EXIT_FAILED : 0;
 	else
-		rc = loop(conn, ms, text);
+		rc = loop(conn, ms, text, json);
 	db_close(conn);
 	return rc;
 }

@@ -10,6 +10,9 @@
  * before its children, and a step's depth is one more than its deepest
  * parent's.  cancel cancels every step that has not started; running
  * steps finish, and what depends on a cancelled step follows its policy.
+ *
+ * Each takes --json: submit prints the workflow's id and its steps' job
+ * ids, cancel how many steps it cancelled.
  */
 #include "cli/cli.h"
 
@@ -22,7 +25,12 @@
 /* The largest workflow file read (the database caps steps and edges). */
 #define WORKFLOW_MAX_BYTES (64 * 1024 * 1024)
 
-static const char SUBMIT_SQL[] = "select pgjob.enqueue_workflow($1::jsonb)";
+static const char SUBMIT_SQL[] =
+	"select pgjob.enqueue_workflow($1::jsonb) as id";
+
+/* The steps of workflow $1 and their jobs, for submit --json. */
+static const char SUBMITTED_SQL[] =
+	"select step, id from pgjob.jobs where workflow_id = $1 order by id";
 
 /* Column numbers of HEAD_SQL. */
 enum {
@@ -100,14 +108,69 @@ read_all(FILE *f, const char *name)
 	return b.data;
 }
 
+/*
+ * The options of submit and cancel: --json only.  Returns 0 with *json set
+ * and optind at the one argument, or CLI_EXIT_USAGE after printing why
+ * (what names the command and its argument).
+ */
+static int
+parse_json_opt(const char *cmd, const char *what, int argc, char **argv,
+	       int *json)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	/* "-" is stdin for submit: getopt takes it for an argument. */
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c != 'j')
+			return cli_bad_option(cmd, c, argv);
+		*json = 1;
+	}
+	if (optind != argc - 1)
+		return cli_fail(CLI_EXIT_USAGE, "%s: %s", cmd, what);
+	return 0;
+}
+
+/*
+ * submit --json: {"id": 7, "steps": [{"step": "fetch", "id": 12}, ...]},
+ * the steps in id order (parents before their children).
+ */
+static int
+print_submitted(struct db_conn *conn, const struct db_rows *res)
+{
+	const char *p[] = {db_rows_text(res, 0, 0)};
+	struct db_rows *steps =
+		cli_exec(conn, "workflow submit", SUBMITTED_SQL, 1, p);
+	if (!steps)
+		return CLI_EXIT_FAILED;
+	cJSON *o = cJSON_CreateObject();
+	cli_json_add_columns(o, res, 0, 0, 1);
+	cJSON *arr = cJSON_AddArrayToObject(o, "steps");
+	for (int i = 0; i < db_rows_count(steps); i++) {
+		cJSON *s = cJSON_CreateObject();
+		cli_json_add_columns(s, steps, i, 0, 2);
+		cJSON_AddItemToArray(arr, s);
+	}
+	cli_json_print(o);
+	db_rows_free(steps);
+	return 0;
+}
+
 static int
 cmd_submit(struct cli *cli, int argc, char **argv)
 {
-	if (argc != 2)
-		return cli_fail(CLI_EXIT_USAGE, "%s",
-				"workflow submit: one FILE (or - for standard "
-				"input)");
-	const char *path = argv[1];
+	int json = 0;
+	int rc = parse_json_opt("workflow submit",
+				"one FILE (or - for standard input)", argc,
+				argv, &json);
+	if (rc)
+		return rc;
+	const char *path = argv[optind];
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
 	if (!f)
 		return cli_fail(CLI_EXIT_FAILED,
@@ -118,9 +181,9 @@ cmd_submit(struct cli *cli, int argc, char **argv)
 		fclose(f);
 	if (!text)
 		return CLI_EXIT_FAILED;
-	cJSON *json = cJSON_Parse(text);
-	int object = cJSON_IsObject(json);
-	cJSON_Delete(json);
+	cJSON *doc = cJSON_Parse(text);
+	int object = cJSON_IsObject(doc);
+	cJSON_Delete(doc);
 	if (!object) {
 		free(text);
 		return cli_fail(CLI_EXIT_USAGE,
@@ -128,17 +191,19 @@ cmd_submit(struct cli *cli, int argc, char **argv)
 				path);
 	}
 	struct db_conn *conn = NULL;
-	int rc = cli_open(cli, &conn);
-	if (rc) {
+	if ((rc = cli_open(cli, &conn))) {
 		free(text);
 		return rc;
 	}
 	const char *p[] = {text};
 	struct db_rows *res =
 		cli_exec(conn, "workflow submit", SUBMIT_SQL, 1, p);
-	if (res)
+	if (res && json)
+		rc = print_submitted(conn, res);
+	else if (res)
 		printf("%s\n", db_rows_text(res, 0, 0));
-	rc = res ? 0 : CLI_EXIT_FAILED;
+	else
+		rc = CLI_EXIT_FAILED;
 	db_rows_free(res);
 	db_close(conn);
 	free(text);
@@ -333,14 +398,26 @@ cmd_show(struct cli *cli, int argc, char **argv)
 	return rc;
 }
 
+/* cancel --json: {"id": 7, "cancelled": 3}. */
+static void
+print_cancelled_json(const char *id, const struct db_rows *res)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "id", cJSON_CreateRaw(id));
+	cJSON_AddItemToObject(o, "cancelled", cli_json_value(res, 0, 0));
+	cli_json_print(o);
+}
+
 static int
 cmd_cancel(struct cli *cli, int argc, char **argv)
 {
-	if (argc != 2)
-		return cli_fail(CLI_EXIT_USAGE, "%s",
-				"workflow cancel: one workflow ID");
+	int json = 0;
+	int rc = parse_json_opt("workflow cancel", "one workflow ID", argc,
+				argv, &json);
+	if (rc)
+		return rc;
 	char id[24];
-	int rc = cli_parse_id("workflow cancel", argv[1], id, sizeof(id));
+	rc = cli_parse_id("workflow cancel", argv[optind], id, sizeof(id));
 	if (rc)
 		return rc;
 	struct db_conn *conn = NULL;
@@ -354,6 +431,8 @@ cmd_cancel(struct cli *cli, int argc, char **argv)
 	else if (strcmp(db_rows_text(res, 0, 1), "0") == 0)
 		rc = cli_fail(CLI_EXIT_FAILED,
 			      "workflow cancel: no workflow %s", id);
+	else if (json)
+		print_cancelled_json(id, res);
 	else
 		printf("cancelled %s step(s) that had not started\n",
 		       db_rows_text(res, 0, 0));

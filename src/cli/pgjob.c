@@ -32,15 +32,16 @@ usage(FILE *f)
 	fputs("usage: pgjob [-c FILE] [--database CONNINFO] COMMAND [ARGS]\n"
 	      "\n"
 	      "commands:\n"
-	      "  migrate [--status | --dry-run]\n"
+	      "  migrate [--status] [--json] | migrate --dry-run\n"
 	      "                         apply pending schema migrations "
 	      "(--status: list\n"
-	      "                         them; --dry-run: print their SQL)\n"
+	      "                         them; --dry-run: print their SQL, "
+	      "never JSON)\n"
 	      "  enqueue KIND [JSON] [--queue Q] [--run-at TIME | --in DUR]\n"
 	      "          [--priority N] [--unique-key K] [--ordering-key K]\n"
 	      "          [--max-attempts N] [--limit-key K] [--cost N]\n"
 	      "          [--after ID,... [--on-parent-failure "
-	      "cancel|run|wait]]\n"
+	      "cancel|run|wait]] [--json]\n"
 	      "                         enqueue a job and print its id\n"
 	      "  status [--json]        workers, queues, kinds no live worker "
 	      "handles,\n"
@@ -49,54 +50,106 @@ usage(FILE *f)
 	      "                         list jobs, newest first (50 by "
 	      "default)\n"
 	      "  show ID [--json]       one job with every column\n"
-	      "  retry ID               a dead, cancelled or failed job: run "
+	      "  retry ID [--json]      a dead, cancelled or failed job: run "
 	      "it again now\n"
-	      "  retry --dead [--kind K]\n"
+	      "  retry --dead [--kind K] [--json]\n"
 	      "                         every dead job (of one kind)\n"
-	      "  cancel ID              cancel a job that waits to run\n"
-	      "  prune [--older-than DUR]\n"
+	      "  cancel ID [--json]     cancel a job that waits to run\n"
+	      "  prune [--older-than DUR] [--json]\n"
 	      "                         delete jobs finished before DUR ago\n"
 	      "                         (default: the config's retention, "
 	      "else 7d)\n"
-	      "  top [--interval DUR] [--once]\n"
+	      "  top [--interval DUR] [--once] [--json]\n"
 	      "                         throughput per kind and queue depth, "
 	      "refreshed\n"
-	      "  pause QUEUE [--kind K] [--wait [--timeout DUR]]\n"
+	      "                         (--json without --once: one line per "
+	      "refresh)\n"
+	      "  pause QUEUE [--kind K] [--wait [--timeout DUR]] [--json]\n"
 	      "                         start no more jobs of QUEUE (of "
 	      "kind K); --wait:\n"
 	      "                         then wait until none is running\n"
-	      "  resume QUEUE [--kind K]\n"
+	      "  resume QUEUE [--kind K] [--json]\n"
 	      "                         start its jobs again\n"
 	      "  limits [QUEUE] [--json]\n"
 	      "                         paused and limited queues: limits, "
 	      "running, tokens\n"
 	      "  limits QUEUE [--set KEY=VALUE]... [--reset] [--weight "
 	      "KEY=N]...\n"
+	      "         [--json]\n"
 	      "                         change them (KEY: global_concurrency,\n"
 	      "                         per_key_concurrency, rate, burst, "
 	      "rate_per_key,\n"
 	      "                         burst_per_key, fair; VALUE none "
 	      "removes one)\n"
-	      "  workflow submit FILE   enqueue the workflow FILE describes "
+	      "  workflow submit FILE [--json]\n"
+	      "                         enqueue the workflow FILE describes "
 	      "(- for stdin)\n"
 	      "  workflow show ID [--json]\n"
 	      "                         its steps, their states and "
 	      "parents\n"
-	      "  workflow cancel ID     cancel its steps that have not "
+	      "  workflow cancel ID [--json]\n"
+	      "                         cancel its steps that have not "
 	      "started\n"
-	      "  version                print the version\n"
+	      "  version [--json]       print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
 	      "config (-c or\nPGJOBD_CONFIG), else the PG* environment.  "
 	      "Durations: 500ms, 30s, 5m,\n2h, 7d.  Exit status: 0 done, 1 "
-	      "failed, 2 usage, 78 config or schema.\n",
+	      "failed, 2 usage, 78 config or schema.\n"
+	      "--json: stdout is JSON only, one value per line; errors stay "
+	      "on stderr.\n",
 	      f);
 }
 
+/* {"version": N, "name": "..."} of a migration. */
+static cJSON *
+migration_json(const struct migration *m)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "version", m->version);
+	cJSON_AddStringToObject(o, "name", m->name);
+	return o;
+}
+
 /*
- * migrate [--status | --dry-run]: --status prints the database's schema
- * version and the migrations this pgjob would apply; --dry-run prints
- * their SQL and changes nothing.  Both exit 0.
+ * migrate --status --json: the database's version, this pgjob's, and every
+ * migration this pgjob has with whether the database has it.
+ */
+static void
+migrate_status_json(int version)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "schema_version", version);
+	cJSON_AddNumberToObject(o, "latest", migrate_latest());
+	cJSON_AddBoolToObject(o, "database_newer", version > migrate_latest());
+	cJSON *list = cJSON_AddArrayToObject(o, "migrations");
+	for (int i = 0; i < migrate_count; i++) {
+		cJSON *m = migration_json(&migrate_list[i]);
+		cJSON_AddBoolToObject(m, "applied",
+				      migrate_list[i].version <= version);
+		cJSON_AddItemToArray(list, m);
+	}
+	cli_json_print(o);
+}
+
+/* migrate --json: the migrations just applied, the last `applied` ones of
+ * migrate_list (migrate_run() applies them in order up to the latest). */
+static void
+migrate_applied_json(int applied)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "schema_version", migrate_latest());
+	cJSON *list = cJSON_AddArrayToObject(o, "applied");
+	for (int i = migrate_count - applied; i < migrate_count; i++)
+		cJSON_AddItemToArray(list, migration_json(&migrate_list[i]));
+	cli_json_print(o);
+}
+
+/*
+ * migrate [--status | --dry-run] [--json]: --status prints the database's
+ * schema version and the migrations this pgjob would apply; --dry-run
+ * prints their SQL and changes nothing (SQL is its output: no --json).
+ * Both exit 0.
  */
 static int
 cmd_migrate(struct cli *cli, int argc, char **argv)
@@ -104,9 +157,10 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		{"status", no_argument, NULL, 's'},
 		{"dry-run", no_argument, NULL, 'n'},
+		{"json", no_argument, NULL, 'j'},
 		{NULL, 0, NULL, 0},
 	};
-	int status = 0, dry = 0, c;
+	int status = 0, dry = 0, json = 0, c;
 	char *err;
 	int applied, version = -1;
 
@@ -117,6 +171,8 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 			status = 1;
 		else if (c == 'n')
 			dry = 1;
+		else if (c == 'j')
+			json = 1;
 		else
 			return cli_bad_option("migrate", c, argv);
 	}
@@ -127,6 +183,9 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 	if (status && dry)
 		return cli_fail(CLI_EXIT_USAGE, "migrate: %s",
 				"--status and --dry-run exclude each other");
+	if (dry && json)
+		return cli_fail(CLI_EXIT_USAGE, "migrate: %s",
+				"--dry-run prints SQL: it has no --json");
 	struct db_conn *conn = cli_connect(cli);
 	if (!conn)
 		return 1;
@@ -140,6 +199,10 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 			return CLI_EXIT_FAILED;
 		}
 		free(err);
+		if (json) {
+			migrate_status_json(version);
+			return 0;
+		}
 		if (status)
 			printf("schema version %d; this pgjob applies up to "
 			       "%d\n",
@@ -165,7 +228,9 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 		free(err);
 		return 1;
 	}
-	if (applied)
+	if (json)
+		migrate_applied_json(applied);
+	else if (applied)
 		printf("migrated to schema version %d (%d applied)\n",
 		       migrate_latest(), applied);
 	else
@@ -184,7 +249,8 @@ enum {
 	OPT_LIMIT_KEY,
 	OPT_COST,
 	OPT_AFTER,
-	OPT_ON_PARENT_FAILURE
+	OPT_ON_PARENT_FAILURE,
+	OPT_JSON
 };
 
 static const struct option enqueue_opts[] = {
@@ -199,6 +265,7 @@ static const struct option enqueue_opts[] = {
 	{"cost", required_argument, NULL, OPT_COST},
 	{"after", required_argument, NULL, OPT_AFTER},
 	{"on-parent-failure", required_argument, NULL, OPT_ON_PARENT_FAILURE},
+	{"json", no_argument, NULL, OPT_JSON},
 	{NULL, 0, NULL, 0},
 };
 
@@ -209,6 +276,7 @@ struct enqueue_args {
 			      cost depends_on on_parent_failure */
 	char in_ms[24], priority[8], max_attempts[12], cost[12];
 	char *after; /* "{1,2,3}", owned */
+	int json;
 };
 
 /*
@@ -338,6 +406,9 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 					optarg);
 			a->p[12] = optarg;
 			break;
+		case OPT_JSON:
+			a->json = 1;
+			break;
 		default:
 			return cli_fail(CLI_EXIT_USAGE,
 					"enqueue: unknown option \"%s\"",
@@ -377,6 +448,60 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 	return 0;
 }
 
+static const char ENQUEUE_SQL[] =
+	"select pgjob.enqueue($1, $2::jsonb,"
+	" queue => coalesce($3, 'default'),"
+	" run_at => coalesce($4::timestamptz, now() +"
+	"  coalesce($5::bigint, 0) * interval '1 millisecond'),"
+	" priority => coalesce($6::int, 0),"
+	" max_attempts => $7::int,"
+	" unique_key => $8, ordering_key => $9,"
+	" limit_key => $10, cost => coalesce($11::int, 1),"
+	" depends_on => $12::bigint[], on_parent_failure => $13) as id";
+
+/*
+ * Whether job $1 is another transaction's: pgjob.enqueue() returned the
+ * unfinished job that holds the unique_key, and inserted nothing.  A row
+ * this transaction inserted has its xid as xmin.
+ */
+static const char EXISTING_SQL[] =
+	"select xmin <> pg_current_xact_id()::xid as existing"
+	" from pgjob.jobs where id = $1";
+
+/*
+ * enqueue --json: {"id": N, "existing": false}, existing true when the id
+ * is that of the job that holds --unique-key.  The enqueue and the check
+ * run in one transaction, so that the check can tell.
+ */
+static int
+enqueue_json(struct db_conn *conn, const struct enqueue_args *a)
+{
+	struct db_rows *res = cli_exec(conn, "enqueue", "begin", 0, NULL);
+	if (!res)
+		return cli_abort(conn);
+	db_rows_free(res);
+	if (!(res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 13, a->p)))
+		return cli_abort(conn);
+	const char *p[] = {db_rows_text(res, 0, 0)};
+	struct db_rows *ex = cli_exec(conn, "enqueue", EXISTING_SQL, 1, p);
+	struct db_rows *done =
+		ex ? cli_exec(conn, "enqueue", "commit", 0, NULL) : NULL;
+	if (!done) {
+		db_rows_free(ex);
+		db_rows_free(res);
+		return cli_abort(conn);
+	}
+	cJSON *o = cJSON_CreateObject();
+	cli_json_add_columns(o, res, 0, 0, 1);
+	cli_json_add_columns(o, ex, 0, 0, 1);
+	cli_json_print(o);
+	db_rows_free(done);
+	db_rows_free(ex);
+	db_rows_free(res);
+	db_close(conn);
+	return 0;
+}
+
 static int
 cmd_enqueue(struct cli *cli, int argc, char **argv)
 {
@@ -392,18 +517,12 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 		free(a.after);
 		return 1;
 	}
-	struct db_rows *res = cli_exec(
-		conn, "enqueue",
-		"select pgjob.enqueue($1, $2::jsonb,"
-		" queue => coalesce($3, 'default'),"
-		" run_at => coalesce($4::timestamptz, now() +"
-		"  coalesce($5::bigint, 0) * interval '1 millisecond'),"
-		" priority => coalesce($6::int, 0),"
-		" max_attempts => $7::int,"
-		" unique_key => $8, ordering_key => $9,"
-		" limit_key => $10, cost => coalesce($11::int, 1),"
-		" depends_on => $12::bigint[], on_parent_failure => $13)",
-		13, a.p);
+	if (a.json) {
+		rc = enqueue_json(conn, &a);
+		free(a.after);
+		return rc;
+	}
+	struct db_rows *res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 13, a.p);
 	if (res)
 		printf("%s\n", db_rows_text(res, 0, 0));
 	rc = res ? 0 : CLI_EXIT_FAILED;
@@ -485,7 +604,8 @@ load_config(struct cli *cli)
 	if (!cli->config_path || !*cli->config_path)
 		return 0;
 	config_set_conninfo_check(db_conninfo_valid);
-	cli->cfg = config_load(cli->config_path, &errs);
+	/* Not the sections: their secrets are the handlers'. */
+	cli->cfg = config_load_settings(cli->config_path, &errs);
 	if (cli->cfg)
 		return 0;
 	for (size_t i = 0; i < errs.n; i++)
@@ -501,6 +621,42 @@ print_version(void)
 	       migrate_latest());
 }
 
+/*
+ * version [--json]: {"version": "0.1.0", "schema_version": 11}, the schema
+ * version this pgjob is built for.  -V stays text only, as for every
+ * program: scripts use `pgjob version --json`.
+ */
+static int
+cmd_version(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	int json = 0, c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c != 'j')
+			return cli_bad_option("version", c, argv);
+		json = 1;
+	}
+	if (optind < argc)
+		return cli_fail(CLI_EXIT_USAGE,
+				"version: unexpected argument \"%s\"",
+				argv[optind]);
+	if (!json) {
+		print_version();
+		return 0;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "version", PGJOBD_VERSION);
+	cJSON_AddNumberToObject(o, "schema_version", migrate_latest());
+	cli_json_print(o);
+	return 0;
+}
+
 /* Runs the command argv[0]; returns the exit code. */
 static int
 dispatch(struct cli *cli, int argc, char **argv)
@@ -508,8 +664,11 @@ dispatch(struct cli *cli, int argc, char **argv)
 	int rc;
 
 	if (strcmp(argv[0], "version") == 0) {
-		print_version();
-		return 0;
+		if (wants_help(argc, argv)) {
+			usage_command(stdout, argv[0]);
+			return 0;
+		}
+		return cmd_version(argc, argv);
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[0], commands[i].name) != 0)

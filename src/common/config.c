@@ -18,6 +18,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +333,27 @@ check_nonempty(const char *s)
 	return *s ? NULL : "must not be empty";
 }
 
+/*
+ * A plugin's library: a relative name is looked for inside the plugin
+ * directory (handler_plugin_path()), and a ".." would leave it; an absolute
+ * path has no need of one.
+ */
+static const char *
+check_library(const char *s)
+{
+	if (!*s)
+		return "must not be empty";
+	for (const char *c = s; *c;) {
+		size_t len = strcspn(c, "/");
+		if (len == 2 && c[0] == '.' && c[1] == '.')
+			return "must not have a \"..\" component (a name is "
+			       "looked for inside the plugin directory; give "
+			       "an absolute path to load another)";
+		c += len + (c[len] == '/');
+	}
+	return NULL;
+}
+
 static const char *
 check_url(const char *s)
 {
@@ -506,7 +528,7 @@ static const struct yaml_field handler_fields[] = {
 	  .only = HTTP),
 	F("tls_verify", YF_BOOL, handler_conf, tls_verify, .only = HTTP),
 	F("library", YF_STRING, handler_conf, library, .only = PLUGIN,
-	  .required = true, .check = check_nonempty),
+	  .required = true, .check = check_library),
 	F("symbol", YF_STRING, handler_conf, symbol, .only = PLUGIN,
 	  .required = true, .check = check_nonempty),
 	F("config", YF_JSON, handler_conf, plugin_config, .only = PLUGIN),
@@ -666,7 +688,7 @@ load_queue(struct yaml_doc *d, struct config *c, const struct ynode *key,
 static unsigned
 peek_type(const struct ynode *map)
 {
-	char *missing = NULL, *s;
+	char *why = NULL, *s;
 	int t = -1;
 
 	for (size_t i = 0; map->type == YNODE_MAP && i < map->n; i++) {
@@ -676,13 +698,13 @@ peek_type(const struct ynode *map)
 		if (k->type != YNODE_SCALAR || strcmp(k->text, "type"))
 			continue;
 		if (v->type == YNODE_SCALAR &&
-		    (s = env_expand(v->text, &missing))) {
+		    (s = env_expand(v->text, &why))) {
 			for (t = HANDLER_PLUGIN; t >= 0; t--)
 				if (!strcmp(handler_types[t], s))
 					break;
 			free(s);
 		}
-		free(missing);
+		free(why); /* reported when type is read */
 		break;
 	}
 	return t < 0 ? 0 : 1u << t;
@@ -767,6 +789,16 @@ check_plugin_timeout(struct yaml_doc *d, const struct config *c,
 	free(tpath);
 }
 
+/* Where n was written; a list's first item (a command's program). */
+static struct config_at
+first_at(const struct ynode *n)
+{
+	if (n && n->type == YNODE_LIST && n->n > 0)
+		n = n->items[0];
+	return n ? (struct config_at){n->line, n->column}
+		 : (struct config_at){0, 0};
+}
+
 static void
 load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	     const struct ynode *val, const char *path)
@@ -797,6 +829,10 @@ load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 		h->queue = xstrdup("default");
 	if (!h->plugin_config)
 		h->plugin_config = xstrdup("{}");
+	h->at_program = first_at(yaml_walked(&w, "command"));
+	h->at_url = first_at(yaml_walked(&w, "url"));
+	h->at_library = first_at(yaml_walked(&w, "library"));
+	h->at_symbol = first_at(yaml_walked(&w, "symbol"));
 	own_timeout = h->timeout_ms >= 0;
 	resolve_handler(c, h);
 	check_plugin_timeout(d, c, &w, path, own_timeout, h);
@@ -877,6 +913,7 @@ load_task(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	};
 	yaml_walk_map(d, key, val, path, &w);
 	resolve_run_as(d, &w, path, &t->run_as);
+	t->at_program = first_at(yaml_walked(&w, "command"));
 }
 
 typedef void load_fn(struct yaml_doc *d, struct config *c,
@@ -932,7 +969,7 @@ add_default_queue(struct config *c)
  * each check the names it uses: queues, handlers, then schedules.
  */
 static void
-load_document(struct yaml_doc *d, struct config *c)
+load_document(struct yaml_doc *d, struct config *c, bool cli)
 {
 	struct yaml_walk top = {.t = top_fields, .obj = c};
 	const struct ynode *workers;
@@ -942,11 +979,17 @@ load_document(struct yaml_doc *d, struct config *c)
 		return;
 	}
 	yaml_walk_map(d, NULL, d->root, "", &top);
-	load_section(d, c, &top, "queues", load_queue);
-	add_default_queue(c);
-	load_section(d, c, &top, "handlers", load_handler);
-	load_section(d, c, &top, "schedules", load_schedule);
-	load_section(d, c, &top, "tasks", load_task);
+	/* pgjob (config_load_settings()) leaves the sections unread: their
+	 * secrets are pgjobd's. */
+	if (!cli) {
+		load_section(d, c, &top, "queues", load_queue);
+		add_default_queue(c);
+		load_section(d, c, &top, "handlers", load_handler);
+		load_section(d, c, &top, "schedules", load_schedule);
+		load_section(d, c, &top, "tasks", load_task);
+	} else {
+		add_default_queue(c);
+	}
 	workers = yaml_walked(&top, "workers");
 	if (workers && c->workers > c->max_slots)
 		yaml_doc_error(d, workers, "workers",
@@ -979,9 +1022,9 @@ config_new(const char *name)
 	return c;
 }
 
-struct config *
-config_load_string(const char *name, const char *text, size_t len,
-		   struct config_errors *errs)
+static struct config *
+load_text(const char *name, const char *text, size_t len,
+	  struct config_errors *errs, bool cli)
 {
 	struct yaml_doc d;
 	struct config *c = config_new(name);
@@ -991,7 +1034,7 @@ config_load_string(const char *name, const char *text, size_t len,
 	if (!errs)
 		errs = &none;
 	if (yaml_doc_load(&d, name, text, len) == 0)
-		load_document(&d, c);
+		load_document(&d, c, cli);
 	n = errs->n = yaml_doc_take_errors(&d, &errs->msg);
 	yaml_doc_release(&d);
 	if (errs == &none)
@@ -1003,7 +1046,14 @@ config_load_string(const char *name, const char *text, size_t len,
 }
 
 struct config *
-config_load(const char *path, struct config_errors *errs)
+config_load_string(const char *name, const char *text, size_t len,
+		   struct config_errors *errs)
+{
+	return load_text(name, text, len, errs, false);
+}
+
+static struct config *
+load_path(const char *path, struct config_errors *errs, bool cli)
 {
 	struct buf b = {0};
 	char chunk[8192];
@@ -1028,12 +1078,38 @@ config_load(const char *path, struct config_errors *errs)
 						 strerror(err));
 		}
 	} else {
-		c = config_load_string(path, b.data ? b.data : "", b.len, errs);
+		c = load_text(path, b.data ? b.data : "", b.len, errs, cli);
 	}
 	if (fd >= 0)
 		close(fd);
 	buf_free(&b);
 	return c;
+}
+
+struct config *
+config_load(const char *path, struct config_errors *errs)
+{
+	return load_path(path, errs, false);
+}
+
+struct config *
+config_load_settings(const char *path, struct config_errors *errs)
+{
+	return load_path(path, errs, true);
+}
+
+void
+config_errors_add(struct config_errors *errs, const char *fmt, ...)
+{
+	va_list ap;
+	char *m;
+
+	va_start(ap, fmt);
+	if (vasprintf(&m, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	errs->msg = xrealloc(errs->msg, (errs->n + 1) * sizeof(*errs->msg));
+	errs->msg[errs->n++] = m;
 }
 
 static void

@@ -75,6 +75,14 @@ struct run_as {
 	int line, column; /* of the user: (else group:) value */
 };
 
+/*
+ * Where a value was written, for the checks made after the load against
+ * the host (src/handlers/handler_check.c); 0: not written.
+ */
+struct config_at {
+	int line, column;
+};
+
 struct handler_conf {
 	char *kind; /* the map key under handlers: */
 	enum handler_type type;
@@ -100,6 +108,9 @@ struct handler_conf {
 	char *plugin_config; /* JSON text of the handler's `config:` map, or
 				"{}" */
 	int line, column;
+	/* The values that handler_check_config() checks: command[0], url,
+	 * library and symbol. */
+	struct config_at at_program, at_url, at_library, at_symbol;
 };
 
 struct schedule_conf {
@@ -119,6 +130,7 @@ struct task_conf {
 	struct run_as run_as; /* as for an exec handler */
 	int partitions;	      /* default 1 */
 	int line, column;
+	struct config_at at_program; /* command[0] */
 };
 
 struct config {
@@ -163,8 +175,21 @@ struct config *config_load(const char *path, struct config_errors *errs);
 /* The same for YAML text held in memory; name is used in messages. */
 struct config *config_load_string(const char *name, const char *text,
 				  size_t len, struct config_errors *errs);
+/*
+ * As config_load(), for pgjob: the top-level settings are read and checked
+ * (database, retention and the rest), but not the sections queues,
+ * handlers, schedules and tasks, so that no ${...} reference of theirs is
+ * expanded: an operator who can read the file but not every handler's
+ * secret can still run pgjob -c FILE.  The result has no handlers,
+ * schedules or tasks, and the default queue only.
+ */
+struct config *config_load_settings(const char *path,
+				    struct config_errors *errs);
 void config_free(struct config *c);
 void config_errors_free(struct config_errors *errs);
+/* Appends a message (printf format) to errs. */
+void config_errors_add(struct config_errors *errs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /*
  * The check of database.conninfo: whether libpq can parse it (NULL and ""

@@ -1,7 +1,8 @@
 /*
- * env: ${NAME} references in config values, expanded from the environment,
- * and the private copy of the environment that a daemon expands them from
- * once the secrets they name have left its own environment.
+ * env: the references in config values, ${NAME} expanded from the
+ * environment and ${file:PATH} and ${credential:NAME} from files, and the
+ * private copy of the environment that a daemon expands ${NAME} from once
+ * the secrets they name have left its own environment.
  */
 #ifndef PGJOBD_ENV_H
 #define PGJOBD_ENV_H
@@ -12,13 +13,21 @@
 /* A shell-style variable name, s[0..n): [A-Za-z_][A-Za-z0-9_]*. */
 bool env_is_name(const char *s, size_t n);
 
+/* The largest secret ${file:PATH} and ${credential:NAME} read, in bytes. */
+#define ENV_SECRET_MAX 65536
+
 /*
- * Expands every ${NAME} in s from the environment.  Returns a new string
- * (caller frees) or NULL when a variable is not set or a ${ is not closed;
- * *missing then names it (caller frees).  "$$" stands for a literal "$".
- * After env_private(), the environment read is the private copy.
+ * Expands every reference in s: ${NAME} from the environment,
+ * ${file:PATH} from the file at the absolute PATH, ${credential:NAME} from
+ * $CREDENTIALS_DIRECTORY/NAME (systemd's LoadCredential=).  A file is read
+ * whole, one trailing newline taken off, and refused when it is not a
+ * regular file, is writable by group or others, is over ENV_SECRET_MAX
+ * bytes or holds a NUL.  "$$" stands for a literal "$".  Returns a new
+ * string (caller frees) or NULL with *why set to the message (caller
+ * frees): it names the reference, never a value.  After env_private(), the
+ * environment read is the private copy.
  */
-char *env_expand(const char *s, char **missing);
+char *env_expand(const char *s, char **why);
 
 /*
  * For the daemon, once, before anything changes the environment: ${NAME}

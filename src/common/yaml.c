@@ -414,24 +414,16 @@ yaml_entry_ok(struct yaml_doc *d, const struct ynode *map, size_t i,
 char *
 yaml_scalar(struct yaml_doc *d, const struct ynode *n, const char *path)
 {
-	char *missing, *s;
+	char *why, *s;
 
 	if (strlen(n->text) != n->len) {
 		yaml_doc_error(d, n, path, "contains a NUL character");
 		return NULL;
 	}
-	if ((s = env_expand(n->text, &missing)))
+	if ((s = env_expand(n->text, &why)))
 		return s;
-	if (!strncmp(missing, "${", 2))
-		yaml_doc_error(d, n, path,
-			       "bad variable reference \"%s\" (use ${NAME}, "
-			       "or $$ for a literal $)",
-			       missing);
-	else
-		yaml_doc_error(d, n, path,
-			       "environment variable \"%s\" is not set",
-			       missing);
-	free(missing);
+	yaml_doc_error(d, n, path, "%s", why);
+	free(why);
 	return NULL;
 }
 

@@ -7,8 +7,9 @@
  * position, as "file:line:column: key.path: message", and returns failure;
  * the caller just moves on, so that one pass reports every error in a file.
  *
- * String values have ${NAME} expanded from the environment when they are
- * read (env_expand()); keys never are.
+ * String values have their references expanded when they are read
+ * (env_expand(): ${NAME} from the environment, ${file:PATH} and
+ * ${credential:NAME} from files); keys never are.
  *
  * libyaml's shared library exports yaml_free(), yaml_malloc(), yaml_strdup()
  * and more: a function of ours with one of those names would replace
@@ -104,7 +105,7 @@ bool yaml_entry_ok(struct yaml_doc *d, const struct ynode *map, size_t i,
  * int ones return 0, or -1 with *out unchanged.  Either way, a failure has
  * been recorded.
  */
-/* Scalar n with ${NAME} expanded; n must be a scalar. */
+/* Scalar n with its references expanded; n must be a scalar. */
 char *yaml_scalar(struct yaml_doc *d, const struct ynode *n, const char *path);
 /* Any scalar but null ("expected a string"). */
 char *yaml_string(struct yaml_doc *d, const struct ynode *n, const char *path);

@@ -1,7 +1,7 @@
 /*
  * pgjobd: the daemon.
  *
- *   pgjobd -c FILE [-w N] [-d CONNINFO] [--check-config]
+ *   pgjobd -c FILE [-w N] [-d CONNINFO] [--check-config[=static]]
  *
  * Exit codes: 0 after a clean stop (or a valid config with --check-config),
  * 2 for a usage error, 78 (EX_CONFIG) for a config that does not validate
@@ -22,17 +22,23 @@
 #include "db/db.h"
 #include "db/migrate.h"
 #include "daemon/supervisor.h"
+#include "handlers/handler_check.h"
 #include "common/util.h"
 
 static void
 usage(FILE *f)
 {
-	fputs("usage: pgjobd -c FILE [-w N] [-d CONNINFO] [--check-config]\n"
+	fputs("usage: pgjobd -c FILE [-w N] [-d CONNINFO] "
+	      "[--check-config[=static]]\n"
 	      "  -c, --config FILE   the YAML config (or PGJOBD_CONFIG)\n"
 	      "  -d, --database CONNINFO\n"
 	      "                      use this instead of database.conninfo\n"
 	      "  -w, --workers N     run N workers instead of `workers:`\n"
-	      "      --check-config  validate the config and exit (0 or 78)\n"
+	      "      --check-config  validate the config and exit (0 or 78):\n"
+	      "                      the file, then its commands, plugins "
+	      "and urls\n"
+	      "                      on this host; =static: the file "
+	      "alone\n"
 	      "  -V, --version       print the version\n"
 	      "      --list-failpoints\n"
 	      "                      print the failpoints "
@@ -47,7 +53,7 @@ main(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},
 		{"workers", required_argument, NULL, 'w'},
 		{"database", required_argument, NULL, 'd'},
-		{"check-config", no_argument, NULL, 'C'},
+		{"check-config", optional_argument, NULL, 'C'},
 		{"list-failpoints", no_argument, NULL, 'F'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
@@ -92,7 +98,14 @@ main(int argc, char **argv)
 			database = optarg;
 			break;
 		case 'C':
-			check = 1;
+			if (optarg && strcmp(optarg, "static") != 0) {
+				fprintf(stderr,
+					"pgjobd: bad --check-config=%s "
+					"(only =static)\n",
+					optarg);
+				return 2;
+			}
+			check = optarg ? 1 : 2;
 			break;
 		case 'F':
 			for (int i = 1; i < FP_COUNT; i++)
@@ -133,6 +146,11 @@ main(int argc, char **argv)
 	struct config_errors errs = {0};
 	config_set_conninfo_check(db_conninfo_valid);
 	struct config *cfg = config_load(path, &errs);
+	/* The deep check: what the file names must exist on this host. */
+	if (cfg && check == 2 && handler_check_config(cfg, &errs) > 0) {
+		config_free(cfg);
+		cfg = NULL;
+	}
 	if (!cfg) {
 		for (size_t i = 0; i < errs.n; i++)
 			fprintf(stderr, "%s\n", errs.msg[i]);

@@ -37,6 +37,7 @@
 #include "daemon/httpd.h"
 #include "daemon/notify.h"
 #include "daemon/procmetrics.h"
+#include "handlers/handler_check.h"
 #include "common/stats.h"
 #include "common/util.h"
 #include "worker/worker.h"
@@ -490,6 +491,35 @@ override_database(struct supervisor *s)
 	s->cfg->conninfo = xstrdup(s->database);
 }
 
+static bool
+same(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/*
+ * What a reload cannot apply, said in the log by the setting's name: the
+ * metrics server keeps the address it bound at start, and -w keeps
+ * overriding workers: (-d overrides database.conninfo as quietly as at
+ * start).  Everything else reaches the new workers (docs/daemon.md).
+ */
+static void
+kept_from_start(const struct supervisor *s, struct config *cfg)
+{
+	const char *old = s->metrics ? s->cfg->metrics_listen : NULL;
+
+	if (!same(old, cfg->metrics_listen)) {
+		log_warnx("metrics.listen changed: needs a restart; kept %s",
+			  old ? old : "none (not served)");
+		free(cfg->metrics_listen);
+		cfg->metrics_listen = old ? xstrdup(old) : NULL;
+	}
+	if (s->workers_override > 0 && cfg->workers != s->cfg->workers)
+		log_warnx("workers changed: -w %d on the command line "
+			  "overrides it; kept %d",
+			  s->workers_override, s->workers_override);
+}
+
 /* --- Issue 19 (monitoring): reloads and duration bounds in /metrics --- */
 
 /* The largest timeout of cfg's handlers, in seconds. */
@@ -545,8 +575,11 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 		return;
 	struct config *cfg = config_load(s->config_path, &errs);
 	/* user: and group: need root: a reload that adds them to a daemon
-	 * that is not root is refused like any other bad config. */
-	if (cfg && config_check_run_as(cfg, geteuid(), &errs) > 0) {
+	 * that is not root is refused like any other bad config; and so is
+	 * one whose commands, plugins or urls would fail every job
+	 * (handler_check.c: plugins load in a child, never here). */
+	if (cfg && (config_check_run_as(cfg, geteuid(), &errs) > 0 ||
+		    handler_check_config(cfg, &errs) > 0)) {
 		config_free(cfg);
 		cfg = NULL;
 	}
@@ -562,11 +595,13 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	log_info("reloading %s", s->config_path);
 	notify_send("RELOADING=1");
+	kept_from_start(s, cfg);
 	/* Children have their own copies of the old config. */
 	config_free(s->cfg);
 	s->cfg = cfg;
 	override_database(s);
 	log_set_level(cfg->log_level);
+	log_set_json(cfg->log_format == LOG_FORMAT_JSON);
 	set_dur_bounds(s, cfg);
 	resize(s, nworkers(s));
 	roll_over(s);

@@ -112,13 +112,8 @@ xlog(const struct exec_run *x, int level, const char *fmt, ...)
 		log_job(level, &x->lj, "%s", msg);
 }
 
-/*
- * The program to run: argv0 itself when it has a slash, else the first
- * executable file named argv0 in the child's PATH (not the worker's).
- * Returns a new string (caller frees), or NULL with *err set to an errno.
- */
-static char *
-resolve_program(const char *argv0, char *const *env, int *err)
+char *
+handler_exec_resolve(const char *argv0, char *const *env, int *err)
 {
 	const char *path = HANDLER_EXEC_PATH;
 
@@ -771,7 +766,7 @@ handler_exec_start(void *run, struct ev_loop *loop,
 	x->in_len = strlen(x->in);
 	x->pidfd = x->in_fd = x->out_fd = x->err_fd = -1;
 	x->start_ms = util_now_ms();
-	path = resolve_program(spec->argv[0], spec->env, &rc);
+	path = handler_exec_resolve(spec->argv[0], spec->env, &rc);
 	if (path)
 		rc = spawn(x, path, spec->argv, spec->env, &step);
 	free(path);

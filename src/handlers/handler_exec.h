@@ -18,6 +18,15 @@ struct exec_run;
 /* The PATH of every command, unless its env: sets another. */
 #define HANDLER_EXEC_PATH "/usr/local/bin:/usr/bin:/bin"
 
+/*
+ * The program to run: argv0 itself when it has a slash, else the first
+ * executable file named argv0 in the PATH of env, the child's whole
+ * environment (HANDLER_EXEC_PATH when it sets none; never the worker's).
+ * Returns a new string (caller frees), or NULL with *err set to an errno
+ * (ENOENT, or EACCES for a file found but not executable).
+ */
+char *handler_exec_resolve(const char *argv0, char *const *env, int *err);
+
 /* An exec run, whoever asks for it: a job's exec handler or a leased task.
  * Everything is borrowed: env and argv for the start, the rest until the
  * run is finished. */

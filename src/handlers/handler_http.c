@@ -541,6 +541,20 @@ target_of(const char *url, const char **why)
 	return s;
 }
 
+const char *
+handler_http_check_url(const char *url)
+{
+	const char *why = libcurl_load();
+	char *target;
+
+	if (why)
+		return why;
+	if (!(target = target_of(url, &why)))
+		return why;
+	free(target);
+	return NULL;
+}
+
 /* Sets every option of x's request; returns 0, or -1 if libcurl refused
  * one. */
 static int

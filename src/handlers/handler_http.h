@@ -16,6 +16,11 @@ struct http_run;
 /* curl_global_init, and a warning per http handler without tls_verify.
  * Returns 0, or -1 (logged) when libcurl cannot be loaded. */
 int handler_http_init(const struct config *cfg);
+/*
+ * Whether url is one a request can be made to: libcurl (loaded if need be)
+ * parses it and finds a host in it.  NULL, or why not (static storage).
+ */
+const char *handler_http_check_url(const char *url);
 /* Frees every loop's multi handle; abandons requests still in flight. */
 void handler_http_fini(void);
 /*

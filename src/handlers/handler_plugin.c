@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -35,6 +36,11 @@
 
 #ifndef PGJOBD_LIBDIR
 #define PGJOBD_LIBDIR "/usr/local/lib/pgjobd"
+#endif
+/* The plugin directory seen from the binaries' directory, as installed
+ * (CMakeLists.txt computes it from the install layout). */
+#ifndef PGJOBD_PLUGIN_RELDIR
+#define PGJOBD_PLUGIN_RELDIR "../lib/pgjobd"
 #endif
 
 struct plugin {
@@ -49,23 +55,92 @@ struct plugin {
 static struct plugin *plugins;
 static size_t nplugins;
 
-/*
- * The file to dlopen: a library name without a slash is looked for in
- * pgjobd's plugin directory first, then by the dynamic linker's own search.
- * Caller frees.
- */
+/* The directory of the running binary, or NULL (caller frees). */
 static char *
-library_path(const char *lib)
+exe_dir(void)
 {
+	char buf[4096];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	char *slash;
+
+	if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
+		return NULL;
+	buf[n] = '\0';
+	if (!(slash = strrchr(buf, '/')))
+		return NULL;
+	return xstrndup(buf, (size_t)(slash - buf));
+}
+
+static bool
+is_dir(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/*
+ * Found once per process, as PostgreSQL finds its $libdir: relative to the
+ * binary first, so that an installed tree works wherever it is moved to;
+ * then the build tree's plugins/ beside the binary (CMakeLists.txt links
+ * the example plugin there), so that the same binary runs the source
+ * tree's config/example.yaml; then the directory compiled in.
+ */
+const char *
+handler_plugin_dir(void)
+{
+	static char *dir;
+	char *exe, *cand[2] = {NULL, NULL};
+
+	if (dir)
+		return dir;
+	if ((exe = exe_dir())) {
+		cand[0] = xasprintf("%s/%s", exe, PGJOBD_PLUGIN_RELDIR);
+		cand[1] = xasprintf("%s/plugins", exe);
+		free(exe);
+	}
+	for (int i = 0; i < 2 && !dir; i++)
+		if (cand[i] && is_dir(cand[i]))
+			dir = realpath(cand[i], NULL);
+	free(cand[0]);
+	free(cand[1]);
+	if (!dir)
+		dir = xstrdup(PGJOBD_LIBDIR);
+	return dir;
+}
+
+static bool
+exists(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+char *
+handler_plugin_path(const char *lib)
+{
+	size_t len = strlen(lib);
 	char *p;
 
-	if (strchr(lib, '/'))
+	if (lib[0] == '/')
 		return xstrdup(lib);
-	p = xasprintf("%s/%s", PGJOBD_LIBDIR, lib);
-	if (access(p, F_OK) == 0)
+	p = xasprintf("%s/%s", handler_plugin_dir(), lib);
+	if (exists(p))
 		return p;
 	free(p);
-	return xstrdup(lib);
+	if (len < 3 || strcmp(lib + len - 3, ".so")) {
+		p = xasprintf("%s/%s.so", handler_plugin_dir(), lib);
+		if (exists(p))
+			return p;
+		free(p);
+	}
+	/* A bare name may still be a library of the linker's search path;
+	 * dlopen() of a name with a slash would look in the current
+	 * directory instead: send it where it was meant to be. */
+	if (!strchr(lib, '/'))
+		return xstrdup(lib);
+	return xasprintf("%s/%s", handler_plugin_dir(), lib);
 }
 
 /* Loads pl->conf's plugin; returns 0, or -1 with pl->error set. */
@@ -74,7 +149,7 @@ load(struct plugin *pl)
 {
 	const struct handler_conf *h = pl->conf;
 	const char *sym = h->symbol ? h->symbol : "";
-	char *path = library_path(h->library ? h->library : "");
+	char *path = handler_plugin_path(h->library ? h->library : "");
 	const struct pgjobd_plugin *p;
 	int rc;
 

@@ -5,6 +5,7 @@
  */
 #include "testlib.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,68 @@ parse_json(const char *text)
 	if (!j)
 		fail_msg("not JSON:\n%s", text);
 	return j;
+}
+
+/* Fails unless text is valid UTF-8 (JSON text must be: RFC 8259). */
+static void
+assert_utf8(const char *what, const char *text)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	for (size_t i = 0; p[i];) {
+		size_t n = p[i] < 0x80			  ? 1
+			   : p[i] >= 0xc2 && p[i] <= 0xdf ? 2
+			   : p[i] >= 0xe0 && p[i] <= 0xef ? 3
+			   : p[i] >= 0xf0 && p[i] <= 0xf4 ? 4
+							  : 0;
+		for (size_t k = 1; k < n; k++)
+			if ((p[i + k] & 0xc0) != 0x80)
+				n = 0;
+		if (n == 0)
+			fail_msg("%s: byte 0x%02x at %zu is not UTF-8 in:\n%s",
+				 what, p[i], i, text);
+		i += n;
+	}
+}
+
+/*
+ * What --json promises: exit 0, nothing on stderr, and on stdout one line
+ * that is one JSON value, valid UTF-8, and nothing else.  Returns the value
+ * (caller deletes) and frees r.
+ */
+static cJSON *
+json_of(struct t_run *r, const char *what)
+{
+	size_t n = strlen(r->out);
+	if (r->status != 0 || *r->err)
+		fail_msg("%s: exit %d: %s", what, r->status, r->err);
+	if (n == 0 || r->out[n - 1] != '\n' ||
+	    strchr(r->out, '\n') != r->out + n - 1)
+		fail_msg("%s: not one line:\n%s", what, r->out);
+	assert_utf8(what, r->out);
+	r->out[n - 1] = '\0';
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithOpts(r->out, &end, 1);
+	if (!j)
+		fail_msg("%s: not JSON:\n%s", what, r->out);
+	t_run_free(r);
+	return j;
+}
+
+/* Runs `pgjob --database ci ARGS... --json`; returns json_of() it. */
+static cJSON *
+pgjob_json(const char *const *args)
+{
+	struct t_run r;
+	const char *argv[16];
+	size_t n = 0;
+	while (args[n] && n < 14) {
+		argv[n] = args[n];
+		n++;
+	}
+	argv[n++] = "--json";
+	argv[n] = NULL;
+	t_pgjobv(&r, ci, argv);
+	return json_of(&r, args[0]);
 }
 
 static double
@@ -974,6 +1037,8 @@ assert_terminal_safe(const char *what, const char *text)
 }
 
 #define HOSTILE_KIND "k\x1b[2J\r\x07\xff"
+/* The same in --json output: the byte that is not UTF-8 is U+FFFD. */
+#define HOSTILE_KIND_JSON "k\x1b[2J\r\x07\xef\xbf\xbd"
 
 /*
  * A database in SQL_ASCII, where text columns keep any bytes, migrated:
@@ -1010,7 +1075,8 @@ pgjob_safe(struct t_run *r, const char *db, int status, const char *const *args)
  * Escape sequences, CR, BEL, C1 controls and bytes that are not UTF-8 in a
  * job's columns reach the terminal from no command: show, jobs, status,
  * top and retry's messages print them as visible escapes.  --json keeps
- * them exact (JSON escapes them).
+ * them exact (JSON escapes control characters), but for bytes that are not
+ * UTF-8, which become U+FFFD: JSON text is UTF-8.
  */
 static void
 test_hostile_text(void **state)
@@ -1040,13 +1106,32 @@ test_hostile_text(void **state)
 	t_run_free(&r);
 
 	t_pgjob(&r, db, "show", "1", "--json", NULL);
-	assert_int_equal(r.status, 0);
-	cJSON *j = parse_json(r.out);
-	assert_string_equal(str(j, "kind"), HOSTILE_KIND);
+	cJSON *j = json_of(&r, "show --json");
+	assert_string_equal(str(j, "kind"), HOSTILE_KIND_JSON);
 	assert_string_equal(str(j, "last_error"),
-			    "err\x1b[31m\r\nline2\x07\xfe");
+			    "err\x1b[31m\r\nline2\x07\xef\xbf\xbd");
+	/* In the payload too, which is JSON from the database. */
+	assert_string_equal(str(item(j, "payload"), "a"), "\xc2\x9b"
+							  "2J\x7f\xef\xbf\xbd");
 	cJSON_Delete(j);
-	t_run_free(&r);
+	/* Every --json that prints the kind or queue: valid UTF-8. */
+	static const char *const json_cmds[][5] = {
+		{"jobs", "--json"},
+		{"status", "--json"},
+		{"top", "--once", "--json"},
+		{"retry", "--dead", "--kind", HOSTILE_KIND, "--json"},
+	};
+	for (size_t i = 0; i < 4; i++) {
+		const char *args[6] = {NULL};
+		memcpy(args, json_cmds[i], sizeof(json_cmds[i]));
+		t_pgjobv(&r, db, args);
+		cJSON_Delete(json_of(&r, args[0]));
+	}
+	t_pgjob(&r, db, "retry", "--dead", "--kind", HOSTILE_KIND, "--json",
+		NULL);
+	j = json_of(&r, "retry --dead --json");
+	assert_string_equal(str(j, "kind"), HOSTILE_KIND_JSON);
+	cJSON_Delete(j);
 
 	const char *jobs[] = {"jobs", NULL};
 	pgjob_safe(&r, db, 0, jobs);
@@ -1079,6 +1164,416 @@ test_hostile_text(void **state)
 				   "positive integer)\n");
 	t_run_free(&r);
 	free(db);
+}
+
+/* The number at key of o, which must be a number, as a long long. */
+static long long
+lnum(const cJSON *o, const char *key)
+{
+	return (long long)num(o, key);
+}
+
+/*
+ * retry, retry --dead and cancel with --json: one object each, whose
+ * values are the database's after the command.
+ */
+static void
+test_json_state(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (kind, state, attempts, finished_at,"
+		  " locked_by, unique_key) values"
+		  " ('charge', 'dead', 3, now(), null, null),"
+		  " ('charge', 'dead', 3, now(), null, null),"
+		  " ('mail', 'cancelled', 0, now(), null, null),"
+		  " ('mail', 'available', 0, null, null, null),"
+		  " ('mail', 'running', 1, null, 'h:1', null),"
+		  " ('charge', 'dead', 3, now(), null, 'u'),"
+		  " ('charge', 'running', 1, null, 'h:1', 'u')");
+
+	const char *r3[] = {"retry", "3", NULL};
+	cJSON *j = pgjob_json(r3);
+	assert_int_equal(lnum(j, "id"), 3);
+	assert_string_equal(str(j, "state"), "available");
+	assert_string_equal(str(j, "was"), "cancelled");
+	t_assert_job(c, 3, "state", "available");
+	cJSON_Delete(j);
+
+	const char *dead[] = {"retry", "--dead", "--kind", "charge", NULL};
+	j = pgjob_json(dead);
+	assert_int_equal(lnum(j, "retried"), 2);
+	assert_int_equal(lnum(j, "left_dead"), 1);
+	assert_string_equal(str(j, "kind"), "charge");
+	char *ids = cJSON_PrintUnformatted(item(j, "ids"));
+	char *want = t_value(c, "select json_agg(id order by id)::text"
+				" from pgjob.jobs where kind = 'charge'"
+				" and state = 'available'");
+	assert_string_equal(ids, "[1,2]");
+	assert_string_equal(want, "[1, 2]");
+	free(want);
+	free(ids);
+	cJSON_Delete(j);
+	const char *none[] = {"retry", "--dead", NULL};
+	j = pgjob_json(none);
+	assert_int_equal(lnum(j, "retried"), 0);
+	assert_int_equal(cJSON_GetArraySize(item(j, "ids")), 0);
+	assert_true(cJSON_IsNull(item(j, "kind")));
+	cJSON_Delete(j);
+
+	static const char *const was[] = {"available", "running"};
+	for (int id = 4; id <= 5; id++) {
+		char n[8];
+		snprintf(n, sizeof(n), "%d", id);
+		const char *cancel[] = {"cancel", n, NULL};
+		j = pgjob_json(cancel);
+		assert_int_equal(lnum(j, "id"), id);
+		assert_string_equal(str(j, "state"), "cancelled");
+		assert_string_equal(str(j, "was"), was[id - 4]);
+		t_assert_job(c, id, "state", "cancelled");
+		cJSON_Delete(j);
+	}
+	PQfinish(c);
+}
+
+/*
+ * enqueue --json: the id, and whether it is the job that already held the
+ * unique key (nothing inserted); prune --json: the count and the cutoff.
+ */
+static void
+test_json_enqueue_prune(void **state)
+{
+	PGconn *c = t_connect(ci);
+	const char *first[] = {"enqueue",      "mail", "{\"to\": 1}",
+			       "--unique-key", "k1",   NULL};
+	cJSON *j = pgjob_json(first);
+	long long id = lnum(j, "id");
+	assert_true(cJSON_IsFalse(item(j, "existing")));
+	cJSON_Delete(j);
+	assert_int_equal(t_long(c, "select id from pgjob.jobs"
+				   " where unique_key = 'k1'"),
+			 id);
+	j = pgjob_json(first);
+	assert_int_equal(lnum(j, "id"), id);
+	assert_true(cJSON_IsTrue(item(j, "existing")));
+	cJSON_Delete(j);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 1);
+	const char *plain[] = {"enqueue", "mail", NULL};
+	j = pgjob_json(plain);
+	assert_true(cJSON_IsFalse(item(j, "existing")));
+	assert_int_equal(t_long(c, "select max(id) from pgjob.jobs"),
+			 lnum(j, "id"));
+	assert_true(lnum(j, "id") != id);
+	cJSON_Delete(j);
+
+	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at) values"
+		  " ('k', 'done', now() - interval '3 days'),"
+		  " ('k', 'dead', now() - interval '2 days'),"
+		  " ('k', 'done', now())");
+	const char *prune[] = {"prune", "--older-than", "1d", NULL};
+	j = pgjob_json(prune);
+	assert_int_equal(lnum(j, "pruned"), 2);
+	char *day = t_value(c, "select to_char(now() - interval '1 day',"
+			       " 'YYYY-MM-DD\"T\"HH24')");
+	assert_int_equal(strncmp(str(j, "finished_before"), day, 13), 0);
+	assert_non_null(strstr(str(j, "finished_before"), "+00:00"));
+	free(day);
+	cJSON_Delete(j);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"
+				   " where kind = 'k'"),
+			 1);
+	PQfinish(c);
+}
+
+/* top --once --json: one frame whose counts are the database's. */
+static void
+test_json_top(void **state)
+{
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (kind, queue, state, finished_at,"
+		  " run_at) values"
+		  " ('img', 'default', 'done', now(), now()),"
+		  " ('img', 'default', 'done', now(), now()),"
+		  " ('img', 'default', 'running', null, now()),"
+		  " ('mail', 'out', 'available', null, now()),"
+		  " ('mail', 'out', 'dead', now(), now()),"
+		  " ('mail', 'out', 'available', null,"
+		  "  now() + interval '1 hour')");
+	const char *top[] = {"top", "--once", "--interval", "1h", NULL};
+	cJSON *j = pgjob_json(top);
+	assert_int_equal(lnum(j, "interval_ms"), 3600000);
+	assert_non_null(strstr(str(j, "time"), "+00:00"));
+	const cJSON *kinds = item(j, "kinds");
+	assert_int_equal(cJSON_GetArraySize(kinds), 2);
+	const cJSON *img = cJSON_GetArrayItem(kinds, 0);
+	assert_string_equal(str(img, "kind"), "img");
+	assert_int_equal(lnum(img, "done"), 2);
+	assert_int_equal(lnum(img, "running"), 1);
+	assert_int_equal(lnum(img, "due"), 0);
+	/* 2 jobs in an hour. */
+	assert_true(fabs(num(img, "done_per_s") - 2.0 / 3600) < 1e-12);
+	const cJSON *mail = cJSON_GetArrayItem(kinds, 1);
+	assert_int_equal(lnum(mail, "dead"), 1);
+	assert_int_equal(lnum(mail, "due"), 1);
+	const cJSON *qs = item(j, "queues");
+	assert_int_equal(cJSON_GetArraySize(qs), 2);
+	const cJSON *out = cJSON_GetArrayItem(qs, 1);
+	assert_string_equal(str(out, "queue"), "out");
+	assert_int_equal(lnum(out, "due"), 1);
+	assert_int_equal(lnum(out, "scheduled"), 1);
+	assert_int_equal(lnum(out, "dead"), 1);
+	cJSON_Delete(j);
+	PQfinish(c);
+}
+
+/*
+ * top --json without --once: one JSON object per line per refresh (JSON
+ * Lines) until SIGTERM, no escape codes, no blank lines between them.
+ */
+static void
+test_json_top_lines(void **state)
+{
+	const char *argv[] = {t_bin("pgjob"), "--database", ci,	      "top",
+			      "--interval",   "100ms",	    "--json", NULL};
+	pid_t pid = t_spawn(t_log("top_json"), NULL, argv);
+	t_wait_log("top_json", "\"interval_ms\":100,", 3, 10);
+	assert_int_equal(t_stop(pid, SIGTERM, 10), 0);
+	char *log = t_read_file(t_log("top_json"));
+	assert_utf8("top --json", log);
+	int lines = 0;
+	for (char *line = log, *end; *line; line = end + 1) {
+		end = strchr(line, '\n');
+		if (!end)
+			fail_msg("top --json: a line without its end:\n%s",
+				 line);
+		*end = '\0';
+		cJSON *j = parse_json(line);
+		assert_int_equal(lnum(j, "interval_ms"), 100);
+		assert_true(cJSON_IsArray(item(j, "queues")));
+		cJSON_Delete(j);
+		lines++;
+	}
+	assert_true(lines >= 3);
+	free(log);
+}
+
+/* version --json: this build's version and schema version. */
+static void
+test_json_version(void **state)
+{
+	PGconn *c = t_connect(ci);
+	const char *version[] = {"version", NULL};
+	cJSON *j = pgjob_json(version);
+	struct t_run r;
+	const char *v[] = {t_bin("pgjob"), "-V", NULL};
+	t_run(&r, 30, NULL, v);
+	char want[128];
+	snprintf(want, sizeof(want), "pgjob %s (schema version %lld)\n",
+		 str(j, "version"), lnum(j, "schema_version"));
+	assert_string_equal(r.out, want);
+	t_run_free(&r);
+	assert_int_equal(lnum(j, "schema_version"),
+			 t_long(c, "select max(version) from"
+				   " pgjob.schema_version"));
+	cJSON_Delete(j);
+	PQfinish(c);
+}
+
+/*
+ * migrate --json on an empty database: every migration applied, in order;
+ * again: none.  --status --json lists each with applied true or false.
+ */
+static void
+test_json_migrate(void **state)
+{
+	char *db = strdup(t_db_create("t_cli_migrate"));
+	struct t_run r;
+	t_pgjob(&r, db, "migrate", "--status", "--json", NULL);
+	cJSON *j = json_of(&r, "migrate --status");
+	assert_int_equal(lnum(j, "schema_version"), 0);
+	long long latest = lnum(j, "latest");
+	assert_true(cJSON_IsFalse(item(j, "database_newer")));
+	const cJSON *m;
+	cJSON_ArrayForEach(m, item(j, "migrations"))
+		assert_true(cJSON_IsFalse(item(m, "applied")));
+	assert_int_equal(cJSON_GetArraySize(item(j, "migrations")), latest);
+	cJSON_Delete(j);
+
+	t_pgjob(&r, db, "migrate", "--json", NULL);
+	j = json_of(&r, "migrate");
+	assert_int_equal(lnum(j, "schema_version"), latest);
+	const cJSON *applied = item(j, "applied");
+	assert_int_equal(cJSON_GetArraySize(applied), latest);
+	PGconn *c = t_connect(db);
+	int i = 0;
+	/* Each as pgjob.schema_version has it now, in order. */
+	cJSON_ArrayForEach(m, applied)
+	{
+		assert_int_equal(lnum(m, "version"), ++i);
+		char *name = t_value(c,
+				     "select name from pgjob.schema_version"
+				     " where version = %lld",
+				     lnum(m, "version"));
+		assert_string_equal(str(m, "name"), name);
+		free(name);
+	}
+	assert_int_equal(t_long(c, "select max(version) from"
+				   " pgjob.schema_version"),
+			 latest);
+	cJSON_Delete(j);
+
+	t_pgjob(&r, db, "migrate", "--json", NULL);
+	j = json_of(&r, "migrate again");
+	assert_int_equal(cJSON_GetArraySize(item(j, "applied")), 0);
+	cJSON_Delete(j);
+	t_pgjob(&r, db, "migrate", "--status", "--json", NULL);
+	j = json_of(&r, "migrate --status again");
+	assert_int_equal(lnum(j, "schema_version"), latest);
+	cJSON_ArrayForEach(m, item(j, "migrations"))
+		assert_true(cJSON_IsTrue(item(m, "applied")));
+	cJSON_Delete(j);
+
+	/* --dry-run prints SQL, never JSON. */
+	t_pgjob(&r, db, "migrate", "--dry-run", "--json", NULL);
+	assert_int_equal(r.status, 2);
+	assert_string_equal(r.out, "");
+	assert_string_equal(r.err, "pgjob: migrate: --dry-run prints SQL: it "
+				   "has no --json\n");
+	t_run_free(&r);
+	PQfinish(c);
+	free(db);
+}
+
+/*
+ * workflow submit --json: the workflow's id and its steps' jobs; cancel
+ * --json: how many steps it cancelled.
+ */
+static void
+test_json_workflow(void **state)
+{
+	PGconn *c = t_connect(ci);
+	const char *submit[] = {"workflow", "submit",
+				t_src("examples/workflows/publish.json"), NULL};
+	cJSON *j = pgjob_json(submit);
+	long long wf = lnum(j, "id");
+	const cJSON *steps = item(j, "steps"), *s;
+	assert_int_equal(cJSON_GetArraySize(steps),
+			 t_long(c,
+				"select count(*) from pgjob.jobs"
+				" where workflow_id = %lld",
+				wf));
+	cJSON_ArrayForEach(s, steps)
+	{
+		char *step = t_job(c, lnum(s, "id"), "step");
+		assert_string_equal(step, str(s, "step"));
+		free(step);
+		assert_int_equal(t_long(c,
+					"select workflow_id from pgjob.jobs"
+					" where id = %lld",
+					lnum(s, "id")),
+				 wf);
+	}
+	cJSON_Delete(j);
+
+	char id[24];
+	snprintf(id, sizeof(id), "%lld", wf);
+	const char *cancel[] = {"workflow", "cancel", id, NULL};
+	j = pgjob_json(cancel);
+	assert_int_equal(lnum(j, "id"), wf);
+	assert_int_equal(lnum(j, "cancelled"),
+			 t_long(c,
+				"select count(*) from pgjob.jobs where"
+				" workflow_id = %lld and state = 'cancelled'",
+				wf));
+	assert_true(lnum(j, "cancelled") > 0);
+	cJSON_Delete(j);
+	PQfinish(c);
+}
+
+/*
+ * With --json, a command that fails prints nothing on stdout, its error on
+ * stderr as without it, and exits as without it.
+ */
+static void
+test_json_errors(void **state)
+{
+	static const struct {
+		const char *args[6];
+		int status;
+		const char *err;
+	} cases[] = {
+		{{"cancel", "4242", "--json"}, 1, "pgjob: no job 4242\n"},
+		{{"retry", "4242", "--json"}, 1, "pgjob: no job 4242\n"},
+		{{"show", "4242", "--json"}, 1, "pgjob: no job 4242\n"},
+		{{"workflow", "cancel", "4242", "--json"},
+		 1,
+		 "pgjob: workflow cancel: no workflow 4242\n"},
+		{{"enqueue", "k", "[1]", "--json"},
+		 2,
+		 "pgjob: enqueue: payload must be a JSON object: [1]\n"},
+		{{"top", "--interval", "1ms", "--json"},
+		 2,
+		 "pgjob: top: bad --interval \"1ms\" (from 100ms to 1d)\n"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct t_run r;
+		t_pgjobv(&r, ci, cases[i].args);
+		if (r.status != cases[i].status || *r.out ||
+		    strcmp(r.err, cases[i].err))
+			fail_msg("pgjob %s --json: exit %d\nstdout: %s\n"
+				 "stderr: %s",
+				 cases[i].args[0], r.status, r.out, r.err);
+		t_run_free(&r);
+	}
+}
+
+/*
+ * Every command that `pgjob --help` lists takes --json, so that none can
+ * drift: its own --help shows it, and `COMMAND [SUB] --json --bogus-zz`
+ * gets past --json to refuse --bogus-zz (exit 2, nothing sent).  A
+ * command's name is the first word of a line "  name ..." of the usage,
+ * with the next word too when it is a lowercase subcommand (workflow).
+ */
+static void
+test_json_everywhere(void **state)
+{
+	struct t_run help;
+	const char *argv[] = {t_bin("pgjob"), "--help", NULL};
+	t_run(&help, 30, NULL, argv);
+	assert_int_equal(help.status, 0);
+	int checked = 0;
+	for (char *line = strstr(help.out, "\ncommands:\n"); line;
+	     line = strchr(line + 1, '\n')) {
+		char cmd[32] = "", sub[32] = "";
+		if (strncmp(line, "\n  ", 3) != 0 || line[3] == ' ')
+			continue;
+		if (sscanf(line + 3, "%31[a-z] %31[a-z-]", cmd, sub) < 1)
+			continue;
+		/* "  migrate ... | migrate --dry-run": --dry-run is SQL. */
+		if (strchr(sub, '-'))
+			sub[0] = '\0';
+		const char *args[] = {cmd, "--help", NULL};
+		struct t_run r;
+		t_pgjobv(&r, ci, args);
+		assert_int_equal(r.status, 0);
+		if (!strstr(r.out, "--json"))
+			fail_msg("%s --help has no --json:\n%s", cmd, r.out);
+		t_run_free(&r);
+
+		const char *bogus[] = {cmd, "--json", "--bogus-zz", NULL};
+		const char *bogus_sub[] = {cmd, sub, "--json", "--bogus-zz",
+					   NULL};
+		t_pgjobv(&r, ci, *sub ? bogus_sub : bogus);
+		if (r.status != 2 || *r.out ||
+		    !strstr(r.err, "unknown option \"--bogus-zz\""))
+			fail_msg("pgjob %s %s --json: exit %d: %s", cmd, sub,
+				 r.status, r.err);
+		t_run_free(&r);
+		checked++;
+	}
+	t_run_free(&help);
+	/* The walk found the commands (the usage's shape did not change
+	 * under it). */
+	assert_true(checked >= 16);
 }
 
 /* A database without schema pgjob: exit 78 and what to do. */
@@ -1117,6 +1612,15 @@ main(void)
 		cmocka_unit_test(test_usage),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_no_schema),
+		cmocka_unit_test_setup(test_json_state, empty),
+		cmocka_unit_test_setup(test_json_enqueue_prune, empty),
+		cmocka_unit_test_setup(test_json_top, empty),
+		cmocka_unit_test_setup(test_json_top_lines, empty),
+		cmocka_unit_test(test_json_version),
+		cmocka_unit_test(test_json_migrate),
+		cmocka_unit_test_setup(test_json_workflow, empty),
+		cmocka_unit_test(test_json_errors),
+		cmocka_unit_test(test_json_everywhere),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,13 +14,29 @@
  *   with "pgjob: " or "pgjobd: " is an error message that must be on its
  *   stderr.  Other output is not compared: ids and times vary.
  * - ```yaml: a whole config, written to a file and checked with
- *   `pgjobd -c FILE --check-config` (exit 0), with each ${NAME} it uses
- *   set in the environment.
+ *   `pgjobd -c FILE --check-config=static` (exit 0: the file; its commands
+ *   and plugins are examples, not programs of this host), with each
+ *   ${NAME} it uses set in the environment, and each ${file:/PATH} and
+ *   ${credential:NAME} a file under the test's folder.
  * - ```sql: must be marked, on the line before the block, either
  *   <!-- run --> (run as it is against the test database, which must
- *   succeed) or <!-- fragment --> (not runnable as it is: parameters, a
- *   signature).  <!-- fragment --> before a YAML block says that it is not a
- *   whole pgjobd config.  A marker may carry a reason: <!-- fragment: ... -->.
+ *   succeed) or <!-- fragment: why it cannot run --> (below).
+ *
+ * Every block runs, or says why it cannot: a block that is not a YAML
+ * config, a <!-- run --> SQL block, a shell or console block with a
+ * command that runs here, or a usage block (below) must carry
+ * <!-- fragment: why it cannot run -->
+ * on the line before it (parameters, a signature, a log line, a unit
+ * drop-in, another program's code; the test it is checked by, if any).
+ * A fragment is skipped whole, whatever its type; a bare <!-- fragment -->
+ * is refused, as is a shell block whose every command is only in the
+ * allow-list below: mark that block a fragment instead.
+ *
+ * A block with no type whose first line is a "pgjob ..." synopsis is a
+ * usage block: its command and every --option must be in `pgjob --help`.
+ *
+ * Every link to a file of this repository (inline or a reference) names a
+ * file that exists, and a heading of it when it has "#anchor".
  *
  * Commands whose first word is pgjob, pgjobd or psql run through bash,
  * after the placeholders of the table below are replaced, in an environment
@@ -31,10 +47,13 @@
  * without --check-config runs until it logs "ready:", then gets SIGTERM and
  * must exit 0.  Every other command must be in the allow-list, and every
  * entry of the allow-list must still be in the docs: a new command cannot
- * slip in unchecked, nor an old entry linger.
+ * slip in unchecked, nor an old entry linger.  The allow-list is for a step
+ * that cannot run inside a sequence that otherwise does (the install steps
+ * of docs/operations.md); a block that runs nothing is a fragment.
  */
 #include "testlib.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -52,7 +71,6 @@
  *   DB              the test database's conninfo (README.md's "$DB")
  *   PGHOST, PGPORT, PGUSER, PGDATABASE   the same, for bare pgjob and psql
  *   PGTZ=UTC        as docs/cli.md's examples ran
- *   PGJOBD_PLUGIN_DIR   the build, for config/example.yaml's plugin
  *   PATH            pgjob and pgjobd of this build first
  */
 static const struct {
@@ -75,56 +93,21 @@ static const struct {
 	"test_systemd_units"
 #define SYSTEMD "needs systemd as PID 1 and an installed unit"
 
-/* Commands that do not run here, each with the reason. */
+/*
+ * Commands that do not run here, each with the reason: steps of a sequence
+ * whose other commands run (a block of nothing else is a fragment).
+ */
 static const struct {
 	const char *command;
 	const char *why;
 } allowed[] = {
-	{"scripts/run.sh", "the demo: CI runs it (it builds and starts a "
-			   "PostgreSQL of its own)"},
-	{"scripts/test.sh", "CI runs it, and it runs this test"},
-	{"scripts/run.sh --database \"host=localhost dbname=app user=app\"",
-	 "needs the reader's own database; CI runs scripts/run.sh, which takes "
-	 "the same path once its private server is up"},
-	{"git clone ... pgjobd && cd pgjobd",
-	 "fetches the source; \"...\" stands for the repository's address"},
-	{"cmake -S . -B build -DCMAKE_INSTALL_PREFIX=/usr",
-	 "builds into the source tree; CI builds the same way "
-	 "(scripts/test.sh)"},
-	{"cmake --build build", "the same"},
-	{"sudo cmake --install build", ROOT},
-	{"sudo useradd --system --user-group --home-dir /nonexistent "
-	 "--no-create-home --shell /usr/sbin/nologin pgjobd",
-	 ROOT},
-	{"sudo install -d -m 0750 -o root -g pgjobd /etc/pgjobd", ROOT},
 	{"sudo install -m 0640 -o root -g pgjobd "
 	 "/usr/share/pgjobd/example.yaml /etc/pgjobd/pgjobd.yaml",
 	 ROOT "; the file is config/example.yaml, which the commands here use"},
-	{"sudo cp /etc/pgjobd/pgjobd.yaml /etc/pgjobd/2.yaml", ROOT},
 	{"sudo systemctl daemon-reload", SYSTEMD},
 	{"sudo systemctl enable --now pgjobd", SYSTEMD},
-	{"sudo systemctl enable --now pgjobd@2", SYSTEMD},
 	{"systemctl status pgjobd", SYSTEMD},
 	{"journalctl -u pgjobd -f", SYSTEMD " (and follows the journal)"},
-	{"scripts/test.sh -L fault", "the fault suite: CI runs it as part of "
-				     "scripts/test.sh"},
-	{"cd build && ctest -L fault --output-on-failure", "the same"},
-	{"ctest -R fault.failover -V", "one scenario of the same suite"},
-	{"PGJOBD_TEST_BIN=$PWD PGJOBD_SOURCE=.. tests/fault/fault_suite kill9",
-	 "one scenario of the same suite, by hand"},
-	{"PGJOBD_FAULT_LONG=1 PGJOBD_FAULT_FIGURES=$PWD/figures.txt ctest -L "
-	 "fault -V",
-	 "the long form: about 20 minutes"},
-	{"tests/bench/suite.sh --short",
-	 "the benchmark suite's short form: CI runs it as the ctest "
-	 "bench.short"},
-	{"tests/bench/suite.sh",
-	 "the benchmark suite's full form, about 7 minutes: the figures "
-	 "of docs/performance.md come from it, and its short form runs in CI"},
-	{"tests/bench/peers.sh compare 200000 3",
-	 "the side-by-side run against graphile-worker, about 2 minutes: "
-	 "it needs ../shared/bench/peers and graphile-worker from npm, "
-	 "which CI machines do not have"},
 };
 #define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
 
@@ -135,6 +118,9 @@ struct block {
 	int line;      /* of the opening fence, from 1 */
 	char type[32]; /* the first word of the info string, or "" */
 	char mark[16]; /* "run", "fragment", or "" */
+	char why[256]; /* a marker's reason, after "WORD:", or "" */
+	int nrun;      /* its commands that are not in the allow-list */
+	int ncmds;     /* its commands */
 	char **lines;  /* the content, without the fence's indentation */
 	int *linenos;
 	int n;
@@ -147,11 +133,14 @@ static char *files[64];
 static char *texts[64];
 static int nfiles;
 
-/* The word of "<!-- WORD ... -->" on line, or "". */
+/*
+ * The word of "<!-- WORD -->" or "<!-- WORD: REASON -->" on line into b's
+ * mark, the reason (trimmed) into b's why; both "" when line is no marker.
+ */
 static void
-marker_of(const char *line, char *out, size_t size)
+marker_of(const char *line, struct block *b)
 {
-	out[0] = '\0';
+	b->mark[0] = b->why[0] = '\0';
 	line += strspn(line, " ");
 	size_t n = strlen(line);
 	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\r'))
@@ -159,13 +148,25 @@ marker_of(const char *line, char *out, size_t size)
 	if (strncmp(line, "<!--", 4) != 0 || n < 7 ||
 	    strncmp(line + n - 3, "-->", 3) != 0)
 		return;
-	line += 4;
-	line += strspn(line, " ");
-	size_t w = strcspn(line, " :-");
-	if (w >= size)
-		w = size - 1;
-	memcpy(out, line, w);
-	out[w] = '\0';
+	const char *end = line + n - 3, *p = line + 4;
+	p += strspn(p, " ");
+	size_t w = strcspn(p, " :-");
+	if (w >= sizeof(b->mark))
+		w = sizeof(b->mark) - 1;
+	memcpy(b->mark, p, w);
+	b->mark[w] = '\0';
+	p += w;
+	if (p >= end || *p != ':')
+		return;
+	for (p++; p < end && *p == ' '; p++)
+		;
+	while (end > p && end[-1] == ' ')
+		end--;
+	size_t r = (size_t)(end - p);
+	if (r >= sizeof(b->why))
+		r = sizeof(b->why) - 1;
+	memcpy(b->why, p, r);
+	b->why[r] = '\0';
 }
 
 static void
@@ -212,8 +213,7 @@ parse_markdown(const char *rel)
 				w = sizeof(b->type) - 1;
 			memcpy(b->type, l, w);
 			if (i > 0)
-				marker_of(lines[i - 1], b->mark,
-					  sizeof(b->mark));
+				marker_of(lines[i - 1], b);
 			b->lines = xcalloc((size_t)n, sizeof(char *));
 			b->linenos = xcalloc((size_t)n, sizeof(int));
 			indent = sp;
@@ -277,6 +277,7 @@ static const char *const sql_types[] = {"sql", NULL};
 /* --- commands ---------------------------------------------------------- */
 
 struct cmd {
+	struct block *block; /* the block it is in */
 	const char *file;
 	int line;
 	char *text; /* comment dropped, blanks outside quotes folded */
@@ -350,11 +351,13 @@ static struct cmd *cmds;
 static int ncmds;
 
 static struct cmd *
-add_cmd(const struct block *b, int i, char *text)
+add_cmd(struct block *b, int i, char *text)
 {
 	cmds = xrealloc(cmds, (size_t)(ncmds + 1) * sizeof(*cmds));
 	struct cmd *c = &cmds[ncmds++];
 	memset(c, 0, sizeof(*c));
+	b->ncmds++;
+	c->block = b;
 	c->file = b->file;
 	c->line = b->linenos[i];
 	c->text = text;
@@ -365,9 +368,11 @@ static void
 extract_commands(void)
 {
 	for (int k = 0; k < nblocks; k++) {
-		const struct block *b = &blocks[k];
+		struct block *b = &blocks[k];
 		int sh = is_type(b, sh_types);
 		struct cmd *c = NULL;
+		if (strcmp(b->mark, "fragment") == 0)
+			continue; /* test_markers checks its reason */
 		for (int i = 0; i < b->n; i++) {
 			const char *l = b->lines[i];
 			if (sh) {
@@ -459,7 +464,6 @@ set_environment(void)
 	PQconninfoFree(opts);
 	setenv("DB", ci, 1);
 	setenv("PGTZ", "UTC", 1);
-	setenv("PGJOBD_PLUGIN_DIR", getenv("PGJOBD_TEST_BIN"), 1);
 	unsetenv("PGJOBD_CONFIG");
 
 	char bin[4096];
@@ -611,6 +615,17 @@ run_command(const struct cmd *c)
 	free(text);
 }
 
+/* The index of c in the allow-list, or NALLOWED. */
+static size_t
+allowed_index(const struct cmd *c)
+{
+	size_t a;
+	for (a = 0; a < NALLOWED; a++)
+		if (strcmp(c->text, allowed[a].command) == 0)
+			break;
+	return a;
+}
+
 /* Every command of the docs runs, or is allowed with a reason. */
 static void
 test_commands(void **state)
@@ -619,10 +634,7 @@ test_commands(void **state)
 	const char *loaded = NULL;
 	for (int i = 0; i < ncmds; i++) {
 		const struct cmd *c = &cmds[i];
-		size_t a;
-		for (a = 0; a < NALLOWED; a++)
-			if (strcmp(c->text, allowed[a].command) == 0)
-				break;
+		size_t a = allowed_index(c);
 		if (a < NALLOWED) {
 			used[a]++;
 			nallowed++;
@@ -651,24 +663,114 @@ test_commands(void **state)
 	check_problems();
 }
 
-/* A marker means something only where it is defined. */
+/*
+ * A usage block: no type, its first line a "pgjob ..." or "pgjobd ..."
+ * synopsis, no "$ " command in it.  test_usage checks it against --help.
+ */
+static int
+is_usage(const struct block *b)
+{
+	if (b->type[0] || b->n == 0 || b->ncmds > 0)
+		return 0;
+	return first_word_is(b->lines[0], "pgjob") ||
+	       first_word_is(b->lines[0], "pgjobd");
+}
+
+/*
+ * Every block runs or is a fragment with its reason, and a marker is one
+ * that means something before its block.  What a block runs: a YAML block
+ * is checked as a config, a <!-- run --> SQL block runs (test_sql reports
+ * an unmarked one), a shell or console block runs its commands that are
+ * not in the allow-list, a usage block is checked against --help.
+ */
 static void
 test_markers(void **state)
 {
+	for (int i = 0; i < ncmds; i++)
+		if (allowed_index(&cmds[i]) == NALLOWED)
+			cmds[i].block->nrun++;
 	for (int k = 0; k < nblocks; k++) {
 		const struct block *b = &blocks[k];
 		int yaml = is_type(b, yaml_types), sql = is_type(b, sql_types);
-		if (!b->mark[0])
+		const char *type = b->type[0] ? b->type : "(no type)";
+		if (strcmp(b->mark, "fragment") == 0) {
+			if (!b->why[0])
+				problem("%s:%d: a fragment without its reason: "
+					"<!-- fragment: why it cannot run -->",
+					b->file, b->line);
 			continue;
-		if (strcmp(b->mark, "fragment") == 0 && (yaml || sql))
+		}
+		if (strcmp(b->mark, "run") == 0 && !sql)
+			problem("%s:%d: <!-- run --> means nothing before a "
+				"```%s block",
+				b->file, b->line, type);
+		else if (b->mark[0] && strcmp(b->mark, "run") != 0)
+			problem("%s:%d: <!-- %s --> is no marker: use <!-- run "
+				"--> or <!-- fragment: why it cannot run -->",
+				b->file, b->line, b->mark);
+		else if (yaml || sql || is_usage(b))
 			continue;
-		if (strcmp(b->mark, "run") == 0 && sql)
-			continue;
-		problem("%s:%d: <!-- %s --> means nothing before a ```%s "
-			"block",
-			b->file, b->line, b->mark, b->type);
+		else if (b->ncmds > 0 && b->nrun == 0)
+			problem("%s:%d: the ```%s block runs nothing (its "
+				"commands are all in the allow-list): mark it "
+				"<!-- fragment: why it cannot run --> and take "
+				"its commands out of the allow-list",
+				b->file, b->line, type);
+		else if (b->ncmds == 0)
+			problem("%s:%d: the ```%s block has no command to "
+				"run: mark it <!-- fragment: why it cannot run "
+				"-->",
+				b->file, b->line, type);
 	}
 	check_problems();
+}
+
+/* Writes the secret file at path (and its folders) with "docs-value". */
+static void
+secret_file(const char *path)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = dir + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			fail_msg("mkdir %s: %s", dir, strerror(errno));
+		*p = '/';
+	}
+	t_write_file(path, "docs-value\n");
+	chmod(path, 0600);
+}
+
+/*
+ * Appends line to text with the secrets it names made available: each
+ * ${file:/PATH} now names t_tmpdir()/PATH, written, and each
+ * ${credential:NAME} a file of CREDENTIALS_DIRECTORY, t_tmpdir()/credentials.
+ */
+static void
+secret_refs(struct buf *text, const char *line)
+{
+	const char *p = line, *q;
+	while ((q = strstr(p, "${")) != NULL) {
+		size_t n = strcspn(q, "}");
+		char path[4096];
+		buf_append(text, p, (size_t)(q - p));
+		if (!strncmp(q, "${file:/", 8) && q[n] == '}') {
+			snprintf(path, sizeof(path), "%s%.*s", t_tmpdir(),
+				 (int)(n - 7), q + 7);
+			secret_file(path);
+			buf_appendf(text, "${file:%s}", path);
+			p = q + n + 1;
+			continue;
+		}
+		if (!strncmp(q, "${credential:", 13) && q[n] == '}') {
+			snprintf(path, sizeof(path), "%s/credentials/%.*s",
+				 t_tmpdir(), (int)(n - 13), q + 13);
+			secret_file(path);
+		}
+		buf_append(text, q, 2);
+		p = q + 2;
+	}
+	buf_appendf(text, "%s\n", p);
 }
 
 /* Every YAML block that is not marked a fragment is a valid config. */
@@ -681,7 +783,7 @@ test_configs(void **state)
 			continue;
 		struct buf text = {0};
 		for (int i = 0; i < b->n; i++)
-			buf_appendf(&text, "%s\n", b->lines[i]);
+			secret_refs(&text, b->lines[i]);
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/%s-%d.yaml", t_tmpdir(),
 			 strrchr(b->file, '/') ? strrchr(b->file, '/') + 1
@@ -693,7 +795,7 @@ test_configs(void **state)
 		char *env[32];
 		int nenv = 0;
 		for (const char *p = text.data;
-		     p && nenv < 31 && (p = strstr(p, "${")) != NULL; p += 2) {
+		     p && nenv < 30 && (p = strstr(p, "${")) != NULL; p += 2) {
 			size_t n = strspn(p + 2, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 						 "abcdefghijklmnopqrstuvwxyz"
 						 "0123456789_");
@@ -701,17 +803,21 @@ test_configs(void **state)
 				env[nenv++] = xasprintf("%.*s=docs-value",
 							(int)n, p + 2);
 		}
+		env[nenv++] = xasprintf("CREDENTIALS_DIRECTORY=%s/credentials",
+					t_tmpdir());
 		env[nenv] = NULL;
 
+		/* The file alone: its commands and plugins are examples, not
+		 * programs of this host. */
 		const char *argv[] = {t_bin("pgjobd"), "-c", path,
-				      "--check-config", NULL};
+				      "--check-config=static", NULL};
 		struct t_run r;
 		t_run(&r, 30, (const char *const *)env, argv);
 		nconfigs++;
 		if (r.status != 0)
 			problem("%s:%d: the config does not validate (exit "
-				"%d); mark it <!-- fragment --> if it is not "
-				"a whole config:\n%s",
+				"%d); mark it <!-- fragment: why --> if it is "
+				"not a whole config:\n%s",
 				b->file, b->line, r.status, r.err);
 		t_run_free(&r);
 		for (int i = 0; i < nenv; i++)
@@ -734,8 +840,8 @@ test_sql(void **state)
 			continue;
 		if (strcmp(b->mark, "run") != 0) {
 			problem("%s:%d: mark the SQL <!-- run --> (the test "
-				"runs it) or <!-- fragment --> (it cannot run "
-				"as it is)",
+				"runs it) or <!-- fragment: why it cannot run "
+				"-->",
 				b->file, b->line);
 			continue;
 		}
@@ -760,14 +866,270 @@ test_sql(void **state)
 	check_problems();
 }
 
+/* Whether help has word as a whole word (not the start of a longer one). */
+static int
+has_word(const char *help, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = help; (p = strstr(p, word)) != NULL; p++) {
+		char after = p[n];
+		int before_ok = p == help || !(isalnum((unsigned char)p[-1]) ||
+					       p[-1] == '-');
+		if (before_ok && !isalnum((unsigned char)after) &&
+		    after != '-' && after != '_')
+			return 1;
+	}
+	return 0;
+}
+
+/* The stdout of `prog [command] --help`, which must succeed; a new string. */
+static char *
+help_of(const char *prog, const char *command)
+{
+	const char *argv[] = {t_bin(prog), command ? command : "--help",
+			      command ? "--help" : NULL, NULL};
+	struct t_run r;
+	t_run(&r, 30, NULL, argv);
+	char *out = r.status == 0 ? xstrdup(r.out) : NULL;
+	if (!out)
+		problem("%s %s --help: exit %d: %s", prog,
+			command ? command : "", r.status, r.err);
+	t_run_free(&r);
+	return out;
+}
+
+/*
+ * Every usage block names commands and options that the program's --help
+ * has: a command (the word after "pgjob" on a line that starts with it)
+ * must be in `pgjob --help`, and every --option of the block in the help
+ * of the block's first command (`pgjob COMMAND --help`, which has the
+ * global options too).  A removed or renamed one fails here.
+ */
+static void
+test_usage(void **state)
+{
+	const char *prog[2] = {"pgjob", "pgjobd"};
+	char *help[2] = {help_of(prog[0], NULL), help_of(prog[1], NULL)};
+	if (!help[0] || !help[1])
+		fail_msg("no --help to check the usage blocks against");
+	for (int k = 0; k < nblocks; k++) {
+		const struct block *b = &blocks[k];
+		if (!is_usage(b) || strcmp(b->mark, "fragment") == 0)
+			continue;
+		int d = first_word_is(b->lines[0], "pgjobd");
+		/* The block's own command, if its first line names one. */
+		char first[64] = "";
+		const char *w0 = b->lines[0] + strlen(prog[d]) + 1;
+		size_t n0 = strcspn(w0, " ");
+		if (!d && n0 > 0 && n0 < sizeof(first) && *w0 != '[' &&
+		    *w0 != '-')
+			memcpy(first, w0, n0), first[n0] = '\0';
+		char *own = first[0] && has_word(help[d], first)
+				    ? help_of(prog[d], first)
+				    : NULL;
+		const char *opts = own ? own : help[d];
+		for (int i = 0; i < b->n; i++) {
+			const char *l = b->lines[i];
+			if (first_word_is(l, prog[d])) {
+				char word[64];
+				const char *w = l + strlen(prog[d]) + 1;
+				size_t n = strcspn(w, " ");
+				if (n < sizeof(word) && *w != '[' &&
+				    *w != '-') {
+					memcpy(word, w, n);
+					word[n] = '\0';
+					if (!has_word(help[d], word))
+						problem("%s:%d: %s has no "
+							"command \"%s\" (see "
+							"%s --help)",
+							b->file, b->linenos[i],
+							prog[d], word, prog[d]);
+				}
+			}
+			for (const char *p = l;
+			     (p = strstr(p, "--")) != NULL;) {
+				char opt[64];
+				size_t n = 2 + strspn(p + 2,
+						      "abcdefghijklmnopqrstu"
+						      "vwxyz-");
+				if (n > 2 && n < sizeof(opt)) {
+					memcpy(opt, p, n);
+					opt[n] = '\0';
+					if (!has_word(opts, opt))
+						problem("%s:%d: %s%s%s has no "
+							"option %s (see its "
+							"--help)",
+							b->file, b->linenos[i],
+							prog[d], own ? " " : "",
+							own ? first : "", opt);
+				}
+				p += n;
+			}
+		}
+		free(own);
+	}
+	free(help[0]);
+	free(help[1]);
+	check_problems();
+}
+
+/* --- links ------------------------------------------------------------- */
+
+/*
+ * The anchor GitHub gives a heading: lower case, without what is neither a
+ * letter, a digit, a blank, "-" nor "_" (bytes of UTF-8 sequences kept),
+ * blanks made "-".  Into out, of size bytes.
+ */
+static void
+heading_slug(const char *heading, char *out, size_t size)
+{
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)heading;
+	     *p && n + 1 < size; p++) {
+		if (*p >= 'A' && *p <= 'Z')
+			out[n++] = (char)(*p - 'A' + 'a');
+		else if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			 *p == '-' || *p == '_' || *p >= 0x80)
+			out[n++] = (char)*p;
+		else if (*p == ' ')
+			out[n++] = '-';
+	}
+	out[n] = '\0';
+}
+
+/* Whether the Markdown file rel (from the source root) has a heading whose
+ * anchor is anchor ("top" always exists). */
+static int
+has_anchor(const char *rel, const char *anchor)
+{
+	if (strcmp(anchor, "top") == 0)
+		return 1;
+	char *text = t_read_file(t_src(rel));
+	if (!text)
+		return 0;
+	int found = 0, fenced = 0;
+	char seen[128][128];
+	int nseen = 0;
+	for (char *l = strtok(text, "\n"); l && !found;
+	     l = strtok(NULL, "\n")) {
+		const char *t = l + strspn(l, " ");
+		if (strncmp(t, "```", 3) == 0)
+			fenced = !fenced;
+		if (fenced || l[0] != '#')
+			continue;
+		char slug[128], numbered[160];
+		heading_slug(l + strspn(l, "#") +
+				     strspn(l + strspn(l, "#"), " "),
+			     slug, sizeof(slug));
+		/* A repeated heading gets -1, -2... */
+		int times = 0;
+		for (int i = 0; i < nseen; i++)
+			times += strcmp(seen[i], slug) == 0;
+		if (nseen < 128)
+			snprintf(seen[nseen++], sizeof(seen[0]), "%s", slug);
+		if (times)
+			snprintf(numbered, sizeof(numbered), "%s-%d", slug,
+				 times);
+		else
+			snprintf(numbered, sizeof(numbered), "%s", slug);
+		found = strcmp(numbered, anchor) == 0;
+	}
+	free(text);
+	return found;
+}
+
+/* Checks one link target of the file rel: a file of the source tree that
+ * exists, and a heading of it when the target names one. */
+static void
+check_link(const char *rel, int line, const char *target, size_t n)
+{
+	char t[1024];
+	if (n >= sizeof(t) || n == 0)
+		return;
+	memcpy(t, target, n);
+	t[n] = '\0';
+	if (strstr(t, "://") || strncmp(t, "mailto:", 7) == 0)
+		return;
+	char *hash = strchr(t, '#');
+	if (hash)
+		*hash++ = '\0';
+	char path[1200];
+	if (!t[0]) {
+		snprintf(path, sizeof(path), "%s", rel);
+	} else {
+		const char *slash = strrchr(rel, '/');
+		int dir = slash ? (int)(slash - rel) : 0;
+		snprintf(path, sizeof(path), "%.*s%s%s", dir, rel,
+			 dir ? "/" : "", t);
+	}
+	/* "docs/../examples/x" as the source tree has it. */
+	char *up;
+	while ((up = strstr(path, "/../")) != NULL) {
+		char *start = up;
+		while (start > path && start[-1] != '/')
+			start--;
+		memmove(start, up + 4, strlen(up + 4) + 1);
+	}
+	struct stat st;
+	if (stat(t_src(path), &st) < 0) {
+		problem("%s:%d: the link to %s names no file of the source "
+			"tree (%s)",
+			rel, line, target[0] == '#' ? rel : t, path);
+		return;
+	}
+	size_t pl = strlen(path);
+	if (hash && *hash && pl > 3 && strcmp(path + pl - 3, ".md") == 0 &&
+	    !has_anchor(path, hash))
+		problem("%s:%d: the link to %s#%s names no heading of %s", rel,
+			line, t, hash, path);
+}
+
+/*
+ * Every link of the docs to a file of this repository, inline ("](x)") or
+ * a reference ("[label]: x"), names a file that exists, and a heading of it
+ * when it has "#anchor": a page cannot cite what is not there.
+ */
+static void
+test_links(void **state)
+{
+	for (int f = 0; f < nfiles; f++) {
+		char *text = t_read_file(t_src(files[f]));
+		if (!text)
+			fail_msg("cannot read %s", files[f]);
+		int line = 0, fenced = 0;
+		for (char *l = text, *next; l; l = next) {
+			next = strchr(l, '\n');
+			if (next)
+				*next++ = '\0';
+			line++;
+			const char *t = l + strspn(l, " ");
+			if (strncmp(t, "```", 3) == 0)
+				fenced = !fenced;
+			if (fenced)
+				continue;
+			if (l[0] == '[' && strstr(l, "]: ")) {
+				const char *target = strstr(l, "]: ") + 3;
+				check_link(files[f], line, target,
+					   strcspn(target, " "));
+				continue;
+			}
+			for (const char *p = l; (p = strstr(p, "](")) != NULL;
+			     p += 2)
+				check_link(files[f], line, p + 2,
+					   strcspn(p + 2, ") "));
+		}
+		free(text);
+	}
+	check_problems();
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_markers),
-		cmocka_unit_test(test_commands),
-		cmocka_unit_test(test_configs),
-		cmocka_unit_test(test_sql),
+		cmocka_unit_test(test_markers), cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_configs), cmocka_unit_test(test_sql),
+		cmocka_unit_test(test_usage),	cmocka_unit_test(test_links),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

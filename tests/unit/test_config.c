@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/env.h"
@@ -491,7 +493,8 @@ static const struct bad bad_configs[] = {
 	  "\"PGJOBD_T_UNSET\" is not set"}},
 	{"database: {conninfo: \"x ${PGJOBD_T_HOSTS\"}\n",
 	 {"t.yaml:1:22: database.conninfo: bad variable reference "
-	  "\"${PGJOBD_T_HOSTS\" (use ${NAME}, or $$ for a literal $)"}},
+	  "\"${PGJOBD_T_HOSTS\" (use ${NAME}, ${file:PATH}, "
+	  "${credential:NAME}, or $$ for a literal $)"}},
 	{"workers: ${PGJOBD_T_UNSET}\n",
 	 {"t.yaml:1:10: workers: environment variable \"PGJOBD_T_UNSET\" is "
 	  "not set"}},
@@ -999,9 +1002,35 @@ test_durations(void **state)
 
 struct env_case {
 	const char *s;
-	const char *want;    /* NULL: fails */
-	const char *missing; /* when it fails */
+	const char *want; /* NULL: fails */
+	const char *why;  /* when it fails: the message */
 };
+
+#define BAD_REF(r)                                                             \
+	"bad variable reference \"" r "\" (use ${NAME}, ${file:PATH}, "        \
+	"${credential:NAME}, or $$ for a literal $)"
+
+static void
+check_env_cases(const struct env_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct env_case *t = &cases[i];
+		char *why = (char *)"unset";
+		char *got = env_expand(t->s, &why);
+
+		if (t->want) {
+			if (!got || strcmp(got, t->want) || why)
+				fail_msg("\"%s\": got \"%s\" (%s)", t->s,
+					 got ? got : "NULL", why ? why : "");
+		} else {
+			if (got || !why || strcmp(why, t->why))
+				fail_msg("\"%s\": why \"%s\"", t->s,
+					 why ? why : "NULL");
+		}
+		free(got);
+		free(why);
+	}
+}
 
 static void
 test_expand_env(void **state)
@@ -1020,37 +1049,239 @@ test_expand_env(void **state)
 		{"$HOME and $5", "$HOME and $5", NULL},
 		{"trailing $", "trailing $", NULL},
 		{"{PGJOBD_T_A}", "{PGJOBD_T_A}", NULL},
-		{"${PGJOBD_T_UNSET}", NULL, "PGJOBD_T_UNSET"},
+		{"${PGJOBD_T_UNSET}", NULL,
+		 "environment variable \"PGJOBD_T_UNSET\" is not set"},
 		{"ok ${PGJOBD_T_A} ${PGJOBD_T_UNSET} ${PGJOBD_T_A", NULL,
-		 "PGJOBD_T_UNSET"},
-		{"${PGJOBD_T_A", NULL, "${PGJOBD_T_A"},
-		{"x ${", NULL, "${"},
-		{"${}", NULL, "${}"},
-		{"${A B}", NULL, "${A B}"},
-		{"${1X}", NULL, "${1X}"},
-		{"${A-default}", NULL, "${A-default}"},
+		 "environment variable \"PGJOBD_T_UNSET\" is not set"},
+		{"${PGJOBD_T_A", NULL, BAD_REF("${PGJOBD_T_A")},
+		{"x ${", NULL, BAD_REF("${")},
+		{"${}", NULL, BAD_REF("${}")},
+		{"${A B}", NULL, BAD_REF("${A B}")},
+		{"${1X}", NULL, BAD_REF("${1X}")},
+		{"${A-default}", NULL, BAD_REF("${A-default}")},
+		{"${filex:/a}", NULL, BAD_REF("${filex:/a}")},
 	};
 
 	setenv("PGJOBD_T_A", "alpha", 1);
 	setenv("PGJOBD_T_EMPTY", "", 1);
 	setenv("PGJOBD_T_DOLLAR", "$${X}", 1);
 	unsetenv("PGJOBD_T_UNSET");
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const struct env_case *t = &cases[i];
-		char *missing = (char *)"unset";
-		char *got = env_expand(t->s, &missing);
+	check_env_cases(cases, sizeof(cases) / sizeof(cases[0]));
+}
 
-		if (t->want) {
-			if (!got || strcmp(got, t->want) || missing)
-				fail_msg("\"%s\": got \"%s\"", t->s,
-					 got ? got : "NULL");
-		} else {
-			if (got || !missing || strcmp(missing, t->missing))
-				fail_msg("\"%s\": missing \"%s\"", t->s,
-					 missing ? missing : "NULL");
-		}
-		free(got);
-		free(missing);
+/* A secret file in the test's scratch folder, with mode. */
+static void
+put_secret(const char *path, const char *text, size_t len, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, len, f), len);
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+/*
+ * ${file:PATH} and ${credential:NAME}: the content, one trailing newline
+ * off; and every refusal, which names the reference and never the value.
+ */
+static void
+test_expand_secrets(void **state)
+{
+	char dir[] = "/tmp/pgjobd-t-secrets-XXXXXX";
+	char big[ENV_SECRET_MAX + 2];
+	struct buf b = {0};
+
+	assert_non_null(mkdtemp(dir));
+	buf_appendf(&b, "%s/creds", dir);
+	assert_int_equal(mkdir(b.data, 0700), 0);
+	buf_free(&b);
+#define AT(name) (buf_free(&b), buf_appendf(&b, "%s/%s", dir, name), b.data)
+	put_secret(AT("pw"), "s3cr3t\n", 7, 0600);
+	put_secret(AT("crlf"), "a b\r\n", 5, 0400);
+	put_secret(AT("two"), "x\n\n", 3, 0644);
+	put_secret(AT("empty"), "", 0, 0600);
+	put_secret(AT("gw"), "leak", 4, 0620);
+	put_secret(AT("ow"), "leak", 4, 0602);
+	put_secret(AT("nul"), "a\0b", 3, 0600);
+	memset(big, 'x', sizeof(big));
+	put_secret(AT("big"), big, ENV_SECRET_MAX + 1, 0600);
+	put_secret(AT("max"), big, ENV_SECRET_MAX, 0600);
+	put_secret(AT("creds/db-password"), "from-systemd\n", 13, 0400);
+	buf_free(&b);
+
+	char *ref[16];
+	int n = 0;
+#define REF(fmt, name) (ref[n] = xasprintf(fmt, dir, name), ref[n++])
+	const struct env_case cases[] = {
+		{REF("${file:%s/%s}", "pw"), "s3cr3t", NULL},
+		{REF("p=${file:%s/%s};", "crlf"), "p=a b;", NULL},
+		{REF("${file:%s/%s}", "two"), "x\n", NULL},
+		{REF("[${file:%s/%s}]", "empty"), "[]", NULL},
+		{"${file:relative/pw}", NULL,
+		 "${file:relative/pw}: the path must be absolute"},
+		{"${file:/nonexistent/pgjobd-t}", NULL,
+		 "${file:/nonexistent/pgjobd-t}: cannot read: No such file or "
+		 "directory"},
+		{"${credential:db-password}", "from-systemd", NULL},
+		{"${credential:../pw}", NULL,
+		 "${credential:../pw}: bad credential name (letters, digits, "
+		 "\"_-.@\")"},
+		{"${credential:..}", NULL,
+		 "${credential:..}: bad credential name (letters, digits, "
+		 "\"_-.@\")"},
+		{"${credential:nope}", NULL,
+		 "${credential:nope}: cannot read: No such file or directory"},
+	};
+	char *dirref = xasprintf("${file:%s}", dir);
+	char *why[5];
+	const char *which[] = {"gw", "ow", "nul", "big", NULL};
+	const char *because[] = {
+		": writable by group or others: chmod go-w the file",
+		": writable by group or others: chmod go-w the file",
+		": contains a NUL character", ": larger than 65536 bytes"};
+
+	b = (struct buf){0};
+	buf_appendf(&b, "%s/creds", dir);
+	setenv("CREDENTIALS_DIRECTORY", b.data, 1);
+	buf_free(&b);
+	check_env_cases(cases, sizeof(cases) / sizeof(cases[0]));
+
+	/* The refused files: the message names the reference alone. */
+	for (int i = 0; which[i]; i++) {
+		char *r = xasprintf("${file:%s/%s}", dir, which[i]);
+		char *want = xasprintf("%s%s", r, because[i]);
+		assert_null(env_expand(r, &why[i]));
+		assert_string_equal(why[i], want);
+		assert_null(strstr(why[i], "leak"));
+		free(r);
+		free(want);
+		free(why[i]);
+	}
+	/* A file as large as allowed is taken. */
+	char *r = xasprintf("${file:%s/max}", dir), *w;
+	char *v = env_expand(r, &w);
+	assert_non_null(v);
+	assert_int_equal(strlen(v), ENV_SECRET_MAX);
+	free(v);
+	free(r);
+	/* A directory is not a secret. */
+	assert_null(env_expand(dirref, &w));
+	assert_non_null(strstr(w, ": not a regular file"));
+	free(w);
+	free(dirref);
+	/* Without LoadCredential=, the unit's omission is named. */
+	unsetenv("CREDENTIALS_DIRECTORY");
+	assert_null(env_expand("${credential:db-password}", &w));
+	assert_string_equal(w, "${credential:db-password}: "
+			       "CREDENTIALS_DIRECTORY is not set "
+			       "(LoadCredential= in the unit)");
+	free(w);
+	for (int i = 0; i < n; i++)
+		free(ref[i]);
+	b = (struct buf){0};
+	buf_appendf(&b, "rm -rf '%s'", dir);
+	assert_int_equal(system(b.data), 0);
+	buf_free(&b);
+#undef AT
+#undef REF
+}
+
+/*
+ * A config error from a secret has the place of its value; and pgjob's
+ * load leaves the sections unread, so that a handler's secret it cannot
+ * read does not stop it.
+ */
+static void
+test_secrets_in_config(void **state)
+{
+	static const char text[] =
+		"database: { conninfo: \"dbname=${PGJOBD_T_DB}\" }\n"
+		"retention: 2d\n"
+		"handlers:\n"
+		"  a: { type: http, url: \"https://x.example/\",\n"
+		"       headers: { Authorization: \"${file:/nonexistent/t}\" } "
+		"}\n"
+		"  b: { type: exec, command: [\"/bin/true\"],\n"
+		"       env: { TOKEN: \"${PGJOBD_T_UNSET}\" } }\n";
+	char path[] = "/tmp/pgjobd-t-cli-XXXXXX";
+	int fd = mkstemp(path);
+	struct config_errors errs = {0};
+	struct config *c;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, sizeof(text) - 1),
+			 (ssize_t)sizeof(text) - 1);
+	close(fd);
+	setenv("PGJOBD_T_DB", "app", 1);
+	unsetenv("PGJOBD_T_UNSET");
+
+	/* pgjobd: both handlers' secrets are missing, each at its value. */
+	assert_null(config_load(path, &errs));
+	assert_int_equal(errs.n, 2);
+	assert_non_null(strstr(errs.msg[0],
+			       ":5:34: handlers.a.headers.Authorization: "
+			       "${file:/nonexistent/t}: cannot read: No such "
+			       "file or directory"));
+	assert_non_null(strstr(errs.msg[1],
+			       ":7:22: handlers.b.env.TOKEN: environment "
+			       "variable \"PGJOBD_T_UNSET\" is not set"));
+	config_errors_free(&errs);
+
+	/* pgjob: the top-level settings, and no section read. */
+	c = config_load_settings(path, &errs);
+	assert_non_null(c);
+	assert_string_equal(c->conninfo, "dbname=app");
+	assert_int_equal(c->retention_ms, 2 * 86400 * 1000LL);
+	assert_int_equal(c->nhandlers, 0);
+	assert_non_null(config_queue(c, "default"));
+	config_free(c);
+
+	/* What it reads still has to be right. */
+	unsetenv("PGJOBD_T_DB");
+	assert_null(config_load_settings(path, &errs));
+	assert_int_equal(errs.n, 1);
+	assert_non_null(strstr(errs.msg[0], ":1:23: database.conninfo: "
+					    "environment variable "
+					    "\"PGJOBD_T_DB\" is not set"));
+	config_errors_free(&errs);
+	unlink(path);
+}
+
+/* A plugin's library may not climb out of the plugin directory. */
+static void
+test_library_dotdot(void **state)
+{
+	static const char *const bad[] = {"../x.so", "examples/../../x",
+					  "/usr/lib/../lib/x.so", ".."};
+	static const char *const good[] = {
+		"x", "examples/x", "/usr/lib/x.so", "..x/y", "x../y", "./x"};
+	struct config_errors errs = {0};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		char *t = xasprintf("handlers:\n  p: { type: plugin, library: "
+				    "\"%s\", symbol: s }\n",
+				    bad[i]);
+		assert_null(config_load_string("t.yaml", t, strlen(t), &errs));
+		assert_int_equal(errs.n, 1);
+		assert_string_equal(
+			errs.msg[0],
+			"t.yaml:2:31: handlers.p.library: must not have a "
+			"\"..\" component (a name is looked for inside the "
+			"plugin directory; give an absolute path to load "
+			"another)");
+		config_errors_free(&errs);
+		free(t);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		char *t = xasprintf("handlers:\n  p: { type: plugin, library: "
+				    "\"%s\", symbol: s }\n",
+				    good[i]);
+		struct config *c =
+			config_load_string("t.yaml", t, strlen(t), &errs);
+		assert_non_null(c);
+		config_free(c);
+		free(t);
 	}
 }
 
@@ -1094,7 +1325,6 @@ test_example_file(void **state)
 	struct config *c;
 	const struct handler_conf *h;
 
-	setenv("PGJOBD_PLUGIN_DIR", "/usr/lib/pgjobd", 1);
 	c = config_load(path, &errs);
 	for (size_t i = 0; i < errs.n; i++)
 		print_error("%s\n", errs.msg[i]);
@@ -1112,19 +1342,11 @@ test_example_file(void **state)
 	assert_string_equal(h->command.v[1], "1");
 	h = config_handler(c, "noop");
 	assert_int_equal(h->type, HANDLER_PLUGIN);
-	assert_string_equal(h->library, "/usr/lib/pgjobd/pgjobd_example.so");
+	/* By name, in the plugin directory: no variable to set. */
+	assert_string_equal(h->library, "examples/pgjobd_example");
 	assert_string_equal(h->symbol, "pgjobd_example");
 	assert_int_equal(c->nschedules + c->ntasks, 0);
 	config_free(c);
-
-	/* Without PGJOBD_PLUGIN_DIR it says which variable is missing. */
-	unsetenv("PGJOBD_PLUGIN_DIR");
-	assert_null(config_load(path, &errs));
-	assert_int_equal(errs.n, 1);
-	assert_non_null(strstr(errs.msg[0],
-			       ": handlers.noop.library: environment variable "
-			       "\"PGJOBD_PLUGIN_DIR\" is not set"));
-	config_errors_free(&errs);
 	free(path);
 }
 
@@ -1206,6 +1428,9 @@ main(void)
 		cmocka_unit_test(test_aliases),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_expand_env),
+		cmocka_unit_test(test_expand_secrets),
+		cmocka_unit_test(test_secrets_in_config),
+		cmocka_unit_test(test_library_dotdot),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_example_file),
 		cmocka_unit_test(test_fixture_errors),

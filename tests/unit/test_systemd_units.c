@@ -1,8 +1,10 @@
 /*
- * Checks config/pgjobd.service and config/pgjobd@.service with
- * "systemd-analyze verify", on copies whose ExecStart= and ExecReload= name
- * the pgjobd of this build (verify wants the binary to exist), and the
- * template as a concrete instance, pgjobd@2.service.  Any line of verify's
+ * Checks pgjobd.service and pgjobd@.service, as CMake writes them from
+ * config/NAME.service.in into the build root (the binary's path from the
+ * install prefix, PGJOBD_UNIT_BINDIR), with "systemd-analyze verify", on
+ * copies whose ExecStart= and ExecReload= name the pgjobd of this build
+ * (verify wants the binary to exist), and the template as a concrete
+ * instance, pgjobd@2.service.  Any line of verify's
  * output that names one of the units fails the test; lines about the host
  * (other units, missing /run/systemd bits in a container) are ignored.  A
  * copy with a bad key proves that the filter would notice.
@@ -19,13 +21,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/util.h"
 
+#ifndef PGJOBD_UNIT_BINDIR
+#error "tests/CMakeLists.txt defines PGJOBD_UNIT_BINDIR"
+#endif
+
 static char dir[] = "/tmp/pgjobd-units-XXXXXX";
 static char analyze[4096];
+
+/*
+ * The man pages of Documentation=, linked from man/ into dir/man/manN:
+ * verify runs man(1) on each (Debian package "man-db"), with MANPATH set
+ * to dir/man, so that a page the units name but the tree lacks fails.
+ */
+static const char *const pages[][2] = {
+	{"man8", "pgjobd.8"},
+	{"man5", "pgjobd.yaml.5"},
+	{"man1", "pgjob.1"},
+};
+#define NPAGES (sizeof(pages) / sizeof(pages[0]))
 
 /* Finds name on $PATH; returns 0 with the path in analyze, or -1. */
 static int
@@ -62,17 +81,17 @@ slurp(const char *path)
 	return b.data;
 }
 
-/* Copies the unit to dir with every /usr/bin/pgjobd replaced by bin, and
- * extra (may be NULL) appended; returns the unit's text (caller frees). */
+/* Copies the unit to dir with every PGJOBD_UNIT_BINDIR/pgjobd replaced by
+ * bin, and extra (may be NULL) appended; returns the unit's text (caller
+ * frees). */
 static char *
 copy_unit(const char *name, const char *bin, const char *extra)
 {
 	char src[4096], dst[4096];
-	const char *from = "/usr/bin/pgjobd";
+	const char *from = PGJOBD_UNIT_BINDIR "/pgjobd";
 	struct buf b = {0};
 
-	snprintf(src, sizeof(src), "%s/config/%s", getenv("PGJOBD_SOURCE"),
-		 name);
+	snprintf(src, sizeof(src), "%s/%s", getenv("PGJOBD_TEST_BIN"), name);
 	char *text = slurp(src), *p = text, *q;
 	while ((q = strstr(p, from))) {
 		buf_append(&b, p, (size_t)(q - p));
@@ -112,6 +131,8 @@ verify(const char *unit, int *status)
 		dup2(p[1], 2);
 		close(p[0]);
 		close(p[1]);
+		snprintf(line, sizeof(line), "%s/man", dir);
+		setenv("MANPATH", line, 1);
 		execl(analyze, analyze, "verify", path, (char *)NULL);
 		_exit(127);
 	}
@@ -160,10 +181,21 @@ check_directives(const char *name, const char *text)
 		"\nCapabilityBoundingSet=\n",
 		"\nSystemCallFilter=@system-service\n",
 		"\nUMask=0077\n",
+		/* man pgjobd, pgjobd.yaml and pgjob (man/). */
+		"\nDocumentation=man:pgjobd(8) man:pgjobd.yaml(5) "
+		"man:pgjob(1)\n",
+		/* The binary under the install prefix, as written. */
+		"\nExecStart=" PGJOBD_UNIT_BINDIR "/pgjobd -c /etc/pgjobd/",
+		"\nExecReload=" PGJOBD_UNIT_BINDIR "/pgjobd --check-config -c "
+		"/etc/pgjobd/",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
 		if (!strstr(text, want[i]))
 			fail_msg("%s lacks the line %s", name, want[i] + 1);
+	/* configure_file() left no @VARIABLE@ of the template behind. */
+	if (strstr(text, "@CMAKE_"))
+		fail_msg("%s has a template variable left: %s", name,
+			 strstr(text, "@CMAKE_"));
 	/* Above the default shutdown_timeout of 60 s, with room to spare. */
 	const char *t = strstr(text, "\nTimeoutStopSec=");
 	assert_non_null(t);
@@ -215,13 +247,40 @@ test_units(void **state)
 static int
 setup(void **state)
 {
-	return mkdtemp(dir) ? 0 : -1;
+	char path[4096], page[4096];
+	const char *src = getenv("PGJOBD_SOURCE");
+
+	if (!mkdtemp(dir) || !src)
+		return -1;
+	snprintf(path, sizeof(path), "%s/man", dir);
+	if (mkdir(path, 0700) < 0)
+		return -1;
+	for (size_t i = 0; i < NPAGES; i++) {
+		snprintf(path, sizeof(path), "%s/man/%s", dir, pages[i][0]);
+		if (mkdir(path, 0700) < 0)
+			return -1;
+		snprintf(path, sizeof(path), "%s/man/%s/%s", dir, pages[i][0],
+			 pages[i][1]);
+		snprintf(page, sizeof(page), "%s/man/%s", src, pages[i][1]);
+		if (symlink(page, path) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 static int
 teardown(void **state)
 {
 	char path[4096];
+	for (size_t i = 0; i < NPAGES; i++) {
+		snprintf(path, sizeof(path), "%s/man/%s/%s", dir, pages[i][0],
+			 pages[i][1]);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/man/%s", dir, pages[i][0]);
+		rmdir(path);
+	}
+	snprintf(path, sizeof(path), "%s/man", dir);
+	rmdir(path);
 	snprintf(path, sizeof(path), "%s/pgjobd.service", dir);
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/pgjobd@.service", dir);
