@@ -152,10 +152,10 @@ workers: 2
 metrics: { listen: "127.0.0.1:$mport" }
 handlers:
   noop: { type: plugin, library: "$bin/pgjobd_example.so", symbol: pgjobd_example }
-  fail: { type: exec, command: ["false"], max_attempts: 1 }
-  slow: { type: exec, command: [sleep, "30"], timeout: 1s, max_attempts: 1 }
+  fail: { type: exec, command: [/bin/false], max_attempts: 1 }
+  slow: { type: exec, command: [/bin/sleep, "30"], timeout: 1s, max_attempts: 1 }
   sleepy: { type: sql, statement: "select pg_sleep(30)", timeout: 1s, max_attempts: 1 }
-  nightly: { type: exec, command: ["true"], timeout: 2h }
+  nightly: { type: exec, command: [/bin/true], timeout: 2h }
 schedules:
   every_minute: { cron: "* * * * *", kind: noop }
 EOF
@@ -195,6 +195,9 @@ check_scrape() {
 	wait_metric '^pgjobd_schedule_next_tick_timestamp_seconds\{schedule="every_minute"\} '
 	kill -HUP "$daemon"
 	wait_metric '^pgjobd_config_reloads_total\{result="success"\} 1$'
+	# The new workers (the reload rolled them over) connected again.
+	wait_metric '^pgjobd_slots_held 2$'
+	wait_metric '^pgjobd_db_up 1$'
 	http_get "$mport" /metrics >"$work/scrape"
 	promtool check metrics <"$work/scrape" >"$work/lint" 2>&1 ||
 		fail "promtool check metrics: $(cat "$work/lint")"
