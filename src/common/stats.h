@@ -26,13 +26,40 @@
 /* Upper bounds of the duration histograms, in seconds. */
 extern const double stats_bounds[STATS_BUCKETS];
 
+/* --- Issue 19 (monitoring): handler durations up to the largest timeout,
+ * time in queue ----------------------------------------------------------- */
+
+/* The handler duration histogram: stats_bounds, then up to 4 more bounds
+ * that reach the largest configured timeout (stats_dur_bounds()). */
+#define STATS_DUR_BUCKETS (STATS_BUCKETS + 4)
+/* The time-in-queue histogram: claim time minus run_at, 10 ms to 1 day. */
+#define STATS_WAIT_BUCKETS 14
+extern const double stats_wait_bounds[STATS_WAIT_BUCKETS];
+#define STATS_MAX_SCHEDULES 64
+
+/*
+ * Fills b (STATS_DUR_BUCKETS places) with the duration bounds for a
+ * largest configured timeout of max_timeout_s, and returns how many it
+ * used: stats_bounds alone when they reach it, else stats_bounds and
+ * 1 to 4 bounds in geometric steps of at least 2x up to max_timeout_s
+ * (rounded up to a second), so that the last finite bucket covers it.
+ */
+size_t stats_dur_bounds(double max_timeout_s, double *b);
+/* --- end of issue 19's block -------------------------------------------- */
+
 /* One (kind, queue) a worker has run jobs of. */
 struct stats_kind {
 	char kind[STATS_NAME];
 	char queue[STATS_NAME];
 	uint64_t claimed, done, retried, dead, lost;
-	uint64_t dur[STATS_BUCKETS]; /* handler durations, per bucket */
+	/* Handler durations, per bucket of struct stats' dur_bounds. */
+	uint64_t dur[STATS_DUR_BUCKETS];
 	uint64_t dur_count, dur_sum_us;
+	/* Issue 19: attempts that the handler's timeout ended (counted in
+	 * retried or dead too); time in queue, per stats_wait_bounds. */
+	uint64_t timed_out;
+	uint64_t wait[STATS_WAIT_BUCKETS];
+	uint64_t wait_count, wait_sum_us;
 };
 
 /* The limits a due job can wait for, as /metrics labels them. */
@@ -50,6 +77,9 @@ struct stats_queue {
 	int64_t limited, paused;
 	int64_t waiting[STATS_LIMITS];
 	int64_t tokens_milli;
+	/* Issue 19: available jobs not due yet (run_at in the future), and
+	 * of kinds this instance's config has no handler for. */
+	int64_t scheduled, unhandled;
 };
 
 struct stats_worker {
@@ -59,6 +89,7 @@ struct stats_worker {
 	int32_t tasks_held;
 	int64_t last_ok_ms; /* CLOCK_MONOTONIC ms of the last good result */
 	uint64_t reconnects;
+	uint64_t connect_failures;     /* attempts to connect that failed */
 	uint64_t claim[STATS_BUCKETS]; /* claim round-trip times */
 	uint64_t claim_count, claim_sum_us;
 	uint32_t nkinds;
@@ -128,6 +159,33 @@ struct stats {
 	uint64_t notify_ring[STATS_NOTIFY_RING];
 	/* The database health guard (see struct stats_health). */
 	struct stats_health health;
+
+	/* --- Issue 19 (monitoring) ---------------------------------- */
+	/* The handler duration bounds, set by the supervisor before it
+	 * forks (stats_dur_bounds()); 0: stats_bounds. */
+	uint32_t ndur_bounds;
+	double dur_bounds[STATS_DUR_BUCKETS];
+	/* Reloads (SIGHUP), as the supervisor counts them; the last one's
+	 * outcome (1 ok, also before any) and when (Unix seconds; the
+	 * start before any). */
+	uint64_t reloads_ok, reloads_failed;
+	int64_t last_reload_ok, last_reload_s;
+	/* Dead jobs per queue, counted by the depth reader once a minute
+	 * (src/worker/monitor.c); dead_at_ms: when (0: not yet). */
+	int64_t dead_at_ms;
+	uint32_t ndead;
+	struct {
+		char name[STATS_NAME];
+		int64_t n;
+	} dead[STATS_MAX_QUEUES];
+	/* Schedules that have ticked (pgjob.schedules), read with the
+	 * depths: the last tick and the next one after it by its cron (Unix
+	 * seconds; next 0: not known on this host). */
+	uint32_t nschedules;
+	struct {
+		char name[STATS_NAME];
+		int64_t last_tick_s, next_tick_s;
+	} schedules[STATS_MAX_SCHEDULES];
 };
 
 /* Maps a zeroed area; NULL (logged) if mmap fails.  Free with
@@ -155,6 +213,10 @@ stats_set(int64_t *v, int64_t x)
 /* Counts one observation of us microseconds into a histogram. */
 void stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us,
 		   int64_t us);
+/* The same into a (kind, queue)'s duration histogram, with s's bounds. */
+void stats_observe_dur(const struct stats *s, struct stats_kind *k, int64_t us);
+/* The same into its time-in-queue histogram (stats_wait_bounds). */
+void stats_observe_wait(struct stats_kind *k, int64_t us);
 
 /*
  * Reads a NOTIFY payload of the trigger pgjob.jobs_notify(): "<transaction

@@ -81,8 +81,9 @@ struct exec_run {
 	char err[STDERR_TAIL]; /* ring buffer of the stderr tail */
 	size_t err_total;      /* stderr bytes seen */
 	int64_t start_ms;
-	char *why;    /* owned: "timed out after 30s", "stopped: ..." or NULL */
-	bool stopped; /* by handler_exec_stop(): the worker decides the end */
+	char *why; /* owned: "timed out after 30s", "stopped: ..." or NULL */
+	int timed_out; /* its timeout, not a stop, sent the SIGTERM */
+	bool stopped;  /* by handler_exec_stop(): the worker decides the end */
 };
 
 static void xlog(const struct exec_run *x, int level, const char *fmt, ...)
@@ -470,6 +471,8 @@ timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return; /* it made it: the pid watcher reports it */
 	duration_format(x->timeout_ms, d, sizeof(d));
 	xlog(x, LOG_WARN, "timed out after %s; sending SIGTERM", d);
+	if (!x->why)
+		x->timed_out = 1;
 	terminate(x, xasprintf("timed out after %s", d));
 }
 
@@ -586,6 +589,7 @@ make_result(struct exec_run *x, int status, struct handler_result *res)
 			break;
 		}
 	}
+	res->timed_out = x->timed_out;
 	if (x->why) {
 		char *w = xasprintf("%s (%s)", x->why, what);
 		free(what);
@@ -663,7 +667,7 @@ note_pgid(pid_t pid, int on)
 static void
 child_gone(struct exec_run *x)
 {
-	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0};
+	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0, 0};
 	struct rusage ru = {0};
 	int status = -1;
 	pid_t r;

@@ -867,6 +867,7 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 	res->retry_in_ms = -1;
 	if (rc != CURLE_OK) {
 		res->error = curl_error_text(x, rc);
+		res->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
 		return;
 	}
 	lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -923,7 +924,7 @@ log_attempt(const struct http_run *x, CURLcode rc,
 static void
 complete(struct http_run *x, CURLcode rc)
 {
-	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0};
+	struct handler_result res = {OUTCOME_RETRY, NULL, NULL, -1, 0, 0};
 
 	make_result(x, rc, &res);
 	log_attempt(x, rc, &res);
@@ -955,8 +956,8 @@ static void
 later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct http_run *x = w->data;
-	struct handler_result res = {OUTCOME_RETRY, NULL, xstrdup(x->why), -1,
-				     0};
+	struct handler_result res = {
+		OUTCOME_RETRY, NULL, xstrdup(x->why), -1, 0, 0};
 
 	log_attempt(x, CURLE_OK, &res);
 	x->finish(x->run, &res); /* frees x */

@@ -15,4 +15,5 @@ handler_result_clear(struct handler_result *r)
 	r->error = NULL;
 	r->retry_in_ms = -1;
 	r->throttle_ms = 0;
+	r->timed_out = 0;
 }

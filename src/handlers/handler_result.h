@@ -17,6 +17,9 @@ struct handler_result {
 	/* > 0: the server asked every caller to wait this long (an http
 	 * 429 or 503 with Retry-After): an adaptive queue throttles. */
 	int64_t throttle_ms;
+	/* 1: the handler's timeout ended the attempt (counted apart in
+	 * /metrics: pgjobd_jobs_timed_out_total). */
+	int timed_out;
 };
 
 /* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }. */

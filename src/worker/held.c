@@ -131,8 +131,8 @@ static void
 observe_run(struct held *h)
 {
 	if (h->sk)
-		stats_observe(h->sk->dur, &h->sk->dur_count, &h->sk->dur_sum_us,
-			      (util_now_ms() - h->started_ms) * 1000);
+		stats_observe_dur(h->w->stats, h->sk,
+				  (util_now_ms() - h->started_ms) * 1000);
 }
 
 /* Counts how an attempt's end was written: written, or refused. */
@@ -149,6 +149,9 @@ count_end(struct held *h, enum job_state state, int written)
 		stats_add(&h->sk->dead, 1);
 	else if (state == JOB_AVAILABLE && !h->release)
 		stats_add(&h->sk->retried, 1);
+	/* Also in retried or dead: the timeouts apart (issue 19). */
+	if (written && h->res.timed_out && state != JOB_DONE)
+		stats_add(&h->sk->timed_out, 1);
 }
 
 /*
@@ -176,7 +179,7 @@ held_ended(struct held *h, struct handler_result *res)
 	struct worker *w = h->w;
 	h->run = NULL;
 	h->res = *res;
-	*res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -1, 0};
+	*res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -1, 0, 0};
 	throttle(h);
 	h->state = HELD_DONE;
 	w->running[h->queue]--;
@@ -210,7 +213,7 @@ on_sql_done(void *arg, enum queue_sql_end end, const char *error)
 	struct held *h = arg;
 	struct worker *w = h->w;
 	struct log_job l = held_log(h);
-	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1, 0};
+	struct handler_result r = {OUTCOME_RETRY, NULL, NULL, -1, 0, 0};
 
 	if (w->sql_inflight > 0)
 		w->sql_inflight--;
@@ -228,10 +231,12 @@ on_sql_done(void *arg, enum queue_sql_end end, const char *error)
 			"nothing was done");
 		break;
 	case QUEUE_SQL_FAILED:
+	case QUEUE_SQL_TIMED_OUT:
 	case QUEUE_SQL_CONN_LOST:
 		/* Rolled back (or, if the connection broke after the commit,
 		 * done: then the compare-and-set refuses this end). */
 		r.error = xstrdup(error);
+		r.timed_out = end == QUEUE_SQL_TIMED_OUT;
 		held_ended(h, &r);
 		handler_result_clear(&r);
 		held_sql_next(w);
@@ -334,8 +339,11 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	h->job.handler = config_handler(w->cfg, h->job.kind);
 	h->queue = q;
 	h->started_ms = util_now_ms();
-	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL)
+	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL) {
 		stats_add(&h->sk->claimed, 1);
+		if (h->job.wait_ms >= 0)
+			stats_observe_wait(h->sk, h->job.wait_ms * 1000);
+	}
 	h->deadline_ms = sent_ms + w->cfg->lease_ms - lease_margin(w);
 	h->next = w->head;
 	if (w->head)
@@ -349,7 +357,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	const char *refuse = refusal(w, &h->job, why, sizeof(why));
 	if (refuse) {
 		struct handler_result r = {OUTCOME_DEAD, NULL, xstrdup(refuse),
-					   -1, 0};
+					   -1,		 0,    0};
 		struct log_job l = held_log(h);
 		log_job(LOG_WARN, &l, "%s", refuse);
 		held_ended(h, &r);
@@ -450,8 +458,8 @@ held_stop_all(struct worker *w, const char *why)
 		next = h->next;
 		if (h->state == HELD_SQL_WAITING) {
 			/* Never started: given back as it is. */
-			struct handler_result r = {OUTCOME_RETRY, NULL, NULL,
-						   -1, 0};
+			struct handler_result r = {
+				OUTCOME_RETRY, NULL, NULL, -1, 0, 0};
 			h->release = 1;
 			held_ended(h, &r);
 			continue;

@@ -144,7 +144,8 @@ part_stop(struct part *p, int lost)
 	if (p->run)
 		handler_stop(p->run, lost ? "task lease lost" : "rebalancing");
 	else if (!lost && p->d->db)
-		on_part_exit(p, &(struct handler_result){0, NULL, NULL, -1, 0});
+		on_part_exit(p,
+			     &(struct handler_result){0, NULL, NULL, -1, 0, 0});
 	else
 		part_free(p);
 }

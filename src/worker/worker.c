@@ -88,6 +88,8 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 		for (int k = 0; k < STATS_LIMITS; k++)
 			stats_set(&sq->waiting[k], q[i].waiting[k]);
 		stats_set(&sq->tokens_milli, q[i].tokens_milli);
+		stats_set(&sq->scheduled, q[i].scheduled);
+		stats_set(&sq->unhandled, q[i].unhandled);
 	}
 	__atomic_store_n(&s->nqueues, (uint32_t)n, __ATOMIC_RELEASE);
 	stats_set(&s->queues_at_ms, util_now_ms());
@@ -116,8 +118,10 @@ on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 					   __ATOMIC_RELAXED) != w->index)
 		return;
 	if (w->db) {
-		queue_depths(w->db, STATS_MAX_QUEUES, on_depths, w);
+		queue_depths(w->db, STATS_MAX_QUEUES, w->kinds, w->nkinds,
+			     on_depths, w);
 		queue_workflows(w->db, on_workflows, w);
+		monitor_read(w);
 	}
 }
 
@@ -257,6 +261,7 @@ connect_db(struct worker *w)
 	if (!conn) {
 		log_warnx("%s", err);
 		free(err);
+		stats_add(&w->st->connect_failures, 1);
 		schedule_reconnect(w);
 		return;
 	}
@@ -271,6 +276,7 @@ connect_db(struct worker *w)
 	struct dbev_hooks hooks = {claim_on_notify, conn_lost, w};
 	if (rc < 0 || !(w->db = dbev_new(w->loop, conn, &hooks))) {
 		db_close(conn);
+		stats_add(&w->st->connect_failures, 1);
 		schedule_reconnect(w);
 		return;
 	}

@@ -129,7 +129,7 @@ run_it(struct job *job, const struct task_conf *task, struct outcome *o)
 
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	o->calls = 0;
-	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0};
+	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0, 0};
 	o->run = task ? handler_start_task(o->loop, task, 2, 9, 3, done_cb, o)
 		      : handler_start(o->loop, job, 3, done_cb, o);
 	assert_non_null(o->run);
@@ -170,6 +170,7 @@ test_json_stdout(void **state)
 
 	run_mode("json", NULL, 10000, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_int_equal(o.res.timed_out, 0);
 	assert_string_equal(o.res.result, "{\"a\": 1, \"b\": [true, null]}");
 	assert_null(o.res.error);
 	assert_int_equal(o.res.retry_in_ms, -1);
@@ -526,6 +527,7 @@ test_timeout(void **state)
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
 			    "timed out after 300ms (killed by signal 9)");
+	assert_int_equal(o.res.timed_out, 1); /* counted apart */
 	assert_true(o.elapsed_ms >= 550);
 	assert_true(o.elapsed_ms < 5000);
 	check_killed(read_pid(file));

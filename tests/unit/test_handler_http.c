@@ -148,7 +148,7 @@ run_job(const struct handler_conf *h, const char *payload, struct outcome *o)
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	assert_int_equal(handler_init(&no_cfg), 0);
 	o->calls = 0;
-	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0};
+	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0, 0};
 	o->start_ms = util_now_ms();
 	o->run = handler_start(o->loop, &job, 3, done_cb, o);
 	assert_non_null(o->run);
@@ -502,6 +502,7 @@ test_connect_timeout(void **state)
 	run_job(&t.h, "{}", &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_memory_equal(o.res.error, "timed out after 500ms (", 23);
+	assert_int_equal(o.res.timed_out, 1);
 	assert_in_range(o.end_ms - o.start_ms, 450, 5000);
 	handler_result_clear(&o.res);
 	for (int i = 0; i < 3; i++)

@@ -120,7 +120,7 @@ run_job(int h, const char *payload, bool stop, struct outcome *o)
 
 	o->loop = ev_loop_new(EVFLAG_AUTO);
 	o->calls = 0;
-	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0};
+	o->res = (struct handler_result){OUTCOME_DONE, NULL, NULL, -2, 0, 0};
 	run = handler_start(o->loop, &job, 4, done_cb, o);
 	assert_int_equal(o->calls, 0); /* never from inside handler_start */
 	if (stop)
