@@ -296,7 +296,7 @@ static const struct {
 	{"pgjobd_queue_oldest_due_seconds",
 	 "Age of the oldest due job, per queue.",
 	 offsetof(struct stats_queue, oldest_due_ms), 1e-3},
-	/* Issue 19. */
+	/* Scheduled and unhandled jobs. */
 	{"pgjobd_queue_scheduled",
 	 "Available jobs not due yet (run_at in the future), per queue.",
 	 offsetof(struct stats_queue, scheduled), 1},
@@ -479,8 +479,8 @@ render_health(struct buf *out, const struct stats *s)
 	buf_free(&l);
 }
 
-/* --- Issue 19 (monitoring): time in queue, dead jobs, schedules, the
- * database, reloads ----------------------------------------------------- */
+/* --- time in queue, dead jobs, schedules, the database, reloads ------
+ * ----------------------------------------------------- */
 
 /* Time in queue per queue: the (kind, queue) sums added up by queue. */
 static void

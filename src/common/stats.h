@@ -26,8 +26,8 @@
 /* Upper bounds of the duration histograms, in seconds. */
 extern const double stats_bounds[STATS_BUCKETS];
 
-/* --- Issue 19 (monitoring): handler durations up to the largest timeout,
- * time in queue ----------------------------------------------------------- */
+/* --- handler durations up to the largest timeout, time in queue -------
+ * ----------------------------------------------------------- */
 
 /* The handler duration histogram: stats_bounds, then up to 4 more bounds
  * that reach the largest configured timeout (stats_dur_bounds()). */
@@ -45,7 +45,7 @@ extern const double stats_wait_bounds[STATS_WAIT_BUCKETS];
  * (rounded up to a second), so that the last finite bucket covers it.
  */
 size_t stats_dur_bounds(double max_timeout_s, double *b);
-/* --- end of issue 19's block -------------------------------------------- */
+/* ----------------------------------------------------------------------- */
 
 /* One (kind, queue) a worker has run jobs of. */
 struct stats_kind {
@@ -55,7 +55,7 @@ struct stats_kind {
 	/* Handler durations, per bucket of struct stats' dur_bounds. */
 	uint64_t dur[STATS_DUR_BUCKETS];
 	uint64_t dur_count, dur_sum_us;
-	/* Issue 19: attempts that the handler's timeout ended (counted in
+	/* Attempts that the handler's timeout ended (counted in
 	 * retried or dead too); time in queue, per stats_wait_bounds. */
 	uint64_t timed_out;
 	uint64_t wait[STATS_WAIT_BUCKETS];
@@ -77,7 +77,7 @@ struct stats_queue {
 	int64_t limited, paused;
 	int64_t waiting[STATS_LIMITS];
 	int64_t tokens_milli;
-	/* Issue 19: available jobs not due yet (run_at in the future), and
+	/* Available jobs not due yet (run_at in the future), and
 	 * of kinds this instance's config has no handler for. */
 	int64_t scheduled, unhandled;
 };
@@ -160,7 +160,7 @@ struct stats {
 	/* The database health guard (see struct stats_health). */
 	struct stats_health health;
 
-	/* --- Issue 19 (monitoring) ---------------------------------- */
+	/* --- monitoring: duration bounds, reloads, dead jobs, schedules --- */
 	/* The handler duration bounds, set by the supervisor before it
 	 * forks (stats_dur_bounds()); 0: stats_bounds. */
 	uint32_t ndur_bounds;

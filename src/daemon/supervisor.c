@@ -520,7 +520,7 @@ kept_from_start(const struct supervisor *s, struct config *cfg)
 			  s->workers_override, s->workers_override);
 }
 
-/* --- Issue 19 (monitoring): reloads and duration bounds in /metrics --- */
+/* --- reloads and duration bounds in /metrics ------------------------- */
 
 /* The largest timeout of cfg's handlers, in seconds. */
 static double

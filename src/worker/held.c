@@ -149,7 +149,7 @@ count_end(struct held *h, enum job_state state, int written)
 		stats_add(&h->sk->dead, 1);
 	else if (state == JOB_AVAILABLE && !h->release)
 		stats_add(&h->sk->retried, 1);
-	/* Also in retried or dead: the timeouts apart (issue 19). */
+	/* Also in retried or dead: the timeouts apart. */
 	if (written && h->res.timed_out && state != JOB_DONE)
 		stats_add(&h->sk->timed_out, 1);
 }

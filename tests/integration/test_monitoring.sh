@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The monitoring files of contrib/monitoring/ against the real tools, and
-# /metrics and the journald log format of a real pgjobd (issue 19).
+# /metrics and the journald log format of a real pgjobd.
 #
 #   test_monitoring.sh rules   promtool check rules; promtool test rules
 #                              with tests/fixtures/monitoring/pgjobd-alerts.

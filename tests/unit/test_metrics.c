@@ -2,7 +2,7 @@
  * test's own, driven with ev_run(EVRUN_NOWAIT) between plain-socket client
  * steps (status codes, HEAD, oversize and malformed requests, slow clients,
  * the connection limit, fork), and the exact Prometheus text; the series of
- * issue 19 (time in queue, timeouts, dead and scheduled jobs, schedules,
+ * monitoring (time in queue, timeouts, dead and scheduled jobs, schedules,
  * reloads, the database, process_*) as stats_render() and
  * procmetrics_render() write them. */
 #include <stdarg.h>
