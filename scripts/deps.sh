@@ -8,7 +8,12 @@ pkgs=(build-essential cmake pkg-config clang-format
       libcurl4-openssl-dev postgresql-15 postgresql-client-15 procps tzdata systemd jq cppcheck faketime
       # The man pages' lint (ctest man) and Documentation= check
       # (test_systemd_units); the Debian package (ctest package).
-      mandoc man-db debhelper dpkg-dev fakeroot lintian)
+      mandoc man-db debhelper dpkg-dev fakeroot lintian
+      # The monitoring test (test_monitoring.sh): promtool, the server.
+      prometheus)
+
+# PgBouncer in front of the test server (scripts/testbouncer.sh, test_pooler).
+pkgs+=(pgbouncer)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -8,6 +8,8 @@
 # synchronous_commit on), for benchmarks; tests run without it.
 # PGJOBD_TESTPG_OPTS adds server options (e.g. "-c shared_preload_libraries=
 # pg_stat_statements" for the benchmark suite).
+# max_prepared_transactions is on (10) so that test_health can hold the
+# xmin horizon with a prepared transaction.
 # initdb refuses root, so as root the server runs as the user "postgres"
 # (created by Debian's postgresql package) or "nobody" as a last resort.
 set -euo pipefail
@@ -73,7 +75,8 @@ start() {
 		port=$(free_port)
 		if as_server "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
 			-o "-p $port -k $data.sock -c listen_addresses=127.0.0.1 \
-			-c max_connections=300 $speed -c shared_buffers=256MB \
+			-c max_connections=300 -c max_prepared_transactions=10 \
+			$speed -c shared_buffers=256MB \
 			-c log_min_messages=warning" start >"$dir/pg_ctl.log" 2>&1; then
 			break
 		fi

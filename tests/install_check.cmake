@@ -14,6 +14,8 @@ foreach(f usr/bin/pgjobd usr/bin/pgjob usr/include/pgjobd/plugin.h
 	usr/share/pgjobd/example.yaml usr/share/pgjobd/sql/001_init.sql
 	usr/lib/systemd/system/pgjobd.service
 	usr/lib/systemd/system/pgjobd@.service
+	usr/share/pgjobd/monitoring/grafana-dashboard.json
+	usr/share/pgjobd/monitoring/pgjobd-alerts.yml
 	usr/lib/sysusers.d/pgjobd.conf usr/lib/tmpfiles.d/pgjobd.conf
 	usr/share/man/man1/pgjob.1 usr/share/man/man5/pgjobd.yaml.5
 	usr/share/man/man8/pgjobd.8)

@@ -8,7 +8,7 @@
  *   handlers:
  *     resize:
  *       type: plugin
- *       library: /usr/lib/pgjobd/resize.so   # no slash: pgjobd's plugin dir
+ *       library: resize       # <plugin dir>/resize.so (or an absolute path)
  *       symbol: resize_plugin
  *       config: { quality: 80 }              # passed to init() as JSON
  *

@@ -90,6 +90,13 @@ usage(FILE *f)
 	      "  workflow cancel ID [--json]\n"
 	      "                         cancel its steps that have not "
 	      "started\n"
+	      "  doctor [--json]        check the database's health (xmin "
+	      "horizon, vacuum,\n"
+	      "                         bloat, stuck jobs, kinds without a "
+	      "handler, stale\n"
+	      "                         instances): OK, WARN or FAIL, each "
+	      "with a fix;\n"
+	      "                         exit 0 OK, 1 a warning, 2 a failure\n"
 	      "  version [--json]       print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
@@ -543,7 +550,7 @@ static const struct {
 	{"cancel", cli_state_cancel, 0},   {"prune", cli_prune_run, 0},
 	{"top", cli_top_run, 0},	   {"pause", cli_pause_run, 0},
 	{"resume", cli_pause_resume, 0},   {"limits", cli_limits_run, 0},
-	{"workflow", cli_workflow_run, 0},
+	{"workflow", cli_workflow_run, 0}, {"doctor", cli_doctor_run, 0},
 };
 
 /*

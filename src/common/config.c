@@ -487,6 +487,15 @@ static const struct yaml_field metrics_fields[] = {
 	{0},
 };
 
+/* The database health guard (docs/operations.md, "Database health"). */
+static const struct yaml_field health_fields[] = {
+	F("interval", YF_DURATION, config, health_interval_ms, .min = 1000,
+	  NOLIMIT),
+	F("xmin_warn", YF_DURATION, config, health_xmin_warn_ms, .min = 1000,
+	  NOLIMIT),
+	{0},
+};
+
 static const struct yaml_field defaults_fields[] = {
 	F("timeout", YF_DURATION, config, default_timeout_ms, .min = 1,
 	  NOLIMIT),
@@ -513,6 +522,7 @@ static const struct yaml_field top_fields[] = {
 	{.key = "log", .type = YF_MAP, .sub = log_fields},
 	{.key = "metrics", .type = YF_MAP, .sub = metrics_fields},
 	{.key = "defaults", .type = YF_MAP, .sub = defaults_fields},
+	{.key = "health", .type = YF_MAP, .sub = health_fields},
 	{.key = "queues", .type = YF_LATER},
 	{.key = "handlers", .type = YF_LATER},
 	{.key = "schedules", .type = YF_LATER},
@@ -892,6 +902,44 @@ load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	check_plugin_timeout(d, c, &w, path, own_timeout, h);
 }
 
+/*
+ * pgjob's view of a handler (config_load_settings()): its name, type, queue
+ * and timeout, which `pgjob doctor` needs; the other keys (commands, urls,
+ * headers, env: where the secrets are) are skipped unread.
+ */
+static const struct yaml_field handler_cli_fields[] = {
+	F("type", YF_CHOICE, handler_conf, type, .names = handler_types,
+	  .what = "handler type"),
+	F("queue", YF_STRING, handler_conf, queue, .check = check_nonempty),
+	F("timeout", YF_DURATION, handler_conf, timeout_ms, .min = 1, NOLIMIT),
+	{0},
+};
+
+static void
+load_handler_cli(struct yaml_doc *d, struct config *c, const struct ynode *key,
+		 const struct ynode *val, const char *path)
+{
+	struct handler_conf *h;
+	struct yaml_walk w = {.t = handler_cli_fields, .partial = true};
+
+	c->handlers = xrealloc(c->handlers, (c->nhandlers + 1) * sizeof(*h));
+	w.obj = h = &c->handlers[c->nhandlers++];
+	*h = (struct handler_conf){
+		.kind = xstrdup(key->text),
+		.timeout_ms = -1,
+		.backoff = {-1, -1},
+		.line = key->line,
+		.column = key->column,
+	};
+	yaml_walk_map(d, key, val, path, &w);
+	check_queue(d, c, &w, path, h->queue);
+	if (!h->queue)
+		h->queue = xstrdup("default");
+	if (!h->plugin_config)
+		h->plugin_config = xstrdup("{}");
+	resolve_handler(c, h);
+}
+
 /* A schedule's cron: and timezone:, as cron.c will read them. */
 static void
 check_schedule_time(struct yaml_doc *d, const struct yaml_walk *w,
@@ -1033,8 +1081,9 @@ load_document(struct yaml_doc *d, struct config *c, bool cli)
 		return;
 	}
 	yaml_walk_map(d, NULL, d->root, "", &top);
-	/* pgjob (config_load_settings()) leaves the sections unread: their
-	 * secrets are pgjobd's. */
+	/* pgjob (config_load_settings()) reads the queues and a part of each
+	 * handler (load_handler_cli()); the rest, where the secrets are, is
+	 * pgjobd's. */
 	if (!cli) {
 		load_section(d, c, &top, "queues", load_queue);
 		add_default_queue(c);
@@ -1042,7 +1091,11 @@ load_document(struct yaml_doc *d, struct config *c, bool cli)
 		load_section(d, c, &top, "schedules", load_schedule);
 		load_section(d, c, &top, "tasks", load_task);
 	} else {
+		/* Queues (names and timeouts, no secrets) and the handlers'
+		 * names, types and timeouts, for `pgjob doctor`. */
+		load_section(d, c, &top, "queues", load_queue);
 		add_default_queue(c);
+		load_section(d, c, &top, "handlers", load_handler_cli);
 	}
 	workers = yaml_walked(&top, "workers");
 	if (workers && c->workers > c->max_slots)
@@ -1073,6 +1126,8 @@ config_new(const char *name)
 	c->default_max_attempts = 20;
 	c->default_backoff.base_ms = 30 * 1000;
 	c->default_backoff.max_ms = 30 * 60 * 1000;
+	c->health_interval_ms = 10 * 1000;
+	c->health_xmin_warn_ms = 5 * 60 * 1000;
 	return c;
 }
 

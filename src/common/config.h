@@ -171,6 +171,13 @@ struct config {
 	size_t nschedules;
 	struct task_conf *tasks;
 	size_t ntasks;
+	/*
+	 * The database health guard (health:, docs/operations.md "Database
+	 * health"): how often the worker holding the pgjob:health lease reads
+	 * it, and the age of the xmin horizon past which it warns.
+	 */
+	int64_t health_interval_ms;  /* default 10s */
+	int64_t health_xmin_warn_ms; /* default 5m */
 };
 
 /* One error; message is "file:line:column: key.path: what is wrong". */

@@ -36,6 +36,9 @@ struct job {
 	/* The payload's size in bytes as the claim measured it; payload is
 	 * NULL when that was over max_payload_bytes. */
 	int64_t payload_bytes;
+	/* Its time in the queue: the claim's now() minus its run_at, in ms
+	 * (/metrics' pgjobd_job_queue_wait_seconds); -1: not known. */
+	int64_t wait_ms;
 	const struct handler_conf *handler; /* borrowed from the config */
 };
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +17,8 @@
 #include "common/util.h"
 
 static const char *names[] = {"debug", "info", "warn", "error", "fatal"};
+/* sd-daemon(3)'s prefixes: SD_DEBUG, SD_INFO, SD_WARNING, SD_ERR, SD_CRIT. */
+static const char *prefixes[] = {"<7>", "<6>", "<4>", "<3>", "<2>"};
 
 static struct {
 	const char *proc;
@@ -23,8 +26,30 @@ static struct {
 	int json;
 	int worker;
 	int slot;
-	int journal; /* under systemd: journald adds time and pid */
+	int journal; /* stderr is journald's stream: see journal_stream() */
 } lg = {"pgjobd", LOG_INFO, 0, 0, 0, 0};
+
+/*
+ * 1 when stderr is the stream systemd connected to journald: JOURNAL_STREAM
+ * ("<device>:<inode>", sd-daemon(3)) names stderr's own device and inode.
+ * Set but not matching (stderr redirected by a wrapper, a child started by
+ * hand from a unit's shell) is not journald.
+ */
+static int
+journal_stream(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char end;
+
+	if (!e || sscanf(e, "%llu:%llu%c", &dev, &ino, &end) != 2)
+		return 0;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
 
 void
 log_init(const char *proc, int level, int json)
@@ -32,7 +57,7 @@ log_init(const char *proc, int level, int json)
 	lg.proc = proc;
 	lg.level = level;
 	lg.json = json;
-	lg.journal = getenv("JOURNAL_STREAM") != NULL;
+	lg.journal = journal_stream();
 }
 
 void
@@ -122,15 +147,20 @@ needs_quote(const char *s)
 	return 0;
 }
 
+/* Where the current line's fields start in its buffer: after the priority
+ * prefix, if any. */
+static size_t field_start;
+
 static void
 field_str(struct buf *b, const char *key, const char *val)
 {
+	size_t len = b->len - field_start;
 	if (lg.json) {
-		buf_appendf(b, "%s\"%s\":", b->len > 1 ? "," : "", key);
+		buf_appendf(b, "%s\"%s\":", len > 1 ? "," : "", key);
 		quote(b, val);
 		return;
 	}
-	buf_appendf(b, "%s%s=", b->len ? " " : "", key);
+	buf_appendf(b, "%s%s=", len ? " " : "", key);
 	if (needs_quote(val))
 		quote(b, val);
 	else
@@ -140,11 +170,11 @@ field_str(struct buf *b, const char *key, const char *val)
 static void
 field_int(struct buf *b, const char *key, long long val)
 {
+	size_t len = b->len - field_start;
 	if (lg.json)
-		buf_appendf(b, "%s\"%s\":%lld", b->len > 1 ? "," : "", key,
-			    val);
+		buf_appendf(b, "%s\"%s\":%lld", len > 1 ? "," : "", key, val);
 	else
-		buf_appendf(b, "%s%s=%lld", b->len ? " " : "", key, val);
+		buf_appendf(b, "%s%s=%lld", len ? " " : "", key, val);
 }
 
 int
@@ -162,6 +192,13 @@ emit(int level, const struct log_job *job, const char *fmt, va_list ap)
 	if (level < lg.level)
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* journald reads the priority from the prefix and strips it
+	 * (`journalctl -p warning`); fields count from after it. */
+	field_start = 0;
+	if (lg.journal) {
+		buf_append(&b, prefixes[level], 3);
+		field_start = b.len;
+	}
 	if (lg.json)
 		buf_append(&b, "{", 1);
 	if (!lg.journal) {
@@ -177,8 +214,9 @@ emit(int level, const struct log_job *job, const char *fmt, va_list ap)
 	}
 	field_str(&b, "level", names[level]);
 	field_str(&b, "proc", lg.proc);
-	if (!lg.journal)
-		field_int(&b, "pid", getpid());
+	/* Kept under journald too: the supervisor and its workers share one
+	 * stream, so journald's _PID is the supervisor's on every line. */
+	field_int(&b, "pid", getpid());
 	if (lg.worker > 0)
 		field_int(&b, "worker", lg.worker);
 	if (lg.slot > 0)

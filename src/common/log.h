@@ -4,8 +4,11 @@
  * Every line names its process (supervisor, worker, pgjob) and, once a
  * worker holds one, its slot.  Job lines add job, kind and attempt:
  *   level=info proc=worker slot=3 job=88121 kind=thumbnail attempt=2 msg="..."
- * Under systemd (JOURNAL_STREAM set) journald adds time and pid, so the line
- * leaves them out; elsewhere it carries both.
+ * Under journald (JOURNAL_STREAM names stderr's device and inode, as
+ * sd-daemon(3) says) each line starts with its priority, "<6>" for info,
+ * "<4>" for warn, and so on, and leaves the time out (journald adds it);
+ * it keeps pid=, since the supervisor and its workers share one stream.
+ * Elsewhere a line carries ts= and pid=, and no prefix.
  */
 #ifndef PGJOBD_LOG_H
 #define PGJOBD_LOG_H

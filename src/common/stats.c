@@ -19,6 +19,44 @@ const double stats_rss_bounds[STATS_BUCKETS] = {
 	1 << 20,	  4 << 20,	    16 << 20,	      32 << 20,
 	64 << 20,	  128 << 20,	    256 << 20,	      512 << 20,
 	1024.0 * 1048576, 2048.0 * 1048576, 4096.0 * 1048576, 8192.0 * 1048576};
+const double stats_wait_bounds[STATS_WAIT_BUCKETS] = {
+	0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400};
+
+/* Whole seconds, rounded up (no libm: the core links without it). */
+static double
+ceil_s(double x)
+{
+	double t = (double)(long long)x;
+	return t < x ? t + 1 : t;
+}
+
+size_t
+stats_dur_bounds(double max_timeout_s, double *b)
+{
+	double last = stats_bounds[STATS_BUCKETS - 1];
+	memcpy(b, stats_bounds, sizeof(stats_bounds));
+	if (!(max_timeout_s > last))
+		return STATS_BUCKETS;
+	double top = ceil_s(max_timeout_s > 1e9 ? 1e9 : max_timeout_s);
+	/* As many steps of at least 2x as reach top, at most 4; then the
+	 * ratio r of each step, r^extra = top / last (by bisection). */
+	int extra = 1;
+	for (double x = last * 2; x < top && extra < 4; x *= 2)
+		extra++;
+	double lo = 1, hi = top / last;
+	for (int k = 0; k < 64; k++) {
+		double r = (lo + hi) / 2, p = 1;
+		for (int i = 0; i < extra; i++)
+			p *= r;
+		*(p < top / last ? &lo : &hi) = r;
+	}
+	double x = last;
+	for (int i = 0; i < extra; i++) {
+		x *= hi;
+		b[STATS_BUCKETS + i] = i == extra - 1 ? top : ceil_s(x);
+	}
+	return STATS_BUCKETS + (size_t)extra;
+}
 
 struct stats *
 stats_create(void)
@@ -83,6 +121,42 @@ stats_observe_usage(struct stats_kind *k, int64_t cpu_ms, int64_t max_rss_kb)
 	stats_add(&k->rss_sum_kb, (uint64_t)max_rss_kb);
 }
 
+/* The handler duration bounds in force: s's, or stats_bounds. */
+static const double *
+dur_bounds(const struct stats *s, size_t *n)
+{
+	uint32_t m = s ? __atomic_load_n(&s->ndur_bounds, __ATOMIC_ACQUIRE) : 0;
+	if (m == 0 || m > STATS_DUR_BUCKETS) {
+		*n = STATS_BUCKETS;
+		return stats_bounds;
+	}
+	*n = m;
+	return s->dur_bounds;
+}
+
+void
+stats_observe_dur(const struct stats *s, struct stats_kind *k, int64_t us)
+{
+	size_t n;
+	const double *b = dur_bounds(s, &n);
+	size_t i = metrics_bucket(b, n, (double)us / 1e6);
+	if (i < n)
+		stats_add(&k->dur[i], 1);
+	stats_add(&k->dur_count, 1);
+	stats_add(&k->dur_sum_us, us > 0 ? (uint64_t)us : 0);
+}
+
+void
+stats_observe_wait(struct stats_kind *k, int64_t us)
+{
+	size_t i = metrics_bucket(stats_wait_bounds, STATS_WAIT_BUCKETS,
+				  (double)us / 1e6);
+	if (i < STATS_WAIT_BUCKETS)
+		stats_add(&k->wait[i], 1);
+	stats_add(&k->wait_count, 1);
+	stats_add(&k->wait_sum_us, us > 0 ? (uint64_t)us : 0);
+}
+
 static uint64_t
 ld(const uint64_t *p)
 {
@@ -122,7 +196,7 @@ sum_kinds(const struct stats *s, int n, struct sum *out, size_t max)
 			t->retried += ld(&x->retried);
 			t->dead += ld(&x->dead);
 			t->lost += ld(&x->lost);
-			for (int b = 0; b < STATS_BUCKETS; b++)
+			for (int b = 0; b < STATS_DUR_BUCKETS; b++)
 				t->dur[b] += ld(&x->dur[b]);
 			t->dur_count += ld(&x->dur_count);
 			t->dur_sum_us += ld(&x->dur_sum_us);
@@ -132,6 +206,11 @@ sum_kinds(const struct stats *s, int n, struct sum *out, size_t max)
 				t->rss[b] += ld(&x->rss[b]);
 			t->rss_count += ld(&x->rss_count);
 			t->rss_sum_kb += ld(&x->rss_sum_kb);
+			t->timed_out += ld(&x->timed_out);
+			for (int b = 0; b < STATS_WAIT_BUCKETS; b++)
+				t->wait[b] += ld(&x->wait[b]);
+			t->wait_count += ld(&x->wait_count);
+			t->wait_sum_us += ld(&x->wait_sum_us);
 		}
 	}
 	return m;
@@ -166,8 +245,11 @@ render_usage(struct buf *out, const struct sum *k, size_t m, struct buf *l)
 }
 
 static void
-render_jobs(struct buf *out, const struct sum *k, size_t m)
+render_jobs(struct buf *out, const struct stats *s, const struct sum *k,
+	    size_t m)
 {
+	size_t nb;
+	const double *bounds = dur_bounds(s, &nb);
 	static const struct {
 		const char *name, *help;
 		size_t off;
@@ -184,6 +266,10 @@ render_jobs(struct buf *out, const struct sum *k, size_t m)
 		 "Attempts whose lease was lost: found at a renewal, or an end "
 		 "the database refused.",
 		 offsetof(struct stats_kind, lost)},
+		{"pgjobd_jobs_timed_out_total",
+		 "Failed attempts that the handler's timeout ended (also "
+		 "counted in retried or dead).",
+		 offsetof(struct stats_kind, timed_out)},
 	};
 	struct buf l = {0};
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
@@ -205,10 +291,10 @@ render_jobs(struct buf *out, const struct sum *k, size_t m)
 		buf_reset(&l);
 		metrics_label(&l, "kind", k[j].kind);
 		metrics_label(&l, "queue", k[j].queue);
-		metrics_histogram(
-			out, "pgjobd_handler_duration_seconds", NULL, l.data,
-			stats_bounds, k[j].t.dur, STATS_BUCKETS,
-			(double)k[j].t.dur_sum_us / 1e6, k[j].t.dur_count);
+		metrics_histogram(out, "pgjobd_handler_duration_seconds", NULL,
+				  l.data, bounds, k[j].t.dur, nb,
+				  (double)k[j].t.dur_sum_us / 1e6,
+				  k[j].t.dur_count);
 	}
 	render_usage(out, k, m, &l);
 	buf_free(&l);
@@ -265,6 +351,14 @@ static const struct {
 	{"pgjobd_queue_oldest_due_seconds",
 	 "Age of the oldest due job, per queue.",
 	 offsetof(struct stats_queue, oldest_due_ms), 1e-3},
+	/* Scheduled and unhandled jobs. */
+	{"pgjobd_queue_scheduled",
+	 "Available jobs not due yet (run_at in the future), per queue.",
+	 offsetof(struct stats_queue, scheduled), 1},
+	{"pgjobd_queue_unhandled",
+	 "Available jobs of kinds this instance's config has no handler for, "
+	 "per queue.",
+	 offsetof(struct stats_queue, unhandled), 1},
 };
 
 const char *const stats_limit_names[STATS_LIMITS] = {
@@ -360,15 +454,220 @@ render_workflows(struct buf *out, const struct stats *s)
 			NULL, (double)failed);
 }
 
+/* --- the database health guard (worker/health.c writes it) ------------ */
+
+const char *const stats_health_kinds[STATS_HEALTH_KINDS] = {
+	"backend", "replication_slot", "prepared_xact"};
+
+/*
+ * The health series, while the worker of this instance that holds the
+ * pgjob:health lease keeps them fresh.  The figures are read without a
+ * lock: a scrape during a write may mix two readings, each of them real.
+ */
+static void
+render_health(struct buf *out, const struct stats *s)
+{
+	const struct stats_health *h = &s->health;
+	int64_t at = __atomic_load_n(&h->at_ms, __ATOMIC_ACQUIRE);
+	if (!at ||
+	    util_now_ms() > __atomic_load_n(&h->valid_ms, __ATOMIC_RELAXED))
+		return;
+	struct buf l = {0};
+	static const struct {
+		const char *name, *help;
+		double scale;
+		int xids;
+	} ages[] = {
+		{"pgjobd_db_xmin_horizon_age_seconds",
+		 "Age of the oldest holder of the xmin horizon of each kind "
+		 "(0: none); a slot's counts from when pgjobd first saw it.",
+		 1e-3, 0},
+		{"pgjobd_db_xmin_horizon_age_xids",
+		 "Age in transactions of the xmin the oldest holder of each "
+		 "kind holds (0: none).",
+		 1, 1},
+	};
+	for (size_t g = 0; g < sizeof(ages) / sizeof(ages[0]); g++) {
+		metrics_header(out, ages[g].name, "gauge", ages[g].help);
+		for (int k = 0; k < STATS_HEALTH_KINDS; k++) {
+			int64_t v = __atomic_load_n(
+				ages[g].xids ? &h->xmin_age_xids[k]
+					     : &h->xmin_age_ms[k],
+				__ATOMIC_RELAXED);
+			buf_reset(&l);
+			metrics_label(&l, "holder", stats_health_kinds[k]);
+			metrics_gauge(out, ages[g].name, NULL, l.data,
+				      v < 0 ? 0 : (double)v * ages[g].scale);
+		}
+	}
+	uint32_t nt = __atomic_load_n(&h->ntables, __ATOMIC_ACQUIRE);
+	uint32_t ni = __atomic_load_n(&h->nindexes, __ATOMIC_ACQUIRE);
+	metrics_header(
+		out, "pgjobd_db_dead_tuples", "gauge",
+		"Dead tuples of each pgjob table (pg_stat_user_tables).");
+	for (uint32_t i = 0; i < nt && i < STATS_HEALTH_TABLES; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "table", h->tables[i].name);
+		metrics_gauge(out, "pgjobd_db_dead_tuples", NULL, l.data,
+			      (double)h->tables[i].dead);
+	}
+	metrics_header(
+		out, "pgjobd_db_last_vacuum_age_seconds", "gauge",
+		"Seconds since the last vacuum or autovacuum of each "
+		"pgjob table; -1: none since the statistics were reset.");
+	for (uint32_t i = 0; i < nt && i < STATS_HEALTH_TABLES; i++) {
+		int64_t v = h->tables[i].vacuum_ms;
+		buf_reset(&l);
+		metrics_label(&l, "table", h->tables[i].name);
+		metrics_gauge(out, "pgjobd_db_last_vacuum_age_seconds", NULL,
+			      l.data, v < 0 ? -1 : (double)v / 1e3);
+	}
+	metrics_header(out, "pgjobd_db_index_bloat_ratio", "gauge",
+		       "Estimated share (0 to 1) of each pgjob b-tree index's "
+		       "pages that its entries do not need.");
+	for (uint32_t i = 0; i < ni && i < STATS_HEALTH_INDEXES; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "index", h->indexes[i].name);
+		metrics_gauge(out, "pgjobd_db_index_bloat_ratio", NULL, l.data,
+			      (double)h->indexes[i].bloat_milli / 1e3);
+	}
+	buf_free(&l);
+}
+
+/* --- time in queue, dead jobs, schedules, the database, reloads ------
+ * ----------------------------------------------------- */
+
+/* Time in queue per queue: the (kind, queue) sums added up by queue. */
+static void
+render_wait(struct buf *out, const struct sum *k, size_t m)
+{
+	struct buf l = {0};
+	metrics_header(out, "pgjobd_job_queue_wait_seconds", "histogram",
+		       "Time from a job's run_at to its claim, per queue.");
+	for (size_t j = 0; j < m; j++) {
+		size_t first = 0;
+		while (strcmp(k[first].queue, k[j].queue))
+			first++;
+		if (first < j)
+			continue; /* its queue was rendered at first */
+		struct stats_kind t = k[j].t;
+		for (size_t o = j + 1; o < m; o++) {
+			if (strcmp(k[o].queue, k[j].queue))
+				continue;
+			for (int b = 0; b < STATS_WAIT_BUCKETS; b++)
+				t.wait[b] += k[o].t.wait[b];
+			t.wait_count += k[o].t.wait_count;
+			t.wait_sum_us += k[o].t.wait_sum_us;
+		}
+		buf_reset(&l);
+		metrics_label(&l, "queue", k[j].queue);
+		metrics_histogram(out, "pgjobd_job_queue_wait_seconds", NULL,
+				  l.data, stats_wait_bounds, t.wait,
+				  STATS_WAIT_BUCKETS,
+				  (double)t.wait_sum_us / 1e6, t.wait_count);
+	}
+	buf_free(&l);
+}
+
+static void
+render_dead_and_schedules(struct buf *out, const struct stats *s)
+{
+	struct buf l = {0};
+	uint32_t n = __atomic_load_n(&s->ndead, __ATOMIC_ACQUIRE);
+	uint32_t nq = __atomic_load_n(&s->nqueues, __ATOMIC_ACQUIRE);
+	metrics_header(out, "pgjobd_queue_dead", "gauge",
+		       "Dead jobs, per queue (counted once a minute, and after "
+		       "a job of this instance died).");
+	for (uint32_t i = 0; i < n; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->dead[i].name);
+		metrics_gauge(out, "pgjobd_queue_dead", NULL, l.data,
+			      (double)s->dead[i].n);
+	}
+	/* The queues of the depths without dead jobs: 0, once counted, so
+	 * that an alert sees the series start from 0. */
+	for (uint32_t i = 0; i < nq && s->dead_at_ms; i++) {
+		uint32_t j = 0;
+		while (j < n && strcmp(s->dead[j].name, s->queues[i].name))
+			j++;
+		if (j < n)
+			continue;
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_dead", NULL, l.data, 0);
+	}
+	n = __atomic_load_n(&s->nschedules, __ATOMIC_ACQUIRE);
+	metrics_header(out, "pgjobd_schedule_last_tick_timestamp_seconds",
+		       "gauge", "The last tick a schedule enqueued.");
+	for (uint32_t i = 0; i < n; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "schedule", s->schedules[i].name);
+		metrics_gauge(
+			out, "pgjobd_schedule_last_tick_timestamp_seconds",
+			NULL, l.data, (double)s->schedules[i].last_tick_s);
+	}
+	metrics_header(out, "pgjobd_schedule_next_tick_timestamp_seconds",
+		       "gauge",
+		       "The tick after a schedule's last one, by its cron.");
+	for (uint32_t i = 0; i < n; i++) {
+		if (!s->schedules[i].next_tick_s)
+			continue;
+		buf_reset(&l);
+		metrics_label(&l, "schedule", s->schedules[i].name);
+		metrics_gauge(
+			out, "pgjobd_schedule_next_tick_timestamp_seconds",
+			NULL, l.data, (double)s->schedules[i].next_tick_s);
+	}
+	buf_free(&l);
+}
+
+static void
+render_monitoring(struct buf *out, const struct stats *s, int n,
+		  const struct sum *k, size_t m)
+{
+	uint64_t fails = 0;
+	int up = 0;
+	for (int i = 0; i < n; i++) {
+		fails += ld(&s->w[i].connect_failures);
+		up |= __atomic_load_n(&s->w[i].connected, __ATOMIC_RELAXED);
+	}
+	render_wait(out, k, m);
+	render_dead_and_schedules(out, s);
+	metrics_counter(out, "pgjobd_db_connect_failures_total",
+			"Attempts to connect to the database (and start a "
+			"session) that failed.",
+			NULL, (double)fails);
+	metrics_gauge(out, "pgjobd_db_up",
+		      "1 while at least one worker has a live database "
+		      "connection.",
+		      NULL, up);
+	metrics_header(out, "pgjobd_config_reloads_total", "counter",
+		       "Config reloads (SIGHUP), by result.");
+	metrics_counter(out, "pgjobd_config_reloads_total", NULL,
+			"result=\"success\"", (double)ld(&s->reloads_ok));
+	metrics_counter(out, "pgjobd_config_reloads_total", NULL,
+			"result=\"failure\"", (double)ld(&s->reloads_failed));
+	metrics_gauge(
+		out, "pgjobd_config_last_reload_successful",
+		"1 when the last reload succeeded (and before any).", NULL,
+		(double)__atomic_load_n(&s->last_reload_ok, __ATOMIC_RELAXED));
+	metrics_gauge(
+		out, "pgjobd_config_last_reload_timestamp_seconds",
+		"When the last reload was tried (the start before any).", NULL,
+		(double)__atomic_load_n(&s->last_reload_s, __ATOMIC_RELAXED));
+}
+
 void
 stats_render(const struct stats *s, int n, int configured, struct buf *out)
 {
 	static struct sum k[STATS_MAX_KINDS * 4];
 	size_t m = sum_kinds(s, n, k, sizeof(k) / sizeof(k[0]));
-	render_jobs(out, k, m);
+	render_jobs(out, s, k, m);
 	render_workers(out, s, n, configured);
 	render_queues(out, s);
 	render_workflows(out, s);
+	render_health(out, s);
+	render_monitoring(out, s, n, k, m);
 }
 
 void

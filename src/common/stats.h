@@ -28,12 +28,34 @@ extern const double stats_bounds[STATS_BUCKETS];
 /* Upper bounds of the peak RSS histogram, in bytes. */
 extern const double stats_rss_bounds[STATS_BUCKETS];
 
+/* --- handler durations up to the largest timeout, time in queue -------
+ * ----------------------------------------------------------- */
+
+/* The handler duration histogram: stats_bounds, then up to 4 more bounds
+ * that reach the largest configured timeout (stats_dur_bounds()). */
+#define STATS_DUR_BUCKETS (STATS_BUCKETS + 4)
+/* The time-in-queue histogram: claim time minus run_at, 10 ms to 1 day. */
+#define STATS_WAIT_BUCKETS 14
+extern const double stats_wait_bounds[STATS_WAIT_BUCKETS];
+#define STATS_MAX_SCHEDULES 64
+
+/*
+ * Fills b (STATS_DUR_BUCKETS places) with the duration bounds for a
+ * largest configured timeout of max_timeout_s, and returns how many it
+ * used: stats_bounds alone when they reach it, else stats_bounds and
+ * 1 to 4 bounds in geometric steps of at least 2x up to max_timeout_s
+ * (rounded up to a second), so that the last finite bucket covers it.
+ */
+size_t stats_dur_bounds(double max_timeout_s, double *b);
+/* ----------------------------------------------------------------------- */
+
 /* One (kind, queue) a worker has run jobs of. */
 struct stats_kind {
 	char kind[STATS_NAME];
 	char queue[STATS_NAME];
 	uint64_t claimed, done, retried, dead, lost;
-	uint64_t dur[STATS_BUCKETS]; /* handler durations, per bucket */
+	/* Handler durations, per bucket of struct stats' dur_bounds. */
+	uint64_t dur[STATS_DUR_BUCKETS];
 	uint64_t dur_count, dur_sum_us;
 	/* What attempts used (docs/operations.md, "Metrics"): CPU time of
 	 * the attempts that measured it, and the peak RSS of each exec
@@ -41,6 +63,11 @@ struct stats_kind {
 	uint64_t cpu_ms;
 	uint64_t rss[STATS_BUCKETS];
 	uint64_t rss_count, rss_sum_kb;
+	/* Attempts that the handler's timeout ended (counted in
+	 * retried or dead too); time in queue, per stats_wait_bounds. */
+	uint64_t timed_out;
+	uint64_t wait[STATS_WAIT_BUCKETS];
+	uint64_t wait_count, wait_sum_us;
 };
 
 /* The limits a due job can wait for, as /metrics labels them. */
@@ -58,6 +85,9 @@ struct stats_queue {
 	int64_t limited, paused;
 	int64_t waiting[STATS_LIMITS];
 	int64_t tokens_milli;
+	/* Available jobs not due yet (run_at in the future), and
+	 * of kinds this instance's config has no handler for. */
+	int64_t scheduled, unhandled;
 };
 
 struct stats_worker {
@@ -67,6 +97,7 @@ struct stats_worker {
 	int32_t tasks_held;
 	int64_t last_ok_ms; /* CLOCK_MONOTONIC ms of the last good result */
 	uint64_t reconnects;
+	uint64_t connect_failures;     /* attempts to connect that failed */
 	uint64_t claim[STATS_BUCKETS]; /* claim round-trip times */
 	uint64_t claim_count, claim_sum_us;
 	uint32_t nkinds;
@@ -80,6 +111,42 @@ struct stats_worker {
 #define STATS_NOTIFY_RING 64
 /* The most due jobs a notification is believed to announce. */
 #define STATS_NOTIFY_MAX_DUE 1000000
+
+/*
+ * --- The database health guard (docs/operations.md, "Database health") ---
+ * Written by the worker of this instance that holds the pgjob:health lease
+ * (worker/health.c), one per cluster; the others' /metrics leave these
+ * series out.  Labels are bounded: the holder's kind (3), and the names of
+ * pgjob's own tables and indexes; a holder's pid and application_name go
+ * to the log line, never into a label.
+ */
+#define STATS_HEALTH_KINDS   3 /* backend, replication_slot, prepared_xact */
+#define STATS_HEALTH_TABLES  32
+#define STATS_HEALTH_INDEXES 64
+
+struct stats_health_rel {
+	char name[STATS_NAME];
+	int64_t dead;	     /* table: dead tuples */
+	int64_t vacuum_ms;   /* table: since its last (auto)vacuum; -1 none */
+	int64_t bloat_milli; /* index: estimated bloat, thousandths */
+};
+
+struct stats_health {
+	/* When it was written (CLOCK_MONOTONIC ms; 0: never) and until when
+	 * it counts (three intervals later: a worker that lost the lease
+	 * stops writing, and its last figures go out of /metrics). */
+	int64_t at_ms, valid_ms;
+	/* Per kind, the oldest holder: seconds (ms) and transactions; -1
+	 * when no holder of the kind holds the horizon back. */
+	int64_t xmin_age_ms[STATS_HEALTH_KINDS];
+	int64_t xmin_age_xids[STATS_HEALTH_KINDS];
+	uint32_t ntables, nindexes;
+	struct stats_health_rel tables[STATS_HEALTH_TABLES];
+	struct stats_health_rel indexes[STATS_HEALTH_INDEXES];
+};
+
+/* The names of the kinds, as the label holder= says them. */
+extern const char *const stats_health_kinds[STATS_HEALTH_KINDS];
 
 struct stats {
 	uint64_t worker_restarts;
@@ -98,6 +165,35 @@ struct stats {
 	 * and sending backend, stats_notify_take()) and how many workers
 	 * took it (high 16). */
 	uint64_t notify_ring[STATS_NOTIFY_RING];
+	/* The database health guard (see struct stats_health). */
+	struct stats_health health;
+
+	/* --- monitoring: duration bounds, reloads, dead jobs, schedules --- */
+	/* The handler duration bounds, set by the supervisor before it
+	 * forks (stats_dur_bounds()); 0: stats_bounds. */
+	uint32_t ndur_bounds;
+	double dur_bounds[STATS_DUR_BUCKETS];
+	/* Reloads (SIGHUP), as the supervisor counts them; the last one's
+	 * outcome (1 ok, also before any) and when (Unix seconds; the
+	 * start before any). */
+	uint64_t reloads_ok, reloads_failed;
+	int64_t last_reload_ok, last_reload_s;
+	/* Dead jobs per queue, counted by the depth reader once a minute
+	 * (src/worker/monitor.c); dead_at_ms: when (0: not yet). */
+	int64_t dead_at_ms;
+	uint32_t ndead;
+	struct {
+		char name[STATS_NAME];
+		int64_t n;
+	} dead[STATS_MAX_QUEUES];
+	/* Schedules that have ticked (pgjob.schedules), read with the
+	 * depths: the last tick and the next one after it by its cron (Unix
+	 * seconds; next 0: not known on this host). */
+	uint32_t nschedules;
+	struct {
+		char name[STATS_NAME];
+		int64_t last_tick_s, next_tick_s;
+	} schedules[STATS_MAX_SCHEDULES];
 };
 
 /* Maps a zeroed area; NULL (logged) if mmap fails.  Free with
@@ -129,6 +225,10 @@ void stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us,
  * (KiB, or -1: not measured) into k. */
 void stats_observe_usage(struct stats_kind *k, int64_t cpu_ms,
 			 int64_t max_rss_kb);
+/* The same into a (kind, queue)'s duration histogram, with s's bounds. */
+void stats_observe_dur(const struct stats *s, struct stats_kind *k, int64_t us);
+/* The same into its time-in-queue histogram (stats_wait_bounds). */
+void stats_observe_wait(struct stats_kind *k, int64_t us);
 
 /*
  * Reads a NOTIFY payload of the trigger pgjob.jobs_notify(): "<transaction

@@ -868,7 +868,9 @@ yaml_walk_map(struct yaml_doc *d, const struct ynode *at,
 		if (!yaml_entry_ok(d, map, p, path))
 			continue;
 		kpath = xasprintf("%s%s%s", path, *path ? "." : "", k->text);
-		if ((i = field_index(t, k->text)) < 0) {
+		if ((i = field_index(t, k->text)) < 0 && w->partial) {
+			/* skipped unread: see struct yaml_walk */
+		} else if (i < 0) {
 			yaml_doc_error(d, k, kpath, "unknown key \"%s\"",
 				       k->text);
 		} else if (t[i].only && w->variant &&
@@ -883,7 +885,7 @@ yaml_walk_map(struct yaml_doc *d, const struct ynode *at,
 		}
 		free(kpath);
 	}
-	for (int i = 0; t[i].key; i++)
+	for (int i = 0; t[i].key && !w->partial; i++)
 		if (t[i].required && !w->val[i] &&
 		    (!t[i].only || (t[i].only & w->variant)))
 			yaml_doc_error(d, at, path,

@@ -180,6 +180,12 @@ struct yaml_walk {
 	unsigned variant;
 	const char *const *variants;
 	const char *variant_of;
+	/*
+	 * Partial: keys not in t are skipped unread (not expanded, not
+	 * checked), and no key is required.  pgjob reads a handler so (its
+	 * type, queue and timeout), never the secrets the rest may hold.
+	 */
+	bool partial;
 	/* Filled in: the key and value node of each field found. */
 	const struct ynode *key[YAML_MAX_FIELDS];
 	const struct ynode *val[YAML_MAX_FIELDS];

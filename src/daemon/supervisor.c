@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/backoff.h"
@@ -35,6 +36,7 @@
 #include "common/metrics.h"
 #include "daemon/httpd.h"
 #include "daemon/notify.h"
+#include "daemon/procmetrics.h"
 #include "handlers/handler_check.h"
 #include "common/stats.h"
 #include "common/util.h"
@@ -518,6 +520,51 @@ kept_from_start(const struct supervisor *s, struct config *cfg)
 			  s->workers_override, s->workers_override);
 }
 
+/* --- reloads and duration bounds in /metrics ------------------------- */
+
+/* The largest timeout of cfg's handlers, in seconds. */
+static double
+max_timeout_s(const struct config *cfg)
+{
+	int64_t ms = 0;
+	for (size_t i = 0; i < cfg->nhandlers; i++)
+		if (cfg->handlers[i].timeout_ms > ms)
+			ms = cfg->handlers[i].timeout_ms;
+	return (double)ms / 1000.;
+}
+
+/*
+ * Sets the handler duration bounds from cfg's largest timeout, before any
+ * worker counts into them.  They stay for the process's life: a reload
+ * that raises the largest timeout beyond the last bound is logged, and
+ * longer runs count in +Inf until a restart (a series' buckets never
+ * change under Prometheus).
+ */
+static void
+set_dur_bounds(struct supervisor *s, const struct config *cfg)
+{
+	double t = max_timeout_s(cfg);
+	uint32_t n = __atomic_load_n(&s->stats->ndur_bounds, __ATOMIC_RELAXED);
+	if (n == 0) {
+		n = (uint32_t)stats_dur_bounds(t, s->stats->dur_bounds);
+		__atomic_store_n(&s->stats->ndur_bounds, n, __ATOMIC_RELEASE);
+	} else if (t > s->stats->dur_bounds[n - 1]) {
+		log_warnx(
+			"a handler timeout of %.0fs is over the last duration "
+			"bucket (%.0fs) until pgjobd restarts",
+			t, s->stats->dur_bounds[n - 1]);
+	}
+}
+
+/* Counts a reload (SIGHUP) and its outcome for /metrics. */
+static void
+reload_counted(struct supervisor *s, int ok)
+{
+	stats_add(ok ? &s->stats->reloads_ok : &s->stats->reloads_failed, 1);
+	stats_set(&s->stats->last_reload_ok, ok);
+	stats_set(&s->stats->last_reload_s, (int64_t)time(NULL));
+}
+
 static void
 on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -536,6 +583,7 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 		config_free(cfg);
 		cfg = NULL;
 	}
+	reload_counted(s, cfg != NULL);
 	if (!cfg) {
 		for (size_t i = 0; i < errs.n; i++)
 			log_errorx("%s", errs.msg[i]);
@@ -554,6 +602,7 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	override_database(s);
 	log_set_level(cfg->log_level);
 	log_set_json(cfg->log_format == LOG_FORMAT_JSON);
+	set_dur_bounds(s, cfg);
 	resize(s, nworkers(s));
 	roll_over(s);
 }
@@ -572,6 +621,21 @@ active_entries(const struct supervisor *s, int *idx)
 	return n;
 }
 
+/* build_info and process_*: the supervisor's own, and its live workers'
+ * (daemon/procmetrics.c). */
+static void
+render_processes(const struct supervisor *s, struct buf *body)
+{
+	pid_t pids[s->nchildren + 1 + running(s)];
+	int n = 0;
+	for (int i = 0; i < s->nchildren; i++)
+		if (s->children[i].pid > 0)
+			pids[n++] = s->children[i].pid;
+	for (const struct child *r = s->retired; r; r = r->next)
+		pids[n++] = r->pid;
+	procmetrics_render(body, pids, n);
+}
+
 static int
 render(void *arg, const char *path, struct buf *body, const char **content_type)
 {
@@ -581,6 +645,7 @@ render(void *arg, const char *path, struct buf *body, const char **content_type)
 	if (strcmp(path, "/metrics") == 0) {
 		*content_type = METRICS_CONTENT_TYPE;
 		stats_render(s->stats, s->sidx_high, nworkers(s), body);
+		render_processes(s, body);
 		return 200;
 	}
 	if (strcmp(path, "/healthz") == 0) {
@@ -662,6 +727,9 @@ start_services(struct supervisor *s)
 	s->stats = stats_create();
 	if (!s->stats)
 		return -1;
+	set_dur_bounds(s, s->cfg);
+	s->stats->last_reload_ok = 1;
+	s->stats->last_reload_s = (int64_t)time(NULL);
 	if (s->cfg->metrics_listen) {
 		s->metrics = httpd_listen(s->loop, s->cfg->metrics_listen,
 					  render, s, &err);

@@ -176,24 +176,26 @@ static const char claim_tail_sql[] =
 	 * is sent at all. */
 	"  returning j.id, j.kind, j.queue, j.payload::text as payload,"
 	"   j.attempts, coalesce(j.max_attempts, 0) as max_attempts,"
-	"   j.lease_token, j.ordering_key, j.lost_attempts)"
+	"   j.lease_token, j.ordering_key, j.lost_attempts, j.run_at)"
 	/* A payload over $10 bytes never reaches the worker's memory: it
 	 * gets the size, and the job ends dead (see start_job()). */
 	" select 'c', id, kind, queue,"
 	"  case when octet_length(payload) <= $10 then payload end,"
 	"  attempts, max_attempts, lease_token, ordering_key,"
-	"  null::smallint, null::bigint, lost_attempts, octet_length(payload)"
+	"  null::smallint, null::bigint, lost_attempts, octet_length(payload),"
+	/* Its time in the queue (/metrics), in ms. */
+	"  (extract(epoch from now() - run_at) * 1000)::bigint"
 	" from u"
 	" union all"
 	/* Per queue, the last job its parallel branch claimed. */
 	" select 'p', l.id, null, q.name, null, null, null, null, null, l.pr,"
-	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null"
+	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null, null"
 	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
 	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l"
 	" union all"
 	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
-	"  null, null, null from ql where ql.limited";
+	"  null, null, null, null from ql where ql.limited";
 
 static int
 cmp_id(const void *a, const void *b)
@@ -300,6 +302,10 @@ claimed_jobs(const PGresult *res, int *n)
 		/* NULL: over the limit, not sent (payload_bytes says how
 		 * big). */
 		j->payload_bytes = strtoll(PQgetvalue(res, i, 12), NULL, 10);
+		j->wait_ms =
+			PQgetisnull(res, i, 13)
+				? -1
+				: strtoll(PQgetvalue(res, i, 13), NULL, 10);
 		jobs[(*n)++] = j;
 	}
 	return jobs;
@@ -572,8 +578,13 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	dbev_prepare(d, "pgjob_claim_limited",
-		     "select * from pgjob.claim_limited($1, $2::int,"
-		     " $3::text[], $4, $5, $6::bigint, $7::bigint)",
+		     /* Column 13, as pgjob_claim's: a claimed job's time
+		      * in the queue, by its primary key. */
+		     "select c.*, (select (extract(epoch from now() -"
+		     "  j.run_at) * 1000)::bigint from pgjob.jobs j"
+		     "  where j.id = c.c_id and c.c_t = 'c')"
+		     " from pgjob.claim_limited($1, $2::int,"
+		     " $3::text[], $4, $5, $6::bigint, $7::bigint) c",
 		     7);
 	free(claim);
 }
@@ -609,6 +620,10 @@ sql_end(PGresult **res, int n, char **error)
 		if (i == 1 && state && strcmp(state, "PJ001") == 0)
 			return QUEUE_SQL_LEASE;
 		*error = db_error_text(NULL, res[i]);
+		/* query_canceled: only statement_timeout cancels the
+		 * handler's statement on the worker's own connection. */
+		if (i == 2 && state && strcmp(state, "57014") == 0)
+			return QUEUE_SQL_TIMED_OUT;
 		return QUEUE_SQL_FAILED;
 	}
 	return QUEUE_SQL_DONE;
@@ -686,20 +701,29 @@ read_depths(const struct db_call *c, const struct db_status *st,
 			PQgetisnull(res, i, 11)
 				? -1
 				: strtoll(PQgetvalue(res, i, 11), NULL, 10);
+		q[i].scheduled = strtoll(PQgetvalue(res, i, 12), NULL, 10);
+		q[i].unhandled = strtoll(PQgetvalue(res, i, 13), NULL, 10);
 	}
 	((queue_depths_fn *)c->cb)(c->arg, st, q, (size_t)n);
 	free(q);
 }
 
+/*
+ * The scan reads the available and running rows once (along the partial
+ * claim and running indexes); scheduled and unhandled are two more
+ * filters on the same rows, not a scan of their own.
+ */
 int
-queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
+queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
+	     queue_depths_fn *cb, void *arg)
 {
 	char lim[16];
 	snprintf(lim, sizeof(lim), "%d", max);
-	const char *p[] = {lim};
+	char *k = db_text_array(kinds, nkinds);
+	const char *p[] = {lim, k};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
-	return dbev_call(
+	int rc = dbev_call(
 		d,
 		"with d as (select queue,"
 		"  count(*) filter (where state = 'available'"
@@ -707,7 +731,11 @@ queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
 		"  count(*) filter (where state = 'running') as running,"
 		"  coalesce(extract(epoch from now() - min(run_at)"
 		"   filter (where state = 'available'"
-		"    and run_at <= now())) * 1000, 0)::bigint as oldest"
+		"    and run_at <= now())) * 1000, 0)::bigint as oldest,"
+		"  count(*) filter (where state = 'available'"
+		"   and run_at > now()) as scheduled,"
+		"  count(*) filter (where state = 'available'"
+		"   and kind <> all($2::text[])) as unhandled"
 		" from pgjob.jobs"
 		" where state in ('available', 'running')"
 		" group by queue)"
@@ -715,12 +743,53 @@ queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg)
 		"  coalesce(d.running, 0), coalesce(d.oldest, 0),"
 		"  l.queue is not null, coalesce(l.paused, false),"
 		"  w.paused, w.throttled, w.concurrency, w.rate,"
-		"  w.key_concurrency, (w.tokens * 1000)::bigint"
+		"  w.key_concurrency, (w.tokens * 1000)::bigint,"
+		"  coalesce(d.scheduled, 0), coalesce(d.unhandled, 0)"
 		" from d full join pgjob.limits l on l.queue = d.queue"
 		" cross join lateral pgjob.limit_waiting(coalesce(d.queue,"
 		"  l.queue)) w"
 		" order by 1 limit $1",
-		0, 1, p, read_depths, &call);
+		0, 2, p, read_depths, &call);
+	free(k);
+	return rc;
+}
+
+static void
+read_dead(const struct db_call *c, const struct db_status *st,
+	  const PGresult *res)
+{
+	int n = st->error == DB_OK ? PQntuples(res) : 0;
+	if (n > (int)c->n)
+		n = (int)c->n;
+	struct queue_dead *q = xcalloc((size_t)n + 1, sizeof(*q));
+	for (int i = 0; i < n; i++) {
+		snprintf(q[i].name, sizeof(q[i].name), "%s",
+			 PQgetvalue(res, i, 0));
+		q[i].dead = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	}
+	((queue_dead_fn *)c->cb)(c->arg, st, q, (size_t)n);
+	free(q);
+}
+
+/*
+ * Dead rows have no index of their own: they are read along the
+ * retention index (jobs_finished_idx: done, dead and cancelled rows), so
+ * the cost grows with the finished rows that retention keeps.  The worker
+ * runs it once a minute, not per scrape (docs/operations.md).
+ */
+int
+queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg)
+{
+	char lim[16];
+	snprintf(lim, sizeof(lim), "%d", max);
+	const char *p[] = {lim};
+	struct db_call call = DB_CALL(cb, arg);
+	call.n = (size_t)max;
+	return dbev_call(d,
+			 "select queue, count(*) from pgjob.jobs"
+			 " where state = 'dead' group by queue"
+			 " order by 1 limit $1",
+			 0, 1, p, read_dead, &call);
 }
 
 static void

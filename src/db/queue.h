@@ -191,6 +191,7 @@ enum queue_sql_end {
 	QUEUE_SQL_FAILED,    /* the statement failed: all rolled back */
 	QUEUE_SQL_LEASE,     /* the lease was lost: nothing ran */
 	QUEUE_SQL_CONN_LOST, /* unknown: the connection broke */
+	QUEUE_SQL_TIMED_OUT, /* FAILED by statement_timeout (57014) */
 };
 /* error (borrowed for the call) is set for FAILED and CONN_LOST. */
 typedef void queue_sql_fn(void *arg, enum queue_sql_end end, const char *error);
@@ -215,12 +216,26 @@ struct queue_depth {
 	bool limited, paused;
 	int64_t waiting[5];
 	int64_t tokens_milli;
+	/* Available jobs not due yet; available jobs of a kind not in the
+	 * kinds given to queue_depths(). */
+	int64_t scheduled, unhandled;
 };
 typedef void queue_depths_fn(void *arg, const struct db_status *st,
 			     const struct queue_depth *q, size_t n);
 /* The depth of every queue with unfinished jobs or limits, at most max of
- * them, by name. */
-int queue_depths(struct dbev *d, int max, queue_depths_fn *cb, void *arg);
+ * them, by name; kinds[0..nkinds) are the kinds this instance handles. */
+int queue_depths(struct dbev *d, int max, const char *const *kinds,
+		 size_t nkinds, queue_depths_fn *cb, void *arg);
+
+/* Dead jobs of one queue. */
+struct queue_dead {
+	char name[64];
+	int64_t dead;
+};
+typedef void queue_dead_fn(void *arg, const struct db_status *st,
+			   const struct queue_dead *q, size_t n);
+/* Dead jobs per queue, at most max queues, by name. */
+int queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg);
 
 /* Workflows (docs/workflows.md): running now, and done and failed since
  * the schema was made, pruned ones included. */

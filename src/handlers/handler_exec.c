@@ -84,8 +84,9 @@ struct exec_run {
 	char err[STDERR_TAIL]; /* ring buffer of the stderr tail */
 	size_t err_total;      /* stderr bytes seen */
 	int64_t start_ms;
-	char *why;    /* owned: "timed out after 30s", "stopped: ..." or NULL */
-	bool stopped; /* by handler_exec_stop(): the worker decides the end */
+	char *why; /* owned: "timed out after 30s", "stopped: ..." or NULL */
+	int timed_out; /* its timeout, not a stop, sent the SIGTERM */
+	bool stopped;  /* by handler_exec_stop(): the worker decides the end */
 };
 
 static void xlog(const struct exec_run *x, int level, const char *fmt, ...)
@@ -523,6 +524,8 @@ timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return; /* it made it: the pid watcher reports it */
 	duration_format(x->timeout_ms, d, sizeof(d));
 	xlog(x, LOG_WARN, "timed out after %s; sending SIGTERM", d);
+	if (!x->why)
+		x->timed_out = 1;
 	terminate(x, xasprintf("timed out after %s", d));
 }
 
@@ -686,6 +689,7 @@ make_result(struct exec_run *x, int status, const struct rusage *ru,
 			break;
 		}
 	}
+	res->timed_out = x->timed_out;
 	if (x->why) {
 		char *w = xasprintf("%s (%s)", x->why, what);
 		free(what);

@@ -867,6 +867,7 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 	res->retry_in_ms = -1;
 	if (rc != CURLE_OK) {
 		res->error = curl_error_text(x, rc);
+		res->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
 		return;
 	}
 	lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);

@@ -18,4 +18,5 @@ handler_result_clear(struct handler_result *r)
 	r->measured = false;
 	r->cpu_ms = -1;
 	r->max_rss_kb = -1;
+	r->timed_out = 0;
 }

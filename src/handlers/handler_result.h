@@ -25,6 +25,9 @@ struct handler_result {
 	bool measured;
 	int64_t cpu_ms;
 	int64_t max_rss_kb;
+	/* 1: the handler's timeout ended the attempt (counted apart in
+	 * /metrics: pgjobd_jobs_timed_out_total). */
+	int timed_out;
 };
 
 /* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }, nothing

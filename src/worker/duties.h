@@ -6,6 +6,7 @@
  *   scheduler.c  the scheduler lease; every live worker's schedules ticked
  *   tasks.c      leased task partitions, up to this worker's share
  *   pruning.c    the pruning lease; finished jobs, request keys, old rows
+ *   health.c     the health lease; the xmin horizon, dead tuples, bloat
  *
  * All state here is about leases this worker believes it holds; the
  * database decides, and a stale belief costs at most one refused write.
@@ -21,6 +22,8 @@
 struct config;
 struct dbev;
 struct part;
+struct stats;
+struct xmin_seen;
 
 /* Lines logged once while their cause lasts (scheduler_note()). */
 struct notes {
@@ -52,6 +55,17 @@ struct duty {
 	/* tasks.c */
 	struct part *parts;
 	int acquiring; /* a task partition acquire is in flight */
+	/* health.c: the lease, the last check, the warning in force (its
+	 * holder's key, when it was last logged), and since when each
+	 * holder without a start time was seen (a lower bound of its age). */
+	struct stats *stats; /* /metrics, or NULL */
+	int64_t health_token;
+	int64_t last_health;
+	int health_busy, health_failed;
+	char *warn_key;
+	int64_t warned_at;
+	struct xmin_seen *xseen;
+	size_t nxseen;
 };
 
 /* How long the duties' leases last: three periods. */
@@ -77,6 +91,17 @@ void scheduler_free(struct duty *d);
 /* Renews or takes the pruning lease and, holding it, prunes a batch. */
 void pruning_period(struct duty *d);
 void pruning_stop(struct duty *d);
+
+/* health.c */
+/* Renews or takes the health lease (every period). */
+void health_period(struct duty *d);
+/* Holding it, reads the database's health every health.interval (every
+ * tick). */
+void health_round(struct duty *d);
+void health_stop(struct duty *d);
+/* The connection is gone, and the lease with it. */
+void health_forget(struct duty *d);
+void health_free(struct duty *d);
 
 /* tasks.c */
 /* Renews the partitions held and takes or sheds to this worker's share. */

@@ -1,5 +1,6 @@
 /*
- * duty: the scheduler, pruning and leased tasks, each behind a lease row.
+ * duty: the scheduler, pruning, leased tasks and the health guard, each
+ * behind a lease row.
  *
  * A timer ticks every second.  Every period (a third of a lease) the duty
  * renews what it holds and tries to take what it should: the scheduler and
@@ -77,10 +78,12 @@ on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 		 * worker's schedules, not only its own. */
 		scheduler_period(d);
 		pruning_period(d);
+		health_period(d);
 		if (d->cfg->ntasks > 0)
 			tasks_period(d);
 	}
 	scheduler_round(d);
+	health_round(d);
 }
 
 struct duty *
@@ -116,6 +119,7 @@ duty_set_db(struct duty *d, struct dbev *db, int slot)
 	d->published = 0;
 	d->prune_token = 0;
 	scheduler_forget(d);
+	health_forget(d);
 	tasks_lost(d);
 }
 
@@ -126,8 +130,15 @@ duty_stop(struct duty *d)
 	tasks_stop(d);
 	scheduler_stop(d);
 	pruning_stop(d);
+	health_stop(d);
 	if (d->db)
 		publish(d); /* withdraws */
+}
+
+void
+duty_set_stats(struct duty *d, struct stats *stats)
+{
+	d->stats = stats;
 }
 
 int
@@ -145,6 +156,7 @@ duty_free(struct duty *d)
 	/* The loop is about to end: no command may outlive the worker. */
 	tasks_free(d);
 	scheduler_free(d);
+	health_free(d);
 	free(d->defined_at);
 	free(d->holder);
 	free(d);

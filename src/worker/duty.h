@@ -17,6 +17,7 @@ struct config;
 struct dbev;
 struct ev_loop;
 struct duty;
+struct stats;
 
 /*
  * A new duty runner for one worker.  holder names the worker in lease rows
@@ -34,6 +35,9 @@ void duty_set_db(struct duty *d, struct dbev *db, int slot);
 /* Shutdown: stop the task commands and give their leases back as they
  * exit. */
 void duty_stop(struct duty *d);
+/* Where the health duty writes its figures for /metrics (borrowed; NULL:
+ * nowhere). */
+void duty_set_stats(struct duty *d, struct stats *stats);
 /* Task commands still running. */
 int duty_running(const struct duty *d);
 

@@ -132,8 +132,8 @@ static void
 observe_run(struct held *h)
 {
 	if (h->sk)
-		stats_observe(h->sk->dur, &h->sk->dur_count, &h->sk->dur_sum_us,
-			      (util_now_ms() - h->started_ms) * 1000);
+		stats_observe_dur(h->w->stats, h->sk,
+				  (util_now_ms() - h->started_ms) * 1000);
 }
 
 /*
@@ -181,6 +181,9 @@ count_end(struct held *h, enum job_state state, int written)
 		stats_add(&h->sk->dead, 1);
 	else if (state == JOB_AVAILABLE && !h->release)
 		stats_add(&h->sk->retried, 1);
+	/* Also in retried or dead: the timeouts apart. */
+	if (written && h->res.timed_out && state != JOB_DONE)
+		stats_add(&h->sk->timed_out, 1);
 }
 
 /*
@@ -262,10 +265,12 @@ on_sql_done(void *arg, enum queue_sql_end end, const char *error)
 			"nothing was done");
 		break;
 	case QUEUE_SQL_FAILED:
+	case QUEUE_SQL_TIMED_OUT:
 	case QUEUE_SQL_CONN_LOST:
 		/* Rolled back (or, if the connection broke after the commit,
 		 * done: then the compare-and-set refuses this end). */
 		r.error = xstrdup(error);
+		r.timed_out = end == QUEUE_SQL_TIMED_OUT;
 		held_ended(h, &r);
 		handler_result_clear(&r);
 		held_sql_next(w);
@@ -368,8 +373,11 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	h->job.handler = config_handler(w->cfg, h->job.kind);
 	h->queue = q;
 	h->started_ms = util_now_ms();
-	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL)
+	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL) {
 		stats_add(&h->sk->claimed, 1);
+		if (h->job.wait_ms >= 0)
+			stats_observe_wait(h->sk, h->job.wait_ms * 1000);
+	}
 	h->deadline_ms = sent_ms + w->cfg->lease_ms - lease_margin(w);
 	h->next = w->head;
 	if (w->head)

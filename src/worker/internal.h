@@ -177,4 +177,8 @@ void renew_all(struct worker *w);
 /* Stops the handlers whose lease could not be renewed in time. */
 void renew_check_deadlines(struct worker *w);
 
+/* monitor.c: what the depth reader reads besides the depths, for
+ * /metrics: dead jobs per queue (once a minute), the schedules' ticks. */
+void monitor_read(struct worker *w);
+
 #endif

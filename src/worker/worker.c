@@ -28,6 +28,7 @@
 #include "db/db.h"
 #include "db/dbev.h"
 #include "db/lease.h"
+#include "db/pooler.h"
 #include "db/session.h"
 #include "worker/duty.h"
 #include "worker/internal.h"
@@ -87,6 +88,8 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 		for (int k = 0; k < STATS_LIMITS; k++)
 			stats_set(&sq->waiting[k], q[i].waiting[k]);
 		stats_set(&sq->tokens_milli, q[i].tokens_milli);
+		stats_set(&sq->scheduled, q[i].scheduled);
+		stats_set(&sq->unhandled, q[i].unhandled);
 	}
 	__atomic_store_n(&s->nqueues, (uint32_t)n, __ATOMIC_RELEASE);
 	stats_set(&s->queues_at_ms, util_now_ms());
@@ -115,8 +118,10 @@ on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 					   __ATOMIC_RELAXED) != w->index)
 		return;
 	if (w->db) {
-		queue_depths(w->db, STATS_MAX_QUEUES, on_depths, w);
+		queue_depths(w->db, STATS_MAX_QUEUES, w->kinds, w->nkinds,
+			     on_depths, w);
 		queue_workflows(w->db, on_workflows, w);
+		monitor_read(w);
 	}
 }
 
@@ -159,6 +164,28 @@ schedule_reconnect(struct worker *w)
 	ev_timer_start(w->loop, &w->reconnect);
 }
 
+/*
+ * Refuses a pool that shares server sessions (pooler.h) before anything of
+ * the session is set up: EXIT_CONFIG, as a schema this binary cannot use,
+ * so that the supervisor stops instead of restarting workers that would
+ * lose their slot at every transaction's end.  0, -1 (retry later) or
+ * EXIT_CONFIG, logged.
+ */
+static int
+check_pooler(struct db_conn *conn)
+{
+	char *msg;
+	enum pooler found = pooler_check(conn, &msg);
+	if (found == POOLER_SHARED)
+		log_errorx("%s", msg);
+	else if (msg)
+		log_warnx("%s", msg);
+	free(msg);
+	return found == POOLER_SHARED  ? EXIT_CONFIG
+	       : found == POOLER_ERROR ? -1
+				       : 0;
+}
+
 /* The session on a fresh connection (session_start()); returns 0, -1
  * (retry later) or an exit code > 0, logged. */
 static int
@@ -176,7 +203,10 @@ setup_session(struct worker *w, struct db_conn *conn)
 	};
 	char *err;
 	int slot = 0;
-	int rc = session_start(conn, &sw, &slot, &err);
+	int rc = check_pooler(conn);
+	if (rc != 0)
+		return rc;
+	rc = session_start(conn, &sw, &slot, &err);
 	if (rc != 0) {
 		if (rc > 0)
 			log_errorx("%s", err);
@@ -231,6 +261,7 @@ connect_db(struct worker *w)
 	if (!conn) {
 		log_warnx("%s", err);
 		free(err);
+		stats_add(&w->st->connect_failures, 1);
 		schedule_reconnect(w);
 		return;
 	}
@@ -245,6 +276,7 @@ connect_db(struct worker *w)
 	struct dbev_hooks hooks = {claim_on_notify, conn_lost, w};
 	if (rc < 0 || !(w->db = dbev_new(w->loop, conn, &hooks))) {
 		db_close(conn);
+		stats_add(&w->st->connect_failures, 1);
 		schedule_reconnect(w);
 		return;
 	}
@@ -485,6 +517,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	handler_init(cfg);
 	char *holder = xasprintf("%s/%d", w.host, w.pid);
 	w.duty = duty_new(w.loop, cfg, holder, (int64_t)(period(&w) * 1000.));
+	duty_set_stats(w.duty, stats);
 	free(holder);
 	init_watchers(&w, parent_fd);
 	/* Blocked by the supervisor until now (see spawn()): a retire sent

@@ -199,6 +199,8 @@ test_defaults(void **state)
 		assert_int_equal(c->retention_ms, 7 * 86400000LL);
 		assert_int_equal(c->poll_interval_ms, 1000);
 		assert_int_equal(c->max_payload_bytes, 1048576);
+		assert_int_equal(c->health_interval_ms, 10000);
+		assert_int_equal(c->health_xmin_warn_ms, 300000);
 		assert_int_equal(c->log_level, LOG_INFO);
 		assert_int_equal(c->log_format, LOG_FORMAT_TEXT);
 		assert_null(c->metrics_listen);
@@ -275,6 +277,7 @@ test_handler_keys(void **state)
 		"lock_class: -5\n"
 		"poll_interval: 250ms\n"
 		"max_payload_bytes: 65536\n"
+		"health: { interval: 2s, xmin_warn: 90s }\n"
 		"handlers:\n"
 		"  run:\n"
 		"    type: exec\n"
@@ -309,6 +312,8 @@ test_handler_keys(void **state)
 	assert_int_equal(c->lock_class, -5);
 	assert_int_equal(c->poll_interval_ms, 250);
 	assert_int_equal(c->max_payload_bytes, 65536);
+	assert_int_equal(c->health_interval_ms, 2000);
+	assert_int_equal(c->health_xmin_warn_ms, 90000);
 	h = config_handler(c, "run");
 	assert_int_equal(h->command.n, 4);
 	assert_string_equal(h->command.v[0], "sh");
@@ -429,6 +434,13 @@ static const struct bad bad_configs[] = {
 	{"lease: 500ms\n", {"t.yaml:1:8: lease: must be at least 1s"}},
 	{"poll_interval: 0\n",
 	 {"t.yaml:1:16: poll_interval: must be at least 10ms"}},
+	{"health: { interval: 500ms, xmin_warn: 5y }\n",
+	 {"t.yaml:1:21: health.interval: must be at least 1s",
+	  "t.yaml:1:39: health.xmin_warn: bad duration \"5y\" " HINT}},
+	{"health: { interval: [1] }\n",
+	 {"t.yaml:1:21: health.interval: expected a duration " HINT}},
+	{"health: { xmin_wrn: 5m }\n",
+	 {"t.yaml:1:11: health.xmin_wrn: unknown key \"xmin_wrn\""}},
 	{"retention: 999999999999999999d\n",
 	 {"t.yaml:1:12: retention: bad duration \"999999999999999999d\" (too "
 	  "large)"}},
@@ -1353,12 +1365,16 @@ test_secrets_in_config(void **state)
 			       "variable \"PGJOBD_T_UNSET\" is not set"));
 	config_errors_free(&errs);
 
-	/* pgjob: the top-level settings, and no section read. */
+	/* pgjob: the top-level settings, the queues, and of each handler
+	 * its name, type, queue and timeout: no secret read. */
 	c = config_load_settings(path, &errs);
 	assert_non_null(c);
 	assert_string_equal(c->conninfo, "dbname=app");
 	assert_int_equal(c->retention_ms, 2 * 86400 * 1000LL);
-	assert_int_equal(c->nhandlers, 0);
+	assert_int_equal(c->nhandlers, 2);
+	assert_non_null(config_handler(c, "a"));
+	assert_int_equal(config_handler(c, "a")->headers.n, 0);
+	assert_int_equal(config_handler(c, "b")->env.n, 0);
 	assert_non_null(config_queue(c, "default"));
 	config_free(c);
 

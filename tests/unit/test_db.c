@@ -12,6 +12,7 @@
 
 #include "common/conninfo.h"
 #include "db/db.h"
+#include "db/health.h"
 #include "db/internal.h"
 
 static void
@@ -215,6 +216,29 @@ test_arrays(void **state)
 	free(s);
 }
 
+/* The literals of doctor's and the log's fixes: a gid is whatever a
+ * client chose. */
+static void
+test_sql_literal(void **state)
+{
+	static const struct {
+		const char *in, *want;
+	} cases[] = {
+		{"tx-2041", "'tx-2041'"},
+		{"", "''"},
+		{"it's", "'it''s'"},
+		{"a\\b", "E'a\\\\b'"},
+		{"gid\x1b[2J\nx'y", "E'gid\\x1b[2J\\x0ax''y'"},
+		{"del\x7f", "E'del\\x7f'"},
+		{"caf\xc3\xa9", "'caf\xc3\xa9'"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *s = health_sql_literal(cases[i].in);
+		assert_string_equal(s, cases[i].want);
+		free(s);
+	}
+}
+
 int
 main(void)
 {
@@ -228,6 +252,7 @@ main(void)
 		cmocka_unit_test(test_scrub_knows_libpq_secrets),
 		cmocka_unit_test(test_classify_without_result),
 		cmocka_unit_test(test_arrays),
+		cmocka_unit_test(test_sql_literal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

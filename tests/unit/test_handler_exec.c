@@ -172,6 +172,7 @@ test_json_stdout(void **state)
 
 	run_mode("json", NULL, 10000, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_int_equal(o.res.timed_out, 0);
 	assert_string_equal(o.res.result, "{\"a\": 1, \"b\": [true, null]}");
 	assert_null(o.res.error);
 	assert_int_equal(o.res.retry_in_ms, -1);
@@ -581,6 +582,7 @@ test_timeout(void **state)
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error,
 			    "timed out after 300ms (killed by signal 9)");
+	assert_int_equal(o.res.timed_out, 1); /* counted apart */
 	assert_true(o.elapsed_ms >= 550);
 	assert_true(o.elapsed_ms < 5000);
 	check_killed(read_pid(file));

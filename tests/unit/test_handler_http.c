@@ -503,6 +503,7 @@ test_connect_timeout(void **state)
 	run_job(&t.h, "{}", &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_memory_equal(o.res.error, "timed out after 500ms (", 23);
+	assert_int_equal(o.res.timed_out, 1);
 	assert_in_range(o.end_ms - o.start_ms, 450, 5000);
 	handler_result_clear(&o.res);
 	for (int i = 0; i < 3; i++)

@@ -1,5 +1,5 @@
 /* Unit tests for log: logfmt and JSON lines, quoting, levels, the slot and
- * job fields. */
+ * job fields, journald's priority prefixes. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,8 +7,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -31,10 +33,50 @@ capture(void (*fn)(void))
 	return out;
 }
 
+/* Makes stderr (as it is now: capture()'s pipe) journald's stream, as
+ * systemd does: JOURNAL_STREAM holds its device and inode. */
+static void
+journal_here(void)
+{
+	struct stat st;
+	char v[64];
+	assert_int_equal(fstat(2, &st), 0);
+	snprintf(v, sizeof(v), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", v, 1);
+}
+
+/* tmpl with every "@PID" replaced by this process's pid (caller frees). */
+static char *
+with_pid(const char *tmpl)
+{
+	char pid[16];
+	char *out = calloc(1, strlen(tmpl) * 2 + 1), *o = out;
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	for (const char *p = tmpl; *p;) {
+		if (strncmp(p, "@PID", 4) == 0) {
+			o = stpcpy(o, pid);
+			p += 4;
+		} else {
+			*o++ = *p++;
+		}
+	}
+	return out;
+}
+
+static void
+assert_lines(char *out, const char *tmpl)
+{
+	char *want = with_pid(tmpl);
+	assert_string_equal(out, want);
+	free(want);
+	free(out);
+}
+
 static void
 emit_text(void)
 {
-	setenv("JOURNAL_STREAM", "1:2", 1); /* no ts= and pid= */
+	journal_here(); /* no ts= */
 	log_init("worker", LOG_INFO, 0);
 	log_set_worker(2, 3);
 	log_debug("hidden");
@@ -48,21 +90,20 @@ emit_text(void)
 static void
 test_text(void **state)
 {
-	char *out = capture(emit_text);
-	assert_string_equal(
-		out, "level=info proc=worker worker=2 slot=3 job=88121 "
-		     "kind=thumbnail attempt=2 msg=\"exit status 3, retry in "
-		     "30s\"\n"
-		     "level=warn proc=worker worker=2 slot=3 msg=plain\n"
-		     "level=error proc=worker worker=2 slot=3 msg=\"quote \\\" "
-		     "and\\nnewline\"\n");
-	free(out);
+	assert_lines(capture(emit_text),
+		     "<6>level=info proc=worker pid=@PID worker=2 slot=3 "
+		     "job=88121 kind=thumbnail attempt=2 msg=\"exit status 3, "
+		     "retry in 30s\"\n"
+		     "<4>level=warn proc=worker pid=@PID worker=2 slot=3 "
+		     "msg=plain\n"
+		     "<3>level=error proc=worker pid=@PID worker=2 slot=3 "
+		     "msg=\"quote \\\" and\\nnewline\"\n");
 }
 
 static void
 emit_errno(void)
 {
-	setenv("JOURNAL_STREAM", "1:2", 1);
+	journal_here();
 	log_init("supervisor", LOG_INFO, 0);
 	errno = ENOENT;
 	log_warn("open %s", "x.yaml");
@@ -75,19 +116,18 @@ emit_errno(void)
 static void
 test_warn_pair(void **state)
 {
-	char *out = capture(emit_errno);
-	assert_string_equal(out,
-			    "level=warn proc=supervisor msg=\"open x.yaml: "
-			    "No such file or directory\"\n"
-			    "level=warn proc=supervisor msg=\"no errno "
-			    "here\"\n");
-	free(out);
+	assert_lines(
+		capture(emit_errno),
+		"<4>level=warn proc=supervisor pid=@PID msg=\"open x.yaml: "
+		"No such file or directory\"\n"
+		"<4>level=warn proc=supervisor pid=@PID msg=\"no errno "
+		"here\"\n");
 }
 
 static void
 emit_json(void)
 {
-	setenv("JOURNAL_STREAM", "1:2", 1);
+	journal_here();
 	log_init("supervisor", LOG_DEBUG, 1);
 	log_debug("a \"b\"");
 	log_set_json(0);
@@ -96,10 +136,9 @@ emit_json(void)
 static void
 test_json(void **state)
 {
-	char *out = capture(emit_json);
-	assert_string_equal(out, "{\"level\":\"debug\",\"proc\":\"supervisor\","
-				 "\"msg\":\"a \\\"b\\\"\"}\n");
-	free(out);
+	assert_lines(capture(emit_json),
+		     "<7>{\"level\":\"debug\",\"proc\":\"supervisor\","
+		     "\"pid\":@PID,\"msg\":\"a \\\"b\\\"\"}\n");
 }
 
 static void
@@ -148,7 +187,7 @@ assert_terminal_safe(const char *text)
 static void
 emit_hostile(void)
 {
-	setenv("JOURNAL_STREAM", "1:2", 1);
+	journal_here();
 	struct log_job j = {7, "k\x1b[2J\r\x07\xff", 1};
 	log_init("worker", LOG_INFO, 0);
 	log_job(LOG_INFO, &j, "%s",
@@ -170,14 +209,44 @@ test_control_characters(void **state)
 {
 	char *out = capture(emit_hostile);
 	assert_terminal_safe(out);
-	assert_string_equal(
-		out,
-		"level=info proc=worker job=7 kind=\"k\\u001b[2J\\r\\u0007"
-		"\\xff\" attempt=1 msg=\"a\\rb\\u0007c\\xff\\u009bd"
-		"\\u007fcafé\"\n"
-		"{\"level\":\"info\",\"proc\":\"worker\",\"job\":7,\"kind\":"
-		"\"k\\u001b[2J\\r\\u0007\\ufffd\",\"attempt\":1,\"msg\":"
-		"\"a\\rb\\u0007c\\ufffd\\u009bd\\u007fcafé\"}\n");
+	assert_lines(out,
+		     "<6>level=info proc=worker pid=@PID job=7 "
+		     "kind=\"k\\u001b[2J\\r\\u0007"
+		     "\\xff\" attempt=1 msg=\"a\\rb\\u0007c\\xff\\u009bd"
+		     "\\u007fcafé\"\n"
+		     "<6>{\"level\":\"info\",\"proc\":\"worker\",\"pid\":@PID,"
+		     "\"job\":7,\"kind\":"
+		     "\"k\\u001b[2J\\r\\u0007\\ufffd\",\"attempt\":1,\"msg\":"
+		     "\"a\\rb\\u0007c\\ufffd\\u009bd\\u007fcafé\"}\n");
+}
+
+/* JOURNAL_STREAM set, but naming another file than stderr (a wrapper
+ * redirected it), or not "<dev>:<ino>": not journald, the plain format. */
+static void
+emit_not_journal(void)
+{
+	struct stat st;
+	char v[64];
+	assert_int_equal(stat("/", &st), 0);
+	snprintf(v, sizeof(v), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", v, 1);
+	log_init("worker", LOG_INFO, 0);
+	log_warnx("elsewhere");
+	setenv("JOURNAL_STREAM", "garbage", 1);
+	log_init("worker", LOG_INFO, 0);
+	log_warnx("garbage");
+}
+
+static void
+test_journal_stream_not_matching(void **state)
+{
+	char *out = capture(emit_not_journal);
+	char *second = strchr(out, '\n') + 1;
+	assert_int_equal(strncmp(out, "ts=20", 5), 0);
+	assert_non_null(strstr(out, "Z level=warn proc=worker pid="));
+	assert_int_equal(strncmp(second, "ts=20", 5), 0);
+	assert_null(strchr(out, '<'));
 	free(out);
 }
 
@@ -197,6 +266,7 @@ main(void)
 		cmocka_unit_test(test_warn_pair),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_time_and_pid_outside_journald),
+		cmocka_unit_test(test_journal_stream_not_matching),
 		cmocka_unit_test(test_control_characters),
 		cmocka_unit_test(test_level_parse),
 	};

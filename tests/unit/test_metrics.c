@@ -1,7 +1,10 @@
 /* Unit tests for metrics: a real server on a loopback port of a loop of the
  * test's own, driven with ev_run(EVRUN_NOWAIT) between plain-socket client
  * steps (status codes, HEAD, oversize and malformed requests, slow clients,
- * the connection limit, fork), and the exact Prometheus text. */
+ * the connection limit, fork), and the exact Prometheus text; the series of
+ * monitoring (time in queue, timeouts, dead and scheduled jobs, schedules,
+ * reloads, the database, process_*) as stats_render() and
+ * procmetrics_render() write them. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,13 +22,16 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/stats.h"
 #include "daemon/httpd.h"
+#include "daemon/procmetrics.h"
 #include "common/util.h"
 
 #define BIG (1024 * 1024) /* a body far larger than a socket buffer */
@@ -658,11 +664,251 @@ test_bucket(void **state)
 	assert_int_equal(metrics_bucket(bounds, 0, 1), 0);
 }
 
+/* The health series: written by the lease holder's worker, rendered while
+ * fresh, left out once stale or never written. */
+static void
+test_health_series(void **state)
+{
+	struct stats *s = stats_create();
+	struct buf out = {0};
+	assert_non_null(s);
+	stats_render(s, 0, 1, &out);
+	assert_null(strstr(out.data, "pgjobd_db_xmin"));
+	assert_null(strstr(out.data, "pgjobd_db_dead_tuples"));
+	buf_reset(&out);
+
+	struct stats_health *h = &s->health;
+	int64_t now = util_now_ms();
+	h->xmin_age_ms[0] = 312500;
+	h->xmin_age_xids[0] = 4113;
+	h->xmin_age_ms[1] = h->xmin_age_xids[1] = -1;
+	h->xmin_age_ms[2] = 9000;
+	h->xmin_age_xids[2] = 20;
+	snprintf(h->tables[0].name, sizeof(h->tables[0].name), "jobs");
+	h->tables[0].dead = 1234;
+	h->tables[0].vacuum_ms = -1;
+	h->ntables = 1;
+	snprintf(h->indexes[0].name, sizeof(h->indexes[0].name),
+		 "jobs_claim_idx");
+	h->indexes[0].bloat_milli = 375;
+	h->nindexes = 1;
+	h->valid_ms = now + 30000;
+	h->at_ms = now;
+	stats_render(s, 0, 1, &out);
+	static const char *const want[] = {
+		"pgjobd_db_xmin_horizon_age_seconds{holder=\"backend\"} "
+		"312.5\n",
+		"pgjobd_db_xmin_horizon_age_seconds{holder=\"replication_"
+		"slot\"} "
+		"0\n",
+		"pgjobd_db_xmin_horizon_age_seconds{holder=\"prepared_xact\"} "
+		"9\n",
+		"pgjobd_db_xmin_horizon_age_xids{holder=\"backend\"} 4113\n",
+		"pgjobd_db_dead_tuples{table=\"jobs\"} 1234\n",
+		"pgjobd_db_last_vacuum_age_seconds{table=\"jobs\"} -1\n",
+		"pgjobd_db_index_bloat_ratio{index=\"jobs_claim_idx\"} 0.375\n",
+		"# TYPE pgjobd_db_index_bloat_ratio gauge\n",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(out.data, want[i]))
+			fail_msg("missing %s in:\n%s", want[i], out.data);
+	buf_reset(&out);
+
+	/* The holder stopped writing: three intervals later, gone. */
+	h->valid_ms = now - 1;
+	stats_render(s, 0, 1, &out);
+	assert_null(strstr(out.data, "pgjobd_db_xmin"));
+	assert_null(strstr(out.data, "pgjobd_db_dead_tuples"));
+	buf_free(&out);
+	stats_destroy(s);
+}
+
+/* The duration bounds reach the largest timeout in at most 4 more steps,
+ * each at least 2x, the last exactly the timeout (whole seconds). */
+static void
+test_dur_bounds(void **state)
+{
+	double b[STATS_DUR_BUCKETS];
+
+	assert_int_equal(stats_dur_bounds(0, b), STATS_BUCKETS);
+	assert_int_equal(stats_dur_bounds(60, b), STATS_BUCKETS);
+	assert_true(b[STATS_BUCKETS - 1] == 60);
+	assert_int_equal(stats_dur_bounds(60.5, b), STATS_BUCKETS + 1);
+	assert_true(b[STATS_BUCKETS] == 61);
+	assert_int_equal(stats_dur_bounds(300, b), STATS_BUCKETS + 3);
+	assert_true(b[STATS_BUCKETS] == 103 && b[STATS_BUCKETS + 1] == 176 &&
+		    b[STATS_BUCKETS + 2] == 300);
+	assert_int_equal(stats_dur_bounds(7200, b), STATS_DUR_BUCKETS);
+	assert_true(b[STATS_BUCKETS] == 199 && b[STATS_BUCKETS + 1] == 658 &&
+		    b[STATS_BUCKETS + 2] == 2176 &&
+		    b[STATS_DUR_BUCKETS - 1] == 7200);
+	assert_int_equal(stats_dur_bounds(30 * 86400, b), STATS_DUR_BUCKETS);
+	assert_true(b[STATS_DUR_BUCKETS - 1] == 30 * 86400);
+	for (int i = 1; i < STATS_DUR_BUCKETS; i++)
+		assert_true(b[i] >= 2 * b[i - 1] || i < STATS_BUCKETS);
+}
+
+/* Fails unless text holds line (a whole line). */
+static void
+assert_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *p = text; (p = strstr(p, line)); p++)
+		if ((p == text || p[-1] == '\n') && p[n] == '\n')
+			return;
+	fail_msg("no line \"%s\" in:\n%s", line, text);
+}
+
+static void
+test_render_monitoring(void **state)
+{
+	struct stats *s = stats_create();
+	struct buf b = {0};
+	assert_non_null(s);
+	s->ndur_bounds = (uint32_t)stats_dur_bounds(300, s->dur_bounds);
+	/* Two workers; kinds a and b share queue q1. */
+	struct stats_kind *a = stats_kind(&s->w[0], "a", "q1");
+	struct stats_kind *bk = stats_kind(&s->w[1], "b", "q1");
+	struct stats_kind *a2 = stats_kind(&s->w[1], "a", "q1");
+	struct stats_kind *c = stats_kind(&s->w[1], "c", "q2");
+	stats_observe_wait(a, 20000);		   /* 0.02 s */
+	stats_observe_wait(bk, 2000000);	   /* 2 s */
+	stats_observe_wait(a2, -5);		   /* run_at ahead of now: 0 */
+	stats_observe_wait(c, 100000 * 1000000LL); /* over a day */
+	stats_observe_dur(s, c, 250 * 1000000LL);
+	stats_add(&a->timed_out, 1);
+	stats_add(&a2->timed_out, 2);
+	stats_add(&s->w[0].connect_failures, 3);
+	stats_add(&s->w[1].connect_failures, 1);
+	s->w[1].connected = 1;
+	snprintf(s->queues[0].name, STATS_NAME, "q1");
+	snprintf(s->queues[1].name, STATS_NAME, "q2");
+	s->queues[0].scheduled = 7;
+	s->queues[1].unhandled = 4;
+	s->nqueues = 2;
+	snprintf(s->dead[0].name, STATS_NAME, "q2");
+	s->dead[0].n = 5;
+	s->ndead = 1;
+	s->dead_at_ms = 1;
+	snprintf(s->schedules[0].name, STATS_NAME, "nightly \"x\"\n");
+	s->schedules[0].last_tick_s = 1700000000;
+	s->schedules[0].next_tick_s = 1700086400;
+	snprintf(s->schedules[1].name, STATS_NAME, "elsewhere");
+	s->schedules[1].last_tick_s = 1700000060;
+	s->nschedules = 2;
+	s->reloads_ok = 2;
+	s->reloads_failed = 1;
+	s->last_reload_ok = 0;
+	s->last_reload_s = 1700000123;
+
+	stats_render(s, 2, 2, &b);
+	const char *want[] = {
+		"# TYPE pgjobd_jobs_timed_out_total counter",
+		"pgjobd_jobs_timed_out_total{kind=\"a\",queue=\"q1\"} 3",
+		"pgjobd_jobs_timed_out_total{kind=\"c\",queue=\"q2\"} 0",
+		"pgjobd_handler_duration_seconds_bucket{kind=\"c\",queue="
+		"\"q2\","
+		"le=\"176\"} 0",
+		"pgjobd_handler_duration_seconds_bucket{kind=\"c\",queue="
+		"\"q2\","
+		"le=\"300\"} 1",
+		"# TYPE pgjobd_job_queue_wait_seconds histogram",
+		"pgjobd_job_queue_wait_seconds_bucket{queue=\"q1\",le=\"0.01\"}"
+		" 1",
+		"pgjobd_job_queue_wait_seconds_bucket{queue=\"q1\",le=\"0.05\"}"
+		" 2",
+		"pgjobd_job_queue_wait_seconds_bucket{queue=\"q1\",le=\"5\"} 3",
+		"pgjobd_job_queue_wait_seconds_count{queue=\"q1\"} 3",
+		"pgjobd_job_queue_wait_seconds_sum{queue=\"q1\"} 2.02",
+		"pgjobd_job_queue_wait_seconds_bucket{queue=\"q2\",le="
+		"\"86400\"} 0",
+		"pgjobd_job_queue_wait_seconds_bucket{queue=\"q2\",le=\"+Inf\"}"
+		" 1",
+		"pgjobd_queue_scheduled{queue=\"q1\"} 7",
+		"pgjobd_queue_unhandled{queue=\"q2\"} 4",
+		"pgjobd_queue_dead{queue=\"q2\"} 5",
+		"pgjobd_queue_dead{queue=\"q1\"} 0",
+		"pgjobd_schedule_last_tick_timestamp_seconds{schedule="
+		"\"nightly "
+		"\\\"x\\\"\\n\"} 1700000000",
+		"pgjobd_schedule_next_tick_timestamp_seconds{schedule="
+		"\"nightly "
+		"\\\"x\\\"\\n\"} 1700086400",
+		"pgjobd_schedule_last_tick_timestamp_seconds{schedule="
+		"\"elsewhere\"} 1700000060",
+		"# TYPE pgjobd_db_connect_failures_total counter",
+		"pgjobd_db_connect_failures_total 4",
+		"pgjobd_db_up 1",
+		"pgjobd_config_reloads_total{result=\"success\"} 2",
+		"pgjobd_config_reloads_total{result=\"failure\"} 1",
+		"pgjobd_config_last_reload_successful 0",
+		"pgjobd_config_last_reload_timestamp_seconds 1700000123",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+		assert_line(b.data, want[i]);
+	/* Each family once; a schedule without a next tick has none. */
+	assert_null(strstr(strstr(b.data, "# TYPE pgjobd_queue_dead ") + 1,
+			   "# TYPE pgjobd_queue_dead "));
+	assert_null(strstr(b.data, "next_tick_timestamp_seconds{schedule="
+				   "\"elsewhere\""));
+
+	/* No live connection: down. */
+	s->w[1].connected = 0;
+	buf_reset(&b);
+	stats_render(s, 2, 2, &b);
+	assert_line(b.data, "pgjobd_db_up 0");
+	buf_free(&b);
+	stats_destroy(s);
+}
+
+/* process_* of this process, and pgjobd_workers_* summed over the "live
+ * workers" given: here this process, twice. */
+static void
+test_procmetrics(void **state)
+{
+	struct buf b = {0};
+	pid_t pids[] = {getpid(), getpid()};
+	procmetrics_render(&b, pids, 2);
+	assert_line(b.data, "# TYPE process_cpu_seconds_total counter");
+	assert_line(b.data, "# TYPE pgjobd_workers_cpu_seconds_total counter");
+	const char *gauges[] = {
+		"process_start_time_seconds",
+		"process_resident_memory_bytes",
+		"process_open_fds",
+		"process_max_fds",
+		"pgjobd_workers_resident_memory_bytes",
+		"pgjobd_workers_open_fds",
+	};
+	char t[128];
+	for (size_t i = 0; i < sizeof(gauges) / sizeof(*gauges); i++) {
+		snprintf(t, sizeof(t), "\n%s ", gauges[i]);
+		const char *v = strstr(b.data, t);
+		assert_non_null(v);
+		assert_true(strtod(v + strlen(t), NULL) > 0);
+	}
+	/* Started before now, after 2020. */
+	double start = strtod(
+		strstr(b.data, "\nprocess_start_time_seconds ") + 28, NULL);
+	assert_true(start > 1577836800 && start <= (double)time(NULL) + 1);
+	/* Two readings of this process: twice its memory. */
+	double rss = strtod(
+		strstr(b.data, "\nprocess_resident_memory_bytes ") + 31, NULL);
+	double wrss = strtod(
+		strstr(b.data, "\npgjobd_workers_resident_memory_bytes ") + 38,
+		NULL);
+	assert_true(wrss >= 1.5 * rss);
+	snprintf(t, sizeof(t), "pgjobd_build_info{version=\"%s\",schema=\"",
+		 PGJOBD_VERSION);
+	assert_non_null(strstr(b.data, t));
+	buf_free(&b);
+}
+
 int
 main(void)
 {
 	log_init("test", LOG_ERROR, 0);
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_health_series),
 		cmocka_unit_test_setup_teardown(test_get, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_head, setup, teardown),
@@ -684,6 +930,9 @@ main(void)
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_histogram),
 		cmocka_unit_test(test_bucket),
+		cmocka_unit_test(test_dur_bounds),
+		cmocka_unit_test(test_render_monitoring),
+		cmocka_unit_test(test_procmetrics),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
