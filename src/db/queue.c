@@ -26,7 +26,8 @@
  * row version, no index entries, nothing for the pruning duty to do later;
  * but for a job with children (sql/011_workflows.sql), which is written
  * done so that its row trigger releases them, and pruned later.
- * $9 holds each attempt's figures (last_usage; the deleted rows keep none).
+ * $9, $10, $11: each attempt's figures (sql/012_attempt_usage.sql; the
+ * deleted rows keep none).
  * Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
@@ -47,7 +48,8 @@ static const char finish_sql[] =
 	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
 	"   last_error = coalesce(r.error, j.last_error),"
 	/* What the attempt used (sql/012_attempt_usage.sql). */
-	"   last_usage = r.usage::jsonb,"
+	"   last_wall_ms = r.wall_ms, last_cpu_ms = r.cpu_ms,"
+	"   last_max_rss_kb = r.rss_kb,"
 	"   finished_at = case when r.state <> 'available' then now() end,"
 	"   run_at = case when r.state = 'available'"
 	"    then now() + r.delay_ms * interval '1 millisecond'"
@@ -55,8 +57,10 @@ static const char finish_sql[] =
 	"   attempts = j.attempts - case when r.refund then 1 else 0 end,"
 	"   locked_by = null, locked_until = null"
 	"  from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
-	"   $5::text[], $6::bigint[], $7::bool[], $9::text[])"
-	"   as r(id, token, state, result, error, delay_ms, refund, usage)"
+	"   $5::text[], $6::bigint[], $7::bool[], $9::int[], $10::int[],"
+	"   $11::int[])"
+	"   as r(id, token, state, result, error, delay_ms, refund, wall_ms,"
+	"   cpu_ms, rss_kb)"
 	/* Each row is found by primary key, one lookup per finish.  The
 	 * state test is not written j.state = 'running': the planner would
 	 * then prefer to read every running job from jobs_running_idx
@@ -219,6 +223,29 @@ read_finish(const struct db_call *c, const struct db_status *st,
 	free(ids);
 }
 
+/*
+ * The int[] literal of an attempt figure of each end: NULL where it was not
+ * measured (< 0), 2^31-1 past that (sql/012_attempt_usage.sql).
+ */
+static char *
+figure_array(const int64_t *v, size_t n)
+{
+	struct buf b = {0};
+	buf_append(&b, "{", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_append(&b, ",", 1);
+		if (v[i] < 0)
+			buf_append(&b, "NULL", 4);
+		else
+			buf_appendf(&b, "%lld",
+				    (long long)(v[i] > INT32_MAX ? INT32_MAX
+								 : v[i]));
+	}
+	buf_append(&b, "}", 1);
+	return b.data;
+}
+
 int
 queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	     int delete_done, queue_finish_fn *cb, void *arg)
@@ -231,7 +258,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	const char **results = xcalloc(n1, sizeof(char *));
 	const char **errors = xcalloc(n1, sizeof(char *));
 	const char **refunds = xcalloc(n1, sizeof(char *));
-	const char **usages = xcalloc(n1, sizeof(char *));
+	int64_t *fig = xcalloc(3 * n1, sizeof(int64_t)); /* wall, cpu, rss */
 	for (size_t i = 0; i < nf; i++) {
 		ids[i] = f[i].id;
 		tokens[i] = f[i].token;
@@ -240,9 +267,12 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		results[i] = f[i].result;
 		errors[i] = f[i].error;
 		refunds[i] = f[i].refund ? "t" : "f";
-		usages[i] = f[i].usage;
+		fig[i] = f[i].wall_ms;
+		fig[n1 + i] = f[i].cpu_ms;
+		fig[2 * n1 + i] = f[i].max_rss_kb;
 	}
-	char *a[9];
+	enum { NP = 11 };
+	char *a[NP];
 	a[0] = db_int_array(ids, nf);
 	a[1] = db_int_array(tokens, nf);
 	a[2] = db_text_array(states, nf);
@@ -251,14 +281,15 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	a[5] = db_int_array(delays, nf);
 	a[6] = db_text_array(refunds, nf);
 	a[7] = xstrdup(delete_done ? "t" : "f");
-	a[8] = db_text_array(usages, nf);
-	const char *p[9];
-	for (int i = 0; i < 9; i++)
+	for (int k = 0; k < 3; k++)
+		a[8 + k] = figure_array(fig + (size_t)k * n1, nf);
+	const char *p[NP];
+	for (int i = 0; i < NP; i++)
 		p[i] = a[i];
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_call(d, "pgjob_finish", 1, 9, p, read_finish, &call);
-	for (int i = 0; i < 9; i++)
+	int rc = dbev_call(d, "pgjob_finish", 1, NP, p, read_finish, &call);
+	for (int i = 0; i < NP; i++)
 		free(a[i]);
 	free(ids);
 	free(tokens);
@@ -267,7 +298,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	free(results);
 	free(errors);
 	free(refunds);
-	free(usages);
+	free(fig);
 	return rc;
 }
 
@@ -574,7 +605,7 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 		xasprintf("%s%s%s%s", claim_sql, serial ? claim_serial_sql : "",
 			  per_key ? claim_per_key_sql : "", claim_tail_sql);
 	/* Parsed and planned once per connection, not once per batch. */
-	dbev_prepare(d, "pgjob_finish", finish_sql, 9);
+	dbev_prepare(d, "pgjob_finish", finish_sql, 11);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	dbev_prepare(d, "pgjob_claim_limited",
@@ -667,8 +698,9 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		 * it began); CPU and memory are the server's, not its own. */
 		{"update pgjob.jobs set state = 'done', finished_at = now(),"
 		 " locked_by = null, locked_until = null,"
-		 " last_usage = jsonb_build_object('wall_ms', round(extract("
-		 "  epoch from clock_timestamp() - now()) * 1000)::bigint)"
+		 " last_wall_ms = least(round(extract(epoch from"
+		 "  clock_timestamp() - now()) * 1000), 2147483647)::int,"
+		 " last_cpu_ms = null, last_max_rss_kb = null"
 		 " where id = $1 and lease_token = $2 and state = 'running'",
 		 2, NULL, p_lease},
 	};

@@ -153,7 +153,9 @@ struct queue_finish {
 	const char *error;    /* or NULL: keep the last error */
 	int64_t delay_ms;     /* available: run again after this long */
 	int refund;	      /* give the attempt back (shutdown) */
-	const char *usage;    /* last_usage, JSON text, or NULL */
+	/* What the attempt used (sql/012_attempt_usage.sql): wall time and
+	 * CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
+	int64_t wall_ms, cpu_ms, max_rss_kb;
 };
 
 /* The ids whose end was written, sorted (borrowed for the call); an end

@@ -340,7 +340,7 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 		strlen(payload), job->attempt, job->lease_token, slot};
 	struct pgjobd_result out = {NULL, NULL, -1};
 	/* CPU time costs two system calls per job; it goes to the job's
-	 * row (last_usage) and /metrics, so it is measured always. */
+	 * row (last_cpu_ms) and /metrics, so it is measured always. */
 	int64_t t0 = util_now_ms(), c0 = cpu_ms(), timeout;
 	sigset_t old;
 	int oc;

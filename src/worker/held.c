@@ -96,7 +96,9 @@ decide(struct held *h)
 				       .token = h->job.lease_token,
 				       .result = r->result,
 				       .error = r->error,
-				       .usage = h->usage};
+				       .wall_ms = h->wall_ms,
+				       .cpu_ms = h->cpu_ms,
+				       .max_rss_kb = h->max_rss_kb};
 	if (h->release) {
 		h->fin.state = JOB_AVAILABLE;
 		h->fin.refund = 1;
@@ -137,34 +139,23 @@ observe_run(struct held *h)
 }
 
 /*
- * What the attempt used, for its row (last_usage, sql/012_attempt_usage.sql)
- * and the kind's counters: its wall time as the worker saw it, from the
- * start to the report, and what the handler measured (exec: CPU and peak
- * RSS of its child; plugin: CPU of the call).  A key left out was not
- * measured.  Counted even when the lease was lost: the time was spent.
+ * What the attempt used, for its row (last_wall_ms, last_cpu_ms,
+ * last_max_rss_kb: sql/012_attempt_usage.sql) and the kind's counters: its
+ * wall time as the worker saw it, from the start to the report, and what
+ * the handler measured (exec: CPU and peak RSS of its child; plugin: CPU
+ * of the call); -1 where it measured nothing.  Counted even when the lease
+ * was lost: the time was spent.
  */
 static void
 note_usage(struct held *h)
 {
 	const struct handler_result *r = &h->res;
-	bool cpu = r->measured && r->cpu_ms >= 0;
-	bool rss = r->measured && r->max_rss_kb >= 0;
-	size_t len = sizeof(h->usage);
-	int n;
 
-	n = snprintf(h->usage, len, "{\"wall_ms\": %lld",
-		     (long long)(util_now_ms() - h->started_ms));
-	if (cpu)
-		n += snprintf(h->usage + n, len - (size_t)n,
-			      ", \"cpu_ms\": %lld", (long long)r->cpu_ms);
-	if (rss)
-		n += snprintf(h->usage + n, len - (size_t)n,
-			      ", \"max_rss_kb\": %lld",
-			      (long long)r->max_rss_kb);
-	snprintf(h->usage + n, len - (size_t)n, "}");
+	h->wall_ms = util_now_ms() - h->started_ms;
+	h->cpu_ms = r->measured && r->cpu_ms >= 0 ? r->cpu_ms : -1;
+	h->max_rss_kb = r->measured && r->max_rss_kb >= 0 ? r->max_rss_kb : -1;
 	if (h->sk)
-		stats_observe_usage(h->sk, cpu ? r->cpu_ms : -1,
-				    rss ? r->max_rss_kb : -1);
+		stats_observe_usage(h->sk, h->cpu_ms, h->max_rss_kb);
 }
 
 /* Counts how an attempt's end was written: written, or refused. */

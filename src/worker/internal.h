@@ -57,7 +57,9 @@ struct held {
 	int64_t started_ms;
 	struct queue_finish fin; /* valid in DONE and WRITING */
 	struct handler_result res;
-	char usage[128]; /* fin.usage: last_usage's JSON text */
+	/* fin's figures (note_usage()): wall, CPU ms, peak RSS KiB; -1: not
+	 * measured. */
+	int64_t wall_ms, cpu_ms, max_rss_kb;
 	struct held *prev, *next;
 };
 
