@@ -133,6 +133,26 @@ cli_bad_option(const char *cmd, int c, char **argv)
 }
 
 int
+cli_parse_json_only(const char *cmd, int argc, char **argv, int *json)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	/* "-" (stdin for workflow submit) is an argument to getopt. */
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c != 'j')
+			return cli_bad_option(cmd, c, argv);
+		*json = 1;
+	}
+	return 0;
+}
+
+int
 cli_parse_int(const char *s, long lo, long hi, long *out)
 {
 	char *end;

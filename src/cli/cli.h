@@ -65,6 +65,12 @@ int cli_abort(struct db_conn *conn);
  * CLI_EXIT_USAGE.
  */
 int cli_bad_option(const char *cmd, int c, char **argv);
+/*
+ * The options of a command that takes --json and nothing else: sets *json
+ * and leaves optind at the first argument.  Returns 0, or CLI_EXIT_USAGE
+ * (printed) for any other option.
+ */
+int cli_parse_json_only(const char *cmd, int argc, char **argv, int *json);
 /* Parses a decimal integer in [lo, hi]; returns 0 or -1. */
 int cli_parse_int(const char *s, long lo, long hi, long *out);
 /*

@@ -627,19 +627,10 @@ print_json(const struct doctor *d)
 static int
 parse(int argc, char **argv, int *json)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
+	int rc = cli_parse_json_only("doctor", argc, argv, json);
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c != 'j')
-			return cli_bad_option("doctor", c, argv);
-		*json = 1;
-	}
+	if (rc != 0)
+		return rc;
 	if (optind < argc)
 		return cli_fail(CLI_EXIT_USAGE,
 				"doctor: unexpected argument \"%s\"",

@@ -197,19 +197,10 @@ cli_jobs_list(struct cli *cli, int argc, char **argv)
 static int
 show_parse(int argc, char **argv, char *id, size_t len, int *json)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
+	int rc = cli_parse_json_only("show", argc, argv, json);
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c != 'j')
-			return cli_bad_option("show", c, argv);
-		*json = 1;
-	}
+	if (rc != 0)
+		return rc;
 	if (optind >= argc)
 		return cli_fail(CLI_EXIT_USAGE, "show: missing job ID");
 	if (optind + 1 < argc)

@@ -348,19 +348,10 @@ cancel_refused(const struct db_rows *job, const char *id)
 static int
 cancel_parse(int argc, char **argv, char *id, size_t len, int *json)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
+	int rc = cli_parse_json_only("cancel", argc, argv, json);
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c != 'j')
-			return cli_bad_option("cancel", c, argv);
-		*json = 1;
-	}
+	if (rc != 0)
+		return rc;
 	if (optind >= argc)
 		return cli_fail(CLI_EXIT_USAGE, "cancel: missing job ID");
 	if (optind + 1 < argc)

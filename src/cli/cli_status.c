@@ -402,19 +402,10 @@ print_json(struct db_rows *const res[4])
 static int
 parse(int argc, char **argv, int *json)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
+	int rc = cli_parse_json_only("status", argc, argv, json);
 
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c != 'j')
-			return cli_bad_option("status", c, argv);
-		*json = 1;
-	}
+	if (rc != 0)
+		return rc;
 	if (optind < argc)
 		return cli_fail(CLI_EXIT_USAGE,
 				"status: unexpected argument \"%s\"",

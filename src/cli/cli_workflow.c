@@ -117,20 +117,10 @@ static int
 parse_json_opt(const char *cmd, const char *what, int argc, char **argv,
 	       int *json)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
+	int rc = cli_parse_json_only(cmd, argc, argv, json);
 
-	optind = 0;
-	opterr = 0;
-	/* "-" is stdin for submit: getopt takes it for an argument. */
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c != 'j')
-			return cli_bad_option(cmd, c, argv);
-		*json = 1;
-	}
+	if (rc != 0)
+		return rc;
 	if (optind != argc - 1)
 		return cli_fail(CLI_EXIT_USAGE, "%s: %s", cmd, what);
 	return 0;

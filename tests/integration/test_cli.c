@@ -107,20 +107,29 @@ parse_json(const char *text)
 	return j;
 }
 
+/* The length of the UTF-8 sequence at p, or 0 when it is not one (a lone
+ * continuation byte, an overlong or truncated sequence). */
+static size_t
+utf8_len(const unsigned char *p)
+{
+	size_t n = p[0] < 0x80			  ? 1
+		   : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+		   : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+		   : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+						  : 0;
+	for (size_t k = 1; k < n; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
 /* Fails unless text is valid UTF-8 (JSON text must be: RFC 8259). */
 static void
 assert_utf8(const char *what, const char *text)
 {
 	const unsigned char *p = (const unsigned char *)text;
 	for (size_t i = 0; p[i];) {
-		size_t n = p[i] < 0x80			  ? 1
-			   : p[i] >= 0xc2 && p[i] <= 0xdf ? 2
-			   : p[i] >= 0xe0 && p[i] <= 0xef ? 3
-			   : p[i] >= 0xf0 && p[i] <= 0xf4 ? 4
-							  : 0;
-		for (size_t k = 1; k < n; k++)
-			if ((p[i + k] & 0xc0) != 0x80)
-				n = 0;
+		size_t n = utf8_len(p + i);
 		if (n == 0)
 			fail_msg("%s: byte 0x%02x at %zu is not UTF-8 in:\n%s",
 				 what, p[i], i, text);
@@ -1019,14 +1028,7 @@ assert_terminal_safe(const char *what, const char *text)
 {
 	const unsigned char *p = (const unsigned char *)text;
 	for (size_t i = 0; p[i];) {
-		size_t n = p[i] < 0x80			  ? 1
-			   : p[i] >= 0xc2 && p[i] <= 0xdf ? 2
-			   : p[i] >= 0xe0 && p[i] <= 0xef ? 3
-			   : p[i] >= 0xf0 && p[i] <= 0xf4 ? 4
-							  : 0;
-		for (size_t k = 1; k < n; k++)
-			if ((p[i + k] & 0xc0) != 0x80)
-				n = 0;
+		size_t n = utf8_len(p + i);
 		int bad = n == 0 || (p[i] < 0x20 && p[i] != '\n') ||
 			  p[i] == 0x7f || (p[i] == 0xc2 && p[i + 1] < 0xa0);
 		if (bad)

@@ -166,18 +166,14 @@ test_status_and_dry_run(void **state)
 }
 
 /*
- * An upgrade from schema version 10 (flow control) to 11 (workflows), with
- * jobs in the table and a role granted pgjob.enqueue by name: the role can
- * call the new enqueue and workflow functions, and an old done job can be
- * a parent.
+ * Installs the schema as pgjobd's migrations up to version did it, as an
+ * older pgjob migrate would have left it.
  */
 static void
-test_upgrade_from_10(void **state)
+install_up_to(PGconn *c, int version)
 {
-	const char *ci = t_db_create("t_migrate_from_10");
-	PGconn *c = t_connect(ci);
 	t_exec(c, "begin");
-	for (int i = 0; i < migrate_count && migrate_list[i].version <= 10;
+	for (int i = 0; i < migrate_count && migrate_list[i].version <= version;
 	     i++) {
 		PGresult *res = PQexec(c, migrate_list[i].sql);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
@@ -191,6 +187,20 @@ test_upgrade_from_10(void **state)
 		       migrate_list[i].version, migrate_list[i].name);
 	}
 	t_exec(c, "commit");
+}
+
+/*
+ * An upgrade from schema version 10 (flow control) to 11 (workflows), with
+ * jobs in the table and a role granted pgjob.enqueue by name: the role can
+ * call the new enqueue and workflow functions, and an old done job can be
+ * a parent.
+ */
+static void
+test_upgrade_from_10(void **state)
+{
+	const char *ci = t_db_create("t_migrate_from_10");
+	PGconn *c = t_connect(ci);
+	install_up_to(c, 10);
 	t_exec(c, "do $$ begin create role t_enq_10; exception when"
 		  " duplicate_object then null; end $$");
 	t_exec(c, "grant usage on schema pgjob to t_enq_10");
@@ -238,21 +248,7 @@ test_upgrade_from_11(void **state)
 {
 	const char *ci = t_db_create("t_migrate_from_11");
 	PGconn *c = t_connect(ci);
-	t_exec(c, "begin");
-	for (int i = 0; i < migrate_count && migrate_list[i].version <= 11;
-	     i++) {
-		PGresult *res = PQexec(c, migrate_list[i].sql);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
-		    PQresultStatus(res) != PGRES_TUPLES_OK)
-			fail_msg("%s: %s", migrate_list[i].name,
-				 PQresultErrorMessage(res));
-		PQclear(res);
-		t_exec(c,
-		       "insert into pgjob.schema_version (version, name)"
-		       " values (%d, '%s')",
-		       migrate_list[i].version, migrate_list[i].name);
-	}
-	t_exec(c, "commit");
+	install_up_to(c, 11);
 	long long old = t_long(c, "insert into pgjob.jobs (kind, state, result,"
 				  " finished_at) values ('old', 'done',"
 				  " '{\"x\": 1}', now()) returning id");
