@@ -15,6 +15,10 @@ pkgs=(build-essential cmake pkg-config clang-format
 # PgBouncer in front of the test server (scripts/testbouncer.sh, test_pooler).
 pkgs+=(pgbouncer)
 
+# The several-hosts fault test (tests/fault/netns.sh): ip netns and veths,
+# the receiver of its http jobs.
+pkgs+=(iproute2 python3)
+
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' ||

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# PostgreSQL servers for the fault suite (tests/fault), on 127.0.0.1 only.
+# PostgreSQL servers for the fault suite (tests/fault), on 127.0.0.1 (and
+# PGJOBD_CLUSTER_ADDR, below) only.
 #
 #   cluster.sh single DIR [-c NAME=VALUE ...]   one server (node n1)
 #   cluster.sh pair DIR                         primary n1 + streaming standby
@@ -23,6 +24,12 @@
 # standby never waits for a standby of its own.
 #
 # initdb refuses root: as root the servers run as "postgres" (or "nobody").
+#
+# PGJOBD_CLUSTER_ADDR=A at "single" or "pair" makes the servers listen on
+# address A as well as 127.0.0.1, and the conninfo name A; with
+# PGJOBD_CLUSTER_CLIENTS=CIDR, pg_hba.conf trusts that network too (for
+# replication as well).  tests/fault/netns.sh runs the servers in a network
+# namespace of their own that way; both are kept in DIR for later commands.
 set -euo pipefail
 
 # The servers must not inherit the caller's descriptors (a pipe that a test
@@ -53,6 +60,8 @@ find_bindir() {
 
 run_user=postgres
 [ -f "$dir/user" ] && run_user=$(cat "$dir/user")
+addr=
+[ -f "$dir/addr" ] && addr=$(cat "$dir/addr")
 
 as_server() {
 	if [ "$(id -u)" -eq 0 ]; then
@@ -76,7 +85,7 @@ bindir() { cat "$dir/bindir"; }
 
 # Server options of every node; the port is added per node.
 common_opts() {
-	echo "-c listen_addresses=127.0.0.1 -c max_connections=200" \
+	echo "-c listen_addresses=127.0.0.1${addr:+,$addr} -c max_connections=200" \
 		"-c fsync=off -c full_page_writes=on -c synchronous_commit=on" \
 		"-c shared_buffers=128MB -c wal_level=replica -c max_wal_senders=10" \
 		"-c hot_standby=on -c wal_keep_size=256MB -c log_min_messages=warning" \
@@ -120,6 +129,9 @@ prepare() {
 	chmod 755 "$base"
 	[ "$(id -u)" -eq 0 ] && chown "$run_user" "$base"
 	echo "$base" >"$dir/base"
+	addr=${PGJOBD_CLUSTER_ADDR:-}
+	echo "$addr" >"$dir/addr"
+	echo "${PGJOBD_CLUSTER_CLIENTS:-}" >"$dir/clients"
 	return 0
 }
 
@@ -129,6 +141,11 @@ initdb_node() {
 	as_server "$(bindir)/initdb" -D "$(cat "$dir/$node.data")" -U postgres \
 		--auth=trust -E UTF8 --no-sync >"$dir/$node.initdb" 2>&1 ||
 		{ cat "$dir/$node.initdb" >&2; exit 1; }
+	local clients
+	clients=$(cat "$dir/clients")
+	[ -z "$clients" ] ||
+		printf 'host all all %s trust\nhost replication all %s trust\n' \
+			"$clients" "$clients" >>"$(cat "$dir/$node.data")/pg_hba.conf"
 }
 
 psql_node() {
@@ -141,7 +158,7 @@ psql_node() {
 write_conninfo() {
 	local hosts="" ports="" n
 	for n in "$@"; do
-		hosts="${hosts:+$hosts,}127.0.0.1"
+		hosts="${hosts:+$hosts,}${addr:-127.0.0.1}"
 		ports="${ports:+$ports,}$(cat "$dir/$n.port")"
 	done
 	printf 'host=%s port=%s user=postgres dbname=postgres target_session_attrs=read-write connect_timeout=2\n' \
@@ -188,7 +205,7 @@ pair)
 	standby_of n2 n1
 	wait_sync n1
 	write_conninfo n1 n2
-	echo "cluster: primary n1 on 127.0.0.1:$(cat "$dir/n1.port"), synchronous standby n2 on 127.0.0.1:$(cat "$dir/n2.port")"
+	echo "cluster: primary n1 on ${addr:-127.0.0.1}:$(cat "$dir/n1.port"), synchronous standby n2 on ${addr:-127.0.0.1}:$(cat "$dir/n2.port")"
 	;;
 restart)
 	node=${1:-n1}
