@@ -215,7 +215,7 @@ queues: { default: { concurrency: 4 } }
 handlers:
   sqlj: { type: sql, statement: "insert into ledger_sql (job_id, token, host) select \$2, j.lease_token, split_part(j.locked_by, ':', 1) from pgjob.jobs j where j.id = \$2 and \$1 is not null" }
   execj: { type: exec, command: ["/bin/sh", "$src/tests/fault/ledger.sh", "$dir/ledger.exec.$h", "0.2"] }
-  execslow: { type: exec, command: ["/bin/sh", "$src/tests/fault/ledger.sh", "$dir/ledger.exec.$h", "2"] }
+  execslow: { type: exec, command: ["/bin/sh", "$src/tests/fault/ledger.sh", "$dir/ledger.exec.$h", "$((lease_s + 1))"] }
   httpj: { type: http, url: "http://${ADDR[web]}:8080/hook", timeout: 10s }
   plugj: { type: plugin, library: "$plugin", symbol: pgjobd_example }
 schedules:
@@ -342,11 +342,25 @@ done
 # ---------------------------------------------------------------------
 # 2. Cut h2 off while it holds jobs.
 
+# The cut host must hold a job longer than the lease: slow jobs, a dozen
+# at a time, until it has claimed one.
+for round in $(seq 1 10); do
+	qr "select count(pgjob.enqueue('execslow', jsonb_build_object('round', $round)))
+		from generate_series(1, 12)" >/dev/null
+	total=$((total + 12))
+	end=$(($(date +%s) + 5))
+	while [ "$(qr "select count(*) > 0 from pgjob.jobs where state = 'running'
+		and kind = 'execslow' and locked_by like '$cut_host:%'")" != t ]; do
+		[ "$(date +%s)" -lt "$end" ] || continue 2
+		sleep 0.1
+	done
+	break
+done
 enqueue "$njobs"
-wait_for 60 "$cut_host to hold running jobs" \
+wait_for 60 "$cut_host to hold a slow job" \
 	"select count(*) > 0 from pgjob.jobs where state = 'running'
-	and locked_by like '$cut_host:%'"
-q -c "create table cut_held as select id, lease_token from pgjob.jobs
+	and kind = 'execslow' and locked_by like '$cut_host:%'"
+q -c "create table cut_held as select id, kind, lease_token from pgjob.jobs
 	where state = 'running' and locked_by like '$cut_host:%'"
 ip -n "${NS[sw]}" link set "v$cut_host" down
 cut_at=$(date +%s%N)
@@ -392,6 +406,16 @@ note "taken over $taken_over of $held; late ends refused $refused; task commands
 [ "$taken_over" -eq 0 ] || [ "$refused" -gt 0 ] ||
 	fail "$taken_over jobs of $cut_host taken over, yet no 'lease lost' in its logs"
 [ "$reconnected" -gt 0 ] || fail "$cut_host's workers never logged 'connected again'"
+# A slow job that the cut host held and did not finish was stopped by its
+# worker at the lease's deadline, on the worker's own clock.
+load_ledgers
+unfinished=$(qr "select c.id from cut_held c where c.kind = 'execslow' and not
+	exists (select from ledger_exec l where l.job_id = c.id
+	and l.token = c.lease_token)")
+for id in $unfinished; do
+	count_h2 "job=$id .*lease not renewed by its deadline" | grep -qv '^0$' ||
+		fail "$cut_host did not stop the handler of job $id at its deadline"
+done
 
 # ---------------------------------------------------------------------
 # 3. Failover in the middle of the third batch.
