@@ -82,7 +82,7 @@ cleanup() {
 	local rc=$? n p
 	trap - EXIT INT TERM
 	for p in "${SUP[@]}" $web_pid; do
-		[ -n "$p" ] && kill -TERM "$p" 2>/dev/null || true
+		if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null || true; fi
 	done
 	if [ -f "$cdir/conninfo" ]; then
 		ip netns exec "${NS[db]}" bash "$src/tests/fault/cluster.sh" stop "$cdir" \
@@ -234,7 +234,7 @@ start_inst() {
 	ip netns exec "${NS[$h]}" unshare --uts sh -c \
 		'hostname "$1" && shift && exec env "$@"' sh "$h" "${env[@]}" \
 		"$bin/pgjobd" -c "$dir/i$i.yaml" </dev/null >"$dir/i$i.log" 2>&1 &
-	SUP[$i]=$!
+	SUP[i]=$!
 }
 
 # wait_for SECONDS WHAT SQL: until SQL answers t; dies after SECONDS.
@@ -527,7 +527,7 @@ for i in $(seq 0 $((ninst - 1))); do
 	st=0
 	wait "${SUP[$i]}" || st=$?
 	[ "$st" -eq 0 ] || fail "instance i$i exited with $st on SIGTERM, want 0"
-	SUP[$i]=
+	SUP[i]=
 done
 left=
 for h in "${hosts[@]}"; do
@@ -536,7 +536,7 @@ for h in "${hosts[@]}"; do
 		[ -z "$left" ] && break
 		sleep 0.25
 	done
-	[ -z "$left" ] || fail "processes left on $h after the stop: $(ps -o pid=,args= -p "$(echo $left | tr ' ' ,)" | head -5)"
+	[ -z "$left" ] || fail "processes left on $h after the stop: $(ps -o pid=,args= -p "$(paste -sd, <<<"$left")" | head -5)"
 done
 
 wall=$(($(date +%s) - begin))
