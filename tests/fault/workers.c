@@ -454,8 +454,9 @@ test_workers200(void **state)
 	for (int i = 0; i < NINST; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "scale%d", i);
+		bad += lines_with(t_log(name), "level=warn");
 		bad += lines_with(t_log(name), "level=error");
-		bad += lines_with(t_log(name), "level=warning");
+		bad += lines_with(t_log(name), "level=fatal");
 	}
 	char *data = read_trim(pgdir, "datadir");
 	char slog[4200];
