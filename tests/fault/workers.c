@@ -220,6 +220,23 @@ check_slots(PGconn *c, const pid_t *sup)
 		       "a.application_name = 'pgjobd'");
 }
 
+/*
+ * A 201st worker (an instance of one more) finds every slot taken: it
+ * says so, in words an operator can act on, and takes none of the 200;
+ * its supervisor keeps trying and stops cleanly.
+ */
+static void
+check_no_201st(PGconn *c, const char *cfg)
+{
+	pid_t extra = t_daemon(cfg, 1, "extra");
+	t_wait_log("extra", "no free slot among 1..200 (lock class ", 1, 60);
+	t_wait_log("extra", "): raise max_slots or run fewer workers", 1, 5);
+	t_assert_value(c, "200", "select count(*) from pgjob.workers");
+	if (!t_alive(extra))
+		fail_msg("the supervisor of the 201st worker gave up");
+	t_stop_clean(extra);
+}
+
 /* 20 clients through the pooler, each sending rounds of one enqueue
  * statement of `per` jobs at the same time as the others. */
 static void
@@ -382,6 +399,7 @@ test_workers200(void **state)
 	t_wait_workers(c, ALL_WORKERS, 120);
 	figure(" all_slots_taken_ms=%lld", (long long)(now_ms() - t0));
 	check_slots(c, sup);
+	check_no_201st(c, cfg);
 	measure_idle(c);
 
 	t0 = now_ms();
@@ -457,6 +475,10 @@ test_workers200(void **state)
 		bad += lines_with(t_log(name), "level=warn");
 		bad += lines_with(t_log(name), "level=error");
 		bad += lines_with(t_log(name), "level=fatal");
+		if (t_log_count(name, "level=info") == 0)
+			fail_msg("%s holds no info line: not the instance's "
+				 "log",
+				 t_log(name));
 	}
 	char *data = read_trim(pgdir, "datadir");
 	char slog[4200];
