@@ -6,10 +6,11 @@
  *   fault_workers workers200
  *
  * It checks that every worker takes a slot of its own (1..200, each held
- * once, in pgjob.workers and as an advisory lock), that every job runs
- * exactly once and every worker runs some of them, that the 20 enqueuing
- * clients cost no more server connections than their pool, and that no
- * log (pgjobd's or the server's) holds an error or a warning.  It prints
+ * once, in pgjob.workers and as an advisory lock) and that a 201st finds
+ * none and says so; that every job runs exactly once and every worker runs
+ * its share of them; that the 20 enqueuing clients cost no more server
+ * connections than their pool; and that no log (pgjobd's or the server's)
+ * holds an error or a warning.  It prints
  * one figures line: the per-worker job counts (min, max, mean, stddev from
  * the jobs' own records), the server's memory per worker connection (from
  * /proc/PID/smaps_rollup of each backend), the transactions per second 200
@@ -138,8 +139,8 @@ smaps_kb(int pid, const char *field)
 	return kb;
 }
 
-/* Lines of the file at path that hold needle; the first few are printed,
- * escaped by nothing but cut short (they are our own logs). */
+/* Lines of the file at path that hold needle; the first three are
+ * printed, cut at 300 bytes. */
 static int
 lines_with(const char *path, const char *needle)
 {
@@ -340,18 +341,15 @@ measure_idle(PGconn *c)
 	figure(" idle_xact_per_s=%.0f", (double)(b - a) / s);
 }
 
+/*
+ * The server (testpg.sh: max_connections=300, room for the 200 workers,
+ * the pooler's 4 and the test's own), the database "scale" with the
+ * ledger, and the pooler in front of the same server for the enqueuers
+ * only.  Sets ci (direct) and pooled (through the pooler); caller frees.
+ */
 static void
-test_workers200(void **state)
+setup(char **ci, char **pooled)
 {
-	(void)state;
-	int njobs = 10000;
-	const char *nj = getenv("PGJOBD_FAULT_JOBS");
-	if (nj && atoi(nj) > 0)
-		njobs = atoi(nj);
-	int64_t begin = now_ms();
-
-	/* The server: testpg.sh's max_connections=300 leaves room for the
-	 * 200 workers, the pooler's 4 and the test's own. */
 	snprintf(pgdir, sizeof(pgdir), "%s/pg", t_tmpdir());
 	snprintf(bouncerdir, sizeof(bouncerdir), "%s/bouncer", t_tmpdir());
 	atexit(cleanup);
@@ -360,67 +358,37 @@ test_workers200(void **state)
 	PGconn *c = t_connect(server);
 	t_exec(c, "create database scale");
 	PQfinish(c);
-	char *ci = NULL;
-	if (asprintf(&ci, "%s dbname=scale", server) < 0)
+	if (asprintf(ci, "%s dbname=scale", server) < 0)
 		abort();
-	t_migrate(ci);
-	c = t_connect(ci);
+	free(server);
+	t_migrate(*ci);
+	c = t_connect(*ci);
 	/* Who ran each job: its locked_by (host:slot) and the server process
 	 * of the worker's connection, written in the job's own transaction. */
 	t_exec(c, "create table ledger (job_id bigint not null, worker text "
 		  "not null, backend int not null)");
-
-	/* The pooler, in front of the same server, for the enqueuers only:
-	 * the workers connect to PostgreSQL directly. */
+	PQfinish(c);
 	char size[16];
 	snprintf(size, sizeof(size), "%d", POOL_SIZE);
 	script("testbouncer", "start", bouncerdir, pgdir, "transaction", size,
 	       NULL);
 	char *bci = read_trim(bouncerdir, "conninfo");
-	char *pooled = NULL;
-	if (asprintf(&pooled, "%s dbname=scale", bci) < 0)
+	if (asprintf(pooled, "%s dbname=scale", bci) < 0)
 		abort();
+	free(bci);
+}
 
-	char body[1024];
-	snprintf(body, sizeof(body),
-		 "workers: %d\n"
-		 "max_slots: %d\n"
-		 "queues: { default: { concurrency: 1 } }\n"
-		 "handlers:\n"
-		 "  scale: { type: sql, statement: \"insert into ledger "
-		 "(job_id, worker, backend) select $2, j.locked_by, "
-		 "pg_backend_pid() from pgjob.jobs j where j.id = $2 and $1 "
-		 "is not null\" }\n",
-		 NWORKERS, ALL_WORKERS);
-	const char *cfg = t_config("scale", ci, body);
-	pid_t sup[NINST];
-	int64_t t0 = now_ms();
-	t_daemons(cfg, NINST, "scale", sup);
-	t_wait_workers(c, ALL_WORKERS, 120);
-	figure(" all_slots_taken_ms=%lld", (long long)(now_ms() - t0));
-	check_slots(c, sup);
-	check_no_201st(c, cfg);
-	measure_idle(c);
-
-	t0 = now_ms();
-	enqueue_through_pooler(pooled, njobs);
-	long long via_pooler = backends(c, "application_name <> 'pgjobd'");
-	if (via_pooler < 1 || via_pooler > POOL_SIZE)
-		fail_msg("%d clients through the pooler hold %lld server "
-			 "connections, not 1..%d",
-			 NCLIENTS, via_pooler, POOL_SIZE);
-	double enqueue_s = (now_ms() - t0) / 1000.0;
-	t_wait_done(c, njobs, 300);
-	double run_s = (now_ms() - t0) / 1000.0;
-	/* The pooler keeps its server connections open: this is the most
-	 * the run had, the test's own included. */
-	long long peak = backends(c, "true") + 1;
-
-	/* Exactly once, every worker a share. */
+/* Every job ran exactly once, on a worker of the 200, and each worker ran
+ * its share: the per-worker counts go to the figures. */
+static void
+check_ledger(PGconn *c, int njobs)
+{
 	t_assert_value(c, "t",
 		       "select count(*) = %d and count(distinct job_id) = %d "
 		       "from ledger",
 		       njobs, njobs);
+	/* One server process per worker label: no worker reconnected, no
+	 * two shared a slot. */
 	t_assert_value(c, "200|200|1|200",
 		       "select count(distinct worker) || '|' || count(distinct "
 		       "(worker, backend)) || '|' || min(substring(worker from "
@@ -445,29 +413,13 @@ test_workers200(void **state)
 		fail_msg("jobs per worker %lld..%lld for a mean of %.1f: not "
 			 "spread over the workers",
 			 lo, hi, mean);
+}
 
-	measure_memory(c, sup);
-	long long maxconn = t_long(c, "select current_setting("
-				      "'max_connections')::int");
-	long long reserved =
-		t_long(c, "select current_setting("
-			  "'superuser_reserved_connections')::int");
-	figure(" server_backends=%lld max_connections_needed=%lld "
-	       "max_connections=%lld enqueuer_clients=%d "
-	       "enqueuer_server_conns=%lld enqueue_s=%.1f "
-	       "enqueue_to_done_s=%.1f",
-	       peak, peak + reserved, maxconn, NCLIENTS, via_pooler, enqueue_s,
-	       run_s);
-	PQfinish(c);
-
-	for (int i = 0; i < NINST; i++) {
-		int st = t_stop(sup[i], SIGTERM, 60);
-		if (st != 0)
-			fail_msg("instance %d: SIGTERM gave %d, not exit 0", i,
-				 st);
-	}
-	/* No error or warning anywhere: the instances' logs, the server's
-	 * (a refused connection would be a FATAL there). */
+/* No error or warning anywhere: the instances' logs, the server's (a
+ * refused connection would be a FATAL there). */
+static void
+check_logs(void)
+{
 	int bad = 0;
 	for (int i = 0; i < NINST; i++) {
 		char name[16];
@@ -488,7 +440,77 @@ test_workers200(void **state)
 	       lines_with(slog, "WARNING:");
 	if (bad)
 		fail_msg("%d error or warning lines in the logs", bad);
+}
 
+static void
+test_workers200(void **state)
+{
+	(void)state;
+	int njobs = 10000;
+	const char *nj = getenv("PGJOBD_FAULT_JOBS");
+	if (nj && atoi(nj) > 0)
+		njobs = atoi(nj);
+	int64_t begin = now_ms();
+	char *ci, *pooled;
+	setup(&ci, &pooled);
+	PGconn *c = t_connect(ci);
+
+	char body[1024];
+	snprintf(body, sizeof(body),
+		 "workers: %d\n"
+		 "max_slots: %d\n"
+		 "queues: { default: { concurrency: 1 } }\n"
+		 "handlers:\n"
+		 "  scale: { type: sql, statement: \"insert into ledger "
+		 "(job_id, worker, backend) select $2, j.locked_by, "
+		 "pg_backend_pid() from pgjob.jobs j where j.id = $2 and $1 "
+		 "is not null\" }\n",
+		 NWORKERS, ALL_WORKERS);
+	const char *cfg = t_config("scale", ci, body);
+	pid_t sup[NINST];
+	int64_t t0 = now_ms();
+	t_daemons(cfg, NINST, "scale", sup);
+	t_wait_workers(c, ALL_WORKERS, 120);
+	figure(" all_slots_taken_ms=%lld", (long long)(now_ms() - t0));
+	check_slots(c, sup);
+	check_no_201st(c, cfg);
+	measure_idle(c);
+
+	t0 = now_ms();
+	enqueue_through_pooler(pooled, njobs);
+	double enqueue_s = (now_ms() - t0) / 1000.0;
+	long long via_pooler = backends(c, "application_name <> 'pgjobd'");
+	if (via_pooler < 1 || via_pooler > POOL_SIZE)
+		fail_msg("%d clients through the pooler hold %lld server "
+			 "connections, not 1..%d",
+			 NCLIENTS, via_pooler, POOL_SIZE);
+	t_wait_done(c, njobs, 300);
+	double run_s = (now_ms() - t0) / 1000.0;
+	/* The pooler keeps its server connections open: this is the most
+	 * the run had, the test's own included. */
+	long long peak = backends(c, "true") + 1;
+	check_ledger(c, njobs);
+	measure_memory(c, sup);
+	long long maxconn = t_long(c, "select current_setting("
+				      "'max_connections')::int");
+	long long reserved =
+		t_long(c, "select current_setting("
+			  "'superuser_reserved_connections')::int");
+	figure(" server_backends=%lld max_connections_needed=%lld "
+	       "max_connections=%lld enqueuer_clients=%d "
+	       "enqueuer_server_conns=%lld enqueue_s=%.1f "
+	       "enqueue_to_done_s=%.1f",
+	       peak, peak + reserved, maxconn, NCLIENTS, via_pooler, enqueue_s,
+	       run_s);
+	PQfinish(c);
+
+	for (int i = 0; i < NINST; i++) {
+		int st = t_stop(sup[i], SIGTERM, 60);
+		if (st != 0)
+			fail_msg("instance %d: SIGTERM gave %d, not exit 0", i,
+				 st);
+	}
+	check_logs();
 	printf("scenario=workers200 instances=%d workers=%d max_slots=%d "
 	       "jobs=%d%s wall_s=%.1f\n",
 	       NINST, ALL_WORKERS, ALL_WORKERS, njobs, figures,
@@ -496,8 +518,6 @@ test_workers200(void **state)
 	fflush(stdout);
 	free(ci);
 	free(pooled);
-	free(bci);
-	free(server);
 }
 
 int
