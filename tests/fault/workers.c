@@ -20,7 +20,8 @@
  * PgBouncer (scripts/testbouncer.sh) are started and removed here.  A
  * ctest "fault." test, so the sanitizer pass leaves it out: 200 workers
  * under ASan would not fit in the machine.  PGJOBD_FAULT_JOBS=N overrides
- * the job count (10000).
+ * the job count (10000); PGJOBD_FAULT_FIGURES=FILE appends the figures
+ * line to FILE, as the fault suite does.
  */
 #include "testlib.h"
 
@@ -511,11 +512,21 @@ test_workers200(void **state)
 				 st);
 	}
 	check_logs();
-	printf("scenario=workers200 instances=%d workers=%d max_slots=%d "
-	       "jobs=%d%s wall_s=%.1f\n",
-	       NINST, ALL_WORKERS, ALL_WORKERS, njobs, figures,
-	       (now_ms() - begin) / 1000.0);
+	char line[2400];
+	snprintf(line, sizeof(line),
+		 "scenario=workers200 instances=%d workers=%d max_slots=%d "
+		 "jobs=%d%s wall_s=%.1f",
+		 NINST, ALL_WORKERS, ALL_WORKERS, njobs, figures,
+		 (now_ms() - begin) / 1000.0);
+	printf("%s\n", line);
 	fflush(stdout);
+	/* As the fault suite's scenarios do (docs/faults.md). */
+	const char *fig = getenv("PGJOBD_FAULT_FIGURES");
+	FILE *f = fig && *fig ? fopen(fig, "a") : NULL;
+	if (f) {
+		fprintf(f, "%s\n", line);
+		fclose(f);
+	}
 	free(ci);
 	free(pooled);
 }
