@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Two builds of pgjobd side by side on one PostgreSQL: the no-op plugin, N
+# jobs, the default retention (done jobs kept), 2 workers, rounds that
+# alternate A and B so that both meet the same machine.  Each build has a
+# database of its own (its own schema version), at default durability.
+#
+#   tests/bench/ab.sh BUILD_A BUILD_B [N] [ROUNDS]    (200000 jobs, 3 rounds)
+#
+# A build folder of another commit: git worktree add /tmp/a REV; cmake -S
+# /tmp/a -B /tmp/a/build && make -C /tmp/a/build pgjobd pgjob pgjobd_example.
+# Prints per round and build: jobs/s between the first and the last finish,
+# and WAL bytes per job.  Run it on an idle machine (docs/performance.md).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+[ $# -ge 2 ] || { echo "usage: ab.sh BUILD_A BUILD_B [N] [ROUNDS]" >&2; exit 2; }
+declare -A build=([a]=$(cd "$1" && pwd) [b]=$(cd "$2" && pwd))
+n=${3:-200000}
+rounds=${4:-3}
+dir=$(mktemp -d /tmp/pgjobd-ab.XXXXXX)
+PGJOBD_TESTPG_DURABLE=1 bash "$root/scripts/testpg.sh" start "$dir/pg" >/dev/null
+trap 'bash "$root/scripts/testpg.sh" stop "$dir/pg" >/dev/null; rm -rf "$dir"' EXIT
+base=$(cat "$dir/pg/conninfo")
+declare -A db
+for v in a b; do
+	psql -X -q "$base" -c "create database ab_$v"
+	db[$v]=${base/dbname=postgres/dbname=ab_$v}
+	"${build[$v]}/pgjob" --database "${db[$v]}" migrate >/dev/null
+	cat >"$dir/$v.yaml" <<YAML
+workers: 2
+log: { level: warn }
+queues: { default: { concurrency: 1000 } }
+handlers:
+  noop: { type: plugin, library: "${build[$v]}/pgjobd_example.so", symbol: pgjobd_example }
+YAML
+done
+for r in $(seq "$rounds"); do
+	for v in a b; do
+		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs cascade" \
+			-c "insert into pgjob.jobs (kind) select 'noop' from generate_series(1, $n)" \
+			-c "vacuum analyze pgjob.jobs" -c "checkpoint"
+		w0=$(psql -X -A -t "${db[$v]}" -c "select pg_current_wal_lsn()")
+		"${build[$v]}/pgjobd" -c "$dir/$v.yaml" -d "${db[$v]}" 2>>"$dir/$v.log" &
+		pid=$!
+		until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state <> 'done'")" = 0 ]; do
+			sleep 0.1
+		done
+		span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.jobs")
+		wal=$(psql -X -A -t "${db[$v]}" -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$w0')")
+		kill -TERM "$pid"
+		wait "$pid" || true
+		awk -v v="$v" -v r="$r" -v n="$n" -v sp="$span" -v w="$wal" 'BEGIN {
+			printf "round %d  %s  jobs/s %.0f  WAL B/job %.0f\n", r, toupper(v), n / sp, w / n }'
+	done
+done
