@@ -53,7 +53,8 @@ struct child {
 	struct supervisor *s;
 	int index;  /* place in s->children; -1 once retired */
 	int number; /* worker=N in log lines: index + 1, kept when retired */
-	int sidx;   /* its entry in the shared stats area; -1: none yet */
+	int sidx;   /* its entry in its group's stats area; -1: none yet */
+	int group;  /* its database's group (struct group), set at spawn */
 	pid_t pid;
 	int pipe_wr;
 	int restarts;
@@ -61,6 +62,22 @@ struct child {
 	ev_child watcher;
 	ev_timer restart;
 	struct child *next; /* in s->retired */
+};
+
+/*
+ * The workers of one database, with databases: (docs/configuration.md,
+ * "Several databases"); the single-database form has one group without a
+ * name.  Each group has a stats area of its own, as an instance of its
+ * own would: queue depths, the health guard and NOTIFY shares are one
+ * database's.  The groups are made at start; a reload keeps their names
+ * (a reload that changes them is refused: see same_databases()).
+ */
+struct group {
+	char *name;	     /* the database's name, or NULL */
+	struct stats *stats; /* shared with its workers */
+	/* Which entries of the stats area a live worker uses. */
+	unsigned char sidx_used[STATS_MAX_WORKERS];
+	int sidx_high; /* entries ever used: /metrics sums them all */
 };
 
 struct supervisor {
@@ -72,15 +89,14 @@ struct supervisor {
 	struct child *children;
 	int nchildren;
 	struct child *retired; /* old workers finishing their jobs */
-	/* Which entries of the stats area a live worker uses. */
-	unsigned char sidx_used[STATS_MAX_WORKERS];
-	int sidx_high; /* entries ever used: /metrics sums them all */
-	int stopping;  /* 0, 1 draining, 2 stopping now */
+	struct group *groups;  /* one per database; one without databases: */
+	int ngroups;
+	int stopping; /* 0, 1 draining, 2 stopping now */
 	int exit_code;
 	ev_signal sigterm, sigint, sighup;
 	ev_timer kill_timer;
 	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
-	struct stats *stats; /* shared with the workers */
+	struct stats *stats; /* groups[0].stats: reloads and restarts */
 	struct httpd *metrics;
 	int ready;	     /* READY=1 sent for the current config */
 	int64_t watchdog_ms; /* 0: no watchdog */
@@ -88,10 +104,43 @@ struct supervisor {
 	int64_t last_status; /* when STATUS= was last sent */
 };
 
+/* The workers of group g: -w, else its database's, else workers:. */
+static int
+group_workers(const struct supervisor *s, int g)
+{
+	if (s->workers_override > 0)
+		return s->workers_override;
+	return s->cfg->ndatabases ? s->cfg->databases[g].workers
+				  : s->cfg->workers;
+}
+
+/* All the workers: the groups' in turn, in s->children. */
 static int
 nworkers(const struct supervisor *s)
 {
-	return s->workers_override > 0 ? s->workers_override : s->cfg->workers;
+	int n = 0;
+	for (int g = 0; g < s->ngroups; g++)
+		n += group_workers(s, g);
+	return n;
+}
+
+/* The group of the worker at index in s->children (current config). */
+static int
+group_of(const struct supervisor *s, int index)
+{
+	for (int g = 0; g < s->ngroups; g++) {
+		if (index < group_workers(s, g))
+			return g;
+		index -= group_workers(s, g);
+	}
+	return s->ngroups - 1;
+}
+
+/* The stats area of c's group, or NULL. */
+static struct stats *
+cstats(const struct supervisor *s, const struct child *c)
+{
+	return c->group >= 0 ? s->groups[c->group].stats : NULL;
 }
 
 /* In the child: forget everything of the supervisor's loop and pipes. */
@@ -120,34 +169,59 @@ child_detach(struct supervisor *s, struct child *self)
 /* The lowest free entry of the stats area, taken; STATS_MAX_WORKERS when
  * none is free (the worker then counts into a private one). */
 static int
-sidx_take(struct supervisor *s)
+sidx_take(struct group *g)
 {
 	for (int i = 0; i < STATS_MAX_WORKERS; i++) {
-		if (s->sidx_used[i])
+		if (g->sidx_used[i])
 			continue;
-		s->sidx_used[i] = 1;
-		if (i + 1 > s->sidx_high)
-			s->sidx_high = i + 1;
+		g->sidx_used[i] = 1;
+		if (i + 1 > g->sidx_high)
+			g->sidx_high = i + 1;
 		return i;
 	}
 	return STATS_MAX_WORKERS;
 }
 
+/* Gives c's entry back to its group; c has none after. */
 static void
-sidx_give_back(struct supervisor *s, int sidx)
+sidx_give_back(struct supervisor *s, struct child *c)
 {
-	if (sidx >= 0 && sidx < STATS_MAX_WORKERS)
-		s->sidx_used[sidx] = 0;
+	if (c->group >= 0 && c->sidx >= 0 && c->sidx < STATS_MAX_WORKERS)
+		s->groups[c->group].sidx_used[c->sidx] = 0;
+	c->sidx = -1;
 }
 
-/* The first active worker reads the queue depths for /metrics. */
+/* The first active worker of each group reads its database's queue
+ * depths for /metrics. */
 static void
 name_depth_reader(struct supervisor *s)
 {
-	if (s->stats)
-		__atomic_store_n(&s->stats->depth_reader,
-				 s->nchildren > 0 ? s->children[0].sidx : -1,
-				 __ATOMIC_RELAXED);
+	int first = 0;
+	for (int g = 0; g < s->ngroups; g++) {
+		struct stats *st = s->groups[g].stats;
+		int reader = -1;
+		if (first < s->nchildren && s->children[first].group == g)
+			reader = s->children[first].sidx;
+		if (st)
+			__atomic_store_n(&st->depth_reader, reader,
+					 __ATOMIC_RELAXED);
+		first += group_workers(s, g);
+	}
+}
+
+/*
+ * In the worker, before worker_main(): with databases:, its own copy of
+ * the config (the fork's) names its database's conninfo, and its log
+ * lines say db=NAME.
+ */
+static void
+child_database(struct supervisor *s, int g)
+{
+	if (!s->cfg->ndatabases)
+		return;
+	free(s->cfg->conninfo);
+	s->cfg->conninfo = xstrdup(s->cfg->databases[g].conninfo);
+	log_set_database(s->cfg->databases[g].name);
 }
 
 static void
@@ -162,11 +236,12 @@ spawn(struct supervisor *s, struct child *c)
 	}
 	/* A restarted worker keeps its predecessor's entry, so its
 	 * counters carry on. */
-	if (c->sidx < 0)
-		c->sidx = sidx_take(s);
+	if (c->sidx < 0) {
+		c->group = group_of(s, c->index);
+		c->sidx = sidx_take(&s->groups[c->group]);
+	}
 	c->number = c->index + 1;
-	if (c->index == 0)
-		name_depth_reader(s);
+	name_depth_reader(s);
 	pid_t parent = getpid();
 	fflush(NULL);
 	pid_t pid = fork();
@@ -187,8 +262,9 @@ spawn(struct supervisor *s, struct child *c)
 		sigprocmask(SIG_BLOCK, &usr2, NULL);
 		close(fds[1]);
 		child_detach(s, c);
+		child_database(s, c->group);
 		/* The worker's code, and libpq, are loaded only now. */
-		_exit(worker_main(s->cfg, fds[0], parent, s->stats, c->sidx,
+		_exit(worker_main(s->cfg, fds[0], parent, cstats(s, c), c->sidx,
 				  c->number));
 	}
 	close(fds[0]);
@@ -259,8 +335,8 @@ stop_all(struct supervisor *s, int code)
 static const char *
 who(const struct supervisor *s, const struct child *c, char *buf, size_t len)
 {
-	int slot = s->stats && c->sidx >= 0 && c->sidx < STATS_MAX_WORKERS
-			   ? __atomic_load_n(&s->stats->w[c->sidx].slot,
+	int slot = cstats(s, c) && c->sidx >= 0 && c->sidx < STATS_MAX_WORKERS
+			   ? __atomic_load_n(&cstats(s, c)->w[c->sidx].slot,
 					     __ATOMIC_RELAXED)
 			   : 0;
 	snprintf(buf, len, "worker=%d%s slot=%d pid=%d", c->number,
@@ -293,9 +369,9 @@ log_exit(struct supervisor *s, struct child *c, int status)
 static void
 kill_orphans(struct supervisor *s, struct child *c)
 {
-	if (!s->stats || c->sidx < 0 || c->sidx >= STATS_MAX_WORKERS)
+	if (!cstats(s, c) || c->sidx < 0 || c->sidx >= STATS_MAX_WORKERS)
 		return;
-	int32_t *t = s->stats->w[c->sidx].handler_pgids;
+	int32_t *t = cstats(s, c)->w[c->sidx].handler_pgids;
 	int n = 0;
 	for (int i = 0; i < STATS_MAX_HANDLERS; i++) {
 		int32_t g = __atomic_exchange_n(&t[i], 0, __ATOMIC_RELAXED);
@@ -317,8 +393,8 @@ retired_gone(struct supervisor *s, struct child *r)
 			*pp = r->next;
 			break;
 		}
-	stats_worker_gone(s->stats, r->sidx);
-	sidx_give_back(s, r->sidx);
+	stats_worker_gone(cstats(s, r), r->sidx);
+	sidx_give_back(s, r);
 	free(r);
 	if (s->stopping && running(s) == 0)
 		ev_break(s->loop, EVBREAK_ALL);
@@ -340,7 +416,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 		retired_gone(s, c);
 		return;
 	}
-	stats_worker_gone(s->stats, c->sidx);
+	stats_worker_gone(cstats(s, c), c->sidx);
 	int64_t up = util_now_ms() - c->started_ms;
 	c->pid = 0;
 	if (s->stopping) {
@@ -357,8 +433,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	}
 	if (c->index >= nworkers(s)) {
 		/* Not in the config any more (a reload lowered workers). */
-		sidx_give_back(s, c->sidx);
-		c->sidx = -1;
+		sidx_give_back(s, c);
 		return;
 	}
 	if (up >= STABLE_MS)
@@ -367,8 +442,8 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 					     backoff_random()) /
 		   1000.;
 	c->restarts++;
-	if (s->stats)
-		stats_add(&s->stats->worker_restarts, 1);
+	if (cstats(s, c))
+		stats_add(&cstats(s, c)->worker_restarts, 1);
 	log_info("restarting worker=%d in %.1fs", c->number, d);
 	ev_timer_set(&c->restart, d, 0.);
 	ev_timer_start(loop, &c->restart);
@@ -422,6 +497,7 @@ resize(struct supervisor *s, int n)
 			c[i].pipe_wr = -1;
 			c[i].pid = 0;
 			c[i].sidx = -1;
+			c[i].group = -1;
 		}
 		ev_child_init(&c[i].watcher, on_child, c[i].pid, 0);
 		ev_timer_init(&c[i].restart, on_restart, 0., 0.);
@@ -443,8 +519,7 @@ retire(struct supervisor *s, struct child *c)
 	ev_timer_stop(s->loop, &c->restart);
 	if (c->pid <= 0) {
 		/* Waiting for a restart: its successor takes over. */
-		sidx_give_back(s, c->sidx);
-		c->sidx = -1;
+		sidx_give_back(s, c);
 		return;
 	}
 	struct child *r = xcalloc(1, sizeof(*r));
@@ -547,7 +622,13 @@ set_dur_bounds(struct supervisor *s, const struct config *cfg)
 	uint32_t n = __atomic_load_n(&s->stats->ndur_bounds, __ATOMIC_RELAXED);
 	if (n == 0) {
 		n = (uint32_t)stats_dur_bounds(t, s->stats->dur_bounds);
-		__atomic_store_n(&s->stats->ndur_bounds, n, __ATOMIC_RELEASE);
+		/* Every database's workers count into the same bounds. */
+		for (int g = 0; g < s->ngroups; g++) {
+			struct stats *st = s->groups[g].stats;
+			memcpy(st->dur_bounds, s->stats->dur_bounds,
+			       sizeof(st->dur_bounds));
+			__atomic_store_n(&st->ndur_bounds, n, __ATOMIC_RELEASE);
+		}
 	} else if (t > s->stats->dur_bounds[n - 1]) {
 		log_warnx(
 			"a handler timeout of %.0fs is over the last duration "
@@ -556,13 +637,33 @@ set_dur_bounds(struct supervisor *s, const struct config *cfg)
 	}
 }
 
-/* Counts a reload (SIGHUP) and its outcome for /metrics. */
+/* Counts a reload (SIGHUP) and its outcome for /metrics: in every
+ * database's area, since each renders its own (metrics_merge()). */
 static void
 reload_counted(struct supervisor *s, int ok)
 {
-	stats_add(ok ? &s->stats->reloads_ok : &s->stats->reloads_failed, 1);
-	stats_set(&s->stats->last_reload_ok, ok);
-	stats_set(&s->stats->last_reload_s, (int64_t)time(NULL));
+	for (int g = 0; g < s->ngroups; g++) {
+		struct stats *st = s->groups[g].stats;
+		stats_add(ok ? &st->reloads_ok : &st->reloads_failed, 1);
+		stats_set(&st->last_reload_ok, ok);
+		stats_set(&st->last_reload_s, (int64_t)time(NULL));
+	}
+}
+
+/*
+ * A reload keeps the databases' names, in their order: each has its stats
+ * area, made before the first fork (a new database needs a restart, as
+ * metrics.listen does).  Their conninfo and workers may change.
+ */
+static bool
+same_databases(const struct supervisor *s, const struct config *cfg)
+{
+	if (cfg->ndatabases != s->cfg->ndatabases)
+		return false;
+	for (size_t i = 0; i < cfg->ndatabases; i++)
+		if (strcmp(cfg->databases[i].name, s->cfg->databases[i].name))
+			return false;
+	return true;
 }
 
 static void
@@ -580,6 +681,14 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	 * (handler_check.c: plugins load in a child, never here). */
 	if (cfg && (config_check_run_as(cfg, geteuid(), &errs) > 0 ||
 		    handler_check_config(cfg, &errs) > 0)) {
+		config_free(cfg);
+		cfg = NULL;
+	}
+	if (cfg && !same_databases(s, cfg)) {
+		config_errors_add(&errs,
+				  "%s: databases: the names changed: a new "
+				  "or removed database needs a restart",
+				  s->config_path);
 		config_free(cfg);
 		cfg = NULL;
 	}
@@ -610,15 +719,50 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 /* The period of the status timer: READY=1, STATUS= and the watchdog. */
 #define STATUS_EVERY 0.5
 
-/* The stats entries of the active workers, for the health checks;
+/* The stats entries of group g's active workers, for the health checks;
  * returns their number. */
 static int
-active_entries(const struct supervisor *s, int *idx)
+active_entries(const struct supervisor *s, int g, int *idx)
 {
 	int n = 0;
 	for (int i = 0; i < nworkers(s) && i < s->nchildren; i++)
-		idx[n++] = s->children[i].sidx;
+		if (group_of(s, i) == g)
+			idx[n++] = s->children[i].sidx;
 	return n;
+}
+
+/*
+ * Whether every group's workers hold a slot and reached their database
+ * within stale_ms (all: /healthz), or those of at least one group (any:
+ * READY=1, so that one database down at start does not hold the others'
+ * start back).  why names the first group that is not, with its database.
+ */
+static int
+groups_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
+	       char *why, size_t len)
+{
+	int idx[s->nchildren + 1], healthy = 0;
+	char one[160]; /* stats_healthy() needs 128 */
+	why[0] = '\0';
+	for (int g = 0; g < s->ngroups; g++) {
+		int n = active_entries(s, g, idx);
+		if (stats_healthy(s->groups[g].stats, idx, n, stale_ms, one,
+				  sizeof(one))) {
+			healthy++;
+			if (!why[0] || s->ngroups == 1)
+				snprintf(why, len, "%s", one);
+		} else if (s->groups[g].name) {
+			snprintf(why, len, "database %s: %s", s->groups[g].name,
+				 one);
+			if (all)
+				return 0;
+		} else {
+			snprintf(why, len, "%s", one);
+			if (all)
+				return 0;
+		}
+	}
+	return all ? 1 : healthy > 0;
 }
 
 /* build_info and process_*: the supervisor's own, and its live workers'
@@ -636,15 +780,36 @@ render_processes(const struct supervisor *s, struct buf *body)
 	procmetrics_render(body, pids, n);
 }
 
+/* Every group's series; with databases:, each labelled database="name"
+ * (metrics_merge()).  One database keeps the series it always had. */
+static void
+render_groups(const struct supervisor *s, struct buf *body)
+{
+	if (!s->cfg->ndatabases) {
+		stats_render(s->stats, s->groups[0].sidx_high, nworkers(s),
+			     body);
+		return;
+	}
+	struct buf parts[s->ngroups];
+	const char *names[s->ngroups];
+	for (int g = 0; g < s->ngroups; g++) {
+		parts[g] = (struct buf){0};
+		names[g] = s->groups[g].name;
+		stats_render(s->groups[g].stats, s->groups[g].sidx_high,
+			     group_workers(s, g), &parts[g]);
+	}
+	metrics_merge(body, "database", names, parts, (size_t)s->ngroups);
+	for (int g = 0; g < s->ngroups; g++)
+		buf_free(&parts[g]);
+}
+
 static int
 render(void *arg, const char *path, struct buf *body, const char **content_type)
 {
 	struct supervisor *s = arg;
-	int idx[s->nchildren + 1];
-	int n = active_entries(s, idx);
 	if (strcmp(path, "/metrics") == 0) {
 		*content_type = METRICS_CONTENT_TYPE;
-		stats_render(s->stats, s->sidx_high, nworkers(s), body);
+		render_groups(s, body);
 		render_processes(s, body);
 		return 200;
 	}
@@ -654,8 +819,8 @@ render(void *arg, const char *path, struct buf *body, const char **content_type)
 		int64_t stale =
 			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
 							  : 10000);
-		int ok = !s->stopping && stats_healthy(s->stats, idx, n, stale,
-						       why, sizeof(why));
+		int ok = !s->stopping &&
+			 groups_healthy(s, stale, true, why, sizeof(why));
 		if (s->stopping)
 			snprintf(why, sizeof(why), "stopping\n");
 		buf_appendf(body, "%s", why);
@@ -665,49 +830,58 @@ render(void *arg, const char *path, struct buf *body, const char **content_type)
 	return 404;
 }
 
-/* "2 workers, slots 1,2, 1234 jobs done" for STATUS=. */
+/* "2 workers, slots 1,2, 1234 jobs done" for STATUS=; with databases:,
+ * "a: 2 workers, ...; b: ..." */
 static void
-status_line(struct supervisor *s, const int *idx, int n, struct buf *b)
+status_line(struct supervisor *s, struct buf *b)
 {
-	uint64_t done = 0;
-	buf_appendf(b, "%d workers, slots ", n);
-	for (int i = 0; i < n; i++) {
-		if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
-			continue;
-		const struct stats_worker *w = &s->stats->w[idx[i]];
-		buf_appendf(b, "%s%d", i ? "," : "",
-			    __atomic_load_n(&w->slot, __ATOMIC_RELAXED));
+	int idx[s->nchildren + 1];
+	for (int g = 0; g < s->ngroups; g++) {
+		const struct stats *st = s->groups[g].stats;
+		int n = active_entries(s, g, idx);
+		uint64_t done = 0;
+		if (s->groups[g].name)
+			buf_appendf(b, "%s%s: ", g ? "; " : "",
+				    s->groups[g].name);
+		buf_appendf(b, "%d workers, slots ", n);
+		for (int i = 0; i < n; i++) {
+			if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
+				continue;
+			const struct stats_worker *w = &st->w[idx[i]];
+			buf_appendf(
+				b, "%s%d", i ? "," : "",
+				__atomic_load_n(&w->slot, __ATOMIC_RELAXED));
+		}
+		for (int i = 0; i < s->groups[g].sidx_high; i++) {
+			const struct stats_worker *w = &st->w[i];
+			uint32_t nk =
+				__atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
+			for (uint32_t k = 0; k < nk; k++)
+				done += __atomic_load_n(&w->kinds[k].done,
+							__ATOMIC_RELAXED);
+		}
+		buf_appendf(b, ", %llu jobs done", (unsigned long long)done);
 	}
-	for (int i = 0; i < s->sidx_high; i++) {
-		const struct stats_worker *w = &s->stats->w[i];
-		uint32_t nk = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
-		for (uint32_t k = 0; k < nk; k++)
-			done += __atomic_load_n(&w->kinds[k].done,
-						__ATOMIC_RELAXED);
-	}
-	buf_appendf(b, ", %llu jobs done", (unsigned long long)done);
 }
 
 static void
 on_status(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct supervisor *s = t->data;
-	int idx[s->nchildren + 1];
-	int n = active_entries(s, idx);
 	char why[256];
 	int64_t now = util_now_ms();
 	struct buf line = {0};
 	if (!s->ready && !s->stopping &&
-	    stats_healthy(s->stats, idx, n, 60000, why, sizeof(why))) {
+	    groups_healthy(s, 60000, false, why, sizeof(why))) {
 		s->ready = 1;
 		s->last_status = now;
-		status_line(s, idx, n, &line);
+		status_line(s, &line);
 		notify_send("READY=1\nSTATUS=%s", line.data);
 		log_info("ready: %s", line.data);
 	} else if (s->ready && !s->stopping && now - s->last_status >= 5000) {
 		/* Keep `systemctl status` current. */
 		s->last_status = now;
-		status_line(s, idx, n, &line);
+		status_line(s, &line);
 		notify_send("STATUS=%s", line.data);
 	}
 	buf_free(&line);
@@ -717,19 +891,43 @@ on_status(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 }
 
-/* The shared stats area, the metrics server and systemd notification. */
+/* One group per database (one without databases:), each with its stats
+ * area; -1 (logged by stats_create()) when one cannot be mapped. */
+static int
+make_groups(struct supervisor *s)
+{
+	s->ngroups = s->cfg->ndatabases ? (int)s->cfg->ndatabases : 1;
+	s->groups = xcalloc((size_t)s->ngroups, sizeof(*s->groups));
+	for (int g = 0; g < s->ngroups; g++) {
+		if (s->cfg->ndatabases)
+			s->groups[g].name = xstrdup(s->cfg->databases[g].name);
+		if (!(s->groups[g].stats = stats_create()))
+			return -1;
+		s->groups[g].stats->last_reload_ok = 1;
+		s->groups[g].stats->last_reload_s = (int64_t)time(NULL);
+	}
+	s->stats = s->groups[0].stats;
+	return 0;
+}
+
+static void
+free_groups(struct supervisor *s)
+{
+	for (int g = 0; g < s->ngroups; g++) {
+		free(s->groups[g].name);
+		stats_destroy(s->groups[g].stats);
+	}
+	free(s->groups);
+}
+
+/* The metrics server and systemd notification. */
 static int
 start_services(struct supervisor *s)
 {
 	char *err = NULL;
 	notify_init();
 	s->watchdog_ms = notify_watchdog_usec() / 1000;
-	s->stats = stats_create();
-	if (!s->stats)
-		return -1;
 	set_dur_bounds(s, s->cfg);
-	s->stats->last_reload_ok = 1;
-	s->stats->last_reload_s = (int64_t)time(NULL);
 	if (s->cfg->metrics_listen) {
 		s->metrics = httpd_listen(s->loop, s->cfg->metrics_listen,
 					  render, s, &err);
@@ -757,9 +955,21 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 			       .workers_override = workers,
 			       .database = database};
 
-	override_database(&s);
 	log_init("supervisor", cfg->log_level,
 		 cfg->log_format == LOG_FORMAT_JSON);
+	if (database && cfg->ndatabases) {
+		log_errorx("-d names one database, and %s names %zu under "
+			   "databases:; leave -d out",
+			   config_path, cfg->ndatabases);
+		config_free(cfg);
+		return EXIT_CONFIG;
+	}
+	override_database(&s);
+	if (make_groups(&s) < 0) {
+		free_groups(&s);
+		config_free(s.cfg);
+		return EXIT_CONFIG;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	s.loop = ev_default_loop(0);
 	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
@@ -774,6 +984,7 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION, nworkers(&s));
 	if (start_services(&s) < 0) {
 		free(s.children);
+		free_groups(&s);
 		config_free(s.cfg);
 		return EXIT_CONFIG;
 	}
@@ -793,7 +1004,7 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	free(s.children);
 	config_free(s.cfg);
 	httpd_close(s.metrics);
-	stats_destroy(s.stats);
+	free_groups(&s);
 	notify_close();
 	log_info("stopped (exit %d)", s.exit_code);
 	return s.exit_code;
