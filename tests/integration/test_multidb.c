@@ -244,6 +244,38 @@ test_two_clusters(void **state)
 	t_assert_value(b, "0",
 		       "select count(*) from pgjob.jobs where attempts > 1");
 
+	/* A reload applies a database's workers; renaming one is refused,
+	 * and the running config stays. */
+	text = xasprintf("databases:\n"
+			 "  alpha: { conninfo: \"%s\", workers: 2 }\n"
+			 "  beta: { conninfo: \"%s\", workers: 2 }\n"
+			 "lease: 2s\n"
+			 "poll_interval: 100ms\n"
+			 "metrics: { listen: \"127.0.0.1:%d\" }\n"
+			 "handlers:\n"
+			 "  noop: { type: exec, command: [\"/bin/true\"] }\n",
+			 ci_a, ci_b, port);
+	t_write_file(cfg, text);
+	free(text);
+	long long old = t_long(b, "select pid from pgjob.workers");
+	kill(daemon_pid, SIGHUP);
+	t_wait_log("multidb", "reload done: 4 workers start", 1, 30);
+	/* beta: two new workers, the old one gone (it retired). */
+	t_wait_until(b, 30,
+		     "select count(*) = 2 and bool_and(pid <> %lld) from "
+		     "pgjob.workers",
+		     old);
+	text = xasprintf("databases:\n"
+			 "  alpha: { conninfo: \"%s\" }\n"
+			 "  gamma: { conninfo: \"%s\" }\n",
+			 ci_a, ci_b);
+	t_write_file(cfg, text);
+	free(text);
+	kill(daemon_pid, SIGHUP);
+	t_wait_log("multidb", "databases: the names changed", 1, 30);
+	enqueue(b, "noop", 5);
+	t_wait_done(b, 30, 60);
+
 	t_stop_clean(daemon_pid);
 	daemon_pid = 0;
 	PQfinish(a);
