@@ -735,34 +735,25 @@ active_entries(const struct supervisor *s, int g, int *idx)
  * Whether every group's workers hold a slot and reached their database
  * within stale_ms (all: /healthz), or those of at least one group (any:
  * READY=1, so that one database down at start does not hold the others'
- * start back).  why names the first group that is not, with its database.
+ * start back).  why (may be NULL) gets a line per group, each after
+ * "database NAME: " with databases:.
  */
 static int
 groups_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
-	       char *why, size_t len)
+	       struct buf *why)
 {
 	int idx[s->nchildren + 1], healthy = 0;
 	char one[160]; /* stats_healthy() needs 128 */
-	why[0] = '\0';
 	for (int g = 0; g < s->ngroups; g++) {
 		int n = active_entries(s, g, idx);
-		if (stats_healthy(s->groups[g].stats, idx, n, stale_ms, one,
-				  sizeof(one))) {
-			healthy++;
-			if (!why[0] || s->ngroups == 1)
-				snprintf(why, len, "%s", one);
-		} else if (s->groups[g].name) {
-			snprintf(why, len, "database %s: %s", s->groups[g].name,
-				 one);
-			if (all)
-				return 0;
-		} else {
-			snprintf(why, len, "%s", one);
-			if (all)
-				return 0;
-		}
+		healthy += stats_healthy(s->groups[g].stats, idx, n, stale_ms,
+					 one, sizeof(one));
+		if (why && s->groups[g].name)
+			buf_appendf(why, "database %s: ", s->groups[g].name);
+		if (why)
+			buf_appendf(why, "%s", one);
 	}
-	return all ? 1 : healthy > 0;
+	return all ? healthy == s->ngroups : healthy > 0;
 }
 
 /* build_info and process_*: the supervisor's own, and its live workers'
@@ -814,17 +805,15 @@ render(void *arg, const char *path, struct buf *body, const char **content_type)
 		return 200;
 	}
 	if (strcmp(path, "/healthz") == 0) {
-		char why[256];
 		/* A worker reaches the database at least every heartbeat. */
 		int64_t stale =
 			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
 							  : 10000);
-		int ok = !s->stopping &&
-			 groups_healthy(s, stale, true, why, sizeof(why));
-		if (s->stopping)
-			snprintf(why, sizeof(why), "stopping\n");
-		buf_appendf(body, "%s", why);
-		return ok ? 200 : 503;
+		if (s->stopping) {
+			buf_appendf(body, "stopping\n");
+			return 503;
+		}
+		return groups_healthy(s, stale, true, body) ? 200 : 503;
 	}
 	buf_appendf(body, "not found: try /metrics or /healthz\n");
 	return 404;
@@ -868,11 +857,10 @@ static void
 on_status(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct supervisor *s = t->data;
-	char why[256];
 	int64_t now = util_now_ms();
 	struct buf line = {0};
 	if (!s->ready && !s->stopping &&
-	    groups_healthy(s, 60000, false, why, sizeof(why))) {
+	    groups_healthy(s, 60000, false, NULL)) {
 		s->ready = 1;
 		s->last_status = now;
 		status_line(s, &line);

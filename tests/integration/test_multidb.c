@@ -161,6 +161,10 @@ test_two_clusters(void **state)
 	t_wait_done(a, 25, 60);
 	t_wait_done(b, 15, 60);
 	wait_http(port, "/healthz", " 200 ", 30);
+	char *h = get(port, "/healthz");
+	assert_non_null(strstr(h, "database alpha: ok: 2 workers hold slots\n"
+				  "database beta: ok: 1 workers hold slots\n"));
+	free(h);
 
 	/* /metrics: every series of each database, labelled. */
 	wait_http(port, "/metrics",
@@ -220,8 +224,10 @@ test_two_clusters(void **state)
 	t_wait_done(a, 55, 60);
 	t_wait_log("multidb", "db=beta", 1, 30);
 	wait_http(port, "/healthz", " 503 ", 30);
-	char *h = get(port, "/healthz");
+	h = get(port, "/healthz");
+	assert_non_null(strstr(h, "database alpha: ok: "));
 	assert_non_null(strstr(h, "database beta: "));
+	assert_null(strstr(h, "database beta: ok"));
 	free(h);
 	/* status still shows alpha, says beta is not reachable, exits 1. */
 	pgjob_c(&r, cfg, "status", NULL, NULL);
