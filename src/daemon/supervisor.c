@@ -33,10 +33,9 @@
 #include "common/backoff.h"
 #include "common/config.h"
 #include "common/log.h"
-#include "common/metrics.h"
 #include "daemon/httpd.h"
+#include "daemon/internal.h"
 #include "daemon/notify.h"
-#include "daemon/procmetrics.h"
 #include "handlers/handler_check.h"
 #include "common/stats.h"
 #include "common/util.h"
@@ -44,69 +43,9 @@
 
 #define STABLE_MS 60000 /* up this long: the restart backoff resets */
 
-/*
- * A worker process.  The active ones are s->children[index]; a worker
- * retired by a reload moves to s->retired (a copy of its own) until it
- * exits.
- */
-struct child {
-	struct supervisor *s;
-	int index;  /* place in s->children; -1 once retired */
-	int number; /* worker=N in log lines: index + 1, kept when retired */
-	int sidx;   /* its entry in its group's stats area; -1: none yet */
-	int group;  /* its database's group (struct group), set at spawn */
-	pid_t pid;
-	int pipe_wr;
-	int restarts;
-	int64_t started_ms;
-	ev_child watcher;
-	ev_timer restart;
-	struct child *next; /* in s->retired */
-};
-
-/*
- * The workers of one database, with databases: (docs/configuration.md,
- * "Several databases"); the single-database form has one group without a
- * name.  Each group has a stats area of its own, as an instance of its
- * own would: queue depths, the health guard and NOTIFY shares are one
- * database's.  The groups are made at start; a reload keeps their names
- * (a reload that changes them is refused: see same_databases()).
- */
-struct group {
-	char *name;	     /* the database's name, or NULL */
-	struct stats *stats; /* shared with its workers */
-	/* Which entries of the stats area a live worker uses. */
-	unsigned char sidx_used[STATS_MAX_WORKERS];
-	int sidx_high; /* entries ever used: /metrics sums them all */
-};
-
-struct supervisor {
-	struct ev_loop *loop;
-	const char *config_path;
-	struct config *cfg;
-	int workers_override;
-	const char *database; /* overrides database.conninfo, or NULL */
-	struct child *children;
-	int nchildren;
-	struct child *retired; /* old workers finishing their jobs */
-	struct group *groups;  /* one per database; one without databases: */
-	int ngroups;
-	int stopping; /* 0, 1 draining, 2 stopping now */
-	int exit_code;
-	ev_signal sigterm, sigint, sighup;
-	ev_timer kill_timer;
-	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
-	struct stats *stats; /* groups[0].stats: reloads and restarts */
-	struct httpd *metrics;
-	int ready;	     /* READY=1 sent for the current config */
-	int64_t watchdog_ms; /* 0: no watchdog */
-	int64_t last_watchdog;
-	int64_t last_status; /* when STATUS= was last sent */
-};
-
 /* The workers of group g: -w, else its database's, else workers:. */
-static int
-group_workers(const struct supervisor *s, int g)
+int
+supervisor_group_workers(const struct supervisor *s, int g)
 {
 	if (s->workers_override > 0)
 		return s->workers_override;
@@ -115,23 +54,23 @@ group_workers(const struct supervisor *s, int g)
 }
 
 /* All the workers: the groups' in turn, in s->children. */
-static int
-nworkers(const struct supervisor *s)
+int
+supervisor_nworkers(const struct supervisor *s)
 {
 	int n = 0;
 	for (int g = 0; g < s->ngroups; g++)
-		n += group_workers(s, g);
+		n += supervisor_group_workers(s, g);
 	return n;
 }
 
 /* The group of the worker at index in s->children (current config). */
-static int
-group_of(const struct supervisor *s, int index)
+int
+supervisor_group_of(const struct supervisor *s, int index)
 {
 	for (int g = 0; g < s->ngroups; g++) {
-		if (index < group_workers(s, g))
+		if (index < supervisor_group_workers(s, g))
 			return g;
-		index -= group_workers(s, g);
+		index -= supervisor_group_workers(s, g);
 	}
 	return s->ngroups - 1;
 }
@@ -205,7 +144,7 @@ name_depth_reader(struct supervisor *s)
 		if (st)
 			__atomic_store_n(&st->depth_reader, reader,
 					 __ATOMIC_RELAXED);
-		first += group_workers(s, g);
+		first += supervisor_group_workers(s, g);
 	}
 }
 
@@ -237,7 +176,7 @@ spawn(struct supervisor *s, struct child *c)
 	/* A restarted worker keeps its predecessor's entry, so its
 	 * counters carry on. */
 	if (c->sidx < 0) {
-		c->group = group_of(s, c->index);
+		c->group = supervisor_group_of(s, c->index);
 		c->sidx = sidx_take(&s->groups[c->group]);
 	}
 	c->number = c->index + 1;
@@ -280,13 +219,13 @@ static void
 on_restart(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct child *c = t->data;
-	if (!c->s->stopping && c->index < nworkers(c->s))
+	if (!c->s->stopping && c->index < supervisor_nworkers(c->s))
 		spawn(c->s, c);
 }
 
 /* Worker processes alive: active and retired. */
-static int
-running(const struct supervisor *s)
+int
+supervisor_running(const struct supervisor *s)
 {
 	int n = 0;
 	for (int i = 0; i < s->nchildren; i++)
@@ -323,7 +262,7 @@ stop_all(struct supervisor *s, int code)
 	ev_timer_set(&s->kill_timer,
 		     (double)s->cfg->shutdown_timeout_ms / 1000. + 20., 0.);
 	ev_timer_start(s->loop, &s->kill_timer);
-	if (running(s) == 0)
+	if (supervisor_running(s) == 0)
 		ev_break(s->loop, EVBREAK_ALL);
 }
 
@@ -396,7 +335,7 @@ retired_gone(struct supervisor *s, struct child *r)
 	stats_worker_gone(cstats(s, r), r->sidx);
 	sidx_give_back(s, r);
 	free(r);
-	if (s->stopping && running(s) == 0)
+	if (s->stopping && supervisor_running(s) == 0)
 		ev_break(s->loop, EVBREAK_ALL);
 }
 
@@ -420,7 +359,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	int64_t up = util_now_ms() - c->started_ms;
 	c->pid = 0;
 	if (s->stopping) {
-		if (running(s) == 0)
+		if (supervisor_running(s) == 0)
 			ev_break(loop, EVBREAK_ALL);
 		return;
 	}
@@ -431,7 +370,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 		stop_all(s, EXIT_CONFIG);
 		return;
 	}
-	if (c->index >= nworkers(s)) {
+	if (c->index >= supervisor_nworkers(s)) {
 		/* Not in the config any more (a reload lowered workers). */
 		sidx_give_back(s, c);
 		return;
@@ -453,7 +392,8 @@ static void
 on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct supervisor *s = t->data;
-	log_warnx("%d workers still running; killing them", running(s));
+	log_warnx("%d workers still running; killing them",
+		  supervisor_running(s));
 	signal_all(s, SIGKILL);
 }
 
@@ -548,12 +488,12 @@ roll_over(struct supervisor *s)
 		old += s->children[i].pid > 0;
 		retire(s, &s->children[i]);
 	}
-	for (int i = 0; i < nworkers(s); i++)
+	for (int i = 0; i < supervisor_nworkers(s); i++)
 		spawn(s, &s->children[i]);
 	name_depth_reader(s);
 	log_info("reload done: %d workers start on the new config; %d old "
 		 "ones finish the jobs they hold",
-		 nworkers(s), old);
+		 supervisor_nworkers(s), old);
 	s->ready = 0; /* READY=1 again once they all hold slots */
 }
 
@@ -712,146 +652,12 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	log_set_level(cfg->log_level);
 	log_set_json(cfg->log_format == LOG_FORMAT_JSON);
 	set_dur_bounds(s, cfg);
-	resize(s, nworkers(s));
+	resize(s, supervisor_nworkers(s));
 	roll_over(s);
 }
 
 /* The period of the status timer: READY=1, STATUS= and the watchdog. */
 #define STATUS_EVERY 0.5
-
-/* The stats entries of group g's active workers, for the health checks;
- * returns their number. */
-static int
-active_entries(const struct supervisor *s, int g, int *idx)
-{
-	int n = 0;
-	for (int i = 0; i < nworkers(s) && i < s->nchildren; i++)
-		if (group_of(s, i) == g)
-			idx[n++] = s->children[i].sidx;
-	return n;
-}
-
-/*
- * Whether every group's workers hold a slot and reached their database
- * within stale_ms (all: /healthz), or those of at least one group (any:
- * READY=1, so that one database down at start does not hold the others'
- * start back).  why (may be NULL) gets a line per group, each after
- * "database NAME: " with databases:.
- */
-static int
-groups_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
-	       struct buf *why)
-{
-	int idx[s->nchildren + 1], healthy = 0;
-	char one[160]; /* stats_healthy() needs 128 */
-	for (int g = 0; g < s->ngroups; g++) {
-		int n = active_entries(s, g, idx);
-		healthy += stats_healthy(s->groups[g].stats, idx, n, stale_ms,
-					 one, sizeof(one));
-		if (why && s->groups[g].name)
-			buf_appendf(why, "database %s: ", s->groups[g].name);
-		if (why)
-			buf_appendf(why, "%s", one);
-	}
-	return all ? healthy == s->ngroups : healthy > 0;
-}
-
-/* build_info and process_*: the supervisor's own, and its live workers'
- * (daemon/procmetrics.c). */
-static void
-render_processes(const struct supervisor *s, struct buf *body)
-{
-	pid_t pids[s->nchildren + 1 + running(s)];
-	int n = 0;
-	for (int i = 0; i < s->nchildren; i++)
-		if (s->children[i].pid > 0)
-			pids[n++] = s->children[i].pid;
-	for (const struct child *r = s->retired; r; r = r->next)
-		pids[n++] = r->pid;
-	procmetrics_render(body, pids, n);
-}
-
-/* Every group's series; with databases:, each labelled database="name"
- * (metrics_merge()).  One database keeps the series it always had. */
-static void
-render_groups(const struct supervisor *s, struct buf *body)
-{
-	if (!s->cfg->ndatabases) {
-		stats_render(s->stats, s->groups[0].sidx_high, nworkers(s),
-			     body);
-		return;
-	}
-	struct buf parts[s->ngroups];
-	const char *names[s->ngroups];
-	for (int g = 0; g < s->ngroups; g++) {
-		parts[g] = (struct buf){0};
-		names[g] = s->groups[g].name;
-		stats_render(s->groups[g].stats, s->groups[g].sidx_high,
-			     group_workers(s, g), &parts[g]);
-	}
-	metrics_merge(body, "database", names, parts, (size_t)s->ngroups);
-	for (int g = 0; g < s->ngroups; g++)
-		buf_free(&parts[g]);
-}
-
-static int
-render(void *arg, const char *path, struct buf *body, const char **content_type)
-{
-	struct supervisor *s = arg;
-	if (strcmp(path, "/metrics") == 0) {
-		*content_type = METRICS_CONTENT_TYPE;
-		render_groups(s, body);
-		render_processes(s, body);
-		return 200;
-	}
-	if (strcmp(path, "/healthz") == 0) {
-		/* A worker reaches the database at least every heartbeat. */
-		int64_t stale =
-			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
-							  : 10000);
-		if (s->stopping) {
-			buf_appendf(body, "stopping\n");
-			return 503;
-		}
-		return groups_healthy(s, stale, true, body) ? 200 : 503;
-	}
-	buf_appendf(body, "not found: try /metrics or /healthz\n");
-	return 404;
-}
-
-/* "2 workers, slots 1,2, 1234 jobs done" for STATUS=; with databases:,
- * "a: 2 workers, ...; b: ..." */
-static void
-status_line(struct supervisor *s, struct buf *b)
-{
-	int idx[s->nchildren + 1];
-	for (int g = 0; g < s->ngroups; g++) {
-		const struct stats *st = s->groups[g].stats;
-		int n = active_entries(s, g, idx);
-		uint64_t done = 0;
-		if (s->groups[g].name)
-			buf_appendf(b, "%s%s: ", g ? "; " : "",
-				    s->groups[g].name);
-		buf_appendf(b, "%d workers, slots ", n);
-		for (int i = 0; i < n; i++) {
-			if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
-				continue;
-			const struct stats_worker *w = &st->w[idx[i]];
-			buf_appendf(
-				b, "%s%d", i ? "," : "",
-				__atomic_load_n(&w->slot, __ATOMIC_RELAXED));
-		}
-		for (int i = 0; i < s->groups[g].sidx_high; i++) {
-			const struct stats_worker *w = &st->w[i];
-			uint32_t nk =
-				__atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
-			for (uint32_t k = 0; k < nk; k++)
-				done += __atomic_load_n(&w->kinds[k].done,
-							__ATOMIC_RELAXED);
-		}
-		buf_appendf(b, ", %llu jobs done", (unsigned long long)done);
-	}
-}
 
 static void
 on_status(struct ev_loop *loop, ev_timer *t, int revents)
@@ -860,16 +666,16 @@ on_status(struct ev_loop *loop, ev_timer *t, int revents)
 	int64_t now = util_now_ms();
 	struct buf line = {0};
 	if (!s->ready && !s->stopping &&
-	    groups_healthy(s, 60000, false, NULL)) {
+	    report_healthy(s, 60000, false, NULL)) {
 		s->ready = 1;
 		s->last_status = now;
-		status_line(s, &line);
+		report_status_line(s, &line);
 		notify_send("READY=1\nSTATUS=%s", line.data);
 		log_info("ready: %s", line.data);
 	} else if (s->ready && !s->stopping && now - s->last_status >= 5000) {
 		/* Keep `systemctl status` current. */
 		s->last_status = now;
-		status_line(s, &line);
+		report_status_line(s, &line);
 		notify_send("STATUS=%s", line.data);
 	}
 	buf_free(&line);
@@ -918,7 +724,7 @@ start_services(struct supervisor *s)
 	set_dur_bounds(s, s->cfg);
 	if (s->cfg->metrics_listen) {
 		s->metrics = httpd_listen(s->loop, s->cfg->metrics_listen,
-					  render, s, &err);
+					  report_http, s, &err);
 		if (!s->metrics) {
 			log_errorx("metrics.listen %s: %s",
 				   s->cfg->metrics_listen, err);
@@ -968,8 +774,9 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	ev_signal_start(s.loop, &s.sigterm);
 	ev_signal_start(s.loop, &s.sigint);
 	ev_signal_start(s.loop, &s.sighup);
-	resize(&s, nworkers(&s));
-	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION, nworkers(&s));
+	resize(&s, supervisor_nworkers(&s));
+	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION,
+		 supervisor_nworkers(&s));
 	if (start_services(&s) < 0) {
 		free(s.children);
 		free_groups(&s);
