@@ -278,7 +278,10 @@ who(const struct supervisor *s, const struct child *c, char *buf, size_t len)
 			   ? __atomic_load_n(&cstats(s, c)->w[c->sidx].slot,
 					     __ATOMIC_RELAXED)
 			   : 0;
-	snprintf(buf, len, "worker=%d%s slot=%d pid=%d", c->number,
+	/* With databases:, which one (a name of at most 63 characters). */
+	const char *db = c->group >= 0 ? s->groups[c->group].name : NULL;
+	snprintf(buf, len, "%s%s%sworker=%d%s slot=%d pid=%d", db ? "db=" : "",
+		 db ? db : "", db ? " " : "", c->number,
 		 c->index < 0 ? " (retired)" : "", slot, (int)c->pid);
 	return buf;
 }
@@ -287,7 +290,7 @@ static void
 log_exit(struct supervisor *s, struct child *c, int status)
 {
 	int64_t up = util_now_ms() - c->started_ms;
-	char w[96];
+	char w[192];
 	who(s, c, w, sizeof(w));
 	if (WIFEXITED(status))
 		log_msg(WEXITSTATUS(status) ? LOG_WARN : LOG_INFO,

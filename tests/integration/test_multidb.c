@@ -284,6 +284,8 @@ test_two_clusters(void **state)
 
 	t_stop_clean(daemon_pid);
 	daemon_pid = 0;
+	/* The supervisor's lines about a worker name its database. */
+	assert_true(t_log_count("multidb", "db=beta worker=3 (retired) ") > 0);
 	PQfinish(a);
 	PQfinish(b);
 	free(cfg);
