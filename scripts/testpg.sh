@@ -4,6 +4,9 @@
 #                         port with its socket in DIR/sock; writes DIR/conninfo
 #   testpg.sh stop DIR    stop it and remove DIR
 #   testpg.sh env DIR     print PG* exports for a shell
+#   testpg.sh crash DIR   stop it at once (pg_ctl stop -m immediate), keeping
+#                         DIR: an outage, for tests
+#   testpg.sh resume DIR  start it again after crash, on the same port
 # PGJOBD_TESTPG_DURABLE=1 keeps PostgreSQL's default durability (fsync and
 # synchronous_commit on), for benchmarks; tests run without it.
 # PGJOBD_TESTPG_OPTS adds server options (e.g. "-c shared_preload_libraries=
@@ -14,8 +17,8 @@
 # (created by Debian's postgresql package) or "nobody" as a last resort.
 set -euo pipefail
 
-cmd=${1:?usage: testpg.sh start|stop|env DIR}
-dir=${2:?usage: testpg.sh start|stop|env DIR}
+cmd=${1:?usage: testpg.sh start|stop|env|crash|resume DIR}
+dir=${2:?usage: testpg.sh start|stop|env|crash|resume DIR}
 
 find_bindir() {
 	local d
@@ -103,12 +106,32 @@ stop() {
 	echo "testpg: stopped and removed"
 }
 
+# crash and resume: an outage of the server and its end, for tests
+# (test_multidb).  pg_ctl restart starts a stopped server with the options
+# it last ran with (postmaster.opts): the same port and socket.
+crash() {
+	run_user=$(cat "$dir/user")
+	as_server "$(cat "$dir/bindir")/pg_ctl" -D "$(cat "$dir/datadir")" \
+		-m immediate -w stop >/dev/null
+}
+
+resume() {
+	local data
+	data=$(cat "$dir/datadir")
+	run_user=$(cat "$dir/user")
+	as_server "$(cat "$dir/bindir")/pg_ctl" -D "$data" -l "$data/server.log" \
+		-w -t 60 restart >"$dir/pg_ctl.log" 2>&1 ||
+		{ cat "$dir/pg_ctl.log" >&2; exit 1; }
+}
+
 case "$cmd" in
 start) start ;;
 stop) stop ;;
+crash) crash ;;
+resume) resume ;;
 env)
 	printf 'export PGHOST=127.0.0.1 PGPORT=%s PGUSER=postgres PGDATABASE=postgres\n' \
 		"$(cat "$dir/port")"
 	;;
-*) echo "usage: testpg.sh start|stop|env DIR" >&2; exit 2 ;;
+*) echo "usage: testpg.sh start|stop|env|crash|resume DIR" >&2; exit 2 ;;
 esac

@@ -382,8 +382,8 @@ cli_status_queues_json(const struct db_rows *res)
 	return json_rows(res, Q_KINDS_TEXT);
 }
 
-static void
-print_json(struct db_rows *const res[4])
+static cJSON *
+status_json(struct db_rows *const res[4])
 {
 	cJSON *o = cJSON_CreateObject();
 	int live, stale;
@@ -396,7 +396,7 @@ print_json(struct db_rows *const res[4])
 			      json_rows(res[2], db_rows_columns(res[2])));
 	cJSON_AddItemToObject(o, "leases",
 			      json_rows(res[3], db_rows_columns(res[3])));
-	cli_json_print(o);
+	return o;
 }
 
 static int
@@ -413,15 +413,17 @@ parse(int argc, char **argv, int *json)
 	return 0;
 }
 
-int
-cli_status_run(struct cli *cli, int argc, char **argv)
+/*
+ * The status of one database (cli->database, else the config's, else
+ * PG*): printed, or with json set, returned in *out (caller frees).
+ */
+static int
+status_one(struct cli *cli, int json, cJSON **out)
 {
 	struct db_rows *res[4] = {NULL};
 	struct db_conn *conn;
-	int json = 0, rc;
+	int rc;
 
-	if ((rc = parse(argc, argv, &json)) != 0)
-		return rc;
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
 	if (!(res[0] = cli_exec(conn, "workers", WORKERS_SQL, 0, NULL)) ||
@@ -433,7 +435,7 @@ cli_status_run(struct cli *cli, int argc, char **argv)
 		goto out;
 	}
 	if (json) {
-		print_json(res);
+		*out = status_json(res);
 	} else {
 		print_workers(res[0], stdout);
 		fputc('\n', stdout);
@@ -447,5 +449,66 @@ out:
 	for (int i = 0; i < 4; i++)
 		db_rows_free(res[i]);
 	db_close(conn);
+	return rc;
+}
+
+/*
+ * With a config of several databases (databases:) and no --database, each
+ * database in turn: a header line "database NAME" before each, or in
+ * JSON {"databases": [{"database": NAME, ...its status...}, ...]}.  One
+ * that cannot be read is said (on stderr, and "reachable": false) and the
+ * others are still shown; the exit code is then 1.
+ */
+static int
+status_each(struct cli *cli, int json)
+{
+	cJSON *all = json ? cJSON_CreateArray() : NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < cli->cfg->ndatabases; i++) {
+		const struct database_conf *d = &cli->cfg->databases[i];
+		cJSON *one = NULL;
+		if (!json)
+			printf("%sdatabase %s\n\n", i ? "\n" : "", d->name);
+		cli->database = xstrdup(d->conninfo);
+		int r = status_one(cli, json, &one);
+		free(cli->database);
+		cli->database = NULL;
+		if (r != 0) {
+			rc = rc ? rc : r;
+			if (!json)
+				printf("(not reachable: see the error "
+				       "above)\n");
+			else
+				cJSON_AddFalseToObject(
+					one = cJSON_CreateObject(),
+					"reachable");
+		}
+		if (json) {
+			cJSON_AddItemToObject(one, "database",
+					      cJSON_CreateString(d->name));
+			cJSON_AddItemToArray(all, one);
+		}
+	}
+	if (json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "databases", all);
+		cli_json_print(o);
+	}
+	return rc;
+}
+
+int
+cli_status_run(struct cli *cli, int argc, char **argv)
+{
+	cJSON *o = NULL;
+	int json = 0, rc;
+
+	if ((rc = parse(argc, argv, &json)) != 0)
+		return rc;
+	if (!cli->database && cli->cfg && cli->cfg->ndatabases > 1)
+		return status_each(cli, json);
+	if ((rc = status_one(cli, json, &o)) == 0 && o)
+		cli_json_print(o);
 	return rc;
 }

@@ -664,6 +664,47 @@ cmd_version(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * With databases: in the config, --database NAME picks one of them (its
+ * conninfo replaces the name); anything else in --database is a conninfo,
+ * as without them.  Without --database, a config of one database uses it,
+ * status shows every one (cli_status.c), and other commands need a pick.
+ * Returns 0 or the exit code after saying why.
+ */
+static int
+resolve_database(struct cli *cli, const char *command)
+{
+	const struct config *c = cli->cfg;
+
+	if (!c || c->ndatabases == 0)
+		return 0;
+	if (cli->database) {
+		const struct database_conf *d =
+			config_database(c, cli->database);
+		if (d) {
+			free(cli->database);
+			cli->database = xstrdup(d->conninfo);
+		}
+		return 0;
+	}
+	if (c->ndatabases == 1) {
+		cli->database = xstrdup(c->databases[0].conninfo);
+		return 0;
+	}
+	if (strcmp(command, "status") == 0)
+		return 0;
+	struct buf names = {0};
+	for (size_t i = 0; i < c->ndatabases; i++)
+		buf_appendf(&names, "%s%s", i ? ", " : "",
+			    c->databases[i].name);
+	cli_fail(CLI_EXIT_USAGE,
+		 "%s: %s names several databases (%s): pick one with "
+		 "--database NAME",
+		 command, cli->config_path, names.data);
+	buf_free(&names);
+	return CLI_EXIT_USAGE;
+}
+
 /* Runs the command argv[0]; returns the exit code. */
 static int
 dispatch(struct cli *cli, int argc, char **argv)
@@ -686,7 +727,8 @@ dispatch(struct cli *cli, int argc, char **argv)
 		}
 		if ((rc = load_config(cli)) != 0)
 			return rc;
-		rc = commands[i].run(cli, argc, argv);
+		if ((rc = resolve_database(cli, argv[0])) == 0)
+			rc = commands[i].run(cli, argc, argv);
 		config_free(cli->cfg);
 		return rc;
 	}

@@ -527,6 +527,15 @@ static const struct yaml_field top_fields[] = {
 	{.key = "handlers", .type = YF_LATER},
 	{.key = "schedules", .type = YF_LATER},
 	{.key = "tasks", .type = YF_LATER},
+	{.key = "databases", .type = YF_LATER},
+	{0},
+};
+
+/* One database of databases: (struct database_conf). */
+static const struct yaml_field database_conf_fields[] = {
+	F("conninfo", YF_STRING, database_conf, conninfo, .required = true,
+	  .check = check_conninfo),
+	F("workers", YF_INT, database_conf, workers, .min = 1, .max = INT_MAX),
 	{0},
 };
 
@@ -1018,6 +1027,53 @@ load_task(struct yaml_doc *d, struct config *c, const struct ynode *key,
 	t->at_program = first_at(yaml_walked(&w, "command"));
 }
 
+/*
+ * A database's name goes into log lines (db=), a label of /metrics and
+ * pgjob --database: a short identifier, nothing to escape.
+ */
+static bool
+database_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	return n >= 1 && n <= 63 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "0123456789_-") == n;
+}
+
+static void
+load_database(struct yaml_doc *d, struct config *c, const struct ynode *key,
+	      const struct ynode *val, const char *path)
+{
+	struct database_conf *db;
+	struct yaml_walk w = {.t = database_conf_fields};
+
+	if (!database_name_ok(key->text)) {
+		yaml_doc_error(d, key, path,
+			       "a database's name is 1 to 63 letters, digits, "
+			       "_ and -");
+		return;
+	}
+	c->databases =
+		xrealloc(c->databases, (c->ndatabases + 1) * sizeof(*db));
+	w.obj = db = &c->databases[c->ndatabases++];
+	*db = (struct database_conf){
+		.name = xstrdup(key->text),
+		.workers = c->workers,
+		.line = key->line,
+		.column = key->column,
+	};
+	yaml_walk_map(d, key, val, path, &w);
+	const struct ynode *workers = yaml_walked(&w, "workers");
+	if (db->workers > c->max_slots) {
+		/* Slots are per database: each one's workers need theirs. */
+		char *wpath = join(path, "workers");
+		yaml_doc_error(d, workers ? workers : key, wpath,
+			       "must not be more than max_slots (%d)",
+			       c->max_slots);
+		free(wpath);
+	}
+}
+
 typedef void load_fn(struct yaml_doc *d, struct config *c,
 		     const struct ynode *key, const struct ynode *val,
 		     const char *path);
@@ -1046,6 +1102,33 @@ load_section(struct yaml_doc *d, struct config *c, const struct yaml_walk *top,
 		load(d, c, k, map->pairs[i].value, path);
 		free(path);
 	}
+}
+
+/*
+ * databases: after the top-level keys (a database's workers default to the
+ * top-level workers:), and never beside database:, which it replaces.
+ */
+static void
+load_databases(struct yaml_doc *d, struct config *c,
+	       const struct yaml_walk *top)
+{
+	const struct ynode *map = yaml_walked(top, "databases");
+
+	if (!map)
+		return;
+	if (yaml_walked(top, "database")) {
+		yaml_doc_error(d, map, "databases",
+			       "databases: and database: do not go together: "
+			       "name the one database under databases:");
+		return;
+	}
+	if (map->type == YNODE_MAP && map->n == 0) {
+		yaml_doc_error(d, map, "databases",
+			       "names no database: give at least one, or "
+			       "use database:");
+		return;
+	}
+	load_section(d, c, top, "databases", load_database);
 }
 
 static void
@@ -1081,6 +1164,7 @@ load_document(struct yaml_doc *d, struct config *c, bool cli)
 		return;
 	}
 	yaml_walk_map(d, NULL, d->root, "", &top);
+	load_databases(d, c, &top);
 	/* pgjob (config_load_settings()) reads the queues and a part of each
 	 * handler (load_handler_cli()); the rest, where the secrets are, is
 	 * pgjobd's. */
@@ -1229,6 +1313,15 @@ run_as_free(struct run_as *as)
 	free(as->groups);
 }
 
+const struct database_conf *
+config_database(const struct config *c, const char *name)
+{
+	for (size_t i = 0; name && i < c->ndatabases; i++)
+		if (!strcmp(c->databases[i].name, name))
+			return &c->databases[i];
+	return NULL;
+}
+
 void
 config_free(struct config *c)
 {
@@ -1266,6 +1359,11 @@ config_free(struct config *c)
 		strlist_free(&c->tasks[i].command);
 		run_as_free(&c->tasks[i].run_as);
 	}
+	for (size_t i = 0; i < c->ndatabases; i++) {
+		free(c->databases[i].name);
+		free(c->databases[i].conninfo);
+	}
+	free(c->databases);
 	free(c->queues);
 	free(c->handlers);
 	free(c->schedules);

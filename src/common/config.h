@@ -146,6 +146,18 @@ struct task_conf {
 	struct config_at at_program; /* command[0] */
 };
 
+/*
+ * One database of a config with databases: (docs/configuration.md,
+ * "Several databases"): its own schema pgjob, slots and leases, and its own
+ * workers, which run every queue, handler, schedule and task of the file.
+ */
+struct database_conf {
+	char *name;	  /* the map key: letters, digits, _ and - */
+	char *conninfo;	  /* required */
+	int workers;	  /* default: the top-level workers: */
+	int line, column; /* of the name, for messages */
+};
+
 struct config {
 	char *path;	/* the file it was loaded from */
 	char *conninfo; /* database.conninfo; NULL: libpq's PG* defaults */
@@ -178,6 +190,14 @@ struct config {
 	 */
 	int64_t health_interval_ms;  /* default 10s */
 	int64_t health_xmin_warn_ms; /* default 5m */
+	/*
+	 * databases: (several databases, one pgjobd); ndatabases 0: the
+	 * single-database form, conninfo and workers above.  With databases:
+	 * conninfo is NULL until a worker's supervisor sets its database's
+	 * in the worker's own copy (daemon/supervisor.c).
+	 */
+	struct database_conf *databases;
+	size_t ndatabases;
 };
 
 /* One error; message is "file:line:column: key.path: what is wrong". */
@@ -225,6 +245,8 @@ void config_set_conninfo_check(config_conninfo_check_fn *check);
 const struct handler_conf *config_handler(const struct config *c,
 					  const char *kind);
 const struct queue_conf *config_queue(const struct config *c, const char *name);
+const struct database_conf *config_database(const struct config *c,
+					    const char *name);
 
 /*
  * Adds to errs, for every exec handler and task with user: or group:, an

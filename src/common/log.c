@@ -26,8 +26,9 @@ static struct {
 	int json;
 	int worker;
 	int slot;
+	const char *database; /* db=, with several databases; borrowed */
 	int journal; /* stderr is journald's stream: see journal_stream() */
-} lg = {"pgjobd", LOG_INFO, 0, 0, 0, 0};
+} lg = {"pgjobd", LOG_INFO, 0, 0, 0, NULL, 0};
 
 /*
  * 1 when stderr is the stream systemd connected to journald: JOURNAL_STREAM
@@ -77,6 +78,12 @@ log_set_worker(int n, int slot)
 {
 	lg.worker = n;
 	lg.slot = slot;
+}
+
+void
+log_set_database(const char *name)
+{
+	lg.database = name;
 }
 
 int
@@ -217,6 +224,8 @@ emit(int level, const struct log_job *job, const char *fmt, va_list ap)
 	/* Kept under journald too: the supervisor and its workers share one
 	 * stream, so journald's _PID is the supervisor's on every line. */
 	field_int(&b, "pid", getpid());
+	if (lg.database)
+		field_str(&b, "db", lg.database);
 	if (lg.worker > 0)
 		field_int(&b, "worker", lg.worker);
 	if (lg.slot > 0)

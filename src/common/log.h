@@ -30,6 +30,9 @@ void log_set_json(int json);
 /* The worker this process is (worker=N: its number in its instance) and
  * the slot it holds; 0 for none. */
 void log_set_worker(int n, int slot);
+/* The database a worker serves, with databases: (db=NAME on its lines);
+ * NULL for none.  name is borrowed for the process's life. */
+void log_set_database(const char *name);
 /* Parses "debug", "info", "warn", "error"; returns -1 for anything else. */
 int log_level_parse(const char *s);
 

@@ -5,6 +5,7 @@
 #include "common/metrics.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,4 +178,100 @@ metrics_bucket(const double *bounds, size_t n, double v)
 	while (i < n && !(v <= bounds[i]))
 		i++;
 	return i;
+}
+
+/* ---- several expositions as one (databases:) ---- */
+
+/* One family while merging: its HELP and TYPE, then every part's
+ * samples. */
+struct family {
+	char *name;
+	struct buf head, samples;
+};
+
+/* The family called name (the text up to the first space) in f, added
+ * if new. */
+static struct family *
+family_of(struct family **f, size_t *n, const char *name, size_t len,
+	  bool *added)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strlen((*f)[i].name) == len &&
+		    memcmp((*f)[i].name, name, len) == 0) {
+			*added = false;
+			return &(*f)[i];
+		}
+	*f = xrealloc(*f, (*n + 1) * sizeof(**f));
+	struct family *new = &(*f)[(*n)++];
+	*new = (struct family){.name = xstrndup(name, len)};
+	*added = true;
+	return new;
+}
+
+/* Appends the sample line (len bytes, no newline) with label first. */
+static void
+labelled(struct buf *b, const char *line, size_t len, const char *label)
+{
+	size_t name = strcspn(line, "{ ");
+	if (name > len)
+		name = len;
+	buf_append(b, line, name);
+	if (name < len && line[name] == '{') {
+		buf_appendf(b, "{%s%s", label,
+			    line[name + 1] == '}' ? "" : ",");
+		name++;
+	} else {
+		buf_appendf(b, "{%s}", label);
+	}
+	buf_append(b, line + name, len - name);
+	buf_append(b, "\n", 1);
+}
+
+void
+metrics_merge(struct buf *out, const char *label_name,
+	      const char *const *values, const struct buf *parts, size_t n)
+{
+	struct family *f = NULL;
+	size_t nf = 0;
+
+	for (size_t p = 0; p < n; p++) {
+		struct buf label = {0};
+		struct family *cur = NULL;
+		bool own_head = false;
+		metrics_label(&label, label_name, values[p]);
+		for (const char *l = parts[p].data; l && *l;) {
+			size_t len = strcspn(l, "\n");
+			if (len > 7 && (!strncmp(l, "# HELP ", 7) ||
+					!strncmp(l, "# TYPE ", 7))) {
+				const char *nm = l + 7;
+				size_t nlen = strcspn(nm, " \n");
+				if (l[2] == 'H')
+					cur = family_of(&f, &nf, nm, nlen,
+							&own_head);
+				/* HELP and TYPE once: from the first part
+				 * that has the family. */
+				if (cur && own_head) {
+					buf_append(&cur->head, l, len);
+					buf_append(&cur->head, "\n", 1);
+				}
+			} else if (len > 0 && l[0] != '#') {
+				if (!cur)
+					cur = family_of(&f, &nf, "", 0,
+							&own_head);
+				labelled(&cur->samples, l, len, label.data);
+			}
+			l += len + (l[len] == '\n');
+		}
+		buf_free(&label);
+	}
+	for (size_t i = 0; i < nf; i++) {
+		if (f[i].head.len)
+			buf_append(out, f[i].head.data, f[i].head.len);
+		if (f[i].samples.len)
+			buf_append(out, f[i].samples.data, f[i].samples.len);
+		free(f[i].name);
+		buf_free(&f[i].head);
+		buf_free(&f[i].samples);
+	}
+	free(f);
 }

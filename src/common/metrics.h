@@ -68,4 +68,16 @@ void metrics_histogram(struct buf *b, const char *name, const char *help,
 /* The bucket of v: the first i with v <= bounds[i], or n (above all). */
 size_t metrics_bucket(const double *bounds, size_t n, double v);
 
+/*
+ * Appends the n expositions parts[] (each as the functions above write
+ * one) as one: each family's HELP and TYPE once, then the samples of every
+ * part in turn, each with label_name="values[i]" as its first label
+ * (escaped).  With databases:, /metrics renders each database's workers
+ * apart and merges them with database="name": a family's samples stay
+ * together, as the text format requires.
+ */
+void metrics_merge(struct buf *out, const char *label_name,
+		   const char *const *values, const struct buf *parts,
+		   size_t n);
+
 #endif

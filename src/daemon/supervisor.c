@@ -33,10 +33,9 @@
 #include "common/backoff.h"
 #include "common/config.h"
 #include "common/log.h"
-#include "common/metrics.h"
 #include "daemon/httpd.h"
+#include "daemon/internal.h"
 #include "daemon/notify.h"
-#include "daemon/procmetrics.h"
 #include "handlers/handler_check.h"
 #include "common/stats.h"
 #include "common/util.h"
@@ -44,54 +43,43 @@
 
 #define STABLE_MS 60000 /* up this long: the restart backoff resets */
 
-/*
- * A worker process.  The active ones are s->children[index]; a worker
- * retired by a reload moves to s->retired (a copy of its own) until it
- * exits.
- */
-struct child {
-	struct supervisor *s;
-	int index;  /* place in s->children; -1 once retired */
-	int number; /* worker=N in log lines: index + 1, kept when retired */
-	int sidx;   /* its entry in the shared stats area; -1: none yet */
-	pid_t pid;
-	int pipe_wr;
-	int restarts;
-	int64_t started_ms;
-	ev_child watcher;
-	ev_timer restart;
-	struct child *next; /* in s->retired */
-};
-
-struct supervisor {
-	struct ev_loop *loop;
-	const char *config_path;
-	struct config *cfg;
-	int workers_override;
-	const char *database; /* overrides database.conninfo, or NULL */
-	struct child *children;
-	int nchildren;
-	struct child *retired; /* old workers finishing their jobs */
-	/* Which entries of the stats area a live worker uses. */
-	unsigned char sidx_used[STATS_MAX_WORKERS];
-	int sidx_high; /* entries ever used: /metrics sums them all */
-	int stopping;  /* 0, 1 draining, 2 stopping now */
-	int exit_code;
-	ev_signal sigterm, sigint, sighup;
-	ev_timer kill_timer;
-	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
-	struct stats *stats; /* shared with the workers */
-	struct httpd *metrics;
-	int ready;	     /* READY=1 sent for the current config */
-	int64_t watchdog_ms; /* 0: no watchdog */
-	int64_t last_watchdog;
-	int64_t last_status; /* when STATUS= was last sent */
-};
-
-static int
-nworkers(const struct supervisor *s)
+/* The workers of group g: -w, else its database's, else workers:. */
+int
+supervisor_group_workers(const struct supervisor *s, int g)
 {
-	return s->workers_override > 0 ? s->workers_override : s->cfg->workers;
+	if (s->workers_override > 0)
+		return s->workers_override;
+	return s->cfg->ndatabases ? s->cfg->databases[g].workers
+				  : s->cfg->workers;
+}
+
+/* All the workers: the groups' in turn, in s->children. */
+int
+supervisor_nworkers(const struct supervisor *s)
+{
+	int n = 0;
+	for (int g = 0; g < s->ngroups; g++)
+		n += supervisor_group_workers(s, g);
+	return n;
+}
+
+/* The group of the worker at index in s->children (current config). */
+int
+supervisor_group_of(const struct supervisor *s, int index)
+{
+	for (int g = 0; g < s->ngroups; g++) {
+		if (index < supervisor_group_workers(s, g))
+			return g;
+		index -= supervisor_group_workers(s, g);
+	}
+	return s->ngroups - 1;
+}
+
+/* The stats area of c's group, or NULL. */
+static struct stats *
+cstats(const struct supervisor *s, const struct child *c)
+{
+	return c->group >= 0 ? s->groups[c->group].stats : NULL;
 }
 
 /* In the child: forget everything of the supervisor's loop and pipes. */
@@ -120,34 +108,59 @@ child_detach(struct supervisor *s, struct child *self)
 /* The lowest free entry of the stats area, taken; STATS_MAX_WORKERS when
  * none is free (the worker then counts into a private one). */
 static int
-sidx_take(struct supervisor *s)
+sidx_take(struct group *g)
 {
 	for (int i = 0; i < STATS_MAX_WORKERS; i++) {
-		if (s->sidx_used[i])
+		if (g->sidx_used[i])
 			continue;
-		s->sidx_used[i] = 1;
-		if (i + 1 > s->sidx_high)
-			s->sidx_high = i + 1;
+		g->sidx_used[i] = 1;
+		if (i + 1 > g->sidx_high)
+			g->sidx_high = i + 1;
 		return i;
 	}
 	return STATS_MAX_WORKERS;
 }
 
+/* Gives c's entry back to its group; c has none after. */
 static void
-sidx_give_back(struct supervisor *s, int sidx)
+sidx_give_back(struct supervisor *s, struct child *c)
 {
-	if (sidx >= 0 && sidx < STATS_MAX_WORKERS)
-		s->sidx_used[sidx] = 0;
+	if (c->group >= 0 && c->sidx >= 0 && c->sidx < STATS_MAX_WORKERS)
+		s->groups[c->group].sidx_used[c->sidx] = 0;
+	c->sidx = -1;
 }
 
-/* The first active worker reads the queue depths for /metrics. */
+/* The first active worker of each group reads its database's queue
+ * depths for /metrics. */
 static void
 name_depth_reader(struct supervisor *s)
 {
-	if (s->stats)
-		__atomic_store_n(&s->stats->depth_reader,
-				 s->nchildren > 0 ? s->children[0].sidx : -1,
-				 __ATOMIC_RELAXED);
+	int first = 0;
+	for (int g = 0; g < s->ngroups; g++) {
+		struct stats *st = s->groups[g].stats;
+		int reader = -1;
+		if (first < s->nchildren && s->children[first].group == g)
+			reader = s->children[first].sidx;
+		if (st)
+			__atomic_store_n(&st->depth_reader, reader,
+					 __ATOMIC_RELAXED);
+		first += supervisor_group_workers(s, g);
+	}
+}
+
+/*
+ * In the worker, before worker_main(): with databases:, its own copy of
+ * the config (the fork's) names its database's conninfo, and its log
+ * lines say db=NAME.
+ */
+static void
+child_database(struct supervisor *s, int g)
+{
+	if (!s->cfg->ndatabases)
+		return;
+	free(s->cfg->conninfo);
+	s->cfg->conninfo = xstrdup(s->cfg->databases[g].conninfo);
+	log_set_database(s->cfg->databases[g].name);
 }
 
 static void
@@ -162,11 +175,12 @@ spawn(struct supervisor *s, struct child *c)
 	}
 	/* A restarted worker keeps its predecessor's entry, so its
 	 * counters carry on. */
-	if (c->sidx < 0)
-		c->sidx = sidx_take(s);
+	if (c->sidx < 0) {
+		c->group = supervisor_group_of(s, c->index);
+		c->sidx = sidx_take(&s->groups[c->group]);
+	}
 	c->number = c->index + 1;
-	if (c->index == 0)
-		name_depth_reader(s);
+	name_depth_reader(s);
 	pid_t parent = getpid();
 	fflush(NULL);
 	pid_t pid = fork();
@@ -187,8 +201,9 @@ spawn(struct supervisor *s, struct child *c)
 		sigprocmask(SIG_BLOCK, &usr2, NULL);
 		close(fds[1]);
 		child_detach(s, c);
+		child_database(s, c->group);
 		/* The worker's code, and libpq, are loaded only now. */
-		_exit(worker_main(s->cfg, fds[0], parent, s->stats, c->sidx,
+		_exit(worker_main(s->cfg, fds[0], parent, cstats(s, c), c->sidx,
 				  c->number));
 	}
 	close(fds[0]);
@@ -204,13 +219,13 @@ static void
 on_restart(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct child *c = t->data;
-	if (!c->s->stopping && c->index < nworkers(c->s))
+	if (!c->s->stopping && c->index < supervisor_nworkers(c->s))
 		spawn(c->s, c);
 }
 
 /* Worker processes alive: active and retired. */
-static int
-running(const struct supervisor *s)
+int
+supervisor_running(const struct supervisor *s)
 {
 	int n = 0;
 	for (int i = 0; i < s->nchildren; i++)
@@ -247,7 +262,7 @@ stop_all(struct supervisor *s, int code)
 	ev_timer_set(&s->kill_timer,
 		     (double)s->cfg->shutdown_timeout_ms / 1000. + 20., 0.);
 	ev_timer_start(s->loop, &s->kill_timer);
-	if (running(s) == 0)
+	if (supervisor_running(s) == 0)
 		ev_break(s->loop, EVBREAK_ALL);
 }
 
@@ -259,11 +274,14 @@ stop_all(struct supervisor *s, int code)
 static const char *
 who(const struct supervisor *s, const struct child *c, char *buf, size_t len)
 {
-	int slot = s->stats && c->sidx >= 0 && c->sidx < STATS_MAX_WORKERS
-			   ? __atomic_load_n(&s->stats->w[c->sidx].slot,
+	int slot = cstats(s, c) && c->sidx >= 0 && c->sidx < STATS_MAX_WORKERS
+			   ? __atomic_load_n(&cstats(s, c)->w[c->sidx].slot,
 					     __ATOMIC_RELAXED)
 			   : 0;
-	snprintf(buf, len, "worker=%d%s slot=%d pid=%d", c->number,
+	/* With databases:, which one (a name of at most 63 characters). */
+	const char *db = c->group >= 0 ? s->groups[c->group].name : NULL;
+	snprintf(buf, len, "%s%s%sworker=%d%s slot=%d pid=%d", db ? "db=" : "",
+		 db ? db : "", db ? " " : "", c->number,
 		 c->index < 0 ? " (retired)" : "", slot, (int)c->pid);
 	return buf;
 }
@@ -272,7 +290,7 @@ static void
 log_exit(struct supervisor *s, struct child *c, int status)
 {
 	int64_t up = util_now_ms() - c->started_ms;
-	char w[96];
+	char w[192];
 	who(s, c, w, sizeof(w));
 	if (WIFEXITED(status))
 		log_msg(WEXITSTATUS(status) ? LOG_WARN : LOG_INFO,
@@ -293,9 +311,9 @@ log_exit(struct supervisor *s, struct child *c, int status)
 static void
 kill_orphans(struct supervisor *s, struct child *c)
 {
-	if (!s->stats || c->sidx < 0 || c->sidx >= STATS_MAX_WORKERS)
+	if (!cstats(s, c) || c->sidx < 0 || c->sidx >= STATS_MAX_WORKERS)
 		return;
-	int32_t *t = s->stats->w[c->sidx].handler_pgids;
+	int32_t *t = cstats(s, c)->w[c->sidx].handler_pgids;
 	int n = 0;
 	for (int i = 0; i < STATS_MAX_HANDLERS; i++) {
 		int32_t g = __atomic_exchange_n(&t[i], 0, __ATOMIC_RELAXED);
@@ -317,10 +335,10 @@ retired_gone(struct supervisor *s, struct child *r)
 			*pp = r->next;
 			break;
 		}
-	stats_worker_gone(s->stats, r->sidx);
-	sidx_give_back(s, r->sidx);
+	stats_worker_gone(cstats(s, r), r->sidx);
+	sidx_give_back(s, r);
 	free(r);
-	if (s->stopping && running(s) == 0)
+	if (s->stopping && supervisor_running(s) == 0)
 		ev_break(s->loop, EVBREAK_ALL);
 }
 
@@ -340,11 +358,11 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 		retired_gone(s, c);
 		return;
 	}
-	stats_worker_gone(s->stats, c->sidx);
+	stats_worker_gone(cstats(s, c), c->sidx);
 	int64_t up = util_now_ms() - c->started_ms;
 	c->pid = 0;
 	if (s->stopping) {
-		if (running(s) == 0)
+		if (supervisor_running(s) == 0)
 			ev_break(loop, EVBREAK_ALL);
 		return;
 	}
@@ -355,10 +373,9 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 		stop_all(s, EXIT_CONFIG);
 		return;
 	}
-	if (c->index >= nworkers(s)) {
+	if (c->index >= supervisor_nworkers(s)) {
 		/* Not in the config any more (a reload lowered workers). */
-		sidx_give_back(s, c->sidx);
-		c->sidx = -1;
+		sidx_give_back(s, c);
 		return;
 	}
 	if (up >= STABLE_MS)
@@ -367,8 +384,8 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 					     backoff_random()) /
 		   1000.;
 	c->restarts++;
-	if (s->stats)
-		stats_add(&s->stats->worker_restarts, 1);
+	if (cstats(s, c))
+		stats_add(&cstats(s, c)->worker_restarts, 1);
 	log_info("restarting worker=%d in %.1fs", c->number, d);
 	ev_timer_set(&c->restart, d, 0.);
 	ev_timer_start(loop, &c->restart);
@@ -378,7 +395,8 @@ static void
 on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct supervisor *s = t->data;
-	log_warnx("%d workers still running; killing them", running(s));
+	log_warnx("%d workers still running; killing them",
+		  supervisor_running(s));
 	signal_all(s, SIGKILL);
 }
 
@@ -422,6 +440,7 @@ resize(struct supervisor *s, int n)
 			c[i].pipe_wr = -1;
 			c[i].pid = 0;
 			c[i].sidx = -1;
+			c[i].group = -1;
 		}
 		ev_child_init(&c[i].watcher, on_child, c[i].pid, 0);
 		ev_timer_init(&c[i].restart, on_restart, 0., 0.);
@@ -443,8 +462,7 @@ retire(struct supervisor *s, struct child *c)
 	ev_timer_stop(s->loop, &c->restart);
 	if (c->pid <= 0) {
 		/* Waiting for a restart: its successor takes over. */
-		sidx_give_back(s, c->sidx);
-		c->sidx = -1;
+		sidx_give_back(s, c);
 		return;
 	}
 	struct child *r = xcalloc(1, sizeof(*r));
@@ -473,12 +491,12 @@ roll_over(struct supervisor *s)
 		old += s->children[i].pid > 0;
 		retire(s, &s->children[i]);
 	}
-	for (int i = 0; i < nworkers(s); i++)
+	for (int i = 0; i < supervisor_nworkers(s); i++)
 		spawn(s, &s->children[i]);
 	name_depth_reader(s);
 	log_info("reload done: %d workers start on the new config; %d old "
 		 "ones finish the jobs they hold",
-		 nworkers(s), old);
+		 supervisor_nworkers(s), old);
 	s->ready = 0; /* READY=1 again once they all hold slots */
 }
 
@@ -547,7 +565,13 @@ set_dur_bounds(struct supervisor *s, const struct config *cfg)
 	uint32_t n = __atomic_load_n(&s->stats->ndur_bounds, __ATOMIC_RELAXED);
 	if (n == 0) {
 		n = (uint32_t)stats_dur_bounds(t, s->stats->dur_bounds);
-		__atomic_store_n(&s->stats->ndur_bounds, n, __ATOMIC_RELEASE);
+		/* Every database's workers count into the same bounds. */
+		for (int g = 0; g < s->ngroups; g++) {
+			struct stats *st = s->groups[g].stats;
+			memcpy(st->dur_bounds, s->stats->dur_bounds,
+			       sizeof(st->dur_bounds));
+			__atomic_store_n(&st->ndur_bounds, n, __ATOMIC_RELEASE);
+		}
 	} else if (t > s->stats->dur_bounds[n - 1]) {
 		log_warnx(
 			"a handler timeout of %.0fs is over the last duration "
@@ -556,13 +580,33 @@ set_dur_bounds(struct supervisor *s, const struct config *cfg)
 	}
 }
 
-/* Counts a reload (SIGHUP) and its outcome for /metrics. */
+/* Counts a reload (SIGHUP) and its outcome for /metrics: in every
+ * database's area, since each renders its own (metrics_merge()). */
 static void
 reload_counted(struct supervisor *s, int ok)
 {
-	stats_add(ok ? &s->stats->reloads_ok : &s->stats->reloads_failed, 1);
-	stats_set(&s->stats->last_reload_ok, ok);
-	stats_set(&s->stats->last_reload_s, (int64_t)time(NULL));
+	for (int g = 0; g < s->ngroups; g++) {
+		struct stats *st = s->groups[g].stats;
+		stats_add(ok ? &st->reloads_ok : &st->reloads_failed, 1);
+		stats_set(&st->last_reload_ok, ok);
+		stats_set(&st->last_reload_s, (int64_t)time(NULL));
+	}
+}
+
+/*
+ * A reload keeps the databases' names, in their order: each has its stats
+ * area, made before the first fork (a new database needs a restart, as
+ * metrics.listen does).  Their conninfo and workers may change.
+ */
+static bool
+same_databases(const struct supervisor *s, const struct config *cfg)
+{
+	if (cfg->ndatabases != s->cfg->ndatabases)
+		return false;
+	for (size_t i = 0; i < cfg->ndatabases; i++)
+		if (strcmp(cfg->databases[i].name, s->cfg->databases[i].name))
+			return false;
+	return true;
 }
 
 static void
@@ -580,6 +624,14 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	 * (handler_check.c: plugins load in a child, never here). */
 	if (cfg && (config_check_run_as(cfg, geteuid(), &errs) > 0 ||
 		    handler_check_config(cfg, &errs) > 0)) {
+		config_free(cfg);
+		cfg = NULL;
+	}
+	if (cfg && !same_databases(s, cfg)) {
+		config_errors_add(&errs,
+				  "%s: databases: the names changed: a new "
+				  "or removed database needs a restart",
+				  s->config_path);
 		config_free(cfg);
 		cfg = NULL;
 	}
@@ -603,111 +655,30 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	log_set_level(cfg->log_level);
 	log_set_json(cfg->log_format == LOG_FORMAT_JSON);
 	set_dur_bounds(s, cfg);
-	resize(s, nworkers(s));
+	resize(s, supervisor_nworkers(s));
 	roll_over(s);
 }
 
 /* The period of the status timer: READY=1, STATUS= and the watchdog. */
 #define STATUS_EVERY 0.5
 
-/* The stats entries of the active workers, for the health checks;
- * returns their number. */
-static int
-active_entries(const struct supervisor *s, int *idx)
-{
-	int n = 0;
-	for (int i = 0; i < nworkers(s) && i < s->nchildren; i++)
-		idx[n++] = s->children[i].sidx;
-	return n;
-}
-
-/* build_info and process_*: the supervisor's own, and its live workers'
- * (daemon/procmetrics.c). */
-static void
-render_processes(const struct supervisor *s, struct buf *body)
-{
-	pid_t pids[s->nchildren + 1 + running(s)];
-	int n = 0;
-	for (int i = 0; i < s->nchildren; i++)
-		if (s->children[i].pid > 0)
-			pids[n++] = s->children[i].pid;
-	for (const struct child *r = s->retired; r; r = r->next)
-		pids[n++] = r->pid;
-	procmetrics_render(body, pids, n);
-}
-
-static int
-render(void *arg, const char *path, struct buf *body, const char **content_type)
-{
-	struct supervisor *s = arg;
-	int idx[s->nchildren + 1];
-	int n = active_entries(s, idx);
-	if (strcmp(path, "/metrics") == 0) {
-		*content_type = METRICS_CONTENT_TYPE;
-		stats_render(s->stats, s->sidx_high, nworkers(s), body);
-		render_processes(s, body);
-		return 200;
-	}
-	if (strcmp(path, "/healthz") == 0) {
-		char why[256];
-		/* A worker reaches the database at least every heartbeat. */
-		int64_t stale =
-			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
-							  : 10000);
-		int ok = !s->stopping && stats_healthy(s->stats, idx, n, stale,
-						       why, sizeof(why));
-		if (s->stopping)
-			snprintf(why, sizeof(why), "stopping\n");
-		buf_appendf(body, "%s", why);
-		return ok ? 200 : 503;
-	}
-	buf_appendf(body, "not found: try /metrics or /healthz\n");
-	return 404;
-}
-
-/* "2 workers, slots 1,2, 1234 jobs done" for STATUS=. */
-static void
-status_line(struct supervisor *s, const int *idx, int n, struct buf *b)
-{
-	uint64_t done = 0;
-	buf_appendf(b, "%d workers, slots ", n);
-	for (int i = 0; i < n; i++) {
-		if (idx[i] < 0 || idx[i] >= STATS_MAX_WORKERS)
-			continue;
-		const struct stats_worker *w = &s->stats->w[idx[i]];
-		buf_appendf(b, "%s%d", i ? "," : "",
-			    __atomic_load_n(&w->slot, __ATOMIC_RELAXED));
-	}
-	for (int i = 0; i < s->sidx_high; i++) {
-		const struct stats_worker *w = &s->stats->w[i];
-		uint32_t nk = __atomic_load_n(&w->nkinds, __ATOMIC_ACQUIRE);
-		for (uint32_t k = 0; k < nk; k++)
-			done += __atomic_load_n(&w->kinds[k].done,
-						__ATOMIC_RELAXED);
-	}
-	buf_appendf(b, ", %llu jobs done", (unsigned long long)done);
-}
-
 static void
 on_status(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct supervisor *s = t->data;
-	int idx[s->nchildren + 1];
-	int n = active_entries(s, idx);
-	char why[256];
 	int64_t now = util_now_ms();
 	struct buf line = {0};
 	if (!s->ready && !s->stopping &&
-	    stats_healthy(s->stats, idx, n, 60000, why, sizeof(why))) {
+	    report_healthy(s, 60000, false, NULL)) {
 		s->ready = 1;
 		s->last_status = now;
-		status_line(s, idx, n, &line);
+		report_status_line(s, &line);
 		notify_send("READY=1\nSTATUS=%s", line.data);
 		log_info("ready: %s", line.data);
 	} else if (s->ready && !s->stopping && now - s->last_status >= 5000) {
 		/* Keep `systemctl status` current. */
 		s->last_status = now;
-		status_line(s, idx, n, &line);
+		report_status_line(s, &line);
 		notify_send("STATUS=%s", line.data);
 	}
 	buf_free(&line);
@@ -717,22 +688,46 @@ on_status(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 }
 
-/* The shared stats area, the metrics server and systemd notification. */
+/* One group per database (one without databases:), each with its stats
+ * area; -1 (logged by stats_create()) when one cannot be mapped. */
+static int
+make_groups(struct supervisor *s)
+{
+	s->ngroups = s->cfg->ndatabases ? (int)s->cfg->ndatabases : 1;
+	s->groups = xcalloc((size_t)s->ngroups, sizeof(*s->groups));
+	for (int g = 0; g < s->ngroups; g++) {
+		if (s->cfg->ndatabases)
+			s->groups[g].name = xstrdup(s->cfg->databases[g].name);
+		if (!(s->groups[g].stats = stats_create()))
+			return -1;
+		s->groups[g].stats->last_reload_ok = 1;
+		s->groups[g].stats->last_reload_s = (int64_t)time(NULL);
+	}
+	s->stats = s->groups[0].stats;
+	return 0;
+}
+
+static void
+free_groups(struct supervisor *s)
+{
+	for (int g = 0; g < s->ngroups; g++) {
+		free(s->groups[g].name);
+		stats_destroy(s->groups[g].stats);
+	}
+	free(s->groups);
+}
+
+/* The metrics server and systemd notification. */
 static int
 start_services(struct supervisor *s)
 {
 	char *err = NULL;
 	notify_init();
 	s->watchdog_ms = notify_watchdog_usec() / 1000;
-	s->stats = stats_create();
-	if (!s->stats)
-		return -1;
 	set_dur_bounds(s, s->cfg);
-	s->stats->last_reload_ok = 1;
-	s->stats->last_reload_s = (int64_t)time(NULL);
 	if (s->cfg->metrics_listen) {
 		s->metrics = httpd_listen(s->loop, s->cfg->metrics_listen,
-					  render, s, &err);
+					  report_http, s, &err);
 		if (!s->metrics) {
 			log_errorx("metrics.listen %s: %s",
 				   s->cfg->metrics_listen, err);
@@ -757,9 +752,21 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 			       .workers_override = workers,
 			       .database = database};
 
-	override_database(&s);
 	log_init("supervisor", cfg->log_level,
 		 cfg->log_format == LOG_FORMAT_JSON);
+	if (database && cfg->ndatabases) {
+		log_errorx("-d names one database, and %s names %zu under "
+			   "databases:; leave -d out",
+			   config_path, cfg->ndatabases);
+		config_free(cfg);
+		return EXIT_CONFIG;
+	}
+	override_database(&s);
+	if (make_groups(&s) < 0) {
+		free_groups(&s);
+		config_free(s.cfg);
+		return EXIT_CONFIG;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	s.loop = ev_default_loop(0);
 	ev_signal_init(&s.sigterm, on_stop_signal, SIGTERM);
@@ -770,10 +777,12 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	ev_signal_start(s.loop, &s.sigterm);
 	ev_signal_start(s.loop, &s.sigint);
 	ev_signal_start(s.loop, &s.sighup);
-	resize(&s, nworkers(&s));
-	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION, nworkers(&s));
+	resize(&s, supervisor_nworkers(&s));
+	log_info("pgjobd %s starting %d workers", PGJOBD_VERSION,
+		 supervisor_nworkers(&s));
 	if (start_services(&s) < 0) {
 		free(s.children);
+		free_groups(&s);
 		config_free(s.cfg);
 		return EXIT_CONFIG;
 	}
@@ -793,7 +802,7 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	free(s.children);
 	config_free(s.cfg);
 	httpd_close(s.metrics);
-	stats_destroy(s.stats);
+	free_groups(&s);
 	notify_close();
 	log_info("stopped (exit %d)", s.exit_code);
 	return s.exit_code;

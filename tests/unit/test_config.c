@@ -752,7 +752,56 @@ static const struct bad bad_configs[] = {
 	  "t.yaml:4:11: schedules.nightly.cron: hour: 25 is out of range 0-23",
 	  "t.yaml:5:11: schedules.nightly.kind: no handler for kind "
 	  "\"nope\""}},
+	/* databases: each error at its place. */
+	{"database: { conninfo: \"dbname=a\" }\n"
+	 "databases:\n"
+	 "  a: { conninfo: \"dbname=a\" }\n",
+	 {"t.yaml:3:3: databases: databases: and database: do not go "
+	  "together: name the one database under databases:"}},
+	{"databases: {}\n",
+	 {"t.yaml:1:12: databases: names no database: give at least one, or "
+	  "use database:"}},
+	{"max_slots: 4\n"
+	 "databases:\n"
+	 "  a: { workers: 2 }\n"
+	 "  b c: { conninfo: \"dbname=b\" }\n"
+	 "  d: { conninfo: \"dbname=d\", workers: 5, slots: 1 }\n",
+	 {"t.yaml:3:3: databases.a: missing required key \"conninfo\"",
+	  "t.yaml:4:3: databases.b c: a database's name is 1 to 63 letters, "
+	  "digits, _ and -",
+	  "t.yaml:5:39: databases.d.workers: must not be more than max_slots "
+	  "(4)",
+	  "t.yaml:5:42: databases.d.slots: unknown key \"slots\""}},
 };
+
+/* databases: several databases, each its conninfo and workers (default:
+ * the top-level workers:); the single-database form has none. */
+static void
+test_databases(void **state)
+{
+	struct config *c = load_ok("workers: 3\n"
+				   "databases:\n"
+				   "  alpha: { conninfo: \"dbname=a\" }\n"
+				   "  beta-2:\n"
+				   "    conninfo: \"dbname=b\"\n"
+				   "    workers: 1\n");
+	assert_null(c->conninfo);
+	assert_int_equal(c->ndatabases, 2);
+	assert_string_equal(c->databases[0].name, "alpha");
+	assert_string_equal(c->databases[0].conninfo, "dbname=a");
+	assert_int_equal(c->databases[0].workers, 3);
+	assert_int_equal(c->databases[0].line, 3);
+	assert_string_equal(c->databases[1].name, "beta-2");
+	assert_int_equal(c->databases[1].workers, 1);
+	assert_ptr_equal(config_database(c, "beta-2"), &c->databases[1]);
+	assert_null(config_database(c, "gamma"));
+	config_free(c);
+
+	c = load_ok("database: { conninfo: \"dbname=a\" }\n");
+	assert_int_equal(c->ndatabases, 0);
+	assert_null(config_database(c, "a"));
+	config_free(c);
+}
 
 static void
 test_bad_configs(void **state)
@@ -1578,6 +1627,7 @@ main(void)
 		cmocka_unit_test(test_example_file),
 		cmocka_unit_test(test_fixture_errors),
 		cmocka_unit_test(test_unreadable),
+		cmocka_unit_test(test_databases),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

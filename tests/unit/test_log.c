@@ -87,6 +87,27 @@ emit_text(void)
 	log_set_worker(0, 0);
 }
 
+/* With databases:, a worker's lines name its database before its number. */
+static void
+emit_database(void)
+{
+	journal_here();
+	log_init("worker", LOG_INFO, 0);
+	log_set_database("eu-1");
+	log_set_worker(2, 3);
+	log_warnx("plain");
+	log_set_database(NULL);
+	log_set_worker(0, 0);
+}
+
+static void
+test_database(void **state)
+{
+	assert_lines(capture(emit_database),
+		     "<4>level=warn proc=worker pid=@PID db=eu-1 worker=2 "
+		     "slot=3 msg=plain\n");
+}
+
 static void
 test_text(void **state)
 {
@@ -263,6 +284,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_database),
 		cmocka_unit_test(test_warn_pair),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_time_and_pid_outside_journald),

@@ -903,6 +903,50 @@ test_procmetrics(void **state)
 	buf_free(&b);
 }
 
+/* databases: two expositions as one, each family's HELP and TYPE once, its
+ * samples together, each labelled with its database first. */
+static void
+test_merge(void **state)
+{
+	struct buf parts[2] = {{0}, {0}}, out = {0};
+	const char *names[2] = {"alpha", "be\"ta"};
+
+	metrics_counter(&parts[0], "x_total", "X.", "kind=\"k\"", 1);
+	metrics_gauge(&parts[0], "y", "Y.", NULL, 2);
+	metrics_gauge(&parts[1], "y", "Y.", NULL, 3);
+	metrics_counter(&parts[1], "x_total", "X.", "kind=\"k\"", 4);
+	metrics_counter(&parts[1], "x_total", NULL, "kind=\"l\"", 5);
+	metrics_merge(&out, "database", names, parts, 2);
+	assert_string_equal(out.data,
+			    "# HELP x_total X.\n"
+			    "# TYPE x_total counter\n"
+			    "x_total{database=\"alpha\",kind=\"k\"} 1\n"
+			    "x_total{database=\"be\\\"ta\",kind=\"k\"} 4\n"
+			    "x_total{database=\"be\\\"ta\",kind=\"l\"} 5\n"
+			    "# HELP y Y.\n"
+			    "# TYPE y gauge\n"
+			    "y{database=\"alpha\"} 2\n"
+			    "y{database=\"be\\\"ta\"} 3\n");
+	buf_free(&out);
+	/* A histogram keeps le last; an empty part adds nothing. */
+	static const double b[1] = {1};
+	uint64_t counts[1] = {1};
+	buf_reset(&parts[1]);
+	buf_reset(&parts[0]);
+	metrics_histogram(&parts[0], "h", "H.", NULL, b, counts, 1, 0.5, 1);
+	metrics_merge(&out, "database", names, parts, 2);
+	assert_string_equal(out.data,
+			    "# HELP h H.\n"
+			    "# TYPE h histogram\n"
+			    "h_bucket{database=\"alpha\",le=\"1\"} 1\n"
+			    "h_bucket{database=\"alpha\",le=\"+Inf\"} 1\n"
+			    "h_sum{database=\"alpha\"} 0.5\n"
+			    "h_count{database=\"alpha\"} 1\n");
+	buf_free(&out);
+	buf_free(&parts[0]);
+	buf_free(&parts[1]);
+}
+
 int
 main(void)
 {
@@ -933,6 +977,7 @@ main(void)
 		cmocka_unit_test(test_dur_bounds),
 		cmocka_unit_test(test_render_monitoring),
 		cmocka_unit_test(test_procmetrics),
+		cmocka_unit_test(test_merge),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
