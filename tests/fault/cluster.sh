@@ -74,7 +74,7 @@ as_server() {
 free_port() {
 	local p
 	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((20000 + RANDOM % 12000)) # below the ephemeral ports (32768 and up)
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 	echo "cluster: no free port" >&2

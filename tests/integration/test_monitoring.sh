@@ -74,11 +74,12 @@ cleanup() {
 	[ -n "$work" ] && rm -rf "$work"
 }
 
-# A TCP port of 127.0.0.1 that nothing listens on now.
+# A TCP port of 127.0.0.1 that nothing listens on now, below the kernel's
+# ephemeral range (32768 and up), where outgoing connections take theirs.
 free_port() {
 	local p
 	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((20000 + RANDOM % 12000))
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 	fail "no free port"
@@ -236,7 +237,22 @@ check_scrape() {
 }
 
 start_prometheus() {
+	local try
+	# The port can be taken between free_port and the bind (the other
+	# tests run servers too): then another port.
+	for try in 1 2 3 4 5; do
+		launch_prometheus && return 0
+		grep -q 'address already in use' "$work/prometheus.log" ||
+			break
+	done
+	fail "Prometheus did not scrape pgjobd: $(tail -20 "$work/prometheus.log")"
+}
+
+# Starts Prometheus on a free port and waits for its scrapes; returns 1 if
+# it exits or does not scrape in time.
+launch_prometheus() {
 	pport=$(free_port)
+	rm -rf "$work/tsdb"
 	mkdir -p "$work/tsdb"
 	cat >"$work/prometheus.yml" <<EOF
 global: { scrape_interval: 1s, evaluation_interval: 1s }
@@ -249,9 +265,11 @@ EOF
 	prometheus --config.file="$work/prometheus.yml" \
 		--storage.tsdb.path="$work/tsdb" \
 		--web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
-	pids+=($!)
+	local pid=$!
+	pids+=("$pid")
 	# Ten scrapes at least: every rate() window has points.
 	for _ in $(seq 600); do
+		kill -0 "$pid" 2>/dev/null || return 1
 		local n
 		n=$(promtool query instant -o json "http://127.0.0.1:$pport" \
 			'count_over_time(pgjobd_build_info[1m])' 2>/dev/null |
@@ -259,7 +277,7 @@ EOF
 		[ "${n:-0}" -ge 10 ] && return 0
 		sleep 0.2
 	done
-	fail "Prometheus did not scrape pgjobd: $(tail -20 "$work/prometheus.log")"
+	return 1
 }
 
 check_expressions() {
