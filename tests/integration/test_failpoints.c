@@ -48,7 +48,10 @@ struct outcome {
 	long long attempts; /* all attempts of all jobs */
 	long long sql_rows, sql_jobs;
 	long long exec_runs, exec_jobs;
-	long long ticks;
+	/* Jobs of the schedule, and distinct ticks among them: a run that
+	 * crosses a minute gets the next minute's tick too, so the sweep
+	 * compares doubled ticks, not counts. */
+	long long ticks, tick_times;
 	int task_held;
 	int hit; /* the armed failpoint was reached */
 	double seconds;
@@ -200,6 +203,8 @@ run_workload(const char *fp, struct outcome *o)
 				 "in ('rec', 'slow', 'flaky')");
 	o->ticks = t_long(c, "select count(*) from pgjob.jobs where kind = "
 			     "'tick'");
+	o->tick_times = t_long(c, "select count(distinct run_at) from "
+				  "pgjob.jobs where kind = 'tick'");
 	o->task_held = 1;
 	if (fp) {
 		char needle[96];
@@ -220,7 +225,8 @@ test_sweep(void **state)
 	assert_int_equal(ref.sql_rows, ref.sql_jobs);
 	assert_non_null(strstr(ref.states, "dead=dead"));
 	assert_non_null(strstr(ref.states, "flaky=done"));
-	assert_int_equal(ref.ticks, 1);
+	assert_true(ref.ticks >= 1);
+	assert_int_equal(ref.ticks, ref.tick_times);
 	print_message("%-20s %-9s %-44s %s\n", "failpoint", "outcome",
 		      "explained differences", "settled in (what failed)");
 	print_message("%-20s %-9s %-44s %.1fs\n", "(none)", "reference", "",
@@ -242,7 +248,8 @@ test_sweep(void **state)
 		n++;
 		char diff[128] = "";
 		int ok = o.hit && strcmp(o.states, ref.states) == 0 &&
-			 o.sql_rows == o.sql_jobs && o.ticks == ref.ticks &&
+			 o.sql_rows == o.sql_jobs && o.ticks >= 1 &&
+			 o.ticks == o.tick_times &&
 			 o.exec_runs >= ref.exec_runs;
 		if (o.attempts > ref.attempts)
 			snprintf(diff, sizeof(diff), "+%lld attempts",
@@ -260,9 +267,9 @@ test_sweep(void **state)
 		if (!ok) {
 			print_message(
 				"  states %s\n  reference %s\n  sql %lld/%lld "
-				"exec runs %lld ticks %lld\n",
+				"exec runs %lld ticks %lld (%lld times)\n",
 				o.states, ref.states, o.sql_rows, o.sql_jobs,
-				o.exec_runs, o.ticks);
+				o.exec_runs, o.ticks, o.tick_times);
 			failures++;
 		}
 	}
