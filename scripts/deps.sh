@@ -31,6 +31,15 @@ sudo=()
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
-# The postgresql package would start a cluster of its own; we only want the
-# binaries, so keep its service from starting (policy-rc.d) where we can.
+# postgresql, pgbouncer and prometheus would each start a service of their
+# own; the tests want only the programs (they start their own servers on
+# loopback), so a policy-rc.d keeps the services from starting during the
+# install, unless the machine already has one of its own.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\n# scripts/deps.sh: no service starts during its install\nexit 101\n' |
+		"${sudo[@]}" tee "$policy" >/dev/null
+	"${sudo[@]}" chmod 755 "$policy"
+	trap '"${sudo[@]}" rm -f "$policy"' EXIT
+fi
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
