@@ -219,9 +219,12 @@ child_fail(struct spawn_args *a, const char *step)
  * The set*id calls are raw system calls: glibc's wrappers would signal
  * every thread of the process to change theirs too, and the worker's
  * threads (libcurl's resolver) are not this child's.  The limits come
- * after them, so that RLIMIT_NPROC counts the processes of the user the
- * command runs as (the kernel checks it at the execve); setrlimit() is
- * one system call (prlimit64) with no lock.  RLIMIT_AS here bounds only
+ * before them, while a root worker's child still may raise a hard limit
+ * (CAP_SYS_RESOURCE goes with the uid); RLIMIT_NPROC counts the real
+ * uid's processes whenever the kernel checks it (the setresuid marks the
+ * process, the execve then fails, and every fork of the command after),
+ * so the order changes nothing there.  setrlimit() is one system call
+ * (prlimit64) with no lock.  RLIMIT_AS here bounds only
  * what the child maps itself, and it maps nothing more before the execve,
  * which gives it an address space of its own.
  */
@@ -237,6 +240,9 @@ child_main(void *arg)
 			sigaction(sig, &dfl, NULL); /* glibc's own: EINVAL */
 	if (setpgid(0, 0) < 0)
 		child_fail(a, "setpgid");
+	for (int i = 0; i < a->nlim; i++)
+		if (setrlimit(a->lim[i].resource, &a->lim[i].rl) < 0)
+			child_fail(a, a->lim[i].step);
 	if (a->as) {
 		const struct run_as *as = a->as;
 		if (syscall(SYS_setgroups, (size_t)as->ngroups, as->groups) < 0)
@@ -255,9 +261,6 @@ child_main(void *arg)
 		if (dup2(a->fds[i], i) < 0)
 			child_fail(a, "dup2");
 	closefrom(3);
-	for (int i = 0; i < a->nlim; i++)
-		if (setrlimit(a->lim[i].resource, &a->lim[i].rl) < 0)
-			child_fail(a, a->lim[i].step);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	execve(a->path, a->argv, a->env);
@@ -617,10 +620,12 @@ ru_cpu_ms(const struct rusage *ru)
 
 /*
  * The limit that ended a failed attempt, or NULL (caller frees): SIGXCPU,
- * or any failure once the CPU time reached cpu (SIGKILL at the hard limit
- * a second later, or a command that caught SIGXCPU and exited), names
- * cpu; SIGXFSZ names file_size.  The other limits make a system call fail
- * (ENOMEM, EMFILE, EAGAIN), which the command reports itself.
+ * or SIGKILL once the CPU time reached cpu (the hard limit, a second
+ * later, of a command that ignored SIGXCPU), names cpu; SIGXFSZ names
+ * file_size.  Not an exit after much CPU time: ru counts the children the
+ * command waited for too, and the limit is each process's own.  The other
+ * limits make a system call fail (ENOMEM, EMFILE, EAGAIN), which the command
+ * reports itself.
  */
 static char *
 limit_hit(const struct exec_run *x, int status, const struct rusage *ru)
@@ -641,7 +646,8 @@ limit_hit(const struct exec_run *x, int status, const struct rusage *ru)
 	else
 		snprintf(how, sizeof(how), "exit status %d",
 			 WEXITSTATUS(status));
-	if (l->cpu_ms > 0 && (sig == SIGXCPU || ru_cpu_ms(ru) >= l->cpu_ms))
+	if (l->cpu_ms > 0 &&
+	    (sig == SIGXCPU || (sig == SIGKILL && ru_cpu_ms(ru) >= l->cpu_ms)))
 		return xasprintf("cpu limit %s reached (%s)",
 				 duration_format(l->cpu_ms, v, sizeof(v)), how);
 	if (l->file_size > 0 && sig == SIGXFSZ)
@@ -662,15 +668,12 @@ describe_status(int status)
 			 WCOREDUMP(status) ? " (core dumped)" : "");
 }
 
+/* what: how the command ended (limit_hit() or describe_status()). */
 static void
-make_result(struct exec_run *x, int status, const struct rusage *ru,
+make_result(struct exec_run *x, int status, const char *what,
 	    struct handler_result *res)
 {
-	char *what = limit_hit(x, status, ru);
-	char *tail;
-
-	if (!what)
-		what = describe_status(status);
+	char *tail, *how = NULL;
 
 	res->outcome = OUTCOME_RETRY;
 	res->retry_in_ms = -1;
@@ -679,7 +682,6 @@ make_result(struct exec_run *x, int status, const struct rusage *ru,
 		case 0:
 			res->outcome = OUTCOME_DONE;
 			res->result = stdout_json(x);
-			free(what);
 			return;
 		case 65: /* EX_DATAERR */
 			res->outcome = OUTCOME_DEAD;
@@ -690,15 +692,12 @@ make_result(struct exec_run *x, int status, const struct rusage *ru,
 		}
 	}
 	res->timed_out = x->timed_out;
-	if (x->why) {
-		char *w = xasprintf("%s (%s)", x->why, what);
-		free(what);
-		what = w;
-	}
+	if (x->why)
+		what = how = xasprintf("%s (%s)", x->why, what);
 	tail = err_tail(x);
 	res->error = tail[0] ? xasprintf("%s: %s", what, tail) : xstrdup(what);
 	free(tail);
-	free(what);
+	free(how);
 }
 
 /*
@@ -708,16 +707,12 @@ make_result(struct exec_run *x, int status, const struct rusage *ru,
  * duty restarts whatever happened.
  */
 static void
-log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
+log_attempt(const struct exec_run *x, const char *what, const struct rusage *ru,
 	    const struct handler_result *res)
 {
 	static const char *names[] = {"done", "retry", "dead"};
-	char *what = limit_hit(x, status, ru);
 	char *how;
 	int64_t cpu = ru_cpu_ms(ru);
-
-	if (!what)
-		what = describe_status(status);
 
 	if (x->out_dropped)
 		xlog(x, LOG_WARN, "stdout over 1 MiB discarded (%zu bytes)",
@@ -736,7 +731,6 @@ log_attempt(const struct exec_run *x, int status, const struct rusage *ru,
 	     (long long)(util_now_ms() - x->start_ms), (long long)cpu,
 	     ru->ru_maxrss);
 	free(how);
-	free(what);
 }
 
 /* The child has exited: kill what it left, reap it, read what is left of
@@ -787,14 +781,18 @@ child_gone(struct exec_run *x)
 	x->pid = 0;
 	drain(x, &x->out_fd, &x->out_w, 4 * READ_ROUNDS);
 	drain(x, &x->err_fd, &x->err_w, 4 * READ_ROUNDS);
-	make_result(x, status, &ru, &res);
+	char *what = limit_hit(x, status, &ru);
+	if (!what)
+		what = describe_status(status);
+	make_result(x, status, what, &res);
 	/* ru_maxrss is in KiB on Linux; the child's alone (wait4()). */
 	if (r >= 0) {
 		res.measured = true;
 		res.cpu_ms = ru_cpu_ms(&ru);
 		res.max_rss_kb = ru.ru_maxrss;
 	}
-	log_attempt(x, status, &ru, &res);
+	log_attempt(x, what, &ru, &res);
+	free(what);
 	x->finish(x->run, &res); /* frees x */
 }
 
