@@ -872,45 +872,6 @@ first_at(const struct ynode *n)
 		 : (struct config_at){0, 0};
 }
 
-static void
-load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
-	     const struct ynode *val, const char *path)
-{
-	struct handler_conf *h;
-	bool own_timeout;
-	struct yaml_walk w = {
-		.t = handler_fields,
-		.variants = handler_types,
-		.variant_of = "handlers",
-	};
-
-	c->handlers = xrealloc(c->handlers, (c->nhandlers + 1) * sizeof(*h));
-	w.obj = h = &c->handlers[c->nhandlers++];
-	*h = (struct handler_conf){
-		.kind = xstrdup(key->text),
-		.timeout_ms = -1,
-		.backoff = {-1, -1},
-		.tls_verify = true,
-		.line = key->line,
-		.column = key->column,
-	};
-	w.variant = peek_type(val);
-	yaml_walk_map(d, key, val, path, &w);
-	resolve_run_as(d, &w, path, &h->run_as);
-	check_queue(d, c, &w, path, h->queue);
-	if (!h->queue)
-		h->queue = xstrdup("default");
-	if (!h->plugin_config)
-		h->plugin_config = xstrdup("{}");
-	h->at_program = first_at(yaml_walked(&w, "command"));
-	h->at_url = first_at(yaml_walked(&w, "url"));
-	h->at_library = first_at(yaml_walked(&w, "library"));
-	h->at_symbol = first_at(yaml_walked(&w, "symbol"));
-	own_timeout = h->timeout_ms >= 0;
-	resolve_handler(c, h);
-	check_plugin_timeout(d, c, &w, path, own_timeout, h);
-}
-
 /*
  * pgjob's view of a handler (config_load_settings()): its name, type, queue
  * and timeout, which `pgjob doctor` needs; the other keys (commands, urls,
@@ -924,12 +885,19 @@ static const struct yaml_field handler_cli_fields[] = {
 	{0},
 };
 
+/* A handler, whole (pgjobd) or as pgjob sees it (cli: handler_cli_fields). */
 static void
-load_handler_cli(struct yaml_doc *d, struct config *c, const struct ynode *key,
-		 const struct ynode *val, const char *path)
+load_handler_as(struct yaml_doc *d, struct config *c, const struct ynode *key,
+		const struct ynode *val, const char *path, bool cli)
 {
 	struct handler_conf *h;
-	struct yaml_walk w = {.t = handler_cli_fields, .partial = true};
+	bool own_timeout;
+	struct yaml_walk w = {
+		.t = cli ? handler_cli_fields : handler_fields,
+		.variants = handler_types,
+		.variant_of = "handlers",
+		.partial = cli,
+	};
 
 	c->handlers = xrealloc(c->handlers, (c->nhandlers + 1) * sizeof(*h));
 	w.obj = h = &c->handlers[c->nhandlers++];
@@ -937,16 +905,42 @@ load_handler_cli(struct yaml_doc *d, struct config *c, const struct ynode *key,
 		.kind = xstrdup(key->text),
 		.timeout_ms = -1,
 		.backoff = {-1, -1},
+		.tls_verify = true,
 		.line = key->line,
 		.column = key->column,
 	};
+	if (!cli)
+		w.variant = peek_type(val);
 	yaml_walk_map(d, key, val, path, &w);
+	if (!cli)
+		resolve_run_as(d, &w, path, &h->run_as);
 	check_queue(d, c, &w, path, h->queue);
 	if (!h->queue)
 		h->queue = xstrdup("default");
 	if (!h->plugin_config)
 		h->plugin_config = xstrdup("{}");
+	h->at_program = first_at(yaml_walked(&w, "command"));
+	h->at_url = first_at(yaml_walked(&w, "url"));
+	h->at_library = first_at(yaml_walked(&w, "library"));
+	h->at_symbol = first_at(yaml_walked(&w, "symbol"));
+	own_timeout = h->timeout_ms >= 0;
 	resolve_handler(c, h);
+	if (!cli)
+		check_plugin_timeout(d, c, &w, path, own_timeout, h);
+}
+
+static void
+load_handler(struct yaml_doc *d, struct config *c, const struct ynode *key,
+	     const struct ynode *val, const char *path)
+{
+	load_handler_as(d, c, key, val, path, false);
+}
+
+static void
+load_handler_cli(struct yaml_doc *d, struct config *c, const struct ynode *key,
+		 const struct ynode *val, const char *path)
+{
+	load_handler_as(d, c, key, val, path, true);
 }
 
 /* A schedule's cron: and timezone:, as cron.c will read them. */
@@ -1165,21 +1159,16 @@ load_document(struct yaml_doc *d, struct config *c, bool cli)
 	}
 	yaml_walk_map(d, NULL, d->root, "", &top);
 	load_databases(d, c, &top);
-	/* pgjob (config_load_settings()) reads the queues and a part of each
-	 * handler (load_handler_cli()); the rest, where the secrets are, is
-	 * pgjobd's. */
+	load_section(d, c, &top, "queues", load_queue);
+	add_default_queue(c);
+	/* pgjob (config_load_settings()) reads a part of each handler
+	 * (load_handler_cli()) and no schedule or task; the rest, where the
+	 * secrets are, is pgjobd's. */
+	load_section(d, c, &top, "handlers",
+		     cli ? load_handler_cli : load_handler);
 	if (!cli) {
-		load_section(d, c, &top, "queues", load_queue);
-		add_default_queue(c);
-		load_section(d, c, &top, "handlers", load_handler);
 		load_section(d, c, &top, "schedules", load_schedule);
 		load_section(d, c, &top, "tasks", load_task);
-	} else {
-		/* Queues (names and timeouts, no secrets) and the handlers'
-		 * names, types and timeouts, for `pgjob doctor`. */
-		load_section(d, c, &top, "queues", load_queue);
-		add_default_queue(c);
-		load_section(d, c, &top, "handlers", load_handler_cli);
 	}
 	workers = yaml_walked(&top, "workers");
 	if (workers && c->workers > c->max_slots)
@@ -1298,8 +1287,7 @@ config_errors_add(struct config_errors *errs, const char *fmt, ...)
 	char *m;
 
 	va_start(ap, fmt);
-	if (vasprintf(&m, fmt, ap) < 0)
-		abort();
+	m = xvasprintf(fmt, ap);
 	va_end(ap);
 	errs->msg = xrealloc(errs->msg, (errs->n + 1) * sizeof(*errs->msg));
 	errs->msg[errs->n++] = m;

@@ -216,12 +216,12 @@ struct config *config_load(const char *path, struct config_errors *errs);
 struct config *config_load_string(const char *name, const char *text,
 				  size_t len, struct config_errors *errs);
 /*
- * As config_load(), for pgjob: the top-level settings are read and checked
- * (database, retention and the rest), but not the sections queues,
- * handlers, schedules and tasks, so that no ${...} reference of theirs is
+ * As config_load(), for pgjob: the top-level settings and the queues are
+ * read and checked, and of each handler only its name, type, queue and
+ * timeout (what `pgjob doctor` needs); its other keys, the schedules and
+ * the tasks are skipped unread, so that no ${...} reference of theirs is
  * expanded: an operator who can read the file but not every handler's
- * secret can still run pgjob -c FILE.  The result has no handlers,
- * schedules or tasks, and the default queue only.
+ * secret can still run pgjob -c FILE.
  */
 struct config *config_load_settings(const char *path,
 				    struct config_errors *errs);

@@ -106,8 +106,9 @@ env_get(const char *name)
 /*
  * A secret read from a file: the whole content, one trailing newline
  * ("\n" or "\r\n") taken off.  Refused when the file is not a regular file,
- * is writable by its group or by others (whoever can write it can choose
- * the secret, or a password that leaks to them), is over ENV_SECRET_MAX
+ * is owned by another user than root or pgjobd's own, or is writable by its
+ * group or by others (whoever can write it can choose the secret, or a
+ * password that leaks to them), is over ENV_SECRET_MAX
  * bytes or holds a NUL.  ref is the reference as written, for messages;
  * they never quote the content.  Returns the value (caller frees) or NULL
  * with *why set (caller frees).
@@ -128,6 +129,13 @@ read_secret(const char *path, const char *ref, char **why)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		*why = xasprintf("%s: not a regular file", ref);
+		goto out;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		*why = xasprintf(
+			"%s: owned by uid %u, neither root nor pgjobd's "
+			"user: chown the file",
+			ref, (unsigned)st.st_uid);
 		goto out;
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {

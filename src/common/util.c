@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,10 +75,26 @@ xasprintf(const char *fmt, ...)
 	char *p;
 
 	va_start(ap, fmt);
-	if (vasprintf(&p, fmt, ap) < 0)
-		oom(strlen(fmt));
+	p = xvasprintf(fmt, ap);
 	va_end(ap);
 	return p;
+}
+
+char *
+xvasprintf(const char *fmt, va_list ap)
+{
+	char *p;
+
+	if (vasprintf(&p, fmt, ap) < 0)
+		oom(strlen(fmt));
+	return p;
+}
+
+int64_t
+util_cpu_ms(const struct rusage *ru)
+{
+	return (int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+	       (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
 }
 
 int64_t

@@ -7,6 +7,7 @@
 #define PGJOBD_UTIL_H
 
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
 
 #define PGJOBD_VERSION "0.1.0"
@@ -23,6 +24,12 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* printf into a new string; caller frees. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a va_list. */
+char *xvasprintf(const char *fmt, va_list ap)
+	__attribute__((format(printf, 1, 0)));
+/* User and system CPU time of ru, in milliseconds. */
+struct rusage;
+int64_t util_cpu_ms(const struct rusage *ru);
 
 /* Milliseconds on CLOCK_MONOTONIC; never goes backwards. */
 int64_t util_now_ms(void);

@@ -153,7 +153,10 @@ read_report(int fd, char *buf, size_t len)
 
 	while (got < len - 1) {
 		int64_t left = end - util_now_ms();
-		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
+		int r = left > 0 ? poll(&p, 1, (int)left) : 0;
+		if (r < 0 && errno == EINTR)
+			continue; /* a SIGCHLD: the pipe may still be empty */
+		if (r == 0) {
 			rc = -1;
 			break;
 		}
@@ -178,10 +181,18 @@ check_plugin(struct config_errors *errs, const struct config *c,
 	if (!h->library || !h->symbol)
 		return;
 	path = handler_plugin_path(h->library);
-	if (pipe2(fds, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
+	if (pipe2(fds, O_CLOEXEC) < 0) {
 		msg = xasprintf("cannot check it: %s", strerror(errno));
 		add(errs, c, "handlers", h->kind, "library", h->at_library,
 		    msg);
+		goto out;
+	}
+	if ((pid = fork()) < 0) {
+		msg = xasprintf("cannot check it: %s", strerror(errno));
+		add(errs, c, "handlers", h->kind, "library", h->at_library,
+		    msg);
+		close(fds[0]);
+		close(fds[1]);
 		goto out;
 	}
 	if (pid == 0) {
@@ -189,7 +200,8 @@ check_plugin(struct config_errors *errs, const struct config *c,
 		probe(path, h->symbol, fds[1]);
 	}
 	close(fds[1]);
-	if (read_report(fds[0], report, sizeof(report)) < 0)
+	int late = read_report(fds[0], report, sizeof(report)) < 0;
+	if (late)
 		kill(pid, SIGKILL);
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -199,7 +211,12 @@ check_plugin(struct config_errors *errs, const struct config *c,
 		    report[0] == 'L' ? "library" : "symbol",
 		    report[0] == 'L' ? h->at_library : h->at_symbol,
 		    report + 1);
-	else if (WIFSIGNALED(status) || WEXITSTATUS(status) != 0) {
+	else if (late || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)) {
+		msg = xasprintf("loading %s did not end within %ds", path,
+				late ? REPORT_SECONDS : LOAD_SECONDS);
+		add(errs, c, "handlers", h->kind, "library", h->at_library,
+		    msg);
+	} else if (WIFSIGNALED(status) || WEXITSTATUS(status) != 0) {
 		msg = WIFSIGNALED(status)
 			      ? xasprintf("loading %s killed the checking "
 					  "process (signal %d)",

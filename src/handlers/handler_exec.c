@@ -610,14 +610,6 @@ stdout_retry_in(const struct exec_run *x)
 	return ms;
 }
 
-/* User and system CPU time of ru, in milliseconds. */
-static int64_t
-ru_cpu_ms(const struct rusage *ru)
-{
-	return (int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
-	       (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
-}
-
 /*
  * The limit that ended a failed attempt, or NULL (caller frees): SIGXCPU,
  * or SIGKILL once the CPU time reached cpu (the hard limit, a second
@@ -646,8 +638,8 @@ limit_hit(const struct exec_run *x, int status, const struct rusage *ru)
 	else
 		snprintf(how, sizeof(how), "exit status %d",
 			 WEXITSTATUS(status));
-	if (l->cpu_ms > 0 &&
-	    (sig == SIGXCPU || (sig == SIGKILL && ru_cpu_ms(ru) >= l->cpu_ms)))
+	if (l->cpu_ms > 0 && (sig == SIGXCPU ||
+			      (sig == SIGKILL && util_cpu_ms(ru) >= l->cpu_ms)))
 		return xasprintf("cpu limit %s reached (%s)",
 				 duration_format(l->cpu_ms, v, sizeof(v)), how);
 	if (l->file_size > 0 && sig == SIGXFSZ)
@@ -712,7 +704,7 @@ log_attempt(const struct exec_run *x, const char *what, const struct rusage *ru,
 {
 	static const char *names[] = {"done", "retry", "dead"};
 	char *how;
-	int64_t cpu = ru_cpu_ms(ru);
+	int64_t cpu = util_cpu_ms(ru);
 
 	if (x->out_dropped)
 		xlog(x, LOG_WARN, "stdout over 1 MiB discarded (%zu bytes)",
@@ -788,7 +780,7 @@ child_gone(struct exec_run *x)
 	/* ru_maxrss is in KiB on Linux; the child's alone (wait4()). */
 	if (r >= 0) {
 		res.measured = true;
-		res.cpu_ms = ru_cpu_ms(&ru);
+		res.cpu_ms = util_cpu_ms(&ru);
 		res.max_rss_kb = ru.ru_maxrss;
 	}
 	log_attempt(x, what, &ru, &res);

@@ -811,23 +811,34 @@ is_tls_error(CURLcode rc)
 	}
 }
 
+/*
+ * Of a transfer that timed out: whether the connect timeout ended it (the
+ * connection, or its TLS, was not up), rather than the handler's timeout.
+ */
+static bool
+connect_timed_out(const struct http_run *x)
+{
+	curl_off_t tcp = 0, tls = 0;
+
+	if (x->timeout_ms > 0 && x->timeout_ms <= CONNECT_TIMEOUT_MS)
+		return false; /* the same limit: the handler's */
+	lc.easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &tcp);
+	lc.easy_getinfo(x->easy, CURLINFO_APPCONNECT_TIME_T, &tls);
+	return tcp == 0 || (x->https && tls == 0);
+}
+
 /* A timeout: before the connection was up (the connect timeout), or
  * after (the handler's timeout).  Caller frees. */
 static char *
 timeout_text(const struct http_run *x, const char *detail)
 {
-	curl_off_t tcp = 0, tls = 0;
-	int64_t connect_ms = CONNECT_TIMEOUT_MS;
 	char d[32];
 
-	lc.easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &tcp);
-	lc.easy_getinfo(x->easy, CURLINFO_APPCONNECT_TIME_T, &tls);
-	if (x->timeout_ms > 0 && x->timeout_ms <= connect_ms)
-		connect_ms = -1; /* the same limit: say "timed out" */
-	if (connect_ms > 0 && (tcp == 0 || (x->https && tls == 0)))
+	if (connect_timed_out(x))
 		return xasprintf(
 			"could not connect to %s within %s (%s)", x->target,
-			duration_format(connect_ms, d, sizeof(d)), detail);
+			duration_format(CONNECT_TIMEOUT_MS, d, sizeof(d)),
+			detail);
 	return xasprintf("timed out after %s (%s)",
 			 duration_format(x->timeout_ms, d, sizeof(d)), detail);
 }
@@ -867,7 +878,9 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 	res->retry_in_ms = -1;
 	if (rc != CURLE_OK) {
 		res->error = curl_error_text(x, rc);
-		res->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+		/* The handler's timeout, not a host that did not answer. */
+		res->timed_out =
+			rc == CURLE_OPERATION_TIMEDOUT && !connect_timed_out(x);
 		return;
 	}
 	lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);

@@ -282,8 +282,7 @@ cpu_ms(void)
 	struct rusage ru;
 
 	getrusage(RUSAGE_THREAD, &ru);
-	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+	return util_cpu_ms(&ru);
 }
 
 /* Moves the plugin's answer into res; takes out's strings. */

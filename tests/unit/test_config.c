@@ -1351,6 +1351,18 @@ test_expand_secrets(void **state)
 	assert_int_equal(strlen(v), ENV_SECRET_MAX);
 	free(v);
 	free(r);
+	/* Another user's file, as root can make one: refused (its owner
+	 * could choose the secret). */
+	if (geteuid() == 0) {
+		r = xasprintf("${file:%s/pw}", dir);
+		assert_int_equal(chown(AT("pw"), 65534, (gid_t)-1), 0);
+		assert_null(env_expand(r, &w));
+		assert_non_null(strstr(w, ": owned by uid 65534, neither root "
+					  "nor pgjobd's user"));
+		free(w);
+		free(r);
+		buf_free(&b);
+	}
 	/* A directory is not a secret. */
 	assert_null(env_expand(dirref, &w));
 	assert_non_null(strstr(w, ": not a regular file"));
