@@ -8,6 +8,7 @@
  * or a schema this binary cannot work with.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ main(int argc, char **argv)
 	const char *path = getenv("PGJOBD_CONFIG");
 	char *database = NULL;
 	int workers = 0, check = 0, c;
+	bool host_check = false; /* --check-config without =static */
 	char *end;
 
 	/*
@@ -105,7 +107,8 @@ main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
-			check = optarg ? 1 : 2;
+			check = 1;
+			host_check = !optarg;
 			break;
 		case 'F':
 			for (int i = 1; i < FP_COUNT; i++)
@@ -147,7 +150,7 @@ main(int argc, char **argv)
 	config_set_conninfo_check(db_conninfo_valid);
 	struct config *cfg = config_load(path, &errs);
 	/* The deep check: what the file names must exist on this host. */
-	if (cfg && check == 2 && handler_check_config(cfg, &errs) > 0) {
+	if (cfg && host_check && handler_check_config(cfg, &errs) > 0) {
 		config_free(cfg);
 		cfg = NULL;
 	}
