@@ -87,9 +87,12 @@ const char *health_client(const struct health_holder *h);
 /*
  * s as an SQL string literal for an operator to paste into psql (the fix
  * that ends a prepared transaction names its gid, which any client
- * chose): 'text' with ' doubled, or E'...' with \\ and \xNN escapes when
- * s holds a backslash or a control character, so that the literal itself
- * is printable ASCII plus s's other UTF-8.  Caller frees.
+ * chose): 'text' with ' doubled, or E'...' when s holds a backslash, a
+ * control character or a byte that is not UTF-8: \\, \xNN for a C0
+ * control, DEL or such a byte, \uXXXX for a C1 control.  The literal itself
+ * is then printable ASCII plus s's other UTF-8, and a terminal shows it
+ * as it is, so that the statement pasted from it names the same text.
+ * Caller frees.
  */
 char *health_sql_literal(const char *s);
 
