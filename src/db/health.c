@@ -243,6 +243,21 @@ health_sql_literal(const char *s)
 	return b.data;
 }
 
+char *
+health_fix(const struct health_holder *h)
+{
+	char *lit, *fix;
+	if (h->kind == HEALTH_BACKEND)
+		return xasprintf("select pg_terminate_backend(%d)", h->pid);
+	lit = health_sql_literal(h->name ? h->name : "");
+	if (h->kind == HEALTH_SLOT)
+		fix = xasprintf("select pg_drop_replication_slot(%s)", lit);
+	else
+		fix = xasprintf("rollback prepared %s", lit);
+	free(lit);
+	return fix;
+}
+
 static void
 read_health(const struct db_call *c, const struct db_status *st,
 	    const PGresult *res)

@@ -17,6 +17,10 @@
 
 #include <stddef.h>
 
+/* How many holders the worker's health duty and `pgjob doctor` read: the
+ * oldest, in transactions. */
+#define HEALTH_HOLDERS 20
+
 struct db_conn;
 struct db_status;
 struct dbev;
@@ -95,6 +99,14 @@ const char *health_client(const struct health_holder *h);
  * Caller frees.
  */
 char *health_sql_literal(const char *s);
+
+/*
+ * The statement that ends holder h, without a final semicolon: select
+ * pg_terminate_backend(pid) for a session, pg_drop_replication_slot() for
+ * a slot, rollback prepared for a prepared transaction (its name as
+ * health_sql_literal() writes it).  Caller frees.
+ */
+char *health_fix(const struct health_holder *h);
 
 /* r is borrowed for the call; NULL when the statement failed (st says
  * why). */
