@@ -188,16 +188,45 @@ holder_item(struct doctor *d, const struct health_holder *h, enum status st)
 }
 
 /*
+ * A session of another role that pg_stat_activity hides (no pg_monitor):
+ * its age in seconds is unknown, so the check cannot say it is fine.  h
+ * is the oldest such holder in transactions.
+ */
+static void
+hidden_item(struct doctor *d, const struct health_holder *h, size_t hidden)
+{
+	char *err = NULL;
+	struct db_rows *r = db_query(
+		d->conn, "select quote_ident(current_user)", 0, NULL, &err);
+	char *fix = xasprintf("grant pg_monitor to %s;  -- as a superuser, "
+			      "so that pgjob doctor sees since when",
+			      r ? db_rows_text(r, 0, 0) : "<this role>");
+	char *name = quoted(h->name);
+	add(d, ST_WARN, "xmin horizon", fix,
+	    "%zu session%s of other roles hold%s an xmin whose age in time "
+	    "needs pg_monitor to be seen; the oldest: backend pid %d (user "
+	    "%s), %lld transactions",
+	    hidden, hidden == 1 ? "" : "s", hidden == 1 ? "s" : "", h->pid,
+	    name, h->xids);
+	free(name);
+	free(fix);
+	free(err);
+	db_rows_free(r);
+}
+
+/*
  * A holder with a known age past xmin_warn is a warning (ten times past,
  * a failure); an inactive replication slot that holds an xmin is a
  * warning whatever its age (nothing will move it); a session of another
- * role whose start pg_stat_activity hides (no pg_monitor) is noted.
+ * role whose start pg_stat_activity hides (no pg_monitor) is a warning
+ * too, since its age cannot be checked.
  */
 static void
 check_horizon(struct doctor *d, const struct health_report *r)
 {
 	char a[32];
 	size_t bad = 0, hidden = 0;
+	const struct health_holder *oldest_hidden = NULL;
 	double warn = (double)d->xmin_warn_ms / 1000.;
 	for (size_t i = 0; i < r->nholders; i++) {
 		const struct health_holder *h = &r->holders[i];
@@ -209,7 +238,9 @@ check_horizon(struct doctor *d, const struct health_report *r)
 			continue;
 		}
 		if (h->age_s < 0) {
-			hidden++;
+			/* The holders come oldest first. */
+			if (hidden++ == 0)
+				oldest_hidden = h;
 			continue;
 		}
 		if (h->age_s >= warn) {
@@ -220,20 +251,19 @@ check_horizon(struct doctor *d, const struct health_report *r)
 			bad++;
 		}
 	}
-	if (bad)
+	if (hidden)
+		hidden_item(d, oldest_hidden, hidden);
+	if (bad || hidden)
 		return;
-	const char *note = hidden ? "; sessions of other roles hold an xmin "
-				    "too, their start needs pg_monitor"
-				  : "";
-	if (r->nholders == 0 || r->holders[0].age_s < 0)
-		add(d, ST_OK, "xmin horizon", NULL, "no holder older than %s%s",
-		    cli_format_age(warn, a, sizeof(a)), note);
+	if (r->nholders == 0 || r->holders[0].age_s < 0) /* a slot */
+		add(d, ST_OK, "xmin horizon", NULL, "no holder older than %s",
+		    cli_format_age(warn, a, sizeof(a)));
 	else
 		add(d, ST_OK, "xmin horizon", NULL,
-		    "oldest holder: %s %s old (under %s)%s",
+		    "oldest holder: %s %s old (under %s)",
 		    health_kind_name(r->holders[0].kind),
 		    cli_format_age(r->holders[0].age_s, a, sizeof(a)),
-		    cli_format_age(warn, a + 16, sizeof(a) - 16), note);
+		    cli_format_age(warn, a + 16, sizeof(a) - 16));
 }
 
 /* --- tables and indexes ------------------------------------------------ */
