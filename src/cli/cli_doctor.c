@@ -594,6 +594,9 @@ check_pooler(struct doctor *d)
 			    : " (this is --database; workers that "
 			      "use it refuse to start)");
 		break;
+	case POOLER_UNKNOWN: /* msg says that it could not be checked */
+		add(d, ST_WARN, "pooler", NULL, "%s", msg);
+		break;
 	case POOLER_ERROR:
 		add(d, ST_WARN, "pooler", NULL, "could not be checked: %s",
 		    msg);
