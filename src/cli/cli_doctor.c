@@ -118,12 +118,6 @@ check_schema(struct doctor *d)
 
 /* --- the xmin horizon -------------------------------------------------- */
 
-static const char *
-age(double s, char *buf, size_t len)
-{
-	return cli_format_age(s, buf, len);
-}
-
 /* s between double quotes, with " and \\ escaped, so that a name that
  * holds a quote cannot pass for the end of it; caller frees. */
 static char *
@@ -152,60 +146,87 @@ when(const char *ts, char *buf, size_t len)
 static void
 holder_item(struct doctor *d, const struct health_holder *h, enum status st)
 {
-	char a[32], t[64], *fix;
-	char *lit = health_sql_literal(h->name ? h->name : "");
+	char a[32], t[64];
+	char *stmt = health_fix(h), *fix;
 	char *name = quoted(h->name);
 	char *app = quoted(h->application_name);
 	switch (h->kind) {
 	case HEALTH_BACKEND:
-		fix = xasprintf("select pg_terminate_backend(%d);  -- ends "
-				"that session; its transaction rolls back",
-				h->pid);
+		fix = xasprintf("%s;  -- ends that session; its transaction "
+				"rolls back",
+				stmt);
 		add(d, st, "xmin horizon", fix,
 		    "held for %s (%lld transactions) by backend pid %d (user "
 		    "%s, application_name %s, client %s, state %s, since %s)",
-		    age(h->age_s, a, sizeof(a)), h->xids, h->pid, name, app,
-		    health_client(h), h->state ? h->state : "?",
+		    cli_format_age(h->age_s, a, sizeof(a)), h->xids, h->pid,
+		    name, app, health_client(h), h->state ? h->state : "?",
 		    when(h->since, t, sizeof(t)));
 		break;
 	case HEALTH_SLOT:
-		fix = xasprintf("select pg_drop_replication_slot(%s);  -- "
-				"only if no standby or consumer needs it any "
-				"more",
-				lit);
+		fix = xasprintf("%s;  -- only if no standby or consumer "
+				"needs it any more",
+				stmt);
 		add(d, st, "xmin horizon", fix,
 		    "held (%lld transactions) by %s replication slot %s",
 		    h->xids, h->state ? h->state : "", name);
 		break;
 	default:
-		fix = xasprintf("rollback prepared %s;  -- as its owner or a "
-				"superuser, in its database (commit prepared "
-				"if it must commit)",
-				lit);
+		fix = xasprintf("%s;  -- as its owner or a superuser, in its "
+				"database (commit prepared if it must commit)",
+				stmt);
 		add(d, st, "xmin horizon", fix,
 		    "held for %s (%lld transactions) by prepared transaction "
 		    "gid %s (prepared %s)",
-		    age(h->age_s, a, sizeof(a)), h->xids, name,
+		    cli_format_age(h->age_s, a, sizeof(a)), h->xids, name,
 		    when(h->since, t, sizeof(t)));
 		break;
 	}
 	free(fix);
-	free(lit);
+	free(stmt);
 	free(name);
 	free(app);
+}
+
+/*
+ * A session of another role that pg_stat_activity hides (no pg_monitor):
+ * its age in seconds is unknown, so the check cannot say it is fine.  h
+ * is the oldest such holder in transactions.
+ */
+static void
+hidden_item(struct doctor *d, const struct health_holder *h, size_t hidden)
+{
+	char *err = NULL;
+	struct db_rows *r = db_query(
+		d->conn, "select quote_ident(current_user)", 0, NULL, &err);
+	char *fix = xasprintf("grant pg_monitor to %s;  -- as a superuser, "
+			      "so that pgjob doctor sees since when",
+			      r ? db_rows_text(r, 0, 0) : "<this role>");
+	char *name = quoted(h->name);
+	add(d, ST_WARN, "xmin horizon", fix,
+	    "%zu session%s of other roles hold%s an xmin whose age in time "
+	    "needs pg_monitor to be seen; the oldest: backend pid %d (user "
+	    "%s), %lld transactions",
+	    hidden, hidden == 1 ? "" : "s", hidden == 1 ? "s" : "", h->pid,
+	    name, h->xids);
+	free(name);
+	free(fix);
+	free(err);
+	db_rows_free(r);
 }
 
 /*
  * A holder with a known age past xmin_warn is a warning (ten times past,
  * a failure); an inactive replication slot that holds an xmin is a
  * warning whatever its age (nothing will move it); a session of another
- * role whose start pg_stat_activity hides (no pg_monitor) is noted.
+ * role whose start pg_stat_activity hides (no pg_monitor) is a warning
+ * too, since its age cannot be checked.
  */
 static void
 check_horizon(struct doctor *d, const struct health_report *r)
 {
 	char a[32];
 	size_t bad = 0, hidden = 0;
+	const struct health_holder *oldest_hidden = NULL;
 	double warn = (double)d->xmin_warn_ms / 1000.;
 	for (size_t i = 0; i < r->nholders; i++) {
 		const struct health_holder *h = &r->holders[i];
@@ -217,7 +238,9 @@ check_horizon(struct doctor *d, const struct health_report *r)
 			continue;
 		}
 		if (h->age_s < 0) {
-			hidden++;
+			/* The holders come oldest first. */
+			if (hidden++ == 0)
+				oldest_hidden = h;
 			continue;
 		}
 		if (h->age_s >= warn) {
@@ -228,20 +251,19 @@ check_horizon(struct doctor *d, const struct health_report *r)
 			bad++;
 		}
 	}
-	if (bad)
+	if (hidden)
+		hidden_item(d, oldest_hidden, hidden);
+	if (bad || hidden)
 		return;
-	const char *note = hidden ? "; sessions of other roles hold an xmin "
-				    "too, their start needs pg_monitor"
-				  : "";
-	if (r->nholders == 0 || r->holders[0].age_s < 0)
-		add(d, ST_OK, "xmin horizon", NULL, "no holder older than %s%s",
-		    age(warn, a, sizeof(a)), note);
+	if (r->nholders == 0 || r->holders[0].age_s < 0) /* a slot */
+		add(d, ST_OK, "xmin horizon", NULL, "no holder older than %s",
+		    cli_format_age(warn, a, sizeof(a)));
 	else
 		add(d, ST_OK, "xmin horizon", NULL,
-		    "oldest holder: %s %s old (under %s)%s",
+		    "oldest holder: %s %s old (under %s)",
 		    health_kind_name(r->holders[0].kind),
-		    age(r->holders[0].age_s, a, sizeof(a)),
-		    age(warn, a + 16, sizeof(a) - 16), note);
+		    cli_format_age(r->holders[0].age_s, a, sizeof(a)),
+		    cli_format_age(warn, a + 16, sizeof(a) - 16));
 }
 
 /* --- tables and indexes ------------------------------------------------ */
@@ -262,8 +284,9 @@ check_tables(struct doctor *d, const struct health_report *r)
 		add(d, ST_WARN, "dead tuples", fix,
 		    "pgjob.%s: %lld dead, %lld live, last vacuum %s%s", t->name,
 		    t->dead, t->live,
-		    t->vacuum_age_s < 0 ? "never"
-					: age(t->vacuum_age_s, a, sizeof(a)),
+		    t->vacuum_age_s < 0
+			    ? "never"
+			    : cli_format_age(t->vacuum_age_s, a, sizeof(a)),
 		    t->vacuum_age_s < 0 ? "" : " ago");
 		free(fix);
 		bad++;
@@ -279,7 +302,8 @@ check_tables(struct doctor *d, const struct health_report *r)
 			    t->dead, t->live,
 			    t->vacuum_age_s < 0
 				    ? "none since the statistics were reset"
-				    : age(t->vacuum_age_s, a, sizeof(a)),
+				    : cli_format_age(t->vacuum_age_s, a,
+						     sizeof(a)),
 			    t->vacuum_age_s < 0 ? "" : " ago");
 	}
 }
@@ -421,7 +445,8 @@ check_running(struct doctor *d)
 		if (over + expired <= DOCTOR_IDS)
 			buf_appendf(&ids, "%s%s (%s, %s on %s%s)",
 				    ids.len ? ", " : "", db_rows_text(r, i, 0),
-				    db_rows_text(r, i, 1), age(s, a, sizeof(a)),
+				    db_rows_text(r, i, 1),
+				    cli_format_age(s, a, sizeof(a)),
 				    db_rows_text(r, i, 4),
 				    lapsed ? ", lease run out" : "");
 	}
@@ -519,7 +544,7 @@ check_instances(struct doctor *d)
 		    "stopped heartbeating %s ago",
 		    db_rows_text(r, i, 0), db_rows_text(r, i, 1),
 		    db_rows_text(r, i, 2),
-		    age(atof(db_rows_text(r, i, 3)), a, sizeof(a)));
+		    cli_format_age(atof(db_rows_text(r, i, 3)), a, sizeof(a)));
 	if (db_rows_count(r) == 0)
 		add(d, ST_OK, "instances", NULL,
 		    "every instance in pgjob.workers heartbeats");
@@ -569,9 +594,12 @@ check_pooler(struct doctor *d)
 			    : " (this is --database; workers that "
 			      "use it refuse to start)");
 		break;
+	case POOLER_UNKNOWN: /* msg says that it could not be checked */
+		add(d, ST_WARN, "pooler", NULL, "%s", msg);
+		break;
 	case POOLER_ERROR:
 		add(d, ST_WARN, "pooler", NULL, "could not be checked: %s",
-		    msg ? msg : "a statement failed");
+		    msg);
 		break;
 	}
 	free(msg);
@@ -644,7 +672,7 @@ run_checks(struct doctor *d)
 	struct health_report r;
 	char *err = NULL;
 	int schema = check_schema(d);
-	if (health_read_now(d->conn, 20, &r, &err) < 0) {
+	if (health_read_now(d->conn, HEALTH_HOLDERS, &r, &err) < 0) {
 		add(d, ST_FAIL, "xmin horizon", NULL, "could not check: %s",
 		    err);
 		free(err);

@@ -4,10 +4,12 @@
  */
 #include "db/health.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "db/internal.h"
 
@@ -199,27 +201,61 @@ health_client(const struct health_holder *h)
 	return h->state ? "local" : "unknown";
 }
 
+/* 1 when the character at p needs an escape in the literal: a backslash,
+ * a control character (C0, DEL or C1) or a byte that is not UTF-8.  *len
+ * is its length in bytes (1 for such a byte), *cp its code point. */
+static int
+needs_escape(const char *p, size_t *len, uint32_t *cp)
+{
+	*len = text_char(p, cp);
+	if (*len == 0) {
+		*len = 1;
+		*cp = (unsigned char)*p;
+		return 1;
+	}
+	return *p == '\\' || text_is_control(*cp);
+}
+
 char *
 health_sql_literal(const char *s)
 {
 	struct buf b = {0};
+	size_t n;
+	uint32_t cp;
 	int e = 0;
-	for (const char *p = s; *p; p++)
-		e |= *p == '\\' || (unsigned char)*p < 0x20 || *p == 0x7f;
+	for (const char *p = s; *p; p += n)
+		e |= needs_escape(p, &n, &cp);
 	buf_append(&b, e ? "E'" : "'", e ? 2 : 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '\'')
+	for (; *s; s += n) {
+		int esc = needs_escape(s, &n, &cp);
+		if (*s == '\'')
 			buf_append(&b, "''", 2);
-		else if (c == '\\')
+		else if (*s == '\\')
 			buf_append(&b, "\\\\", 2);
-		else if (c < 0x20 || c == 0x7f)
-			buf_appendf(&b, "\\x%02x", c);
+		else if (!esc)
+			buf_append(&b, s, n);
+		else if (n == 1)
+			buf_appendf(&b, "\\x%02x", (unsigned char)*s);
 		else
-			buf_append(&b, s, 1);
+			buf_appendf(&b, "\\u%04x", (unsigned)cp); /* C1 */
 	}
 	buf_append(&b, "'", 1);
 	return b.data;
+}
+
+char *
+health_fix(const struct health_holder *h)
+{
+	char *lit, *fix;
+	if (h->kind == HEALTH_BACKEND)
+		return xasprintf("select pg_terminate_backend(%d)", h->pid);
+	lit = health_sql_literal(h->name ? h->name : "");
+	if (h->kind == HEALTH_SLOT)
+		fix = xasprintf("select pg_drop_replication_slot(%s)", lit);
+	else
+		fix = xasprintf("rollback prepared %s", lit);
+	free(lit);
+	return fix;
 }
 
 static void

@@ -17,6 +17,10 @@
 
 #include <stddef.h>
 
+/* How many holders the worker's health duty and `pgjob doctor` read: the
+ * oldest, in transactions. */
+#define HEALTH_HOLDERS 20
+
 struct db_conn;
 struct db_status;
 struct dbev;
@@ -87,11 +91,22 @@ const char *health_client(const struct health_holder *h);
 /*
  * s as an SQL string literal for an operator to paste into psql (the fix
  * that ends a prepared transaction names its gid, which any client
- * chose): 'text' with ' doubled, or E'...' with \\ and \xNN escapes when
- * s holds a backslash or a control character, so that the literal itself
- * is printable ASCII plus s's other UTF-8.  Caller frees.
+ * chose): 'text' with ' doubled, or E'...' when s holds a backslash, a
+ * control character or a byte that is not UTF-8: \\, \xNN for a C0
+ * control, DEL or such a byte, \uXXXX for a C1 control.  The literal itself
+ * is then printable ASCII plus s's other UTF-8, and a terminal shows it
+ * as it is, so that the statement pasted from it names the same text.
+ * Caller frees.
  */
 char *health_sql_literal(const char *s);
+
+/*
+ * The statement that ends holder h, without a final semicolon: select
+ * pg_terminate_backend(pid) for a session, pg_drop_replication_slot() for
+ * a slot, rollback prepared for a prepared transaction (its name as
+ * health_sql_literal() writes it).  Caller frees.
+ */
+char *health_fix(const struct health_holder *h);
 
 /* r is borrowed for the call; NULL when the statement failed (st says
  * why). */

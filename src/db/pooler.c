@@ -48,8 +48,10 @@
  * A pooler that kept our session is reported too (POOLER_SESSION): it is
  * right today, and a warning in the log names the trap should the pool be
  * switched to transaction mode.  A probe that cannot get a server
- * connection within PROBE_MS (a session pool whose connections are all
- * taken, max_client_conn reached) proves nothing either way: the same.
+ * connection and its answers within PROBE_MS in all (a session pool whose
+ * connections are all taken, max_client_conn reached) proves nothing
+ * either way: POOLER_UNKNOWN, which a worker takes as it takes
+ * POOLER_SESSION (a warning, and it starts).
  */
 #include "db/pooler.h"
 
@@ -62,7 +64,7 @@
 #include "common/util.h"
 #include "db/internal.h"
 
-/* How long the probe may wait for its connection and each answer. */
+/* How long the probe may take in all: its connection and every answer. */
 #define PROBE_MS 5000
 /* Turns of (ours, the probe's) pids after the first of ours. */
 #define TURNS 10
@@ -72,15 +74,6 @@
 	"lock, LISTEN): point database.conninfo at PostgreSQL directly or at " \
 	"a session-mode pool; pgjob enqueue and pgjob.enqueue() may keep "     \
 	"using this one"
-
-/* libpq's last error as one line, in a new string. */
-static char *
-pq_error(PGconn *conn)
-{
-	char *s = xstrdup(conn ? PQerrorMessage(conn) : "out of memory");
-	s[strcspn(s, "\n")] = '\0';
-	return s;
-}
 
 /* The server process's pid on a synchronous connection, or -1 (*err). */
 static long long
@@ -163,7 +156,7 @@ probe_connect(PGconn *ours, int64_t deadline, char **err)
 	}
 	if (probe && st == PGRES_POLLING_OK)
 		return probe;
-	*err = pq_error(probe);
+	*err = db_error_text(probe, NULL);
 	PQfinish(probe);
 	return NULL;
 }
@@ -173,18 +166,19 @@ static long long
 probe_pid(PGconn *probe, int64_t deadline, char **err)
 {
 	if (!PQsendQuery(probe, "select pg_backend_pid()")) {
-		*err = pq_error(probe);
+		*err = db_error_text(probe, NULL);
 		return -1;
 	}
 	while (PQisBusy(probe)) {
 		if (wait_socket(probe, 0, deadline)) {
-			*err = xasprintf("no answer within %d ms (no server "
-					 "connection free in the pool?)",
+			*err = xasprintf("no answer within %d ms of its "
+					 "start (no server connection free in "
+					 "the pool?)",
 					 PROBE_MS);
 			return -1;
 		}
 		if (!PQconsumeInput(probe)) {
-			*err = pq_error(probe);
+			*err = db_error_text(probe, NULL);
 			return -1;
 		}
 	}
@@ -204,9 +198,10 @@ probe_pid(PGconn *probe, int64_t deadline, char **err)
 }
 
 /*
- * The turns of fact 2 (top of file).  Returns POOLER_SHARED or
- * POOLER_SESSION with *msg set, or POOLER_ERROR (*msg set) when one of
- * ours' own statements failed.
+ * The turns of fact 2 (top of file), all within one PROBE_MS.  Returns
+ * POOLER_SHARED, POOLER_SESSION or POOLER_UNKNOWN (the probe failed) with
+ * *msg set, or POOLER_ERROR (*msg set) when one of ours' own statements
+ * failed.
  */
 static enum pooler
 probe_turns(PGconn *ours, long long first, char **msg)
@@ -216,7 +211,6 @@ probe_turns(PGconn *ours, long long first, char **msg)
 	PGconn *probe = probe_connect(ours, deadline, &err);
 	enum pooler found = POOLER_SESSION;
 	for (int i = 0; probe && i < TURNS; i++) {
-		deadline = util_now_ms() + PROBE_MS;
 		long long theirs = probe_pid(probe, deadline, &err);
 		if (theirs < 0)
 			break;
@@ -250,7 +244,9 @@ probe_turns(PGconn *ours, long long first, char **msg)
 			break;
 		}
 	}
-	if (found == POOLER_SESSION)
+	if (found == POOLER_SESSION && err)
+		found = POOLER_UNKNOWN;
+	if (found == POOLER_SESSION || found == POOLER_UNKNOWN)
 		*msg = err ? xasprintf(
 				     "database.conninfo leads to a connection "
 				     "pooler (the connection's cancel key is "

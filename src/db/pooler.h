@@ -18,6 +18,9 @@ enum pooler {
 	POOLER_DIRECT = 0, /* PostgreSQL itself: a session of our own */
 	POOLER_SHARED = 1, /* a pool that shares server sessions: refuse */
 	POOLER_SESSION = 2, /* a pooler that kept our session: warn */
+	POOLER_UNKNOWN = 3, /* a pooler whose mode the probe could not
+			       check (no connection or answer in time):
+			       warn, as for POOLER_SESSION */
 };
 
 /*

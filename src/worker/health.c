@@ -33,7 +33,6 @@
 
 #define HEALTH_LEASE	 "pgjob:health"
 #define HEALTH_REPEAT_MS (5 * 60 * 1000)
-#define HEALTH_HOLDERS	 20
 
 /* A holder whose age the database does not say, and when it was first
  * seen holding the same xmin. */
@@ -169,38 +168,37 @@ warn_holder(const struct health_holder *h, int64_t age_ms)
 {
 	long long s = (long long)(age_ms / 1000);
 	const char *approx = h->age_s < 0 ? "at least " : "";
-	char *lit = health_sql_literal(h->name ? h->name : "");
+	char *fix = health_fix(h);
 	switch (h->kind) {
 	case HEALTH_BACKEND:
 		log_warnx("xmin horizon held for %s%llds (%lld transactions) "
 			  "by backend pid %d (user %s, application_name "
 			  "\"%s\", client %s, state %s, since %s): vacuum "
-			  "cannot remove dead job rows; end it with: select "
-			  "pg_terminate_backend(%d)",
+			  "cannot remove dead job rows; end it with: %s",
 			  approx, s, h->xids, h->pid, h->name ? h->name : "?",
 			  h->application_name ? h->application_name : "",
 			  health_client(h),
 			  h->state ? h->state : "unknown (needs pg_monitor)",
-			  h->since ? h->since : "unknown", h->pid);
+			  h->since ? h->since : "unknown", fix);
 		break;
 	case HEALTH_SLOT:
 		log_warnx("xmin horizon held for %s%llds (%lld transactions) "
 			  "by replication slot \"%s\" (%s): vacuum cannot "
 			  "remove dead job rows; if nothing uses it any more: "
-			  "select pg_drop_replication_slot(%s)",
+			  "%s",
 			  approx, s, h->xids, h->name ? h->name : "",
-			  h->state ? h->state : "", lit);
+			  h->state ? h->state : "", fix);
 		break;
 	default:
 		log_warnx("xmin horizon held for %s%llds (%lld transactions) "
 			  "by prepared transaction gid \"%s\" (prepared %s): "
 			  "vacuum cannot remove dead job rows; end it with: "
-			  "rollback prepared %s",
+			  "%s",
 			  approx, s, h->xids, h->name ? h->name : "",
-			  h->since ? h->since : "", lit);
+			  h->since ? h->since : "", fix);
 		break;
 	}
-	free(lit);
+	free(fix);
 }
 
 /* The warning: the oldest holder past health.xmin_warn, if any. */

@@ -116,6 +116,10 @@ struct worker {
 	ev_prepare prepare;
 	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
 	ev_timer depth; /* one worker per instance reads queue depths */
+	/* monitor.c: depth rounds since dead jobs were last counted (0:
+	 * never), and dead_here() at that count. */
+	unsigned dead_rounds;
+	uint64_t dead_seen;
 	ev_signal sigterm, sigint, sigusr2;
 	ev_io parent;
 };
@@ -180,7 +184,8 @@ void renew_all(struct worker *w);
 void renew_check_deadlines(struct worker *w);
 
 /* monitor.c: what the depth reader reads besides the depths, for
- * /metrics: dead jobs per queue (once a minute), the schedules' ticks. */
+ * /metrics: dead jobs per queue (once a minute, and sooner after a worker
+ * of this instance made one dead), the schedules' ticks. */
 void monitor_read(struct worker *w);
 
 #endif

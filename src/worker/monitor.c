@@ -15,10 +15,16 @@
 #include "db/schedule.h"
 #include "worker/internal.h"
 
-/* Dead jobs are counted every DEAD_EVERY depth rounds (5 s each), their
- * statement reads the finished rows that retention keeps (queue_dead());
- * and at the next round after a worker of this instance made one dead. */
+/*
+ * Dead jobs are counted at the first depth round (5 s each), then every
+ * DEAD_EVERY rounds (a minute): their statement reads the finished rows
+ * that retention keeps (queue_dead()), so its cost grows with them.  After
+ * a worker of this instance made a job dead, they are counted sooner, but
+ * no sooner than DEAD_AFTER rounds (10 s) after the last count, however
+ * often jobs die.
+ */
 #define DEAD_EVERY 12
+#define DEAD_AFTER 2
 
 /* Jobs that this instance's workers made dead, ever. */
 static uint64_t
@@ -88,13 +94,15 @@ on_ticks(void *arg, const struct db_status *st, const struct schedule_row *rows,
 void
 monitor_read(struct worker *w)
 {
-	static unsigned rounds;
-	static uint64_t dead_seen;
 	if (!w->db)
 		return;
 	uint64_t dead = dead_here(w->stats);
-	if (rounds++ % DEAD_EVERY == 0 || dead != dead_seen)
+	if (w->dead_rounds == 0 || w->dead_rounds >= DEAD_EVERY ||
+	    (dead != w->dead_seen && w->dead_rounds >= DEAD_AFTER)) {
 		queue_dead(w->db, STATS_MAX_QUEUES, on_dead, w);
-	dead_seen = dead;
+		w->dead_seen = dead;
+		w->dead_rounds = 0;
+	}
+	w->dead_rounds++;
 	schedule_round(w->db, w->cfg->lease_ms, on_ticks, w);
 }

@@ -168,8 +168,9 @@ schedule_reconnect(struct worker *w)
  * Refuses a pool that shares server sessions (pooler.h) before anything of
  * the session is set up: EXIT_CONFIG, as a schema this binary cannot use,
  * so that the supervisor stops instead of restarting workers that would
- * lose their slot at every transaction's end.  0, -1 (retry later) or
- * EXIT_CONFIG, logged.
+ * lose their slot at every transaction's end.  A pooler that kept our
+ * session, or whose mode the probe could not check, is a warning, and the
+ * worker goes on.  0, -1 (retry later) or EXIT_CONFIG, logged.
  */
 static int
 check_pooler(struct db_conn *conn)

@@ -231,6 +231,11 @@ test_sql_literal(void **state)
 		{"gid\x1b[2J\nx'y", "E'gid\\x1b[2J\\x0ax''y'"},
 		{"del\x7f", "E'del\\x7f'"},
 		{"caf\xc3\xa9", "'caf\xc3\xa9'"},
+		{"csi\xc2\x9b"
+		 "2J",
+		 "E'csi\\u009b2J'"},
+		{"a\xc2\x85\xc3\xa9'", "E'a\\u0085\xc3\xa9'''"},
+		{"bad\xff", "E'bad\\xff'"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *s = health_sql_literal(cases[i].in);
