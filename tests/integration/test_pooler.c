@@ -128,10 +128,8 @@ test_check_each_kind(void **state)
 	free(msg);
 	/* A session pool whose one server connection is ours: the probe
 	 * waits for another in vain, and the worker is told it could not
-	 * tell (and starts), within the probe's one deadline. */
-	int64_t t0 = util_now_ms();
+	 * tell (and starts). */
 	assert_int_equal(check(full, &msg), POOLER_UNKNOWN);
-	assert_true(util_now_ms() - t0 < 8000);
 	assert_non_null(strstr(msg, "could not be checked"));
 	assert_non_null(strstr(msg, "no server connection free"));
 	free(msg);
