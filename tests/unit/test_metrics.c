@@ -735,9 +735,13 @@ test_dur_bounds(void **state)
 	assert_true(b[STATS_BUCKETS - 1] == 60);
 	assert_int_equal(stats_dur_bounds(60.5, b), STATS_BUCKETS + 1);
 	assert_true(b[STATS_BUCKETS] == 61);
-	assert_int_equal(stats_dur_bounds(300, b), STATS_BUCKETS + 3);
-	assert_true(b[STATS_BUCKETS] == 103 && b[STATS_BUCKETS + 1] == 176 &&
-		    b[STATS_BUCKETS + 2] == 300);
+	/* 130 s is less than two doublings of 60 s: one step. */
+	assert_int_equal(stats_dur_bounds(130, b), STATS_BUCKETS + 1);
+	assert_true(b[STATS_BUCKETS] == 130);
+	assert_int_equal(stats_dur_bounds(240, b), STATS_BUCKETS + 2);
+	assert_true(b[STATS_BUCKETS] == 120 && b[STATS_BUCKETS + 1] == 240);
+	assert_int_equal(stats_dur_bounds(300, b), STATS_BUCKETS + 2);
+	assert_true(b[STATS_BUCKETS] == 135 && b[STATS_BUCKETS + 1] == 300);
 	assert_int_equal(stats_dur_bounds(7200, b), STATS_DUR_BUCKETS);
 	assert_true(b[STATS_BUCKETS] == 199 && b[STATS_BUCKETS + 1] == 658 &&
 		    b[STATS_BUCKETS + 2] == 2176 &&
@@ -808,7 +812,7 @@ test_render_monitoring(void **state)
 		"pgjobd_jobs_timed_out_total{kind=\"c\",queue=\"q2\"} 0",
 		"pgjobd_handler_duration_seconds_bucket{kind=\"c\",queue="
 		"\"q2\","
-		"le=\"176\"} 0",
+		"le=\"135\"} 0",
 		"pgjobd_handler_duration_seconds_bucket{kind=\"c\",queue="
 		"\"q2\","
 		"le=\"300\"} 1",
