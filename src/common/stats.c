@@ -534,7 +534,7 @@ render_health(struct buf *out, const struct stats *s)
 	buf_free(&l);
 }
 
-/* --- time in queue, dead jobs, schedules, the database, reloads ------
+/* --- time in queue, dead jobs, schedules, the database ----------------
  * ----------------------------------------------------- */
 
 /* Time in queue per queue: the (kind, queue) sums added up by queue. */
@@ -641,20 +641,6 @@ render_monitoring(struct buf *out, const struct stats *s, int n,
 		      "1 while at least one worker has a live database "
 		      "connection.",
 		      NULL, up);
-	metrics_header(out, "pgjobd_config_reloads_total", "counter",
-		       "Config reloads (SIGHUP), by result.");
-	metrics_counter(out, "pgjobd_config_reloads_total", NULL,
-			"result=\"success\"", (double)ld(&s->reloads_ok));
-	metrics_counter(out, "pgjobd_config_reloads_total", NULL,
-			"result=\"failure\"", (double)ld(&s->reloads_failed));
-	metrics_gauge(
-		out, "pgjobd_config_last_reload_successful",
-		"1 when the last reload succeeded (and before any).", NULL,
-		(double)__atomic_load_n(&s->last_reload_ok, __ATOMIC_RELAXED));
-	metrics_gauge(
-		out, "pgjobd_config_last_reload_timestamp_seconds",
-		"When the last reload was tried (the start before any).", NULL,
-		(double)__atomic_load_n(&s->last_reload_s, __ATOMIC_RELAXED));
 }
 
 void

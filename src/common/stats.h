@@ -168,16 +168,11 @@ struct stats {
 	/* The database health guard (see struct stats_health). */
 	struct stats_health health;
 
-	/* --- monitoring: duration bounds, reloads, dead jobs, schedules --- */
+	/* --- monitoring: duration bounds, dead jobs, schedules --- */
 	/* The handler duration bounds, set by the supervisor before it
 	 * forks (stats_dur_bounds()); 0: stats_bounds. */
 	uint32_t ndur_bounds;
 	double dur_bounds[STATS_DUR_BUCKETS];
-	/* Reloads (SIGHUP), as the supervisor counts them; the last one's
-	 * outcome (1 ok, also before any) and when (Unix seconds; the
-	 * start before any). */
-	uint64_t reloads_ok, reloads_failed;
-	int64_t last_reload_ok, last_reload_s;
 	/* Dead jobs per queue, counted by the depth reader once a minute
 	 * (src/worker/monitor.c); dead_at_ms: when (0: not yet). */
 	int64_t dead_at_ms;

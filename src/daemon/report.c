@@ -1,7 +1,8 @@
 /*
  * report: what the supervisor tells the outside about its workers, read
  * from the stats areas they write: /metrics (with databases:, each
- * database's series labelled database="NAME"), /healthz, and systemd's
+ * database's series labelled database="NAME"; the supervisor's own, reloads
+ * and process_*, once without it), /healthz, and systemd's
  * STATUS= line.  It reads; it never changes the supervisor's state.
  */
 #include <stdbool.h>
@@ -61,13 +62,31 @@ render_processes(const struct supervisor *s, struct buf *body)
 	procmetrics_render(body, pids, n);
 }
 
+/* Reloads: one count for the process, never per database. */
+static void
+render_reloads(const struct supervisor *s, struct buf *body)
+{
+	metrics_header(body, "pgjobd_config_reloads_total", "counter",
+		       "Config reloads (SIGHUP), by result.");
+	metrics_counter(body, "pgjobd_config_reloads_total", NULL,
+			"result=\"success\"", (double)s->reloads_ok);
+	metrics_counter(body, "pgjobd_config_reloads_total", NULL,
+			"result=\"failure\"", (double)s->reloads_failed);
+	metrics_gauge(body, "pgjobd_config_last_reload_successful",
+		      "1 when the last reload succeeded (and before any).",
+		      NULL, s->last_reload_ok);
+	metrics_gauge(body, "pgjobd_config_last_reload_timestamp_seconds",
+		      "When the last reload was tried (the start before any).",
+		      NULL, (double)s->last_reload_s);
+}
+
 /* Every group's series; with databases:, each labelled database="name"
  * (metrics_merge()).  One database keeps the series it always had. */
 static void
 render_groups(const struct supervisor *s, struct buf *body)
 {
 	if (!s->cfg->ndatabases) {
-		stats_render(s->stats, s->groups[0].sidx_high,
+		stats_render(s->groups[0].stats, s->groups[0].sidx_high,
 			     supervisor_nworkers(s), body);
 		return;
 	}
@@ -92,6 +111,7 @@ report_http(void *arg, const char *path, struct buf *body,
 	if (strcmp(path, "/metrics") == 0) {
 		*content_type = METRICS_CONTENT_TYPE;
 		render_groups(s, body);
+		render_reloads(s, body);
 		render_processes(s, body);
 		return 200;
 	}

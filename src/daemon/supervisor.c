@@ -562,35 +562,36 @@ static void
 set_dur_bounds(struct supervisor *s, const struct config *cfg)
 {
 	double t = max_timeout_s(cfg);
-	uint32_t n = __atomic_load_n(&s->stats->ndur_bounds, __ATOMIC_RELAXED);
+	/* Every database's workers count into the same bounds. */
+	const struct stats *first = s->groups[0].stats;
+	uint32_t n = __atomic_load_n(&first->ndur_bounds, __ATOMIC_RELAXED);
 	if (n == 0) {
-		n = (uint32_t)stats_dur_bounds(t, s->stats->dur_bounds);
-		/* Every database's workers count into the same bounds. */
+		double b[STATS_DUR_BUCKETS];
+		n = (uint32_t)stats_dur_bounds(t, b);
 		for (int g = 0; g < s->ngroups; g++) {
 			struct stats *st = s->groups[g].stats;
-			memcpy(st->dur_bounds, s->stats->dur_bounds,
-			       sizeof(st->dur_bounds));
+			memcpy(st->dur_bounds, b, sizeof(st->dur_bounds));
 			__atomic_store_n(&st->ndur_bounds, n, __ATOMIC_RELEASE);
 		}
-	} else if (t > s->stats->dur_bounds[n - 1]) {
+	} else if (t > first->dur_bounds[n - 1]) {
 		log_warnx(
 			"a handler timeout of %.0fs is over the last duration "
 			"bucket (%.0fs) until pgjobd restarts",
-			t, s->stats->dur_bounds[n - 1]);
+			t, first->dur_bounds[n - 1]);
 	}
 }
 
-/* Counts a reload (SIGHUP) and its outcome for /metrics: in every
- * database's area, since each renders its own (metrics_merge()). */
+/* Counts a reload (SIGHUP) and its outcome for /metrics: once for the
+ * process, whatever the number of databases (report.c). */
 static void
 reload_counted(struct supervisor *s, int ok)
 {
-	for (int g = 0; g < s->ngroups; g++) {
-		struct stats *st = s->groups[g].stats;
-		stats_add(ok ? &st->reloads_ok : &st->reloads_failed, 1);
-		stats_set(&st->last_reload_ok, ok);
-		stats_set(&st->last_reload_s, (int64_t)time(NULL));
-	}
+	if (ok)
+		s->reloads_ok++;
+	else
+		s->reloads_failed++;
+	s->last_reload_ok = ok;
+	s->last_reload_s = (int64_t)time(NULL);
 }
 
 /*
@@ -700,10 +701,7 @@ make_groups(struct supervisor *s)
 			s->groups[g].name = xstrdup(s->cfg->databases[g].name);
 		if (!(s->groups[g].stats = stats_create()))
 			return -1;
-		s->groups[g].stats->last_reload_ok = 1;
-		s->groups[g].stats->last_reload_s = (int64_t)time(NULL);
 	}
-	s->stats = s->groups[0].stats;
 	return 0;
 }
 
@@ -750,7 +748,9 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	struct supervisor s = {.config_path = config_path,
 			       .cfg = cfg,
 			       .workers_override = workers,
-			       .database = database};
+			       .database = database,
+			       .last_reload_ok = 1,
+			       .last_reload_s = (int64_t)time(NULL)};
 
 	log_init("supervisor", cfg->log_level,
 		 cfg->log_format == LOG_FORMAT_JSON);

@@ -281,6 +281,16 @@ test_two_clusters(void **state)
 	t_wait_log("multidb", "databases: the names changed", 1, 30);
 	enqueue(b, "noop", 5);
 	t_wait_done(b, 30, 60);
+	/* Reloads are the process's: each counted once, with no database=. */
+	m = get(port, "/metrics");
+	assert_non_null(strstr(
+		m, "\npgjobd_config_reloads_total{result=\"success\"} 1\n"));
+	assert_non_null(strstr(
+		m, "\npgjobd_config_reloads_total{result=\"failure\"} 1\n"));
+	assert_non_null(
+		strstr(m, "\npgjobd_config_last_reload_successful 0\n"));
+	assert_null(strstr(m, "pgjobd_config_reloads_total{database="));
+	free(m);
 
 	t_stop_clean(daemon_pid);
 	daemon_pid = 0;

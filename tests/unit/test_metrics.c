@@ -3,7 +3,7 @@
  * steps (status codes, HEAD, oversize and malformed requests, slow clients,
  * the connection limit, fork), and the exact Prometheus text; the series of
  * monitoring (time in queue, timeouts, dead and scheduled jobs, schedules,
- * reloads, the database, process_*) as stats_render() and
+ * the database, process_*) as stats_render() and
  * procmetrics_render() write them. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -800,10 +800,6 @@ test_render_monitoring(void **state)
 	snprintf(s->schedules[1].name, STATS_NAME, "elsewhere");
 	s->schedules[1].last_tick_s = 1700000060;
 	s->nschedules = 2;
-	s->reloads_ok = 2;
-	s->reloads_failed = 1;
-	s->last_reload_ok = 0;
-	s->last_reload_s = 1700000123;
 
 	stats_render(s, 2, 2, &b);
 	const char *want[] = {
@@ -843,13 +839,12 @@ test_render_monitoring(void **state)
 		"# TYPE pgjobd_db_connect_failures_total counter",
 		"pgjobd_db_connect_failures_total 4",
 		"pgjobd_db_up 1",
-		"pgjobd_config_reloads_total{result=\"success\"} 2",
-		"pgjobd_config_reloads_total{result=\"failure\"} 1",
-		"pgjobd_config_last_reload_successful 0",
-		"pgjobd_config_last_reload_timestamp_seconds 1700000123",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
 		assert_line(b.data, want[i]);
+	/* Reloads are the supervisor's, rendered once (daemon/report.c),
+	 * never in a database's area. */
+	assert_null(strstr(b.data, "pgjobd_config_"));
 	/* Each family once; a schedule without a next tick has none. */
 	assert_null(strstr(strstr(b.data, "# TYPE pgjobd_queue_dead ") + 1,
 			   "# TYPE pgjobd_queue_dead "));
