@@ -669,8 +669,8 @@ stats_worker_gone(struct stats *s, int index)
 }
 
 int
-stats_healthy(const struct stats *s, const int *idx, int n, int64_t stale_ms,
-	      char *why, size_t len)
+stats_healthy(const struct stats *s, const int *idx, const int *number, int n,
+	      int64_t stale_ms, char *why, size_t len)
 {
 	int64_t now = util_now_ms();
 	for (int i = 0; i < n; i++) {
@@ -684,14 +684,14 @@ stats_healthy(const struct stats *s, const int *idx, int n, int64_t stale_ms,
 			snprintf(why, len,
 				 "worker %d holds no slot or has no "
 				 "connection\n",
-				 i + 1);
+				 number[i]);
 			return 0;
 		}
 		if (now - ok > stale_ms) {
 			snprintf(why, len,
 				 "worker %d (slot %d) has not reached the "
 				 "database for %lld ms\n",
-				 i + 1, slot, (long long)(now - ok));
+				 number[i], slot, (long long)(now - ok));
 			return 0;
 		}
 	}

@@ -258,9 +258,10 @@ void stats_worker_gone(struct stats *s, int index);
 /*
  * 1 when each of the n workers whose entries are idx[0..n) holds a slot
  * and has reached the database within stale_ms; else 0, with a reason in
- * why (at least 128 bytes).
+ * why (at least 128 bytes) that names the worker by number[i], its
+ * worker=N in the log.
  */
-int stats_healthy(const struct stats *s, const int *idx, int n,
-		  int64_t stale_ms, char *why, size_t len);
+int stats_healthy(const struct stats *s, const int *idx, const int *number,
+		  int n, int64_t stale_ms, char *why, size_t len);
 
 #endif

@@ -17,15 +17,18 @@
 #include "daemon/internal.h"
 #include "daemon/procmetrics.h"
 
-/* The stats entries of group g's active workers, for the health checks;
- * returns their number. */
+/* The stats entries of group g's active workers, for the health checks,
+ * and their worker=N numbers (number may be NULL); returns how many. */
 static int
-active_entries(const struct supervisor *s, int g, int *idx)
+active_entries(const struct supervisor *s, int g, int *idx, int *number)
 {
 	int n = 0;
 	for (int i = 0; i < supervisor_nworkers(s) && i < s->nchildren; i++)
-		if (supervisor_group_of(s, i) == g)
+		if (supervisor_group_of(s, i) == g) {
+			if (number)
+				number[n] = i + 1;
 			idx[n++] = s->children[i].sidx;
+		}
 	return n;
 }
 
@@ -33,12 +36,12 @@ int
 report_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
 	       struct buf *why)
 {
-	int idx[s->nchildren + 1], healthy = 0;
+	int idx[s->nchildren + 1], number[s->nchildren + 1], healthy = 0;
 	char one[160]; /* stats_healthy() needs 128 */
 	for (int g = 0; g < s->ngroups; g++) {
-		int n = active_entries(s, g, idx);
-		healthy += stats_healthy(s->groups[g].stats, idx, n, stale_ms,
-					 one, sizeof(one));
+		int n = active_entries(s, g, idx, number);
+		healthy += stats_healthy(s->groups[g].stats, idx, number, n,
+					 stale_ms, one, sizeof(one));
 		if (why && s->groups[g].name)
 			buf_appendf(why, "database %s: ", s->groups[g].name);
 		if (why)
@@ -136,7 +139,7 @@ report_status_line(const struct supervisor *s, struct buf *b)
 	int idx[s->nchildren + 1];
 	for (int g = 0; g < s->ngroups; g++) {
 		const struct stats *st = s->groups[g].stats;
-		int n = active_entries(s, g, idx);
+		int n = active_entries(s, g, idx, NULL);
 		uint64_t done = 0;
 		if (s->groups[g].name)
 			buf_appendf(b, "%s%s: ", g ? "; " : "",

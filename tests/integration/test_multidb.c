@@ -228,6 +228,8 @@ test_two_clusters(void **state)
 	assert_non_null(strstr(h, "database alpha: ok: "));
 	assert_non_null(strstr(h, "database beta: "));
 	assert_null(strstr(h, "database beta: ok"));
+	/* Its one worker by the number the log gives it (worker=3). */
+	assert_non_null(strstr(h, "database beta: worker 3 "));
 	free(h);
 	/* status still shows alpha, says beta is not reachable, exits 1. */
 	pgjob_c(&r, cfg, "status", NULL, NULL);

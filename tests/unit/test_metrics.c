@@ -860,6 +860,26 @@ test_render_monitoring(void **state)
 	stats_destroy(s);
 }
 
+/* /healthz names a worker by its worker=N, not its place in the list. */
+static void
+test_healthy_numbers(void **state)
+{
+	struct stats *s = stats_create();
+	char why[160];
+	int idx[] = {0, 1}, number[] = {3, 4};
+	assert_non_null(s);
+	s->w[0].slot = 1;
+	s->w[0].connected = 1;
+	s->w[0].last_ok_ms = util_now_ms();
+	assert_int_equal(stats_healthy(s, idx, number, 2, 60000, why, 160), 0);
+	assert_string_equal(why,
+			    "worker 4 holds no slot or has no connection\n");
+	s->w[1] = s->w[0];
+	assert_int_equal(stats_healthy(s, idx, number, 2, 60000, why, 160), 1);
+	assert_string_equal(why, "ok: 2 workers hold slots\n");
+	stats_destroy(s);
+}
+
 /* process_* of this process, and pgjobd_workers_* summed over the "live
  * workers" given: here this process, twice. */
 static void
@@ -974,6 +994,7 @@ main(void)
 		cmocka_unit_test(test_histogram),
 		cmocka_unit_test(test_bucket),
 		cmocka_unit_test(test_dur_bounds),
+		cmocka_unit_test(test_healthy_numbers),
 		cmocka_unit_test(test_render_monitoring),
 		cmocka_unit_test(test_procmetrics),
 		cmocka_unit_test(test_merge),
