@@ -293,6 +293,9 @@ test_two_clusters(void **state)
 		strstr(m, "\npgjobd_config_last_reload_successful 0\n"));
 	assert_null(strstr(m, "pgjobd_config_reloads_total{database="));
 	free(m);
+	/* A beta worker killed: its restart line names its database. */
+	kill((pid_t)t_long(b, "select min(pid) from pgjob.workers"), SIGKILL);
+	t_wait_log("multidb", "restarting db=beta worker=", 1, 30);
 
 	t_stop_clean(daemon_pid);
 	daemon_pid = 0;
