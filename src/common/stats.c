@@ -38,10 +38,11 @@ stats_dur_bounds(double max_timeout_s, double *b)
 	if (!(max_timeout_s > last))
 		return STATS_BUCKETS;
 	double top = ceil_s(max_timeout_s > 1e9 ? 1e9 : max_timeout_s);
-	/* As many steps of at least 2x as reach top, at most 4; then the
-	 * ratio r of each step, r^extra = top / last (by bisection). */
+	/* As many steps of at least 2x as fit in top / last, 1 to 4
+	 * (floor(log2(top / last)), clamped); then the ratio r of each
+	 * step, r^extra = top / last (by bisection). */
 	int extra = 1;
-	for (double x = last * 2; x < top && extra < 4; x *= 2)
+	for (double x = last * 4; x <= top && extra < 4; x *= 2)
 		extra++;
 	double lo = 1, hi = top / last;
 	for (int k = 0; k < 64; k++) {
@@ -95,15 +96,22 @@ stats_kind(struct stats_worker *w, const char *kind, const char *queue)
 	return k;
 }
 
+/* Counts us microseconds into a histogram of the n bounds b (seconds). */
+static void
+observe(const double *b, size_t n, uint64_t *buckets, uint64_t *count,
+	uint64_t *sum_us, int64_t us)
+{
+	size_t i = metrics_bucket(b, n, (double)us / 1e6);
+	if (i < n)
+		stats_add(&buckets[i], 1);
+	stats_add(count, 1);
+	stats_add(sum_us, us > 0 ? (uint64_t)us : 0);
+}
+
 void
 stats_observe(uint64_t *buckets, uint64_t *count, uint64_t *sum_us, int64_t us)
 {
-	size_t b =
-		metrics_bucket(stats_bounds, STATS_BUCKETS, (double)us / 1e6);
-	if (b < STATS_BUCKETS)
-		stats_add(&buckets[b], 1);
-	stats_add(count, 1);
-	stats_add(sum_us, us > 0 ? (uint64_t)us : 0);
+	observe(stats_bounds, STATS_BUCKETS, buckets, count, sum_us, us);
 }
 
 void
@@ -139,22 +147,14 @@ stats_observe_dur(const struct stats *s, struct stats_kind *k, int64_t us)
 {
 	size_t n;
 	const double *b = dur_bounds(s, &n);
-	size_t i = metrics_bucket(b, n, (double)us / 1e6);
-	if (i < n)
-		stats_add(&k->dur[i], 1);
-	stats_add(&k->dur_count, 1);
-	stats_add(&k->dur_sum_us, us > 0 ? (uint64_t)us : 0);
+	observe(b, n, k->dur, &k->dur_count, &k->dur_sum_us, us);
 }
 
 void
 stats_observe_wait(struct stats_kind *k, int64_t us)
 {
-	size_t i = metrics_bucket(stats_wait_bounds, STATS_WAIT_BUCKETS,
-				  (double)us / 1e6);
-	if (i < STATS_WAIT_BUCKETS)
-		stats_add(&k->wait[i], 1);
-	stats_add(&k->wait_count, 1);
-	stats_add(&k->wait_sum_us, us > 0 ? (uint64_t)us : 0);
+	observe(stats_wait_bounds, STATS_WAIT_BUCKETS, k->wait, &k->wait_count,
+		&k->wait_sum_us, us);
 }
 
 static uint64_t
@@ -534,7 +534,7 @@ render_health(struct buf *out, const struct stats *s)
 	buf_free(&l);
 }
 
-/* --- time in queue, dead jobs, schedules, the database, reloads ------
+/* --- time in queue, dead jobs, schedules, the database ----------------
  * ----------------------------------------------------- */
 
 /* Time in queue per queue: the (kind, queue) sums added up by queue. */
@@ -641,20 +641,6 @@ render_monitoring(struct buf *out, const struct stats *s, int n,
 		      "1 while at least one worker has a live database "
 		      "connection.",
 		      NULL, up);
-	metrics_header(out, "pgjobd_config_reloads_total", "counter",
-		       "Config reloads (SIGHUP), by result.");
-	metrics_counter(out, "pgjobd_config_reloads_total", NULL,
-			"result=\"success\"", (double)ld(&s->reloads_ok));
-	metrics_counter(out, "pgjobd_config_reloads_total", NULL,
-			"result=\"failure\"", (double)ld(&s->reloads_failed));
-	metrics_gauge(
-		out, "pgjobd_config_last_reload_successful",
-		"1 when the last reload succeeded (and before any).", NULL,
-		(double)__atomic_load_n(&s->last_reload_ok, __ATOMIC_RELAXED));
-	metrics_gauge(
-		out, "pgjobd_config_last_reload_timestamp_seconds",
-		"When the last reload was tried (the start before any).", NULL,
-		(double)__atomic_load_n(&s->last_reload_s, __ATOMIC_RELAXED));
 }
 
 void
@@ -683,8 +669,8 @@ stats_worker_gone(struct stats *s, int index)
 }
 
 int
-stats_healthy(const struct stats *s, const int *idx, int n, int64_t stale_ms,
-	      char *why, size_t len)
+stats_healthy(const struct stats *s, const int *idx, const int *number, int n,
+	      int64_t stale_ms, char *why, size_t len)
 {
 	int64_t now = util_now_ms();
 	for (int i = 0; i < n; i++) {
@@ -698,14 +684,14 @@ stats_healthy(const struct stats *s, const int *idx, int n, int64_t stale_ms,
 			snprintf(why, len,
 				 "worker %d holds no slot or has no "
 				 "connection\n",
-				 i + 1);
+				 number[i]);
 			return 0;
 		}
 		if (now - ok > stale_ms) {
 			snprintf(why, len,
 				 "worker %d (slot %d) has not reached the "
 				 "database for %lld ms\n",
-				 i + 1, slot, (long long)(now - ok));
+				 number[i], slot, (long long)(now - ok));
 			return 0;
 		}
 	}

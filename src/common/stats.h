@@ -168,16 +168,11 @@ struct stats {
 	/* The database health guard (see struct stats_health). */
 	struct stats_health health;
 
-	/* --- monitoring: duration bounds, reloads, dead jobs, schedules --- */
+	/* --- monitoring: duration bounds, dead jobs, schedules --- */
 	/* The handler duration bounds, set by the supervisor before it
 	 * forks (stats_dur_bounds()); 0: stats_bounds. */
 	uint32_t ndur_bounds;
 	double dur_bounds[STATS_DUR_BUCKETS];
-	/* Reloads (SIGHUP), as the supervisor counts them; the last one's
-	 * outcome (1 ok, also before any) and when (Unix seconds; the
-	 * start before any). */
-	uint64_t reloads_ok, reloads_failed;
-	int64_t last_reload_ok, last_reload_s;
 	/* Dead jobs per queue, counted by the depth reader once a minute
 	 * (src/worker/monitor.c); dead_at_ms: when (0: not yet). */
 	int64_t dead_at_ms;
@@ -263,9 +258,10 @@ void stats_worker_gone(struct stats *s, int index);
 /*
  * 1 when each of the n workers whose entries are idx[0..n) holds a slot
  * and has reached the database within stale_ms; else 0, with a reason in
- * why (at least 128 bytes).
+ * why (at least 128 bytes) that names the worker by number[i], its
+ * worker=N in the log.
  */
-int stats_healthy(const struct stats *s, const int *idx, int n,
-		  int64_t stale_ms, char *why, size_t len);
+int stats_healthy(const struct stats *s, const int *idx, const int *number,
+		  int n, int64_t stale_ms, char *why, size_t len);
 
 #endif

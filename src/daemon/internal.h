@@ -68,8 +68,13 @@ struct supervisor {
 	int exit_code;
 	ev_signal sigterm, sigint, sighup;
 	ev_timer kill_timer;
-	ev_timer status;     /* readiness, STATUS= and WATCHDOG=1 */
-	struct stats *stats; /* groups[0].stats: reloads and restarts */
+	ev_timer status; /* readiness, STATUS= and WATCHDOG=1 */
+	/* Reloads (SIGHUP), for /metrics: the process's, not a database's;
+	 * the last one's outcome (1 ok, also before any) and when (Unix
+	 * seconds; the start before any). */
+	uint64_t reloads_ok, reloads_failed;
+	int last_reload_ok;
+	int64_t last_reload_s;
 	struct httpd *metrics;
 	int ready;	     /* READY=1 sent for the current config */
 	int64_t watchdog_ms; /* 0: no watchdog */

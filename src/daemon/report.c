@@ -1,7 +1,8 @@
 /*
  * report: what the supervisor tells the outside about its workers, read
  * from the stats areas they write: /metrics (with databases:, each
- * database's series labelled database="NAME"), /healthz, and systemd's
+ * database's series labelled database="NAME"; the supervisor's own, reloads
+ * and process_*, once without it), /healthz, and systemd's
  * STATUS= line.  It reads; it never changes the supervisor's state.
  */
 #include <stdbool.h>
@@ -16,15 +17,18 @@
 #include "daemon/internal.h"
 #include "daemon/procmetrics.h"
 
-/* The stats entries of group g's active workers, for the health checks;
- * returns their number. */
+/* The stats entries of group g's active workers, for the health checks,
+ * and their worker=N numbers (number may be NULL); returns how many. */
 static int
-active_entries(const struct supervisor *s, int g, int *idx)
+active_entries(const struct supervisor *s, int g, int *idx, int *number)
 {
 	int n = 0;
 	for (int i = 0; i < supervisor_nworkers(s) && i < s->nchildren; i++)
-		if (supervisor_group_of(s, i) == g)
+		if (supervisor_group_of(s, i) == g) {
+			if (number)
+				number[n] = i + 1;
 			idx[n++] = s->children[i].sidx;
+		}
 	return n;
 }
 
@@ -32,12 +36,12 @@ int
 report_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
 	       struct buf *why)
 {
-	int idx[s->nchildren + 1], healthy = 0;
+	int idx[s->nchildren + 1], number[s->nchildren + 1], healthy = 0;
 	char one[160]; /* stats_healthy() needs 128 */
 	for (int g = 0; g < s->ngroups; g++) {
-		int n = active_entries(s, g, idx);
-		healthy += stats_healthy(s->groups[g].stats, idx, n, stale_ms,
-					 one, sizeof(one));
+		int n = active_entries(s, g, idx, number);
+		healthy += stats_healthy(s->groups[g].stats, idx, number, n,
+					 stale_ms, one, sizeof(one));
 		if (why && s->groups[g].name)
 			buf_appendf(why, "database %s: ", s->groups[g].name);
 		if (why)
@@ -61,13 +65,31 @@ render_processes(const struct supervisor *s, struct buf *body)
 	procmetrics_render(body, pids, n);
 }
 
+/* Reloads: one count for the process, never per database. */
+static void
+render_reloads(const struct supervisor *s, struct buf *body)
+{
+	metrics_header(body, "pgjobd_config_reloads_total", "counter",
+		       "Config reloads (SIGHUP), by result.");
+	metrics_counter(body, "pgjobd_config_reloads_total", NULL,
+			"result=\"success\"", (double)s->reloads_ok);
+	metrics_counter(body, "pgjobd_config_reloads_total", NULL,
+			"result=\"failure\"", (double)s->reloads_failed);
+	metrics_gauge(body, "pgjobd_config_last_reload_successful",
+		      "1 when the last reload succeeded (and before any).",
+		      NULL, s->last_reload_ok);
+	metrics_gauge(body, "pgjobd_config_last_reload_timestamp_seconds",
+		      "When the last reload was tried (the start before any).",
+		      NULL, (double)s->last_reload_s);
+}
+
 /* Every group's series; with databases:, each labelled database="name"
  * (metrics_merge()).  One database keeps the series it always had. */
 static void
 render_groups(const struct supervisor *s, struct buf *body)
 {
 	if (!s->cfg->ndatabases) {
-		stats_render(s->stats, s->groups[0].sidx_high,
+		stats_render(s->groups[0].stats, s->groups[0].sidx_high,
 			     supervisor_nworkers(s), body);
 		return;
 	}
@@ -92,6 +114,7 @@ report_http(void *arg, const char *path, struct buf *body,
 	if (strcmp(path, "/metrics") == 0) {
 		*content_type = METRICS_CONTENT_TYPE;
 		render_groups(s, body);
+		render_reloads(s, body);
 		render_processes(s, body);
 		return 200;
 	}
@@ -116,7 +139,7 @@ report_status_line(const struct supervisor *s, struct buf *b)
 	int idx[s->nchildren + 1];
 	for (int g = 0; g < s->ngroups; g++) {
 		const struct stats *st = s->groups[g].stats;
-		int n = active_entries(s, g, idx);
+		int n = active_entries(s, g, idx, NULL);
 		uint64_t done = 0;
 		if (s->groups[g].name)
 			buf_appendf(b, "%s%s: ", g ? "; " : "",

@@ -148,6 +148,18 @@ name_depth_reader(struct supervisor *s)
 	}
 }
 
+/* "db=beta worker=3": a worker's name in the supervisor's lines (db= with
+ * databases: only; a name of at most 63 characters). */
+static const char *
+worker_name(const struct supervisor *s, const struct child *c, char *buf,
+	    size_t len)
+{
+	const char *db = c->group >= 0 ? s->groups[c->group].name : NULL;
+	snprintf(buf, len, "%s%s%sworker=%d", db ? "db=" : "", db ? db : "",
+		 db ? " " : "", c->number);
+	return buf;
+}
+
 /*
  * In the worker, before worker_main(): with databases:, its own copy of
  * the config (the fork's) names its database's conninfo, and its log
@@ -212,7 +224,9 @@ spawn(struct supervisor *s, struct child *c)
 	c->started_ms = util_now_ms();
 	ev_child_set(&c->watcher, pid, 0);
 	ev_child_start(s->loop, &c->watcher);
-	log_debug("started worker=%d as pid %d", c->number, (int)pid);
+	char name[96];
+	log_debug("started %s as pid %d", worker_name(s, c, name, sizeof(name)),
+		  (int)pid);
 }
 
 static void
@@ -278,10 +292,9 @@ who(const struct supervisor *s, const struct child *c, char *buf, size_t len)
 			   ? __atomic_load_n(&cstats(s, c)->w[c->sidx].slot,
 					     __ATOMIC_RELAXED)
 			   : 0;
-	/* With databases:, which one (a name of at most 63 characters). */
-	const char *db = c->group >= 0 ? s->groups[c->group].name : NULL;
-	snprintf(buf, len, "%s%s%sworker=%d%s slot=%d pid=%d", db ? "db=" : "",
-		 db ? db : "", db ? " " : "", c->number,
+	char name[96];
+	snprintf(buf, len, "%s%s slot=%d pid=%d",
+		 worker_name(s, c, name, sizeof(name)),
 		 c->index < 0 ? " (retired)" : "", slot, (int)c->pid);
 	return buf;
 }
@@ -366,10 +379,12 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 			ev_break(loop, EVBREAK_ALL);
 		return;
 	}
+	char name[96];
+	worker_name(s, c, name, sizeof(name));
 	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_CONFIG) {
-		log_errorx("worker=%d cannot work with this config or schema; "
+		log_errorx("%s cannot work with this config or schema; "
 			   "stopping",
-			   c->number);
+			   name);
 		stop_all(s, EXIT_CONFIG);
 		return;
 	}
@@ -386,7 +401,7 @@ on_child(struct ev_loop *loop, ev_child *w, int revents)
 	c->restarts++;
 	if (cstats(s, c))
 		stats_add(&cstats(s, c)->worker_restarts, 1);
-	log_info("restarting worker=%d in %.1fs", c->number, d);
+	log_info("restarting %s in %.1fs", name, d);
 	ev_timer_set(&c->restart, d, 0.);
 	ev_timer_start(loop, &c->restart);
 }
@@ -493,7 +508,6 @@ roll_over(struct supervisor *s)
 	}
 	for (int i = 0; i < supervisor_nworkers(s); i++)
 		spawn(s, &s->children[i]);
-	name_depth_reader(s);
 	log_info("reload done: %d workers start on the new config; %d old "
 		 "ones finish the jobs they hold",
 		 supervisor_nworkers(s), old);
@@ -562,35 +576,36 @@ static void
 set_dur_bounds(struct supervisor *s, const struct config *cfg)
 {
 	double t = max_timeout_s(cfg);
-	uint32_t n = __atomic_load_n(&s->stats->ndur_bounds, __ATOMIC_RELAXED);
+	/* Every database's workers count into the same bounds. */
+	const struct stats *first = s->groups[0].stats;
+	uint32_t n = __atomic_load_n(&first->ndur_bounds, __ATOMIC_RELAXED);
 	if (n == 0) {
-		n = (uint32_t)stats_dur_bounds(t, s->stats->dur_bounds);
-		/* Every database's workers count into the same bounds. */
+		double b[STATS_DUR_BUCKETS];
+		n = (uint32_t)stats_dur_bounds(t, b);
 		for (int g = 0; g < s->ngroups; g++) {
 			struct stats *st = s->groups[g].stats;
-			memcpy(st->dur_bounds, s->stats->dur_bounds,
-			       sizeof(st->dur_bounds));
+			memcpy(st->dur_bounds, b, sizeof(st->dur_bounds));
 			__atomic_store_n(&st->ndur_bounds, n, __ATOMIC_RELEASE);
 		}
-	} else if (t > s->stats->dur_bounds[n - 1]) {
+	} else if (t > first->dur_bounds[n - 1]) {
 		log_warnx(
 			"a handler timeout of %.0fs is over the last duration "
 			"bucket (%.0fs) until pgjobd restarts",
-			t, s->stats->dur_bounds[n - 1]);
+			t, first->dur_bounds[n - 1]);
 	}
 }
 
-/* Counts a reload (SIGHUP) and its outcome for /metrics: in every
- * database's area, since each renders its own (metrics_merge()). */
+/* Counts a reload (SIGHUP) and its outcome for /metrics: once for the
+ * process, whatever the number of databases (report.c). */
 static void
 reload_counted(struct supervisor *s, int ok)
 {
-	for (int g = 0; g < s->ngroups; g++) {
-		struct stats *st = s->groups[g].stats;
-		stats_add(ok ? &st->reloads_ok : &st->reloads_failed, 1);
-		stats_set(&st->last_reload_ok, ok);
-		stats_set(&st->last_reload_s, (int64_t)time(NULL));
-	}
+	if (ok)
+		s->reloads_ok++;
+	else
+		s->reloads_failed++;
+	s->last_reload_ok = ok;
+	s->last_reload_s = (int64_t)time(NULL);
 }
 
 /*
@@ -700,10 +715,7 @@ make_groups(struct supervisor *s)
 			s->groups[g].name = xstrdup(s->cfg->databases[g].name);
 		if (!(s->groups[g].stats = stats_create()))
 			return -1;
-		s->groups[g].stats->last_reload_ok = 1;
-		s->groups[g].stats->last_reload_s = (int64_t)time(NULL);
 	}
-	s->stats = s->groups[0].stats;
 	return 0;
 }
 
@@ -750,7 +762,9 @@ supervisor_run(const char *config_path, struct config *cfg, int workers,
 	struct supervisor s = {.config_path = config_path,
 			       .cfg = cfg,
 			       .workers_override = workers,
-			       .database = database};
+			       .database = database,
+			       .last_reload_ok = 1,
+			       .last_reload_s = (int64_t)time(NULL)};
 
 	log_init("supervisor", cfg->log_level,
 		 cfg->log_format == LOG_FORMAT_JSON);

@@ -228,6 +228,8 @@ test_two_clusters(void **state)
 	assert_non_null(strstr(h, "database alpha: ok: "));
 	assert_non_null(strstr(h, "database beta: "));
 	assert_null(strstr(h, "database beta: ok"));
+	/* Its one worker by the number the log gives it (worker=3). */
+	assert_non_null(strstr(h, "database beta: worker 3 "));
 	free(h);
 	/* status still shows alpha, says beta is not reachable, exits 1. */
 	pgjob_c(&r, cfg, "status", NULL, NULL);
@@ -281,6 +283,19 @@ test_two_clusters(void **state)
 	t_wait_log("multidb", "databases: the names changed", 1, 30);
 	enqueue(b, "noop", 5);
 	t_wait_done(b, 30, 60);
+	/* Reloads are the process's: each counted once, with no database=. */
+	m = get(port, "/metrics");
+	assert_non_null(strstr(
+		m, "\npgjobd_config_reloads_total{result=\"success\"} 1\n"));
+	assert_non_null(strstr(
+		m, "\npgjobd_config_reloads_total{result=\"failure\"} 1\n"));
+	assert_non_null(
+		strstr(m, "\npgjobd_config_last_reload_successful 0\n"));
+	assert_null(strstr(m, "pgjobd_config_reloads_total{database="));
+	free(m);
+	/* A beta worker killed: its restart line names its database. */
+	kill((pid_t)t_long(b, "select min(pid) from pgjob.workers"), SIGKILL);
+	t_wait_log("multidb", "restarting db=beta worker=", 1, 30);
 
 	t_stop_clean(daemon_pid);
 	daemon_pid = 0;

@@ -3,7 +3,7 @@
  * steps (status codes, HEAD, oversize and malformed requests, slow clients,
  * the connection limit, fork), and the exact Prometheus text; the series of
  * monitoring (time in queue, timeouts, dead and scheduled jobs, schedules,
- * reloads, the database, process_*) as stats_render() and
+ * the database, process_*) as stats_render() and
  * procmetrics_render() write them. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -735,9 +735,13 @@ test_dur_bounds(void **state)
 	assert_true(b[STATS_BUCKETS - 1] == 60);
 	assert_int_equal(stats_dur_bounds(60.5, b), STATS_BUCKETS + 1);
 	assert_true(b[STATS_BUCKETS] == 61);
-	assert_int_equal(stats_dur_bounds(300, b), STATS_BUCKETS + 3);
-	assert_true(b[STATS_BUCKETS] == 103 && b[STATS_BUCKETS + 1] == 176 &&
-		    b[STATS_BUCKETS + 2] == 300);
+	/* 130 s is less than two doublings of 60 s: one step. */
+	assert_int_equal(stats_dur_bounds(130, b), STATS_BUCKETS + 1);
+	assert_true(b[STATS_BUCKETS] == 130);
+	assert_int_equal(stats_dur_bounds(240, b), STATS_BUCKETS + 2);
+	assert_true(b[STATS_BUCKETS] == 120 && b[STATS_BUCKETS + 1] == 240);
+	assert_int_equal(stats_dur_bounds(300, b), STATS_BUCKETS + 2);
+	assert_true(b[STATS_BUCKETS] == 135 && b[STATS_BUCKETS + 1] == 300);
 	assert_int_equal(stats_dur_bounds(7200, b), STATS_DUR_BUCKETS);
 	assert_true(b[STATS_BUCKETS] == 199 && b[STATS_BUCKETS + 1] == 658 &&
 		    b[STATS_BUCKETS + 2] == 2176 &&
@@ -796,10 +800,6 @@ test_render_monitoring(void **state)
 	snprintf(s->schedules[1].name, STATS_NAME, "elsewhere");
 	s->schedules[1].last_tick_s = 1700000060;
 	s->nschedules = 2;
-	s->reloads_ok = 2;
-	s->reloads_failed = 1;
-	s->last_reload_ok = 0;
-	s->last_reload_s = 1700000123;
 
 	stats_render(s, 2, 2, &b);
 	const char *want[] = {
@@ -808,7 +808,7 @@ test_render_monitoring(void **state)
 		"pgjobd_jobs_timed_out_total{kind=\"c\",queue=\"q2\"} 0",
 		"pgjobd_handler_duration_seconds_bucket{kind=\"c\",queue="
 		"\"q2\","
-		"le=\"176\"} 0",
+		"le=\"135\"} 0",
 		"pgjobd_handler_duration_seconds_bucket{kind=\"c\",queue="
 		"\"q2\","
 		"le=\"300\"} 1",
@@ -839,13 +839,12 @@ test_render_monitoring(void **state)
 		"# TYPE pgjobd_db_connect_failures_total counter",
 		"pgjobd_db_connect_failures_total 4",
 		"pgjobd_db_up 1",
-		"pgjobd_config_reloads_total{result=\"success\"} 2",
-		"pgjobd_config_reloads_total{result=\"failure\"} 1",
-		"pgjobd_config_last_reload_successful 0",
-		"pgjobd_config_last_reload_timestamp_seconds 1700000123",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
 		assert_line(b.data, want[i]);
+	/* Reloads are the supervisor's, rendered once (daemon/report.c),
+	 * never in a database's area. */
+	assert_null(strstr(b.data, "pgjobd_config_"));
 	/* Each family once; a schedule without a next tick has none. */
 	assert_null(strstr(strstr(b.data, "# TYPE pgjobd_queue_dead ") + 1,
 			   "# TYPE pgjobd_queue_dead "));
@@ -858,6 +857,26 @@ test_render_monitoring(void **state)
 	stats_render(s, 2, 2, &b);
 	assert_line(b.data, "pgjobd_db_up 0");
 	buf_free(&b);
+	stats_destroy(s);
+}
+
+/* /healthz names a worker by its worker=N, not its place in the list. */
+static void
+test_healthy_numbers(void **state)
+{
+	struct stats *s = stats_create();
+	char why[160];
+	int idx[] = {0, 1}, number[] = {3, 4};
+	assert_non_null(s);
+	s->w[0].slot = 1;
+	s->w[0].connected = 1;
+	s->w[0].last_ok_ms = util_now_ms();
+	assert_int_equal(stats_healthy(s, idx, number, 2, 60000, why, 160), 0);
+	assert_string_equal(why,
+			    "worker 4 holds no slot or has no connection\n");
+	s->w[1] = s->w[0];
+	assert_int_equal(stats_healthy(s, idx, number, 2, 60000, why, 160), 1);
+	assert_string_equal(why, "ok: 2 workers hold slots\n");
 	stats_destroy(s);
 }
 
@@ -975,6 +994,7 @@ main(void)
 		cmocka_unit_test(test_histogram),
 		cmocka_unit_test(test_bucket),
 		cmocka_unit_test(test_dur_bounds),
+		cmocka_unit_test(test_healthy_numbers),
 		cmocka_unit_test(test_render_monitoring),
 		cmocka_unit_test(test_procmetrics),
 		cmocka_unit_test(test_merge),
