@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -1286,6 +1287,47 @@ test_json_enqueue_prune(void **state)
 	PQfinish(c);
 }
 
+/*
+ * enqueue --json under the enqueue-only role of docs/security.md (usage on
+ * the schema, execute on pgjob.enqueue, no right on pgjob.jobs): the job is
+ * enqueued; "existing" is false without --unique-key and null with it (the
+ * role cannot look).
+ */
+static void
+test_json_enqueue_role(void **state)
+{
+	PGconn *c = t_connect(ci);
+	char role[64], ce[1200];
+	snprintf(role, sizeof(role), "cli_enqueue_%d", (int)getpid());
+	t_exec(c, "create role %s login", role);
+	t_exec(c, "grant usage on schema pgjob to %s", role);
+	t_exec(c, "grant execute on function pgjob.enqueue to %s", role);
+	snprintf(ce, sizeof(ce), "%s user=%s", ci, role);
+
+	struct t_run r;
+	const char *plain[] = {"enqueue", "mail", "--json", NULL};
+	t_pgjobv(&r, ce, plain);
+	cJSON *j = json_of(&r, "enqueue");
+	assert_true(cJSON_IsFalse(item(j, "existing")));
+	assert_int_equal(t_long(c, "select max(id) from pgjob.jobs"),
+			 lnum(j, "id"));
+	cJSON_Delete(j);
+	const char *keyed[] = {"enqueue", "mail",   "{}", "--unique-key",
+			       "r1",	  "--json", NULL};
+	t_pgjobv(&r, ce, keyed);
+	j = json_of(&r, "enqueue");
+	assert_true(cJSON_IsNull(item(j, "existing")));
+	assert_int_equal(t_long(c, "select id from pgjob.jobs"
+				   " where unique_key = 'r1'"),
+			 lnum(j, "id"));
+	cJSON_Delete(j);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 2);
+
+	t_exec(c, "drop owned by %s", role);
+	t_exec(c, "drop role %s", role);
+	PQfinish(c);
+}
+
 /* top --once --json: one frame whose counts are the database's. */
 static void
 test_json_top(void **state)
@@ -1616,6 +1658,7 @@ main(void)
 		cmocka_unit_test(test_no_schema),
 		cmocka_unit_test_setup(test_json_state, empty),
 		cmocka_unit_test_setup(test_json_enqueue_prune, empty),
+		cmocka_unit_test_setup(test_json_enqueue_role, empty),
 		cmocka_unit_test_setup(test_json_top, empty),
 		cmocka_unit_test_setup(test_json_top_lines, empty),
 		cmocka_unit_test(test_json_version),
