@@ -665,19 +665,10 @@ print_version(void)
 static int
 cmd_version(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
-	int json = 0, c;
-
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c != 'j')
-			return cli_bad_option("version", c, argv);
-		json = 1;
-	}
+	int json = 0;
+	int rc = cli_parse_json_only("version", argc, argv, &json);
+	if (rc)
+		return rc;
 	if (optind < argc)
 		return cli_fail(CLI_EXIT_USAGE,
 				"version: unexpected argument \"%s\"",
