@@ -1291,7 +1291,7 @@ test_json_enqueue_prune(void **state)
  * enqueue --json under the enqueue-only role of docs/security.md (usage on
  * the schema, execute on pgjob.enqueue, no right on pgjob.jobs): the job is
  * enqueued; "existing" is false without --unique-key and null with it (the
- * role cannot look).
+ * role cannot look).  workflow submit --json is all or nothing.
  */
 static void
 test_json_enqueue_role(void **state)
@@ -1322,6 +1322,22 @@ test_json_enqueue_role(void **state)
 			 lnum(j, "id"));
 	cJSON_Delete(j);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 2);
+
+	/* workflow submit --json reads the steps' jobs, which this role may
+	 * not: the command fails, and leaves no workflow behind. */
+	t_exec(c, "grant execute on function pgjob.enqueue_workflow to %s",
+	       role);
+	const char *submit[] = {"workflow", "submit",
+				t_src("examples/workflows/publish.json"),
+				"--json", NULL};
+	long long workflows = t_long(c, "select count(*) from pgjob.workflows");
+	t_pgjobv(&r, ce, submit);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "permission denied"));
+	t_run_free(&r);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 2);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.workflows"),
+			 workflows);
 
 	t_exec(c, "drop owned by %s", role);
 	t_exec(c, "drop role %s", role);
