@@ -686,10 +686,11 @@ cmd_version(int argc, char **argv)
 
 /*
  * With databases: in the config, --database NAME picks one of them (its
- * conninfo replaces the name); anything else in --database is a conninfo,
- * as without them.  Without --database, a config of one database uses it,
- * status shows every one (cli_status.c), and other commands need a pick.
- * Returns 0 or the exit code after saying why.
+ * conninfo replaces the name); a conninfo ("key=value ...", or a URI) is
+ * used as without them, and anything else is a name that is not there.  Without
+ * --database, a config of one database uses it, status shows every one
+ * (cli_status.c), and other commands need a pick. Returns 0 or the exit code
+ * after saying why.
  */
 static int
 resolve_database(struct cli *cli, const char *command)
@@ -704,8 +705,13 @@ resolve_database(struct cli *cli, const char *command)
 		if (d) {
 			free(cli->database);
 			cli->database = xstrdup(d->conninfo);
+			return 0;
 		}
-		return 0;
+		/* A conninfo has a '=' ("dbname=x") or is a URI; anything
+		 * else meant a name, mistyped. */
+		if (strchr(cli->database, '=') || strstr(cli->database, "://"))
+			return 0;
+		goto unknown;
 	}
 	if (c->ndatabases == 1) {
 		cli->database = xstrdup(c->databases[0].conninfo);
@@ -713,14 +719,19 @@ resolve_database(struct cli *cli, const char *command)
 	}
 	if (strcmp(command, "status") == 0)
 		return 0;
+unknown:;
 	struct buf names = {0};
 	for (size_t i = 0; i < c->ndatabases; i++)
 		buf_appendf(&names, "%s%s", i ? ", " : "",
 			    c->databases[i].name);
-	cli_fail(CLI_EXIT_USAGE,
-		 "%s: %s names several databases (%s): pick one with "
-		 "--database NAME",
-		 command, cli->config_path, names.data);
+	if (cli->database)
+		cli_fail(CLI_EXIT_USAGE, "no database %s in %s (names: %s)",
+			 cli->database, cli->config_path, names.data);
+	else
+		cli_fail(CLI_EXIT_USAGE,
+			 "%s: %s names several databases (%s): pick one "
+			 "with --database NAME",
+			 command, cli->config_path, names.data);
 	buf_free(&names);
 	return CLI_EXIT_USAGE;
 }

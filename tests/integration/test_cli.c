@@ -826,6 +826,40 @@ test_prune_retention(void **state)
 	PQfinish(c);
 }
 
+/*
+ * With databases: in the config, --database is a name of one, or a
+ * conninfo; a name that is not there is refused with the names.
+ */
+static void
+test_database_names(void **state)
+{
+	char cfg[600], text[2600], want[800];
+	snprintf(cfg, sizeof(cfg), "%s/names.yaml", t_tmpdir());
+	snprintf(text, sizeof(text),
+		 "databases:\n"
+		 "  alpha: { conninfo: \"%s\" }\n"
+		 "  beta: { conninfo: \"%s\" }\n",
+		 ci, ci);
+	t_write_file(cfg, text);
+	struct t_run r;
+	const char *const picks[] = {"alpha", ci};
+	for (int i = 0; i < 2; i++) {
+		const char *argv[] = {t_bin("pgjob"), "-c",   cfg, "--database",
+				      picks[i],	      "jobs", NULL};
+		t_run(&r, 60, NULL, argv);
+		assert_int_equal(r.status, 0);
+		t_run_free(&r);
+	}
+	const char *argv[] = {t_bin("pgjob"), "-c",   cfg, "--database",
+			      "gamma",	      "jobs", NULL};
+	t_run(&r, 60, NULL, argv);
+	assert_int_equal(r.status, 2);
+	snprintf(want, sizeof(want),
+		 "pgjob: no database gamma in %s (names: alpha, beta)\n", cfg);
+	assert_string_equal(r.err, want);
+	t_run_free(&r);
+}
+
 static void
 test_top_once(void **state)
 {
@@ -1675,6 +1709,7 @@ main(void)
 		cmocka_unit_test_setup(test_json_state, empty),
 		cmocka_unit_test_setup(test_json_enqueue_prune, empty),
 		cmocka_unit_test_setup(test_json_enqueue_role, empty),
+		cmocka_unit_test(test_database_names),
 		cmocka_unit_test_setup(test_json_top, empty),
 		cmocka_unit_test_setup(test_json_top_lines, empty),
 		cmocka_unit_test(test_json_version),
