@@ -858,6 +858,30 @@ test_database_names(void **state)
 		 "pgjob: no database gamma in %s (names: alpha, beta)\n", cfg);
 	assert_string_equal(r.err, want);
 	t_run_free(&r);
+
+	/* status of each: one that cannot be reached is named. */
+	snprintf(text, sizeof(text),
+		 "databases:\n"
+		 "  alpha: { conninfo: \"%s\" }\n"
+		 "  beta: { conninfo: \"host=127.0.0.1 port=1 dbname=x\" }\n",
+		 ci);
+	t_write_file(cfg, text);
+	const char *status[] = {t_bin("pgjob"), "-c",	  cfg,
+				"status",	"--json", NULL};
+	t_run(&r, 60, NULL, status);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "pgjob: status: database beta: not "
+				      "reachable"));
+	cJSON *j = cJSON_Parse(r.out);
+	assert_non_null(j);
+	const cJSON *dbs = item(j, "databases");
+	assert_int_equal(cJSON_GetArraySize(dbs), 2);
+	assert_true(
+		cJSON_IsTrue(item(cJSON_GetArrayItem(dbs, 0), "reachable")));
+	assert_true(
+		cJSON_IsFalse(item(cJSON_GetArrayItem(dbs, 1), "reachable")));
+	cJSON_Delete(j);
+	t_run_free(&r);
 }
 
 static void
