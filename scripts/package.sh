@@ -27,8 +27,11 @@ trap 'rm -rf "$tmp"' EXIT
 tree="$tmp/pgjobd-$version"
 mkdir "$tree"
 if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	# One tar reads every name (xargs would split a long list into
+	# several archives); a file deleted but not yet committed is skipped
+	# with tar's warning.
 	git -C "$root" ls-files -z --cached --others --exclude-standard |
-		(cd "$root" && xargs -0 -r tar -cf - --no-recursion --ignore-failed-read 2>/dev/null) |
+		(cd "$root" && tar -cf - --no-recursion --ignore-failed-read --null -T -) |
 		tar -xf - -C "$tree"
 else
 	tar -C "$root" --exclude='./build*' -cf - . | tar -xf - -C "$tree"

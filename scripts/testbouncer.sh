@@ -14,6 +14,8 @@
 # auth_file.  PgBouncer refuses to run as root, so as root it runs as the
 # user that runs the test server (DIR/user).
 set -euo pipefail
+# shellcheck source=scripts/testlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
 cmd=${1:?usage: testbouncer.sh start DIR PGDIR MODE [POOL_SIZE] | stop DIR}
 dir=${2:?usage: testbouncer.sh start DIR PGDIR MODE [POOL_SIZE] | stop DIR}
@@ -24,24 +26,6 @@ find_pgbouncer() {
 		[ -n "$p" ] && [ -x "$p" ] && { echo "$p"; return; }
 	done
 	echo "testbouncer: no pgbouncer found (install pgbouncer)" >&2
-	exit 1
-}
-
-as_user() {
-	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u "$run_user" -- "$@"
-	else
-		"$@"
-	fi
-}
-
-free_port() {
-	local p
-	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 12000)) # below the ephemeral ports (32768 and up)
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-	echo "testbouncer: no free port" >&2
 	exit 1
 }
 
@@ -70,7 +54,7 @@ start() {
 	[ "$(id -u)" -eq 0 ] && chown "$run_user" "$run"
 	printf '"postgres" ""\n' >"$run/users.txt"
 	for attempt in 1 2 3; do
-		port=$(free_port)
+		port=$(free_port testbouncer)
 		conf="$run/pgbouncer.ini"
 		cat >"$conf" <<-EOF
 			[databases]
@@ -88,8 +72,8 @@ start() {
 			logfile = $run/pgbouncer.log
 			pidfile = $run/pgbouncer.pid
 		EOF
-		if as_user "$bin" -d "$conf" >"$dir/start.log" 2>&1 &&
-			wait_listening "$port"; then
+		if as_server "$bin" -d "$conf" >"$dir/start.log" 2>&1 &&
+			wait_listening "$port" && alive "$run"; then
 			break
 		fi
 		stop_running "$run"
@@ -110,6 +94,12 @@ wait_listening() {
 	return 1
 }
 
+# The port answers, but another program could have taken it first: the
+# pgbouncer of the pid file must be running too.
+alive() {
+	[ -f "$1/pgbouncer.pid" ] && kill -0 "$(cat "$1/pgbouncer.pid")" 2>/dev/null
+}
+
 stop_running() {
 	local pid
 	[ -f "$1/pgbouncer.pid" ] || return 0
@@ -123,7 +113,13 @@ stop_running() {
 }
 
 stop() {
-	[ -f "$dir/rundir" ] || { rm -rf "$dir"; return 0; }
+	if [ ! -f "$dir/rundir" ]; then
+		# A start that failed before the end: its files only, the
+		# folder under /tmp too when it made one.
+		[ -f "$dir/tmprun" ] && rm -rf "$(cat "$dir/tmprun")"
+		rm -rf "$dir"
+		return 0
+	fi
 	local run
 	run=$(cat "$dir/rundir")
 	stop_running "$run"

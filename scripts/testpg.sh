@@ -16,6 +16,8 @@
 # initdb refuses root, so as root the server runs as the user "postgres"
 # (created by Debian's postgresql package) or "nobody" as a last resort.
 set -euo pipefail
+# shellcheck source=scripts/testlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
 cmd=${1:?usage: testpg.sh start|stop|env|crash|resume DIR}
 dir=${2:?usage: testpg.sh start|stop|env|crash|resume DIR}
@@ -31,24 +33,6 @@ find_bindir() {
 	done
 	command -v initdb >/dev/null 2>&1 && { dirname "$(command -v initdb)"; return; }
 	echo "testpg: no initdb found (install postgresql-15)" >&2
-	exit 1
-}
-
-as_server() {
-	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u "$run_user" -- "$@"
-	else
-		"$@"
-	fi
-}
-
-free_port() {
-	local p
-	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 12000)) # below the ephemeral ports (32768 and up)
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-	echo "testpg: no free port" >&2
 	exit 1
 }
 
@@ -75,7 +59,7 @@ start() {
 	[ "${PGJOBD_TESTPG_DURABLE:-0}" = 1 ] && speed=""
 	speed="$speed ${PGJOBD_TESTPG_OPTS:-}"
 	for attempt in 1 2 3; do
-		port=$(free_port)
+		port=$(free_port testpg)
 		if as_server "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
 			-o "-p $port -k $data.sock -c listen_addresses=127.0.0.1 \
 			-c max_connections=300 -c max_prepared_transactions=10 \
@@ -94,7 +78,13 @@ start() {
 }
 
 stop() {
-	[ -f "$dir/datadir" ] || { rm -rf "$dir"; return 0; }
+	if [ ! -f "$dir/datadir" ]; then
+		# A start that failed before the end: its files only, the
+		# data directory under /tmp too when it made one.
+		[ -f "$dir/tmpdata" ] && rm -rf "$(cat "$dir/tmpdata")" "$(cat "$dir/tmpdata").sock"
+		rm -rf "$dir"
+		return 0
+	fi
 	local data bindir
 	data=$(cat "$dir/datadir")
 	bindir=$(cat "$dir/bindir")

@@ -2,9 +2,11 @@
  * cli_state: the commands that move jobs between states by hand.
  *
  *   retry ID               dead, cancelled, or failed and waiting for its
- *                          next attempt -> available now, attempts 0
+ *                          next attempt -> available now, attempts 0 (a
+ *                          job cancelled while it waited for its parents:
+ *                          waiting again, or available if none is left)
  *   retry --dead [--kind]  every dead job (of one kind)
- *   cancel ID              available -> cancelled
+ *   cancel ID              waiting, available or running -> cancelled
  *
  * With --json, each prints one object: the job's id, its state now and
  * before, or for retry --dead the ids that came back and the count left.
@@ -32,12 +34,34 @@ static const char LOCK_SQL[] =
 	"select state, attempts, last_error is not null, unique_key"
 	" from pgjob.jobs where id = $1 for update";
 
+/*
+ * Job $1 runs again, attempts 0.  A job that was cancelled while it waited
+ * for its parents (parents_left > 0: it was never released) goes back to
+ * waiting for those whose end it has not counted (edges not resolved), as
+ * pgjob.attach() would have it; when none is left it is released as
+ * pgjob.parent_ended() releases, its parents' results merged into its
+ * payload.  Edges that a parent's end resolved while the job was cancelled
+ * stay resolved (the worker role may not write pgjob.job_deps): such a
+ * failed parent shows under "failed" in the payload, whatever the job's
+ * on_parent_failure.  Returns the state the job is in now.
+ */
 static const char RETRY_SQL[] =
-	"update pgjob.jobs set state = 'available', run_at = now(),"
+	"with e as (select count(*) filter (where resolved is null) as n"
+	"  from pgjob.job_deps where child = $1)"
+	" update pgjob.jobs j set"
+	"  state = case when j.parents_left > 0 and e.n > 0"
+	"   then 'waiting' else 'available' end,"
+	"  parents_left = case when j.parents_left > 0 then e.n::int"
+	"   else j.parents_left end,"
+	"  payload = case when j.parents_left > 0 and e.n = 0"
+	"   then pgjob.with_parent(j.payload, coalesce((select x.add"
+	"    from pgjob.parents_of(array[j.id]) x), '{}'))"
+	"   else j.payload end,"
+	"  run_at = now(),"
 	"  attempts = 0, lost_attempts = 0, finished_at = null,"
 	"  locked_by = null,"
 	"  locked_until = null"
-	" where id = $1";
+	" from e where j.id = $1 returning j.state";
 
 /* The job that holds unique key $1 now, other than job $2. */
 static const char HOLDER_SQL[] =
@@ -190,19 +214,25 @@ retry_one(struct db_conn *conn, const char *id, int json)
 	struct db_rows *job = lock_job(conn, "retry", id);
 	if (!job)
 		return cli_abort(conn);
+	struct db_rows *now = NULL;
 	if (retry_refused(job, id) < 0 || key_taken(conn, job, id) < 0 ||
-	    run(conn, "retry", RETRY_SQL, 1, p) < 0 ||
+	    !(now = cli_exec(conn, "retry", RETRY_SQL, 1, p)) ||
 	    run(conn, "retry", "select pg_notify('pgjob', '')", 0, NULL) < 0 ||
 	    commit(conn, "retry") < 0) {
+		db_rows_free(now);
 		db_rows_free(job);
 		return cli_abort(conn);
 	}
+	const char *state = db_rows_text(now, 0, 0);
 	if (json)
-		print_moved_json(id, "available",
-				 db_rows_text(job, 0, S_STATE));
+		print_moved_json(id, state, db_rows_text(job, 0, S_STATE));
+	else if (strcmp(state, "waiting") == 0)
+		printf("retried job %s (was %s): waiting for its parents\n", id,
+		       db_rows_text(job, 0, S_STATE));
 	else
 		printf("retried job %s (was %s)\n", id,
 		       db_rows_text(job, 0, S_STATE));
+	db_rows_free(now);
 	db_rows_free(job);
 	db_close(conn);
 	return 0;

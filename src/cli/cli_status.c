@@ -456,8 +456,9 @@ out:
  * With a config of several databases (databases:) and no --database, each
  * database in turn: a header line "database NAME" before each, or in
  * JSON {"databases": [{"database": NAME, ...its status...}, ...]}.  One
- * that cannot be read is said (on stderr, and "reachable": false) and the
- * others are still shown; the exit code is then 1.
+ * that cannot be read is said (its error on stderr, then a line that names
+ * it; in JSON "reachable": false, true for the others) and the others are
+ * still shown; the exit code is then 1.
  */
 static int
 status_each(struct cli *cli, int json)
@@ -476,6 +477,11 @@ status_each(struct cli *cli, int json)
 		cli->database = NULL;
 		if (r != 0) {
 			rc = rc ? rc : r;
+			/* The error above does not say which database. */
+			cli_fail(r,
+				 "status: database %s: not reachable (the "
+				 "error above)",
+				 d->name);
 			if (!json)
 				printf("(not reachable: see the error "
 				       "above)\n");
@@ -483,6 +489,8 @@ status_each(struct cli *cli, int json)
 				cJSON_AddFalseToObject(
 					one = cJSON_CreateObject(),
 					"reachable");
+		} else if (json) {
+			cJSON_AddTrueToObject(one, "reachable");
 		}
 		if (json) {
 			cJSON_AddItemToObject(one, "database",

@@ -130,14 +130,31 @@ parse_json_opt(const char *cmd, const char *what, int argc, char **argv,
  * submit --json: {"id": 7, "steps": [{"step": "fetch", "id": 12}, ...]},
  * the steps in id order (parents before their children).
  */
+/*
+ * submit --json: the workflow's id and its steps' jobs.  The submit and the
+ * read of its steps run in one transaction: a failure of either enqueues
+ * nothing, so that a failed command never leaves a workflow behind.
+ * Closes conn.
+ */
 static int
-print_submitted(struct db_conn *conn, const struct db_rows *res)
+submit_json(struct db_conn *conn, const char *text)
 {
-	const char *p[] = {db_rows_text(res, 0, 0)};
-	struct db_rows *steps =
-		cli_exec(conn, "workflow submit", SUBMITTED_SQL, 1, p);
-	if (!steps)
-		return CLI_EXIT_FAILED;
+	const char *p[] = {text};
+	struct db_rows *res, *steps = NULL, *done;
+
+	if (!(res = cli_exec(conn, "workflow submit", "begin", 0, NULL)))
+		return cli_abort(conn);
+	db_rows_free(res);
+	if (!(res = cli_exec(conn, "workflow submit", SUBMIT_SQL, 1, p)))
+		return cli_abort(conn);
+	p[0] = db_rows_text(res, 0, 0);
+	if (!(steps = cli_exec(conn, "workflow submit", SUBMITTED_SQL, 1, p)) ||
+	    !(done = cli_exec(conn, "workflow submit", "commit", 0, NULL))) {
+		db_rows_free(steps);
+		db_rows_free(res);
+		return cli_abort(conn);
+	}
+	db_rows_free(done);
 	cJSON *o = cJSON_CreateObject();
 	cli_json_add_columns(o, res, 0, 0, 1);
 	cJSON *arr = cJSON_AddArrayToObject(o, "steps");
@@ -148,6 +165,8 @@ print_submitted(struct db_conn *conn, const struct db_rows *res)
 	}
 	cli_json_print(o);
 	db_rows_free(steps);
+	db_rows_free(res);
+	db_close(conn);
 	return 0;
 }
 
@@ -185,12 +204,15 @@ cmd_submit(struct cli *cli, int argc, char **argv)
 		free(text);
 		return rc;
 	}
+	if (json) {
+		rc = submit_json(conn, text);
+		free(text);
+		return rc;
+	}
 	const char *p[] = {text};
 	struct db_rows *res =
 		cli_exec(conn, "workflow submit", SUBMIT_SQL, 1, p);
-	if (res && json)
-		rc = print_submitted(conn, res);
-	else if (res)
+	if (res)
 		printf("%s\n", db_rows_text(res, 0, 0));
 	else
 		rc = CLI_EXIT_FAILED;

@@ -455,58 +455,87 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 	return 0;
 }
 
-static const char ENQUEUE_SQL[] =
-	"select pgjob.enqueue($1, $2::jsonb,"
-	" queue => coalesce($3, 'default'),"
-	" run_at => coalesce($4::timestamptz, now() +"
-	"  coalesce($5::bigint, 0) * interval '1 millisecond'),"
-	" priority => coalesce($6::int, 0),"
-	" max_attempts => $7::int,"
-	" unique_key => $8, ordering_key => $9,"
-	" limit_key => $10, cost => coalesce($11::int, 1),"
-	" depends_on => $12::bigint[], on_parent_failure => $13) as id";
+#define ENQUEUE_CALL                                                           \
+	"select pgjob.enqueue($1, $2::jsonb,"                                  \
+	" queue => coalesce($3, 'default'),"                                   \
+	" run_at => coalesce($4::timestamptz, now() +"                         \
+	"  coalesce($5::bigint, 0) * interval '1 millisecond'),"               \
+	" priority => coalesce($6::int, 0),"                                   \
+	" max_attempts => $7::int,"                                            \
+	" unique_key => $8, ordering_key => $9,"                               \
+	" limit_key => $10, cost => coalesce($11::int, 1),"                    \
+	" depends_on => $12::bigint[], on_parent_failure => $13) as id"
+
+static const char ENQUEUE_SQL[] = ENQUEUE_CALL;
+
+/*
+ * The enqueue, and whether this role may read pgjob.jobs: the enqueue-only
+ * role of docs/security.md may not, and must still be able to enqueue.
+ */
+static const char ENQUEUE_CHECK_SQL[] =
+	ENQUEUE_CALL ", has_table_privilege('pgjob.jobs', 'select')"
+		     " as can_check";
 
 /*
  * Whether job $1 is another transaction's: pgjob.enqueue() returned the
  * unfinished job that holds the unique_key, and inserted nothing.  A row
- * this transaction inserted has its xid as xmin.
+ * this transaction inserted has its xid as xmin.  NULL when the row is not
+ * visible (row security).
  */
 static const char EXISTING_SQL[] =
-	"select xmin <> pg_current_xact_id()::xid as existing"
-	" from pgjob.jobs where id = $1";
+	"select (select xmin <> pg_current_xact_id()::xid"
+	" from pgjob.jobs where id = $1) as existing";
 
 /*
  * enqueue --json: {"id": N, "existing": false}, existing true when the id
- * is that of the job that holds --unique-key.  The enqueue and the check
- * run in one transaction, so that the check can tell.
+ * is that of the job that holds --unique-key.  Without --unique-key nothing
+ * can exist already: one statement.  With it, the enqueue and the check run
+ * in one transaction, so that the check can tell; a role that may not read
+ * pgjob.jobs still enqueues, and gets "existing": null.
  */
 static int
 enqueue_json(struct db_conn *conn, const struct enqueue_args *a)
 {
-	struct db_rows *res = cli_exec(conn, "enqueue", "begin", 0, NULL);
-	if (!res)
+	struct db_rows *res, *ex = NULL, *done;
+	cJSON *o;
+
+	if (!a->p[7]) {
+		if (!(res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 13, a->p)))
+			return cli_abort(conn);
+		o = cJSON_CreateObject();
+		cli_json_add_columns(o, res, 0, 0, 1);
+		cJSON_AddFalseToObject(o, "existing");
+		goto print;
+	}
+	if (!(res = cli_exec(conn, "enqueue", "begin", 0, NULL)))
 		return cli_abort(conn);
 	db_rows_free(res);
-	if (!(res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 13, a->p)))
+	if (!(res = cli_exec(conn, "enqueue", ENQUEUE_CHECK_SQL, 13, a->p)))
 		return cli_abort(conn);
-	const char *p[] = {db_rows_text(res, 0, 0)};
-	struct db_rows *ex = cli_exec(conn, "enqueue", EXISTING_SQL, 1, p);
-	struct db_rows *done =
-		ex ? cli_exec(conn, "enqueue", "commit", 0, NULL) : NULL;
-	if (!done) {
-		db_rows_free(ex);
-		db_rows_free(res);
-		return cli_abort(conn);
+	if (db_rows_text(res, 0, 1)[0] == 't') {
+		const char *p[] = {db_rows_text(res, 0, 0)};
+		if (!(ex = cli_exec(conn, "enqueue", EXISTING_SQL, 1, p)))
+			goto fail;
 	}
-	cJSON *o = cJSON_CreateObject();
-	cli_json_add_columns(o, res, 0, 0, 1);
-	cli_json_add_columns(o, ex, 0, 0, 1);
-	cli_json_print(o);
+	if (!(done = cli_exec(conn, "enqueue", "commit", 0, NULL)))
+		goto fail;
 	db_rows_free(done);
+	o = cJSON_CreateObject();
+	cli_json_add_columns(o, res, 0, 0, 1);
+	if (ex)
+		cli_json_add_columns(o, ex, 0, 0, 1);
+	else
+		cJSON_AddNullToObject(o, "existing");
+print:
+	cli_json_print(o);
 	db_rows_free(ex);
 	db_rows_free(res);
 	db_close(conn);
 	return 0;
+fail:
+	db_rows_free(ex);
+	db_rows_free(res);
+	return cli_abort(conn);
 }
 
 static int
@@ -636,19 +665,10 @@ print_version(void)
 static int
 cmd_version(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
-	int json = 0, c;
-
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		if (c != 'j')
-			return cli_bad_option("version", c, argv);
-		json = 1;
-	}
+	int json = 0;
+	int rc = cli_parse_json_only("version", argc, argv, &json);
+	if (rc)
+		return rc;
 	if (optind < argc)
 		return cli_fail(CLI_EXIT_USAGE,
 				"version: unexpected argument \"%s\"",
@@ -666,10 +686,11 @@ cmd_version(int argc, char **argv)
 
 /*
  * With databases: in the config, --database NAME picks one of them (its
- * conninfo replaces the name); anything else in --database is a conninfo,
- * as without them.  Without --database, a config of one database uses it,
- * status shows every one (cli_status.c), and other commands need a pick.
- * Returns 0 or the exit code after saying why.
+ * conninfo replaces the name); a conninfo ("key=value ...", or a URI) is
+ * used as without them, and anything else is a name that is not there.  Without
+ * --database, a config of one database uses it, status shows every one
+ * (cli_status.c), and other commands need a pick. Returns 0 or the exit code
+ * after saying why.
  */
 static int
 resolve_database(struct cli *cli, const char *command)
@@ -684,8 +705,13 @@ resolve_database(struct cli *cli, const char *command)
 		if (d) {
 			free(cli->database);
 			cli->database = xstrdup(d->conninfo);
+			return 0;
 		}
-		return 0;
+		/* A conninfo has a '=' ("dbname=x") or is a URI; anything
+		 * else meant a name, mistyped. */
+		if (strchr(cli->database, '=') || strstr(cli->database, "://"))
+			return 0;
+		goto unknown;
 	}
 	if (c->ndatabases == 1) {
 		cli->database = xstrdup(c->databases[0].conninfo);
@@ -693,14 +719,19 @@ resolve_database(struct cli *cli, const char *command)
 	}
 	if (strcmp(command, "status") == 0)
 		return 0;
+unknown:;
 	struct buf names = {0};
 	for (size_t i = 0; i < c->ndatabases; i++)
 		buf_appendf(&names, "%s%s", i ? ", " : "",
 			    c->databases[i].name);
-	cli_fail(CLI_EXIT_USAGE,
-		 "%s: %s names several databases (%s): pick one with "
-		 "--database NAME",
-		 command, cli->config_path, names.data);
+	if (cli->database)
+		cli_fail(CLI_EXIT_USAGE, "no database %s in %s (names: %s)",
+			 cli->database, cli->config_path, names.data);
+	else
+		cli_fail(CLI_EXIT_USAGE,
+			 "%s: %s names several databases (%s): pick one "
+			 "with --database NAME",
+			 command, cli->config_path, names.data);
 	buf_free(&names);
 	return CLI_EXIT_USAGE;
 }

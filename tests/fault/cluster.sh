@@ -31,6 +31,8 @@
 # replication as well).  tests/fault/netns.sh runs the servers in a network
 # namespace of their own that way; both are kept in DIR for later commands.
 set -euo pipefail
+# shellcheck source=scripts/testlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/testlib.sh"
 
 # The servers must not inherit the caller's descriptors (a pipe that a test
 # reads to EOF, for one): close everything above stderr.
@@ -62,24 +64,6 @@ run_user=postgres
 [ -f "$dir/user" ] && run_user=$(cat "$dir/user")
 addr=
 [ -f "$dir/addr" ] && addr=$(cat "$dir/addr")
-
-as_server() {
-	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u "$run_user" -- "$@"
-	else
-		"$@"
-	fi
-}
-
-free_port() {
-	local p
-	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 12000)) # below the ephemeral ports (32768 and up)
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-	done
-	echo "cluster: no free port" >&2
-	exit 1
-}
 
 bindir() { cat "$dir/bindir"; }
 
@@ -114,7 +98,7 @@ new_datadir() {
 	chmod 700 "$data"
 	echo "$data" >"$dir/$node.data"
 	ln -sfn "$data.log" "$dir/$node.log"
-	[ -f "$dir/$node.port" ] || free_port >"$dir/$node.port"
+	[ -f "$dir/$node.port" ] || free_port cluster >"$dir/$node.port"
 }
 
 prepare() {
@@ -193,7 +177,7 @@ single)
 	for attempt in 1 2 3; do
 		start_node n1 "$@" && break
 		[ "$attempt" -eq 3 ] && exit 1
-		free_port >"$dir/n1.port"
+		free_port cluster >"$dir/n1.port"
 	done
 	write_conninfo n1
 	echo "cluster: n1 on 127.0.0.1:$(cat "$dir/n1.port")"

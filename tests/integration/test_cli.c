@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -825,6 +826,64 @@ test_prune_retention(void **state)
 	PQfinish(c);
 }
 
+/*
+ * With databases: in the config, --database is a name of one, or a
+ * conninfo; a name that is not there is refused with the names.
+ */
+static void
+test_database_names(void **state)
+{
+	char cfg[600], text[2600], want[800];
+	snprintf(cfg, sizeof(cfg), "%s/names.yaml", t_tmpdir());
+	snprintf(text, sizeof(text),
+		 "databases:\n"
+		 "  alpha: { conninfo: \"%s\" }\n"
+		 "  beta: { conninfo: \"%s\" }\n",
+		 ci, ci);
+	t_write_file(cfg, text);
+	struct t_run r;
+	const char *const picks[] = {"alpha", ci};
+	for (int i = 0; i < 2; i++) {
+		const char *argv[] = {t_bin("pgjob"), "-c",   cfg, "--database",
+				      picks[i],	      "jobs", NULL};
+		t_run(&r, 60, NULL, argv);
+		assert_int_equal(r.status, 0);
+		t_run_free(&r);
+	}
+	const char *argv[] = {t_bin("pgjob"), "-c",   cfg, "--database",
+			      "gamma",	      "jobs", NULL};
+	t_run(&r, 60, NULL, argv);
+	assert_int_equal(r.status, 2);
+	snprintf(want, sizeof(want),
+		 "pgjob: no database gamma in %s (names: alpha, beta)\n", cfg);
+	assert_string_equal(r.err, want);
+	t_run_free(&r);
+
+	/* status of each: one that cannot be reached is named. */
+	snprintf(text, sizeof(text),
+		 "databases:\n"
+		 "  alpha: { conninfo: \"%s\" }\n"
+		 "  beta: { conninfo: \"host=127.0.0.1 port=1 dbname=x\" }\n",
+		 ci);
+	t_write_file(cfg, text);
+	const char *status[] = {t_bin("pgjob"), "-c",	  cfg,
+				"status",	"--json", NULL};
+	t_run(&r, 60, NULL, status);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "pgjob: status: database beta: not "
+				      "reachable"));
+	cJSON *j = cJSON_Parse(r.out);
+	assert_non_null(j);
+	const cJSON *dbs = item(j, "databases");
+	assert_int_equal(cJSON_GetArraySize(dbs), 2);
+	assert_true(
+		cJSON_IsTrue(item(cJSON_GetArrayItem(dbs, 0), "reachable")));
+	assert_true(
+		cJSON_IsFalse(item(cJSON_GetArrayItem(dbs, 1), "reachable")));
+	cJSON_Delete(j);
+	t_run_free(&r);
+}
+
 static void
 test_top_once(void **state)
 {
@@ -1286,6 +1345,63 @@ test_json_enqueue_prune(void **state)
 	PQfinish(c);
 }
 
+/*
+ * enqueue --json under the enqueue-only role of docs/security.md (usage on
+ * the schema, execute on pgjob.enqueue, no right on pgjob.jobs): the job is
+ * enqueued; "existing" is false without --unique-key and null with it (the
+ * role cannot look).  workflow submit --json is all or nothing.
+ */
+static void
+test_json_enqueue_role(void **state)
+{
+	PGconn *c = t_connect(ci);
+	char role[64], ce[1200];
+	snprintf(role, sizeof(role), "cli_enqueue_%d", (int)getpid());
+	t_exec(c, "create role %s login", role);
+	t_exec(c, "grant usage on schema pgjob to %s", role);
+	t_exec(c, "grant execute on function pgjob.enqueue to %s", role);
+	snprintf(ce, sizeof(ce), "%s user=%s", ci, role);
+
+	struct t_run r;
+	const char *plain[] = {"enqueue", "mail", "--json", NULL};
+	t_pgjobv(&r, ce, plain);
+	cJSON *j = json_of(&r, "enqueue");
+	assert_true(cJSON_IsFalse(item(j, "existing")));
+	assert_int_equal(t_long(c, "select max(id) from pgjob.jobs"),
+			 lnum(j, "id"));
+	cJSON_Delete(j);
+	const char *keyed[] = {"enqueue", "mail",   "{}", "--unique-key",
+			       "r1",	  "--json", NULL};
+	t_pgjobv(&r, ce, keyed);
+	j = json_of(&r, "enqueue");
+	assert_true(cJSON_IsNull(item(j, "existing")));
+	assert_int_equal(t_long(c, "select id from pgjob.jobs"
+				   " where unique_key = 'r1'"),
+			 lnum(j, "id"));
+	cJSON_Delete(j);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 2);
+
+	/* workflow submit --json reads the steps' jobs, which this role may
+	 * not: the command fails, and leaves no workflow behind. */
+	t_exec(c, "grant execute on function pgjob.enqueue_workflow to %s",
+	       role);
+	const char *submit[] = {"workflow", "submit",
+				t_src("examples/workflows/publish.json"),
+				"--json", NULL};
+	long long workflows = t_long(c, "select count(*) from pgjob.workflows");
+	t_pgjobv(&r, ce, submit);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "permission denied"));
+	t_run_free(&r);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 2);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.workflows"),
+			 workflows);
+
+	t_exec(c, "drop owned by %s", role);
+	t_exec(c, "drop role %s", role);
+	PQfinish(c);
+}
+
 /* top --once --json: one frame whose counts are the database's. */
 static void
 test_json_top(void **state)
@@ -1616,6 +1732,8 @@ main(void)
 		cmocka_unit_test(test_no_schema),
 		cmocka_unit_test_setup(test_json_state, empty),
 		cmocka_unit_test_setup(test_json_enqueue_prune, empty),
+		cmocka_unit_test_setup(test_json_enqueue_role, empty),
+		cmocka_unit_test(test_database_names),
 		cmocka_unit_test_setup(test_json_top, empty),
 		cmocka_unit_test_setup(test_json_top_lines, empty),
 		cmocka_unit_test(test_json_version),

@@ -203,6 +203,112 @@ test_parent_failure_policies(void **state)
 	free(ci);
 }
 
+/* --- a child cancelled while it waited, then retried --------------------
+ */
+
+/* Runs `pgjob retry ID --json`; returns the state it reports. */
+static char *
+retry_json(const char *ci, long long id)
+{
+	char n[24];
+	snprintf(n, sizeof(n), "%lld", id);
+	struct t_run r;
+	t_pgjob(&r, ci, "retry", n, "--json", NULL);
+	if (r.status != 0)
+		fail_msg("retry %s: exit %d: %s", n, r.status, r.err);
+	const char *s = strstr(r.out, "\"state\":\"");
+	assert_non_null(s);
+	s += 9;
+	char *state = strndup(s, strcspn(s, "\""));
+	assert_non_null(state);
+	t_run_free(&r);
+	return state;
+}
+
+static void
+test_cancel_retry_waiting(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_rewait");
+	PGconn *c = t_connect(ci);
+	log_releases(c);
+	/* Parents held back by run_at until the test lets them run. */
+	long long a = t_long(c, "select pgjob.enqueue('echo', '{\"n\": 1}',"
+				" run_at => now() + interval '1 hour')");
+	long long b = t_long(c, "select pgjob.enqueue('echo', '{\"n\": 2}',"
+				" run_at => now() + interval '1 hour')");
+	long long kid = t_long(c,
+			       "select pgjob.enqueue('echo', '{\"k\": 1}',"
+			       " depends_on => array[%lld, %lld])",
+			       a, b);
+	long long solo = t_long(
+		c, "select pgjob.enqueue('echo', depends_on => array[%lld])",
+		a);
+	struct t_run r;
+	char n[24];
+	for (int i = 0; i < 2; i++) {
+		snprintf(n, sizeof(n), "%lld", i ? solo : kid);
+		t_pgjob(&r, ci, "cancel", n, NULL);
+		assert_int_equal(r.status, 0);
+		t_run_free(&r);
+	}
+	pid_t p = t_start("rewait", ci,
+			  "workers: 2\npoll_interval: 200ms\n"
+			  "handlers:\n"
+			  "  echo: { type: exec, command: [/bin/cat] }\n");
+	t_wait_workers(c, 2, 30);
+	t_exec(c, "update pgjob.jobs set run_at = now() where id = %lld", b);
+	t_wait_state(c, b, "done", 30);
+	/* Retried while a still waits: kid waits again, for a only. */
+	char *st = retry_json(ci, kid);
+	assert_string_equal(st, "waiting");
+	free(st);
+	t_assert_job(c, kid, "state", "waiting");
+	t_assert_job(c, kid, "parents_left", "1");
+	t_sleep_ms(500);
+	t_assert_value(c, "0", "select count(*) from t_starts where id = %lld",
+		       kid);
+	/* a ends: kid is released once, after it, with both results. */
+	t_exec(c, "update pgjob.jobs set run_at = now() where id = %lld", a);
+	t_wait_state(c, kid, "done", 30);
+	char name[24];
+	snprintf(name, sizeof(name), "%lld", a);
+	t_assert_value(c, "1",
+		       "select payload -> 'pgjob' -> 'parents' -> '%s' ->> 'n'"
+		       " from pgjob.jobs where id = %lld",
+		       name, kid);
+	snprintf(name, sizeof(name), "%lld", b);
+	t_assert_value(c, "2",
+		       "select payload -> 'pgjob' -> 'parents' -> '%s' ->> 'n'"
+		       " from pgjob.jobs where id = %lld",
+		       name, kid);
+	t_assert_value(c, "0",
+		       "select count(*) from t_starts s, pgjob.jobs p"
+		       " where s.id = %lld and p.id = %lld"
+		       "  and s.at < p.finished_at",
+		       kid, a);
+	t_assert_value(c, "1",
+		       "select count(*) from t_released where id = %lld"
+		       " and state = 'available'",
+		       kid);
+	/* Retried when its one parent has ended: released at once, with
+	 * that parent's result. */
+	t_assert_job(c, solo, "state", "cancelled");
+	st = retry_json(ci, solo);
+	assert_string_equal(st, "available");
+	free(st);
+	t_wait_state(c, solo, "done", 30);
+	snprintf(name, sizeof(name), "%lld", a);
+	t_assert_value(c, "1",
+		       "select result -> 'pgjob' -> 'parents' -> '%s' ->> 'n'"
+		       " from pgjob.jobs where id = %lld",
+		       name, solo);
+	t_assert_job(c, solo, "parents_left", "0");
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 /* --- kill -9: a fan-in released exactly once ----------------------------- */
 
 static void
@@ -682,6 +788,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_chain_and_results),
 		cmocka_unit_test(test_parent_failure_policies),
+		cmocka_unit_test(test_cancel_retry_waiting),
 		cmocka_unit_test(test_fan_in_kill9),
 		cmocka_unit_test(test_bad_workflows),
 		cmocka_unit_test(test_show_and_cancel),
