@@ -187,9 +187,9 @@
 					'nothing')))));
 	}
 
-	function dl(pairs) {
-		return h('dl', {class: 'kv'}, pairs.map(([k, v]) =>
-			[h('dt', null, k), h('dd', null, v)]));
+	function dl(pairs, cls) {
+		return h('dl', {class: cls || 'kv'}, pairs.map(([k, v]) =>
+			h('div', null, h('dt', null, k), h('dd', null, v))));
 	}
 
 	function section(title, ...kids) {
@@ -894,16 +894,17 @@
 		const j = d.job;
 		const fields = Object.keys(j).filter((k) => !JOB_SKIP.includes(k))
 			.map((k) => [k.replace(/_/g, ' '), value(k, j[k])]);
-		const parts = [section('Fields', dl(fields))];
+		const parts = [];
+		if (j.last_error !== null && j.last_error !== undefined)
+			parts.push(section('Last error', h('pre', {class: 'doc err',
+				id: 'last-error'}, showText(j.last_error, true))));
+		parts.push(section('Attempts', attempts(d.attempts || [])));
 		if (d.lease)
 			parts.push(section('Lease', dl([
 				['holder', short(d.lease.holder, 200)],
 				['until', time(d.lease.locked_until)],
 				['token', String(d.lease.token)]])));
-		if (j.last_error !== null && j.last_error !== undefined)
-			parts.push(section('Last error', h('pre', {class: 'doc err',
-				id: 'last-error'}, showText(j.last_error, true))));
-		parts.push(section('Attempts', attempts(d.attempts || [])));
+		parts.push(section('Fields', dl(fields, 'kv fields')));
 		parts.push(section('Payload', doc(p, id, 'payload', j)));
 		parts.push(section('Result', doc(p, id, 'result', j)));
 		if ((d.parents || []).length || (d.children || []).length)
@@ -1044,32 +1045,34 @@
 	function queuesTable(queues, editor) {
 		const op = operator();
 		return table(['queue', 'available', 'scheduled', 'running', 'dead',
-			'done/min', 'failed/min', 'oldest waiting', 'limits', 'state'],
-		queues.map((q) => [queueLink(q.queue), num(q.available),
-			num(q.scheduled), num(q.running), num(q.dead),
-			num(q.done_last_minute), num(q.failed_last_minute),
-			fmtSecs(q.oldest_wait_seconds), limitsText(q.limits),
-			h('div', {class: 'cellacts'}, q.paused ? h('span', {
-				class: 'badge paused'}, 'paused') : h('span', {
-				class: 'muted'}, 'running'),
-			(q.paused_kinds || []).map((k) => h('span', {class: 'kind'},
-				' kind ', showText(k, false), ' paused ',
-				op ? h('button', {type: 'button', 'data-action': 'resume-kind',
-					'data-key': 'resume-' + q.queue + '/' + k,
-					onclick: () => act('/api/queues/resume', {queue: q.queue,
-						kind: k}, () => 'Kind ' + k + ' resumed in queue ' +
-						q.queue + '.')}, 'Resume') : null)),
-			op ? [h('button', {type: 'button', 'data-action': q.paused ?
-				'resume' : 'pause', 'data-queue': q.queue,
-			'data-key': 'pause-' + q.queue,
+			'done/min', 'failed/min', 'oldest waiting', 'limits', 'state']
+			.concat(op ? ['actions'] : []), queues.map((q) => [
+			queueLink(q.queue), num(q.available), num(q.scheduled),
+			num(q.running), num(q.dead), num(q.done_last_minute),
+			num(q.failed_last_minute), fmtSecs(q.oldest_wait_seconds),
+			limitsText(q.limits), h('div', {class: 'cellacts'},
+				q.paused ? h('span', {class: 'badge paused'}, 'paused') :
+					h('span', {class: 'muted'}, 'running'),
+				(q.paused_kinds || []).map((k) => h('span', {class: 'kind'},
+					'kind ', showText(k, false), ' paused', op ?
+						h('button', {type: 'button',
+							'data-action': 'resume-kind',
+							'data-key': 'resume-' + q.queue + '/' + k,
+							onclick: () => act('/api/queues/resume', {
+								queue: q.queue, kind: k}, () => 'Kind ' +
+								k + ' resumed in queue ' + q.queue + '.')},
+						'Resume') : null)))].concat(op ? [h('div', {
+			class: 'cellacts'}, h('button', {type: 'button',
+			'data-action': q.paused ? 'resume' : 'pause',
+			'data-queue': q.queue, 'data-key': 'pause-' + q.queue,
 			onclick: () => act('/api/queues/' + (q.paused ? 'resume' :
 				'pause'), {queue: q.queue}, () => 'Queue ' + q.queue +
 				(q.paused ? ' resumed.' : ' paused.'))},
 			q.paused ? 'Resume' : 'Pause'),
-			h('button', {type: 'button', 'data-action': 'limits',
-				'data-key': 'limits-' + q.queue,
-				onclick: () => limitsForm(editor, q)}, 'Limits\u2026')] :
-				null)]), 'num queues');
+		h('button', {type: 'button', 'data-action': 'limits',
+			'data-key': 'limits-' + q.queue,
+			onclick: () => limitsForm(editor, q)}, 'Limits\u2026'))] : [])),
+		'num queues');
 	}
 
 	/* The limits form: outside the refreshed table, so a refresh leaves
