@@ -126,8 +126,10 @@ class Console:
 
     def login(self, user, password):
         self.go('')
-        self.one('#login-user').send_keys(user)
-        self.one('#login-password').send_keys(password)
+        for sel, value in (('#login-user', user),
+                           ('#login-password', password)):
+            self.one(sel).clear()
+            self.one(sel).send_keys(value)
         self.one('#login button[type=submit]').click()
         wait_for('logged in as ' + user,
                  lambda: self.css('#user') and
@@ -192,9 +194,10 @@ def setup_jobs():
         " 'repaired', e'bytes that were not UTF-8: \\ufffd\\ufffd'),"
         " queue => :'a2', run_at => now() + interval '30 days')",
         HOSTILE_IMG, HOSTILE_HTML, HOSTILE_IMG)
-    ids['big'] = sql1(
+    # 1 MB: just under the default max_payload_bytes.
+    ids["big"] = sql1(
         "select pgjob.enqueue('later', jsonb_build_object('big',"
-        " repeat('x', 1048576)), run_at => now() + interval '30 days')")
+        " repeat('x', 1048500)), run_at => now() + interval '30 days')")
     ids['workflow'] = sql1(
         "select pgjob.enqueue_workflow('{\"name\": \"publish <b>7</b>\","
         " \"steps\": ["
@@ -226,7 +229,7 @@ def main():
         try:
             c.shot('failure')
             log('page text at the failure:\n' + c.text('body'))
-            log('browser log: %r' % c.d.get_log('browser'))
+            log('browser log (last 10): %r' % c.d.get_log('browser')[-10:])
         except Exception as e:  # the report must not hide the failure
             log('(no failure screenshot: %s)' % e)
         raise
