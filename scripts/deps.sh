@@ -19,6 +19,10 @@ pkgs+=(pgbouncer)
 # the receiver of its http jobs.
 pkgs+=(iproute2 python3)
 
+# The web console's browser test (tests/browser/run.sh): headless
+# chromium driven by selenium.
+pkgs+=(chromium chromium-driver python3-selenium)
+
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
