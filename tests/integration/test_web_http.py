@@ -19,6 +19,7 @@ the failed logins, escaped, without a password or a session token.
 Several loopback source addresses (127.0.0.2, ...) stand for several
 clients: Linux routes all of 127/8 to lo.
 """
+import atexit
 import http.client
 import json
 import os
@@ -38,6 +39,15 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; "
        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
        "form-action 'self'; frame-ancestors 'none'")
 checks = 0
+started = []  # every pgjob web, stopped at exit whatever happens
+
+
+@atexit.register
+def stop_all():
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def check(cond, what):
@@ -52,8 +62,9 @@ def psql(conninfo, *sql):
     args = ["psql", conninfo, "-qAtX", "-v", "ON_ERROR_STOP=1"]
     for s in sql:
         args += ["-c", s]
-    return subprocess.run(args, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    r = subprocess.run(args, capture_output=True, text=True)
+    check(r.returncode == 0, f"psql {sql}: {r.stderr}")
+    return r.stdout.strip()
 
 
 class Web:
@@ -71,6 +82,7 @@ class Web:
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen(args, stderr=err,
                                          stdout=subprocess.DEVNULL)
+        started.append(self.proc)
         self.port = None
         # Its start line names the port; or it exits.
         while self.port is None and self.proc.poll() is None:
