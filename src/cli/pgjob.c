@@ -100,7 +100,7 @@ usage(FILE *f)
 	      "  web [--listen ADDR:PORT]\n"
 	      "                         the web console, in the foreground "
 	      "(default\n"
-	      "                         127.0.0.1:8080, else web.listen)\n"
+	      "                         web.listen, else 127.0.0.1:8080)\n"
 	      "  web --hash-password    read a password on stdin, print its "
 	      "hash for\n"
 	      "                         web.users\n"
