@@ -157,5 +157,8 @@ int cli_pause_resume(struct cli *cli, int argc, char **argv);
 int cli_limits_run(struct cli *cli, int argc, char **argv);
 /* pgjob doctor (cli_doctor.c): exits 0 all OK, 1 a warning, 2 a failure. */
 int cli_doctor_run(struct cli *cli, int argc, char **argv);
+/* pgjob schedules, pgjob schedule run|enable|disable (cli_schedule.c). */
+int cli_schedule_ls(struct cli *cli, int argc, char **argv);
+int cli_schedule_run(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -120,8 +120,12 @@ prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg)
 int
 prune_workers(struct dbev *d)
 {
+	/* And the minutes of pgjob.throughput() past its 2 hours (it counts
+	 * on this horizon: sql/014_console_state.sql). */
 	return dbev_send(d,
-			 "delete from pgjob.workers"
+			 "with m as (delete from pgjob.worker_minutes"
+			 "  where at < now() - interval '2 hours')"
+			 " delete from pgjob.workers"
 			 " where heartbeat_at < now() - interval '1 day'",
 			 0, NULL, dbev_ignore, NULL);
 }

@@ -167,6 +167,14 @@ note_usage(struct held *h)
 static void
 count_end(struct held *h, enum job_state state, int written)
 {
+	struct lease_totals *t = &h->w->ended;
+	if (written && state == JOB_DONE)
+		t->done++;
+	else if (written &&
+		 (state == JOB_DEAD || (state == JOB_AVAILABLE && !h->release)))
+		t->failed++;
+	if (written && state == JOB_AVAILABLE && !h->release)
+		t->retried++;
 	if (!h->sk)
 		return;
 	if (!written)
