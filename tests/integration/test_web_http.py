@@ -321,6 +321,22 @@ web:
                       alice_csrf)
     check(st == 200 and not paused("webq"), f"alice's resume: {st}")
 
+    # alice retries a dead job: it is available again.
+    job = subprocess.run([PGJOB, "--database", DB, "enqueue", "web_test",
+                          "{}", "--queue", "webq"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    psql(DB, "update pgjob.jobs set state = 'dead', attempts = 1, "
+             "last_error = 'boom', finished_at = now() "
+             f"where id = {int(job)}")
+    st, _, data = w.post("/api/jobs/retry", {"ids": [int(job)]}, bob,
+                         s["csrf"])
+    check(st == 403, f"bob's retry: {st}")
+    st, _, data = w.post("/api/jobs/retry", {"ids": [int(job)]}, alice,
+                         alice_csrf)
+    state = psql(DB, f"select state from pgjob.jobs where id = {int(job)}")
+    check(st == 200 and json.loads(data).get("affected") == 1 and
+          state == "available", f"alice's retry: {st} {data[:200]} {state}")
+
     # Logout ends the session, on the server.
     st, h, _ = w.post("/api/logout", {}, alice, alice_csrf)
     check(st == 200 and "Max-Age=0" in h.get("set-cookie", ""),
@@ -377,6 +393,11 @@ def main():
     psql(CI, "drop database if exists t_web_http",
          "create database t_web_http")
     subprocess.run([PGJOB, "--database", DB, "migrate"], check=True,
+                   capture_output=True)
+    # A job makes the queue webq known (a pause names a known queue); it
+    # runs at no time soon, and no worker runs here.
+    subprocess.run([PGJOB, "--database", DB, "enqueue", "web_test", "{}",
+                    "--queue", "webq", "--in", "7d"], check=True,
                    capture_output=True)
     test_open_console()
     test_refuses_open_off_loopback()
