@@ -87,7 +87,8 @@ int cli_parse_id(const char *cmd, const char *s, char *buf, size_t len);
  *
  * Column col of row as JSON: numbers and json/jsonb verbatim (exact, as
  * PostgreSQL printed them), booleans, timestamps as RFC 3339 strings, SQL
- * null as null, anything else as a string.  Returns a new item.
+ * null as null, anything else as a string.  Returns a new item.  These
+ * three are db/rowjson.h's, which the web console shares.
  */
 cJSON *cli_json_value(const struct db_rows *res, int row, int col);
 /* s as a JSON string, made valid UTF-8 (see above).  Returns a new item. */
@@ -158,5 +159,8 @@ int cli_limits_run(struct cli *cli, int argc, char **argv);
 int cli_web_run(struct cli *cli, int argc, char **argv);
 /* pgjob doctor (cli_doctor.c): exits 0 all OK, 1 a warning, 2 a failure. */
 int cli_doctor_run(struct cli *cli, int argc, char **argv);
+/* pgjob schedules, pgjob schedule run|enable|disable (cli_schedule.c). */
+int cli_schedule_ls(struct cli *cli, int argc, char **argv);
+int cli_schedule_run(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -90,6 +90,14 @@ usage(FILE *f)
 	      "  workflow cancel ID [--json]\n"
 	      "                         cancel its steps that have not "
 	      "started\n"
+	      "  schedules [--json]     the schedules workers define: cron, "
+	      "kind, queue,\n"
+	      "                         enabled, last and next tick\n"
+	      "  schedule run NAME [--json]\n"
+	      "                         enqueue one job of it now (by the "
+	      "scheduler)\n"
+	      "  schedule enable|disable NAME [--json]\n"
+	      "                         tick it again, or skip its ticks\n"
 	      "  doctor [--json]        check the database's health (xmin "
 	      "horizon, vacuum,\n"
 	      "                         bloat, stuck jobs, kinds without a "
@@ -100,7 +108,7 @@ usage(FILE *f)
 	      "  web [--listen ADDR:PORT]\n"
 	      "                         the web console, in the foreground "
 	      "(default\n"
-	      "                         127.0.0.1:8080, else web.listen)\n"
+	      "                         web.listen, else 127.0.0.1:8080)\n"
 	      "  web --hash-password    read a password on stdin, print its "
 	      "hash for\n"
 	      "                         web.users\n"
@@ -587,6 +595,7 @@ static const struct {
 	{"top", cli_top_run, 0},	   {"pause", cli_pause_run, 0},
 	{"resume", cli_pause_resume, 0},   {"limits", cli_limits_run, 0},
 	{"workflow", cli_workflow_run, 0}, {"doctor", cli_doctor_run, 0},
+	{"schedules", cli_schedule_ls, 0}, {"schedule", cli_schedule_run, 0},
 	{"web", cli_web_run, 0},
 };
 

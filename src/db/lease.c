@@ -166,37 +166,78 @@ lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
 	return rc;
 }
 
+/* The totals of a heartbeat or an unregistration as text parameters. */
+struct totals_text {
+	char done[24], failed[24], retried[24];
+};
+
+static void
+totals_text(const struct lease_totals *t, struct totals_text *x)
+{
+	snprintf(x->done, sizeof(x->done), "%lld", (long long)t->done);
+	snprintf(x->failed, sizeof(x->failed), "%lld", (long long)t->failed);
+	snprintf(x->retried, sizeof(x->retried), "%lld", (long long)t->retried);
+}
+
+/*
+ * The totals $3, $4, $5 of worker (slot $1, pid $2) into the row of the
+ * current minute of its series, when they differ from those in its
+ * pgjob.workers row (o, read before any change): an idle worker writes
+ * nothing there.  Used by the heartbeat and by the unregistration.
+ */
+#define MINUTE_SQL                                                             \
+	" o as (select slot, started_at, done_total, failed_total,"            \
+	"   retried_total from pgjob.workers where slot = $1 and pid = $2),"   \
+	" m as (insert into pgjob.worker_minutes"                              \
+	"   (slot, worker_started_at, at, done, failed, retried)"              \
+	"  select o.slot, o.started_at, date_trunc('minute', now()),"          \
+	"   $3::bigint, $4::bigint, $5::bigint from o"                         \
+	"  where (o.done_total, o.failed_total, o.retried_total)"              \
+	"   <> ($3::bigint, $4::bigint, $5::bigint)"                           \
+	"  on conflict (slot, worker_started_at, at) do update"                \
+	"   set done = excluded.done, failed = excluded.failed,"               \
+	"    retried = excluded.retried)"
+
 int
-lease_worker_heartbeat(struct dbev *d, int slot, int pid, lease_done_fn *cb,
+lease_worker_heartbeat(struct dbev *d, int slot, int pid,
+		       const struct lease_totals *t, lease_done_fn *cb,
 		       void *arg)
 {
 	char s[16], p[16];
+	struct totals_text x;
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
-	const char *params[] = {s, p};
+	totals_text(t, &x);
+	const char *params[] = {s, p, x.done, x.failed, x.retried};
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_HEARTBEAT_SEND, 0);
 	return dbev_call(d,
-			 "update pgjob.workers set heartbeat_at = now()"
+			 "with" MINUTE_SQL
+			 " update pgjob.workers set heartbeat_at = now(),"
+			 "  done_total = $3, failed_total = $4,"
+			 "  retried_total = $5"
 			 " where slot = $1 and pid = $2",
-			 0, 2, params, read_done, &call);
+			 0, 5, params, read_done, &call);
 }
 
 void
-lease_worker_unregister(struct dbev *d, int slot, int pid)
+lease_worker_unregister(struct dbev *d, int slot, int pid,
+			const struct lease_totals *t)
 {
 	PGconn *conn = dbev_conn(d);
 	if (dbev_pending(d) > 0 || !PQexitPipelineMode(conn) ||
 	    PQsetnonblocking(conn, 0) != 0)
 		return;
 	char s[16], p[16];
+	struct totals_text x;
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
-	const char *params[] = {s, p};
+	totals_text(t, &x);
+	const char *params[] = {s, p, x.done, x.failed, x.retried};
 	PQclear(PQexecParams(conn,
-			     "delete from pgjob.workers"
+			     "with" MINUTE_SQL " delete from pgjob.workers"
 			     " where slot = $1 and pid = $2",
-			     2, NULL, params, NULL, NULL, 0));
+			     5, NULL, params, NULL, NULL, 0));
 }
 
 int

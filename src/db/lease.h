@@ -16,8 +16,22 @@ struct db_status;
 /* A statement's outcome, for statements whose rows nobody reads. */
 typedef void lease_done_fn(void *arg, const struct db_status *st);
 
-/* Sends the heartbeat for slot (pid guards against a slot's new owner). */
-int lease_worker_heartbeat(struct dbev *d, int slot, int pid, lease_done_fn *cb,
+/*
+ * The attempts a worker ended since it registered (its series in
+ * pgjob.worker_minutes, sql/014_console_state.sql): done, failed (retried
+ * or dead) and retried (a part of failed).
+ */
+struct lease_totals {
+	int64_t done, failed, retried;
+};
+
+/*
+ * Sends the heartbeat for slot (pid guards against a slot's new owner),
+ * with the worker's totals t (copied): they go into its row and, when they
+ * changed, into the row of the current minute of pgjob.worker_minutes.
+ */
+int lease_worker_heartbeat(struct dbev *d, int slot, int pid,
+			   const struct lease_totals *t, lease_done_fn *cb,
 			   void *arg);
 
 /*
@@ -54,11 +68,13 @@ int lease_task_workers(struct dbev *d, const struct config *cfg,
 		       int64_t window_ms, lease_tasks_fn *cb, void *arg);
 
 /*
- * Deletes the worker's row on a clean exit: synchronously, on the
+ * Deletes the worker's row on a clean exit, after writing its last totals
+ * t into pgjob.worker_minutes as a heartbeat would: synchronously, on the
  * connection under d, which must have nothing pending (best effort: on any
  * failure the row stays, and pruning removes it after a day).
  */
-void lease_worker_unregister(struct dbev *d, int slot, int pid);
+void lease_worker_unregister(struct dbev *d, int slot, int pid,
+			     const struct lease_totals *t);
 
 /* token: the lease's fencing token when the statement holds (took,
  * renewed) it, 0 when it does not. */

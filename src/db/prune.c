@@ -39,7 +39,12 @@ static const char prune_jobs_sql[] =
 	"        now() - $2::bigint * interval '1 millisecond'))))"
 	"   order by finished_at limit $3"
 	"   for update skip locked) returning id, children,"
-	"   parents_left is not null as kid, workflow_id, batch_id),"
+	"   parents_left is not null as kid, workflow_id, batch_id,"
+	"   lease_token > 1 or state <> 'done' as tried),"
+	/* Their attempt history (sql/013_attempts.sql): a job done at its
+	 * first claim has none.  By id, along attempts_job_idx. */
+	" a as (delete from pgjob.attempts"
+	"   where job_id = any(array(select id from d where tried))),"
 	/* Their edges, and the workflows whose last step this was. */
 	" e as (delete from pgjob.job_deps"
 	"   where child in (select id from d where kid)"
@@ -115,8 +120,12 @@ prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg)
 int
 prune_workers(struct dbev *d)
 {
+	/* And the minutes of pgjob.throughput() past its 2 hours (it counts
+	 * on this horizon: sql/014_console_state.sql). */
 	return dbev_send(d,
-			 "delete from pgjob.workers"
+			 "with m as (delete from pgjob.worker_minutes"
+			 "  where at < now() - interval '2 hours')"
+			 " delete from pgjob.workers"
 			 " where heartbeat_at < now() - interval '1 day'",
 			 0, NULL, dbev_ignore, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * prune: deleting what is finished, in batches: jobs past their retention
  * (the pruning duty and `pgjob prune` send the one same statement),
- * expired request keys, and the rows of workers gone for a day.
+ * expired request keys, the rows of workers gone for a day and their
+ * throughput minutes past 2 hours.
  */
 #ifndef PGJOBD_PRUNE_H
 #define PGJOBD_PRUNE_H
@@ -24,7 +25,8 @@ long long prune_jobs_now(struct db_conn *c, const char *cutoff, int batch,
 			 char **err);
 /* One batch of expired request keys (docs/idempotency.md). */
 int prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg);
-/* The rows of workers without a heartbeat for a day (no answer read). */
+/* The rows of workers without a heartbeat for a day, and the minutes of
+ * pgjob.worker_minutes older than 2 hours (no answer read). */
 int prune_workers(struct dbev *d);
 
 /* Deletes what flow control no longer needs (pgjob.prune_limits()):

@@ -38,6 +38,10 @@ read_round(const struct db_call *c, const struct db_status *st,
 			.has_last_tick = !PQgetisnull(res, r, 9),
 			.last_tick = strtoll(PQgetvalue(res, r, 9), NULL, 10),
 			.now_us = strtoll(PQgetvalue(res, r, 10), NULL, 10),
+			.enabled = strcmp(PQgetvalue(res, r, 11), "t") == 0,
+			.has_run_request = !PQgetisnull(res, r, 12),
+			.run_requested_us =
+				strtoll(PQgetvalue(res, r, 12), NULL, 10),
 		};
 	((schedule_round_fn *)c->cb)(c->arg, st, rows, (size_t)n);
 	free(rows);
@@ -66,7 +70,9 @@ schedule_round(struct dbev *d, int64_t window_ms, schedule_round_fn *cb,
 		"  (select o.publisher from d o where o.name = d.name"
 		"    and o.def <> d.def order by o.rank limit 1),"
 		"  extract(epoch from s.last_tick)::bigint,"
-		"  (extract(epoch from now()) * 1000000)::bigint"
+		"  (extract(epoch from now()) * 1000000)::bigint,"
+		"  coalesce(s.enabled, true),"
+		"  (extract(epoch from s.run_requested_at) * 1000000)::bigint"
 		" from d left join pgjob.schedules s on s.name = d.name"
 		" where d.rank = 1 order by d.name",
 		0, 1, p, read_round, &call);
@@ -135,4 +141,67 @@ schedule_tick(struct dbev *d, const char *lease, int64_t token,
 	int rc = dbev_send_group(d, st, 2, on_ticked, ctx);
 	free(key);
 	return rc;
+}
+
+/* The fence and one statement after it, in one transaction (on_ticked). */
+static int
+send_fenced(struct dbev *d, const char *lease, int64_t token, const char *sql,
+	    int nparams, const char *const *params, schedule_ticked_fn *cb,
+	    void *arg)
+{
+	char tok[24];
+	snprintf(tok, sizeof(tok), "%lld", (long long)token);
+	const char *pf[] = {lease, tok};
+	struct dbev_stmt st[] = {
+		{"select pgjob.fence($1, $2)", 2, NULL, pf},
+		{sql, nparams, NULL, params},
+	};
+	struct tick_ctx *ctx = xcalloc(1, sizeof(*ctx));
+	*ctx = (struct tick_ctx){cb, arg};
+	return dbev_send_group(d, st, 2, on_ticked, ctx);
+}
+
+int
+schedule_skip(struct dbev *d, const char *lease, int64_t token,
+	      const struct schedule_row *s, int64_t tick,
+	      schedule_ticked_fn *cb, void *arg)
+{
+	char epoch[24];
+	snprintf(epoch, sizeof(epoch), "%lld", (long long)tick);
+	const char *p[] = {s->name, epoch};
+	return send_fenced(d, lease, token,
+			   "update pgjob.schedules"
+			   " set last_tick = to_timestamp($2::bigint)"
+			   " where name = $1 and not enabled"
+			   "  and last_tick < to_timestamp($2::bigint)",
+			   2, p, cb, arg);
+}
+
+int
+schedule_run(struct dbev *d, const char *lease, int64_t token,
+	     const struct schedule_row *s, schedule_ticked_fn *cb, void *arg)
+{
+	char req[24];
+	snprintf(req, sizeof(req), "%lld", (long long)s->run_requested_us);
+	const char *p[] = {s->name, req, s->kind, s->payload, s->queue};
+	/* The request compared as it was read, to the microsecond. */
+	return send_fenced(
+		d, lease, token,
+		"with o as (select run_requested_at as r from pgjob.schedules"
+		"   where name = $1 and (extract(epoch from run_requested_at)"
+		"    * 1000000)::bigint = $2::bigint),"
+		" s as (update pgjob.schedules x set run_requested_at = null"
+		"   from o where x.name = $1 and x.run_requested_at = o.r"
+		"   returning to_char(o.r at time zone 'UTC',"
+		"    'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') as at)"
+		" select pgjob.enqueue($3,"
+		"  case when $4::jsonb ? 'pgjob' then $4::jsonb"
+		"   else $4::jsonb || jsonb_build_object('pgjob',"
+		"    jsonb_build_object('schedule', $1::text,"
+		"     'run_requested_at', s.at))"
+		"  end,"
+		"  queue => $5, unique_key => 'schedule:' || $1 || ':run:' || "
+		"s.at)"
+		" from s",
+		5, p, cb, arg);
 }

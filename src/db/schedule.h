@@ -1,8 +1,9 @@
 /*
  * schedule: the scheduler's statements.  A round reads every schedule that
- * a live worker defines (pgjob.workers.schedules) with its last tick; a
- * tick advances the schedule and enqueues its job in one transaction,
- * fenced by the scheduler lease's token.
+ * a live worker defines (pgjob.workers.schedules) with its last tick and
+ * the operator's controls (enabled, a run asked for); a tick advances the
+ * schedule and enqueues its job in one transaction, fenced by the
+ * scheduler lease's token, and so do a skipped tick and a run by hand.
  */
 #ifndef PGJOBD_SCHEDULE_H
 #define PGJOBD_SCHEDULE_H
@@ -26,6 +27,12 @@ struct schedule_row {
 	bool has_last_tick;    /* false: a new schedule */
 	int64_t last_tick;     /* Unix seconds */
 	int64_t now_us;	       /* the database's clock */
+	/* Steered from the console or `pgjob schedule`: disabled, its ticks
+	 * are skipped; a run asked for by hand and not served yet (its time,
+	 * microseconds since the Unix epoch). */
+	bool enabled;
+	bool has_run_request;
+	int64_t run_requested_us;
 };
 typedef void schedule_round_fn(void *arg, const struct db_status *st,
 			       const struct schedule_row *rows, size_t n);
@@ -53,5 +60,25 @@ typedef void schedule_ticked_fn(void *arg, const struct db_status *fence,
 int schedule_tick(struct dbev *d, const char *lease, int64_t token,
 		  const struct schedule_row *s, int64_t tick, const char *when,
 		  schedule_ticked_fn *cb, void *arg);
+
+/*
+ * A disabled schedule: advances s to tick (Unix seconds) without enqueueing
+ * anything, fenced as schedule_tick() (cb's enqueue: the update's outcome).
+ */
+int schedule_skip(struct dbev *d, const char *lease, int64_t token,
+		  const struct schedule_row *s, int64_t tick,
+		  schedule_ticked_fn *cb, void *arg);
+/*
+ * The run of s asked for by hand (s->run_requested_us): enqueues one job of
+ * it, due now, and clears the request, in one transaction fenced as
+ * schedule_tick(), and only while the request is the one read (a request
+ * served by another holder, or made again meanwhile, enqueues nothing
+ * here).  Its payload names the schedule and the request's time under
+ * "pgjob" unless the configured payload has that key already; its unique
+ * key is schedule:NAME:run:TIME (docs/schedules.md).
+ */
+int schedule_run(struct dbev *d, const char *lease, int64_t token,
+		 const struct schedule_row *s, schedule_ticked_fn *cb,
+		 void *arg);
 
 #endif

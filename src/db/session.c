@@ -48,7 +48,8 @@ slot_acquire(PGconn *conn, int64_t lock_class, int max_slots, char **err)
 /*
  * Upserts the worker's row (heartbeat now()).  What a previous holder of
  * the slot said it could do (tasks, schedules) is cleared: the duty writes
- * this worker's own right after (lease_worker_publish()).
+ * this worker's own right after (lease_worker_publish()); its totals start
+ * from 0, a new series of pgjob.worker_minutes (lease_worker_heartbeat()).
  */
 static int
 worker_register(PGconn *conn, const struct session_worker *w, int slot,
@@ -70,7 +71,8 @@ worker_register(PGconn *conn, const struct session_worker *w, int slot,
 		"excluded.supervisor_pid,"
 		"  version = excluded.version, kinds = excluded.kinds,"
 		"  tasks = '{}', schedules = '{}', defined_at = null,"
-		"  started_at = now(), heartbeat_at = now()",
+		"  started_at = now(), heartbeat_at = now(),"
+		"  done_total = 0, failed_total = 0, retried_total = 0",
 		6, NULL, p, NULL, NULL, 0);
 	free(kinds);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)

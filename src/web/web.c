@@ -581,17 +581,19 @@ answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	struct reply r = {0};
 
 	if (!rq) {
+		/* The headers only: answer on the next call, when libmicrohttpd
+		 * knows the body (none for a GET), so that the connection can
+		 * stay open for the page's next request. */
 		*state = rq = xcalloc(1, sizeof(*rq));
-		if (strcmp(method, "POST") == 0) {
-			const char *cl = MHD_lookup_connection_value(
-				c, MHD_HEADER_KIND, "Content-Length");
-			if (!cl || strtoull(cl, NULL, 10) <= BODY_REFUSE)
-				return MHD_YES; /* the body comes next */
-			r.api = true;
-			reply_error(&r, 413, "the body is over 64 KiB");
-			return send_reply(c, &r);
-		}
-	} else if (*size) {
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     "Content-Length");
+		if (!cl || strtoull(cl, NULL, 10) <= BODY_REFUSE)
+			return MHD_YES;
+		r.api = true;
+		reply_error(&r, 413, "the body is over 64 KiB");
+		return send_reply(c, &r);
+	}
+	if (*size) {
 		if (rq->body.len + *size > BODY_MAX)
 			rq->too_big = true; /* read and dropped */
 		else

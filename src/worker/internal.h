@@ -29,6 +29,7 @@
 #include "common/job.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "db/lease.h"
 #include "db/queue.h"
 #include "handlers/handler.h"
 
@@ -120,6 +121,17 @@ struct worker {
 	 * never), and dead_here() at that count. */
 	unsigned dead_rounds;
 	uint64_t dead_seen;
+	/*
+	 * The console's throughput (sql/014_console_state.sql): ended counts
+	 * the attempts this process ended (held.c, where an end is written);
+	 * the heartbeat sends ended - base, the series of its current
+	 * registration.  confirmed: ended as the last heartbeat that the
+	 * database answered carried it.  A new registration starts its series
+	 * from base = confirmed, so what the last series did not write is
+	 * counted in the new one (and an answer lost after its commit would
+	 * count those few seconds twice).
+	 */
+	struct lease_totals ended, base, confirmed;
 	ev_signal sigterm, sigint, sigusr2;
 	ev_io parent;
 };

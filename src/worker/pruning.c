@@ -1,7 +1,8 @@
 /*
  * pruning: the holder of the pgjob:prune lease deletes, once a minute, a
  * batch of the finished jobs past retention, a batch of expired request
- * keys (docs/idempotency.md), and the rows of workers gone for a day.
+ * keys (docs/idempotency.md), the rows of workers gone for a day, and
+ * the throughput minutes older than 2 hours (sql/014_console_state.sql).
  */
 #include "common/config.h"
 #include "common/log.h"

@@ -4,7 +4,10 @@
  * tick's job is enqueued in the transaction that advances the schedule's
  * last tick, fenced by the lease's token (docs/schedules.md).  Every worker
  * may hold the lease: the holder only enqueues, and needs no handler for
- * the kinds.
+ * the kinds.  The console and `pgjob schedule` steer a schedule through its
+ * row (sql/014_console_state.sql): a disabled one has its ticks skipped
+ * (last_tick moves on, nothing is enqueued), and a run asked for by hand is
+ * enqueued at the next round, fenced the same way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +118,36 @@ enqueue_tick(struct duty *d, const struct schedule_row *s, int64_t tick)
 		      on_ticked, d);
 }
 
+/*
+ * A disabled schedule's due ticks: last_tick moves past them and nothing is
+ * enqueued, so that enabling it again fires no burst of them.
+ */
+static void
+skip_ticks(struct duty *d, const struct schedule_row *s, const int64_t *ticks,
+	   int n)
+{
+	char when[CRON_TIME_LEN];
+	cron_format_utc(ticks[n - 1], when);
+	d->sched_pending++;
+	if (n == 1)
+		log_info("schedule %s: disabled, skipping the tick of %s",
+			 s->name, when);
+	else
+		log_info("schedule %s: disabled, skipping %d ticks up to %s",
+			 s->name, n, when);
+	schedule_skip(d->db, SCHEDULER_LEASE, d->sched_token, s, ticks[n - 1],
+		      on_ticked, d);
+}
+
+/* The run of s that an operator asked for (schedule_run()). */
+static void
+run_by_hand(struct duty *d, const struct schedule_row *s)
+{
+	d->sched_pending++;
+	log_info("schedule %s: enqueueing a run asked for by hand", s->name);
+	schedule_run(d->db, SCHEDULER_LEASE, d->sched_token, s, on_ticked, d);
+}
+
 /* Says once that two live workers define schedule name differently. */
 static void
 note_conflict(struct duty *d, const char *name, const char *winner,
@@ -129,13 +162,17 @@ note_conflict(struct duty *d, const char *name, const char *winner,
 	free(key);
 }
 
-/* Enqueues the due ticks of one schedule of a round; returns how many. */
+/*
+ * Enqueues the due ticks of one schedule of a round (skips them when it is
+ * disabled) and a run asked for by hand; returns how many statements it
+ * sent.
+ */
 static int
 schedule_one(struct duty *d, const struct schedule_row *s)
 {
 	int64_t ticks[TICKS_PER_ROUND];
 	char *err = NULL, *key;
-	int n = -1;
+	int n = -1, sent = 0;
 
 	if (s->other)
 		note_conflict(d, s->name, s->publisher, s->other);
@@ -143,6 +180,11 @@ schedule_one(struct duty *d, const struct schedule_row *s)
 		/* New schedule: ticks count from now on. */
 		schedule_begin(d->db, s->name);
 		return 0;
+	}
+	/* Also when disabled: an operator asked for it. */
+	if (s->has_run_request) {
+		run_by_hand(d, s);
+		sent++;
 	}
 	struct cron *c = cron_parse(s->cron, &err);
 	if (c)
@@ -163,9 +205,13 @@ schedule_one(struct duty *d, const struct schedule_row *s)
 		n = 0;
 	}
 	free(err);
+	if (!s->enabled && n > 0) {
+		skip_ticks(d, s, ticks, n);
+		return sent + 1;
+	}
 	for (int k = 0; k < n; k++)
 		enqueue_tick(d, s, ticks[k]);
-	return n;
+	return sent + n;
 }
 
 static void

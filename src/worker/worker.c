@@ -125,20 +125,43 @@ on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 }
 
+/* A heartbeat in flight and the totals it carries (w->ended then). */
+struct heartbeat {
+	struct worker *w;
+	struct lease_totals sent;
+};
+
 static void
 on_heartbeat_done(void *arg, const struct db_status *st)
 {
-	if (st->answered)
-		conn_ok(arg, st, "heartbeat");
+	struct heartbeat *hb = arg;
+	if (st->answered && conn_ok(hb->w, st, "heartbeat"))
+		hb->w->confirmed = hb->sent;
+	free(hb);
+}
+
+/* The totals of the worker's current series (see struct worker). */
+static struct lease_totals
+series_totals(const struct worker *w)
+{
+	return (struct lease_totals){
+		.done = w->ended.done - w->base.done,
+		.failed = w->ended.failed - w->base.failed,
+		.retried = w->ended.retried - w->base.retried,
+	};
 }
 
 static void
 on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
-	if (w->db)
-		lease_worker_heartbeat(w->db, w->slot, w->pid,
-				       on_heartbeat_done, w);
+	if (!w->db)
+		return;
+	struct heartbeat *hb = xmalloc(sizeof(*hb));
+	*hb = (struct heartbeat){w, w->ended};
+	struct lease_totals now = series_totals(w);
+	lease_worker_heartbeat(w->db, w->slot, w->pid, &now, on_heartbeat_done,
+			       hb);
 }
 
 /* --- the connection ------------------------------------------------------- */
@@ -231,6 +254,7 @@ setup_session(struct worker *w, struct db_conn *conn)
 		log_info("slot changed from %d to %d after reconnecting",
 			 w->slot, slot);
 	w->slot = slot;
+	w->base = w->confirmed; /* a new series (see struct worker) */
 	log_set_worker(w->number, slot);
 	free(w->locked_by);
 	w->locked_by = xasprintf("%s:%d", w->host, slot);
@@ -483,7 +507,8 @@ unregister(struct worker *w)
 	ev_timer_start(w->loop, &w->final);
 	while (dbev_pending(w->db) > 0 && ev_is_active(&w->final))
 		ev_run(w->loop, EVRUN_ONCE);
-	lease_worker_unregister(w->db, w->slot, w->pid);
+	struct lease_totals last = series_totals(w);
+	lease_worker_unregister(w->db, w->slot, w->pid, &last);
 }
 
 int
