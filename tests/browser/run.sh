@@ -103,6 +103,10 @@ handlers:
   hello:
     type: exec
     command: ["/bin/echo", '{"greeting": "hello"}']
+  mailer:
+    type: exec
+    command: ["/bin/echo", '{"sent": true}']
+    queue: mail
   flaky:
     type: exec
     command: ["$src/tests/browser/flaky.sh", "$marker"]

@@ -325,7 +325,7 @@ def steps(c, ids, flaky):
     c.shot('queues')
     c.one('button[data-action=pause][data-queue=mail]').click()
     c.one('button[data-action=resume][data-queue=mail]')
-    held = sql1("select pgjob.enqueue('hello', '{}', queue => 'mail')")
+    held = sql1("select pgjob.enqueue('mailer', '{}', queue => 'mail')")
     # A job enqueued after it, in a queue that runs: once it is done the
     # workers have claimed since the held job was due.
     after = sql1("select pgjob.enqueue('hello', '{}')")
