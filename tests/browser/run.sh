@@ -151,8 +151,9 @@ PGJOB_WEB_URL="http://127.0.0.1:$port/" PGJOB_DB="$db" \
 	"$py" "$src/tests/browser/test_console.py"
 
 if [ $update_docs -eq 1 ]; then
-	mkdir -p "$src/docs/console"
-	cp "$shots"/*.png "$src/docs/console/"
-	echo "browser: screenshots copied into $src/docs/console/"
+	docs=$(cd "$src/docs" && pwd)/console
+	mkdir -p "$docs"
+	cp "$shots"/*.png "$docs/"
+	echo "browser: screenshots copied into $docs/"
 fi
 echo "browser: screenshots in $shots"

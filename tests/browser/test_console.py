@@ -183,8 +183,9 @@ def setup_jobs():
     ids['flaky'] = sql(
         "select pgjob.enqueue('flaky', jsonb_build_object('n', n))"
         " from generate_series(1, 3) n").split('\n')
+    # Enough done to draw a line in the overview's chart.
     sql("select pgjob.enqueue('hello', jsonb_build_object('n', n))"
-        " from generate_series(1, 20) n")
+        " from generate_series(1, 500) n")
     # Far in the future: the bulk cancel's matches.
     sql("select pgjob.enqueue('later', '{}', run_at => now() + interval"
         " '30 days') from generate_series(1, 7)")
@@ -261,7 +262,6 @@ def steps(c, ids, flaky):
              lambda: 'Instances and workers' in c.text() and
              'heartbeat' in c.text())
     assert HOSTILE_HTML in c.text(), 'the hostile queue name as text'
-    c.shot('overview')
 
     # --- jobs: filter to the failing kind --------------------------------
     c.go('jobs')
@@ -374,13 +374,15 @@ def steps(c, ids, flaky):
     c.go('dead')
     wait_for('the dead jobs', lambda: 'flaky' in c.text('#jobs'))
     c.shot('dead')
-    c.go('jobs')
-    wait_for('the jobs', lambda: c.css('#jobs tbody tr[data-id]'))
-    c.viewport(390, 844)
     c.go('')
+    wait_for('the overview', lambda: c.css('#overview svg.chart'))
+    c.shot('overview')
+    c.viewport(390, 844)
+    c.d.refresh()
     wait_for('the overview', lambda: c.css('#overview svg.chart'))
     c.shot('phone')
     c.viewport(1280, 800)
+    c.d.refresh()
     errs = c.errors()
     assert not errs, 'JavaScript errors: %r' % errs
 

@@ -494,7 +494,10 @@
 	/* The rates (per minute, oldest first) as jobs per second: an SVG of
 	 * three lines, done, failed and retried. */
 	function chart(rates) {
-		const W = 720, H = 200, L = 44, R = 8, T = 10, B = 24;
+		/* As wide as the page allows (up to 720), so that its labels keep
+		 * their size on a phone. */
+		const W = Math.max(300, Math.min(720, main.clientWidth - 40));
+		const H = 200, L = 44, R = 8, T = 10, B = 24;
 		const series = ['done', 'failed', 'retried'];
 		let max = 0;
 		for (const r of rates)
@@ -511,7 +514,7 @@
 			g.appendChild(svg('line', {x1: L, x2: W - R, y1: y(top * f),
 				y2: y(top * f), class: 'grid'}));
 			g.appendChild(svg('text', {x: L - 4, y: y(top * f) + 4,
-				class: 'axis', 'text-anchor': 'end'}, fmtRate(top * f)));
+				class: 'axis', 'text-anchor': 'end'}, fmtRate(top * f, top)));
 		}
 		const first = rates.length ? new Date(rates[0].at) : null;
 		[[0, first ? fmtTime(rates[0].at).slice(11, 16) : '-60 min'],
@@ -548,9 +551,9 @@
 		return 10 * e;
 	}
 
-	function fmtRate(v) {
-		return v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) :
-			v.toFixed(2);
+	/* v with the decimals that the axis's top needs. */
+	function fmtRate(v, top) {
+		return v.toFixed(top >= 10 ? 0 : top >= 1 ? 1 : 2);
 	}
 
 	function queueLink(q) {
@@ -1326,6 +1329,12 @@
 	document.addEventListener('visibilitychange', () => {
 		if (document.visibilityState === 'visible')
 			refresh(false);
+	});
+
+	/* A new width redraws at the next refresh (the chart sizes itself). */
+	window.addEventListener('resize', () => {
+		if (S.page)
+			S.page.last = null;
 	});
 
 	setInterval(() => {
