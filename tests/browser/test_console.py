@@ -338,6 +338,25 @@ def steps(c, ids, flaky):
         'select state from pgjob.jobs where id = :a1', held) == 'done')
     log('pause held job %s while %s ran; resume ran it' % (held, after))
 
+    # --- change a queue's limits, then reset them ---------------------------
+    c.one('button[data-action=limits][data-key="limits-mail"]').click()
+    for k, v in (('global_concurrency', '3'), ('rate', '10/s')):
+        c.one('#l-' + k).clear()
+        c.one('#l-' + k).send_keys(v)
+    c.one('#limits-form button[data-action=save-limits]').click()
+    wait_for('the limits in the database', lambda: sql1(
+        "select global_concurrency || ' ' || rate || '/' || rate_period_ms"
+        " || ' ' || source from pgjob.limits where queue = 'mail'")
+        == '3 10/1000 sql')
+    wait_for('the limits on the page', lambda: 'concurrency 3' in
+             c.text('#queues'))
+    c.one('button[data-action=limits][data-key="limits-mail"]').click()
+    c.one('#l-reset').click()
+    c.one('#limits-form button[data-action=save-limits]').click()
+    wait_for('the limits reset', lambda: sql1(
+        "select count(*) from pgjob.limits where queue = 'mail'") == '0')
+    log('limits set through the page, then reset')
+
     # --- hostile data -----------------------------------------------------
     c.go('job/' + ids['hostile'])
     wait_for('the hostile job', lambda: HOSTILE_HTML in c.text())
@@ -362,6 +381,21 @@ def steps(c, ids, flaky):
     c.go('schedules')
     wait_for('the schedules', lambda: 'nightly-report' in c.text())
     c.shot('schedules')
+    c.one('button[data-action=disable][data-key="enable-nightly-report"]'
+          ).click()
+    wait_for('the schedule disabled', lambda: sql1(
+        "select enabled from pgjob.schedules where name = 'nightly-report'")
+        == 'f')
+    c.one('button[data-action=enable][data-key="enable-nightly-report"]'
+          ).click()
+    wait_for('the schedule enabled', lambda: sql1(
+        "select enabled from pgjob.schedules where name = 'nightly-report'")
+        == 't')
+    c.one('button[data-action=run][data-key="run-nightly-report"]').click()
+    wait_for('a run of the schedule enqueued', lambda: sql1(
+        "select count(*) from pgjob.jobs"
+        " where unique_key like 'schedule:nightly-report:run:%'") == '1')
+    log('schedule disabled, enabled and run through the page')
     c.go('tasks')
     wait_for('the duties', lambda: 'Cluster duties' in c.text())
     c.shot('tasks')

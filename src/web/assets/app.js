@@ -1000,16 +1000,30 @@
 
 	/* --- queues ----------------------------------------------------- */
 
+	/* The keys of pgjob.set_limits(): [key, label, kind]; a rate is
+	 * "COUNT/PERIOD" text (10/s, 600/min, 100/10s). */
 	const LIMITS = [
-		['global_concurrency', 'Concurrency (cluster)'],
-		['per_key_concurrency', 'Concurrency per key'],
-		['rate', 'Rate (jobs per period)'],
-		['rate_period_ms', 'Rate period (ms)'],
-		['burst', 'Burst'],
-		['rate_per_key', 'Rate per key'],
-		['rate_per_key_period_ms', 'Per-key period (ms)'],
-		['burst_per_key', 'Burst per key'],
+		['global_concurrency', 'Concurrency (cluster)', 'n'],
+		['per_key_concurrency', 'Concurrency per key', 'n'],
+		['rate', 'Rate (e.g. 10/s)', 'rate'],
+		['burst', 'Burst', 'n'],
+		['rate_per_key', 'Rate per key (e.g. 1/s)', 'rate'],
+		['burst_per_key', 'Burst per key', 'n'],
 	];
+
+	/* A rate as the set_limits text: 10 per 1000 ms is "10/1000ms". */
+	function rateText(n, ms) {
+		if (n === null || n === undefined)
+			return '';
+		ms = Number(ms);
+		if (ms % 3600000 === 0)
+			return n + '/' + (ms === 3600000 ? '' : ms / 3600000) + 'h';
+		if (ms % 60000 === 0)
+			return n + '/' + (ms === 60000 ? '' : ms / 60000) + 'min';
+		if (ms % 1000 === 0)
+			return n + '/' + (ms === 1000 ? '' : ms / 1000) + 's';
+		return n + '/' + ms + 'ms';
+	}
 
 	routes.queues = function (p) {
 		const editor = h('div', {id: 'limits-editor'});
@@ -1031,11 +1045,12 @@
 			undefined)
 			s.push(l.per_key_concurrency + ' per key');
 		if (l.rate !== null && l.rate !== undefined)
-			s.push(l.rate + ' per ' + l.rate_period_ms + ' ms' +
+			s.push('rate ' + rateText(l.rate, l.rate_period_ms) +
 				(l.burst ? ', burst ' + l.burst : ''));
 		if (l.rate_per_key !== null && l.rate_per_key !== undefined)
-			s.push(l.rate_per_key + ' per ' + l.rate_per_key_period_ms +
-				' ms per key');
+			s.push(rateText(l.rate_per_key, l.rate_per_key_period_ms) +
+				' per key' + (l.burst_per_key ? ', burst ' +
+				l.burst_per_key : ''));
 		if (l.fair)
 			s.push('fair');
 		if (l.throttled_until)
@@ -1082,11 +1097,20 @@
 	 * it as the user left it. */
 	function limitsForm(editor, q) {
 		const l = q.limits || {};
-		const inputs = LIMITS.map(([k, label]) => h('div', {class: 'field'},
-			h('label', {for: 'l-' + k}, label), h('input', {id: 'l-' + k,
-				name: k, type: 'number', min: '0', step: 'any',
-				value: l[k] === null || l[k] === undefined ? '' :
-					String(l[k])})));
+		const now = {
+			global_concurrency: l.global_concurrency,
+			per_key_concurrency: l.per_key_concurrency,
+			rate: rateText(l.rate, l.rate_period_ms),
+			burst: l.burst,
+			rate_per_key: rateText(l.rate_per_key, l.rate_per_key_period_ms),
+			burst_per_key: l.burst_per_key,
+		};
+		const inputs = LIMITS.map(([k, label, kind]) => h('div', {
+			class: 'field'}, h('label', {for: 'l-' + k}, label),
+		h('input', {id: 'l-' + k, name: k, type: kind === 'n' ? 'number' :
+			'text', min: kind === 'n' ? '1' : null, step: kind === 'n' ?
+			'1' : null, value: now[k] === null || now[k] === undefined ?
+			'' : String(now[k])})));
 		const fair = h('input', {id: 'l-fair', name: 'fair',
 			type: 'checkbox', checked: !!l.fair});
 		const reset = h('input', {id: 'l-reset', name: 'reset',
@@ -1108,14 +1132,16 @@
 		form.addEventListener('submit', (ev) => {
 			ev.preventDefault();
 			const set = {};
-			for (const [k] of LIMITS) {
+			for (const [k, , kind] of LIMITS) {
 				const v = form.elements.namedItem(k).value.trim();
-				set[k] = v === '' ? null : Number(v);
+				set[k] = v === '' ? null : kind === 'n' ? Number(v) : v;
 			}
 			set.fair = fair.checked;
-			act('/api/queues/limits', {queue: q.queue, set: set,
-				reset: reset.checked}, () => 'Limits of queue ' + q.queue +
-				' saved.');
+			/* A reset alone: the config's limits, nothing set over them. */
+			act('/api/queues/limits', reset.checked ? {queue: q.queue,
+				reset: true} : {queue: q.queue, set: set}, () =>
+				'Limits of queue ' + q.queue + (reset.checked ?
+					' reset to the configuration.' : ' saved.'));
 			editor.replaceChildren();
 		});
 		editor.replaceChildren(form);
