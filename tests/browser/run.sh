@@ -113,6 +113,8 @@ handlers:
 schedules:
   nightly-report: { cron: "30 2 * * *", kind: hello, timezone: UTC }
   every-minute: { cron: "* * * * *", kind: hello, queue: default }
+tasks:
+  feed-consumer: { command: ["/bin/sleep", "3600"], partitions: 3 }
 web:
   listen: 127.0.0.1:$port
   users:

@@ -397,7 +397,10 @@ def steps(c, ids, flaky):
         " where unique_key like 'schedule:nightly-report:run:%'") == '1')
     log('schedule disabled, enabled and run through the page')
     c.go('tasks')
-    wait_for('the duties', lambda: 'Cluster duties' in c.text())
+    wait_for('the task partitions', lambda: len([
+        r for r in c.css('#tasks tbody tr') if 'feed-consumer' in r.text])
+        == 3)
+    wait_for('the duties', lambda: 'pgjob:scheduler' in c.text())
     c.shot('tasks')
     c.go('workflows')
     wait_for('the workflow', lambda: 'publish <b>7</b>' in c.text())
@@ -408,6 +411,17 @@ def steps(c, ids, flaky):
     c.go('dead')
     wait_for('the dead jobs', lambda: 'flaky' in c.text('#jobs'))
     c.shot('dead')
+    # The dead-letter view's retry, of one selected job.
+    again = flaky[1]
+    c.one('#jobs input.pick[data-key="pick-%s"]' % again).click()
+    assert c.text('#selected') == '1 selected'
+    c.one('#bulk button[data-action=retry-selected]').click()
+    c.confirm('Retry 1 selected job?')
+    wait_for('the retried dead job done', lambda: sql1(
+        'select state from pgjob.jobs where id = :a1', again) == 'done')
+    wait_for('it gone from the dead jobs', lambda: not c.css(
+        '#jobs tr[data-id="%s"]' % again))
+    log('dead job %s retried from the dead-letter view' % again)
     c.go('')
     wait_for('the overview', lambda: c.css('#overview svg.chart'))
     c.shot('overview')
