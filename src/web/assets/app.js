@@ -147,6 +147,19 @@
 		return t ? h('time', {datetime: t, title: t}, fmtTime(t)) : '';
 	}
 
+	/* t, and how far from now it is ("in 21 s", "3 min ago"): the
+	 * browser's clock. */
+	function when(t) {
+		if (!t)
+			return '';
+		const d = (new Date(t) - Date.now()) / 1000;
+		if (isNaN(d))
+			return time(t);
+		return h('span', {class: 'when'}, time(t), h('span', {
+			class: 'muted'}, d >= 0 ? ' in ' + fmtSecs(d) : ' ' +
+			fmtSecs(-d) + ' ago'));
+	}
+
 	function fmtSecs(s) {
 		if (s === null || s === undefined || s === '')
 			return '';
@@ -905,7 +918,7 @@
 		if (d.lease)
 			parts.push(section('Lease', dl([
 				['holder', short(d.lease.holder, 200)],
-				['until', time(d.lease.locked_until)],
+				['until', when(d.lease.locked_until)],
 				['token', String(d.lease.token)]])));
 		parts.push(section('Fields', dl(fields, 'kv fields')));
 		parts.push(section('Payload', doc(p, id, 'payload', j)));
@@ -1164,7 +1177,7 @@
 				short(s.kind, 60), short(s.queue, 40),
 				short(s.timezone, 40), s.enabled ? 'yes' : h('span', {
 					class: 'badge paused'}, 'disabled'),
-				time(s.last_tick), time(s.next_tick),
+				when(s.last_tick), when(s.next_tick),
 				time(s.run_requested_at)].concat(op ? [h('div', {
 				class: 'cellacts'}, h('button', {type: 'button',
 				'data-action': 'run', 'data-key': 'run-' + s.name,
@@ -1189,12 +1202,12 @@
 				'fencing token', 'lease expires', ''],
 			(d.tasks || []).map((t) => [short(t.name, 60),
 				String(t.partition), short(t.holder, 80), String(t.token),
-				time(t.expires_at), t.expired ? h('span', {
+				when(t.expires_at), t.expired ? h('span', {
 					class: 'badge st-dead'}, 'expired') : '']))),
 			section('Cluster duties', table(['duty', 'holder',
 				'fencing token', 'lease expires'], (d.duties || []).map(
 				(t) => [short(t.name, 60), short(t.holder, 80),
-					String(t.token), time(t.expires_at)]))));
+					String(t.token), when(t.expires_at)]))));
 	};
 
 	/* --- workflows -------------------------------------------------- */
