@@ -408,7 +408,8 @@
 
 	/*
 	 * A page object: {r (the parsed hash), url () -> the data's path,
-	 * render (data), last (the last answer's text)}.  The route function
+	 * render (data), last (the last answer's text), always (redraw even
+	 * when the answer did not change: relative times)}.  The route function
 	 * builds the fixed parts into main and sets url and render.
 	 */
 	function route() {
@@ -446,7 +447,7 @@
 				return;
 			if (S.bannerKind === 'refresh')
 				say('', '');
-			if (!force && r.text === p.last)
+			if (!force && !p.always && r.text === p.last)
 				return;
 			p.last = r.text;
 			const focused = document.activeElement &&
@@ -1165,6 +1166,7 @@
 
 	routes.schedules = function (p) {
 		const out = region('schedules');
+		p.always = true; /* "in 21 s" moves on */
 		main.append(h('h1', null, 'Schedules'), out);
 		p.url = () => '/api/schedules';
 		p.render = (d) => {
@@ -1195,6 +1197,7 @@
 
 	routes.tasks = function (p) {
 		const out = region('tasks');
+		p.always = true; /* "in 21 s" moves on */
 		main.append(h('h1', null, 'Tasks and duties'), out);
 		p.url = () => '/api/tasks';
 		p.render = (d) => out.replaceChildren(
