@@ -525,7 +525,7 @@ test_actions(void **state)
 	j = get(db, "tasks", NULL, 200);
 	seen = 0;
 	cJSON_ArrayForEach(q, item(j, "duties")) seen +=
-		strcmp(str(q, "name"), "scheduler") == 0;
+		strcmp(str(q, "name"), "pgjob:scheduler") == 0;
 	assert_int_equal(seen, 1);
 	cJSON_Delete(j);
 
