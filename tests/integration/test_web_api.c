@@ -282,8 +282,10 @@ test_jobs_list(void **state)
 			 0);
 	cJSON_Delete(j);
 
-	/* The text search (any case) stops after a window, then goes on
-	 * from where it stopped until it reaches the needle. */
+	/* The text search (any case) reads windows of ids until it has spent
+	 * its budget, then says where it stopped; asked again from there,
+	 * it goes on, and reaches the needle.  How many requests that takes
+	 * depends on the machine: at most one per window. */
 	double before = 0;
 	int requests = 0, found = 0;
 	while (!found) {
@@ -302,12 +304,15 @@ test_jobs_list(void **state)
 				needle);
 			assert_true(cJSON_IsNull(item(j, "searched_to")));
 		} else {
-			before = num(j, "searched_to");
+			double to = num(j, "searched_to");
+			assert_true(to > needle);
+			assert_true(!before || to < before);
+			before = to;
 		}
+		assert_true(cJSON_IsNull(item(j, "next")));
 		cJSON_Delete(j);
 		assert_true(requests <= 3);
 	}
-	assert_int_equal(requests, 2);
 	/* In the errors too. */
 	j = get(db, "jobs", "q=BOOM%203", 200);
 	cJSON_Delete(j);
