@@ -32,7 +32,7 @@
 #define Q_WINDOW 10000
 /* A request reads one window more only while it has spent less than this
  * (a page that refreshes answers well within 100 ms). */
-#define BUDGET_MS 40
+#define BUDGET_MS 25
 /* Jobs per page: by default, and at most. */
 #define PAGE	 50
 #define PAGE_MAX 200

@@ -250,6 +250,10 @@ test_jobs_list(void **state)
 		  "  finished_at, attempts)"
 		  " select 'bad', 'q2', 'dead', 'boom ' || i, now(), 3"
 		  " from generate_series(1, 7) i");
+	/* A backlog past the counts' cap: 10,001 jobs due in an hour. */
+	t_exec(c, "insert into pgjob.jobs (kind, queue, run_at)"
+		  " select 'later', 'big', now() + interval '1 hour'"
+		  " from generate_series(1, 10001)");
 	t_exec(c, "analyze pgjob.jobs");
 
 	cJSON *j = get(db, "jobs", NULL, 200);
@@ -311,13 +315,37 @@ test_jobs_list(void **state)
 		}
 		assert_true(cJSON_IsNull(item(j, "next")));
 		cJSON_Delete(j);
-		assert_true(requests <= 3);
+		assert_true(requests <= 4);
 	}
 	/* In the errors too. */
 	j = get(db, "jobs", "q=BOOM%203", 200);
 	cJSON_Delete(j);
 	j = get(db, "jobs", "q=boom 3&state=dead", 200);
 	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 1);
+	cJSON_Delete(j);
+
+	/* The queues: counts stop at 10,000 and say so. */
+	j = get(db, "queues", NULL, 200);
+	int seen = 0;
+	cJSON_ArrayForEach(it, item(j, "queues"))
+	{
+		if (strcmp(str(it, "queue"), "big") == 0) {
+			seen = 1;
+			assert_int_equal(num(it, "scheduled"), 10000);
+			assert_int_equal(num(it, "available"), 0);
+			const cJSON *al = item(it, "at_least");
+			assert_int_equal(cJSON_GetArraySize(al), 1);
+			assert_string_equal(
+				cJSON_GetArrayItem(al, 0)->valuestring,
+				"scheduled");
+		} else if (strcmp(str(it, "queue"), "q2") == 0) {
+			assert_int_equal(num(it, "dead"), 7);
+			assert_int_equal(
+				cJSON_GetArraySize(item(it, "at_least")), 0);
+		}
+	}
+	assert_true(seen);
+	assert_true(cJSON_IsTrue(item(j, "estimates")));
 	cJSON_Delete(j);
 
 	/* Exact counts, for a bulk action's confirmation. */
