@@ -11,7 +11,8 @@
  * and a partial index still serves the terms given.  Every page that
  * refreshes reads partial indexes only (available, running, waiting and
  * dead jobs; jobs finished in the last minute), never the whole jobs
- * table: docs/performance.md has the timings with a million jobs.
+ * table, and counts stop at ten thousand (the answer says which counts are
+ * lower bounds): docs/performance.md has the timings with a million jobs.
  *
  * Every string an application or a handler wrote reaches the JSON through
  * db/rowjson.h, which makes it valid UTF-8.
@@ -158,80 +159,139 @@ api_parse_id(const char *s, char *buf, size_t len)
 	return 0;
 }
 
+/* A count past this is shown as "at least" (the answer's at_least). */
+#define COUNT_CAP "10000"
+
 /*
- * Every queue that has jobs waiting, running or dead, that finished jobs
- * in the last minute, that a worker's config defines or that has a row in
- * pgjob.limits (a paused queue with no jobs is still paused).  Each
- * subquery repeats the predicate of one partial index word for word, so
- * it reads that index and the rows it points to, not the table:
- * jobs_claim_idx (available), jobs_running_idx, jobs_waiting_idx,
- * jobs_dead_idx (sql/015_console.sql) and jobs_finished_idx for the last
- * minute.  The counts are exact.
+ * Every queue that has jobs available, waiting, running or dead, that
+ * finished jobs in the last minute, that a worker's config defines or
+ * that has a row in pgjob.limits (a paused queue with no jobs is still
+ * paused).  Only partial indexes are read, never the table's other rows:
+ * the queues of available, dead and waiting jobs by skipping from one
+ * queue to the next along jobs_queue_order_idx, jobs_dead_idx
+ * (sql/015_console.sql) and jobs_waiting_idx; per queue, its due and
+ * scheduled jobs (jobs_claim_idx), dead and waiting ones, each counted up
+ * to COUNT_CAP + 1 at most, so that a backlog of millions costs what ten
+ * thousand do; running jobs (as many as the workers' slots allow) and the
+ * jobs that finished in the last minute (jobs_finished_idx) exactly.
  */
-static const char QUEUES_SQL[] =
-	"with a as (select queue,"
-	"   count(*) filter (where run_at <= now()) as available,"
-	"   count(*) filter (where run_at > now()) as scheduled,"
-	"   round(extract(epoch from now() - min(run_at) filter ("
-	"    where run_at <= now()))::numeric, 3) as oldest_wait_seconds"
-	"  from pgjob.jobs where state = 'available' group by queue),"
-	" r as (select queue, count(*) as running from pgjob.jobs"
-	"  where state = 'running' group by queue),"
-	" w as (select queue, count(*) as waiting from pgjob.jobs"
-	"  where state = 'waiting' group by queue),"
-	" d as (select queue, count(*) as dead from pgjob.jobs"
-	"  where state = 'dead' group by queue),"
-	" f as (select queue,"
-	"   count(*) filter (where state = 'done') as done,"
-	"   count(*) filter (where state <> 'done') as failed"
-	"  from pgjob.jobs where state in ('done', 'dead', 'cancelled')"
-	"   and finished_at > now() - interval '1 minute' group by queue),"
-	" n as (select queue from a union select queue from r"
-	"  union select queue from w union select queue from d"
-	"  union select queue from f union select queue from pgjob.limits"
-	"  union select name from pgjob.queues)"
-	" select n.queue, coalesce(a.available, 0) as available,"
-	"  coalesce(a.scheduled, 0) as scheduled,"
-	"  coalesce(r.running, 0) as running,"
-	"  coalesce(w.waiting, 0) as waiting, coalesce(d.dead, 0) as dead,"
-	"  coalesce(f.done, 0) as done_last_minute,"
-	"  coalesce(f.failed, 0) as failed_last_minute,"
-	"  a.oldest_wait_seconds,"
-	"  coalesce(l.paused, false) as paused,"
-	"  coalesce(array_to_json(l.paused_kinds), '[]') as paused_kinds,"
-	/* The limits, when the queue has a row. */
-	"  l.queue is not null as has_limits,"
-	"  l.global_concurrency, l.per_key_concurrency, l.rate,"
-	"  l.rate_period_ms, l.burst, l.rate_per_key,"
-	"  l.rate_per_key_period_ms, l.burst_per_key, l.fair, l.source,"
-	"  case when l.throttled_until > now() then l.throttled_until end"
-	"   as throttled_until"
-	" from n left join a on a.queue = n.queue"
-	" left join r on r.queue = n.queue left join w on w.queue = n.queue"
-	" left join d on d.queue = n.queue left join f on f.queue = n.queue"
-	" left join pgjob.limits l on l.queue = n.queue"
-	" order by n.queue";
+#define SKIP_SCAN(name, st)                                                    \
+	" " name "(queue) as (select min(queue) from pgjob.jobs"               \
+	"  where state = '" st "'"                                             \
+	"  union all select (select min(j.queue) from pgjob.jobs j"            \
+	"   where j.state = '" st "' and j.queue > " name ".queue)"            \
+	"  from " name " where " name ".queue is not null),"
+#define CAPPED(alias, cond)                                                    \
+	" cross join lateral (select count(*) as n, min(run_at) as oldest"     \
+	"  from (select run_at from pgjob.jobs j where " cond                  \
+	"   and j.queue = n.queue limit " COUNT_CAP " + 1) x) " alias
+
+static const char QUEUES_SQL[] = "with recursive" SKIP_SCAN("qa", "available")
+	SKIP_SCAN("qd", "dead") SKIP_SCAN(
+		"qw",
+		"waiting") " r as (select queue, count(*) as running from "
+			   "pgjob.jobs"
+			   "  where state = 'running' group by queue),"
+			   " f as (select queue,"
+			   "   count(*) filter (where state = 'done') as done,"
+			   "   count(*) filter (where state <> 'done') as "
+			   "failed"
+			   "  from pgjob.jobs where state in ('done', 'dead', "
+			   "'cancelled')"
+			   "   and finished_at > now() - interval '1 minute' "
+			   "group by queue),"
+			   " n as (select queue from qa where queue is not null"
+			   "  union select queue from qd where queue is not "
+			   "null"
+			   "  union select queue from qw where queue is not "
+			   "null"
+			   "  union select queue from r union select queue "
+			   "from f"
+			   "  union select queue from pgjob.limits"
+			   "  union select name from pgjob.queues)"
+			   " select n.queue, least(a.n, " COUNT_CAP
+			   ") as available,"
+			   "  least(s.n, " COUNT_CAP ") as scheduled,"
+			   "  coalesce(r.running, 0) as running,"
+			   "  least(w.n, " COUNT_CAP ") as waiting,"
+			   "  least(d.n, " COUNT_CAP ") as dead,"
+			   "  coalesce(f.done, 0) as done_last_minute,"
+			   "  coalesce(f.failed, 0) as failed_last_minute,"
+			   "  round(extract(epoch from now() - "
+			   "a.oldest)::numeric, 3)"
+			   "   as oldest_wait_seconds,"
+			   "  coalesce(l.paused, false) as paused,"
+			   "  coalesce(array_to_json(l.paused_kinds), '[]') as "
+			   "paused_kinds,"
+			   /* The fields whose value is a lower bound. */
+			   "  to_json(array_remove(array["
+			   "   case when a.n > " COUNT_CAP
+			   " then 'available' end,"
+			   "   case when a.n > " COUNT_CAP
+			   " then 'oldest_wait_seconds' end,"
+			   "   case when s.n > " COUNT_CAP
+			   " then 'scheduled' end,"
+			   "   case when w.n > " COUNT_CAP
+			   " then 'waiting' end,"
+			   "   case when d.n > " COUNT_CAP
+			   " then 'dead' end], null))"
+			   "   as at_least,"
+			   /* The limits, when the queue has a row. */
+			   "  l.queue is not null as has_limits,"
+			   "  l.global_concurrency, l.per_key_concurrency, "
+			   "l.rate,"
+			   "  l.rate_period_ms, l.burst, l.rate_per_key,"
+			   "  l.rate_per_key_period_ms, l.burst_per_key, "
+			   "l.fair, l.source,"
+			   "  case when l.throttled_until > now() then "
+			   "l.throttled_until end"
+			   "   as throttled_until"
+			   " from n" CAPPED(
+				   "a",
+				   "j.state = 'available' and "
+				   "j.run_at <= now()") CAPPED("s",
+							       "j.state = "
+							       "'available' "
+							       "and j.run_at > "
+							       "now()")
+				   CAPPED("w", "j.state = 'waiting'") CAPPED(
+					   "d",
+					   "j.state = 'dead'") " left join r "
+							       "on r.queue = "
+							       "n.queue left "
+							       "join f on "
+							       "f.queue = "
+							       "n.queue"
+							       " left join "
+							       "pgjob.limits l "
+							       "on l.queue = "
+							       "n.queue"
+							       " order by "
+							       "n.queue";
 
 /* Column numbers of QUEUES_SQL. */
 enum {
 	Q_QUEUE,
-	Q_PAUSED_KINDS = 10,
+	Q_AT_LEAST = 11,
 	Q_HAS_LIMITS,
 	Q_LIMITS,
 	Q_END = Q_LIMITS + 11,
 };
 
-/* The queues as /api/queues has them; NULL after filling out. */
+/* The queues as /api/queues has them; NULL after filling out.  *capped
+ * is set when a count is a lower bound. */
 static cJSON *
-queues_json(struct db_conn *db, struct web_response *out)
+queues_json(struct db_conn *db, struct web_response *out, int *capped)
 {
 	struct db_rows *res = api_query(db, out, QUEUES_SQL, 0, NULL);
 	if (!res)
 		return NULL;
 	cJSON *a = cJSON_CreateArray();
+	*capped = 0;
 	for (int r = 0; r < db_rows_count(res); r++) {
 		cJSON *o = cJSON_CreateObject();
 		rowjson_add_columns(o, res, r, Q_QUEUE, Q_HAS_LIMITS);
+		*capped |= strcmp(db_rows_text(res, r, Q_AT_LEAST), "[]") != 0;
 		cJSON *l = cJSON_CreateNull();
 		if (db_rows_text(res, r, Q_HAS_LIMITS)[0] == 't') {
 			cJSON_Delete(l);
@@ -248,27 +308,29 @@ queues_json(struct db_conn *db, struct web_response *out)
 static void
 get_queues(struct db_conn *db, struct web_response *out)
 {
-	cJSON *a = queues_json(db, out);
+	int capped;
+	cJSON *a = queues_json(db, out, &capped);
 	if (!a)
 		return;
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "queues", a);
-	cJSON_AddFalseToObject(o, "estimates");
+	cJSON_AddBoolToObject(o, "estimates", capped);
 	web_response_json(out, o);
 }
 
-/* The workers, one row each, grouped into instances by the caller. */
+/*
+ * The workers, one row each, grouped into instances by the caller.  No
+ * count of each one's running jobs: locked_by is not in jobs_running_idx,
+ * and reading it from the rows of every running job cost 60 ms with
+ * 20,000 of them spread through a million (the queues have the counts).
+ */
 static const char WORKERS_SQL[] =
-	"with r as (select locked_by, count(*) as n from pgjob.jobs"
-	"  where state = 'running' group by locked_by)"
-	" select w.host, w.supervisor_pid, w.version, w.slot, w.pid,"
+	"select w.host, w.supervisor_pid, w.version, w.slot, w.pid,"
 	"  w.started_at,"
 	"  round(greatest(extract(epoch from now() - w.heartbeat_at), 0)"
 	"   ::numeric, 3) as heartbeat_age_seconds,"
-	"  array_to_json(w.kinds) as kinds,"
-	"  coalesce(r.n, 0) as running_jobs"
+	"  array_to_json(w.kinds) as kinds"
 	" from pgjob.workers w"
-	" left join r on r.locked_by = w.host || ':' || w.slot"
 	" order by w.host, w.supervisor_pid, w.slot";
 
 enum { W_HOST, W_SUP, W_VERSION, W_SLOT, W_END = W_SLOT + 5 };
@@ -358,14 +420,14 @@ static const char RATES_SQL[] =
 static void
 get_overview(struct db_conn *db, struct web_response *out)
 {
-	int missing;
+	int missing, capped = 0;
 	cJSON *o = cJSON_CreateObject(), *part;
 	struct db_rows *res = api_query(db, out, "select now()", 0, NULL);
 	if (!res)
 		goto fail;
 	cJSON_AddItemToObject(o, "now", rowjson_value(res, 0, 0));
 	db_rows_free(res);
-	if (!(part = queues_json(db, out)))
+	if (!(part = queues_json(db, out, &capped)))
 		goto fail;
 	cJSON_AddItemToObject(o, "queues", part);
 	if (!(res = api_query_optional(db, out, RATES_SQL, 0, NULL, &missing)))
@@ -378,7 +440,7 @@ get_overview(struct db_conn *db, struct web_response *out)
 	if (!(part = health_json(db, out)))
 		goto fail;
 	cJSON_AddItemToObject(o, "health", part);
-	cJSON_AddFalseToObject(o, "estimates");
+	cJSON_AddBoolToObject(o, "estimates", capped);
 	web_response_json(out, o);
 	return;
 fail:
@@ -555,19 +617,35 @@ get_workflow(struct db_conn *db, const char *id, struct web_response *out)
 	db_rows_free(e);
 }
 
+/*
+ * The session's settings, at every request (web.c may have reconnected
+ * since the last one): every timestamp in one format, the one rowjson.c
+ * makes RFC 3339; and no JIT compilation.  The planner's cost of the
+ * queues statement (a few small index scans per queue) passes
+ * jit_above_cost, and compiling it took 700 ms of a 30 ms statement:
+ * nothing the console runs is long enough to win it back.
+ */
+static int
+session(struct db_conn *db, struct web_response *out)
+{
+	char *err;
+	if (db_exec(db, "set datestyle = 'ISO, YMD'; set jit = off", &err) <
+	    0) {
+		fail_db(db, out, err);
+		free(err);
+		return -1;
+	}
+	return 0;
+}
+
 int
 web_api_get(struct db_conn *db, const char *path, const struct web_query *q,
 	    struct web_response *out)
 {
 	out->content_type = "application/json";
 	out->content_disposition = NULL;
-	/* Every timestamp in one format, the one rowjson.c makes RFC 3339
-	 * (a setting of the session: web.c may reconnect at any time). */
-	struct db_rows *res =
-		api_query(db, out, "set datestyle = 'ISO, YMD'", 0, NULL);
-	if (!res)
+	if (session(db, out) < 0)
 		return db_connected(db) ? 0 : -1;
-	db_rows_free(res);
 	if (strcmp(path, "overview") == 0)
 		get_overview(db, out);
 	else if (strcmp(path, "jobs") == 0)
@@ -731,6 +809,8 @@ web_api_post(struct db_conn *db, const struct web_user *u, const char *path,
 		web_response_error(out, 400, "expected a JSON object");
 		return 0;
 	}
+	if (session(db, out) < 0)
+		return db_connected(db) ? 0 : -1;
 	if (strcmp(path, "jobs/retry") == 0)
 		api_jobs_act(db, "retry", body, out);
 	else if (strcmp(path, "jobs/cancel") == 0)

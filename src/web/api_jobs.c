@@ -5,16 +5,21 @@
  *
  * The list is newest first with a keyset cursor (id < before), never an
  * OFFSET.  Where no index serves the filter (text in payloads and errors,
- * a kind, a key, a time range, finished states), a request reads a window
- * of WINDOW ids below its cursor at most, so that a rare match never makes
- * one request read a million rows: the answer's searched_to says where it
- * stopped, and the page asks again from there ("search older").  Waiting,
- * available, running and dead jobs, and a workflow's, are read along their
- * partial indexes, whole.
+ * a kind, a key, a time range, finished states), a request reads windows
+ * of WINDOW ids (Q_WINDOW with a text search) below its cursor, one after
+ * the other until it has a page or has spent BUDGET_MS, so that a rare
+ * match never makes one request read a million rows: the answer's
+ * searched_to says where it stopped, and the page asks again from there
+ * ("search older").  Waiting, available, running and dead jobs (of a
+ * queue, or all), and a workflow's, are read along their partial indexes,
+ * whole: a kind or any other term more would let the planner walk the
+ * primary key in the hope of a page soon, through the whole table when
+ * nothing matches, so with those the windows apply too.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/text.h"
 #include "common/util.h"
@@ -22,8 +27,12 @@
 #include "db/rowjson.h"
 #include "web/api_internal.h"
 
-/* Ids a windowed request reads at most. */
-#define WINDOW 20000
+/* Ids a window reads; with a text search (a jsonb to text per row). */
+#define WINDOW	 20000
+#define Q_WINDOW 10000
+/* A request reads one window more only while it has spent less than this
+ * (a page that refreshes answers well within 100 ms). */
+#define BUDGET_MS 25
 /* Jobs per page: by default, and at most. */
 #define PAGE	 50
 #define PAGE_MAX 200
@@ -131,7 +140,8 @@ filter_params(const struct filter *f, const char **p)
 static int
 indexed(const struct filter *f)
 {
-	if (f->q)
+	if (f->q || f->kind || f->from || f->to || f->limit_key ||
+	    f->ordering_key)
 		return 0;
 	if (f->workflow)
 		return 1;
@@ -147,22 +157,85 @@ static const char LIST_SQL[] =
 	"  and ($11::bigint is null or id >= $11::bigint)"
 	" order by id desc limit $12::int";
 
-/* The cursor and the low end of a window: id < *before, id >= *low
- * (*low 0: no low end, the window reaches the oldest job). */
-static int
-window(struct db_conn *db, struct web_response *out, long long *before,
-       long long *low)
+static double
+now_ms(void)
 {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Reads the jobs of one window (or all, when lo is 0) below cursor into
+ * a; returns how many, or -1 (out filled). */
+static int
+read_window(struct db_conn *db, const struct filter *f, long long cursor,
+	    long long lo, long n, cJSON *a, long long *last,
+	    struct web_response *out)
+{
+	char before[24], low[24], limit[8];
+	const char *p[12];
+	snprintf(before, sizeof(before), "%lld", cursor);
+	snprintf(low, sizeof(low), "%lld", lo);
+	snprintf(limit, sizeof(limit), "%ld", n);
+	filter_params(f, p);
+	p[9] = cursor ? before : NULL;
+	p[10] = lo ? low : NULL;
+	p[11] = limit;
+	struct db_rows *res = api_query(db, out, LIST_SQL, 12, p);
+	if (!res)
+		return -1;
+	int rows = db_rows_count(res);
+	for (int r = 0; r < rows; r++) {
+		cJSON *o = cJSON_CreateObject();
+		rowjson_add_columns(o, res, r, 0, db_rows_columns(res));
+		cJSON_AddItemToArray(a, o);
+	}
+	if (rows)
+		*last = atoll(db_rows_text(res, rows - 1, 0));
+	db_rows_free(res);
+	return rows;
+}
+
+/*
+ * The page below cursor (0: from the newest), n jobs at most, into a.
+ * Windowed: *searched_to is the lowest id read when the windows ran out
+ * of budget before the page was full, else 0 (the oldest job was
+ * reached).  Returns how many, or -1 (out filled).
+ */
+static int
+read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
+	  cJSON *a, long long *last, long long *searched_to,
+	  struct web_response *out)
+{
+	*searched_to = 0;
+	if (indexed(f))
+		return read_window(db, f, cursor, 0, n, a, last, out);
 	struct db_rows *res = api_query(
 		db, out, "select min(id), max(id) from pgjob.jobs", 0, NULL);
 	if (!res)
 		return -1;
 	long long min = atoll(db_rows_text(res, 0, 0));
-	if (*before == 0)
-		*before = atoll(db_rows_text(res, 0, 1)) + 1;
+	if (cursor == 0)
+		cursor = atoll(db_rows_text(res, 0, 1)) + 1;
 	db_rows_free(res);
-	*low = *before - WINDOW > min ? *before - WINDOW : 0;
-	return 0;
+	long long size = f->q ? Q_WINDOW : WINDOW;
+	double t0 = now_ms();
+	int got = 0;
+	for (;;) {
+		long long lo = cursor - size > min ? cursor - size : 0;
+		int rows =
+			read_window(db, f, cursor, lo, n - got, a, last, out);
+		if (rows < 0)
+			return -1;
+		got += rows;
+		if (got == n || lo == 0)
+			return got;
+		cursor = lo;
+		if (now_ms() - t0 >= BUDGET_MS) {
+			*searched_to = lo;
+			return got;
+		}
+	}
 }
 
 void
@@ -172,10 +245,9 @@ api_jobs_list(struct db_conn *db, const struct web_query *q,
 	struct filter f;
 	const char *b = q->get(q->ctx, "before");
 	const char *l = q->get(q->ctx, "limit");
-	char before[24] = "", low[24] = "", limit[8];
-	long long cursor = 0, lo = 0;
+	char before[24] = "";
+	long long last = 0, searched_to;
 	long n = PAGE;
-	const char *p[12];
 
 	if (filter_read(&f, q->get, q->ctx, out) < 0)
 		return;
@@ -192,34 +264,23 @@ api_jobs_list(struct db_conn *db, const struct web_query *q,
 			return;
 		}
 	}
-	cursor = *before ? atoll(before) : 0;
-	int windowed = !indexed(&f);
-	if (windowed && window(db, out, &cursor, &lo) < 0)
+	cJSON *jobs = cJSON_CreateArray();
+	int rows = read_page(db, &f, atoll(before), n, jobs, &last,
+			     &searched_to, out);
+	if (rows < 0) {
+		cJSON_Delete(jobs);
 		return;
-	if (windowed)
-		snprintf(before, sizeof(before), "%lld", cursor);
-	if (lo)
-		snprintf(low, sizeof(low), "%lld", lo);
-	snprintf(limit, sizeof(limit), "%ld", n);
-	filter_params(&f, p);
-	p[9] = *before ? before : NULL;
-	p[10] = lo ? low : NULL;
-	p[11] = limit;
-	struct db_rows *res = api_query(db, out, LIST_SQL, 12, p);
-	if (!res)
-		return;
-	int rows = db_rows_count(res);
+	}
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddItemToObject(o, "jobs", api_rows_array(res));
-	cJSON_AddItemToObject(o, "next",
-			      rows == n ? rowjson_value(res, rows - 1, 0)
-					: cJSON_CreateNull());
-	/* Fewer than a page: the window ran out before the oldest job. */
-	if (rows < n && lo)
-		cJSON_AddNumberToObject(o, "searched_to", (double)lo);
+	cJSON_AddItemToObject(o, "jobs", jobs);
+	if (rows == n)
+		cJSON_AddNumberToObject(o, "next", (double)last);
+	else
+		cJSON_AddNullToObject(o, "next");
+	if (searched_to)
+		cJSON_AddNumberToObject(o, "searched_to", (double)searched_to);
 	else
 		cJSON_AddNullToObject(o, "searched_to");
-	db_rows_free(res);
 	web_response_json(out, o);
 }
 
