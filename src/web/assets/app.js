@@ -180,6 +180,20 @@
 			.toLocaleString('en-US');
 	}
 
+	/* A queue's count k: "10,000+" when the server stopped counting
+	 * (the field is in at_least). */
+	function count(q, k) {
+		const more = Array.isArray(q.at_least) && q.at_least.includes(k);
+		return more ? h('span', {title: 'at least: counting stops there'},
+			num(q[k]) + '+') : num(q[k]);
+	}
+
+	function wait(q) {
+		const s = fmtSecs(q.oldest_wait_seconds);
+		return Array.isArray(q.at_least) && q.at_least.includes(
+			'oldest_wait_seconds') && s ? '\u2265 ' + s : s;
+	}
+
 	function badge(state) {
 		return h('span', {class: 'badge st-' + (STATES.includes(state) ?
 			state : 'other')}, showText(state, false));
@@ -492,17 +506,23 @@
 	};
 
 	function totals(d) {
-		const sum = {available: 0, scheduled: 0, running: 0, dead: 0};
+		const sum = {available: 0, scheduled: 0, running: 0, waiting: 0,
+			dead: 0};
+		const more = {};
 		for (const q of d.queues || [])
-			for (const k in sum)
+			for (const k in sum) {
 				sum[k] += Number(q[k] || 0);
+				if (Array.isArray(q.at_least) && q.at_least.includes(k))
+					more[k] = true;
+			}
 		return h('div', {class: 'cards'}, Object.keys(sum).map((k) =>
 			h('a', {class: 'card', href: k === 'dead' ? '#/dead' :
 				'#/jobs' + (k === 'scheduled' ? '' : '?state=' + k)},
-			h('span', {class: 'n'}, num(sum[k])),
+			h('span', {class: 'n'}, num(sum[k]) + (more[k] ? '+' : '')),
 			h('span', {class: 'l'}, k))),
 		d.estimates ? h('p', {class: 'muted note'},
-			'Counts are estimates (large table).') : null);
+			'A count with + is a lower bound: counting stops at 10,000.') :
+			null);
 	}
 
 	/* The rates (per minute, oldest first) as jobs per second: an SVG of
@@ -576,12 +596,12 @@
 	}
 
 	function queueTable(queues, full) {
-		return table(['queue', 'available', 'scheduled', 'running', 'dead',
-			'oldest waiting', 'paused'], queues.map((q) => [
-			queueLink(q.queue), num(q.available), num(q.scheduled),
-			num(q.running), num(q.dead), fmtSecs(q.oldest_wait_seconds),
-			q.paused ? h('span', {class: 'badge paused'}, 'paused') : '']),
-		'num');
+		return table(['queue', 'available', 'scheduled', 'running',
+			'waiting', 'dead', 'oldest waiting', 'paused'], queues.map((q) => [
+			queueLink(q.queue), count(q, 'available'),
+			count(q, 'scheduled'), num(q.running), count(q, 'waiting'),
+			count(q, 'dead'), wait(q), q.paused ? h('span', {
+				class: 'badge paused'}, 'paused') : '']), 'num');
 	}
 
 	function kinds(k) {
@@ -1076,12 +1096,13 @@
 
 	function queuesTable(queues, editor) {
 		const op = operator();
-		return table(['queue', 'available', 'scheduled', 'running', 'dead',
-			'done/min', 'failed/min', 'oldest waiting', 'limits', 'state']
-			.concat(op ? ['actions'] : []), queues.map((q) => [
-			queueLink(q.queue), num(q.available), num(q.scheduled),
-			num(q.running), num(q.dead), num(q.done_last_minute),
-			num(q.failed_last_minute), fmtSecs(q.oldest_wait_seconds),
+		return table(['queue', 'available', 'scheduled', 'running',
+			'waiting', 'dead', 'done/min', 'failed/min', 'oldest waiting',
+			'limits', 'state'].concat(op ? ['actions'] : []), queues.map(
+			(q) => [queueLink(q.queue), count(q, 'available'),
+				count(q, 'scheduled'), num(q.running), count(q, 'waiting'),
+				count(q, 'dead'), num(q.done_last_minute),
+				num(q.failed_last_minute), wait(q),
 			limitsText(q.limits), h('div', {class: 'cellacts'},
 				q.paused ? h('span', {class: 'badge paused'}, 'paused') :
 					h('span', {class: 'muted'}, 'running'),
