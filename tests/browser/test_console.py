@@ -11,7 +11,9 @@ filter's matches (the confirmation states the count); pause a queue and see
 that no job of it starts, resume it and see the job run; hostile payloads,
 kinds, queues and errors show as text and run nothing; the read-only user
 sees no action and a forged POST from the page's own context gets 403 with
-the database unchanged.  A screenshot of every page goes to $PGJOB_SHOTS.
+the database unchanged.  Along the way: a queue's limits and a schedule
+changed through the page, a dead job retried from the dead-letter view,
+the phone width and the dark theme.  A screenshot of every page goes to $PGJOB_SHOTS.
 
 Waits poll a condition (up to a generous bound, so a slow machine passes);
 nothing asserts how long anything took.
@@ -430,6 +432,16 @@ def steps(c, ids, flaky):
     wait_for('the overview', lambda: c.css('#overview svg.chart'))
     c.shot('phone')
     c.viewport(1280, 800)
+    # The dark theme, as a system set to dark gets it.
+    c.d.execute_cdp_cmd('Emulation.setEmulatedMedia', {'features': [
+        {'name': 'prefers-color-scheme', 'value': 'dark'}]})
+    c.go('job/' + flaky[2])
+    wait_for('the job in the dark', lambda: c.css('table.attempts'))
+    bg = c.d.execute_script('return getComputedStyle('
+                            'document.documentElement).backgroundColor')
+    assert bg == 'rgb(22, 24, 27)', 'not the dark theme: ' + bg
+    c.shot('dark')
+    c.d.execute_cdp_cmd('Emulation.setEmulatedMedia', {'features': []})
     c.d.refresh()
     errs = c.errors()
     assert not errs, 'JavaScript errors: %r' % errs
