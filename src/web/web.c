@@ -500,6 +500,14 @@ api(struct MHD_Connection *c, const char *method, const char *path,
 	r->api = true;
 	if (strcmp(method, "POST") == 0) {
 		post(c, path, have, &s, rq, r);
+		/* Every action and its outcome, by whom: the console's audit
+		 * trail (a login logs its own lines, in auth.c). */
+		if (strcmp(path, "login") != 0)
+			log_info("web: POST /api/%s by %s: %d", path,
+				 !have	     ? "(no session)"
+				 : s.user[0] ? s.user
+					     : "(anonymous)",
+				 r->status);
 		return;
 	}
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {

@@ -384,6 +384,9 @@ web:
           "the log names a failed login")
     check(b"\x1b" not in log and b"\\\\x1b[2J<b>evil" in log,
           f"the hostile name is escaped in the log")
+    check(b"POST /api/queues/pause by alice: 200" in log and
+          b"POST /api/queues/pause by bob: 403" in log,
+          "every action in the log, by whom, with its outcome")
     for secret in (b"pw one", b"guess", b"bob's secret", alice.encode(),
                    bob.encode(), alice_csrf.encode()):
         check(secret not in log, f"the log holds no secret ({secret!r})")
