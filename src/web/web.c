@@ -361,10 +361,25 @@ api_get(struct MHD_Connection *c, const char *path, struct reply *r)
 	struct web_query q = {.get = query_get, .ctx = c};
 	struct web_response out = {0};
 	struct db_conn *db = thread_db(r);
+	int rc;
 
 	if (!db)
 		return;
-	from_api(r, web_api_get(db, path, &q, &out), &out, "GET", path);
+	/*
+	 * A read is asked again, once, on a new connection when the old one
+	 * was found gone (the server restarted, a failover, an idle session
+	 * killed): the page sees no error for what a reconnect mends.  A POST
+	 * is not: it may have acted before the connection went.
+	 */
+	if ((rc = web_api_get(db, path, &q, &out)) < 0) {
+		thread_db_lost();
+		free(out.body);
+		out = (struct web_response){0};
+		if (!(db = thread_db(r)))
+			return;
+		rc = web_api_get(db, path, &q, &out);
+	}
+	from_api(r, rc, &out, "GET", path);
 }
 
 static void

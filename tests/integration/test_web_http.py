@@ -235,6 +235,19 @@ def test_open_console():
     st, _, data = w.post("/api/queues/resume", body, cookie, csrf)
     check(st == 200 and not paused("webq"), f"resume: {st}")
 
+    # Connections of its own, named; killed, they come back, and no read
+    # fails for it (a read is asked again on a new connection).
+    for _ in range(8):
+        st, _, _ = w.req("GET", "/api/overview")
+        check(st == 200, f"GET /api/overview: {st}")
+    n = psql(DB, "select count(pg_terminate_backend(pid)) from "
+                 "pg_stat_activity where application_name = 'pgjob web'")
+    check(int(n) >= 1, f"the console's connections: {n}")
+    for _ in range(8):
+        st, _, data = w.req("GET", "/api/overview")
+        check(st == 200, f"GET /api/overview after its connections were "
+                         f"killed: {st} {data[:200]}")
+
     check(w.stop() == 0, "SIGTERM stops it with status 0")
 
 
