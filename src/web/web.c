@@ -78,6 +78,9 @@ static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct db_conn *conns[CONNS_MAX];
 static int nconns;
 static _Thread_local int conn_index = -1;
+/* A connection failed and none has been made since: the log says so once,
+ * not once a request (the page asks every 2 seconds). */
+static bool db_down;
 
 /* One request's state across libmicrohttpd's calls. */
 struct request {
@@ -149,8 +152,16 @@ thread_db(struct reply *r)
 		db_close(db);
 		db = NULL;
 	}
+	pthread_mutex_lock(&conns_lock);
+	bool was_down = db_down;
+	db_down = !db;
+	pthread_mutex_unlock(&conns_lock);
+	if (!db && !was_down)
+		log_warnx("web: database: %s (answering 503 until it is back)",
+			  err);
+	else if (db && was_down)
+		log_info("web: database: connected again");
 	if (!db) {
-		log_warnx("web: database: %s", err);
 		reply_error(r, 503,
 			    "the database cannot be reached (the "
 			    "console's log says why)");
