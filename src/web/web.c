@@ -78,6 +78,9 @@ static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct db_conn *conns[CONNS_MAX];
 static int nconns;
 static _Thread_local int conn_index = -1;
+/* A connection failed and none has been made since: the log says so once,
+ * not once a request (the page asks every 2 seconds). */
+static bool db_down;
 
 /* One request's state across libmicrohttpd's calls. */
 struct request {
@@ -149,8 +152,16 @@ thread_db(struct reply *r)
 		db_close(db);
 		db = NULL;
 	}
+	pthread_mutex_lock(&conns_lock);
+	bool was_down = db_down;
+	db_down = !db;
+	pthread_mutex_unlock(&conns_lock);
+	if (!db && !was_down)
+		log_warnx("web: database: %s (answering 503 until it is back)",
+			  err);
+	else if (db && was_down)
+		log_info("web: database: connected again");
 	if (!db) {
-		log_warnx("web: database: %s", err);
 		reply_error(r, 503,
 			    "the database cannot be reached (the "
 			    "console's log says why)");
@@ -361,10 +372,25 @@ api_get(struct MHD_Connection *c, const char *path, struct reply *r)
 	struct web_query q = {.get = query_get, .ctx = c};
 	struct web_response out = {0};
 	struct db_conn *db = thread_db(r);
+	int rc;
 
 	if (!db)
 		return;
-	from_api(r, web_api_get(db, path, &q, &out), &out, "GET", path);
+	/*
+	 * A read is asked again, once, on a new connection when the old one
+	 * was found gone (the server restarted, a failover, an idle session
+	 * killed): the page sees no error for what a reconnect mends.  A POST
+	 * is not: it may have acted before the connection went.
+	 */
+	if ((rc = web_api_get(db, path, &q, &out)) < 0) {
+		thread_db_lost();
+		free(out.body);
+		out = (struct web_response){0};
+		if (!(db = thread_db(r)))
+			return;
+		rc = web_api_get(db, path, &q, &out);
+	}
+	from_api(r, rc, &out, "GET", path);
 }
 
 static void
@@ -500,6 +526,14 @@ api(struct MHD_Connection *c, const char *method, const char *path,
 	r->api = true;
 	if (strcmp(method, "POST") == 0) {
 		post(c, path, have, &s, rq, r);
+		/* Every action and its outcome, by whom: the console's audit
+		 * trail (a login logs its own lines, in auth.c). */
+		if (strcmp(path, "login") != 0)
+			log_info("web: POST /api/%s by %s: %d", path,
+				 !have	     ? "(no session)"
+				 : s.user[0] ? s.user
+					     : "(anonymous)",
+				 r->status);
 		return;
 	}
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {

@@ -235,6 +235,19 @@ def test_open_console():
     st, _, data = w.post("/api/queues/resume", body, cookie, csrf)
     check(st == 200 and not paused("webq"), f"resume: {st}")
 
+    # Connections of its own, named; killed, they come back, and no read
+    # fails for it (a read is asked again on a new connection).
+    for _ in range(8):
+        st, _, _ = w.req("GET", "/api/overview")
+        check(st == 200, f"GET /api/overview: {st}")
+    n = psql(DB, "select count(pg_terminate_backend(pid)) from "
+                 "pg_stat_activity where application_name = 'pgjob web'")
+    check(int(n) >= 1, f"the console's connections: {n}")
+    for _ in range(8):
+        st, _, data = w.req("GET", "/api/overview")
+        check(st == 200, f"GET /api/overview after its connections were "
+                         f"killed: {st} {data[:200]}")
+
     check(w.stop() == 0, "SIGTERM stops it with status 0")
 
 
@@ -384,6 +397,9 @@ web:
           "the log names a failed login")
     check(b"\x1b" not in log and b"\\\\x1b[2J<b>evil" in log,
           f"the hostile name is escaped in the log")
+    check(b"POST /api/queues/pause by alice: 200" in log and
+          b"POST /api/queues/pause by bob: 403" in log,
+          "every action in the log, by whom, with its outcome")
     for secret in (b"pw one", b"guess", b"bob's secret", alice.encode(),
                    bob.encode(), alice_csrf.encode()):
         check(secret not in log, f"the log holds no secret ({secret!r})")
