@@ -520,6 +520,12 @@ test_actions(void **state)
 		       "select count(*) from pgjob.attempts where job_id = "
 		       "%lld",
 		       id);
+	/* A filter that would act on more than it says: refused. */
+	j = post(db, 1, "jobs/delete", "{\"filter\": {\"kinds\": \"x\"}}", 400);
+	assert_non_null(strstr(str(j, "error"), "unknown key \"kinds\""));
+	cJSON_Delete(j);
+	cJSON_Delete(post(db, 1, "jobs/delete",
+			  "{\"filter\": {\"workflow\": 5}}", 400));
 	cJSON_Delete(post(db, 1, "jobs/cancel", "{\"ids\": [1.5]}", 400));
 	cJSON_Delete(post(db, 1, "jobs/cancel", "{}", 400));
 
