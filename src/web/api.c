@@ -127,7 +127,7 @@ api_query_optional(struct db_conn *db, struct web_response *out,
 	if (strncmp(err, "42P01", 5) == 0 || strncmp(err, "42883", 5) == 0) {
 		free(err);
 		*missing = 1;
-		return db_query(db, "select where false", 0, NULL, NULL);
+		return api_query(db, out, "select where false", 0, NULL);
 	}
 	fail_db(db, out, err);
 	free(err);

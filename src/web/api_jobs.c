@@ -66,14 +66,48 @@ struct filter {
 	" and ($8::text is null or ordering_key = $8)"                         \
 	" and ($9::bigint is null or workflow_id = $9::bigint)"
 
+/* The keys of a filter, as /api/jobs takes them. */
+static const char *const filter_keys[] = {
+	"state", "queue",     "kind",	      "q",	  "from",
+	"to",	 "limit_key", "ordering_key", "workflow",
+};
+
 static const char *const states[] = {"waiting", "available", "running",
 				     "done",	"dead",	     "cancelled"};
 
 /* Where a filter's keys come from: a query string or a JSON object. */
 typedef const char *getter(void *ctx, const char *key);
 
-/* A string member of a JSON object, or NULL (a number is refused: the
- * keys of a filter are strings, as in the query string). */
+/*
+ * Refuses a filter of an action with a key that is not a filter's, or a
+ * value that is not a string (or null): ignored, a misspelt "kinds" or a
+ * workflow given as a number would widen a bulk delete to every job.
+ * Returns 0, or -1 after filling out with a 400.
+ */
+static int
+filter_strict(const cJSON *fo, struct web_response *out)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, fo)
+	{
+		size_t i = 0, n = sizeof(filter_keys) / sizeof(filter_keys[0]);
+		while (i < n && strcmp(it->string, filter_keys[i]) != 0)
+			i++;
+		if (i == n || !(cJSON_IsString(it) || cJSON_IsNull(it))) {
+			char *msg = xasprintf(
+				"filter: %s \"%s\" (the keys of /api/jobs, "
+				"each a string)",
+				i == n ? "unknown key" : "not a string:",
+				it->string);
+			web_response_error(out, 400, msg);
+			free(msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A string member of a JSON object, or NULL. */
 static const char *
 json_get(void *ctx, const char *key)
 {
@@ -88,13 +122,10 @@ filter_read(struct filter *f, getter *get, void *ctx, struct web_response *out)
 	const char **slot[] = {&f->state,     &f->queue,	&f->kind,
 			       &f->q,	      &f->from,		&f->to,
 			       &f->limit_key, &f->ordering_key, &f->workflow};
-	static const char *const keys[] = {
-		"state", "queue",     "kind",	      "q",	  "from",
-		"to",	 "limit_key", "ordering_key", "workflow",
-	};
 	memset(f, 0, sizeof(*f));
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		const char *v = get(ctx, keys[i]);
+	for (size_t i = 0; i < sizeof(filter_keys) / sizeof(filter_keys[0]);
+	     i++) {
+		const char *v = get(ctx, filter_keys[i]);
 		/* An empty field of the page's form is no filter. */
 		*slot[i] = v && *v ? v : NULL;
 	}
@@ -751,7 +782,8 @@ api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
 					   "of /api/jobs");
 			return;
 		}
-		if (filter_read(&f, json_get, (void *)fo, out) < 0)
+		if (filter_strict(fo, out) < 0 ||
+		    filter_read(&f, json_get, (void *)fo, out) < 0)
 			return;
 		rc = act_filter(db, action, &f, &affected, out);
 	}

@@ -3,12 +3,14 @@
  * called as web.c calls them, on a real database with real pgjobd
  * processes: every answer must parse as JSON and say what the database
  * holds.  Hostile jobs (markup, quotes, control characters, a 1 MB
- * payload) come back as text, cut where the contract says; the copy as a
+ * payload, bytes that are not UTF-8 in a SQL_ASCII database) come back
+ * as valid UTF-8 text, cut where the contract says; the copy as a
  * `pgjob enqueue` command, run through a shell, enqueues the same job;
- * the text search reads a bounded window per request and says where it
- * stopped; the actions (retry, cancel, delete by ids and by filter; pause,
- * resume, limits; schedules) do what the CLI's commands do, and a
- * read-only user can do none of them.
+ * the text search reads bounded windows per request and says where it
+ * stopped; queue counts stop at 10,000 and say so; the actions (retry,
+ * cancel, delete by ids and by filter; pause, resume, limits; schedules)
+ * do what the CLI's commands do, and a read-only user can do none of
+ * them.
  */
 #include "testlib.h"
 
@@ -19,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/text.h"
 #include "common/util.h"
 #include "db/db.h"
 #include "web/api.h"
@@ -517,6 +520,12 @@ test_actions(void **state)
 		       "select count(*) from pgjob.attempts where job_id = "
 		       "%lld",
 		       id);
+	/* A filter that would act on more than it says: refused. */
+	j = post(db, 1, "jobs/delete", "{\"filter\": {\"kinds\": \"x\"}}", 400);
+	assert_non_null(strstr(str(j, "error"), "unknown key \"kinds\""));
+	cJSON_Delete(j);
+	cJSON_Delete(post(db, 1, "jobs/delete",
+			  "{\"filter\": {\"workflow\": 5}}", 400));
 	cJSON_Delete(post(db, 1, "jobs/cancel", "{\"ids\": [1.5]}", 400));
 	cJSON_Delete(post(db, 1, "jobs/cancel", "{}", 400));
 
@@ -605,6 +614,89 @@ test_workflows(void **state)
 	free(ci);
 }
 
+/* 1 when s is valid UTF-8 all through. */
+static int
+utf8(const char *s)
+{
+	uint32_t cp;
+	while (*s) {
+		size_t n = text_char(s, &cp);
+		if (!n)
+			return 0;
+		s += n;
+	}
+	return 1;
+}
+
+/* GET path: the raw body, which must be valid UTF-8 (caller frees). */
+static char *
+get_raw(struct db_conn *db, const char *path, const char *query)
+{
+	struct query q = {query ? xstrdup(query) : NULL,
+			  query ? strlen(query) : 0};
+	for (size_t i = 0; i < q.len; i++)
+		if (q.text[i] == '&')
+			q.text[i] = '\0';
+	struct web_query wq = {query_get, &q};
+	struct web_response out = {0};
+	assert_int_equal(web_api_get(db, path, &wq, &out), 0);
+	if (out.status != 200)
+		fail_msg("GET %s: %d %s", path, out.status, out.body);
+	free(q.text);
+	if (!utf8(out.body))
+		fail_msg("GET %s: not UTF-8: %s", path, out.body);
+	return out.body;
+}
+
+/*
+ * A database in SQL_ASCII keeps any bytes in text and jsonb: what a
+ * client wrote there reaches the browser as valid UTF-8 (a byte that is
+ * not becomes U+FFFD), in every page that shows it.
+ */
+static void
+test_not_utf8(void **state)
+{
+	PGconn *c = t_connect(t_server_conninfo());
+	t_exec(c, "drop database if exists t_web_ascii with (force)");
+	t_exec(c, "create database t_web_ascii encoding 'SQL_ASCII'"
+		  " locale 'C' template template0");
+	PQfinish(c);
+	char *ci = xasprintf("%s dbname=t_web_ascii", t_server_conninfo());
+	t_migrate(ci);
+	c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char path[64];
+
+	long long id =
+		t_long(c, "insert into pgjob.jobs (kind, queue, payload, state,"
+			  "  last_error, finished_at)"
+			  " values (E'k\\xff\\x1b[2J', E'q\\xfe',"
+			  "  E'{\"a\": \"\\xc2\\x9b2J\\xff\"}', 'dead',"
+			  "  E'err\\xfe\\x07', now()) returning id");
+	snprintf(path, sizeof(path), "job/%lld", id);
+	char *body = get_raw(db, path, NULL);
+	cJSON *j = cJSON_Parse(body);
+	const cJSON *job = item(j, "job");
+	assert_string_equal(str(job, "kind"), "k\xef\xbf\xbd\x1b[2J");
+	assert_string_equal(str(job, "last_error"), "err\xef\xbf\xbd\x07");
+	assert_string_equal(str(item(job, "payload"), "a"), "\xc2\x9b"
+							    "2J\xef\xbf\xbd");
+	/* Not pasteable into a terminal as it is. */
+	assert_true(cJSON_IsNull(item(j, "enqueue_command")));
+	cJSON_Delete(j);
+	free(body);
+	free(get_raw(db, "jobs", NULL));
+	free(get_raw(db, "jobs", "state=dead"));
+	free(get_raw(db, "queues", NULL));
+	free(get_raw(db, "overview", NULL));
+	snprintf(path, sizeof(path), "job/%lld/payload", id);
+	free(get_raw(db, path, NULL));
+
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -613,6 +705,7 @@ main(void)
 		cmocka_unit_test(test_jobs_list),
 		cmocka_unit_test(test_actions),
 		cmocka_unit_test(test_workflows),
+		cmocka_unit_test(test_not_utf8),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
