@@ -116,3 +116,27 @@ create trigger jobs_attempt_ended after update of state, lease_token
 	      and (new.state <> 'running'
 	           or new.lease_token <> old.lease_token))
 	execute function pgjob.attempt_ended();
+
+-- Every attempt of job j, oldest first: its rows here, then the attempt on
+-- the job's row when it is running or ended done (outcome 'running' or
+-- 'done'; its figures and worker are there).  What pgjob show prints, and
+-- the web console's job page.
+create function pgjob.job_attempts(j bigint)
+returns table (attempt int, started_at timestamptz, finished_at timestamptz,
+	worker text, outcome text, status int, error text, wall_ms int,
+	cpu_ms int, max_rss_kb int, token bigint)
+language sql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+	select a.attempt, a.started_at, a.finished_at, a.worker, a.outcome,
+		a.status, a.error, a.wall_ms, a.cpu_ms, a.max_rss_kb, a.token
+	  from pgjob.attempts a where a.job_id = j
+	union all
+	select x.attempts, x.attempted_at, x.finished_at, x.locked_by, x.state,
+		null, null, x.last_wall_ms, x.last_cpu_ms, x.last_max_rss_kb,
+		x.lease_token
+	  from pgjob.jobs x
+	 where x.id = j and x.state in ('running', 'done') and x.attempts > 0
+	order by 11, 2
+$$;
