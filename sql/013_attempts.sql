@@ -33,11 +33,12 @@
 --
 -- Pruned with its job: by the pruning duty and pgjob prune (the prune
 -- statement, src/db/prune.c), and with retention 0 by the finish that
--- deletes a job done (src/db/queue.c).  Both delete the rows of a job that
--- can have any: a job that ends done at its first claim (lease_token 1)
--- has none, so the finish's delete looks up nothing on the hot path.  No
--- foreign key: ON DELETE CASCADE would run a query per deleted job, on
--- the hot path too.  Whoever deletes jobs by hand deletes their attempts.
+-- deletes a job done (src/db/queue.c; only a worker with retention 0 has
+-- that CTE in its finish).  Both delete the rows of a job that can have
+-- any: a job that ends done at its first claim (lease_token 1) has none,
+-- so the finish's delete looks up nothing on the hot path.  No foreign
+-- key: ON DELETE CASCADE would run a query per deleted job, on the hot
+-- path too.  Whoever deletes jobs by hand deletes their attempts.
 --
 -- last_status: the exit status of an exec handler's command, or the HTTP
 -- status of an http handler's answer, of the last attempt that failed;
