@@ -120,7 +120,7 @@ create trigger jobs_attempt_ended after update of state, lease_token
 
 -- Every attempt of job j, oldest first: its rows here, then the attempt on
 -- the job's row when it is running or ended done (outcome 'running' or
--- 'done'; its figures and worker are there).  What pgjob show prints, and
+-- 'done'; its worker is there, and when done its figures).  What pgjob show prints, and
 -- the web console's job page.
 create function pgjob.job_attempts(j bigint)
 returns table (attempt int, started_at timestamptz, finished_at timestamptz,
@@ -134,8 +134,14 @@ as $$
 		a.status, a.error, a.wall_ms, a.cpu_ms, a.max_rss_kb, a.token
 	  from pgjob.attempts a where a.job_id = j
 	union all
-	select x.attempts, x.attempted_at, x.finished_at, x.locked_by, x.state,
-		null, null, x.last_wall_ms, x.last_cpu_ms, x.last_max_rss_kb,
+	-- While it runs, the figures on the row are an earlier attempt's.
+	select x.attempts, x.attempted_at,
+		case when x.state = 'done' then x.finished_at end, x.locked_by,
+		x.state,
+		null, null,
+		case when x.state = 'done' then x.last_wall_ms end,
+		case when x.state = 'done' then x.last_cpu_ms end,
+		case when x.state = 'done' then x.last_max_rss_kb end,
 		x.lease_token
 	  from pgjob.jobs x
 	 where x.id = j and x.state in ('running', 'done') and x.attempts > 0

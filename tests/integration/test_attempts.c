@@ -357,6 +357,13 @@ test_cancel_and_prune(void **state)
 		  " overriding system value select g, 'k', 'running', 1, 1,"
 		  " 'h:1', now() + interval '1 min', now() - interval '2s'"
 		  " from generate_series(1, 3) g");
+	/* While it runs, the history has its attempt, without the figures
+	 * of an earlier one that the row still holds. */
+	t_exec(c, "update pgjob.jobs set last_wall_ms = 99 where id = 3");
+	t_assert_value(c, "1 running h:1 - t",
+		       "select concat_ws(' ', attempt, outcome, worker,"
+		       "  coalesce(wall_ms::text, '-'), started_at is not null)"
+		       " from pgjob.job_attempts(3)");
 	/* A renewal writes no row. */
 	t_exec(c, "update pgjob.jobs set locked_until = locked_until"
 		  " + interval '1s'");
