@@ -1,13 +1,15 @@
 /*
  * cli_jobs: reading jobs.  `pgjob jobs` lists them, newest first, with
  * filters; `pgjob show ID` prints one with every column of pgjob.jobs (a
- * column that a later migration adds shows up without a change here).
+ * column that a later migration adds shows up without a change here), then
+ * its attempt history (sql/013_attempts.sql).
  */
 #include "cli/cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/duration.h"
 #include "common/util.h"
 
 #define JOBS_DEFAULT_LIMIT 50
@@ -210,6 +212,39 @@ show_parse(int argc, char **argv, char *id, size_t len, int *json)
 	return cli_parse_id("show", argv[optind], id, len);
 }
 
+/* Column numbers of ATTEMPTS_SQL. */
+enum {
+	A_ATTEMPT,
+	A_STARTED,
+	A_FINISHED,
+	A_WORKER,
+	A_OUTCOME,
+	A_STATUS,
+	A_ERROR,
+	A_WALL,
+	A_CPU,
+	A_RSS,
+	A_NCOLS, /* the columns shown; token only orders them */
+};
+
+/*
+ * Job $1's attempts, oldest first: the rows of pgjob.attempts (every one
+ * that did not end done), then the attempt on the job row itself when it
+ * is running or ended done (its figures and worker are there: locked_by
+ * stays after the end).  Ordered by lease token, which grows at every
+ * claim: attempt numbers can repeat (pgjob retry, a shutdown).
+ */
+static const char ATTEMPTS_SQL[] =
+	"select attempt, started_at, finished_at, worker, outcome, status,"
+	"  error, wall_ms, cpu_ms, max_rss_kb, token"
+	" from pgjob.attempts where job_id = $1"
+	" union all"
+	" select attempts, attempted_at, finished_at, locked_by, state, null,"
+	"  null, last_wall_ms, last_cpu_ms, last_max_rss_kb, lease_token"
+	" from pgjob.jobs where id = $1 and state in ('running', 'done')"
+	"  and attempts > 0"
+	" order by 11, 2";
+
 /* "name   value", with the lines of a multi-line value aligned. */
 static void
 show_field(const char *name, int width, const char *value)
@@ -245,6 +280,71 @@ show_text(const struct db_rows *res)
 	}
 }
 
+/* How long an attempt ran: its wall time, else "-". */
+static const char *
+attempt_duration(const struct db_rows *res, int i, char *buf, size_t len)
+{
+	if (db_rows_value(res, i, A_WALL) == NULL)
+		return NULL;
+	return duration_format(atoll(db_rows_text(res, i, A_WALL)), buf, len);
+}
+
+/*
+ * The attempt history as a table.  Everything in it but the numbers and
+ * times was written by a worker or a handler: cli_table_add() makes each
+ * cell one line with its control characters and bad UTF-8 escaped, and the
+ * error is cut.
+ */
+static void
+show_attempts(const struct db_rows *res)
+{
+	static const char *const head[] = {
+		"ATTEMPT", "STARTED", "ENDED",	  "WORKER",
+		"OUTCOME", "STATUS",  "DURATION", "ERROR",
+	};
+	struct cli_table t;
+	int n = db_rows_count(res);
+
+	if (n == 0) {
+		puts("\nno attempts yet");
+		return;
+	}
+	printf("\nattempts\n");
+	cli_table_init(&t, 8, head, "rllllrrl");
+	for (int i = 0; i < n; i++) {
+		char start[64], end[64], dur[32];
+		const char *s = db_rows_value(res, i, A_STARTED);
+		const char *e = db_rows_value(res, i, A_FINISHED);
+		const char *err = db_rows_value(res, i, A_ERROR);
+		char *err1 = err ? cli_one_line(err, JOBS_ERROR_CHARS) : NULL;
+		const char *row[] = {
+			db_rows_text(res, i, A_ATTEMPT),
+			s ? cli_format_time(s, start, sizeof(start)) : NULL,
+			e ? cli_format_time(e, end, sizeof(end)) : NULL,
+			db_rows_value(res, i, A_WORKER),
+			db_rows_text(res, i, A_OUTCOME),
+			db_rows_value(res, i, A_STATUS),
+			attempt_duration(res, i, dur, sizeof(dur)),
+			err1,
+		};
+		cli_table_add(&t, row);
+		free(err1);
+	}
+	cli_table_print(&t, stdout, "  ");
+}
+
+static cJSON *
+attempts_json(const struct db_rows *res)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < db_rows_count(res); i++) {
+		cJSON *o = cJSON_CreateObject();
+		cli_json_add_columns(o, res, i, 0, A_NCOLS);
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
 int
 cli_jobs_show(struct cli *cli, int argc, char **argv)
 {
@@ -262,14 +362,26 @@ cli_jobs_show(struct cli *cli, int argc, char **argv)
 	if (!res)
 		return cli_abort(conn);
 	if (db_rows_count(res) == 0) {
-		rc = cli_fail(CLI_EXIT_FAILED, "no job %s", id);
-	} else if (json) {
+		db_rows_free(res);
+		db_close(conn);
+		return cli_fail(CLI_EXIT_FAILED, "no job %s", id);
+	}
+	struct db_rows *att = cli_exec(conn, "show", ATTEMPTS_SQL, 1, p);
+	if (!att) {
+		db_rows_free(res);
+		return cli_abort(conn);
+	}
+	if (json) {
 		cJSON *o = cJSON_CreateObject();
 		cli_json_add_columns(o, res, 0, 0, db_rows_columns(res));
+		/* "attempts" is the job's count already. */
+		cJSON_AddItemToObject(o, "attempt_history", attempts_json(att));
 		cli_json_print(o);
 	} else {
 		show_text(res);
+		show_attempts(att);
 	}
+	db_rows_free(att);
 	db_rows_free(res);
 	db_close(conn);
 	return rc;

@@ -27,7 +27,12 @@
  * but for a job with children (sql/011_workflows.sql), which is written
  * done so that its row trigger releases them, and pruned later.
  * $9, $10, $11: each attempt's figures (sql/012_attempt_usage.sql; the
- * deleted rows keep none).
+ * deleted rows keep none).  $12: a failure's exit or HTTP status, NULL for
+ * the rest (last_status, sql/013_attempts.sql).  locked_by is left as it
+ * is: it names the worker of the job's last attempt.  An attempt that did
+ * not end done gets its row of pgjob.attempts from the trigger of
+ * sql/013_attempts.sql; a job deleted here takes its rows with it (fa), if
+ * it can have any: one done at its first claim (token 1) has none.
  * Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
@@ -43,24 +48,28 @@ static const char finish_sql[] =
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
 	"   and j.children is not true"
-	"  returning j.id),"
+	"  returning j.id, j.lease_token),"
+	" fa as ("
+	"  delete from pgjob.attempts a"
+	"  where a.job_id = any(array(select id from fd"
+	"   where lease_token > 1))),"
 	" f as ("
 	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
 	"   last_error = coalesce(r.error, j.last_error),"
 	/* What the attempt used (sql/012_attempt_usage.sql). */
 	"   last_wall_ms = r.wall_ms, last_cpu_ms = r.cpu_ms,"
-	"   last_max_rss_kb = r.rss_kb,"
+	"   last_max_rss_kb = r.rss_kb, last_status = r.status,"
 	"   finished_at = case when r.state <> 'available' then now() end,"
 	"   run_at = case when r.state = 'available'"
 	"    then now() + r.delay_ms * interval '1 millisecond'"
 	"    else j.run_at end,"
 	"   attempts = j.attempts - case when r.refund then 1 else 0 end,"
-	"   locked_by = null, locked_until = null"
+	"   locked_until = null"
 	"  from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
 	"   $5::text[], $6::bigint[], $7::bool[], $9::int[], $10::int[],"
-	"   $11::int[])"
+	"   $11::int[], $12::int[])"
 	"   as r(id, token, state, result, error, delay_ms, refund, wall_ms,"
-	"   cpu_ms, rss_kb)"
+	"   cpu_ms, rss_kb, status)"
 	/* Each row is found by primary key, one lookup per finish.  The
 	 * state test is not written j.state = 'running': the planner would
 	 * then prefer to read every running job from jobs_running_idx
@@ -224,8 +233,8 @@ read_finish(const struct db_call *c, const struct db_status *st,
 }
 
 /*
- * The int[] literal of an attempt figure of each end: NULL where it was not
- * measured (< 0), 2^31-1 past that (sql/012_attempt_usage.sql).
+ * The int[] literal of an attempt figure (or status) of each end: NULL where
+ * it was not measured (< 0), 2^31-1 past that (sql/012_attempt_usage.sql).
  */
 static char *
 figure_array(const int64_t *v, size_t n)
@@ -258,7 +267,8 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	const char **results = xcalloc(n1, sizeof(char *));
 	const char **errors = xcalloc(n1, sizeof(char *));
 	const char **refunds = xcalloc(n1, sizeof(char *));
-	int64_t *fig = xcalloc(3 * n1, sizeof(int64_t)); /* wall, cpu, rss */
+	/* wall, cpu, rss, status */
+	int64_t *fig = xcalloc(4 * n1, sizeof(int64_t));
 	for (size_t i = 0; i < nf; i++) {
 		ids[i] = f[i].id;
 		tokens[i] = f[i].token;
@@ -270,8 +280,9 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		fig[i] = f[i].wall_ms;
 		fig[n1 + i] = f[i].cpu_ms;
 		fig[2 * n1 + i] = f[i].max_rss_kb;
+		fig[3 * n1 + i] = f[i].status;
 	}
-	enum { NP = 11 };
+	enum { NP = 12 };
 	char *a[NP];
 	a[0] = db_int_array(ids, nf);
 	a[1] = db_int_array(tokens, nf);
@@ -281,7 +292,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	a[5] = db_int_array(delays, nf);
 	a[6] = db_text_array(refunds, nf);
 	a[7] = xstrdup(delete_done ? "t" : "f");
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		a[8 + k] = figure_array(fig + (size_t)k * n1, nf);
 	const char *p[NP];
 	for (int i = 0; i < NP; i++)
@@ -605,7 +616,7 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 		xasprintf("%s%s%s%s", claim_sql, serial ? claim_serial_sql : "",
 			  per_key ? claim_per_key_sql : "", claim_tail_sql);
 	/* Parsed and planned once per connection, not once per batch. */
-	dbev_prepare(d, "pgjob_finish", finish_sql, 11);
+	dbev_prepare(d, "pgjob_finish", finish_sql, 12);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	dbev_prepare(d, "pgjob_claim_limited",
@@ -697,7 +708,7 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		/* Its wall time is its transaction's so far (now() is when
 		 * it began); CPU and memory are the server's, not its own. */
 		{"update pgjob.jobs set state = 'done', finished_at = now(),"
-		 " locked_by = null, locked_until = null,"
+		 " locked_until = null,"
 		 " last_wall_ms = least(round(extract(epoch from"
 		 "  clock_timestamp() - now()) * 1000), 2147483647)::int,"
 		 " last_cpu_ms = null, last_max_rss_kb = null"

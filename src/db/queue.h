@@ -156,6 +156,9 @@ struct queue_finish {
 	/* What the attempt used (sql/012_attempt_usage.sql): wall time and
 	 * CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
 	int64_t wall_ms, cpu_ms, max_rss_kb;
+	/* A failure's exit status (exec) or HTTP status (http), -1: none
+	 * (sql/013_attempts.sql: last_status, and its attempt's row). */
+	int64_t status;
 };
 
 /* The ids whose end was written, sorted (borrowed for the call); an end

@@ -684,6 +684,11 @@ make_result(struct exec_run *x, int status, const char *what,
 		}
 	}
 	res->timed_out = x->timed_out;
+	/* Kept with the failed attempt (a signal has no exit status). */
+	if (status >= 0 && WIFEXITED(status)) {
+		res->has_status = true;
+		res->status = WEXITSTATUS(status);
+	}
 	if (x->why)
 		what = how = xasprintf("%s (%s)", x->why, what);
 	tail = err_tail(x);

@@ -36,6 +36,7 @@
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -884,6 +885,9 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 		return;
 	}
 	lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	/* Kept with a failed attempt (sql/013_attempts.sql). */
+	res->has_status = status > 0 && status <= INT_MAX;
+	res->status = res->has_status ? (int)status : 0;
 	if (status >= 200 && status <= 299) {
 		res->outcome = OUTCOME_DONE;
 		res->result = body_json(x);

@@ -19,4 +19,6 @@ handler_result_clear(struct handler_result *r)
 	r->cpu_ms = -1;
 	r->max_rss_kb = -1;
 	r->timed_out = 0;
+	r->has_status = false;
+	r->status = 0;
 }

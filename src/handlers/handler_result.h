@@ -28,10 +28,15 @@ struct handler_result {
 	/* 1: the handler's timeout ended the attempt (counted apart in
 	 * /metrics: pgjobd_jobs_timed_out_total). */
 	int timed_out;
+	/* has_status: status is the command's exit status (exec) or the
+	 * answer's HTTP status (http), kept with a failed attempt
+	 * (sql/013_attempts.sql). */
+	bool has_status;
+	int status;
 };
 
 /* Frees r's strings and resets it to { DONE, NULL, NULL, -1 }, nothing
- * measured. */
+ * measured, no status. */
 void handler_result_clear(struct handler_result *r);
 
 /*

@@ -98,7 +98,8 @@ decide(struct held *h)
 				       .error = r->error,
 				       .wall_ms = h->wall_ms,
 				       .cpu_ms = h->cpu_ms,
-				       .max_rss_kb = h->max_rss_kb};
+				       .max_rss_kb = h->max_rss_kb,
+				       .status = -1};
 	if (h->release) {
 		h->fin.state = JOB_AVAILABLE;
 		h->fin.refund = 1;
@@ -109,6 +110,10 @@ decide(struct held *h)
 		h->fin.state = JOB_DONE;
 		return;
 	}
+	/* A failure keeps its status with its attempt (the done path
+	 * sends none: sql/013_attempts.sql). */
+	if (r->has_status)
+		h->fin.status = r->status;
 	/* Attempts lost with their worker do not count here. */
 	int failed = h->job.attempt - h->job.lost_attempts;
 	if (r->outcome == OUTCOME_DEAD || failed >= max) {

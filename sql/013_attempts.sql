@@ -1,0 +1,118 @@
+-- pgjobd schema, version 13: the attempt history (docs/operations.md,
+-- "The attempt history").
+--
+-- pgjob.attempts keeps one row per attempt that did not end done: failed
+-- (to be retried), dead, lost (its lease expired: the worker vanished or
+-- stopped renewing), cancelled (pgjob cancel while it ran), interrupted
+-- (the worker shut down and gave the attempt back).  The attempt that ends
+-- done has no row: its figures are on the job row already (attempted_at,
+-- finished_at, last_wall_ms, last_cpu_ms, last_max_rss_kb), and from this
+-- version locked_by stays on a row whose attempt ended, naming the worker
+-- (host:slot) that ran it last.  A lease is locked_until while the state is
+-- 'running'; locked_by alone holds nothing.
+--
+-- The rows are written by an AFTER UPDATE row trigger, so that every path
+-- that ends an attempt is caught, whoever wrote it: the worker's batch of
+-- ends (failures of every handler type, sql handlers' included, and the
+-- dead ends of jobs refused at their start), the claims that take over an
+-- expired lease (queue.c's and pgjob.claim_limited()'s), pgjob cancel, a
+-- workflow cancelled.
+--
+-- What it costs an attempt that ends done, the hot path: pgjob.jobs has
+-- had AFTER UPDATE row triggers since version 11 (jobs_ended,
+-- jobs_reopened), so every UPDATE of a job already fetches the old row
+-- version for them and evaluates their WHEN clauses.  This trigger adds
+-- one WHEN clause more: old.state = 'running' and new.state <> 'done' is
+-- false for a done end (and the claim of an available job fails the first
+-- comparison), nothing is queued, the function does not run.  A lease
+-- renewal sets neither state nor lease_token, so the column list skips the
+-- trigger before its WHEN.  The finish writes last_status, a NULL for a
+-- done end: no byte of row (the row has a null bitmap already).  A CTE
+-- in the finish's statement instead would have joined the batch a second
+-- time on every finish, done or not.
+--
+-- Pruned with its job: by the pruning duty and pgjob prune (the prune
+-- statement, src/db/prune.c), and with retention 0 by the finish that
+-- deletes a job done (src/db/queue.c).  Both delete the rows of a job that
+-- can have any: a job that ends done at its first claim (lease_token 1)
+-- has none, so the finish's delete looks up nothing on the hot path.  No
+-- foreign key: ON DELETE CASCADE would run a query per deleted job, on
+-- the hot path too.  Whoever deletes jobs by hand deletes their attempts.
+--
+-- last_status: the exit status of an exec handler's command, or the HTTP
+-- status of an http handler's answer, of the last attempt that failed;
+-- NULL where there is none (a signal, no answer, a plugin or an sql
+-- handler, an attempt that ended done).  Nullable, no default: a change of
+-- the catalog only.
+
+alter table pgjob.jobs add column last_status integer;
+
+create table pgjob.attempts (
+	job_id bigint not null,
+	-- jobs.attempts as it was during the attempt.  pgjob retry starts
+	-- the count again and a shutdown gives an attempt back, so a number
+	-- can repeat; token orders them.
+	attempt int not null,
+	-- jobs.lease_token of the attempt: grows at every claim, never
+	-- resets.
+	token bigint not null,
+	started_at timestamptz,
+	-- For a lost attempt: when its lease expired (the worker vanished
+	-- before that).
+	finished_at timestamptz not null,
+	worker text,
+	outcome text not null,
+	status int,
+	error text,
+	wall_ms int,
+	cpu_ms int,
+	max_rss_kb int,
+	constraint attempts_outcome_check check (outcome in
+		('failed', 'dead', 'lost', 'cancelled', 'interrupted'))
+);
+create index attempts_job_idx on pgjob.attempts (job_id, attempt);
+
+-- Runs with its owner's rights: a worker's role needs no right to insert
+-- here, and no one can write a history that did not happen.
+create function pgjob.attempt_ended() returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+	-- The worker's end (a failure, dead, interrupted) carries its
+	-- figures; the others were written by someone else.
+	ended boolean := new.state in ('available', 'dead')
+		and new.lease_token = old.lease_token;
+begin
+	insert into pgjob.attempts (job_id, attempt, token, started_at,
+		finished_at, worker, outcome, status, error, wall_ms, cpu_ms,
+		max_rss_kb)
+	values (old.id, old.attempts, old.lease_token, old.attempted_at,
+		case when new.state = 'running'
+			then coalesce(old.locked_until, now()) else now() end,
+		old.locked_by,
+		case when new.state = 'running' then 'lost'
+			when new.state = 'cancelled' then 'cancelled'
+			when new.state = 'dead' then 'dead'
+			when new.attempts < old.attempts then 'interrupted'
+			else 'failed' end,
+		case when ended then new.last_status end,
+		case when ended then new.last_error end,
+		case when ended then new.last_wall_ms
+			when new.state = 'cancelled' then least(round(extract(
+				epoch from now() - old.attempted_at) * 1000),
+				2147483647)::int end,
+		case when ended then new.last_cpu_ms end,
+		case when ended then new.last_max_rss_kb end);
+	return null;
+end
+$$;
+
+create trigger jobs_attempt_ended after update of state, lease_token
+	on pgjob.jobs
+	for each row
+	when (old.state = 'running' and new.state <> 'done'
+	      and (new.state <> 'running'
+	           or new.lease_token <> old.lease_token))
+	execute function pgjob.attempt_ended();
