@@ -27,12 +27,19 @@ struct lease_totals {
 
 /*
  * Sends the heartbeat for slot (pid guards against a slot's new owner),
- * with the worker's totals t (copied): they go into its row and, when they
- * changed, into the row of the current minute of pgjob.worker_minutes.
+ * with the worker's totals t (copied) for its row.
  */
 int lease_worker_heartbeat(struct dbev *d, int slot, int pid,
 			   const struct lease_totals *t, lease_done_fn *cb,
 			   void *arg);
+/*
+ * Writes the totals t (copied) of the worker's series into the row of the
+ * current minute of pgjob.worker_minutes.  A statement of its own, so that
+ * its failure (a role without the grant) never fails the heartbeat.
+ */
+int lease_worker_minute(struct dbev *d, int slot, int pid,
+			const struct lease_totals *t, lease_done_fn *cb,
+			void *arg);
 
 /*
  * defined_at: when the worker's row first said what it can do, as
@@ -69,9 +76,10 @@ int lease_task_workers(struct dbev *d, const struct config *cfg,
 
 /*
  * Deletes the worker's row on a clean exit, after writing its last totals
- * t into pgjob.worker_minutes as a heartbeat would: synchronously, on the
- * connection under d, which must have nothing pending (best effort: on any
- * failure the row stays, and pruning removes it after a day).
+ * t into pgjob.worker_minutes (NULL: they are written already):
+ * synchronously, on the connection under d, which must have nothing
+ * pending (best effort: on any failure the row stays, and pruning removes
+ * it after a day).
  */
 void lease_worker_unregister(struct dbev *d, int slot, int pid,
 			     const struct lease_totals *t);

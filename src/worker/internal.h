@@ -125,13 +125,16 @@ struct worker {
 	 * The console's throughput (sql/014_console_state.sql): ended counts
 	 * the attempts this process ended (held.c, where an end is written);
 	 * the heartbeat sends ended - base, the series of its current
-	 * registration.  confirmed: ended as the last heartbeat that the
-	 * database answered carried it.  A new registration starts its series
+	 * registration, and writes the minute's row when ended moved since
+	 * confirmed: ended as the last minute's row that the database
+	 * answered carried it.  A new registration starts its series
 	 * from base = confirmed, so what the last series did not write is
 	 * counted in the new one (and an answer lost after its commit would
-	 * count those few seconds twice).
+	 * count those few seconds twice).  minute_failing: the last write
+	 * of a minute's row failed (logged once).
 	 */
 	struct lease_totals ended, base, confirmed;
+	int minute_failing;
 	ev_signal sigterm, sigint, sigusr2;
 	ev_io parent;
 };

@@ -125,8 +125,8 @@ on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 }
 
-/* A heartbeat in flight and the totals it carries (w->ended then). */
-struct heartbeat {
+/* A minute's row in flight and the totals it carries (w->ended then). */
+struct minute {
 	struct worker *w;
 	struct lease_totals sent;
 };
@@ -134,10 +134,29 @@ struct heartbeat {
 static void
 on_heartbeat_done(void *arg, const struct db_status *st)
 {
-	struct heartbeat *hb = arg;
-	if (st->answered && conn_ok(hb->w, st, "heartbeat"))
-		hb->w->confirmed = hb->sent;
-	free(hb);
+	if (st->answered)
+		conn_ok(arg, st, "heartbeat");
+}
+
+static void
+on_minute_done(void *arg, const struct db_status *st)
+{
+	struct minute *m = arg;
+	struct worker *w = m->w;
+	if (st->error == DB_OK) {
+		w->confirmed = m->sent;
+		if (w->minute_failing)
+			log_info("writing the throughput minutes works "
+				 "again");
+		w->minute_failing = 0;
+	} else if (st->answered && !w->minute_failing) {
+		/* Once while it lasts: the heartbeat goes on regardless. */
+		log_warnx("writing the throughput minutes failed: %s "
+			  "(pgjob.worker_minutes: docs/security.md)",
+			  st->text);
+		w->minute_failing = 1;
+	}
+	free(m);
 }
 
 /* The totals of the worker's current series (see struct worker). */
@@ -151,17 +170,30 @@ series_totals(const struct worker *w)
 	};
 }
 
+/* Whether attempts ended since the last minute's row was written. */
+static int
+totals_changed(const struct worker *w)
+{
+	return w->ended.done != w->confirmed.done ||
+	       w->ended.failed != w->confirmed.failed ||
+	       w->ended.retried != w->confirmed.retried;
+}
+
 static void
 on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
 	if (!w->db)
 		return;
-	struct heartbeat *hb = xmalloc(sizeof(*hb));
-	*hb = (struct heartbeat){w, w->ended};
 	struct lease_totals now = series_totals(w);
+	if (totals_changed(w)) {
+		struct minute *m = xmalloc(sizeof(*m));
+		*m = (struct minute){w, w->ended};
+		lease_worker_minute(w->db, w->slot, w->pid, &now,
+				    on_minute_done, m);
+	}
 	lease_worker_heartbeat(w->db, w->slot, w->pid, &now, on_heartbeat_done,
-			       hb);
+			       w);
 }
 
 /* --- the connection ------------------------------------------------------- */
@@ -508,7 +540,8 @@ unregister(struct worker *w)
 	while (dbev_pending(w->db) > 0 && ev_is_active(&w->final))
 		ev_run(w->loop, EVRUN_ONCE);
 	struct lease_totals last = series_totals(w);
-	lease_worker_unregister(w->db, w->slot, w->pid, &last);
+	lease_worker_unregister(w->db, w->slot, w->pid,
+				totals_changed(w) ? &last : NULL);
 }
 
 int
