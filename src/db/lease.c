@@ -179,17 +179,18 @@ totals_text(const struct lease_totals *t, struct totals_text *x)
 	snprintf(x->retried, sizeof(x->retried), "%lld", (long long)t->retried);
 }
 
-/* The totals $3, $4, $5 of worker (slot $1, pid $2) into the row of the
- * current minute of its series. */
+/* Adds $3, $4, $5 to the row of the current minute of worker (slot $1,
+ * pid $2). */
 static const char MINUTE_SQL[] =
-	"insert into pgjob.worker_minutes"
+	"insert into pgjob.worker_minutes as m"
 	" (slot, worker_started_at, at, done, failed, retried)"
 	" select slot, started_at, date_trunc('minute', now()),"
 	"  $3::bigint, $4::bigint, $5::bigint"
 	" from pgjob.workers where slot = $1 and pid = $2"
 	" on conflict (slot, worker_started_at, at) do update"
-	"  set done = excluded.done, failed = excluded.failed,"
-	"   retried = excluded.retried";
+	"  set done = m.done + excluded.done,"
+	"   failed = m.failed + excluded.failed,"
+	"   retried = m.retried + excluded.retried";
 
 int
 lease_worker_heartbeat(struct dbev *d, int slot, int pid,

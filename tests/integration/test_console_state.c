@@ -1,10 +1,10 @@
 /*
  * Integration: what the web console reads and steers in the database
  * (sql/014_console_state.sql).  Workers' totals reach pgjob.workers and
- * pgjob.worker_minutes at their heartbeats, and pgjob.throughput() adds up
- * the right increments across a worker killed and restarted; the function
- * on rows built in exact states (series, gaps, a restart, a series older
- * than the pruning horizon).  Schedules: a disabled one enqueues nothing
+ * pgjob.worker_minutes at their heartbeats, and pgjob.throughput() gives
+ * the right counts across a worker killed and restarted; the function on
+ * rows built in exact states (several workers, a restart, the window's
+ * edges).  Schedules: a disabled one enqueues nothing
  * and, enabled again, resumes without a burst; a run asked for by hand is
  * enqueued exactly once with two instances scheduling; the controls work
  * on a schedule that has not ticked yet, and refuse an unknown one.
@@ -18,13 +18,10 @@
 
 #include <cjson/cJSON.h>
 
-/* The totals of the latest row of each series of pgjob.worker_minutes,
- * summed: "done/failed/retried". */
+/* Everything in pgjob.worker_minutes: "done/failed/retried". */
 static const char minutes_sql[] =
-	"select concat_ws('/', sum(done), sum(failed), sum(retried)) from ("
-	" select distinct on (slot, worker_started_at) done, failed, retried"
-	" from pgjob.worker_minutes"
-	" order by slot, worker_started_at, at desc) x";
+	"select concat_ws('/', sum(done), sum(failed), sum(retried))"
+	" from pgjob.worker_minutes";
 
 /* pgjob.throughput() over the last hour, summed: "done/failed/retried". */
 static const char throughput_sql[] =
@@ -114,10 +111,9 @@ test_throughput_across_restart(void **state)
 }
 
 /*
- * pgjob.throughput() on rows built by hand: per-series differences, the
- * first row of a series counted from 0, a restart on the same slot as a
- * series of its own, a gap counted in the minute that ends it, and a series
- * older than the pruning horizon whose first remaining row only starts it.
+ * pgjob.throughput() on rows built by hand: per minute, the sum over the
+ * workers and their registrations; minutes outside the window left out;
+ * every minute of the window there, zeros included.
  */
 static void
 test_throughput_rows(void **state)
@@ -127,20 +123,17 @@ test_throughput_rows(void **state)
 	/* One transaction: one now(), whatever minute it is. */
 	t_exec(c, "begin");
 	t_exec(c,
-	       "create temp table m (s int, started interval, ago int,"
+	       "create temp table m (s int, started int, ago int,"
 	       " done int, failed int, retried int);"
 	       "insert into m values"
-	       /* slot 1, first life: 5, 2, then 5 after a gap */
-	       " (1, '10 minutes', 9, 5, 1, 0), (1, '10 minutes', 8, 7, 1, 1),"
-	       " (1, '10 minutes', 5, 12, 3, 2),"
-	       /* slot 1 again, restarted: 4, then 2 */
-	       " (1, '3 minutes', 2, 4, 0, 0), (1, '3 minutes', 0, 6, 2, 1),"
-	       /* slot 2, started 3 hours ago: its rows older than 2 hours
-		* are pruned, so its first remaining row is not an increment */
-	       " (2, '3 hours', 30, 100, 50, 40), (2, '3 hours', 29, 103, 51,"
-	       "  40), (2, '3 hours', 2, 104, 51, 40);"
+	       /* slot 1, then slot 1 again after a restart, then slot 2 */
+	       " (1, 10, 9, 5, 1, 0), (1, 10, 8, 2, 0, 1), (1, 10, 5, 5, 2, 1),"
+	       " (1, 3, 2, 4, 0, 0), (1, 3, 0, 2, 2, 1),"
+	       " (2, 90, 70, 100, 50, 40), (2, 90, 29, 3, 1, 0),"
+	       " (2, 90, 2, 1, 0, 0);"
 	       "insert into pgjob.worker_minutes"
-	       " select s, date_trunc('minute', now()) - started,"
+	       " select s, date_trunc('minute', now())"
+	       "  - started * interval '1 minute',"
 	       "  date_trunc('minute', now()) - ago * interval '1 minute',"
 	       "  done, failed, retried from m");
 	/* Minutes ago -> "done/failed/retried", every minute with work. */
@@ -152,7 +145,12 @@ test_throughput_rows(void **state)
 		" from pgjob.throughput(interval '1 hour')"
 		" where done + failed + retried > 0");
 	t_assert_value(c, "22/6/3", throughput_sql);
-	/* A shorter window: only its minutes. */
+	t_assert_value(c, "t",
+		       "select count(*) = 60 and min(at) = date_trunc('minute',"
+		       " now()) - interval '59 minutes' and max(at) ="
+		       " date_trunc('minute', now())"
+		       " from pgjob.throughput(interval '1 hour')");
+	/* A shorter window: only its minutes; a longer one, the 70th. */
 	t_assert_value(c, "3",
 		       "select count(*) from pgjob.throughput("
 		       "interval '3 minutes')");
@@ -160,6 +158,10 @@ test_throughput_rows(void **state)
 		       "select concat_ws('/', sum(done), sum(failed),"
 		       " sum(retried)) from pgjob.throughput("
 		       "interval '3 minutes')");
+	t_assert_value(c, "122/56/43",
+		       "select concat_ws('/', sum(done), sum(failed),"
+		       " sum(retried)) from pgjob.throughput("
+		       "interval '2 hours')");
 	t_exec(c, "commit");
 	PQfinish(c);
 	free(ci);
