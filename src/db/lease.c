@@ -179,24 +179,18 @@ totals_text(const struct lease_totals *t, struct totals_text *x)
 	snprintf(x->retried, sizeof(x->retried), "%lld", (long long)t->retried);
 }
 
-/*
- * The totals $3, $4, $5 of worker (slot $1, pid $2) into the row of the
- * current minute of its series, when they differ from those in its
- * pgjob.workers row (o, read before any change): an idle worker writes
- * nothing there.  Used by the heartbeat and by the unregistration.
- */
-#define MINUTE_SQL                                                             \
-	" o as (select slot, started_at, done_total, failed_total,"            \
-	"   retried_total from pgjob.workers where slot = $1 and pid = $2),"   \
-	" m as (insert into pgjob.worker_minutes"                              \
-	"   (slot, worker_started_at, at, done, failed, retried)"              \
-	"  select o.slot, o.started_at, date_trunc('minute', now()),"          \
-	"   $3::bigint, $4::bigint, $5::bigint from o"                         \
-	"  where (o.done_total, o.failed_total, o.retried_total)"              \
-	"   <> ($3::bigint, $4::bigint, $5::bigint)"                           \
-	"  on conflict (slot, worker_started_at, at) do update"                \
-	"   set done = excluded.done, failed = excluded.failed,"               \
-	"    retried = excluded.retried)"
+/* Adds $3, $4, $5 to the row of the current minute of worker (slot $1,
+ * pid $2). */
+static const char MINUTE_SQL[] =
+	"insert into pgjob.worker_minutes as m"
+	" (slot, worker_started_at, at, done, failed, retried)"
+	" select slot, started_at, date_trunc('minute', now()),"
+	"  $3::bigint, $4::bigint, $5::bigint"
+	" from pgjob.workers where slot = $1 and pid = $2"
+	" on conflict (slot, worker_started_at, at) do update"
+	"  set done = m.done + excluded.done,"
+	"   failed = m.failed + excluded.failed,"
+	"   retried = m.retried + excluded.retried";
 
 int
 lease_worker_heartbeat(struct dbev *d, int slot, int pid,
@@ -212,12 +206,25 @@ lease_worker_heartbeat(struct dbev *d, int slot, int pid,
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_HEARTBEAT_SEND, 0);
 	return dbev_call(d,
-			 "with" MINUTE_SQL
-			 " update pgjob.workers set heartbeat_at = now(),"
+			 "update pgjob.workers set heartbeat_at = now(),"
 			 "  done_total = $3, failed_total = $4,"
 			 "  retried_total = $5"
 			 " where slot = $1 and pid = $2",
 			 0, 5, params, read_done, &call);
+}
+
+int
+lease_worker_minute(struct dbev *d, int slot, int pid,
+		    const struct lease_totals *t, lease_done_fn *cb, void *arg)
+{
+	char s[16], p[16];
+	struct totals_text x;
+	snprintf(s, sizeof(s), "%d", slot);
+	snprintf(p, sizeof(p), "%d", pid);
+	totals_text(t, &x);
+	const char *params[] = {s, p, x.done, x.failed, x.retried};
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(d, MINUTE_SQL, 0, 5, params, read_done, &call);
 }
 
 void
@@ -232,12 +239,16 @@ lease_worker_unregister(struct dbev *d, int slot, int pid,
 	struct totals_text x;
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
-	totals_text(t, &x);
 	const char *params[] = {s, p, x.done, x.failed, x.retried};
+	if (t) {
+		totals_text(t, &x);
+		PQclear(PQexecParams(conn, MINUTE_SQL, 5, NULL, params, NULL,
+				     NULL, 0));
+	}
 	PQclear(PQexecParams(conn,
-			     "with" MINUTE_SQL " delete from pgjob.workers"
+			     "delete from pgjob.workers"
 			     " where slot = $1 and pid = $2",
-			     5, NULL, params, NULL, NULL, 0));
+			     2, NULL, params, NULL, NULL, 0));
 }
 
 int

@@ -17,9 +17,8 @@ struct db_status;
 typedef void lease_done_fn(void *arg, const struct db_status *st);
 
 /*
- * The attempts a worker ended since it registered (its series in
- * pgjob.worker_minutes, sql/014_console_state.sql): done, failed (retried
- * or dead) and retried (a part of failed).
+ * Attempts a worker ended (sql/014_console_state.sql): done, failed
+ * (retried or dead) and retried (a part of failed).
  */
 struct lease_totals {
 	int64_t done, failed, retried;
@@ -27,12 +26,20 @@ struct lease_totals {
 
 /*
  * Sends the heartbeat for slot (pid guards against a slot's new owner),
- * with the worker's totals t (copied): they go into its row and, when they
- * changed, into the row of the current minute of pgjob.worker_minutes.
+ * with the worker's totals since it registered t (copied) for its row.
  */
 int lease_worker_heartbeat(struct dbev *d, int slot, int pid,
 			   const struct lease_totals *t, lease_done_fn *cb,
 			   void *arg);
+/*
+ * Adds t (copied), what the worker ended since its last such write, to the
+ * row of the current minute of pgjob.worker_minutes.  A statement of its
+ * own, so that its failure (a role without the grant) never fails the
+ * heartbeat.
+ */
+int lease_worker_minute(struct dbev *d, int slot, int pid,
+			const struct lease_totals *t, lease_done_fn *cb,
+			void *arg);
 
 /*
  * defined_at: when the worker's row first said what it can do, as
@@ -68,10 +75,11 @@ int lease_task_workers(struct dbev *d, const struct config *cfg,
 		       int64_t window_ms, lease_tasks_fn *cb, void *arg);
 
 /*
- * Deletes the worker's row on a clean exit, after writing its last totals
- * t into pgjob.worker_minutes as a heartbeat would: synchronously, on the
- * connection under d, which must have nothing pending (best effort: on any
- * failure the row stays, and pruning removes it after a day).
+ * Deletes the worker's row on a clean exit, after adding t to its minute
+ * of pgjob.worker_minutes as lease_worker_minute() (NULL: nothing to add):
+ * synchronously, on the connection under d, which must have nothing
+ * pending (best effort: on any failure the row stays, and pruning removes
+ * it after a day).
  */
 void lease_worker_unregister(struct dbev *d, int slot, int pid,
 			     const struct lease_totals *t);

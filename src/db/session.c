@@ -48,8 +48,8 @@ slot_acquire(PGconn *conn, int64_t lock_class, int max_slots, char **err)
 /*
  * Upserts the worker's row (heartbeat now()).  What a previous holder of
  * the slot said it could do (tasks, schedules) is cleared: the duty writes
- * this worker's own right after (lease_worker_publish()); its totals start
- * from 0, a new series of pgjob.worker_minutes (lease_worker_heartbeat()).
+ * this worker's own right after (lease_worker_publish()); its totals
+ * (lease_worker_heartbeat()) start from 0.
  */
 static int
 worker_register(PGconn *conn, const struct session_worker *w, int slot,

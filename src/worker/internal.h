@@ -123,15 +123,18 @@ struct worker {
 	uint64_t dead_seen;
 	/*
 	 * The console's throughput (sql/014_console_state.sql): ended counts
-	 * the attempts this process ended (held.c, where an end is written);
-	 * the heartbeat sends ended - base, the series of its current
-	 * registration.  confirmed: ended as the last heartbeat that the
-	 * database answered carried it.  A new registration starts its series
-	 * from base = confirmed, so what the last series did not write is
-	 * counted in the new one (and an answer lost after its commit would
-	 * count those few seconds twice).
+	 * the attempts this process ended (held.c, where an end is written).
+	 * The heartbeat adds ended - sent to the current minute's row and
+	 * moves sent up to ended; a write that fails moves sent back down by
+	 * what it carried, so the next one adds it again (a write whose
+	 * commit went through but whose answer was lost with the connection
+	 * is counted twice: a few seconds' worth, rarely).  base: ended when
+	 * the worker last registered; its pgjob.workers row has ended - base.
+	 * minute_failing: the last write of a minute's row failed (logged
+	 * once).
 	 */
-	struct lease_totals ended, base, confirmed;
+	struct lease_totals ended, sent, base;
+	int minute_failing;
 	ev_signal sigterm, sigint, sigusr2;
 	ev_io parent;
 };

@@ -125,30 +125,64 @@ on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 	}
 }
 
-/* A heartbeat in flight and the totals it carries (w->ended then). */
-struct heartbeat {
+/* A minute's write in flight and what it adds. */
+struct minute {
 	struct worker *w;
-	struct lease_totals sent;
+	struct lease_totals add;
 };
 
 static void
 on_heartbeat_done(void *arg, const struct db_status *st)
 {
-	struct heartbeat *hb = arg;
-	if (st->answered && conn_ok(hb->w, st, "heartbeat"))
-		hb->w->confirmed = hb->sent;
-	free(hb);
+	if (st->answered)
+		conn_ok(arg, st, "heartbeat");
 }
 
-/* The totals of the worker's current series (see struct worker). */
+static void
+on_minute_done(void *arg, const struct db_status *st)
+{
+	struct minute *m = arg;
+	struct worker *w = m->w;
+	if (st->error == DB_OK) {
+		if (w->minute_failing)
+			log_info("writing the throughput minutes works "
+				 "again");
+		w->minute_failing = 0;
+	} else {
+		/* Not written: the next write adds it again. */
+		w->sent.done -= m->add.done;
+		w->sent.failed -= m->add.failed;
+		w->sent.retried -= m->add.retried;
+		if (st->answered && !w->minute_failing) {
+			/* Once while it lasts: the heartbeat goes on. */
+			log_warnx("writing the throughput minutes failed: %s "
+				  "(pgjob.worker_minutes: docs/security.md)",
+				  st->text);
+			w->minute_failing = 1;
+		}
+	}
+	free(m);
+}
+
+/* a - b */
 static struct lease_totals
-series_totals(const struct worker *w)
+totals_minus(const struct lease_totals *a, const struct lease_totals *b)
 {
 	return (struct lease_totals){
-		.done = w->ended.done - w->base.done,
-		.failed = w->ended.failed - w->base.failed,
-		.retried = w->ended.retried - w->base.retried,
+		.done = a->done - b->done,
+		.failed = a->failed - b->failed,
+		.retried = a->retried - b->retried,
 	};
+}
+
+/* What the worker ended and has not sent to pgjob.worker_minutes yet;
+ * counts it as sent.  0: nothing. */
+static int
+take_unsent(struct worker *w, struct lease_totals *add)
+{
+	*add = totals_minus(&w->ended, &w->sent);
+	w->sent = w->ended;
+	return add->done || add->failed || add->retried;
 }
 
 static void
@@ -157,11 +191,15 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 	struct worker *w = t->data;
 	if (!w->db)
 		return;
-	struct heartbeat *hb = xmalloc(sizeof(*hb));
-	*hb = (struct heartbeat){w, w->ended};
-	struct lease_totals now = series_totals(w);
-	lease_worker_heartbeat(w->db, w->slot, w->pid, &now, on_heartbeat_done,
-			       hb);
+	struct lease_totals add, since = totals_minus(&w->ended, &w->base);
+	if (take_unsent(w, &add)) {
+		struct minute *m = xmalloc(sizeof(*m));
+		*m = (struct minute){w, add};
+		lease_worker_minute(w->db, w->slot, w->pid, &add,
+				    on_minute_done, m);
+	}
+	lease_worker_heartbeat(w->db, w->slot, w->pid, &since,
+			       on_heartbeat_done, w);
 }
 
 /* --- the connection ------------------------------------------------------- */
@@ -254,7 +292,7 @@ setup_session(struct worker *w, struct db_conn *conn)
 		log_info("slot changed from %d to %d after reconnecting",
 			 w->slot, slot);
 	w->slot = slot;
-	w->base = w->confirmed; /* a new series (see struct worker) */
+	w->base = w->ended; /* its row counts from 0 (see struct worker) */
 	log_set_worker(w->number, slot);
 	free(w->locked_by);
 	w->locked_by = xasprintf("%s:%d", w->host, slot);
@@ -507,8 +545,9 @@ unregister(struct worker *w)
 	ev_timer_start(w->loop, &w->final);
 	while (dbev_pending(w->db) > 0 && ev_is_active(&w->final))
 		ev_run(w->loop, EVRUN_ONCE);
-	struct lease_totals last = series_totals(w);
-	lease_worker_unregister(w->db, w->slot, w->pid, &last);
+	struct lease_totals add;
+	int unsent = take_unsent(w, &add);
+	lease_worker_unregister(w->db, w->slot, w->pid, unsent ? &add : NULL);
 }
 
 int
