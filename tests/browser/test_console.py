@@ -20,6 +20,7 @@ nothing asserts how long anything took.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,15 +85,22 @@ class Console:
     def __init__(self):
         o = webdriver.ChromeOptions()
         o.binary_location = '/usr/bin/chromium'
+        # A throwaway profile (removed by quit()); --no-sandbox because
+        # chromium's sandbox refuses root.
+        self.profile = tempfile.mkdtemp(prefix='pgjob-browser-chromium.')
         for a in ['--headless=new', '--no-sandbox', '--disable-gpu',
                   '--disable-dev-shm-usage', '--window-size=1280,800',
-                  '--user-data-dir=' + tempfile.mkdtemp(
-                      prefix='pgjob-browser-chromium.')]:
+                  '--disable-breakpad', '--disable-crash-reporter',
+                  '--user-data-dir=' + self.profile]:
             o.add_argument(a)
         o.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
         self.d = webdriver.Chrome(service=Service('/usr/bin/chromedriver'),
                                   options=o)
         self.viewport(1280, 800)
+
+    def quit(self):
+        self.d.quit()
+        shutil.rmtree(self.profile, ignore_errors=True)
 
     def viewport(self, w, hgt):
         # The page's own area, whatever the headless window adds around it.
@@ -237,7 +245,7 @@ def main():
             log('(no failure screenshot: %s)' % e)
         raise
     finally:
-        c.d.quit()
+        c.quit()
     log('ok')
 
 
