@@ -430,7 +430,7 @@
 		if (!S.session || (S.session.login_required && !S.session.user))
 			return;
 		const r = parseHash();
-		const fn = routes[r.name] || notFound;
+		const fn = Object.hasOwn(routes, r.name) ? routes[r.name] : notFound;
 		const page = {r: r, url: null, render: null, last: null,
 			busy: false};
 		S.page = page;
@@ -452,8 +452,13 @@
 	 */
 	async function refresh(force) {
 		const p = S.page;
-		if (!p || !p.url || p.busy)
+		if (!p || !p.url)
 			return;
+		if (p.busy) {
+			/* After the answer in flight, which may predate an action. */
+			p.again = p.again || force;
+			return;
+		}
 		p.busy = true;
 		try {
 			const r = await get(p.url());
@@ -478,6 +483,10 @@
 				sayError(e, 'refresh');
 		} finally {
 			p.busy = false;
+			if (p.again && p === S.page) {
+				p.again = false;
+				refresh(true);
+			}
 		}
 	}
 
