@@ -425,6 +425,16 @@ def steps(c, ids, flaky):
     again = flaky[1]
     c.one('#jobs input.pick[data-key="pick-%s"]' % again).click()
     assert c.text('#selected') == '1 selected'
+    # A live refresh that redraws the table keeps the selection and the
+    # focus: change a row's text and wait for the page to show it.
+    sql("update pgjob.jobs set last_error = '(edited) ' || last_error"
+        " where id = :a1", flaky[2])
+    wait_for('the refresh', lambda: '(edited)' in c.text('#jobs'))
+    assert c.one('#jobs input.pick[data-key="pick-%s"]' % again
+                 ).is_selected(), 'the selection lost by a refresh'
+    assert c.d.switch_to.active_element.get_attribute('data-key') == \
+        'pick-' + again, 'the focus lost by a refresh'
+    assert c.text('#selected') == '1 selected'
     c.one('#bulk button[data-action=retry-selected]').click()
     c.confirm('Retry 1 selected job?')
     wait_for('the retried dead job done', lambda: sql1(
