@@ -286,10 +286,29 @@ def steps(c, ids, flaky):
             '#jobs tbody tr[data-id]')) == 4 else None)
     assert len(rows) == 4, [r.text for r in c.css('#jobs tbody tr')]
     c.shot('jobs')
-    # "/" focuses the text filter.
+    # "/" focuses the text filter; a search in payloads and errors.
     c.one('main h1').click()
     c.d.switch_to.active_element.send_keys('/')
     assert c.d.switch_to.active_element.get_attribute('id') == 'f-q'
+    c.d.switch_to.active_element.send_keys('failing on purpose', Keys.ENTER)
+    wait_for('the text search', lambda: 'q=failing' in c.d.current_url and
+             len(c.css('#jobs tbody tr[data-id]')) == 4)
+
+    # Keyset paging: 50 a page, older and back.
+    c.go('jobs')
+    wait_for('a full page', lambda: len(c.css('#jobs tbody tr[data-id]'))
+             == 50)
+    first = [int(r.get_attribute('data-id'))
+             for r in c.css('#jobs tbody tr[data-id]')]
+    assert first == sorted(first, reverse=True), 'not newest first'
+    c.one('#older').click()
+    wait_for('the older page', lambda: c.css('#jobs tbody tr[data-id]') and
+             int(c.css('#jobs tbody tr[data-id]')[0].get_attribute(
+                 'data-id')) < min(first))
+    c.one('button[data-key=newer]').click()
+    wait_for('back to the newest', lambda: int(c.css(
+        '#jobs tbody tr[data-id]')[0].get_attribute('data-id')) == first[0])
+    c.go('jobs?kind=flaky')
 
     # --- job: its attempt errors ------------------------------------------
     job = flaky[0]
