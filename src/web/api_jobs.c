@@ -634,8 +634,8 @@ step(struct db_conn *db, struct web_response *out, const char *sql,
 /*
  * Acts on the jobs of ids ("{1,2}") in one transaction, with the CLI's
  * statements (jobctl.h) and the console's states (above): adds how many
- * it moved to *affected.  Jobs in another state are left as they are.  Returns 0, or -1
- * after filling out (rolled back).
+ * it moved to *affected.  Jobs in another state are left as they are.
+ * Returns 0, or -1 after filling out (rolled back).
  */
 static int
 act_batch(struct db_conn *db, const char *action, const char *ids,
