@@ -387,12 +387,12 @@ cli_state_cancel(struct cli *cli, int argc, char **argv)
 
 	char ids[32];
 	snprintf(ids, sizeof(ids), "{%s}", id);
-	const char *p[] = {ids};
+	const char *p[] = {ids, "{waiting,available,running}"};
 	struct db_rows *job = lock_job(conn, "cancel", id);
 	if (!job)
 		return cli_abort(conn);
 	if (cancel_refused(job, id) < 0 ||
-	    run(conn, "cancel", jobctl_cancel_sql, 1, p) < 0 ||
+	    run(conn, "cancel", jobctl_cancel_sql, 2, p) < 0 ||
 	    commit(conn, "cancel") < 0) {
 		db_rows_free(job);
 		return cli_abort(conn);

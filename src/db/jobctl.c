@@ -6,9 +6,9 @@
 const char jobctl_retry_pick_sql[] =
 	"with c as (select id, unique_key from pgjob.jobs"
 	"  where id = any($1::bigint[])"
-	"   and (state in ('dead', 'cancelled')"
-	"    or (state = 'available'"
-	"     and (attempts > 0 or last_error is not null)))"
+	"   and state = any($2::text[])"
+	"   and (state <> 'available'"
+	"    or attempts > 0 or last_error is not null)"
 	"  for update)"
 	" select coalesce(array_agg(id order by id), '{}') from ("
 	"  select id from c where unique_key is null"
@@ -45,7 +45,7 @@ const char jobctl_cancel_sql[] =
 	"update pgjob.jobs set state = 'cancelled', finished_at = now(),"
 	"  locked_by = null, locked_until = null"
 	" where id = any($1::bigint[])"
-	"  and state in ('waiting', 'available', 'running')";
+	"  and state = any($2::text[])";
 
 const char jobctl_pause_sql[] = "select pgjob.pause(queue => $1, kind => $2)";
 const char jobctl_resume_sql[] = "select pgjob.resume(queue => $1, kind => $2)";

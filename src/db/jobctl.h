@@ -13,9 +13,10 @@
 #define PGJOBD_JOBCTL_H
 
 /*
- * Locks the jobs of $1 that a retry may take: dead, cancelled, or failed
- * and waiting for their next attempt (available with attempts > 0 or an
- * error), except where a job outside $1 holds their unique_key; of several
+ * Locks the jobs of $1 that a retry may take, of the states $2 (a text[]:
+ * the CLI's are dead and cancelled, and available when failed and waiting
+ * for their next attempt, attempts > 0 or an error; the console adds
+ * done), except where a job outside $1 holds their unique_key; of several
  * with one key, the newest.  Returns one row: the ids as a bigint[] (text
  * form) for jobctl_retry_sql.
  */
@@ -29,8 +30,10 @@ extern const char jobctl_retry_pick_sql[];
  * The caller notifies channel pgjob in the same transaction.
  */
 extern const char jobctl_retry_sql[];
-/* The waiting, available or running jobs of $1 -> cancelled; a running
- * job's worker stops it at its next lease renewal.  Returns no rows. */
+/* The jobs of $1 in a state of $2 (a text[]: the CLI's are waiting,
+ * available and running; the console's waiting and available) ->
+ * cancelled; a running job's worker stops it at its next lease renewal.
+ * Returns no rows. */
 extern const char jobctl_cancel_sql[];
 /* pgjob.pause() / pgjob.resume(): queue $1, kind $2 (null: all). */
 extern const char jobctl_pause_sql[];

@@ -596,16 +596,24 @@ api_job_get(struct db_conn *db, const char *rest, struct web_response *out)
 }
 
 /*
- * A delete by hand: finished jobs only, and only those that the pruning
- * duty would take alone: a step of a workflow or a job of a batch goes
- * with its workflow or batch (their counts), a parent or a child with its
- * edges (prune.c).  Their attempts go with them (sql/013 has no foreign
- * key: whoever deletes jobs deletes their attempts).
+ * What each action takes.  Retry: dead, cancelled, failed and waiting for
+ * their next attempt, as `pgjob retry`, and done (run again).  Cancel:
+ * waiting and available jobs, not running ones (`pgjob cancel` stops a
+ * running job too; from a bulk action of the console that would stop
+ * work in flight by surprise).  Delete: any job not running, except those
+ * that only the pruning duty may take, as it keeps the counts of their
+ * workflow or batch and the edges of their parents and children
+ * (prune.c): a step of a workflow, a job of a batch, a parent or a child.
  */
+static const char RETRY_STATES[] = "{dead,cancelled,available,done}";
+static const char CANCEL_STATES[] = "{waiting,available}";
+static const char DELETE_STATES[] = "{available,done,dead,cancelled}";
+
+/* A delete by hand; the attempts go with their jobs (sql/013 has no
+ * foreign key: whoever deletes jobs deletes their attempts). */
 static const char DELETE_SQL[] =
 	"with d as (delete from pgjob.jobs"
-	"  where id = any($1::bigint[])"
-	"   and state in ('done', 'dead', 'cancelled')"
+	"  where id = any($1::bigint[]) and state = any($2::text[])"
 	"   and workflow_id is null and batch_id is null"
 	"   and children is not true and parents_left is null"
 	"  returning id),"
@@ -613,61 +621,64 @@ static const char DELETE_SQL[] =
 	"  where job_id in (select id from d))"
 	" select count(*) from d";
 
-/* Runs sql in the open transaction; its rows, or NULL (out filled). */
+/* Runs sql in the open transaction with $1 arg and $2 take, the states
+ * the action takes (NULL for none); its rows, or NULL (out filled). */
 static struct db_rows *
 step(struct db_conn *db, struct web_response *out, const char *sql,
-     const char *arg)
+     const char *arg, const char *take)
 {
-	const char *p[] = {arg};
-	return api_query(db, out, sql, arg ? 1 : 0, p);
+	const char *p[] = {arg, take};
+	return api_query(db, out, sql, take ? 2 : arg ? 1 : 0, p);
 }
 
 /*
- * Acts on the jobs of ids ("{1,2}") in one transaction, each as the CLI
- * would (jobctl.h): adds how many it moved to *affected.  Jobs in another
- * state than the action takes are left as they are.  Returns 0, or -1
- * after filling out (rolled back).
+ * Acts on the jobs of ids ("{1,2}") in one transaction, with the CLI's
+ * statements (jobctl.h) and the console's states (above): adds how many
+ * it moved to *affected.  Jobs in another state are left as they are.
+ * Returns 0, or -1 after filling out (rolled back).
  */
 static int
 act_batch(struct db_conn *db, const char *action, const char *ids,
 	  long long *affected, struct web_response *out)
 {
-	struct db_rows *res = step(db, out, "begin", NULL), *pick = NULL;
+	struct db_rows *res = step(db, out, "begin", NULL, NULL), *pick = NULL;
 	long long n = 0;
 	/* A worker's sql handler keeps its job's row locked while it runs:
 	 * wait that long for a row lock at most, as the CLI does. */
 	if (res) {
 		db_rows_free(res);
-		res = step(db, out, "set local lock_timeout = '10s'", NULL);
+		res = step(db, out, "set local lock_timeout = '10s'", NULL,
+			   NULL);
 	}
 	if (res && strcmp(action, "retry") == 0) {
 		db_rows_free(res);
-		res = pick = step(db, out, jobctl_retry_pick_sql, ids);
+		res = pick =
+			step(db, out, jobctl_retry_pick_sql, ids, RETRY_STATES);
 		if (pick && strcmp(db_rows_text(pick, 0, 0), "{}") != 0) {
 			res = step(db, out, jobctl_retry_sql,
-				   db_rows_text(pick, 0, 0));
+				   db_rows_text(pick, 0, 0), NULL);
 			n = res ? db_rows_count(res) : 0;
 			if (res) {
 				db_rows_free(res);
 				res = step(db, out,
 					   "select pg_notify('pgjob', '')",
-					   NULL);
+					   NULL, NULL);
 			}
 		}
 		if (res != pick)
 			db_rows_free(pick);
 	} else if (res && strcmp(action, "cancel") == 0) {
 		db_rows_free(res);
-		res = step(db, out, jobctl_cancel_sql, ids);
+		res = step(db, out, jobctl_cancel_sql, ids, CANCEL_STATES);
 		n = res ? db_rows_affected(res) : 0;
 	} else if (res) {
 		db_rows_free(res);
-		res = step(db, out, DELETE_SQL, ids);
+		res = step(db, out, DELETE_SQL, ids, DELETE_STATES);
 		n = res ? atoll(db_rows_text(res, 0, 0)) : 0;
 	}
 	if (res) {
 		db_rows_free(res);
-		res = step(db, out, "commit", NULL);
+		res = step(db, out, "commit", NULL, NULL);
 	}
 	if (!res) {
 		db_rollback(db);
@@ -726,9 +737,9 @@ act_filter(struct db_conn *db, const char *action, const struct filter *f,
 	const char *p[12];
 	char cursor[24] = "", limit[16];
 	filter_params(f, p);
-	p[10] = strcmp(action, "retry") == 0	? "{dead,cancelled,available}"
-		: strcmp(action, "cancel") == 0 ? "{waiting,available,running}"
-						: "{done,dead,cancelled}";
+	p[10] = strcmp(action, "retry") == 0	? RETRY_STATES
+		: strcmp(action, "cancel") == 0 ? CANCEL_STATES
+						: DELETE_STATES;
 	snprintf(limit, sizeof(limit), "%d", BATCH);
 	p[11] = limit;
 	for (;;) {

@@ -436,8 +436,45 @@ test_actions(void **state)
 	assert_non_null(strchr(str(last, "worker"), ':'));
 	assert_true(cJSON_IsString(item(last, "finished_at")));
 	cJSON_Delete(j);
-	/* Retrying a done job moves nothing. */
-	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 0);
+	/* A done job retried runs again (the CLI's retry refuses it). */
+	long long token =
+		t_long(c,
+		       "select lease_token from pgjob.jobs where id = "
+		       "%lld",
+		       id);
+	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
+	t_wait_until(c, 60,
+		     "select state = 'done' and lease_token > %lld"
+		     " from pgjob.jobs where id = %lld",
+		     token, id);
+
+	/* A running job is neither cancelled nor deleted from the console
+	 * (a row as a worker leaves it, in a queue no worker serves). */
+	long long run = t_long(
+		c, "insert into pgjob.jobs (kind, queue, state, locked_by,"
+		   "  locked_until, lease_token, attempts, attempted_at)"
+		   " values ('runner', 'nowhere', 'running', 'h:9',"
+		   "  now() + interval '1 hour', 1, 1, now()) returning id");
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", run);
+	assert_int_equal(affected(post(db, 1, "jobs/cancel", body, 200)), 0);
+	assert_int_equal(affected(post(db, 1, "jobs/delete", body, 200)), 0);
+	assert_int_equal(
+		affected(post(db, 1, "jobs/cancel",
+			      "{\"filter\": {\"kind\": \"runner\"}}", 200)),
+		0);
+	t_assert_job(c, run, "state", "running");
+	snprintf(path, sizeof(path), "job/%lld", run);
+	j = get(db, path, NULL, 200);
+	assert_string_equal(str(item(j, "lease"), "holder"), "h:9");
+	assert_int_equal(num(item(j, "lease"), "token"), 1);
+	att = item(j, "attempts");
+	assert_string_equal(
+		str(cJSON_GetArrayItem(att, cJSON_GetArraySize(att) - 1),
+		    "outcome"),
+		"running");
+	cJSON_Delete(j);
+	snprintf(path, sizeof(path), "job/%lld", id);
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", id);
 
 	/* Pause: a job of the paused queue does not start while the
 	 * others do, from the queue's first job to its last. */
