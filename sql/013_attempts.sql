@@ -33,11 +33,12 @@
 --
 -- Pruned with its job: by the pruning duty and pgjob prune (the prune
 -- statement, src/db/prune.c), and with retention 0 by the finish that
--- deletes a job done (src/db/queue.c).  Both delete the rows of a job that
--- can have any: a job that ends done at its first claim (lease_token 1)
--- has none, so the finish's delete looks up nothing on the hot path.  No
--- foreign key: ON DELETE CASCADE would run a query per deleted job, on
--- the hot path too.  Whoever deletes jobs by hand deletes their attempts.
+-- deletes a job done (src/db/queue.c; only a worker with retention 0 has
+-- that CTE in its finish).  Both delete the rows of a job that can have
+-- any: a job that ends done at its first claim (lease_token 1) has none,
+-- so the finish's delete looks up nothing on the hot path.  No foreign
+-- key: ON DELETE CASCADE would run a query per deleted job, on the hot
+-- path too.  Whoever deletes jobs by hand deletes their attempts.
 --
 -- last_status: the exit status of an exec handler's command, or the HTTP
 -- status of an http handler's answer, of the last attempt that failed;
@@ -116,3 +117,33 @@ create trigger jobs_attempt_ended after update of state, lease_token
 	      and (new.state <> 'running'
 	           or new.lease_token <> old.lease_token))
 	execute function pgjob.attempt_ended();
+
+-- Every attempt of job j, oldest first: its rows here, then the attempt on
+-- the job's row when it is running or ended done (outcome 'running' or
+-- 'done'; its worker is there, and when done its figures).  What pgjob show prints, and
+-- the web console's job page.
+create function pgjob.job_attempts(j bigint)
+returns table (attempt int, started_at timestamptz, finished_at timestamptz,
+	worker text, outcome text, status int, error text, wall_ms int,
+	cpu_ms int, max_rss_kb int, token bigint)
+language sql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+	select a.attempt, a.started_at, a.finished_at, a.worker, a.outcome,
+		a.status, a.error, a.wall_ms, a.cpu_ms, a.max_rss_kb, a.token
+	  from pgjob.attempts a where a.job_id = j
+	union all
+	-- While it runs, the figures on the row are an earlier attempt's.
+	select x.attempts, x.attempted_at,
+		case when x.state = 'done' then x.finished_at end, x.locked_by,
+		x.state,
+		null, null,
+		case when x.state = 'done' then x.last_wall_ms end,
+		case when x.state = 'done' then x.last_cpu_ms end,
+		case when x.state = 'done' then x.last_max_rss_kb end,
+		x.lease_token
+	  from pgjob.jobs x
+	 where x.id = j and x.state in ('running', 'done') and x.attempts > 0
+	order by 11, 2
+$$;

@@ -224,26 +224,14 @@ enum {
 	A_WALL,
 	A_CPU,
 	A_RSS,
-	A_NCOLS, /* the columns shown; token only orders them */
+	A_NCOLS,
 };
 
-/*
- * Job $1's attempts, oldest first: the rows of pgjob.attempts (every one
- * that did not end done), then the attempt on the job row itself when it
- * is running or ended done (its figures and worker are there: locked_by
- * stays after the end).  Ordered by lease token, which grows at every
- * claim: attempt numbers can repeat (pgjob retry, a shutdown).
- */
+/* Job $1's attempts, oldest first (sql/013_attempts.sql).  The lease
+ * token orders them: attempt numbers can repeat (pgjob retry, a shutdown). */
 static const char ATTEMPTS_SQL[] =
 	"select attempt, started_at, finished_at, worker, outcome, status,"
-	"  error, wall_ms, cpu_ms, max_rss_kb, token"
-	" from pgjob.attempts where job_id = $1"
-	" union all"
-	" select attempts, attempted_at, finished_at, locked_by, state, null,"
-	"  null, last_wall_ms, last_cpu_ms, last_max_rss_kb, lease_token"
-	" from pgjob.jobs where id = $1 and state in ('running', 'done')"
-	"  and attempts > 0"
-	" order by 11, 2";
+	"  error, wall_ms, cpu_ms, max_rss_kb from pgjob.job_attempts($1)";
 
 /* "name   value", with the lines of a multi-line value aligned. */
 static void

@@ -263,6 +263,53 @@ test_lost(void **state)
 	free(ci);
 }
 
+/* SIGTERM past shutdown_timeout: the attempt is handed back, and kept as
+ * 'interrupted' with its worker; the next instance runs it again, as
+ * attempt 1 again. */
+static void
+test_interrupted(void **state)
+{
+	char *ci = t_db_migrated("t_attempts_stop");
+	PGconn *c = t_connect(ci);
+	char *script = flaky_script("stop", 0, "sleep 60");
+	char body[1024];
+	snprintf(body, sizeof(body),
+		 "workers: 1\nshutdown_timeout: 1s\nhandlers:\n"
+		 "  slow: { type: exec, command: [\"/bin/sh\", \"%s\"] }\n",
+		 script);
+	const char *cfg = t_config("stop", ci, body);
+	long long id = t_long(c, "select pgjob.enqueue('slow')");
+	pid_t p = t_daemon(cfg, 0, "stop");
+	t_wait_state(c, id, "running", 30);
+	char *worker = t_job(c, id, "locked_by");
+	t_stop_clean(p);
+	t_assert_value(c, "1|interrupted|-|interrupted: the worker shut down",
+		       HISTORY_SQL, id);
+	char *sql = xasprintf("select worker = '%s' and wall_ms >= 0"
+			      " from pgjob.attempts where job_id = %lld",
+			      worker, id);
+	t_assert_value(c, "t", "%s", sql);
+	free(sql);
+	p = t_daemon(cfg, 0, "stop2");
+	t_wait_state(c, id, "done", 60);
+	t_assert_job(c, id, "attempts || '/' || lease_token", "1/2");
+	struct t_run r;
+	char sid[24];
+	snprintf(sid, sizeof(sid), "%lld", id);
+	t_pgjob(&r, ci, "show", sid, NULL);
+	assert_int_equal(r.status, 0);
+	const char *hist = strstr(r.out, "\nattempts\n");
+	assert_non_null(hist);
+	assert_row(hist, " interrupted ", worker, NULL);
+	assert_row(hist, " done ", NULL);
+	t_run_free(&r);
+	t_stop_clean(p);
+	free(worker);
+	free(script);
+	PQfinish(c);
+	free(ci);
+}
+
 /* An http handler answered 500 twice: failed, then dead, status 500. */
 static void
 test_http_status(void **state)
@@ -310,6 +357,13 @@ test_cancel_and_prune(void **state)
 		  " overriding system value select g, 'k', 'running', 1, 1,"
 		  " 'h:1', now() + interval '1 min', now() - interval '2s'"
 		  " from generate_series(1, 3) g");
+	/* While it runs, the history has its attempt, without the figures
+	 * of an earlier one that the row still holds. */
+	t_exec(c, "update pgjob.jobs set last_wall_ms = 99 where id = 3");
+	t_assert_value(c, "1 running h:1 - t",
+		       "select concat_ws(' ', attempt, outcome, worker,"
+		       "  coalesce(wall_ms::text, '-'), started_at is not null)"
+		       " from pgjob.job_attempts(3)");
 	/* A renewal writes no row. */
 	t_exec(c, "update pgjob.jobs set locked_until = locked_until"
 		  " + interval '1s'");
@@ -395,6 +449,7 @@ main(void)
 		cmocka_unit_test(test_fail_twice),
 		cmocka_unit_test(test_sql_and_hostile),
 		cmocka_unit_test(test_lost),
+		cmocka_unit_test(test_interrupted),
 		cmocka_unit_test(test_http_status),
 		cmocka_unit_test(test_cancel_and_prune),
 		cmocka_unit_test(test_retention_zero),

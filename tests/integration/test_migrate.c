@@ -272,7 +272,7 @@ test_upgrade_from_11(void **state)
 		       " from information_schema.columns where table_schema ="
 		       " 'pgjob' and table_name = 'jobs'"
 		       " and column_name like 'last\\_%%' and column_name"
-		       " <> 'last_error'");
+		       " not in ('last_error', 'last_status')");
 	t_assert_value(c, "t",
 		       "select relfilenode = %lld from pg_class"
 		       " where oid = 'pgjob.jobs'::regclass",
@@ -294,6 +294,53 @@ test_upgrade_from_11(void **state)
 	PQfinish(c);
 }
 
+/*
+ * An upgrade from schema version 12 to 13 (the attempt history) with a job
+ * running under the old version: last_status is a change of the catalog
+ * only, and the claim that takes over the job's expired lease after the
+ * upgrade writes its lost attempt to the new pgjob.attempts.
+ */
+static void
+test_upgrade_from_12(void **state)
+{
+	const char *ci = t_db_create("t_migrate_from_12");
+	PGconn *c = t_connect(ci);
+	install_up_to(c, 12);
+	long long id = t_long(c, "insert into pgjob.jobs (kind, state,"
+				 " attempts, lease_token, locked_by,"
+				 " locked_until, attempted_at) values"
+				 " ('true_', 'running', 1, 1, 'gone:7',"
+				 " now() - interval '1 minute',"
+				 " now() - interval '2 minutes') returning id");
+	long long file = t_long(c, "select relfilenode from pg_class"
+				   " where oid = 'pgjob.jobs'::regclass");
+	struct t_run r;
+	t_pgjob(&r, ci, "migrate", NULL);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	t_assert_value(c, "integer YES -",
+		       "select concat_ws(' ', data_type, is_nullable,"
+		       " coalesce(column_default, '-'))"
+		       " from information_schema.columns where table_schema ="
+		       " 'pgjob' and table_name = 'jobs'"
+		       " and column_name = 'last_status'");
+	t_assert_value(c, "t",
+		       "select relfilenode = %lld from pg_class"
+		       " where oid = 'pgjob.jobs'::regclass",
+		       file);
+	pid_t p = t_start("migrate13", ci,
+			  "workers: 1\n"
+			  "handlers:\n"
+			  "  true_: { type: exec, command: [\"true\"] }\n");
+	t_wait_state(c, id, "done", 30);
+	t_assert_value(c, "1 lost gone:7",
+		       "select concat_ws(' ', attempt, outcome, worker)"
+		       " from pgjob.attempts where job_id = %lld",
+		       id);
+	t_stop_clean(p);
+	PQfinish(c);
+}
+
 int
 main(void)
 {
@@ -302,6 +349,7 @@ main(void)
 		cmocka_unit_test(test_status_and_dry_run),
 		cmocka_unit_test(test_upgrade_from_10),
 		cmocka_unit_test(test_upgrade_from_11),
+		cmocka_unit_test(test_upgrade_from_12),
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_newer_database_refused),
 		cmocka_unit_test(test_unreachable),
