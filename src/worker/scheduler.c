@@ -99,7 +99,8 @@ on_ticked(void *arg, const struct db_status *fence,
 		log_warnx("scheduler: %s", fence->text);
 		d->sched_token = 0; /* fenced out: another worker has it */
 	} else if (enqueue->answered && enqueue->error != DB_OK) {
-		log_warnx("scheduler: enqueueing a tick failed: %s",
+		/* A tick, a skipped tick or a run by hand. */
+		log_warnx("scheduler: writing a schedule's tick failed: %s",
 			  enqueue->text);
 	}
 	if (d->sched_pending > 0 && --d->sched_pending == 0)

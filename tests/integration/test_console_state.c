@@ -2,8 +2,9 @@
  * Integration: what the web console reads and steers in the database
  * (sql/014_console_state.sql).  Workers' totals reach pgjob.workers and
  * pgjob.worker_minutes at their heartbeats, and pgjob.throughput() gives
- * the right counts across a worker killed and restarted; the function on
- * rows built in exact states (several workers, a restart, the window's
+ * the right counts across a worker killed and restarted, and after a
+ * missing grant is given (the heartbeat going on meanwhile); the function
+ * on rows built in exact states (several workers, a restart, the window's
  * edges).  Schedules: a disabled one enqueues nothing
  * and, enabled again, resumes without a burst; a run asked for by hand is
  * enqueued exactly once with two instances scheduling; the controls work
@@ -106,6 +107,52 @@ test_throughput_across_restart(void **state)
 		"select * from pgjob.throughput(interval '3 hours')");
 	assert_non_null(strstr(m, "at most 2 hours"));
 	free(m);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A workers' role without the grant on pgjob.worker_minutes (an upgrade
+ * whose grants were not run again): the heartbeat goes on, the failure is
+ * logged once, and once granted, the next write adds everything the worker
+ * ended meanwhile.
+ */
+static void
+test_throughput_without_grant(void **state)
+{
+	char *ci = t_db_migrated("t_console_grant");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "do $$ begin create role t_console_worker login;"
+		  " exception when duplicate_object then null; end $$");
+	t_exec(c, "grant usage on schema pgjob to t_console_worker;"
+		  "grant select, insert, update, delete on all tables in"
+		  " schema pgjob to t_console_worker;"
+		  "revoke all on pgjob.worker_minutes from t_console_worker");
+	char role_ci[1200];
+	snprintf(role_ci, sizeof(role_ci), "%s user=t_console_worker", ci);
+	pid_t d = t_start("grant", role_ci,
+			  "workers: 1\nlease: 3s\n"
+			  "handlers:\n"
+			  "  ok: { type: exec, command: [\"/bin/true\"] }\n");
+	t_wait_workers(c, 1, 20);
+	enqueue(c, "ok", 5);
+	t_wait_ended(c, 5, 60);
+	t_wait_until(c, 30,
+		     "select done_total = 5 and heartbeat_at > now()"
+		     " - interval '5 seconds' from pgjob.workers");
+	t_wait_log("grant", "writing the throughput minutes failed", 1, 30);
+	t_assert_value(c, "0", "select count(*) from pgjob.worker_minutes");
+	enqueue(c, "ok", 2);
+	t_wait_ended(c, 7, 60);
+	t_exec(c, "grant select, insert, update, delete on"
+		  " pgjob.worker_minutes to t_console_worker");
+	t_wait_until(c, 30, "select (%s) = '7/0/0'", throughput_sql);
+	t_wait_log("grant", "writing the throughput minutes works again", 1,
+		   30);
+	assert_int_equal(
+		t_log_count("grant", "writing the throughput minutes failed"),
+		1);
+	t_stop_clean(d);
 	PQfinish(c);
 	free(ci);
 }
@@ -399,6 +446,7 @@ main(void)
 		cmocka_unit_test(test_throughput_rows),
 		cmocka_unit_test(test_schedule_controls_before_first_tick),
 		cmocka_unit_test(test_throughput_across_restart),
+		cmocka_unit_test(test_throughput_without_grant),
 		cmocka_unit_test(test_schedule_run_once),
 		cmocka_unit_test(test_schedule_disable_enable),
 	};
