@@ -468,6 +468,17 @@ def steps(c, ids, flaky):
     c.d.refresh()
     wait_for('the overview', lambda: c.css('#overview svg.chart'))
     c.shot('phone')
+    # Nothing wider than the phone: wide tables scroll in their own box.
+    for route, ready in (('', '#overview svg.chart'),
+                         ('jobs', '#jobs tbody tr[data-id]'),
+                         ('job/' + flaky[2], 'table.attempts'),
+                         ('queues', '#queues tbody tr'),
+                         ('workflow/' + ids['workflow'], 'svg.dag')):
+        c.go(route)
+        c.one(ready)
+        width = c.d.execute_script(
+            'return document.documentElement.scrollWidth')
+        assert width <= 390, '#/%s is %d px wide at 390' % (route, width)
     c.viewport(1280, 800)
     # The dark theme, as a system set to dark gets it.
     c.d.execute_cdp_cmd('Emulation.setEmulatedMedia', {'features': [
