@@ -8,7 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 declare -A allowed=(
 	[daemon]="daemon worker handlers db common"
-	[cli]="cli db common"
+	[cli]="cli web db common"
+	[web]="web db common"
 	[worker]="worker handlers db common"
 	[handlers]="handlers common"
 	[db]="db common"

@@ -87,7 +87,8 @@ int cli_parse_id(const char *cmd, const char *s, char *buf, size_t len);
  *
  * Column col of row as JSON: numbers and json/jsonb verbatim (exact, as
  * PostgreSQL printed them), booleans, timestamps as RFC 3339 strings, SQL
- * null as null, anything else as a string.  Returns a new item.
+ * null as null, anything else as a string.  Returns a new item.  These
+ * three are db/rowjson.h's, which the web console shares.
  */
 cJSON *cli_json_value(const struct db_rows *res, int row, int col);
 /* s as a JSON string, made valid UTF-8 (see above).  Returns a new item. */

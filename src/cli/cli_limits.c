@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "db/jobctl.h"
 
 /* Column numbers of SHOW_SQL. */
 enum {
@@ -309,10 +310,7 @@ set_limits(struct db_conn *conn, const struct limits_args *a)
 {
 	char *json = limits_json(a);
 	const char *p[] = {a->queue, json};
-	int rc = step(conn,
-		      "select pgjob.set_limits(queue => $1,"
-		      " limits => $2::jsonb)",
-		      2, p);
+	int rc = step(conn, jobctl_set_limits_sql, 2, p);
 	free(json);
 	return rc;
 }
@@ -419,8 +417,7 @@ change(struct db_conn *conn, const struct limits_args *a)
 {
 	const char *p[] = {a->queue};
 	if (step(conn, "begin", 0, NULL) < 0 ||
-	    (a->reset &&
-	     step(conn, "select pgjob.reset_limits(queue => $1)", 1, p) < 0) ||
+	    (a->reset && step(conn, jobctl_reset_limits_sql, 1, p) < 0) ||
 	    (a->nset && set_limits(conn, a) < 0) || set_weights(conn, a) < 0 ||
 	    step(conn, "commit", 0, NULL) < 0 || print_change(conn, a) < 0)
 		return CLI_EXIT_FAILED;

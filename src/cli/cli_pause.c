@@ -21,13 +21,11 @@
 
 #include "common/duration.h"
 #include "common/util.h"
+#include "db/jobctl.h"
 
 /* How often --wait counts, and how often it says how many are left. */
 #define DRAIN_POLL_MS  250
 #define DRAIN_PRINT_MS 1000
-
-static const char PAUSE_SQL[] = "select pgjob.pause(queue => $1, kind => $2)";
-static const char RESUME_SQL[] = "select pgjob.resume(queue => $1, kind => $2)";
 
 /* The running jobs of queue $1 (of kind $2, unless null). */
 static const char RUNNING_SQL[] =
@@ -243,11 +241,11 @@ run(struct cli *cli, int argc, char **argv, const char *sql, const char *done)
 int
 cli_pause_run(struct cli *cli, int argc, char **argv)
 {
-	return run(cli, argc, argv, PAUSE_SQL, "paused");
+	return run(cli, argc, argv, jobctl_pause_sql, "paused");
 }
 
 int
 cli_pause_resume(struct cli *cli, int argc, char **argv)
 {
-	return run(cli, argc, argv, RESUME_SQL, "resumed");
+	return run(cli, argc, argv, jobctl_resume_sql, "resumed");
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "db/jobctl.h"
 
 /* Column numbers of LOCK_SQL. */
 enum { S_STATE, S_ATTEMPTS, S_FAILED, S_UNIQUE_KEY };
@@ -35,33 +36,17 @@ static const char LOCK_SQL[] =
 	" from pgjob.jobs where id = $1 for update";
 
 /*
- * Job $1 runs again, attempts 0.  A job that was cancelled while it waited
- * for its parents (parents_left > 0: it was never released) goes back to
- * waiting for those whose end it has not counted (edges not resolved), as
+ * The retry itself is jobctl_retry_sql (src/db/jobctl.c), which the web
+ * console runs too: a job that was cancelled while it waited for its
+ * parents (parents_left > 0: it was never released) goes back to waiting
+ * for those whose end it has not counted (edges not resolved), as
  * pgjob.attach() would have it; when none is left it is released as
  * pgjob.parent_ended() releases, its parents' results merged into its
  * payload.  Edges that a parent's end resolved while the job was cancelled
  * stay resolved (the worker role may not write pgjob.job_deps): such a
  * failed parent shows under "failed" in the payload, whatever the job's
- * on_parent_failure.  Returns the state the job is in now.
+ * on_parent_failure.
  */
-static const char RETRY_SQL[] =
-	"with e as (select count(*) filter (where resolved is null) as n"
-	"  from pgjob.job_deps where child = $1)"
-	" update pgjob.jobs j set"
-	"  state = case when j.parents_left > 0 and e.n > 0"
-	"   then 'waiting' else 'available' end,"
-	"  parents_left = case when j.parents_left > 0 then e.n::int"
-	"   else j.parents_left end,"
-	"  payload = case when j.parents_left > 0 and e.n = 0"
-	"   then pgjob.with_parent(j.payload, coalesce((select x.add"
-	"    from pgjob.parents_of(array[j.id]) x), '{}'))"
-	"   else j.payload end,"
-	"  run_at = now(),"
-	"  attempts = 0, lost_attempts = 0, finished_at = null,"
-	"  locked_by = null,"
-	"  locked_until = null"
-	" from e where j.id = $1 returning j.state";
 
 /* The job that holds unique key $1 now, other than job $2. */
 static const char HOLDER_SQL[] =
@@ -96,11 +81,6 @@ static const char RETRY_DEAD_SQL[] =
 	" select (select count(*) from upd) as retried,"
 	"  (select count(*) from dead) as dead,"
 	"  (select coalesce(json_agg(id order by id), '[]') from upd) as ids";
-
-static const char CANCEL_SQL[] =
-	"update pgjob.jobs set state = 'cancelled', finished_at = now(),"
-	"  locked_by = null, locked_until = null"
-	" where id = $1";
 
 /* Runs sql in the open transaction; 0, or -1 after printing the error. */
 static int
@@ -210,13 +190,15 @@ key_taken(struct db_conn *conn, const struct db_rows *job, const char *id)
 static int
 retry_one(struct db_conn *conn, const char *id, int json)
 {
-	const char *p[] = {id};
+	char ids[32];
+	snprintf(ids, sizeof(ids), "{%s}", id);
+	const char *p[] = {ids};
 	struct db_rows *job = lock_job(conn, "retry", id);
 	if (!job)
 		return cli_abort(conn);
 	struct db_rows *now = NULL;
 	if (retry_refused(job, id) < 0 || key_taken(conn, job, id) < 0 ||
-	    !(now = cli_exec(conn, "retry", RETRY_SQL, 1, p)) ||
+	    !(now = cli_exec(conn, "retry", jobctl_retry_sql, 1, p)) ||
 	    run(conn, "retry", "select pg_notify('pgjob', '')", 0, NULL) < 0 ||
 	    commit(conn, "retry") < 0) {
 		db_rows_free(now);
@@ -403,12 +385,14 @@ cli_state_cancel(struct cli *cli, int argc, char **argv)
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
 
-	const char *p[] = {id};
+	char ids[32];
+	snprintf(ids, sizeof(ids), "{%s}", id);
+	const char *p[] = {ids, "{waiting,available,running}"};
 	struct db_rows *job = lock_job(conn, "cancel", id);
 	if (!job)
 		return cli_abort(conn);
 	if (cancel_refused(job, id) < 0 ||
-	    run(conn, "cancel", CANCEL_SQL, 1, p) < 0 ||
+	    run(conn, "cancel", jobctl_cancel_sql, 2, p) < 0 ||
 	    commit(conn, "cancel") < 0) {
 		db_rows_free(job);
 		return cli_abort(conn);

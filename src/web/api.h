@@ -50,8 +50,8 @@ struct web_response {
  * that means the connection is gone (web.c then reconnects).  An unknown
  * path is a 404 in out, not -1.
  */
-int web_api_get(struct db_conn *db, const char *path,
-		const struct web_query *q, struct web_response *out);
+int web_api_get(struct db_conn *db, const char *path, const struct web_query *q,
+		struct web_response *out);
 
 /*
  * POST /api/<path> with a parsed JSON body (never NULL: {} when empty).
@@ -59,13 +59,11 @@ int web_api_get(struct db_conn *db, const char *path,
  * operator; api.c checks it again (u->operator) and refuses with 403.
  * Returns as web_api_get().
  */
-int web_api_post(struct db_conn *db, const struct web_user *u,
-		 const char *path, const cJSON *body,
-		 struct web_response *out);
+int web_api_post(struct db_conn *db, const struct web_user *u, const char *path,
+		 const cJSON *body, struct web_response *out);
 
 /* out = status with {"error": msg} (msg escaped as JSON). */
-void web_response_error(struct web_response *out, int status,
-			const char *msg);
+void web_response_error(struct web_response *out, int status, const char *msg);
 /* out = 200 with item printed (item freed). */
 void web_response_json(struct web_response *out, cJSON *item);
 

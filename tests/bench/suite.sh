@@ -408,4 +408,10 @@ echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/ra
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"
 echo "- RSS at rest: supervisor $rest_sup KiB, worker $rest_worker KiB; after the backlog of $backlog: supervisor $after_sup KiB, worker $after_worker KiB"
+
+# The web console's pages with a million jobs (tests/bench/web.sh, its own
+# PostgreSQL; about a minute): full form only.
+if [ "$short" = 0 ]; then
+	bash "$root/tests/bench/web.sh" || fail=1
+fi
 exit "$fail"

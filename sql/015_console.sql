@@ -1,0 +1,14 @@
+-- pgjobd schema, version 15: the index the web console's pages need
+-- (docs/console.md).
+--
+-- The dead jobs of a queue: their count on the overview and the queues
+-- page at every refresh, the dead-letter page (newest first, per queue),
+-- and a bulk retry of them.  Without it each of these reads the whole
+-- table, as dead jobs sit among the done ones (docs/performance.md: the
+-- console's page timings with a million jobs).
+--
+-- What it costs the hot path: nothing written for a job that ends done or
+-- runs again; an entry when a job dies (a dead end is not the hot path).
+-- Like the other partial indexes, its predicate is checked on every new
+-- row version.
+create index jobs_dead_idx on pgjob.jobs (queue, id) where state = 'dead';

@@ -1,0 +1,806 @@
+/*
+ * api_jobs: the console's jobs, one job, and what an operator does to
+ * them (retry, cancel, delete), by ids or by everything a filter matches.
+ * See api.h and api.c.
+ *
+ * The list is newest first with a keyset cursor (id < before), never an
+ * OFFSET.  Where no index serves the filter (text in payloads and errors,
+ * a kind, a key, a time range, finished states), a request reads windows
+ * of WINDOW ids (Q_WINDOW with a text search) below its cursor, one after
+ * the other until it has a page or has spent BUDGET_MS, so that a rare
+ * match never makes one request read a million rows: the answer's
+ * searched_to says where it stopped, and the page asks again from there
+ * ("search older").  Waiting, available, running and dead jobs (of a
+ * queue, or all), and a workflow's, are read along their partial indexes,
+ * whole: a kind or any other term more would let the planner walk the
+ * primary key in the hope of a page soon, through the whole table when
+ * nothing matches, so with those the windows apply too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/text.h"
+#include "common/util.h"
+#include "db/jobctl.h"
+#include "db/rowjson.h"
+#include "web/api_internal.h"
+
+/* Ids a window reads; with a text search (a jsonb to text per row). */
+#define WINDOW	 20000
+#define Q_WINDOW 10000
+/* A request reads one window more only while it has spent less than this
+ * (a page that refreshes answers well within 100 ms). */
+#define BUDGET_MS 25
+/* Jobs per page: by default, and at most. */
+#define PAGE	 50
+#define PAGE_MAX 200
+/* Jobs per transaction of an action on a filter's matches; ids in one
+ * request's list. */
+#define BATCH 10000
+/* The text search: characters at most. */
+#define Q_MAX 200
+
+/* The filter of /api/jobs, /api/jobs/count and an action on a filter:
+ * each NULL when not given (borrowed from the request). */
+struct filter {
+	const char *state, *queue, *kind, *q, *from, *to, *limit_key,
+		*ordering_key, *workflow;
+	char workflow_id[24];
+};
+
+/* The filter's terms, parameters $1 to $9.  libpq plans an unnamed
+ * statement with its values, so a term whose value is null folds away,
+ * and state = 'dead' is the predicate of jobs_dead_idx. */
+#define FILTER_WHERE                                                           \
+	" ($1::text is null or state = $1)"                                    \
+	" and ($2::text is null or queue = $2)"                                \
+	" and ($3::text is null or kind = $3)"                                 \
+	" and ($4::text is null"                                               \
+	"  or strpos(lower(payload::text), lower($4)) > 0"                     \
+	"  or strpos(lower(last_error), lower($4)) > 0)"                       \
+	" and ($5::timestamptz is null or created_at >= $5::timestamptz)"      \
+	" and ($6::timestamptz is null or created_at < $6::timestamptz)"       \
+	" and ($7::text is null or limit_key = $7)"                            \
+	" and ($8::text is null or ordering_key = $8)"                         \
+	" and ($9::bigint is null or workflow_id = $9::bigint)"
+
+/* The keys of a filter, as /api/jobs takes them. */
+static const char *const filter_keys[] = {
+	"state", "queue",     "kind",	      "q",	  "from",
+	"to",	 "limit_key", "ordering_key", "workflow",
+};
+
+static const char *const states[] = {"waiting", "available", "running",
+				     "done",	"dead",	     "cancelled"};
+
+/* Where a filter's keys come from: a query string or a JSON object. */
+typedef const char *getter(void *ctx, const char *key);
+
+/*
+ * Refuses a filter of an action with a key that is not a filter's, or a
+ * value that is not a string (or null): ignored, a misspelt "kinds" or a
+ * workflow given as a number would widen a bulk delete to every job.
+ * Returns 0, or -1 after filling out with a 400.
+ */
+static int
+filter_strict(const cJSON *fo, struct web_response *out)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, fo)
+	{
+		size_t i = 0, n = sizeof(filter_keys) / sizeof(filter_keys[0]);
+		while (i < n && strcmp(it->string, filter_keys[i]) != 0)
+			i++;
+		if (i == n || !(cJSON_IsString(it) || cJSON_IsNull(it))) {
+			char *msg = xasprintf(
+				"filter: %s \"%s\" (the keys of /api/jobs, "
+				"each a string)",
+				i == n ? "unknown key" : "not a string:",
+				it->string);
+			web_response_error(out, 400, msg);
+			free(msg);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A string member of a JSON object, or NULL. */
+static const char *
+json_get(void *ctx, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(ctx, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Reads the filter; 0, or -1 after filling out with a 400. */
+static int
+filter_read(struct filter *f, getter *get, void *ctx, struct web_response *out)
+{
+	const char **slot[] = {&f->state,     &f->queue,	&f->kind,
+			       &f->q,	      &f->from,		&f->to,
+			       &f->limit_key, &f->ordering_key, &f->workflow};
+	memset(f, 0, sizeof(*f));
+	for (size_t i = 0; i < sizeof(filter_keys) / sizeof(filter_keys[0]);
+	     i++) {
+		const char *v = get(ctx, filter_keys[i]);
+		/* An empty field of the page's form is no filter. */
+		*slot[i] = v && *v ? v : NULL;
+	}
+	if (f->state) {
+		size_t i = 0;
+		while (i < 6 && strcmp(f->state, states[i]) != 0)
+			i++;
+		if (i == 6) {
+			web_response_error(out, 400,
+					   "state: one of waiting, available, "
+					   "running, done, dead, cancelled");
+			return -1;
+		}
+	}
+	if (f->q && strlen(f->q) > Q_MAX) {
+		web_response_error(out, 400, "q: at most 200 bytes");
+		return -1;
+	}
+	if (f->workflow && api_parse_id(f->workflow, f->workflow_id,
+					sizeof(f->workflow_id)) < 0) {
+		web_response_error(out, 400, "workflow: not a workflow id");
+		return -1;
+	}
+	return 0;
+}
+
+/* The filter as parameters $1 to $9 of p. */
+static void
+filter_params(const struct filter *f, const char **p)
+{
+	p[0] = f->state;
+	p[1] = f->queue;
+	p[2] = f->kind;
+	p[3] = f->q;
+	p[4] = f->from;
+	p[5] = f->to;
+	p[6] = f->limit_key;
+	p[7] = f->ordering_key;
+	p[8] = f->workflow ? f->workflow_id : NULL;
+}
+
+/* 1 when a partial index serves the filter (see the top of the file). */
+static int
+indexed(const struct filter *f)
+{
+	if (f->q || f->kind || f->from || f->to || f->limit_key ||
+	    f->ordering_key)
+		return 0;
+	if (f->workflow)
+		return 1;
+	return f->state && strcmp(f->state, "done") != 0 &&
+	       strcmp(f->state, "cancelled") != 0;
+}
+
+static const char LIST_SQL[] =
+	"select id, queue, kind, state, attempts, max_attempts, priority,"
+	"  run_at, created_at, finished_at, left(last_error, 300) as last_error"
+	" from pgjob.jobs where" FILTER_WHERE
+	"  and ($10::bigint is null or id < $10::bigint)"
+	"  and ($11::bigint is null or id >= $11::bigint)"
+	" order by id desc limit $12::int";
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Reads the jobs of one window (or all, when lo is 0) below cursor into
+ * a; returns how many, or -1 (out filled). */
+static int
+read_window(struct db_conn *db, const struct filter *f, long long cursor,
+	    long long lo, long n, cJSON *a, long long *last,
+	    struct web_response *out)
+{
+	char before[24], low[24], limit[8];
+	const char *p[12];
+	snprintf(before, sizeof(before), "%lld", cursor);
+	snprintf(low, sizeof(low), "%lld", lo);
+	snprintf(limit, sizeof(limit), "%ld", n);
+	filter_params(f, p);
+	p[9] = cursor ? before : NULL;
+	p[10] = lo ? low : NULL;
+	p[11] = limit;
+	struct db_rows *res = api_query(db, out, LIST_SQL, 12, p);
+	if (!res)
+		return -1;
+	int rows = db_rows_count(res);
+	for (int r = 0; r < rows; r++) {
+		cJSON *o = cJSON_CreateObject();
+		rowjson_add_columns(o, res, r, 0, db_rows_columns(res));
+		cJSON_AddItemToArray(a, o);
+	}
+	if (rows)
+		*last = atoll(db_rows_text(res, rows - 1, 0));
+	db_rows_free(res);
+	return rows;
+}
+
+/*
+ * The page below cursor (0: from the newest), n jobs at most, into a.
+ * Windowed: *searched_to is the lowest id read when the windows ran out
+ * of budget before the page was full, else 0 (the oldest job was
+ * reached).  Returns how many, or -1 (out filled).
+ */
+static int
+read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
+	  cJSON *a, long long *last, long long *searched_to,
+	  struct web_response *out)
+{
+	*searched_to = 0;
+	if (indexed(f))
+		return read_window(db, f, cursor, 0, n, a, last, out);
+	struct db_rows *res = api_query(
+		db, out, "select min(id), max(id) from pgjob.jobs", 0, NULL);
+	if (!res)
+		return -1;
+	long long min = atoll(db_rows_text(res, 0, 0));
+	if (cursor == 0)
+		cursor = atoll(db_rows_text(res, 0, 1)) + 1;
+	db_rows_free(res);
+	long long size = f->q ? Q_WINDOW : WINDOW;
+	double t0 = now_ms();
+	int got = 0;
+	for (;;) {
+		long long lo = cursor - size > min ? cursor - size : 0;
+		int rows =
+			read_window(db, f, cursor, lo, n - got, a, last, out);
+		if (rows < 0)
+			return -1;
+		got += rows;
+		if (got == n || lo == 0)
+			return got;
+		cursor = lo;
+		if (now_ms() - t0 >= BUDGET_MS) {
+			*searched_to = lo;
+			return got;
+		}
+	}
+}
+
+void
+api_jobs_list(struct db_conn *db, const struct web_query *q,
+	      struct web_response *out)
+{
+	struct filter f;
+	const char *b = q->get(q->ctx, "before");
+	const char *l = q->get(q->ctx, "limit");
+	char before[24] = "";
+	long long last = 0, searched_to;
+	long n = PAGE;
+
+	if (filter_read(&f, q->get, q->ctx, out) < 0)
+		return;
+	if (b && *b && api_parse_id(b, before, sizeof(before)) < 0) {
+		web_response_error(out, 400, "before: not a job id");
+		return;
+	}
+	if (l && *l) {
+		char *end;
+		n = strtol(l, &end, 10);
+		if (*end || n < 1 || n > PAGE_MAX) {
+			web_response_error(out, 400,
+					   "limit: a number from 1 to 200");
+			return;
+		}
+	}
+	cJSON *jobs = cJSON_CreateArray();
+	int rows = read_page(db, &f, atoll(before), n, jobs, &last,
+			     &searched_to, out);
+	if (rows < 0) {
+		cJSON_Delete(jobs);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "jobs", jobs);
+	if (rows == n)
+		cJSON_AddNumberToObject(o, "next", (double)last);
+	else
+		cJSON_AddNullToObject(o, "next");
+	if (searched_to)
+		cJSON_AddNumberToObject(o, "searched_to", (double)searched_to);
+	else
+		cJSON_AddNullToObject(o, "searched_to");
+	web_response_json(out, o);
+}
+
+void
+api_jobs_count(struct db_conn *db, const struct web_query *q,
+	       struct web_response *out)
+{
+	struct filter f;
+	const char *p[9];
+	if (filter_read(&f, q->get, q->ctx, out) < 0)
+		return;
+	filter_params(&f, p);
+	struct db_rows *res = api_query(
+		db, out, "select count(*) from pgjob.jobs where" FILTER_WHERE,
+		9, p);
+	if (!res)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "count", rowjson_value(res, 0, 0));
+	db_rows_free(res);
+	web_response_json(out, o);
+}
+
+/*
+ * The attempts of a job, oldest first: those pgjob.attempts keeps (every
+ * attempt that did not end done, sql/013), the newest 1000 at most, and
+ * the one the job row describes, running or done (its worker is
+ * locked_by, which stays on an ended row).
+ */
+static const char ATTEMPTS_SQL[] =
+	"select token, attempt, started_at, finished_at, worker, outcome,"
+	"  status, error, wall_ms, cpu_ms, max_rss_kb from ("
+	"  select token, attempt, started_at, finished_at, worker, outcome,"
+	"   status, left(error, 8192) as error, wall_ms, cpu_ms, max_rss_kb"
+	"  from pgjob.attempts where job_id = $1"
+	"  order by token desc, attempt desc limit 1000) a"
+	" union all"
+	" select lease_token, attempts, attempted_at,"
+	"  case when state = 'done' then finished_at end, locked_by, state,"
+	"  null, null,"
+	"  case when state = 'done' then last_wall_ms end,"
+	"  case when state = 'done' then last_cpu_ms end,"
+	"  case when state = 'done' then last_max_rss_kb end"
+	" from pgjob.jobs where id = $1 and state in ('running', 'done')"
+	"  and attempted_at is not null"
+	" order by 1, 2";
+
+/* Appends s to b as one shell word: '...', a quote as '\''. */
+static void
+shell_word(struct buf *b, const char *s)
+{
+	buf_append(b, " '", 2);
+	for (; *s; s++)
+		if (*s == '\'')
+			buf_append(b, "'\\''", 4);
+		else
+			buf_append(b, s, 1);
+	buf_append(b, "'", 1);
+}
+
+/* 1 when s is valid UTF-8 without a control character (C0, DEL, C1): what
+ * can be pasted into a terminal as it shows. */
+static int
+pasteable(const char *s)
+{
+	uint32_t cp;
+	while (*s) {
+		size_t n = text_char(s, &cp);
+		if (!n || text_is_control(cp))
+			return 0;
+		s += n;
+	}
+	return 1;
+}
+
+/* Column col of res by name; -1 when there is none. */
+static int
+column(const struct db_rows *res, const char *name)
+{
+	for (int c = 0; c < db_rows_columns(res); c++)
+		if (strcmp(db_rows_name(res, c), name) == 0)
+			return c;
+	return -1;
+}
+
+/*
+ * `pgjob enqueue` of a job like this one, every argument a single-quoted
+ * shell word; null when it cannot be pasted safely (a control character
+ * or a byte that is not UTF-8 in a kind, a queue or a key: the payload's
+ * JSON text escapes its own) or is too long to paste (a payload above
+ * API_DOC_MAX).  The options come first and "--" ends them, so that a
+ * kind that starts with "-" is not read as an option.
+ */
+static cJSON *
+enqueue_command(const struct db_rows *job)
+{
+	static const struct {
+		const char *column, *option;
+	} opts[] = {
+		{"queue", "--queue"},
+		{"priority", "--priority"},
+		{"max_attempts", "--max-attempts"},
+		{"unique_key", "--unique-key"},
+		{"ordering_key", "--ordering-key"},
+		{"limit_key", "--limit-key"},
+	};
+	const char *payload = db_rows_text(job, 0, column(job, "payload"));
+	if (strlen(payload) > API_DOC_MAX)
+		return cJSON_CreateNull();
+	struct buf b = {0};
+	buf_append(&b, "pgjob enqueue", 13);
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		int c = column(job, opts[i].column);
+		const char *v = c >= 0 ? db_rows_value(job, 0, c) : NULL;
+		if (!v || (strcmp(opts[i].column, "priority") == 0 &&
+			   strcmp(v, "0") == 0))
+			continue;
+		buf_appendf(&b, " %s", opts[i].option);
+		shell_word(&b, v);
+	}
+	buf_append(&b, " --", 3);
+	shell_word(&b, db_rows_text(job, 0, column(job, "kind")));
+	shell_word(&b, payload);
+	cJSON *item = pasteable(b.data) ? cJSON_CreateString(b.data)
+					: cJSON_CreateNull();
+	buf_free(&b);
+	return item;
+}
+
+/* The job row as JSON; a payload or result above API_DOC_MAX as its
+ * first API_DOC_MAX bytes, as text. */
+static cJSON *
+job_json(const struct db_rows *job)
+{
+	cJSON *o = cJSON_CreateObject();
+	for (int c = 0; c < db_rows_columns(job); c++) {
+		const char *name = db_rows_name(job, c);
+		const char *v = db_rows_value(job, 0, c);
+		int doc = strcmp(name, "payload") == 0 ||
+			  strcmp(name, "result") == 0;
+		size_t len = v ? strlen(v) : 0;
+		if (!doc || len <= API_DOC_MAX) {
+			cJSON_AddItemToObject(o, name,
+					      rowjson_value(job, 0, c));
+		} else {
+			char key[32];
+			cJSON_AddNullToObject(o, name);
+			snprintf(key, sizeof(key), "%s_text", name);
+			cJSON_AddItemToObject(o, key,
+					      rowjson_string_n(v, API_DOC_MAX));
+		}
+		if (doc) {
+			char key[32];
+			snprintf(key, sizeof(key), "%s_truncated", name);
+			cJSON_AddBoolToObject(o, key, len > API_DOC_MAX);
+			snprintf(key, sizeof(key), "%s_bytes", name);
+			cJSON_AddNumberToObject(o, key, (double)len);
+		}
+	}
+	return o;
+}
+
+/* The lease of a running job, else null. */
+static cJSON *
+lease_json(const struct db_rows *job)
+{
+	int s = column(job, "state");
+	if (strcmp(db_rows_text(job, 0, s), "running") != 0)
+		return cJSON_CreateNull();
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "holder",
+			      rowjson_value(job, 0, column(job, "locked_by")));
+	cJSON_AddItemToObject(
+		o, "locked_until",
+		rowjson_value(job, 0, column(job, "locked_until")));
+	cJSON_AddItemToObject(
+		o, "token", rowjson_value(job, 0, column(job, "lease_token")));
+	return o;
+}
+
+/* job/ID/payload, job/ID/result: the whole document, as a download. */
+static void
+job_download(struct db_conn *db, const char *id, const char *what,
+	     struct web_response *out)
+{
+	/* Borrowed by out until the next request of this thread. */
+	static _Thread_local char disposition[96];
+	const char *p[] = {id};
+	struct db_rows *res = api_query(
+		db, out,
+		strcmp(what, "payload") == 0
+			? "select payload from pgjob.jobs where id = $1"
+			: "select result from pgjob.jobs where id = $1",
+		1, p);
+	if (!res)
+		return;
+	if (db_rows_count(res) == 0 || !db_rows_value(res, 0, 0)) {
+		db_rows_free(res);
+		web_response_error(
+			out, 404,
+			strcmp(what, "payload") == 0
+				? "no such job"
+				: "no such job, or it has no result");
+		return;
+	}
+	web_response_json(out, rowjson_value(res, 0, 0));
+	db_rows_free(res);
+	snprintf(disposition, sizeof(disposition),
+		 "attachment; filename=\"job-%s-%s.json\"", id, what);
+	out->content_disposition = disposition;
+}
+
+/* Reads what job/ID shows besides the row: attempts, parents, children. */
+static int
+job_related(struct db_conn *db, const char *id, cJSON *o,
+	    struct web_response *out)
+{
+	static const struct {
+		const char *key, *sql;
+	} parts[] = {
+		{"attempts", ATTEMPTS_SQL},
+		{"parents", "select p.id, p.state, p.step"
+			    " from pgjob.job_deps d"
+			    " join pgjob.jobs p on p.id = d.parent"
+			    " where d.child = $1 order by p.id"},
+		/* A batch's parent can have many: the first 1000. */
+		{"children",
+		 "select c.id, c.state, c.step"
+		 " from pgjob.job_deps d"
+		 " join pgjob.jobs c on c.id = d.child"
+		 " where d.parent = $1 order by d.child limit 1000"},
+	};
+	const char *p[] = {id};
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		struct db_rows *res = api_query(db, out, parts[i].sql, 1, p);
+		if (!res)
+			return -1;
+		cJSON_AddItemToObject(o, parts[i].key, api_rows_array(res));
+		db_rows_free(res);
+	}
+	return 0;
+}
+
+void
+api_job_get(struct db_conn *db, const char *rest, struct web_response *out)
+{
+	char id[24];
+	const char *slash = strchr(rest, '/');
+	char *num =
+		slash ? xstrndup(rest, (size_t)(slash - rest)) : xstrdup(rest);
+	int bad = api_parse_id(num, id, sizeof(id)) < 0;
+	free(num);
+	if (bad || (slash && strcmp(slash, "/payload") != 0 &&
+		    strcmp(slash, "/result") != 0)) {
+		web_response_error(out, 404, "no such job");
+		return;
+	}
+	if (slash) {
+		job_download(db, id, slash + 1, out);
+		return;
+	}
+	const char *p[] = {id};
+	struct db_rows *job = api_query(
+		db, out, "select * from pgjob.jobs where id = $1", 1, p);
+	if (!job)
+		return;
+	if (db_rows_count(job) == 0) {
+		db_rows_free(job);
+		web_response_error(out, 404, "no such job");
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "job", job_json(job));
+	cJSON_AddItemToObject(o, "lease", lease_json(job));
+	cJSON_AddItemToObject(o, "enqueue_command", enqueue_command(job));
+	db_rows_free(job);
+	if (job_related(db, id, o, out) < 0) {
+		cJSON_Delete(o);
+		return;
+	}
+	web_response_json(out, o);
+}
+
+/*
+ * What each action takes.  Retry: dead, cancelled, failed and waiting for
+ * their next attempt, as `pgjob retry`, and done (run again).  Cancel:
+ * waiting and available jobs, not running ones (`pgjob cancel` stops a
+ * running job too; from a bulk action of the console that would stop
+ * work in flight by surprise).  Delete: any job not running, except those
+ * that only the pruning duty may take, as it keeps the counts of their
+ * workflow or batch and the edges of their parents and children
+ * (prune.c): a step of a workflow, a job of a batch, a parent or a child.
+ */
+static const char RETRY_STATES[] = "{dead,cancelled,available,done}";
+static const char CANCEL_STATES[] = "{waiting,available}";
+static const char DELETE_STATES[] = "{available,done,dead,cancelled}";
+
+/* A delete by hand; the attempts go with their jobs (sql/013 has no
+ * foreign key: whoever deletes jobs deletes their attempts). */
+static const char DELETE_SQL[] =
+	"with d as (delete from pgjob.jobs"
+	"  where id = any($1::bigint[]) and state = any($2::text[])"
+	"   and workflow_id is null and batch_id is null"
+	"   and children is not true and parents_left is null"
+	"  returning id),"
+	" a as (delete from pgjob.attempts"
+	"  where job_id in (select id from d))"
+	" select count(*) from d";
+
+/* Runs sql in the open transaction with $1 arg and $2 take, the states
+ * the action takes (NULL for none); its rows, or NULL (out filled). */
+static struct db_rows *
+step(struct db_conn *db, struct web_response *out, const char *sql,
+     const char *arg, const char *take)
+{
+	const char *p[] = {arg, take};
+	return api_query(db, out, sql, take ? 2 : arg ? 1 : 0, p);
+}
+
+/*
+ * Acts on the jobs of ids ("{1,2}") in one transaction, with the CLI's
+ * statements (jobctl.h) and the console's states (above): adds how many
+ * it moved to *affected.  Jobs in another state are left as they are.
+ * Returns 0, or -1 after filling out (rolled back).
+ */
+static int
+act_batch(struct db_conn *db, const char *action, const char *ids,
+	  long long *affected, struct web_response *out)
+{
+	struct db_rows *res = step(db, out, "begin", NULL, NULL), *pick = NULL;
+	long long n = 0;
+	/* A worker's sql handler keeps its job's row locked while it runs:
+	 * wait that long for a row lock at most, as the CLI does. */
+	if (res) {
+		db_rows_free(res);
+		res = step(db, out, "set local lock_timeout = '10s'", NULL,
+			   NULL);
+	}
+	if (res && strcmp(action, "retry") == 0) {
+		db_rows_free(res);
+		res = pick =
+			step(db, out, jobctl_retry_pick_sql, ids, RETRY_STATES);
+		if (pick && strcmp(db_rows_text(pick, 0, 0), "{}") != 0) {
+			res = step(db, out, jobctl_retry_sql,
+				   db_rows_text(pick, 0, 0), NULL);
+			n = res ? db_rows_count(res) : 0;
+			if (res) {
+				db_rows_free(res);
+				res = step(db, out,
+					   "select pg_notify('pgjob', '')",
+					   NULL, NULL);
+			}
+		}
+		if (res != pick)
+			db_rows_free(pick);
+	} else if (res && strcmp(action, "cancel") == 0) {
+		db_rows_free(res);
+		res = step(db, out, jobctl_cancel_sql, ids, CANCEL_STATES);
+		n = res ? db_rows_affected(res) : 0;
+	} else if (res) {
+		db_rows_free(res);
+		res = step(db, out, DELETE_SQL, ids, DELETE_STATES);
+		n = res ? atoll(db_rows_text(res, 0, 0)) : 0;
+	}
+	if (res) {
+		db_rows_free(res);
+		res = step(db, out, "commit", NULL, NULL);
+	}
+	if (!res) {
+		db_rollback(db);
+		return -1;
+	}
+	db_rows_free(res);
+	*affected += n;
+	return 0;
+}
+
+/* The ids of body's "ids" as "{1,2}" (caller frees); NULL when it is not
+ * an array of 1 to BATCH job ids. */
+static char *
+ids_text(const cJSON *ids)
+{
+	const cJSON *it;
+	int n = 0;
+	if (!cJSON_IsArray(ids))
+		return NULL;
+	struct buf b = {0};
+	buf_append(&b, "{", 1);
+	cJSON_ArrayForEach(it, ids)
+	{
+		double v = cJSON_IsNumber(it) ? it->valuedouble : 0;
+		if (v < 1 || v > 9007199254740991.0 ||
+		    v != (double)(long long)v || ++n > BATCH) {
+			buf_free(&b);
+			return NULL;
+		}
+		buf_appendf(&b, "%s%lld", n > 1 ? "," : "", (long long)v);
+	}
+	buf_append(&b, "}", 1);
+	if (n == 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+/* The next batch of a filter's matches below cursor $10 that the action
+ * may take ($11: its states), newest first: the ids, how many, the
+ * lowest. */
+static const char BATCH_SQL[] =
+	"select coalesce(array_agg(id), '{}'), count(*), min(id) from ("
+	"  select id from pgjob.jobs where" FILTER_WHERE
+	"   and ($10::bigint is null or id < $10::bigint)"
+	"   and state = any($11::text[])"
+	"  order by id desc limit $12::int) s";
+
+/* Every match of the filter, a batch per transaction, from the newest
+ * down: jobs enqueued meanwhile are not among them. */
+static int
+act_filter(struct db_conn *db, const char *action, const struct filter *f,
+	   long long *affected, struct web_response *out)
+{
+	const char *p[12];
+	char cursor[24] = "", limit[16];
+	filter_params(f, p);
+	p[10] = strcmp(action, "retry") == 0	? RETRY_STATES
+		: strcmp(action, "cancel") == 0 ? CANCEL_STATES
+						: DELETE_STATES;
+	snprintf(limit, sizeof(limit), "%d", BATCH);
+	p[11] = limit;
+	for (;;) {
+		p[9] = *cursor ? cursor : NULL;
+		struct db_rows *res = api_query(db, out, BATCH_SQL, 12, p);
+		if (!res)
+			return -1;
+		long long n = atoll(db_rows_text(res, 0, 1));
+		if (n > 0)
+			snprintf(cursor, sizeof(cursor), "%s",
+				 db_rows_text(res, 0, 2));
+		int rc = n > 0 ? act_batch(db, action, db_rows_text(res, 0, 0),
+					   affected, out)
+			       : 0;
+		db_rows_free(res);
+		if (rc < 0 || n < BATCH)
+			return rc;
+	}
+}
+
+void
+api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
+	     struct web_response *out)
+{
+	const cJSON *ids = cJSON_GetObjectItemCaseSensitive(body, "ids");
+	const cJSON *fo = cJSON_GetObjectItemCaseSensitive(body, "filter");
+	long long affected = 0;
+	int rc;
+
+	if ((ids != NULL) == (fo != NULL)) {
+		web_response_error(out, 400,
+				   "expected {\"ids\": [job ids]} or "
+				   "{\"filter\": {...}, \"expect\": n}");
+		return;
+	}
+	if (ids) {
+		char *text = ids_text(ids);
+		if (!text) {
+			web_response_error(out, 400,
+					   "ids: 1 to 10000 job ids (positive "
+					   "integers)");
+			return;
+		}
+		rc = act_batch(db, action, text, &affected, out);
+		free(text);
+	} else {
+		struct filter f;
+		if (!cJSON_IsObject(fo)) {
+			web_response_error(out, 400,
+					   "filter: an object, as the query "
+					   "of /api/jobs");
+			return;
+		}
+		if (filter_strict(fo, out) < 0 ||
+		    filter_read(&f, json_get, (void *)fo, out) < 0)
+			return;
+		rc = act_filter(db, action, &f, &affected, out);
+	}
+	if (rc < 0)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "affected", (double)affected);
+	web_response_json(out, o);
+}

@@ -1,0 +1,748 @@
+/*
+ * Integration: the web console's statements (src/web/api.c, api_jobs.c),
+ * called as web.c calls them, on a real database with real pgjobd
+ * processes: every answer must parse as JSON and say what the database
+ * holds.  Hostile jobs (markup, quotes, control characters, a 1 MB
+ * payload, bytes that are not UTF-8 in a SQL_ASCII database) come back
+ * as valid UTF-8 text, cut where the contract says; the copy as a
+ * `pgjob enqueue` command, run through a shell, enqueues the same job;
+ * the text search reads bounded windows per request and says where it
+ * stopped; queue counts stop at 10,000 and say so; the actions (retry,
+ * cancel, delete by ids and by filter; pause, resume, limits; schedules)
+ * do what the CLI's commands do, and a read-only user can do none of
+ * them.
+ */
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/text.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "web/api.h"
+
+/* A query string "k=v&k=v" (no escapes: the tests' values have no & or
+ * =), as web.c hands it over: each value stays put for the request. */
+struct query {
+	char *text; /* "k=v\0k=v": split at each & */
+	size_t len;
+};
+
+static const char *
+query_get(void *ctx, const char *key)
+{
+	struct query *q = ctx;
+	size_t n = strlen(key);
+	for (char *p = q->text; p && p < q->text + q->len; p += strlen(p) + 1)
+		if (strncmp(p, key, n) == 0 && p[n] == '=')
+			return p + n + 1;
+	return NULL;
+}
+
+static struct db_conn *
+web_db(const char *ci)
+{
+	char *err = NULL;
+	struct db_conn *db = db_connect(ci, "pgjob web", &err);
+	if (!db)
+		fail_msg("db_connect: %s", err);
+	return db;
+}
+
+/* GET path?query; asserts the status and that the body parses. */
+static cJSON *
+get(struct db_conn *db, const char *path, const char *query, int status)
+{
+	struct query q = {query ? xstrdup(query) : NULL,
+			  query ? strlen(query) : 0};
+	for (size_t i = 0; i < q.len; i++)
+		if (q.text[i] == '&')
+			q.text[i] = '\0';
+	struct web_query wq = {query_get, &q};
+	struct web_response out = {0};
+	assert_int_equal(web_api_get(db, path, &wq, &out), 0);
+	if (out.status != status)
+		fail_msg("GET %s?%s: %d %s", path, query ? query : "",
+			 out.status, out.body);
+	assert_string_equal(out.content_type, "application/json");
+	cJSON *j = cJSON_Parse(out.body);
+	assert_non_null(j);
+	free(out.body);
+	free(q.text);
+	return j;
+}
+
+/* POST path body as user (operator or not); asserts the status. */
+static cJSON *
+post(struct db_conn *db, int operator, const char * path, const char *body,
+     int status)
+{
+	struct web_user u = {"alice", operator};
+	struct web_response out = {0};
+	cJSON *b = cJSON_Parse(body);
+	assert_non_null(b);
+	assert_int_equal(web_api_post(db, &u, path, b, &out), 0);
+	cJSON_Delete(b);
+	if (out.status != status)
+		fail_msg("POST %s %s: %d %s", path, body, out.status, out.body);
+	cJSON *j = cJSON_Parse(out.body);
+	assert_non_null(j);
+	free(out.body);
+	return j;
+}
+
+static const cJSON *
+item(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v)
+		fail_msg("no \"%s\" in %s", key, cJSON_PrintUnformatted(o));
+	return v;
+}
+
+static double
+num(const cJSON *o, const char *key)
+{
+	const cJSON *v = item(o, key);
+	assert_true(cJSON_IsNumber(v));
+	return v->valuedouble;
+}
+
+static const char *
+str(const cJSON *o, const char *key)
+{
+	const cJSON *v = item(o, key);
+	assert_true(cJSON_IsString(v));
+	return v->valuestring;
+}
+
+/* "affected" of an action's answer. */
+static long long
+affected(cJSON *j)
+{
+	long long n = (long long)num(j, "affected");
+	cJSON_Delete(j);
+	return n;
+}
+
+#define HOSTILE_KIND "it's <img src=x onerror=alert(1)>"
+
+/* A job page of hostile jobs, its download, and its enqueue command. */
+static void
+test_job_page(void **state)
+{
+	char *ci = t_db_migrated("t_web_job");
+	PGconn *c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char path[128];
+
+	long long id = t_long(
+		c, "select pgjob.enqueue('it''s <img src=x onerror=alert(1)>',"
+		   " '{\"html\": \"<script>alert(1)</script>\","
+		   "   \"q\": \"''; rm -rf / #\", \"ctl\": \"a\\u001b[2Jb\"}',"
+		   " queue => 'q''1', priority => 3, max_attempts => 4,"
+		   " unique_key => 'k''ey')");
+	long long esc = t_long(c, "select pgjob.enqueue(E'esc\\x1b[2Jkind')");
+	long long big = t_long(c, "select pgjob.enqueue('big',"
+				  " jsonb_build_object('big',"
+				  "  repeat('x', 1000000)))");
+
+	snprintf(path, sizeof(path), "job/%lld", id);
+	cJSON *j = get(db, path, NULL, 200);
+	const cJSON *job = item(j, "job");
+	assert_string_equal(str(job, "kind"), HOSTILE_KIND);
+	const cJSON *payload = item(job, "payload");
+	assert_string_equal(str(payload, "html"), "<script>alert(1)</script>");
+	assert_string_equal(str(payload, "ctl"), "a\x1b[2Jb");
+	assert_false(cJSON_IsTrue(item(job, "payload_truncated")));
+	assert_true(cJSON_IsNull(item(j, "lease")));
+	assert_int_equal(cJSON_GetArraySize(item(j, "attempts")), 0);
+	/* The command, run by a shell, enqueues the same job again (its
+	 * unique key held: the same id, so it goes in as a new key). */
+	const char *cmd = str(j, "enqueue_command");
+	assert_int_equal(strncmp(cmd, "pgjob enqueue ", 14), 0);
+	assert_null(strchr(cmd, '\x1b'));
+	t_exec(c, "update pgjob.jobs set state = 'done' where id = %lld", id);
+	char *line = xasprintf("'%s' -d '%s' enqueue --json %s", t_bin("pgjob"),
+			       ci, cmd + strlen("pgjob enqueue "));
+	FILE *f = popen(line, "r");
+	char out[256] = "";
+	assert_non_null(f);
+	assert_non_null(fgets(out, sizeof(out), f));
+	assert_int_equal(pclose(f), 0);
+	free(line);
+	long long copy = atoll(strchr(out, ':') + 1);
+	assert_true(copy > big);
+	t_assert_value(c, "t",
+		       "select a.kind = b.kind and a.payload = b.payload"
+		       " and a.queue = b.queue and a.priority = b.priority"
+		       " and a.max_attempts = b.max_attempts"
+		       " and a.unique_key = b.unique_key"
+		       " from pgjob.jobs a, pgjob.jobs b"
+		       " where a.id = %lld and b.id = %lld",
+		       id, copy);
+	cJSON_Delete(j);
+
+	/* A control character in the kind: no command to paste. */
+	snprintf(path, sizeof(path), "job/%lld", esc);
+	j = get(db, path, NULL, 200);
+	assert_true(cJSON_IsNull(item(j, "enqueue_command")));
+	assert_string_equal(str(item(j, "job"), "kind"), "esc\x1b[2Jkind");
+	cJSON_Delete(j);
+
+	/* 1 MB: cut at 64 KiB on the page, whole in the download. */
+	snprintf(path, sizeof(path), "job/%lld", big);
+	j = get(db, path, NULL, 200);
+	job = item(j, "job");
+	assert_true(cJSON_IsTrue(item(job, "payload_truncated")));
+	assert_true(cJSON_IsNull(item(job, "payload")));
+	assert_true(num(job, "payload_bytes") > 1000000);
+	assert_true(strlen(str(job, "payload_text")) <= 65536);
+	assert_true(strlen(str(job, "payload_text")) > 65000);
+	assert_true(cJSON_IsNull(item(j, "enqueue_command")));
+	cJSON_Delete(j);
+	snprintf(path, sizeof(path), "job/%lld/payload", big);
+	struct web_response r = {0};
+	struct web_query none = {query_get, &(struct query){NULL, 0}};
+	assert_int_equal(web_api_get(db, path, &none, &r), 0);
+	assert_int_equal(r.status, 200);
+	assert_true(r.len > 1000000);
+	assert_non_null(strstr(r.content_disposition, "payload.json"));
+	j = cJSON_Parse(r.body);
+	assert_int_equal(strlen(str(j, "big")), 1000000);
+	cJSON_Delete(j);
+	free(r.body);
+
+	/* What is not a job. */
+	cJSON_Delete(get(db, "job/999999999", NULL, 404));
+	cJSON_Delete(get(db, "job/abc", NULL, 404));
+	cJSON_Delete(get(db, "job/-1", NULL, 404));
+	snprintf(path, sizeof(path), "job/%lld/result", big);
+	cJSON_Delete(get(db, path, NULL, 404));
+	snprintf(path, sizeof(path), "job/%lld/other", big);
+	cJSON_Delete(get(db, path, NULL, 404));
+	cJSON_Delete(get(db, "nothing", NULL, 404));
+
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
+/* The list: filters, keyset pages, and the bounded text search. */
+static void
+test_jobs_list(void **state)
+{
+	char *ci = t_db_migrated("t_web_list");
+	PGconn *c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char qs[128];
+
+	/* The oldest job holds the needle; 25,000 done jobs above it, more
+	 * than a window; 7 dead jobs of queue q2 among them. */
+	long long needle = t_long(
+		c, "select pgjob.enqueue('rare', '{\"w\": \"NeedLe\"}')");
+	t_exec(c,
+	       "insert into pgjob.jobs (kind, state, finished_at)"
+	       " select 'bulk', 'done', now() from generate_series(1, 25000)");
+	t_exec(c, "insert into pgjob.jobs (kind, queue, state, last_error,"
+		  "  finished_at, attempts)"
+		  " select 'bad', 'q2', 'dead', 'boom ' || i, now(), 3"
+		  " from generate_series(1, 7) i");
+	/* A backlog past the counts' cap: 10,001 jobs due in an hour. */
+	t_exec(c, "insert into pgjob.jobs (kind, queue, run_at)"
+		  " select 'later', 'big', now() + interval '1 hour'"
+		  " from generate_series(1, 10001)");
+	t_exec(c, "analyze pgjob.jobs");
+
+	cJSON *j = get(db, "jobs", NULL, 200);
+	const cJSON *jobs = item(j, "jobs");
+	assert_int_equal(cJSON_GetArraySize(jobs), 50);
+	double prev = 1e18;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, jobs)
+	{
+		assert_true(num(it, "id") < prev);
+		prev = num(it, "id");
+	}
+	assert_true(num(j, "next") == prev);
+	/* The next page starts below it. */
+	snprintf(qs, sizeof(qs), "before=%.0f&limit=200", prev);
+	cJSON *k = get(db, "jobs", qs, 200);
+	assert_int_equal(cJSON_GetArraySize(item(k, "jobs")), 200);
+	assert_true(num(cJSON_GetArrayItem(item(k, "jobs"), 0), "id") < prev);
+	cJSON_Delete(k);
+	cJSON_Delete(j);
+
+	/* Dead jobs of q2, whole (jobs_dead_idx), errors included. */
+	j = get(db, "jobs", "state=dead&queue=q2", 200);
+	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 7);
+	assert_true(cJSON_IsNull(item(j, "searched_to")));
+	assert_true(cJSON_IsNull(item(j, "next")));
+	assert_int_equal(strncmp(str(cJSON_GetArrayItem(item(j, "jobs"), 0),
+				     "last_error"),
+				 "boom ", 5),
+			 0);
+	cJSON_Delete(j);
+
+	/* The text search (any case) reads windows of ids until it has spent
+	 * its budget, then says where it stopped; asked again from there,
+	 * it goes on, and reaches the needle.  How many requests that takes
+	 * depends on the machine: at most one per window. */
+	double before = 0;
+	int requests = 0, found = 0;
+	while (!found) {
+		if (before)
+			snprintf(qs, sizeof(qs), "q=needle&before=%.0f",
+				 before);
+		else
+			snprintf(qs, sizeof(qs), "q=needle");
+		j = get(db, "jobs", qs, 200);
+		requests++;
+		found = cJSON_GetArraySize(item(j, "jobs"));
+		if (found) {
+			assert_int_equal(
+				num(cJSON_GetArrayItem(item(j, "jobs"), 0),
+				    "id"),
+				needle);
+			assert_true(cJSON_IsNull(item(j, "searched_to")));
+		} else {
+			double to = num(j, "searched_to");
+			assert_true(to > needle);
+			assert_true(!before || to < before);
+			before = to;
+		}
+		assert_true(cJSON_IsNull(item(j, "next")));
+		cJSON_Delete(j);
+		assert_true(requests <= 4);
+	}
+	/* In the errors too. */
+	j = get(db, "jobs", "q=BOOM%203", 200);
+	cJSON_Delete(j);
+	j = get(db, "jobs", "q=boom 3&state=dead", 200);
+	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 1);
+	cJSON_Delete(j);
+
+	/* The queues: counts stop at 10,000 and say so. */
+	j = get(db, "queues", NULL, 200);
+	int seen = 0;
+	cJSON_ArrayForEach(it, item(j, "queues"))
+	{
+		if (strcmp(str(it, "queue"), "big") == 0) {
+			seen = 1;
+			assert_int_equal(num(it, "scheduled"), 10000);
+			assert_int_equal(num(it, "available"), 0);
+			const cJSON *al = item(it, "at_least");
+			assert_int_equal(cJSON_GetArraySize(al), 1);
+			assert_string_equal(
+				cJSON_GetArrayItem(al, 0)->valuestring,
+				"scheduled");
+		} else if (strcmp(str(it, "queue"), "q2") == 0) {
+			assert_int_equal(num(it, "dead"), 7);
+			assert_int_equal(
+				cJSON_GetArraySize(item(it, "at_least")), 0);
+		}
+	}
+	assert_true(seen);
+	assert_true(cJSON_IsTrue(item(j, "estimates")));
+	cJSON_Delete(j);
+
+	/* Exact counts, for a bulk action's confirmation. */
+	j = get(db, "jobs/count", "kind=bulk", 200);
+	assert_int_equal(num(j, "count"), 25000);
+	cJSON_Delete(j);
+	j = get(db, "jobs/count", "state=dead&q=boom", 200);
+	assert_int_equal(num(j, "count"), 7);
+	cJSON_Delete(j);
+
+	/* Bad input: a 400 that says which key. */
+	j = get(db, "jobs", "state=bogus", 400);
+	assert_non_null(strstr(str(j, "error"), "state"));
+	cJSON_Delete(j);
+	cJSON_Delete(get(db, "jobs", "from=yesterday-ish", 400));
+	cJSON_Delete(get(db, "jobs", "limit=0", 400));
+	cJSON_Delete(get(db, "jobs", "limit=201", 400));
+	cJSON_Delete(get(db, "jobs", "before=x", 400));
+	cJSON_Delete(get(db, "jobs/count", "workflow=-3", 400));
+
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
+/* The actions, with a real pgjobd running the jobs. */
+static void
+test_actions(void **state)
+{
+	char *ci = t_db_migrated("t_web_act");
+	PGconn *c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char flag[512], path[64], body[256];
+
+	snprintf(flag, sizeof(flag), "%s/web_api_flag", t_tmpdir());
+	unlink(flag);
+	pid_t d = t_start("web_act", ci,
+			  "workers: 2\npoll_interval: 1s\n"
+			  "queues: { default: {}, slow: {} }\n"
+			  "schedules:\n"
+			  "  tick: { cron: \"0 0 1 1 *\", kind: ok }\n"
+			  "handlers:\n"
+			  "  ok: { type: exec, command: [\"/bin/true\"] }\n"
+			  "  slowok: { type: exec, queue: slow,"
+			  " command: [\"/bin/true\"] }\n"
+			  "  flaky:\n"
+			  "    type: exec\n"
+			  "    command: [\"/bin/sh\", \"-c\","
+			  " \"test -f %s || { echo boom >&2; exit 3; }\"]\n"
+			  "    max_attempts: 2\n"
+			  "    backoff: { base: 100ms, max: 100ms }\n",
+			  flag);
+
+	/* A job that fails twice and dies: its attempts, with errors. */
+	long long id = t_long(c, "select pgjob.enqueue('flaky')");
+	t_wait_state(c, id, "dead", 60);
+	snprintf(path, sizeof(path), "job/%lld", id);
+	cJSON *j = get(db, path, NULL, 200);
+	const cJSON *att = item(j, "attempts");
+	assert_int_equal(cJSON_GetArraySize(att), 2);
+	const cJSON *a1 = cJSON_GetArrayItem(att, 0);
+	assert_string_equal(str(a1, "outcome"), "failed");
+	assert_non_null(strstr(str(a1, "error"), "boom"));
+	assert_int_equal(num(a1, "status"), 3);
+	assert_non_null(strchr(str(a1, "worker"), ':'));
+	assert_string_equal(str(cJSON_GetArrayItem(att, 1), "outcome"), "dead");
+	cJSON_Delete(j);
+
+	/* A read-only user acts on nothing. */
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", id);
+	j = post(db, 0, "jobs/retry", body, 403);
+	cJSON_Delete(j);
+	t_assert_job(c, id, "state", "dead");
+
+	/* Retry: now it passes, done at its third attempt, which the job
+	 * row describes. */
+	t_write_file(flag, "");
+	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
+	t_wait_state(c, id, "done", 60);
+	j = get(db, path, NULL, 200);
+	att = item(j, "attempts");
+	assert_int_equal(cJSON_GetArraySize(att), 3);
+	const cJSON *last = cJSON_GetArrayItem(att, 2);
+	assert_string_equal(str(last, "outcome"), "done");
+	assert_non_null(strchr(str(last, "worker"), ':'));
+	assert_true(cJSON_IsString(item(last, "finished_at")));
+	cJSON_Delete(j);
+	/* A done job retried runs again (the CLI's retry refuses it). */
+	long long token =
+		t_long(c,
+		       "select lease_token from pgjob.jobs where id = "
+		       "%lld",
+		       id);
+	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
+	t_wait_until(c, 60,
+		     "select state = 'done' and lease_token > %lld"
+		     " from pgjob.jobs where id = %lld",
+		     token, id);
+
+	/* A running job is neither cancelled nor deleted from the console
+	 * (a row as a worker leaves it, in a queue no worker serves). */
+	long long run = t_long(
+		c, "insert into pgjob.jobs (kind, queue, state, locked_by,"
+		   "  locked_until, lease_token, attempts, attempted_at)"
+		   " values ('runner', 'nowhere', 'running', 'h:9',"
+		   "  now() + interval '1 hour', 1, 1, now()) returning id");
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", run);
+	assert_int_equal(affected(post(db, 1, "jobs/cancel", body, 200)), 0);
+	assert_int_equal(affected(post(db, 1, "jobs/delete", body, 200)), 0);
+	assert_int_equal(
+		affected(post(db, 1, "jobs/cancel",
+			      "{\"filter\": {\"kind\": \"runner\"}}", 200)),
+		0);
+	t_assert_job(c, run, "state", "running");
+	snprintf(path, sizeof(path), "job/%lld", run);
+	j = get(db, path, NULL, 200);
+	assert_string_equal(str(item(j, "lease"), "holder"), "h:9");
+	assert_int_equal(num(item(j, "lease"), "token"), 1);
+	att = item(j, "attempts");
+	assert_string_equal(
+		str(cJSON_GetArrayItem(att, cJSON_GetArraySize(att) - 1),
+		    "outcome"),
+		"running");
+	cJSON_Delete(j);
+	snprintf(path, sizeof(path), "job/%lld", id);
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", id);
+
+	/* Pause: a job of the paused queue does not start while the
+	 * others do, from the queue's first job to its last. */
+	cJSON_Delete(post(db, 1, "queues/pause", "{\"queue\": \"slow\"}", 200));
+	long long held = t_long(c, "select pgjob.enqueue('slowok', queue => "
+				   "'slow')");
+	long long other = t_long(c, "select pgjob.enqueue('ok')");
+	t_wait_state(c, other, "done", 60);
+	t_assert_job(c, held, "state", "available");
+	j = get(db, "queues", NULL, 200);
+	int seen = 0;
+	const cJSON *q;
+	cJSON_ArrayForEach(q, item(j, "queues"))
+	{
+		if (strcmp(str(q, "queue"), "slow") != 0)
+			continue;
+		seen = 1;
+		assert_true(cJSON_IsTrue(item(q, "paused")));
+		assert_int_equal(num(q, "available"), 1);
+	}
+	assert_true(seen);
+	cJSON_Delete(j);
+	cJSON_Delete(
+		post(db, 1, "queues/resume", "{\"queue\": \"slow\"}", 200));
+	t_wait_state(c, held, "done", 60);
+	j = post(db, 1, "queues/pause", "{\"queue\": \"no such\"}", 404);
+	assert_non_null(strstr(str(j, "error"), "no such"));
+	cJSON_Delete(j);
+
+	/* Limits: set, shown, refused when wrong, reset. */
+	cJSON_Delete(post(db, 1, "queues/limits",
+			  "{\"queue\": \"default\", \"set\": "
+			  "{\"global_concurrency\": 3, \"rate\": \"10/s\"}}",
+			  200));
+	j = get(db, "queues", NULL, 200);
+	cJSON_ArrayForEach(q, item(j, "queues"))
+	{
+		if (strcmp(str(q, "queue"), "default") == 0) {
+			const cJSON *l = item(q, "limits");
+			assert_int_equal(num(l, "global_concurrency"), 3);
+			assert_int_equal(num(l, "rate"), 10);
+			assert_string_equal(str(l, "source"), "sql");
+		}
+	}
+	cJSON_Delete(j);
+	j = post(db, 1, "queues/limits",
+		 "{\"queue\": \"default\", \"set\": {\"speed\": 3}}", 400);
+	assert_non_null(strstr(str(j, "error"), "speed"));
+	cJSON_Delete(j);
+	cJSON_Delete(post(db, 1, "queues/limits",
+			  "{\"queue\": \"default\", \"reset\": true}", 200));
+	t_assert_value(c, "config",
+		       "select coalesce((select source from pgjob.limits"
+		       " where queue = 'default'), 'config')");
+
+	/* Bulk cancel of a filter's matches, then delete them. */
+	t_exec(c, "select pgjob.enqueue('later', run_at => now() + "
+		  "interval '1 hour') from generate_series(1, 30)");
+	j = get(db, "jobs/count", "kind=later", 200);
+	assert_int_equal(num(j, "count"), 30);
+	cJSON_Delete(j);
+	assert_int_equal(affected(post(db, 1, "jobs/cancel",
+				       "{\"filter\": {\"kind\": \"later\"}, "
+				       "\"expect\": 30}",
+				       200)),
+			 30);
+	t_assert_value(c, "30",
+		       "select count(*) from pgjob.jobs where kind = 'later'"
+		       " and state = 'cancelled'");
+	assert_int_equal(affected(post(db, 1, "jobs/delete",
+				       "{\"filter\": {\"kind\": \"later\", "
+				       "\"state\": \"cancelled\"}}",
+				       200)),
+			 30);
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.jobs where kind = 'later'");
+	/* Delete by id: the dead-then-done job, and its attempts. */
+	assert_int_equal(affected(post(db, 1, "jobs/delete", body, 200)), 1);
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.attempts where job_id = "
+		       "%lld",
+		       id);
+	/* A filter that would act on more than it says: refused. */
+	j = post(db, 1, "jobs/delete", "{\"filter\": {\"kinds\": \"x\"}}", 400);
+	assert_non_null(strstr(str(j, "error"), "unknown key \"kinds\""));
+	cJSON_Delete(j);
+	cJSON_Delete(post(db, 1, "jobs/delete",
+			  "{\"filter\": {\"workflow\": 5}}", 400));
+	cJSON_Delete(post(db, 1, "jobs/cancel", "{\"ids\": [1.5]}", 400));
+	cJSON_Delete(post(db, 1, "jobs/cancel", "{}", 400));
+
+	/* Schedules: listed with the next tick, disabled, run now. */
+	t_wait_until(c, 60, "select count(*) = 1 from pgjob.schedule_list");
+	j = get(db, "schedules", NULL, 200);
+	const cJSON *s = cJSON_GetArrayItem(item(j, "schedules"), 0);
+	assert_string_equal(str(s, "name"), "tick");
+	assert_string_equal(str(s, "cron"), "0 0 1 1 *");
+	assert_non_null(strstr(str(s, "next_tick"), "-01-01T00:00:00Z"));
+	assert_true(cJSON_IsTrue(item(s, "enabled")));
+	cJSON_Delete(j);
+	cJSON_Delete(post(db, 1, "schedules/enable",
+			  "{\"name\": \"tick\", \"enabled\": false}", 200));
+	t_assert_value(c, "f",
+		       "select enabled from pgjob.schedules where name = "
+		       "'tick'");
+	cJSON_Delete(post(db, 1, "schedules/run", "{\"name\": \"tick\"}", 200));
+	/* The scheduler runs it once, though disabled. */
+	t_wait_until(c, 60,
+		     "select count(*) = 1 from pgjob.jobs where kind = 'ok'"
+		     " and queue = 'default' and id > %lld and state = 'done'",
+		     other);
+	cJSON_Delete(post(db, 1, "schedules/run", "{\"name\": \"nope\"}", 404));
+
+	/* The overview: the instance, its workers, rates, health. */
+	j = get(db, "overview", NULL, 200);
+	const cJSON *inst = item(j, "instances");
+	assert_int_equal(cJSON_GetArraySize(inst), 1);
+	assert_int_equal(cJSON_GetArraySize(
+				 item(cJSON_GetArrayItem(inst, 0), "workers")),
+			 2);
+	assert_int_equal(cJSON_GetArraySize(item(j, "rates")), 60);
+	assert_true(cJSON_IsNumber(item(item(j, "health"), "dead_tuples")));
+	assert_true(cJSON_IsFalse(item(j, "estimates")));
+	cJSON_Delete(j);
+
+	/* Tasks and duties: the scheduler's lease is held. */
+	j = get(db, "tasks", NULL, 200);
+	seen = 0;
+	cJSON_ArrayForEach(q, item(j, "duties")) seen +=
+		strcmp(str(q, "name"), "pgjob:scheduler") == 0;
+	assert_int_equal(seen, 1);
+	cJSON_Delete(j);
+
+	t_stop_clean(d);
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
+/* Workflows: the list, one workflow's steps and edges. */
+static void
+test_workflows(void **state)
+{
+	char *ci = t_db_migrated("t_web_wf");
+	PGconn *c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char path[64];
+
+	long long wf =
+		t_long(c, "select pgjob.enqueue_workflow('{\"name\": \"w<b>\","
+			  " \"steps\": [{\"name\": \"a\", \"kind\": \"k\"},"
+			  "  {\"name\": \"b\", \"kind\": \"k\","
+			  "   \"after\": [\"a\"]}]}')");
+	cJSON *j = get(db, "workflows", NULL, 200);
+	const cJSON *w = cJSON_GetArrayItem(item(j, "workflows"), 0);
+	assert_int_equal(num(w, "id"), wf);
+	assert_string_equal(str(w, "name"), "w<b>");
+	assert_string_equal(str(w, "state"), "running");
+	cJSON_Delete(j);
+	snprintf(path, sizeof(path), "workflow/%lld", wf);
+	j = get(db, path, NULL, 200);
+	assert_int_equal(cJSON_GetArraySize(item(j, "steps")), 2);
+	assert_int_equal(cJSON_GetArraySize(item(j, "edges")), 1);
+	cJSON_Delete(j);
+	cJSON_Delete(get(db, "workflow/424242", NULL, 404));
+	/* Its steps, by the list's filter. */
+	snprintf(path, sizeof(path), "workflow=%lld", wf);
+	j = get(db, "jobs", path, 200);
+	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 2);
+	cJSON_Delete(j);
+
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
+/* 1 when s is valid UTF-8 all through. */
+static int
+utf8(const char *s)
+{
+	uint32_t cp;
+	while (*s) {
+		size_t n = text_char(s, &cp);
+		if (!n)
+			return 0;
+		s += n;
+	}
+	return 1;
+}
+
+/* GET path: the raw body, which must be valid UTF-8 (caller frees). */
+static char *
+get_raw(struct db_conn *db, const char *path, const char *query)
+{
+	struct query q = {query ? xstrdup(query) : NULL,
+			  query ? strlen(query) : 0};
+	for (size_t i = 0; i < q.len; i++)
+		if (q.text[i] == '&')
+			q.text[i] = '\0';
+	struct web_query wq = {query_get, &q};
+	struct web_response out = {0};
+	assert_int_equal(web_api_get(db, path, &wq, &out), 0);
+	if (out.status != 200)
+		fail_msg("GET %s: %d %s", path, out.status, out.body);
+	free(q.text);
+	if (!utf8(out.body))
+		fail_msg("GET %s: not UTF-8: %s", path, out.body);
+	return out.body;
+}
+
+/*
+ * A database in SQL_ASCII keeps any bytes in text and jsonb: what a
+ * client wrote there reaches the browser as valid UTF-8 (a byte that is
+ * not becomes U+FFFD), in every page that shows it.
+ */
+static void
+test_not_utf8(void **state)
+{
+	PGconn *c = t_connect(t_server_conninfo());
+	t_exec(c, "drop database if exists t_web_ascii with (force)");
+	t_exec(c, "create database t_web_ascii encoding 'SQL_ASCII'"
+		  " locale 'C' template template0");
+	PQfinish(c);
+	char *ci = xasprintf("%s dbname=t_web_ascii", t_server_conninfo());
+	t_migrate(ci);
+	c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char path[64];
+
+	long long id =
+		t_long(c, "insert into pgjob.jobs (kind, queue, payload, state,"
+			  "  last_error, finished_at)"
+			  " values (E'k\\xff\\x1b[2J', E'q\\xfe',"
+			  "  E'{\"a\": \"\\xc2\\x9b2J\\xff\"}', 'dead',"
+			  "  E'err\\xfe\\x07', now()) returning id");
+	snprintf(path, sizeof(path), "job/%lld", id);
+	char *body = get_raw(db, path, NULL);
+	cJSON *j = cJSON_Parse(body);
+	const cJSON *job = item(j, "job");
+	assert_string_equal(str(job, "kind"), "k\xef\xbf\xbd\x1b[2J");
+	assert_string_equal(str(job, "last_error"), "err\xef\xbf\xbd\x07");
+	assert_string_equal(str(item(job, "payload"), "a"), "\xc2\x9b"
+							    "2J\xef\xbf\xbd");
+	/* Not pasteable into a terminal as it is. */
+	assert_true(cJSON_IsNull(item(j, "enqueue_command")));
+	cJSON_Delete(j);
+	free(body);
+	free(get_raw(db, "jobs", NULL));
+	free(get_raw(db, "jobs", "state=dead"));
+	free(get_raw(db, "queues", NULL));
+	free(get_raw(db, "overview", NULL));
+	snprintf(path, sizeof(path), "job/%lld/payload", id);
+	free(get_raw(db, path, NULL));
+
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_job_page),
+		cmocka_unit_test(test_jobs_list),
+		cmocka_unit_test(test_actions),
+		cmocka_unit_test(test_workflows),
+		cmocka_unit_test(test_not_utf8),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
