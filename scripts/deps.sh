@@ -19,6 +19,14 @@ pkgs+=(pgbouncer)
 # the receiver of its http jobs.
 pkgs+=(iproute2 python3)
 
+# The web console's browser test (tests/browser/run.sh): headless
+# chromium driven by selenium.
+pkgs+=(chromium chromium-driver python3-selenium)
+
+# The web console (pgjob web, src/web/): its HTTP server and the yescrypt
+# password hashes of its users.
+pkgs+=(libmicrohttpd-dev libcrypt-dev)
+
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' ||

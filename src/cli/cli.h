@@ -155,6 +155,8 @@ int cli_top_run(struct cli *cli, int argc, char **argv);
 int cli_pause_run(struct cli *cli, int argc, char **argv);
 int cli_pause_resume(struct cli *cli, int argc, char **argv);
 int cli_limits_run(struct cli *cli, int argc, char **argv);
+/* pgjob web [--listen ADDR] | web --hash-password (cli_web.c). */
+int cli_web_run(struct cli *cli, int argc, char **argv);
 /* pgjob doctor (cli_doctor.c): exits 0 all OK, 1 a warning, 2 a failure. */
 int cli_doctor_run(struct cli *cli, int argc, char **argv);
 /* pgjob schedules, pgjob schedule run|enable|disable (cli_schedule.c). */

@@ -106,6 +106,13 @@ usage(FILE *f)
 	      "                         instances): OK, WARN or FAIL, each "
 	      "with a fix;\n"
 	      "                         exit 0 OK, 1 a warning, 2 a failure\n"
+	      "  web [--listen ADDR:PORT]\n"
+	      "                         the web console, in the foreground "
+	      "(default\n"
+	      "                         web.listen, else 127.0.0.1:8080)\n"
+	      "  web --hash-password    read a password on stdin, print its "
+	      "hash for\n"
+	      "                         web.users\n"
 	      "  version [--json]       print the version\n"
 	      "\n"
 	      "The database is --database, else database.conninfo of the "
@@ -590,6 +597,7 @@ static const struct {
 	{"resume", cli_pause_resume, 0},   {"limits", cli_limits_run, 0},
 	{"workflow", cli_workflow_run, 0}, {"doctor", cli_doctor_run, 0},
 	{"schedules", cli_schedule_ls, 0}, {"schedule", cli_schedule_run, 0},
+	{"web", cli_web_run, 0},
 };
 
 /*

@@ -13,6 +13,7 @@
 #include "common/config.h"
 
 #include <cjson/cJSON.h>
+#include <crypt.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -496,6 +497,101 @@ static const struct yaml_field health_fields[] = {
 	{0},
 };
 
+/*
+ * web: (pgjob web, docs/console.md).  A user's name reaches log lines and
+ * the page: a short identifier.  A password hash must be one that libcrypt
+ * checks and that is not of the weak legacy kinds (DES, MD5).
+ */
+static const char *const web_roles[] = {"read-only", "operator", NULL};
+
+static const char *
+check_web_user(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > 64 ||
+	    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		      "0123456789_.@-") != n)
+		return "a user's name is 1 to 64 letters, digits, _ . @ and -";
+	return NULL;
+}
+
+static const char *
+check_password_hash(const char *s)
+{
+	if (crypt_checksalt(s) != CRYPT_SALT_OK || strncmp(s, "$", 1) != 0 ||
+	    strncmp(s, "$1$", 3) == 0)
+		return "not a password hash this system's crypt(3) checks "
+		       "(or a weak one): make one with `pgjob web "
+		       "--hash-password`";
+	return NULL;
+}
+
+static const struct yaml_field web_user_fields[] = {
+	F("name", YF_STRING, web_user_conf, name, .required = true,
+	  .check = check_web_user),
+	F("password_hash", YF_STRING, web_user_conf, password_hash,
+	  .required = true, .check = check_password_hash),
+	F("role", YF_CHOICE, web_user_conf, operator, .names = web_roles,
+	  .what = "role", .required = true),
+	{0},
+};
+
+/* web.users: a list of maps, each a user; names unique. */
+static void
+read_web_users(struct yaml_doc *d, const struct ynode *n, const char *path,
+	       void *dst)
+{
+	struct web_conf *web = dst;
+
+	if (yaml_is_null(n))
+		return;
+	if (n->type != YNODE_LIST) {
+		yaml_doc_error(d, n, path, "expected a list of users");
+		return;
+	}
+	for (size_t i = 0; i < n->n; i++) {
+		const struct ynode *item = n->items[i];
+		char *ipath = xasprintf("%s[%zu]", path, i);
+		struct web_user_conf *u;
+		struct yaml_walk w = {.t = web_user_fields};
+
+		if (item->type != YNODE_MAP) {
+			yaml_doc_error(d, item, ipath,
+				       "expected a map "
+				       "(name, password_hash, role)");
+			free(ipath);
+			continue;
+		}
+		web->users =
+			xrealloc(web->users, (web->nusers + 1) * sizeof(*u));
+		w.obj = u = &web->users[web->nusers++];
+		*u = (struct web_user_conf){.line = item->line,
+					    .column = item->column};
+		yaml_walk_map(d, item, item, ipath, &w);
+		for (size_t j = 0; u->name && j + 1 < web->nusers; j++) {
+			if (!web->users[j].name ||
+			    strcmp(web->users[j].name, u->name) != 0)
+				continue;
+			char *npath = join(ipath, "name");
+			yaml_doc_error(d, yaml_walked(&w, "name"), npath,
+				       "user \"%s\" is already defined at "
+				       "line %d",
+				       u->name, web->users[j].line);
+			free(npath);
+		}
+		free(ipath);
+	}
+}
+
+static const struct yaml_field web_fields[] = {
+	F("listen", YF_STRING, config, web.listen, .check = check_listen),
+	F("session_ttl", YF_DURATION, config, web.session_ttl_ms,
+	  .min = 60 * 1000, .max = 366 * 86400 * 1000LL),
+	F("cookie_secure", YF_BOOL, config, web.cookie_secure),
+	F("users", YF_READ, config, web, .read = read_web_users),
+	{0},
+};
+
 static const struct yaml_field defaults_fields[] = {
 	F("timeout", YF_DURATION, config, default_timeout_ms, .min = 1,
 	  NOLIMIT),
@@ -523,6 +619,7 @@ static const struct yaml_field top_fields[] = {
 	{.key = "metrics", .type = YF_MAP, .sub = metrics_fields},
 	{.key = "defaults", .type = YF_MAP, .sub = defaults_fields},
 	{.key = "health", .type = YF_MAP, .sub = health_fields},
+	{.key = "web", .type = YF_MAP, .sub = web_fields},
 	{.key = "queues", .type = YF_LATER},
 	{.key = "handlers", .type = YF_LATER},
 	{.key = "schedules", .type = YF_LATER},
@@ -1201,6 +1298,7 @@ config_new(const char *name)
 	c->default_backoff.max_ms = 30 * 60 * 1000;
 	c->health_interval_ms = 10 * 1000;
 	c->health_xmin_warn_ms = 5 * 60 * 1000;
+	c->web.session_ttl_ms = 12 * 3600 * 1000LL;
 	return c;
 }
 
@@ -1359,6 +1457,12 @@ config_free(struct config *c)
 	free(c->path);
 	free(c->conninfo);
 	free(c->metrics_listen);
+	free(c->web.listen);
+	for (size_t i = 0; i < c->web.nusers; i++) {
+		free(c->web.users[i].name);
+		free(c->web.users[i].password_hash);
+	}
+	free(c->web.users);
 	free(c);
 }
 

@@ -158,6 +158,26 @@ struct database_conf {
 	int line, column; /* of the name, for messages */
 };
 
+/*
+ * The web console (web:, `pgjob web`, docs/console.md): where it listens,
+ * how long a session lasts, and its users.  No users: an open console,
+ * which `pgjob web` allows only on a loopback address.
+ */
+struct web_user_conf {
+	char *name;
+	char *password_hash; /* crypt(3) form: "$y$..." (yescrypt) */
+	bool operator;	     /* role: operator; false: read-only */
+	int line, column;    /* of the entry, for messages */
+};
+
+struct web_conf {
+	char *listen;		/* "host:port"; NULL: 127.0.0.1:8080 */
+	int64_t session_ttl_ms; /* default 12h, sliding */
+	bool cookie_secure;	/* Secure on the session cookie (TLS proxy) */
+	struct web_user_conf *users;
+	size_t nusers;
+};
+
 struct config {
 	char *path;	/* the file it was loaded from */
 	char *conninfo; /* database.conninfo; NULL: libpq's PG* defaults */
@@ -198,6 +218,7 @@ struct config {
 	 */
 	struct database_conf *databases;
 	size_t ndatabases;
+	struct web_conf web; /* web: */
 };
 
 /* One error; message is "file:line:column: key.path: what is wrong". */

@@ -1595,6 +1595,88 @@ test_fixture_errors(void **state)
 }
 
 /* A file that cannot be read: its name and why. */
+/* web: (pgjob web): its keys, defaults and the errors of its users. */
+#define WEB_HASH                                                               \
+	"$y$j9T$jtn7.St/p/sEPu3ZMIGdg1$UFYkRsE0fHCTV0fGPU05wolmQDSB4uTLhk."    \
+	"KuP.ddZ4"
+
+static void
+test_web(void **state)
+{
+	struct config *c = load_ok("workers: 1\n");
+	assert_null(c->web.listen);
+	assert_int_equal(c->web.session_ttl_ms, 12 * 3600 * 1000LL);
+	assert_false(c->web.cookie_secure);
+	assert_int_equal(c->web.nusers, 0);
+	config_free(c);
+
+	c = load_ok("web:\n"
+		    "  listen: \"[::1]:8443\"\n"
+		    "  session_ttl: 30m\n"
+		    "  cookie_secure: true\n"
+		    "  users:\n"
+		    "    - name: alice\n"
+		    "      password_hash: \"" WEB_HASH "\"\n"
+		    "      role: operator\n"
+		    "    - {name: bob, password_hash: '" WEB_HASH "', "
+		    "role: read-only}\n");
+	assert_string_equal(c->web.listen, "[::1]:8443");
+	assert_int_equal(c->web.session_ttl_ms, 30 * 60 * 1000);
+	assert_true(c->web.cookie_secure);
+	assert_int_equal(c->web.nusers, 2);
+	assert_string_equal(c->web.users[0].name, "alice");
+	assert_string_equal(c->web.users[0].password_hash, WEB_HASH);
+	assert_true(c->web.users[0].operator);
+	assert_int_equal(c->web.users[0].line, 6);
+	assert_string_equal(c->web.users[1].name, "bob");
+	assert_false(c->web.users[1].operator);
+	config_free(c);
+
+	static const struct {
+		const char *yaml, *msg;
+	} bad[] = {
+		{"web: {listen: 8080}\n",
+		 "t.yaml:1:15: web.listen: expected \"host:port\", e.g. "
+		 "\"127.0.0.1:9188\", \"[::1]:9188\" or \":9188\""},
+		{"web: {session_ttl: 10s}\n",
+		 "t.yaml:1:20: web.session_ttl: must be at least 1m"},
+		{"web: {users: {alice: x}}\n",
+		 "t.yaml:1:14: web.users: expected a list of users"},
+		{"web:\n  users:\n    - name: alice\n      role: operator\n",
+		 "t.yaml:3:7: web.users[0]: missing required key "
+		 "\"password_hash\""},
+		{"web:\n  users:\n    - {name: a, password_hash: secret, "
+		 "role: operator}\n",
+		 "t.yaml:3:32: web.users[0].password_hash: not a password hash "
+		 "this system's crypt(3) checks (or a weak one): make one with "
+		 "`pgjob web --hash-password`"},
+		{"web:\n  users:\n    - {name: a, password_hash: '" WEB_HASH
+		 "', role: admin}\n",
+		 "t.yaml:3:115: web.users[0].role: unknown role \"admin\" (use "
+		 "read-only or operator)"},
+		{"web:\n  users:\n    - {name: \"a b\", password_hash: "
+		 "'" WEB_HASH "', role: operator}\n",
+		 "t.yaml:3:14: web.users[0].name: a user's name is 1 to 64 "
+		 "letters, digits, _ . @ and -"},
+		{"web:\n  users:\n"
+		 "    - {name: a, password_hash: '" WEB_HASH
+		 "', role: operator}\n"
+		 "    - {name: a, password_hash: '" WEB_HASH
+		 "', role: operator}\n",
+		 "t.yaml:4:14: web.users[1].name: user \"a\" is already "
+		 "defined "
+		 "at line 3"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct config_errors errs = {0};
+		assert_null(config_load_string("t.yaml", bad[i].yaml,
+					       strlen(bad[i].yaml), &errs));
+		assert_int_equal(errs.n, 1);
+		assert_string_equal(errs.msg[0], bad[i].msg);
+		config_errors_free(&errs);
+	}
+}
+
 static void
 test_unreadable(void **state)
 {
@@ -1640,6 +1722,7 @@ main(void)
 		cmocka_unit_test(test_fixture_errors),
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_databases),
+		cmocka_unit_test(test_web),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,1337 @@
+/*
+ * pgjob web: the console's single page (docs/console.md).
+ *
+ * Hash routes (#/, #/jobs?..., #/job/ID, #/queues, #/schedules, #/tasks,
+ * #/workflows, #/workflow/ID, #/dead), each a function that builds the
+ * page's fixed parts (forms, buttons) once and gives a url and a render
+ * function for its data.  Every 2 s while the tab is visible the current
+ * page's url is fetched again; when the answer changed, only the data part
+ * is rebuilt, so an open form, the selection, the scroll position and the
+ * focused control survive a refresh.
+ *
+ * Everything an application or a handler wrote (kinds, queues, payloads,
+ * errors, keys, step names) is hostile: it reaches the document only as
+ * text (textContent, createTextNode, setAttribute of a fixed attribute),
+ * never as markup; control and invisible characters are shown as \uXXXX
+ * (showText).  Nothing here uses innerHTML.
+ *
+ * Every POST carries the session's CSRF token (X-CSRF-Token) and
+ * Content-Type: application/json; the server checks both and the role.
+ * For a read-only user the page draws no action at all.
+ */
+'use strict';
+
+(function () {
+	const REFRESH_MS = 2000;
+	const SHOW_MAX = 100000; /* characters of a document shown before "show all" */
+	const STATES = ['available', 'running', 'waiting', 'done', 'dead',
+		'cancelled'];
+	const PAGES = [
+		['', 'Overview'], ['jobs', 'Jobs'], ['queues', 'Queues'],
+		['schedules', 'Schedules'], ['tasks', 'Tasks'],
+		['workflows', 'Workflows'], ['dead', 'Dead jobs'],
+	];
+
+	const S = {
+		session: null, /* GET /api/session */
+		page: null,    /* the current page: see route() */
+		bannerKind: '',
+	};
+	const main = document.getElementById('main');
+	const banner = document.getElementById('banner');
+
+	/* --- building the document ------------------------------------- */
+
+	/*
+	 * h('tag', {attr: value, onclick: fn, text: 'x'}, child, ...): an
+	 * element; strings among the children become text nodes.  Attribute
+	 * values go through setAttribute (an attribute is never markup).
+	 */
+	function h(tag, props, ...kids) {
+		return build(document.createElement(tag), props, kids);
+	}
+
+	function svg(tag, props, ...kids) {
+		return build(document.createElementNS(
+			'http://www.w3.org/2000/svg', tag), props, kids);
+	}
+
+	function build(e, props, kids) {
+		for (const k in props || {}) {
+			const v = props[k];
+			if (v === null || v === undefined || v === false)
+				continue;
+			if (k === 'text')
+				e.textContent = v;
+			else if (k === 'class')
+				e.setAttribute('class', v);
+			else if (k.startsWith('on'))
+				e.addEventListener(k.slice(2), v);
+			else if (typeof v === 'boolean')
+				e[k] = v;
+			else
+				e.setAttribute(k, String(v));
+		}
+		append(e, kids);
+		return e;
+	}
+
+	function append(e, kids) {
+		for (const k of kids.flat(Infinity)) {
+			if (k === null || k === undefined || k === false)
+				continue;
+			e.appendChild(typeof k === 'object' ? k
+				: document.createTextNode(String(k)));
+		}
+		return e;
+	}
+
+	/* Characters that would hide or disguise text: C0/C1 controls, DEL,
+	 * zero-width and bidirectional controls, separators. */
+	const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
+	const HIDDEN_ML = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
+
+	/*
+	 * s as text nodes, each hidden character drawn as a marked \uXXXX
+	 * (multiline: newlines and tabs kept).  U+FFFD, which the server puts
+	 * for invalid UTF-8, shows as itself.
+	 */
+	function showText(s, multiline) {
+		const f = document.createDocumentFragment();
+		if (s === null || s === undefined)
+			return f;
+		s = String(s);
+		const re = multiline ? HIDDEN_ML : HIDDEN;
+		let run = '';
+		for (const c of s) {
+			if (re.test(c)) {
+				if (run)
+					f.appendChild(document.createTextNode(run));
+				run = '';
+				const hex = c.codePointAt(0).toString(16)
+					.padStart(4, '0');
+				f.appendChild(h('span', {class: 'esc',
+					title: 'hidden character'}, '\\u' + hex));
+			} else {
+				run += c;
+			}
+		}
+		if (run)
+			f.appendChild(document.createTextNode(run));
+		return f;
+	}
+
+	/* A one-line cell: at most n characters, the whole in a title. */
+	function short(s, n) {
+		if (s === null || s === undefined)
+			return '';
+		s = String(s);
+		const cut = s.length > n ? s.slice(0, n) + '\u2026' : s;
+		return h('span', {title: s.length > n ? s.slice(0, 2000) : null},
+			showText(cut, false));
+	}
+
+	function fmtTime(t) {
+		if (!t)
+			return '';
+		const d = new Date(t);
+		if (isNaN(d))
+			return String(t);
+		const p = (n) => String(n).padStart(2, '0');
+		return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' +
+			p(d.getDate()) + ' ' + p(d.getHours()) + ':' +
+			p(d.getMinutes()) + ':' + p(d.getSeconds());
+	}
+
+	function time(t) {
+		return t ? h('time', {datetime: t, title: t}, fmtTime(t)) : '';
+	}
+
+	function fmtSecs(s) {
+		if (s === null || s === undefined || s === '')
+			return '';
+		s = Number(s);
+		if (s < 60)
+			return s.toFixed(s < 10 ? 1 : 0) + ' s';
+		if (s < 3600)
+			return Math.floor(s / 60) + ' min ' + Math.floor(s % 60) + ' s';
+		if (s < 86400)
+			return Math.floor(s / 3600) + ' h ' +
+				Math.floor(s % 3600 / 60) + ' min';
+		return Math.floor(s / 86400) + ' d ' +
+			Math.floor(s % 86400 / 3600) + ' h';
+	}
+
+	function num(n) {
+		return n === null || n === undefined ? '' : Number(n)
+			.toLocaleString('en-US');
+	}
+
+	function badge(state) {
+		return h('span', {class: 'badge st-' + (STATES.includes(state) ?
+			state : 'other')}, showText(state, false));
+	}
+
+	function jobLink(id) {
+		return h('a', {href: '#/job/' + Number(id)}, String(id));
+	}
+
+	/* A table: heads, then rows of cells (a cell: text or a node). */
+	function table(heads, rows, cls) {
+		return h('div', {class: 'scroll'}, h('table', {class: cls || null},
+			h('thead', null, h('tr', null, heads.map((x) =>
+				h('th', {scope: 'col'}, x)))),
+			h('tbody', null, rows.length ? rows.map((r) => h('tr', null,
+				r.map((c) => h('td', null, c)))) : h('tr', null,
+				h('td', {colspan: heads.length, class: 'muted'},
+					'nothing')))));
+	}
+
+	function dl(pairs, cls) {
+		return h('dl', {class: cls || 'kv'}, pairs.map(([k, v]) =>
+			h('div', null, h('dt', null, k), h('dd', null, v))));
+	}
+
+	function section(title, ...kids) {
+		return h('section', null, h('h2', null, title), kids);
+	}
+
+	function operator() {
+		return S.session && S.session.role === 'operator';
+	}
+
+	/* --- talking to the server ------------------------------------- */
+
+	class ApiError extends Error {
+		constructor(status, message, retryAfter) {
+			super(message);
+			this.status = status;
+			this.retryAfter = retryAfter;
+		}
+	}
+
+	/* GET or POST path: {text, data}; a 4xx/5xx answer throws ApiError
+	 * with the server's {"error"} text. */
+	async function call(method, path, body) {
+		const opt = {method: method, credentials: 'same-origin',
+			headers: {Accept: 'application/json'}};
+		if (method === 'POST') {
+			opt.headers['Content-Type'] = 'application/json';
+			opt.headers['X-CSRF-Token'] = S.session ? S.session.csrf : '';
+			opt.body = JSON.stringify(body || {});
+		}
+		let r;
+		try {
+			r = await fetch(path, opt);
+		} catch (e) {
+			throw new ApiError(0, 'the console server does not answer (' +
+				e.message + ')');
+		}
+		const text = await r.text();
+		let data = null;
+		try {
+			data = JSON.parse(text);
+		} catch (e) {
+			data = null;
+		}
+		if (!r.ok) {
+			const msg = data && typeof data.error === 'string' ?
+				data.error : 'HTTP ' + r.status;
+			if (r.status === 401 && path !== '/api/login')
+				setTimeout(start, 0);
+			throw new ApiError(r.status, msg,
+				r.headers.get('Retry-After'));
+		}
+		if (data === null)
+			throw new ApiError(r.status, 'the answer is not JSON');
+		return {text: text, data: data};
+	}
+
+	const get = (path) => call('GET', path);
+	const post = (path, body) => call('POST', path, body);
+
+	function query(obj) {
+		const q = new URLSearchParams();
+		for (const k in obj)
+			if (obj[k] !== null && obj[k] !== undefined && obj[k] !== '')
+				q.set(k, obj[k]);
+		const s = q.toString();
+		return s ? '?' + s : '';
+	}
+
+	/* --- the banner: errors (and what an action did) ---------------- */
+
+	function say(kind, message, from) {
+		banner.replaceChildren(h('span', {class: 'msg'},
+			showText(message, false)), h('button', {type: 'button',
+			class: 'close', 'aria-label': 'Dismiss',
+			onclick: () => say('', '')}, '\u00d7'));
+		banner.className = 'banner ' + kind;
+		banner.hidden = !message;
+		S.bannerKind = message ? from || kind : '';
+	}
+
+	function sayError(e, from) {
+		say('error', e && e.message ? e.message : String(e), from);
+	}
+
+	/* Runs an action; its answer (or error) in the banner, then the page
+	 * refreshes. */
+	async function act(path, body, done) {
+		try {
+			const r = await post(path, body);
+			say('info', done(r.data));
+		} catch (e) {
+			sayError(e, 'action');
+		}
+		refresh(true);
+	}
+
+	/* --- session and login ----------------------------------------- */
+
+	async function start() {
+		try {
+			S.session = (await get('/api/session')).data;
+		} catch (e) {
+			S.session = null;
+			drawWho();
+			main.replaceChildren(h('h1', null, 'pgjob console'),
+				h('p', null, 'The session could not be read.'));
+			sayError(e, 'session');
+			return;
+		}
+		drawWho();
+		if (S.session.login_required && !S.session.user)
+			loginPage();
+		else
+			route();
+	}
+
+	function drawWho() {
+		const who = document.getElementById('who');
+		const s = S.session;
+		const nav = document.getElementById('nav');
+		nav.replaceChildren();
+		who.replaceChildren();
+		if (!s || (s.login_required && !s.user))
+			return;
+		nav.appendChild(h('ul', null, PAGES.map(([name, label]) =>
+			h('li', null, h('a', {href: '#/' + name,
+				'data-page': name}, label)))));
+		who.appendChild(h('span', {class: 'db', title: 'database'},
+			showText(s.database || '', false)));
+		who.appendChild(h('span', {class: 'user', id: 'user'},
+			showText(s.user === null || s.user === '' ? 'anonymous' :
+				s.user, false)));
+		who.appendChild(h('span', {class: 'role role-' + (s.role ===
+			'operator' ? 'operator' : 'ro'), id: 'role'},
+			s.role || ''));
+		if (s.login_required)
+			who.appendChild(h('button', {type: 'button', id: 'logout',
+				onclick: logout}, 'Log out'));
+	}
+
+	function loginPage() {
+		S.page = null;
+		const user = h('input', {id: 'login-user', name: 'user',
+			autocomplete: 'username', required: 'required'});
+		const pass = h('input', {id: 'login-password', name: 'password',
+			type: 'password', autocomplete: 'current-password',
+			required: 'required'});
+		const form = h('form', {class: 'login', id: 'login'},
+			h('h1', null, 'pgjob console'),
+			h('p', {class: 'muted'}, 'Database ',
+				showText(S.session.database || '', false),
+				', pgjob ', showText(S.session.version || '', false)),
+			h('label', {for: 'login-user'}, 'User'), user,
+			h('label', {for: 'login-password'}, 'Password'), pass,
+			h('button', {type: 'submit', class: 'primary'}, 'Log in'));
+		form.addEventListener('submit', async (ev) => {
+			ev.preventDefault();
+			try {
+				const r = await post('/api/login', {user: user.value,
+					password: pass.value});
+				S.session = r.data;
+				say('', '');
+				drawWho();
+				route();
+			} catch (e) {
+				pass.value = '';
+				if (e.status === 429)
+					say('error', 'Too many failed logins: try again in ' +
+						(e.retryAfter || 'a few') + ' seconds.', 'login');
+				else if (e.status === 401)
+					say('error', 'Wrong user or password.', 'login');
+				else
+					sayError(e, 'login');
+			}
+		});
+		main.replaceChildren(form);
+		user.focus();
+	}
+
+	async function logout() {
+		try {
+			await post('/api/logout', {});
+		} catch (e) {
+			sayError(e, 'action');
+		}
+		start();
+	}
+
+	/* --- routing and the live refresh ------------------------------ */
+
+	function parseHash() {
+		let s = location.hash.replace(/^#\/?/, '');
+		const qi = s.indexOf('?');
+		const q = new URLSearchParams(qi >= 0 ? s.slice(qi + 1) : '');
+		if (qi >= 0)
+			s = s.slice(0, qi);
+		const parts = s.split('/');
+		return {name: parts[0] || '', arg: parts[1] || '', q: q};
+	}
+
+	const routes = {};
+
+	/*
+	 * A page object: {r (the parsed hash), url () -> the data's path,
+	 * render (data), last (the last answer's text)}.  The route function
+	 * builds the fixed parts into main and sets url and render.
+	 */
+	function route() {
+		if (!S.session || (S.session.login_required && !S.session.user))
+			return;
+		const r = parseHash();
+		const fn = routes[r.name] || notFound;
+		const page = {r: r, url: null, render: null, last: null,
+			busy: false};
+		S.page = page;
+		for (const a of document.querySelectorAll('#nav a'))
+			a.setAttribute('aria-current', a.getAttribute('data-page') ===
+				(r.name === 'job' ? 'jobs' : r.name === 'workflow' ?
+					'workflows' : r.name) ? 'page' : 'false');
+		if (S.bannerKind !== 'action')
+			say('', '');
+		main.replaceChildren();
+		fn(page);
+		refresh(true);
+	}
+
+	/*
+	 * Fetches the current page's data; draws it when it changed (force:
+	 * always).  The focused control is found again after the redraw by
+	 * its data-key.
+	 */
+	async function refresh(force) {
+		const p = S.page;
+		if (!p || !p.url || p.busy)
+			return;
+		p.busy = true;
+		try {
+			const r = await get(p.url());
+			if (p !== S.page)
+				return;
+			if (S.bannerKind === 'refresh')
+				say('', '');
+			if (!force && r.text === p.last)
+				return;
+			p.last = r.text;
+			const focused = document.activeElement &&
+				document.activeElement.getAttribute('data-key');
+			p.render(r.data);
+			if (focused) {
+				const again = main.querySelector('[data-key="' +
+					CSS.escape(focused) + '"]');
+				if (again)
+					again.focus({preventScroll: true});
+			}
+		} catch (e) {
+			if (p === S.page && e.status !== 401)
+				sayError(e, 'refresh');
+		} finally {
+			p.busy = false;
+		}
+	}
+
+	function notFound(p) {
+		main.append(h('h1', null, 'Not found'),
+			h('p', null, h('a', {href: '#/'}, 'To the overview')));
+	}
+
+	/* A region rebuilt at each refresh. */
+	function region(id) {
+		return h('div', {id: id, class: 'region', 'aria-live': 'off'});
+	}
+
+	/* --- overview --------------------------------------------------- */
+
+	routes[''] = function (p) {
+		const out = region('overview');
+		main.append(h('h1', null, 'Overview'), out);
+		p.url = () => '/api/overview';
+		p.render = (d) => out.replaceChildren(
+			totals(d), section('Throughput, last hour (jobs per second)',
+				chart(d.rates || [])),
+			section('Queues', queueTable(d.queues || [], false)),
+			section('Instances and workers', instances(d.instances || [])),
+			section('Database health', health(d.health || {})));
+	};
+
+	function totals(d) {
+		const sum = {available: 0, scheduled: 0, running: 0, dead: 0};
+		for (const q of d.queues || [])
+			for (const k in sum)
+				sum[k] += Number(q[k] || 0);
+		return h('div', {class: 'cards'}, Object.keys(sum).map((k) =>
+			h('a', {class: 'card', href: k === 'dead' ? '#/dead' :
+				'#/jobs' + (k === 'scheduled' ? '' : '?state=' + k)},
+			h('span', {class: 'n'}, num(sum[k])),
+			h('span', {class: 'l'}, k))),
+		d.estimates ? h('p', {class: 'muted note'},
+			'Counts are estimates (large table).') : null);
+	}
+
+	/* The rates (per minute, oldest first) as jobs per second: an SVG of
+	 * three lines, done, failed and retried. */
+	function chart(rates) {
+		const W = 720, H = 200, L = 44, R = 8, T = 10, B = 24;
+		const series = ['done', 'failed', 'retried'];
+		let max = 0;
+		for (const r of rates)
+			for (const k of series)
+				max = Math.max(max, Number(r[k] || 0) / 60);
+		const top = niceMax(max);
+		const n = Math.max(rates.length, 2);
+		const x = (i) => L + (W - L - R) * i / (n - 1);
+		const y = (v) => T + (H - T - B) * (1 - v / top);
+		const g = svg('svg', {viewBox: '0 0 ' + W + ' ' + H, class: 'chart',
+			role: 'img', 'aria-label': 'done, failed and retried jobs per ' +
+			'second over the last hour'});
+		for (const f of [0, 0.5, 1]) {
+			g.appendChild(svg('line', {x1: L, x2: W - R, y1: y(top * f),
+				y2: y(top * f), class: 'grid'}));
+			g.appendChild(svg('text', {x: L - 4, y: y(top * f) + 4,
+				class: 'axis', 'text-anchor': 'end'}, fmtRate(top * f)));
+		}
+		const first = rates.length ? new Date(rates[0].at) : null;
+		[[0, first ? fmtTime(rates[0].at).slice(11, 16) : '-60 min'],
+			[n - 1, 'now']].forEach(([i, label], j) =>
+			g.appendChild(svg('text', {x: x(i), y: H - 6, class: 'axis',
+				'text-anchor': j ? 'end' : 'start'}, label)));
+		for (const k of series) {
+			const pts = rates.map((r, i) => x(i).toFixed(1) + ',' +
+				y(Number(r[k] || 0) / 60).toFixed(1)).join(' ');
+			if (rates.length)
+				g.appendChild(svg('polyline', {points: pts,
+					class: 'line ' + k}));
+		}
+		/* One invisible column per minute, its figures in a tooltip. */
+		rates.forEach((r, i) => g.appendChild(svg('rect', {
+			x: x(i) - (W - L - R) / n / 2, y: T, width: (W - L - R) / n,
+			height: H - T - B, class: 'hit'}, svg('title', null,
+			fmtTime(r.at) + ': done ' + num(r.done) + ', failed ' +
+			num(r.failed) + ', retried ' + num(r.retried) +
+			' (per minute)'))));
+		const legend = h('p', {class: 'legend'}, series.map((k) =>
+			h('span', {class: 'key ' + k}, k)), rates.length ? null :
+			h('span', {class: 'muted'}, ' (no figures yet)'));
+		return h('figure', {class: 'chartbox'}, g, legend);
+	}
+
+	function niceMax(v) {
+		if (!(v > 0))
+			return 1;
+		const e = Math.pow(10, Math.floor(Math.log10(v)));
+		for (const m of [1, 2, 2.5, 5, 10])
+			if (v <= m * e)
+				return m * e;
+		return 10 * e;
+	}
+
+	function fmtRate(v) {
+		return v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) :
+			v.toFixed(2);
+	}
+
+	function queueLink(q) {
+		return h('a', {href: '#/jobs?queue=' + encodeURIComponent(q)},
+			showText(q, false));
+	}
+
+	function queueTable(queues, full) {
+		return table(['queue', 'available', 'scheduled', 'running', 'dead',
+			'oldest waiting', 'paused'], queues.map((q) => [
+			queueLink(q.queue), num(q.available), num(q.scheduled),
+			num(q.running), num(q.dead), fmtSecs(q.oldest_wait_seconds),
+			q.paused ? h('span', {class: 'badge paused'}, 'paused') : '']),
+		'num');
+	}
+
+	function kinds(k) {
+		if (Array.isArray(k))
+			return short(k.join(', '), 120);
+		if (k && typeof k === 'object')
+			return short(JSON.stringify(k), 120);
+		return short(k, 120);
+	}
+
+	function instances(list) {
+		if (!list.length)
+			return h('p', {class: 'muted'}, 'No pgjobd instance is running.');
+		return list.map((i) => h('div', {class: 'instance'},
+			h('h3', null, showText(i.host, false), ' ',
+				h('span', {class: 'muted'}, 'supervisor ',
+					String(i.supervisor_pid || ''), ', pgjobd ',
+					showText(i.version || '', false), ', ',
+					String((i.workers || []).length), ' workers')),
+			table(['slot', 'pid', 'started', 'heartbeat', 'kinds'],
+				(i.workers || []).map((w) => [String(w.slot),
+					String(w.pid), time(w.started_at),
+					h('span', {class: Number(w.heartbeat_age_seconds) >
+						30 ? 'warn' : null},
+					fmtSecs(w.heartbeat_age_seconds) + ' ago'),
+					kinds(w.kinds)]))));
+	}
+
+	function health(x) {
+		return dl([
+			['xmin horizon age', fmtSecs(x.xmin_horizon_age_seconds)],
+			['held by', short(x.holder, 200)],
+			['dead tuples (jobs)', num(x.dead_tuples)],
+			['live tuples (jobs)', num(x.live_tuples)],
+			['last vacuum', time(x.last_vacuum)],
+		]);
+	}
+
+	/* --- jobs and dead jobs ---------------------------------------- */
+
+	const FILTERS = ['state', 'queue', 'kind', 'q', 'from', 'to',
+		'limit_key', 'ordering_key', 'workflow'];
+
+	routes.jobs = (p) => jobsPage(p, false);
+	routes.dead = (p) => jobsPage(p, true);
+
+	/* datetime-local <-> RFC 3339 (the hash and the API hold the latter). */
+	function toLocalInput(iso) {
+		const d = new Date(iso);
+		if (!iso || isNaN(d))
+			return '';
+		const p = (n) => String(n).padStart(2, '0');
+		return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' +
+			p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes());
+	}
+
+	function fromLocalInput(v) {
+		const d = new Date(v);
+		return v && !isNaN(d) ? d.toISOString() : '';
+	}
+
+	function jobsPage(p, dead) {
+		const f = {};
+		for (const k of FILTERS)
+			f[k] = p.r.q.get(k) || '';
+		if (dead)
+			f.state = 'dead';
+		p.sel = new Set();
+		p.cursors = []; /* the "before" of each newer page, for Newer */
+		p.before = '';
+		p.limit = 50;
+
+		const form = filterForm(f, dead);
+		const count = h('span', {id: 'selected', class: 'muted'});
+		const actions = operator() ? h('div', {class: 'actions',
+			id: 'bulk'}, (dead ? ['retry', 'delete'] :
+			['retry', 'cancel', 'delete']).map((a) => [
+			h('button', {type: 'button', 'data-action': a + '-selected',
+				onclick: () => bulkSelected(p, a)}, cap(a) + ' selected'),
+		]), (dead ? ['retry', 'delete'] : ['retry', 'cancel',
+			'delete']).map((a) => h('button', {type: 'button',
+			'data-action': a + '-all', onclick: () => bulkAll(p, f, a)},
+		cap(a) + ' all matching\u2026')), count) : null;
+		const out = region('jobs');
+		const pager = h('div', {class: 'pager', id: 'pager'});
+		main.append(h('h1', null, dead ? 'Dead jobs' : 'Jobs'), form,
+			actions, out, pager);
+
+		p.url = () => '/api/jobs' + query(Object.assign({}, f,
+			{before: p.before, limit: p.limit}));
+		p.render = (d) => {
+			out.replaceChildren(jobsTable(p, d.jobs || []));
+			drawPager(p, d, pager);
+			drawCount(p, count);
+		};
+		p.count = count;
+	}
+
+	function cap(s) {
+		return s.charAt(0).toUpperCase() + s.slice(1);
+	}
+
+	function filterForm(f, dead) {
+		const field = (k, label, input) => h('div', {class: 'field'},
+			h('label', {for: 'f-' + k}, label), input);
+		const text = (k, label, ph) => field(k, label, h('input', {
+			id: 'f-' + k, name: k, value: f[k], placeholder: ph || null,
+			type: k === 'workflow' ? 'number' : 'text'}));
+		const date = (k, label) => field(k, label, h('input', {
+			id: 'f-' + k, name: k, type: 'datetime-local',
+			value: toLocalInput(f[k])}));
+		const state = dead ? null : field('state', 'State', h('select', {
+			id: 'f-state', name: 'state'}, h('option', {value: ''}, 'any'),
+		STATES.map((s) => h('option', {value: s, selected: s === f.state},
+			s))));
+		const form = h('form', {class: 'filters', id: 'filters',
+			role: 'search'}, state, text('queue', 'Queue'),
+		text('kind', 'Kind'), text('q', 'Text in payload or error',
+			'press / to search'), dead ? null : [date('from',
+			'Created from'), date('to', 'Created to'),
+		text('limit_key', 'Limit key'), text('ordering_key',
+			'Ordering key'), text('workflow', 'Workflow')],
+		h('div', {class: 'field buttons'},
+			h('button', {type: 'submit', class: 'primary'}, 'Filter'),
+			h('button', {type: 'button', onclick: () => {
+				location.hash = dead ? '#/dead' : '#/jobs';
+			}}, 'Clear')));
+		form.addEventListener('submit', (ev) => {
+			ev.preventDefault();
+			const v = {};
+			for (const k of FILTERS) {
+				const e = form.elements.namedItem(k);
+				if (!e)
+					continue;
+				v[k] = e.type === 'datetime-local' ?
+					fromLocalInput(e.value) : e.value.trim();
+			}
+			const target = (dead ? '#/dead' : '#/jobs') + query(v);
+			if (location.hash === target)
+				route();
+			else
+				location.hash = target;
+		});
+		return form;
+	}
+
+	function jobsTable(p, jobs) {
+		const op = operator();
+		const heads = ['id', 'queue', 'kind', 'state', 'attempts',
+			'priority', 'run at', 'created', 'finished', 'last error'];
+		let all = null;
+		if (op) {
+			all = h('input', {type: 'checkbox', 'data-key': 'all',
+				'aria-label': 'select every job of this page',
+				checked: jobs.length > 0 && jobs.every((j) =>
+					p.sel.has(j.id))});
+			all.addEventListener('change', () => {
+				for (const j of jobs)
+					if (all.checked)
+						p.sel.add(j.id);
+					else
+						p.sel.delete(j.id);
+				for (const c of main.querySelectorAll('input.pick'))
+					c.checked = all.checked;
+				drawCount(p, p.count);
+			});
+		}
+		const t = h('table', {class: 'jobs'}, h('thead', null, h('tr', null,
+			op ? h('th', {scope: 'col'}, all) : null,
+			heads.map((x) => h('th', {scope: 'col'}, x)))));
+		const body = h('tbody');
+		for (const j of jobs) {
+			let pick = null;
+			if (op) {
+				pick = h('input', {type: 'checkbox', class: 'pick',
+					'data-key': 'pick-' + j.id, 'aria-label': 'select job ' +
+					j.id, checked: p.sel.has(j.id)});
+				pick.addEventListener('change', () => {
+					if (pick.checked)
+						p.sel.add(j.id);
+					else
+						p.sel.delete(j.id);
+					drawCount(p, p.count);
+				});
+			}
+			body.appendChild(h('tr', {'data-id': j.id},
+				op ? h('td', null, pick) : null,
+				h('td', null, jobLink(j.id)),
+				h('td', null, short(j.queue, 40)),
+				h('td', null, short(j.kind, 60)),
+				h('td', null, badge(j.state)),
+				h('td', {class: 'n'}, String(j.attempts) + ' / ' +
+					(j.max_attempts === null ? '\u2013' :
+						String(j.max_attempts))),
+				h('td', {class: 'n'}, String(j.priority)),
+				h('td', null, time(j.run_at)),
+				h('td', null, time(j.created_at)),
+				h('td', null, time(j.finished_at)),
+				h('td', {class: 'err'}, short(j.last_error, 120))));
+		}
+		if (!jobs.length)
+			body.appendChild(h('tr', null, h('td', {colspan: heads.length +
+				(op ? 1 : 0), class: 'muted'}, 'No job matches.')));
+		t.appendChild(body);
+		return h('div', {class: 'scroll'}, t);
+	}
+
+	function drawCount(p, el) {
+		if (el)
+			el.textContent = p.sel.size ? p.sel.size + ' selected' : '';
+	}
+
+	function drawPager(p, d, pager) {
+		const kids = [];
+		if (p.cursors.length)
+			kids.push(h('button', {type: 'button', 'data-key': 'newer',
+				onclick: () => {
+					p.before = p.cursors.pop();
+					refresh(true);
+				}}, '\u2190 Newer'));
+		if (d.next !== null && d.next !== undefined)
+			kids.push(h('button', {type: 'button', 'data-key': 'older',
+				id: 'older', onclick: () => {
+					p.cursors.push(p.before);
+					p.before = String(d.next);
+					refresh(true);
+				}}, 'Older \u2192'));
+		else if (d.searched_to !== null && d.searched_to !== undefined)
+			kids.push(h('span', {class: 'muted'}, 'Searched down to job ' +
+				d.searched_to + '. '), h('button', {type: 'button',
+				'data-key': 'search-older', id: 'search-older',
+				onclick: () => {
+					p.cursors.push(p.before);
+					p.before = String(d.searched_to);
+					refresh(true);
+				}}, 'Search older \u2192'));
+		pager.replaceChildren(...kids);
+	}
+
+	const PAST = {retry: 'retried', cancel: 'cancelled', delete: 'deleted'};
+
+	function bulkSelected(p, a) {
+		const ids = [...p.sel];
+		if (!ids.length) {
+			say('error', 'Select jobs first (the boxes of the first column).',
+				'action');
+			return;
+		}
+		if (!confirm(cap(a) + ' ' + ids.length + ' selected job' +
+			(ids.length === 1 ? '' : 's') + '?'))
+			return;
+		p.sel.clear();
+		act('/api/jobs/' + a, {ids: ids}, (d) => num(d.affected) +
+			' of ' + ids.length + ' selected jobs ' + PAST[a] + '.');
+	}
+
+	/* "... all matching": the exact count first, in the confirmation. */
+	async function bulkAll(p, f, a) {
+		const filter = {};
+		for (const k of FILTERS)
+			if (f[k])
+				filter[k] = f[k];
+		let n;
+		try {
+			n = (await get('/api/jobs/count' + query(filter))).data.count;
+		} catch (e) {
+			sayError(e, 'action');
+			return;
+		}
+		if (!confirm(cap(a) + ' all ' + n + ' job' + (n === 1 ? '' : 's') +
+			' matching this filter?' + (Object.keys(filter).length ? '' :
+			' (No filter: that is every job.)')))
+			return;
+		p.sel.clear();
+		act('/api/jobs/' + a, {filter: filter, expect: n}, (d) =>
+			num(d.affected) + ' jobs ' + PAST[a] + ' (' + n +
+			' matched when asked).');
+	}
+
+	/* --- one job ---------------------------------------------------- */
+
+	routes.job = function (p) {
+		const id = Number(p.r.arg);
+		if (!Number.isSafeInteger(id) || id <= 0)
+			return notFound(p);
+		p.expanded = {};
+		const title = h('h1', null, 'Job ' + id);
+		const actions = operator() ? h('div', {class: 'actions',
+			id: 'job-actions'},
+		h('button', {type: 'button', 'data-action': 'retry',
+			onclick: () => act('/api/jobs/retry', {ids: [id]}, (d) =>
+				d.affected ? 'Job ' + id + ' will run again now.' :
+					'Job ' + id + ' cannot be retried in its state.')},
+		'Retry'),
+		h('button', {type: 'button', 'data-action': 'cancel',
+			onclick: () => confirm('Cancel job ' + id + '?') &&
+				act('/api/jobs/cancel', {ids: [id]}, (d) => d.affected ?
+					'Job ' + id + ' cancelled.' : 'Job ' + id +
+					' cannot be cancelled in its state.')}, 'Cancel')) :
+			null;
+		const out = region('job');
+		main.append(title, actions, out);
+		p.url = () => '/api/job/' + id;
+		p.render = (d) => {
+			title.replaceChildren('Job ' + id + ' ', badge(d.job.state));
+			out.replaceChildren(...jobView(p, id, d));
+		};
+	};
+
+	const JOB_SKIP = ['payload', 'result', 'payload_truncated',
+		'payload_text', 'payload_bytes', 'result_truncated', 'result_text',
+		'result_bytes', 'last_error', 'id', 'state'];
+
+	function value(k, v) {
+		if (v === null || v === undefined)
+			return h('span', {class: 'muted'}, '\u2013');
+		if (k === 'workflow_id')
+			return h('a', {href: '#/workflow/' + Number(v)}, String(v));
+		if (typeof v === 'string' && /_at$|_until$/.test(k))
+			return time(v);
+		if (typeof v === 'object')
+			return showText(JSON.stringify(v), false);
+		return short(v, 300);
+	}
+
+	function jobView(p, id, d) {
+		const j = d.job;
+		const fields = Object.keys(j).filter((k) => !JOB_SKIP.includes(k))
+			.map((k) => [k.replace(/_/g, ' '), value(k, j[k])]);
+		const parts = [];
+		if (j.last_error !== null && j.last_error !== undefined)
+			parts.push(section('Last error', h('pre', {class: 'doc err',
+				id: 'last-error'}, showText(j.last_error, true))));
+		parts.push(section('Attempts', attempts(d.attempts || [])));
+		if (d.lease)
+			parts.push(section('Lease', dl([
+				['holder', short(d.lease.holder, 200)],
+				['until', time(d.lease.locked_until)],
+				['token', String(d.lease.token)]])));
+		parts.push(section('Fields', dl(fields, 'kv fields')));
+		parts.push(section('Payload', doc(p, id, 'payload', j)));
+		parts.push(section('Result', doc(p, id, 'result', j)));
+		if ((d.parents || []).length || (d.children || []).length)
+			parts.push(section('Workflow', dl([
+				['waits for', relatives(d.parents || [])],
+				['awaited by', relatives(d.children || [])]])));
+		if (d.enqueue_command)
+			parts.push(section('Enqueue a copy', enqueueCommand(
+				d.enqueue_command)));
+		return parts;
+	}
+
+	function relatives(list) {
+		if (!list.length)
+			return h('span', {class: 'muted'}, 'none');
+		return h('ul', {class: 'inline'}, list.map((x) => h('li', null,
+			jobLink(x.id), ' ', x.step ? short(x.step, 60) : '', ' ',
+			badge(x.state))));
+	}
+
+	function attempts(list) {
+		return table(['#', 'started', 'finished', 'worker', 'outcome',
+			'status', 'error', 'wall', 'cpu', 'max RSS'], list.map((a) => [
+			String(a.attempt), time(a.started_at), time(a.finished_at),
+			short(a.worker, 80), a.outcome ? h('span', {class: 'badge oc-' +
+				String(a.outcome).replace(/[^a-z]/g, '')},
+			showText(a.outcome, false)) : '',
+			a.status === null || a.status === undefined ? '' :
+				String(a.status),
+			a.error === null || a.error === undefined ? '' :
+				h('pre', {class: 'cellpre'}, showText(String(a.error)
+					.slice(0, 4000), true)),
+			a.wall_ms === null || a.wall_ms === undefined ? '' :
+				num(a.wall_ms) + ' ms',
+			a.cpu_ms === null || a.cpu_ms === undefined ? '' :
+				num(a.cpu_ms) + ' ms',
+			a.max_rss_kb === null || a.max_rss_kb === undefined ? '' :
+				num(a.max_rss_kb) + ' kB']), 'attempts');
+	}
+
+	/* A payload or result: pretty JSON as text; cut above SHOW_MAX
+	 * characters (or above the server's 64 KiB) with the whole document as
+	 * a download. */
+	function doc(p, id, name, j) {
+		const download = h('a', {href: '/api/job/' + id + '/' + name,
+			download: 'job-' + id + '-' + name + '.json',
+			id: name + '-download'}, 'download all');
+		if (j[name + '_truncated'])
+			return h('div', null, h('p', {class: 'muted'},
+				'The first 64 KiB of ' + num(j[name + '_bytes']) +
+				' bytes; ', download, '.'), h('pre', {class: 'doc',
+				id: name}, showText(j[name + '_text'], true)));
+		if (j[name] === null || j[name] === undefined)
+			return h('p', {class: 'muted'}, 'none');
+		const text = JSON.stringify(j[name], null, 2);
+		if (text.length <= SHOW_MAX || p.expanded[name])
+			return h('pre', {class: 'doc', id: name}, showText(text, true));
+		return h('div', null, h('p', {class: 'muted'}, 'The first ' +
+			num(SHOW_MAX) + ' of ' + num(text.length) + ' characters; ',
+		h('button', {type: 'button', class: 'link', 'data-key': 'all-' +
+			name, onclick: () => {
+			p.expanded[name] = true;
+			refresh(true);
+		}}, 'show all'), ' or ', download, '.'),
+		h('pre', {class: 'doc', id: name}, showText(
+			text.slice(0, SHOW_MAX), true)));
+	}
+
+	function enqueueCommand(cmd) {
+		const pre = h('pre', {class: 'doc', id: 'enqueue-command'},
+			showText(cmd, true));
+		const copy = h('button', {type: 'button', 'data-key': 'copy'},
+			'Copy');
+		copy.addEventListener('click', async () => {
+			try {
+				await navigator.clipboard.writeText(cmd);
+				say('info', 'The command is on the clipboard.');
+			} catch (e) {
+				/* No clipboard (a plain-HTTP host): select it instead. */
+				const r = document.createRange();
+				r.selectNodeContents(pre);
+				const s = getSelection();
+				s.removeAllRanges();
+				s.addRange(r);
+				say('info', 'Selected: press Ctrl+C to copy.');
+			}
+		});
+		return h('div', null, pre, copy);
+	}
+
+	/* --- queues ----------------------------------------------------- */
+
+	const LIMITS = [
+		['global_concurrency', 'Concurrency (cluster)'],
+		['per_key_concurrency', 'Concurrency per key'],
+		['rate', 'Rate (jobs per period)'],
+		['rate_period_ms', 'Rate period (ms)'],
+		['burst', 'Burst'],
+		['rate_per_key', 'Rate per key'],
+		['rate_per_key_period_ms', 'Per-key period (ms)'],
+		['burst_per_key', 'Burst per key'],
+	];
+
+	routes.queues = function (p) {
+		const editor = h('div', {id: 'limits-editor'});
+		const out = region('queues');
+		main.append(h('h1', null, 'Queues'), editor, out);
+		p.url = () => '/api/queues';
+		p.render = (d) => out.replaceChildren(queuesTable(d.queues || [],
+			editor));
+	};
+
+	function limitsText(l) {
+		if (!l)
+			return h('span', {class: 'muted'}, 'none');
+		const s = [];
+		if (l.global_concurrency !== null && l.global_concurrency !==
+			undefined)
+			s.push('concurrency ' + l.global_concurrency);
+		if (l.per_key_concurrency !== null && l.per_key_concurrency !==
+			undefined)
+			s.push(l.per_key_concurrency + ' per key');
+		if (l.rate !== null && l.rate !== undefined)
+			s.push(l.rate + ' per ' + l.rate_period_ms + ' ms' +
+				(l.burst ? ', burst ' + l.burst : ''));
+		if (l.rate_per_key !== null && l.rate_per_key !== undefined)
+			s.push(l.rate_per_key + ' per ' + l.rate_per_key_period_ms +
+				' ms per key');
+		if (l.fair)
+			s.push('fair');
+		if (l.throttled_until)
+			s.push('throttled until ' + fmtTime(l.throttled_until));
+		return [s.length ? s.join('; ') : 'none', l.source ?
+			h('span', {class: 'muted'}, ' (', showText(l.source, false),
+				')') : null];
+	}
+
+	function queuesTable(queues, editor) {
+		const op = operator();
+		return table(['queue', 'available', 'scheduled', 'running', 'dead',
+			'done/min', 'failed/min', 'oldest waiting', 'limits', 'state']
+			.concat(op ? ['actions'] : []), queues.map((q) => [
+			queueLink(q.queue), num(q.available), num(q.scheduled),
+			num(q.running), num(q.dead), num(q.done_last_minute),
+			num(q.failed_last_minute), fmtSecs(q.oldest_wait_seconds),
+			limitsText(q.limits), h('div', {class: 'cellacts'},
+				q.paused ? h('span', {class: 'badge paused'}, 'paused') :
+					h('span', {class: 'muted'}, 'running'),
+				(q.paused_kinds || []).map((k) => h('span', {class: 'kind'},
+					'kind ', showText(k, false), ' paused', op ?
+						h('button', {type: 'button',
+							'data-action': 'resume-kind',
+							'data-key': 'resume-' + q.queue + '/' + k,
+							onclick: () => act('/api/queues/resume', {
+								queue: q.queue, kind: k}, () => 'Kind ' +
+								k + ' resumed in queue ' + q.queue + '.')},
+						'Resume') : null)))].concat(op ? [h('div', {
+			class: 'cellacts'}, h('button', {type: 'button',
+			'data-action': q.paused ? 'resume' : 'pause',
+			'data-queue': q.queue, 'data-key': 'pause-' + q.queue,
+			onclick: () => act('/api/queues/' + (q.paused ? 'resume' :
+				'pause'), {queue: q.queue}, () => 'Queue ' + q.queue +
+				(q.paused ? ' resumed.' : ' paused.'))},
+			q.paused ? 'Resume' : 'Pause'),
+		h('button', {type: 'button', 'data-action': 'limits',
+			'data-key': 'limits-' + q.queue,
+			onclick: () => limitsForm(editor, q)}, 'Limits\u2026'))] : [])),
+		'num queues');
+	}
+
+	/* The limits form: outside the refreshed table, so a refresh leaves
+	 * it as the user left it. */
+	function limitsForm(editor, q) {
+		const l = q.limits || {};
+		const inputs = LIMITS.map(([k, label]) => h('div', {class: 'field'},
+			h('label', {for: 'l-' + k}, label), h('input', {id: 'l-' + k,
+				name: k, type: 'number', min: '0', step: 'any',
+				value: l[k] === null || l[k] === undefined ? '' :
+					String(l[k])})));
+		const fair = h('input', {id: 'l-fair', name: 'fair',
+			type: 'checkbox', checked: !!l.fair});
+		const reset = h('input', {id: 'l-reset', name: 'reset',
+			type: 'checkbox'});
+		const form = h('form', {class: 'panel', id: 'limits-form'},
+			h('h2', null, 'Limits of queue ', showText(q.queue, false)),
+			h('p', {class: 'muted'}, 'An empty field removes that limit.'),
+			h('div', {class: 'filters'}, inputs,
+				h('div', {class: 'field check'}, fair,
+					h('label', {for: 'l-fair'}, 'Fair between keys')),
+				h('div', {class: 'field check'}, reset,
+					h('label', {for: 'l-reset'},
+						'Reset to the configuration'))),
+			h('div', {class: 'actions'},
+				h('button', {type: 'submit', class: 'primary',
+					'data-action': 'save-limits'}, 'Save'),
+				h('button', {type: 'button', onclick: () =>
+					editor.replaceChildren()}, 'Close')));
+		form.addEventListener('submit', (ev) => {
+			ev.preventDefault();
+			const set = {};
+			for (const [k] of LIMITS) {
+				const v = form.elements.namedItem(k).value.trim();
+				set[k] = v === '' ? null : Number(v);
+			}
+			set.fair = fair.checked;
+			act('/api/queues/limits', {queue: q.queue, set: set,
+				reset: reset.checked}, () => 'Limits of queue ' + q.queue +
+				' saved.');
+			editor.replaceChildren();
+		});
+		editor.replaceChildren(form);
+		form.elements.namedItem(LIMITS[0][0]).focus();
+	}
+
+	/* --- schedules, tasks ------------------------------------------- */
+
+	routes.schedules = function (p) {
+		const out = region('schedules');
+		main.append(h('h1', null, 'Schedules'), out);
+		p.url = () => '/api/schedules';
+		p.render = (d) => {
+			const op = operator();
+			out.replaceChildren(table(['name', 'cron', 'kind', 'queue',
+				'time zone', 'enabled', 'last tick', 'next tick',
+				'run requested'].concat(op ? ['actions'] : []),
+			(d.schedules || []).map((s) => [short(s.name, 60),
+				h('code', null, showText(s.cron, false)),
+				short(s.kind, 60), short(s.queue, 40),
+				short(s.timezone, 40), s.enabled ? 'yes' : h('span', {
+					class: 'badge paused'}, 'disabled'),
+				time(s.last_tick), time(s.next_tick),
+				time(s.run_requested_at)].concat(op ? [h('div', {
+				class: 'cellacts'}, h('button', {type: 'button',
+				'data-action': 'run', 'data-key': 'run-' + s.name,
+				onclick: () => act('/api/schedules/run', {name: s.name},
+					() => 'Schedule ' + s.name + ' will run at the ' +
+					'scheduler\'s next turn.')}, 'Run now'),
+			h('button', {type: 'button', 'data-action': s.enabled ?
+				'disable' : 'enable', 'data-key': 'enable-' + s.name,
+			onclick: () => act('/api/schedules/enable', {name: s.name,
+				enabled: !s.enabled}, () => 'Schedule ' + s.name +
+				(s.enabled ? ' disabled.' : ' enabled.'))},
+			s.enabled ? 'Disable' : 'Enable'))] : []))));
+		};
+	};
+
+	routes.tasks = function (p) {
+		const out = region('tasks');
+		main.append(h('h1', null, 'Tasks and duties'), out);
+		p.url = () => '/api/tasks';
+		p.render = (d) => out.replaceChildren(
+			section('Leased tasks', table(['task', 'partition', 'holder',
+				'fencing token', 'lease expires', ''],
+			(d.tasks || []).map((t) => [short(t.name, 60),
+				String(t.partition), short(t.holder, 80), String(t.token),
+				time(t.expires_at), t.expired ? h('span', {
+					class: 'badge st-dead'}, 'expired') : '']))),
+			section('Cluster duties', table(['duty', 'holder',
+				'fencing token', 'lease expires'], (d.duties || []).map(
+				(t) => [short(t.name, 60), short(t.holder, 80),
+					String(t.token), time(t.expires_at)]))));
+	};
+
+	/* --- workflows -------------------------------------------------- */
+
+	routes.workflows = function (p) {
+		p.before = '';
+		p.cursors = [];
+		const out = region('workflows');
+		const pager = h('div', {class: 'pager'});
+		main.append(h('h1', null, 'Workflows'), out, pager);
+		p.url = () => '/api/workflows' + query({before: p.before});
+		p.render = (d) => {
+			out.replaceChildren(table(['id', 'name', 'created', 'steps',
+				'ended', 'failed', 'finished'], (d.workflows || []).map(
+				(w) => [h('a', {href: '#/workflow/' + Number(w.id)},
+					String(w.id)), short(w.name, 80), time(w.created_at),
+				num(w.steps), num(w.ended), Number(w.failed) ? h('span', {
+					class: 'badge st-dead'}, num(w.failed)) : '0',
+				time(w.finished_at)]), 'num'));
+			drawPager(p, d, pager);
+		};
+	};
+
+	routes.workflow = function (p) {
+		const id = Number(p.r.arg);
+		if (!Number.isSafeInteger(id) || id <= 0)
+			return notFound(p);
+		const out = region('workflow');
+		main.append(h('h1', null, 'Workflow ' + id), out);
+		p.url = () => '/api/workflow/' + id;
+		p.render = (d) => {
+			const w = d.workflow || {};
+			out.replaceChildren(dl([
+				['name', short(w.name, 200)],
+				['created', time(w.created_at)],
+				['finished', time(w.finished_at)],
+				['steps', num(w.steps)],
+				['jobs', h('a', {href: '#/jobs?workflow=' + id},
+					'the steps in the jobs page')]]),
+			section('Graph', dag(d.steps || [], d.edges || [])),
+			section('Steps', table(['job', 'step', 'kind', 'queue',
+				'state', 'attempts', 'last error'], (d.steps || []).map(
+				(s) => [jobLink(s.id), short(s.step, 60),
+					short(s.kind, 60), short(s.queue, 40), badge(s.state),
+					String(s.attempts), short(s.last_error, 120)]))));
+		};
+	};
+
+	/*
+	 * The DAG, by layers: a step's layer is one more than its deepest
+	 * parent's; layers are columns, left to right; each step a link to its
+	 * job, coloured by its state.
+	 */
+	function dag(steps, edges) {
+		if (!steps.length)
+			return h('p', {class: 'muted'}, 'No steps.');
+		if (steps.length > 400)
+			return h('p', {class: 'muted'}, steps.length +
+				' steps: too many to draw; the table lists them.');
+		const byId = new Map(steps.map((s) => [s.id, s]));
+		const parents = new Map(steps.map((s) => [s.id, []]));
+		for (const e of edges)
+			if (byId.has(e.parent) && parents.has(e.child))
+				parents.get(e.child).push(e.parent);
+		const layer = new Map();
+		const depth = (id, seen) => {
+			if (layer.has(id))
+				return layer.get(id);
+			if (seen.has(id))
+				return 0; /* a cycle: cannot happen, draw anyway */
+			seen.add(id);
+			let d = 0;
+			for (const q of parents.get(id))
+				d = Math.max(d, depth(q, seen) + 1);
+			layer.set(id, d);
+			return d;
+		};
+		const cols = [];
+		for (const s of [...steps].sort((a, b) => a.id - b.id)) {
+			const d = depth(s.id, new Set());
+			(cols[d] = cols[d] || []).push(s);
+		}
+		const BW = 168, BH = 46, GX = 56, GY = 14, PAD = 8;
+		const pos = new Map();
+		cols.forEach((c, i) => c.forEach((s, j) => pos.set(s.id, {
+			x: PAD + i * (BW + GX), y: PAD + j * (BH + GY)})));
+		const W = PAD * 2 + cols.length * (BW + GX) - GX;
+		const H = PAD * 2 + Math.max(...cols.map((c) => c.length)) *
+			(BH + GY) - GY;
+		const g = svg('svg', {class: 'dag', viewBox: '0 0 ' + W + ' ' + H,
+			width: W, height: H, role: 'group',
+			'aria-label': 'the workflow\'s steps by layer'});
+		for (const e of edges) {
+			const a = pos.get(e.parent), b = pos.get(e.child);
+			if (!a || !b)
+				continue;
+			const x1 = a.x + BW, y1 = a.y + BH / 2, x2 = b.x,
+				y2 = b.y + BH / 2, m = (x1 + x2) / 2;
+			g.appendChild(svg('path', {class: 'edge', d: 'M' + x1 + ',' +
+				y1 + ' C' + m + ',' + y1 + ' ' + m + ',' + y2 + ' ' + x2 +
+				',' + y2}));
+		}
+		for (const s of steps) {
+			const o = pos.get(s.id);
+			const st = STATES.includes(s.state) ? s.state : 'other';
+			const name = s.step || s.kind || String(s.id);
+			g.appendChild(svg('a', {href: '#/job/' + Number(s.id),
+				class: 'node st-' + st},
+			svg('title', null, name + ': ' + s.state + ' (job ' + s.id +
+				')'),
+			svg('rect', {x: o.x, y: o.y, width: BW, height: BH, rx: 6}),
+			svg('text', {x: o.x + 8, y: o.y + 19, class: 'name'},
+				visible(name, 22)),
+			svg('text', {x: o.x + 8, y: o.y + 37, class: 'sub'},
+				s.state + ' \u00b7 job ' + s.id)));
+		}
+		return h('div', {class: 'scroll dagbox'}, g);
+	}
+
+	/* A string for an SVG text node: hidden characters as \uXXXX, cut. */
+	function visible(s, n) {
+		let out = '';
+		for (const c of String(s))
+			out += HIDDEN.test(c) ? '\\u' + c.codePointAt(0).toString(16)
+				.padStart(4, '0') : c;
+		return out.length > n ? out.slice(0, n - 1) + '\u2026' : out;
+	}
+
+	/* --- keyboard, visibility, start ------------------------------- */
+
+	document.addEventListener('keydown', (ev) => {
+		if (ev.key !== '/' || ev.ctrlKey || ev.metaKey || ev.altKey)
+			return;
+		const t = ev.target;
+		if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/
+			.test(t.tagName)))
+			return;
+		ev.preventDefault();
+		const box = document.getElementById('f-q');
+		if (box)
+			box.focus();
+		else if (S.page)
+			location.hash = '#/jobs?focus=1';
+	});
+
+	window.addEventListener('hashchange', () => {
+		route();
+		const r = parseHash();
+		if (r.name === 'jobs' && r.q.get('focus')) {
+			const box = document.getElementById('f-q');
+			if (box)
+				box.focus();
+		} else {
+			main.focus({preventScroll: true});
+		}
+	});
+
+	document.addEventListener('visibilitychange', () => {
+		if (document.visibilityState === 'visible')
+			refresh(false);
+	});
+
+	setInterval(() => {
+		if (document.visibilityState === 'visible')
+			refresh(false);
+	}, REFRESH_MS);
+
+	start();
+})();

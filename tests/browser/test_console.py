@@ -1,0 +1,420 @@
+#!/usr/bin/python3
+"""
+The web console in a real browser: Debian's chromium, headless, driven by
+selenium, against the real `pgjob web`, pgjobd and PostgreSQL that run.sh
+started (see there).  Each step acts through the page as a person would and
+checks the outcome in the database, not only on the page.
+
+Steps: log in; filter to the failing kind; open a job and read its
+attempt errors; create the marker, retry it and see it done; bulk-cancel a
+filter's matches (the confirmation states the count); pause a queue and see
+that no job of it starts, resume it and see the job run; hostile payloads,
+kinds, queues and errors show as text and run nothing; the read-only user
+sees no action and a forged POST from the page's own context gets 403 with
+the database unchanged.  A screenshot of every page goes to $PGJOB_SHOTS.
+
+Waits poll a condition (up to a generous bound, so a slow machine passes);
+nothing asserts how long anything took.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.common.exceptions import (NoAlertPresentException,
+                                        StaleElementReferenceException)
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+URL = os.environ['PGJOB_WEB_URL']
+DB = os.environ['PGJOB_DB']
+MARKER = os.environ['PGJOB_MARKER']
+SHOTS = os.environ['PGJOB_SHOTS']
+OP = (os.environ['PGJOB_OP_USER'], os.environ['PGJOB_OP_PASS'])
+RO = (os.environ['PGJOB_RO_USER'], os.environ['PGJOB_RO_PASS'])
+WAIT = 90  # seconds: the bound of every wait, never a measured figure
+
+HOSTILE_HTML = '<script>alert(1)</script>'
+HOSTILE_IMG = '<img src=x onerror=alert(1)>'
+
+
+def log(msg):
+    print('browser: ' + msg, flush=True)
+
+
+def sql(query, *args):
+    """Runs query on the test database; its rows as text lines.  args
+    go in as psql variables (:'a1', :'a2', ...): never into the text."""
+    cmd = ['psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
+           '-d', DB]
+    for i, a in enumerate(args, 1):
+        cmd += ['-v', 'a%d=%s' % (i, a)]
+    out = subprocess.run(cmd, input=query, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AssertionError('psql: %s\n%s' % (query, out.stderr))
+    return out.stdout.strip()
+
+
+def sql1(query, *args):
+    return sql(query, *args).split('\n')[0]
+
+
+def wait_for(what, fn):
+    """Polls fn until it returns something true; fails after WAIT s."""
+    end = time.monotonic() + WAIT
+    last = None
+    while time.monotonic() < end:
+        try:
+            v = fn()
+            if v:
+                return v
+        except (StaleElementReferenceException, AssertionError) as e:
+            last = e
+        time.sleep(0.2)
+    raise AssertionError('timed out waiting for %s (%s)' % (what, last))
+
+
+class Console:
+    def __init__(self):
+        o = webdriver.ChromeOptions()
+        o.binary_location = '/usr/bin/chromium'
+        for a in ['--headless=new', '--no-sandbox', '--disable-gpu',
+                  '--disable-dev-shm-usage', '--window-size=1280,800',
+                  '--user-data-dir=' + tempfile.mkdtemp(
+                      prefix='pgjob-browser-chromium.')]:
+            o.add_argument(a)
+        o.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+        self.d = webdriver.Chrome(service=Service('/usr/bin/chromedriver'),
+                                  options=o)
+        self.viewport(1280, 800)
+
+    def viewport(self, w, hgt):
+        # The page's own area, whatever the headless window adds around it.
+        self.d.execute_cdp_cmd('Emulation.setDeviceMetricsOverride', {
+            'width': w, 'height': hgt, 'deviceScaleFactor': 1,
+            'mobile': w < 600})
+
+    def go(self, route):
+        self.d.get(URL + '#/' + route)
+        self.no_alert()
+
+    def css(self, sel):
+        return self.d.find_elements(By.CSS_SELECTOR, sel)
+
+    def one(self, sel):
+        return wait_for(sel, lambda: (self.css(sel) or [None])[0])
+
+    def text(self, sel='main'):
+        return self.one(sel).text
+
+    def shot(self, name):
+        self.no_alert()
+        path = os.path.join(SHOTS, name + '.png')
+        self.d.save_screenshot(path)
+        log('screenshot ' + path)
+
+    def no_alert(self):
+        try:
+            a = self.d.switch_to.alert
+            raise AssertionError('an alert fired: %r' % a.text)
+        except NoAlertPresentException:
+            pass
+
+    def login(self, user, password):
+        self.go('')
+        self.one('#login-user').send_keys(user)
+        self.one('#login-password').send_keys(password)
+        self.one('#login button[type=submit]').click()
+        wait_for('logged in as ' + user,
+                 lambda: self.css('#user') and
+                 self.css('#user')[0].text == user)
+
+    def logout(self):
+        self.one('#logout').click()
+        self.one('#login-user')
+
+    def session(self):
+        return self.d.execute_async_script(
+            'const done = arguments[0];'
+            'fetch("/api/session").then(r => r.json()).then(done);')
+
+    def forge(self, path, body):
+        """A POST from the page's own context with its CSRF token: what a
+        crafted request of a logged-in user can do."""
+        return self.d.execute_async_script(
+            'const [path, body, done] = arguments;'
+            'fetch("/api/session").then(r => r.json()).then(s =>'
+            ' fetch(path, {method: "POST", headers: {'
+            '  "Content-Type": "application/json",'
+            '  "X-CSRF-Token": s.csrf}, body: JSON.stringify(body)}))'
+            '.then(r => done(r.status), e => done(String(e)));',
+            path, body)
+
+    def confirm(self, expect_in):
+        a = wait_for('a confirmation', self.alert)
+        msg = a.text
+        assert expect_in in msg, 'confirmation %r lacks %r' % (msg, expect_in)
+        a.accept()
+        return msg
+
+    def alert(self):
+        try:
+            return self.d.switch_to.alert
+        except NoAlertPresentException:
+            return None
+
+    def errors(self):
+        """The page's own JavaScript errors (not failed requests: a 403
+        the test provokes is one)."""
+        return [e for e in self.d.get_log('browser')
+                if e['level'] == 'SEVERE' and 'Failed to load resource'
+                not in e['message']]
+
+
+def setup_jobs():
+    """The jobs the steps act on, in exact states where they can be."""
+    ids = {}
+    ids['flaky'] = sql(
+        "select pgjob.enqueue('flaky', jsonb_build_object('n', n))"
+        " from generate_series(1, 3) n").split('\n')
+    sql("select pgjob.enqueue('hello', jsonb_build_object('n', n))"
+        " from generate_series(1, 20) n")
+    # Far in the future: the bulk cancel's matches.
+    sql("select pgjob.enqueue('later', '{}', run_at => now() + interval"
+        " '30 days') from generate_series(1, 7)")
+    ids['hostile'] = sql1(
+        "select pgjob.enqueue(:'a1', jsonb_build_object('html', :'a2',"
+        " 'img', :'a3', 'ctl', e'\\u001b[31mred\\u0007 \\u202e evil',"
+        " 'repaired', e'bytes that were not UTF-8: \\ufffd\\ufffd'),"
+        " queue => :'a2', run_at => now() + interval '30 days')",
+        HOSTILE_IMG, HOSTILE_HTML, HOSTILE_IMG)
+    ids['big'] = sql1(
+        "select pgjob.enqueue('later', jsonb_build_object('big',"
+        " repeat('x', 1048576)), run_at => now() + interval '30 days')")
+    ids['workflow'] = sql1(
+        "select pgjob.enqueue_workflow('{\"name\": \"publish <b>7</b>\","
+        " \"steps\": ["
+        " {\"name\": \"fetch\", \"kind\": \"hello\"},"
+        " {\"name\": \"resize\", \"kind\": \"hello\", \"after\": [\"fetch\"]},"
+        " {\"name\": \"check\", \"kind\": \"flaky\", \"after\": [\"fetch\"]},"
+        " {\"name\": \"publish\", \"kind\": \"hello\","
+        "  \"after\": [\"resize\", \"check\"]}]}')")
+    return ids
+
+
+def main():
+    os.makedirs(SHOTS, exist_ok=True)
+    ids = setup_jobs()
+    flaky = ids['flaky']
+    # Three of their own and the workflow's step "check".
+    log('waiting for the flaky jobs to die (max_attempts 2)')
+    wait_for('flaky jobs dead', lambda: sql1(
+        "select count(*) from pgjob.jobs where kind = 'flaky'"
+        " and state = 'dead'") == '4')
+    wait_for('hello jobs done', lambda: sql1(
+        "select count(*) from pgjob.jobs where kind = 'hello'"
+        " and workflow_id is null and state <> 'done'") == '0')
+
+    c = Console()
+    try:
+        steps(c, ids, flaky)
+    except BaseException:
+        try:
+            c.shot('failure')
+            log('page text at the failure:\n' + c.text('body'))
+            log('browser log: %r' % c.d.get_log('browser'))
+        except Exception as e:  # the report must not hide the failure
+            log('(no failure screenshot: %s)' % e)
+        raise
+    finally:
+        c.d.quit()
+    log('ok')
+
+
+def steps(c, ids, flaky):
+    # --- log in ---------------------------------------------------------
+    c.go('')
+    c.one('#login-user')
+    s = c.session()
+    assert s['login_required'] is True and s['user'] is None, s
+    c.shot('login')
+    c.one('#login-user').send_keys(OP[0])
+    c.one('#login-password').send_keys('not the password')
+    c.one('#login button[type=submit]').click()
+    wait_for('the wrong password refused',
+             lambda: 'Wrong user or password' in c.text('#banner'))
+    c.login(*OP)
+    assert c.text('#role') == 'operator'
+    log('logged in as the operator')
+
+    # --- overview ---------------------------------------------------------
+    c.go('')
+    wait_for('the overview', lambda: c.css('#overview svg.chart'))
+    wait_for('the instance in the overview',
+             lambda: 'Instances and workers' in c.text() and
+             'heartbeat' in c.text())
+    assert HOSTILE_HTML in c.text(), 'the hostile queue name as text'
+    c.shot('overview')
+
+    # --- jobs: filter to the failing kind --------------------------------
+    c.go('jobs')
+    kind = c.one('#f-kind')
+    kind.send_keys('flaky')
+    kind.send_keys(Keys.ENTER)
+    wait_for('the filter in the address', lambda: 'kind=flaky' in
+             c.d.current_url)
+    rows = wait_for('four dead flaky jobs', lambda: [
+        r for r in c.css('#jobs tbody tr[data-id]')
+        if 'flaky' in r.text and 'dead' in r.text] if len(c.css(
+            '#jobs tbody tr[data-id]')) == 4 else None)
+    assert len(rows) == 4, [r.text for r in c.css('#jobs tbody tr')]
+    c.shot('jobs')
+    # "/" focuses the text filter.
+    c.one('main h1').click()
+    c.d.switch_to.active_element.send_keys('/')
+    assert c.d.switch_to.active_element.get_attribute('id') == 'f-q'
+
+    # --- job: its attempt errors ------------------------------------------
+    job = flaky[0]
+    c.one('#jobs a[href="#/job/%s"]' % job).click()
+    wait_for('the attempts of job ' + job,
+             lambda: len(c.css('table.attempts tbody tr')) >= 2)
+    attempts = c.css('table.attempts tbody tr')
+    for a in attempts:
+        assert 'marker %s is missing' % MARKER in a.text, a.text
+        assert HOSTILE_HTML in a.text, 'the markup of the error as text'
+        assert '\\u001b' in a.text, 'the escape shown, not sent'
+    assert 'exit status 3' in c.text('#last-error')
+    assert c.css('#enqueue-command') and 'pgjob enqueue' in \
+        c.text('#enqueue-command')
+    c.no_alert()
+    c.shot('job')
+    log('job %s: %d attempts, their errors as text' % (job, len(attempts)))
+
+    # --- retry it, see it done --------------------------------------------
+    open(MARKER, 'w').close()
+    c.one('#job-actions button[data-action=retry]').click()
+    wait_for('job %s done in the database' % job, lambda: sql1(
+        'select state from pgjob.jobs where id = :a1', job) == 'done')
+    wait_for('job %s done on the page' % job,
+             lambda: 'done' in c.text('main h1'))
+    log('job %s retried and done' % job)
+
+    # --- bulk cancel a filter's matches -----------------------------------
+    c.go('jobs?kind=later&state=available')
+    wait_for('the later jobs', lambda: len(c.css(
+        '#jobs tbody tr[data-id]')) == 8)
+    c.one('#bulk button[data-action=cancel-all]').click()
+    c.confirm('all 8 jobs')
+    wait_for('the answer in the banner',
+             lambda: '8 jobs cancelled' in c.text('#banner'))
+    assert sql1("select count(*) from pgjob.jobs where kind = 'later'"
+                " and state = 'cancelled'") == '8'
+    log('bulk cancel: 8 of 8')
+
+    # --- pause a queue: no job of it starts --------------------------------
+    c.go('queues')
+    c.one('button[data-action=pause][data-queue=mail]')
+    c.shot('queues')
+    c.one('button[data-action=pause][data-queue=mail]').click()
+    c.one('button[data-action=resume][data-queue=mail]')
+    held = sql1("select pgjob.enqueue('hello', '{}', queue => 'mail')")
+    # A job enqueued after it, in a queue that runs: once it is done the
+    # workers have claimed since the held job was due.
+    after = sql1("select pgjob.enqueue('hello', '{}')")
+    wait_for('the job after it done', lambda: sql1(
+        'select state from pgjob.jobs where id = :a1', after) == 'done')
+    assert sql1('select state || attempts from pgjob.jobs where id = :a1',
+                held) == 'available0', 'a job of a paused queue started'
+    c.one('button[data-action=resume][data-queue=mail]').click()
+    wait_for('the held job done after resume', lambda: sql1(
+        'select state from pgjob.jobs where id = :a1', held) == 'done')
+    log('pause held job %s while %s ran; resume ran it' % (held, after))
+
+    # --- hostile data -----------------------------------------------------
+    c.go('job/' + ids['hostile'])
+    wait_for('the hostile job', lambda: HOSTILE_HTML in c.text())
+    body = c.text()
+    for s in (HOSTILE_HTML, HOSTILE_IMG, '\\u001b', '\\u0007', '\\u202e',
+              '\ufffd\ufffd'):
+        assert s in body, 'hostile text %r not shown' % s
+    assert not c.css('main img'), 'markup from data became an element'
+    assert len(c.css('script')) == 1, 'a script element from data'
+    c.no_alert()
+    c.go('job/' + ids['big'])
+    wait_for('the 1 MB payload cut', lambda: c.css('#payload-download'))
+    assert len(c.text('#payload')) < 200000
+    c.no_alert()
+    c.go('jobs?queue=' + HOSTILE_HTML)
+    wait_for('the hostile kind in the list', lambda: HOSTILE_IMG in
+             c.text('#jobs'))
+    c.no_alert()
+    log('hostile payloads, kinds, queues and errors: text only')
+
+    # --- the other pages ----------------------------------------------------
+    c.go('schedules')
+    wait_for('the schedules', lambda: 'nightly-report' in c.text())
+    c.shot('schedules')
+    c.go('tasks')
+    wait_for('the duties', lambda: 'Cluster duties' in c.text())
+    c.shot('tasks')
+    c.go('workflows')
+    wait_for('the workflow', lambda: 'publish <b>7</b>' in c.text())
+    c.shot('workflows')
+    c.go('workflow/' + ids['workflow'])
+    wait_for('the graph', lambda: len(c.css('svg.dag a.node')) == 4)
+    c.shot('workflow')
+    c.go('dead')
+    wait_for('the dead jobs', lambda: 'flaky' in c.text('#jobs'))
+    c.shot('dead')
+    c.go('jobs')
+    wait_for('the jobs', lambda: c.css('#jobs tbody tr[data-id]'))
+    c.viewport(390, 844)
+    c.go('')
+    wait_for('the overview', lambda: c.css('#overview svg.chart'))
+    c.shot('phone')
+    c.viewport(1280, 800)
+    errs = c.errors()
+    assert not errs, 'JavaScript errors: %r' % errs
+
+    # --- the read-only user --------------------------------------------------
+    c.logout()
+    c.login(*RO)
+    assert c.text('#role') == 'read-only'
+    dead = sql1("select id from pgjob.jobs where state = 'dead'"
+                " order by id limit 1")
+    for route, ready in (('jobs', '#jobs tbody tr[data-id]'),
+                         ('job/' + dead, 'table.attempts'),
+                         ('queues', '#queues tbody tr'),
+                         ('schedules', '#schedules tbody tr'),
+                         ('dead', '#jobs tbody tr[data-id]')):
+        c.go(route)
+        c.one(ready)
+        acts = c.css('[data-action]')
+        assert not acts, '%s: actions for a read-only user: %r' % (
+            route, [a.text for a in acts])
+    before = sql('select id, state, attempts, run_at from pgjob.jobs'
+                 ' order by id')
+    paused = sql('select * from pgjob.queues order by 1')
+    for path, body in (('/api/jobs/retry', {'ids': [int(dead)]}),
+                       ('/api/jobs/delete', {'filter': {}}),
+                       ('/api/queues/pause', {'queue': 'default'}),
+                       ('/api/schedules/run', {'name': 'nightly-report'})):
+        status = c.forge(path, body)
+        assert status == 403, '%s as read-only: %r' % (path, status)
+    assert sql('select id, state, attempts, run_at from pgjob.jobs'
+               ' order by id') == before, 'the jobs changed'
+    assert sql('select * from pgjob.queues order by 1') == paused
+    log('read-only: no actions drawn, forged POSTs 403, nothing changed')
+
+
+if __name__ == '__main__':
+    try:
+        main()
+    except AssertionError as e:
+        log('FAIL: %s' % e)
+        sys.exit(1)
