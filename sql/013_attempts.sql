@@ -31,15 +31,17 @@
 -- in the finish's statement instead would have joined the batch a second
 -- time on every finish, done or not.
 --
--- Pruned with its job: by the pruning duty and pgjob prune (the prune
--- statement, src/db/prune.c), and with retention 0 by the finish that
--- deletes a job done (src/db/queue.c; only a worker with retention 0 has
--- that CTE in its finish).  Both delete the rows of a job that can have
--- any: a job that ends done at its first claim (lease_token 1) has none,
--- so the finish's delete looks up nothing on the hot path.  No foreign
--- key: ON DELETE CASCADE would run a query per deleted job, on the hot
--- path too.  Whoever deletes jobs by hand deletes their attempts.
---
+-- Pruned with its job, whoever deletes it: the pruning duty, pgjob prune,
+-- the finish of a worker with retention 0, the console's delete, a DELETE
+-- by hand.  An AFTER DELETE row trigger does it, with its owner's rights,
+-- so that no role needs a right on pgjob.attempts to delete jobs (an
+-- upgraded install whose grants were not run again keeps working).  Its
+-- WHEN is false for a job that can have no row, one done at its first
+-- claim (lease_token 1): the common delete, retention 0's at every finish
+-- and the pruning of a done job, queues nothing and runs nothing.  No
+-- foreign key: ON DELETE CASCADE would look up pgjob.attempts for every
+-- deleted job.
+
 -- last_status: the exit status of an exec handler's command, or the HTTP
 -- status of an http handler's answer, of the last attempt that failed;
 -- NULL where there is none (a signal, no answer, a plugin or an sql
@@ -109,6 +111,23 @@ begin
 	return null;
 end
 $$;
+
+-- The rows of a deleted job (see the head of this file).
+create function pgjob.attempts_forget() returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+	delete from pgjob.attempts where job_id = old.id;
+	return null;
+end
+$$;
+
+create trigger jobs_attempts_forget after delete on pgjob.jobs
+	for each row
+	when (old.lease_token > 1 or old.state <> 'done')
+	execute function pgjob.attempts_forget();
 
 create trigger jobs_attempt_ended after update of state, lease_token
 	on pgjob.jobs

@@ -14,6 +14,7 @@ foreach(f usr/bin/pgjobd usr/bin/pgjob usr/include/pgjobd/plugin.h
 	usr/share/pgjobd/example.yaml usr/share/pgjobd/sql/001_init.sql
 	usr/lib/systemd/system/pgjobd.service
 	usr/lib/systemd/system/pgjobd@.service
+	usr/lib/systemd/system/pgjob-web.service
 	usr/share/pgjobd/monitoring/grafana-dashboard.json
 	usr/share/pgjobd/monitoring/pgjobd-alerts.yml
 	usr/lib/sysusers.d/pgjobd.conf usr/lib/tmpfiles.d/pgjobd.conf
@@ -46,6 +47,11 @@ foreach(unit pgjobd.service pgjobd@.service)
 		message(FATAL_ERROR "${unit}: ExecStart= is not ${BINDIR}/pgjobd")
 	endif()
 endforeach()
+file(READ "${dest}/usr/lib/systemd/system/pgjob-web.service" text)
+string(FIND "${text}" "\nExecStart=${BINDIR}/pgjob -c /etc/pgjobd/pgjobd.yaml web\n" at)
+if(at LESS 0)
+	message(FATAL_ERROR "pgjob-web.service: ExecStart= is not ${BINDIR}/pgjob ... web")
+endif()
 
 # The pgjobd user and /etc/pgjobd, as sysusers.d(5) and tmpfiles.d(5) lines.
 file(STRINGS "${dest}/usr/lib/sysusers.d/pgjobd.conf" sysusers REGEX "^u ")

@@ -62,6 +62,7 @@ files="$(dpkg-deb -c "$deb" | awk '{ print $NF }')
 $(dpkg-deb -c "$dev" | awk '{ print $NF }')"
 for f in ./usr/bin/pgjobd ./usr/bin/pgjob \
 	./lib/systemd/system/pgjobd.service ./lib/systemd/system/pgjobd@.service \
+	./lib/systemd/system/pgjob-web.service \
 	./usr/lib/sysusers.d/pgjobd.conf ./usr/lib/tmpfiles.d/pgjobd.conf \
 	./usr/share/man/man1/pgjob.1.gz ./usr/share/man/man5/pgjobd.yaml.5.gz \
 	./usr/share/man/man8/pgjobd.8.gz ./usr/share/pgjobd/example.yaml \
@@ -81,10 +82,15 @@ grep -q 'systemd-tmpfiles .*--create pgjobd.conf' <<<"$post" || fail "postinst r
 # enables nothing on a first install; and nothing starts the unit.
 grep -q "deb-systemd-helper debian-installed 'pgjobd.service'" <<<"$post" ||
 	fail "postinst enables pgjobd.service on install"
+grep -q "deb-systemd-helper debian-installed 'pgjob-web.service'" <<<"$post" ||
+	fail "postinst enables pgjob-web.service on install"
 ! grep -q 'deb-systemd-invoke' <<<"$post" || fail "postinst starts or restarts pgjobd"
 grep -q "^ExecStart=/usr/bin/pgjobd -c /etc/pgjobd/pgjobd.yaml$" \
 	<(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./lib/systemd/system/pgjobd.service) ||
 	fail "pgjobd.service does not start /usr/bin/pgjobd"
+grep -q "^ExecStart=/usr/bin/pgjob -c /etc/pgjobd/pgjobd.yaml web$" \
+	<(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./lib/systemd/system/pgjob-web.service) ||
+	fail "pgjob-web.service does not start /usr/bin/pgjob web"
 
 # --- the unpacked programs ---------------------------------------------------
 root="$tmp/root"

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/config.h"
 #include "common/failpoint.h"
@@ -199,6 +200,7 @@ lease_worker_heartbeat(struct dbev *d, int slot, int pid,
 {
 	char s[16], p[16];
 	struct totals_text x;
+	memset(&x, 0, sizeof(x));
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
 	totals_text(t, &x);
@@ -219,6 +221,7 @@ lease_worker_minute(struct dbev *d, int slot, int pid,
 {
 	char s[16], p[16];
 	struct totals_text x;
+	memset(&x, 0, sizeof(x));
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
 	totals_text(t, &x);
@@ -237,6 +240,7 @@ lease_worker_unregister(struct dbev *d, int slot, int pid,
 		return;
 	char s[16], p[16];
 	struct totals_text x;
+	memset(&x, 0, sizeof(x));
 	snprintf(s, sizeof(s), "%d", slot);
 	snprintf(p, sizeof(p), "%d", pid);
 	const char *params[] = {s, p, x.done, x.failed, x.retried};

@@ -39,12 +39,9 @@ static const char prune_jobs_sql[] =
 	"        now() - $2::bigint * interval '1 millisecond'))))"
 	"   order by finished_at limit $3"
 	"   for update skip locked) returning id, children,"
-	"   parents_left is not null as kid, workflow_id, batch_id,"
-	"   lease_token > 1 or state <> 'done' as tried),"
-	/* Their attempt history (sql/013_attempts.sql): a job done at its
-	 * first claim has none.  By id, along attempts_job_idx. */
-	" a as (delete from pgjob.attempts"
-	"   where job_id = any(array(select id from d where tried))),"
+	"   parents_left is not null as kid, workflow_id, batch_id),"
+	/* Their attempt history goes with them by sql/013_attempts.sql's
+	 * delete trigger. */
 	/* Their edges, and the workflows whose last step this was. */
 	" e as (delete from pgjob.job_deps"
 	"   where child in (select id from d where kid)"

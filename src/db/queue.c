@@ -31,11 +31,8 @@
  * the rest (last_status, sql/013_attempts.sql).  locked_by is left as it
  * is: it names the worker of the job's last attempt.  An attempt that did
  * not end done gets its row of pgjob.attempts from the trigger of
- * sql/013_attempts.sql; a job deleted here takes its rows with it (fa), if
- * it can have any: one done at its first claim (token 1) has none.  fa is
- * in the statement of a worker with retention 0 only (finish_delete_sql):
- * elsewhere it would open pgjob.attempts and its index at every finish to
- * delete nothing.
+ * sql/013_attempts.sql; a job deleted here takes its rows with it, by
+ * that migration's delete trigger.
  * Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
@@ -51,16 +48,7 @@ static const char finish_sql[] =
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
 	"   and j.children is not true"
-	"  returning j.id, j.lease_token),";
-
-/* With retention 0: the attempt history of the jobs deleted done. */
-static const char finish_delete_sql[] =
-	" fa as ("
-	"  delete from pgjob.attempts a"
-	"  where a.job_id = any(array(select id from fd"
-	"   where lease_token > 1))),";
-
-static const char finish_tail_sql[] =
+	"  returning j.id),"
 	" f as ("
 	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
 	"   last_error = coalesce(r.error, j.last_error),"
@@ -307,9 +295,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		p[i] = a[i];
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_call(d,
-			   delete_done ? "pgjob_finish_delete" : "pgjob_finish",
-			   1, NP, p, read_finish, &call);
+	int rc = dbev_call(d, "pgjob_finish", 1, NP, p, read_finish, &call);
 	for (int i = 0; i < NP; i++)
 		free(a[i]);
 	free(ids);
@@ -626,13 +612,7 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 		xasprintf("%s%s%s%s", claim_sql, serial ? claim_serial_sql : "",
 			  per_key ? claim_per_key_sql : "", claim_tail_sql);
 	/* Parsed and planned once per connection, not once per batch. */
-	char *finish = xasprintf("%s%s", finish_sql, finish_tail_sql);
-	char *finish_delete = xasprintf("%s%s%s", finish_sql, finish_delete_sql,
-					finish_tail_sql);
-	dbev_prepare(d, "pgjob_finish", finish, 12);
-	dbev_prepare(d, "pgjob_finish_delete", finish_delete, 12);
-	free(finish);
-	free(finish_delete);
+	dbev_prepare(d, "pgjob_finish", finish_sql, 12);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	dbev_prepare(d, "pgjob_claim_limited",

@@ -609,16 +609,14 @@ static const char RETRY_STATES[] = "{dead,cancelled,available,done}";
 static const char CANCEL_STATES[] = "{waiting,available}";
 static const char DELETE_STATES[] = "{available,done,dead,cancelled}";
 
-/* A delete by hand; the attempts go with their jobs (sql/013 has no
- * foreign key: whoever deletes jobs deletes their attempts). */
+/* A delete by hand; the attempts go with their jobs (sql/013_attempts.sql's
+ * delete trigger). */
 static const char DELETE_SQL[] =
 	"with d as (delete from pgjob.jobs"
 	"  where id = any($1::bigint[]) and state = any($2::text[])"
 	"   and workflow_id is null and batch_id is null"
 	"   and children is not true and parents_left is null"
-	"  returning id),"
-	" a as (delete from pgjob.attempts"
-	"  where job_id in (select id from d))"
+	"  returning id)"
 	" select count(*) from d";
 
 /* Runs sql in the open transaction with $1 arg and $2 take, the states

@@ -344,7 +344,8 @@ test_http_status(void **state)
  * The other ends, built in exact states through the real trigger: pgjob
  * cancel of a running job, an attempt given back at a shutdown, a renewal
  * (no row); and the rows pruned with their jobs by pgjob prune, while a
- * job that is still waiting keeps its history.
+ * job that is still waiting keeps its history, and deleted with a job
+ * deleted by hand.
  */
 static void
 test_cancel_and_prune(void **state)
@@ -400,6 +401,21 @@ test_cancel_and_prune(void **state)
 	t_assert_value(c, "2,3",
 		       "select string_agg(id::text, ',' order by id)"
 		       " from pgjob.jobs");
+	/* A delete by hand takes the rows too, by a role that has no right
+	 * on pgjob.attempts (the trigger runs with its owner's). */
+	t_exec(c, "drop role if exists t_attempts_deleter");
+	t_exec(c, "create role t_attempts_deleter");
+	t_exec(c, "grant usage on schema pgjob to t_attempts_deleter");
+	t_exec(c, "grant select, delete on pgjob.jobs to t_attempts_deleter");
+	t_exec(c, "set role t_attempts_deleter");
+	t_exec(c, "delete from pgjob.jobs where id = 3");
+	t_exec(c, "reset role");
+	t_assert_value(c, "2",
+		       "select string_agg(job_id::text, ',')"
+		       " from pgjob.attempts");
+	t_exec(c, "revoke all on pgjob.jobs from t_attempts_deleter");
+	t_exec(c, "revoke all on schema pgjob from t_attempts_deleter");
+	t_exec(c, "drop role t_attempts_deleter");
 	PQfinish(c);
 	free(ci);
 }

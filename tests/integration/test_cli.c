@@ -1669,6 +1669,9 @@ test_json_everywhere(void **state)
 		/* "  migrate ... | migrate --dry-run": --dry-run is SQL. */
 		if (strchr(sub, '-'))
 			sub[0] = '\0';
+		/* web is a server: it prints no answer to put in JSON. */
+		if (strcmp(cmd, "web") == 0)
+			continue;
 		const char *args[] = {cmd, "--help", NULL};
 		struct t_run r;
 		t_pgjobv(&r, ci, args);

@@ -1,8 +1,8 @@
 /*
- * Checks pgjobd.service and pgjobd@.service, as CMake writes them from
- * config/NAME.service.in into the build root (the binary's path from the
- * install prefix, PGJOBD_UNIT_BINDIR), with "systemd-analyze verify", on
- * copies whose ExecStart= and ExecReload= name the pgjobd of this build
+ * Checks pgjobd.service, pgjobd@.service and pgjob-web.service, as CMake writes
+ * them from config/NAME.service.in into the build root (the binary's path from
+ * the install prefix, PGJOBD_UNIT_BINDIR), with "systemd-analyze verify", on
+ * copies whose ExecStart= and ExecReload= name the binaries of this build
  * (verify wants the binary to exist), and the template as a concrete
  * instance, pgjobd@2.service.  Any line of verify's
  * output that names one of the units fails the test; lines about the host
@@ -81,17 +81,18 @@ slurp(const char *path)
 	return b.data;
 }
 
-/* Copies the unit to dir with every PGJOBD_UNIT_BINDIR/pgjobd replaced by
- * bin, and extra (may be NULL) appended; returns the unit's text (caller
- * frees). */
+/* Copies the unit to dir with every PGJOBD_UNIT_BINDIR/ replaced by bindir/
+ * (the build's binaries), and extra (may be NULL) appended; returns the
+ * unit's text (caller frees). */
 static char *
-copy_unit(const char *name, const char *bin, const char *extra)
+copy_unit(const char *name, const char *bindir, const char *extra)
 {
-	char src[4096], dst[4096];
-	const char *from = PGJOBD_UNIT_BINDIR "/pgjobd";
+	char src[4096], dst[4096], bin[4096];
+	const char *from = PGJOBD_UNIT_BINDIR "/";
 	struct buf b = {0};
 
 	snprintf(src, sizeof(src), "%s/%s", getenv("PGJOBD_TEST_BIN"), name);
+	snprintf(bin, sizeof(bin), "%s/", bindir);
 	char *text = slurp(src), *p = text, *q;
 	while ((q = strstr(p, from))) {
 		buf_append(&b, p, (size_t)(q - p));
@@ -112,7 +113,7 @@ copy_unit(const char *name, const char *bin, const char *extra)
 
 /*
  * Runs systemd-analyze verify dir/unit; returns the lines of its output
- * (stdout and stderr) that name a pgjobd unit, "" if none (caller frees).
+ * (stdout and stderr) that name one of our units, "" if none (caller frees).
  * *status is its exit status.
  */
 static char *
@@ -141,7 +142,8 @@ verify(const char *unit, int *status)
 	buf_append(&hits, "", 0);
 	while (fgets(line, sizeof(line), out)) {
 		fprintf(stderr, "# verify %s: %s", unit, line);
-		if (strstr(line, "pgjobd.service") || strstr(line, "pgjobd@"))
+		if (strstr(line, "pgjobd.service") || strstr(line, "pgjobd@") ||
+		    strstr(line, "pgjob-web"))
 			buf_append(&hits, line, strlen(line));
 	}
 	fclose(out);
@@ -218,8 +220,8 @@ test_units(void **state)
 	if (access(bin, X_OK) != 0)
 		fail_msg("%s is not built yet (build every target first)", bin);
 
-	char *plain = copy_unit("pgjobd.service", bin, NULL);
-	char *templ = copy_unit("pgjobd@.service", bin, NULL);
+	char *plain = copy_unit("pgjobd.service", tb, NULL);
+	char *templ = copy_unit("pgjobd@.service", tb, NULL);
 	check_directives("pgjobd.service", plain);
 	check_directives("pgjobd@.service", templ);
 	assert_non_null(strstr(templ, "-c /etc/pgjobd/%i.yaml\n"));
@@ -232,13 +234,32 @@ test_units(void **state)
 	free(plain);
 	free(templ);
 
+	/* The web console's unit (docs/console.md). */
+	char *web = copy_unit("pgjob-web.service", tb, NULL);
+	const char *web_want[] = {
+		"\nExecStart=" PGJOBD_UNIT_BINDIR
+		"/pgjob -c /etc/pgjobd/pgjobd.yaml web\n",
+		"\nUser=pgjobd\n",
+		"\nRestartPreventExitStatus=78\n",
+		"\nNoNewPrivileges=yes\n",
+		"\nProtectSystem=strict\n",
+		"\nCapabilityBoundingSet=\n",
+		"\nSystemCallFilter=@system-service\n",
+	};
+	for (size_t i = 0; i < sizeof(web_want) / sizeof(*web_want); i++)
+		if (!strstr(web, web_want[i]))
+			fail_msg("pgjob-web.service lacks the line %s",
+				 web_want[i] + 1);
+	check_clean("pgjob-web.service");
+	free(web);
+
 	/* The filter notices a problem in either unit. */
 	int status;
-	free(copy_unit("pgjobd@.service", bin, "[Service]\nNoSuchKey=1\n"));
+	free(copy_unit("pgjobd@.service", tb, "[Service]\nNoSuchKey=1\n"));
 	char *hits = verify("pgjobd@2.service", &status);
 	assert_non_null(strstr(hits, "NoSuchKey"));
 	free(hits);
-	free(copy_unit("pgjobd.service", bin, "[Service]\nNoSuchKey=1\n"));
+	free(copy_unit("pgjobd.service", tb, "[Service]\nNoSuchKey=1\n"));
 	hits = verify("pgjobd.service", &status);
 	assert_non_null(strstr(hits, "NoSuchKey"));
 	free(hits);
