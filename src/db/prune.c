@@ -39,9 +39,13 @@ static const char prune_jobs_sql[] =
 	"        now() - $2::bigint * interval '1 millisecond'))))"
 	"   order by finished_at limit $3"
 	"   for update skip locked) returning id, children,"
-	"   parents_left is not null as kid, workflow_id, batch_id),"
-	/* Their attempt history goes with them by sql/013_attempts.sql's
-	 * delete trigger. */
+	"   parents_left is not null as kid, workflow_id, batch_id,"
+	"   lease_token > 1 or state <> 'done' as tried),"
+	/* Their attempt history (sql/013_attempts.sql): a job done at its
+	 * first claim has none.  One row: the join at the end makes it
+	 * run. */
+	" a as (select pgjob.forget_attempts("
+	"   array(select id from d where tried)) as n),"
 	/* Their edges, and the workflows whose last step this was. */
 	" e as (delete from pgjob.job_deps"
 	"   where child in (select id from d where kid)"
@@ -65,7 +69,7 @@ static const char prune_jobs_sql[] =
 	"   set done = done + (select count(*) from w where not failed),"
 	"    failed = failed + (select count(*) from w where failed)"
 	"   where exists (select 1 from w))"
-	" select count(*) from d";
+	" select count(*) from d, a";
 
 static void
 read_count(const struct db_call *c, const struct db_status *st,

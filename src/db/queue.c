@@ -31,8 +31,9 @@
  * the rest (last_status, sql/013_attempts.sql).  locked_by is left as it
  * is: it names the worker of the job's last attempt.  An attempt that did
  * not end done gets its row of pgjob.attempts from the trigger of
- * sql/013_attempts.sql; a job deleted here takes its rows with it, by
- * that migration's delete trigger.
+ * sql/013_attempts.sql; a job deleted here takes its rows with it (fa),
+ * in the statement of a worker with retention 0 only (pgjob_finish_delete):
+ * elsewhere it would call a function at every finish to delete nothing.
  * Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
@@ -48,7 +49,19 @@ static const char finish_sql[] =
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
 	"   and j.children is not true"
-	"  returning j.id),"
+	"  returning j.id, j.lease_token),";
+
+/* With retention 0: the attempt history of the jobs deleted done, if they
+ * can have any (sql/013_attempts.sql); the function is not called for a
+ * batch without one (its call, a security definer's, cost 2-3 % of the
+ * no-op throughput).  fa has one row: the join below makes it run, after
+ * fd. */
+static const char finish_delete_sql[] =
+	" fa as (select case when exists (select 1 from fd"
+	"   where lease_token > 1) then pgjob.forget_attempts(array("
+	"   select id from fd where lease_token > 1)) end as n),";
+
+static const char finish_tail_sql[] =
 	" f as ("
 	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
 	"   last_error = coalesce(r.error, j.last_error),"
@@ -74,8 +87,12 @@ static const char finish_sql[] =
 	"   and j.id = r.id"
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
-	"  returning j.id)"
+	"  returning j.id)";
+
+static const char finish_end_sql[] =
 	" select 'f', id from f union all select 'f', id from fd";
+static const char finish_delete_end_sql[] =
+	" select 'f', id from f union all select 'f', fd.id from fd, fa";
 
 /*
  * The claim, per queue (q.name, up to q.lim jobs, in mode q.mode): jobs
@@ -295,7 +312,9 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		p[i] = a[i];
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_call(d, "pgjob_finish", 1, NP, p, read_finish, &call);
+	int rc = dbev_call(d,
+			   delete_done ? "pgjob_finish_delete" : "pgjob_finish",
+			   1, NP, p, read_finish, &call);
 	for (int i = 0; i < NP; i++)
 		free(a[i]);
 	free(ids);
@@ -612,7 +631,15 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 		xasprintf("%s%s%s%s", claim_sql, serial ? claim_serial_sql : "",
 			  per_key ? claim_per_key_sql : "", claim_tail_sql);
 	/* Parsed and planned once per connection, not once per batch. */
-	dbev_prepare(d, "pgjob_finish", finish_sql, 12);
+	char *finish = xasprintf("%s%s%s", finish_sql, finish_tail_sql,
+				 finish_end_sql);
+	char *finish_delete =
+		xasprintf("%s%s%s%s", finish_sql, finish_delete_sql,
+			  finish_tail_sql, finish_delete_end_sql);
+	dbev_prepare(d, "pgjob_finish", finish, 12);
+	dbev_prepare(d, "pgjob_finish_delete", finish_delete, 12);
+	free(finish);
+	free(finish_delete);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	dbev_prepare(d, "pgjob_claim_limited",

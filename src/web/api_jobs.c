@@ -609,15 +609,16 @@ static const char RETRY_STATES[] = "{dead,cancelled,available,done}";
 static const char CANCEL_STATES[] = "{waiting,available}";
 static const char DELETE_STATES[] = "{available,done,dead,cancelled}";
 
-/* A delete by hand; the attempts go with their jobs (sql/013_attempts.sql's
- * delete trigger). */
+/* A delete by hand; the attempts go with their jobs (sql/013_attempts.sql:
+ * a has one row, and the join makes it run). */
 static const char DELETE_SQL[] =
 	"with d as (delete from pgjob.jobs"
 	"  where id = any($1::bigint[]) and state = any($2::text[])"
 	"   and workflow_id is null and batch_id is null"
 	"   and children is not true and parents_left is null"
-	"  returning id)"
-	" select count(*) from d";
+	"  returning id),"
+	" a as (select pgjob.forget_attempts(array(select id from d)) as n)"
+	" select count(*) from d, a";
 
 /* Runs sql in the open transaction with $1 arg and $2 take, the states
  * the action takes (NULL for none); its rows, or NULL (out filled). */

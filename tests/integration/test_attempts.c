@@ -401,14 +401,21 @@ test_cancel_and_prune(void **state)
 	t_assert_value(c, "2,3",
 		       "select string_agg(id::text, ',' order by id)"
 		       " from pgjob.jobs");
-	/* A delete by hand takes the rows too, by a role that has no right
-	 * on pgjob.attempts (the trigger runs with its owner's). */
+	/* A delete by hand, with pgjob.forget_attempts() in the same
+	 * statement, by a role that has no right on pgjob.attempts (the
+	 * function runs with its owner's); and the function leaves the rows of
+	 * a job that still exists. */
 	t_exec(c, "drop role if exists t_attempts_deleter");
 	t_exec(c, "create role t_attempts_deleter");
 	t_exec(c, "grant usage on schema pgjob to t_attempts_deleter");
 	t_exec(c, "grant select, delete on pgjob.jobs to t_attempts_deleter");
 	t_exec(c, "set role t_attempts_deleter");
-	t_exec(c, "delete from pgjob.jobs where id = 3");
+	t_assert_value(c, "0", "select pgjob.forget_attempts('{2,3}')");
+	t_assert_value(c, "1",
+		       "with d as (delete from pgjob.jobs"
+		       "  where id = 3 returning id)"
+		       " select pgjob.forget_attempts("
+		       "  array(select id from d))");
 	t_exec(c, "reset role");
 	t_assert_value(c, "2",
 		       "select string_agg(job_id::text, ',')"
