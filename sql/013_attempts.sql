@@ -37,7 +37,7 @@
 -- console's delete, each through pgjob.forget_attempts() in the statement
 -- that deletes the jobs, for the deleted jobs that can have rows: a job
 -- done at its first claim (lease_token 1) has none, so the common finish
--- and prune pass it an empty array.  forget_attempts() runs with its
+-- does not call it and the prune passes it an empty array.  forget_attempts() runs with its
 -- owner's rights, so no role needs a right on pgjob.attempts (an upgraded
 -- install whose grants were not run again keeps working), and it deletes
 -- only the rows of jobs that no longer exist, so whoever may call it can
