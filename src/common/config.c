@@ -401,6 +401,31 @@ check_url(const char *s)
 	return NULL;
 }
 
+/*
+ * web.public_url: scheme, host and at most a port, as a browser sends it in
+ * Origin (a trailing "/" allowed).
+ */
+static const char *
+check_public_url(const char *s)
+{
+	const char *rest = !strncmp(s, "http://", 7)	? s + 7
+			   : !strncmp(s, "https://", 8) ? s + 8
+							: NULL;
+	if (!rest)
+		return "must start with http:// or https://";
+	size_t n = strcspn(rest, "/?#");
+	if (n == 0)
+		return "has no host";
+	if (rest[n] && strcmp(rest + n, "/") != 0)
+		return "must be scheme://host[:port] only, with no path "
+		       "(the console is served at the root of it)";
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)rest[i] <= ' ' || rest[i] == '@' ||
+		    rest[i] == '\\')
+			return "has a character no host name has";
+	return NULL;
+}
+
 static const char *
 check_listen(const char *s)
 {
@@ -588,6 +613,8 @@ static const struct yaml_field web_fields[] = {
 	F("session_ttl", YF_DURATION, config, web.session_ttl_ms,
 	  .min = 60 * 1000, .max = 366 * 86400 * 1000LL),
 	F("cookie_secure", YF_BOOL, config, web.cookie_secure),
+	F("public_url", YF_STRING, config, web.public_url,
+	  .check = check_public_url),
 	F("users", YF_READ, config, web, .read = read_web_users),
 	{0},
 };
@@ -1458,6 +1485,7 @@ config_free(struct config *c)
 	free(c->conninfo);
 	free(c->metrics_listen);
 	free(c->web.listen);
+	free(c->web.public_url);
 	for (size_t i = 0; i < c->web.nusers; i++) {
 		free(c->web.users[i].name);
 		free(c->web.users[i].password_hash);

@@ -174,6 +174,10 @@ struct web_conf {
 	char *listen;		/* "host:port"; NULL: 127.0.0.1:8080 */
 	int64_t session_ttl_ms; /* default 12h, sliding */
 	bool cookie_secure;	/* Secure on the session cookie (TLS proxy) */
+	/* "https://jobs.example.com[:port]": the address a reverse proxy
+	 * serves it at; its Host and Origin are then accepted too.  NULL:
+	 * none. */
+	char *public_url;
 	struct web_user_conf *users;
 	size_t nusers;
 };

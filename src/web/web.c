@@ -65,7 +65,11 @@ static struct {
 	bool login_required; /* web.users is not empty */
 	bool loopback;	     /* bound to a loopback address */
 	char *hosts[3];	     /* the Host values a loopback console takes */
-	char *database;	     /* current_database(), for /api/session */
+	/* From web.public_url: its Host ("jobs.example.com[:port]") and its
+	 * origin ("https://jobs.example.com[:port]"), or NULL. */
+	char *public_host, *public_origin;
+	bool secure;	/* Secure on the cookie */
+	char *database; /* current_database(), for /api/session */
 } srv;
 
 /*
@@ -228,7 +232,7 @@ send_reply(struct MHD_Connection *c, struct reply *r)
 static char *
 cookie_for(const char *token)
 {
-	const char *secure = srv.conf->cookie_secure ? "; Secure" : "";
+	const char *secure = srv.secure ? "; Secure" : "";
 	if (!token)
 		return xasprintf(COOKIE_NAME "=; Max-Age=0; HttpOnly; "
 					     "SameSite=Strict; Path=/%s",
@@ -287,9 +291,10 @@ url_too_long(struct MHD_Connection *c, const char *url)
 }
 
 /*
- * On a loopback address, only the Host names of this machine: a page of
- * another site whose name resolves to 127.0.0.1 (DNS rebinding) sends its
- * own, and gets nothing.
+ * On a loopback address, only the Host names of this machine, and
+ * web.public_url's (what a reverse proxy passes on): a page of another site
+ * whose name resolves to 127.0.0.1 (DNS rebinding) sends its own, and gets
+ * nothing.
  */
 static bool
 host_ok(const char *host)
@@ -301,14 +306,17 @@ host_ok(const char *host)
 	for (size_t i = 0; i < 3; i++)
 		if (strcasecmp(host, srv.hosts[i]) == 0)
 			return true;
-	return false;
+	return srv.public_host && strcasecmp(host, srv.public_host) == 0;
 }
 
-/* An Origin, when the browser sends one, must be this console's. */
+/* An Origin, when the browser sends one, must be this console's: its Host's,
+ * or web.public_url's. */
 static bool
 origin_ok(const char *origin, const char *host)
 {
 	if (!origin)
+		return true;
+	if (srv.public_origin && strcasecmp(origin, srv.public_origin) == 0)
 		return true;
 	if (!host)
 		return false;
@@ -800,6 +808,9 @@ cleanup(void)
 	}
 	free(srv.database);
 	srv.database = NULL;
+	free(srv.public_host);
+	free(srv.public_origin);
+	srv.public_host = srv.public_origin = NULL;
 	auth_shutdown();
 }
 
@@ -837,6 +848,18 @@ web_run(const struct web_options *o)
 	srv.hosts[0] = xasprintf("127.0.0.1:%d", port);
 	srv.hosts[1] = xasprintf("localhost:%d", port);
 	srv.hosts[2] = xasprintf("[::1]:%d", port);
+	if (o->conf->public_url) {
+		/* Checked by the config: scheme://host[:port][/]. */
+		const char *u = o->conf->public_url;
+		size_t n = strlen(u);
+		if (n && u[n - 1] == '/')
+			n--;
+		srv.public_origin = xstrndup(u, n);
+		srv.public_host = xstrdup(strstr(srv.public_origin, "://") + 3);
+	}
+	srv.secure = o->conf->cookie_secure ||
+		     (o->conf->public_url &&
+		      strncmp(o->conf->public_url, "https://", 8) == 0);
 	if (auth_init(o->conf) < 0) {
 		close(fd);
 		cleanup();

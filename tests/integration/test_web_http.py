@@ -405,6 +405,39 @@ web:
         check(secret not in log, f"the log holds no secret ({secret!r})")
 
 
+def test_public_url(alice_hash):
+    """Behind a reverse proxy: web.public_url's Host and Origin are taken,
+    others still are not, and the cookie is Secure for an https URL."""
+    config = f"""
+web:
+  public_url: https://jobs.example.com/
+  users:
+    - name: alice
+      password_hash: "{alice_hash}"
+      role: operator
+"""
+    w = Web(config, name="public")
+    check(w.port, "the console with public_url starts: " + w.text().decode())
+    st, h, data = w.req("GET", "/api/session", host="jobs.example.com")
+    check(st == 200, f"the proxy's Host: {st}")
+    check("; Secure" in h.get("set-cookie", ""),
+          f"an https public_url makes the cookie Secure: {h}")
+    cookie = re.match(r"pgjob_session=([0-9a-f]{64});",
+                      h["set-cookie"]).group(1)
+    csrf = json.loads(data)["csrf"]
+    st, _, _ = w.req("GET", "/api/session", host="evil.example")
+    check(st == 421, f"another Host still gets 421: {st}")
+    st, _, _ = w.post("/api/login", {"user": "alice", "password": "guess"},
+                      cookie, csrf,
+                      extra={"Origin": "https://evil.example"})
+    check(st == 403, f"a foreign Origin: {st}")
+    st, _, _ = w.post("/api/login", {"user": "alice", "password": "guess"},
+                      cookie, csrf,
+                      extra={"Origin": "https://jobs.example.com"})
+    check(st == 401, f"the public Origin passes the checks: {st}")
+    check(w.stop() == 0, "stops on SIGTERM")
+
+
 def main():
     psql(CI, "drop database if exists t_web_http",
          "create database t_web_http")
@@ -419,6 +452,7 @@ def main():
     test_refuses_open_off_loopback()
     alice_hash = test_hash_password()
     test_users(alice_hash)
+    test_public_url(alice_hash)
     print(f"test_web_http: {checks} checks passed")
 
 

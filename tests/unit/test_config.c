@@ -1614,6 +1614,7 @@ test_web(void **state)
 		    "  listen: \"[::1]:8443\"\n"
 		    "  session_ttl: 30m\n"
 		    "  cookie_secure: true\n"
+		    "  public_url: https://jobs.example.com/\n"
 		    "  users:\n"
 		    "    - name: alice\n"
 		    "      password_hash: \"" WEB_HASH "\"\n"
@@ -1623,11 +1624,12 @@ test_web(void **state)
 	assert_string_equal(c->web.listen, "[::1]:8443");
 	assert_int_equal(c->web.session_ttl_ms, 30 * 60 * 1000);
 	assert_true(c->web.cookie_secure);
+	assert_string_equal(c->web.public_url, "https://jobs.example.com/");
 	assert_int_equal(c->web.nusers, 2);
 	assert_string_equal(c->web.users[0].name, "alice");
 	assert_string_equal(c->web.users[0].password_hash, WEB_HASH);
 	assert_true(c->web.users[0].operator);
-	assert_int_equal(c->web.users[0].line, 6);
+	assert_int_equal(c->web.users[0].line, 7);
 	assert_string_equal(c->web.users[1].name, "bob");
 	assert_false(c->web.users[1].operator);
 	config_free(c);
@@ -1638,6 +1640,16 @@ test_web(void **state)
 		{"web: {listen: 8080}\n",
 		 "t.yaml:1:15: web.listen: expected \"host:port\", e.g. "
 		 "\"127.0.0.1:9188\", \"[::1]:9188\" or \":9188\""},
+		{"web: {public_url: jobs.example.com}\n",
+		 "t.yaml:1:19: web.public_url: must start with http:// or "
+		 "https://"},
+		{"web: {public_url: \"https://jobs.example.com/console\"}\n",
+		 "t.yaml:1:19: web.public_url: must be scheme://host[:port] "
+		 "only, with no path (the console is served at the root of "
+		 "it)"},
+		{"web: {public_url: \"https://u@jobs.example.com\"}\n",
+		 "t.yaml:1:19: web.public_url: has a character no host name "
+		 "has"},
 		{"web: {session_ttl: 10s}\n",
 		 "t.yaml:1:20: web.session_ttl: must be at least 1m"},
 		{"web: {users: {alice: x}}\n",
