@@ -139,3 +139,43 @@ dead=$((jobs / 2 + 85))
 	"jobs?before=$((jobs / 2))&limit=200" "jobs?workflow=500" \
 	"jobs/count?state=dead" |
 	awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}'
+
+# The same pages through a real `pgjob web` (HTTP on loopback, one
+# keep-alive connection as a browser holds, the open console's anonymous
+# session): what a page's refresh waits for, server and HTTP included.
+"$build/pgjob" -c "$dir/web.yaml" web --listen 127.0.0.1:0 2>"$dir/web.log" &
+web=$!
+port=
+for _ in $(seq 1 100); do
+	port=$(sed -n 's/.*console at http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$dir/web.log")
+	[ -n "$port" ] && break
+	sleep 0.1
+done
+echo
+echo "over HTTP (pgjob web on 127.0.0.1:$port, $runs requests per page, one connection)"
+echo
+echo "| page | p50 ms | p95 ms | max ms | bytes |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+python3 - "$port" "$runs" overview queues schedules tasks workflows \
+	workflow/500 "job/$dead" jobs "jobs?state=dead" "jobs?kind=kind7" \
+	"jobs?q=user777777" <<'PY'
+import http.client, sys, time
+port, runs, pages = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+c = http.client.HTTPConnection("127.0.0.1", port)
+for page in pages:
+    t = []
+    for i in range(runs + 1):
+        t0 = time.perf_counter()
+        c.request("GET", "/api/" + page)
+        r = c.getresponse()
+        body = r.read()
+        if r.status != 200:
+            sys.exit(f"GET /api/{page}: {r.status} {body[:200]!r}")
+        if i:  # the first one warms up
+            t.append((time.perf_counter() - t0) * 1000)
+    t.sort()
+    p = lambda q: t[min(len(t) - 1, int(q * len(t)))]
+    print(f"| {page} | {p(0.5):.1f} | {p(0.95):.1f} | {t[-1]:.1f} | {len(body)} |")
+PY
+kill -TERM "$web"
+wait "$web" || true
