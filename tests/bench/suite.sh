@@ -16,6 +16,9 @@
 #   - /bin/true through the exec handler against the plugin, same config;
 #   - a backlog of BACKLOG jobs, and a run while another session holds an
 #     old snapshot open (vacuum can remove nothing), against the first row;
+#   - the web console open but idle, and busy (four pages refreshed every
+#     second), beside a drain; every job failing its first attempt (the
+#     attempt history written);
 #   - 16 instances of 1 worker and 1 instance of 16 workers;
 #
 # and then the wake-up latency (one idle worker, single enqueues), the RSS of
@@ -235,6 +238,71 @@ flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate
 flow_conc=$(limited "binding global_concurrency 4" "global_concurrency: 4")
 flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
 
+# The web console (docs/console.md) beside a drain of the 7d row's jobs:
+# open but idle (nobody looking), then busy (four pages refreshed every
+# second over one connection each: the overview, the jobs list, the queues
+# and the dead jobs; two browsers' worth at the page's 2 s).  pgjob web has
+# connections of its own; what it costs the workers is what its statements
+# cost the database and the machine.
+console_start() {
+	"$build/pgjob" --database "$db" web --listen 127.0.0.1:0 2>"$dir/web.log" &
+	web_pid=$!
+	web_port=
+	until [ -n "$web_port" ]; do
+		kill -0 "$web_pid" || { echo "suite: pgjob web did not start: $(cat "$dir/web.log")" >&2; exit 1; }
+		web_port=$(sed -n 's/.*console at http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$dir/web.log")
+		sleep 0.1
+	done
+}
+console_stop() {
+	kill -TERM "$web_pid" 2>/dev/null || true
+	wait "$web_pid" 2>/dev/null || true
+}
+console() { # name busy
+	console_start
+	local poller= r
+	if [ "$2" = 1 ]; then
+		python3 - "$web_port" "$dir/web.polls" <<'PY' &
+import http.client, sys, threading, time
+port, out = int(sys.argv[1]), sys.argv[2]
+n = [0]
+def page(path):
+    c = http.client.HTTPConnection("127.0.0.1", port)
+    while True:
+        t = time.monotonic()
+        c.request("GET", "/api/" + path)
+        c.getresponse().read()
+        n[0] += 1
+        open(out, "w").write(str(n[0]))
+        time.sleep(max(0.0, 1 - (time.monotonic() - t)))
+for p in ("overview", "jobs", "queues", "jobs?state=dead"):
+    threading.Thread(target=page, args=(p,), daemon=True).start()
+threading.Event().wait()
+PY
+		poller=$!
+	fi
+	r=$(runs=1 series "$1" 7d "$workers" "$conc" "$n" noop)
+	[ -n "$poller" ] && { kill "$poller" 2>/dev/null; wait "$poller" 2>/dev/null || true; }
+	console_stop
+	[ "$2" = 1 ] && sed -i "\$ s|\$|$(cat "$dir/web.polls" 2>/dev/null || echo 0) page requests answered meanwhile|" "$results"
+	echo "$r"
+}
+web_idle=$(console "web console open, idle (pgjob web, nobody looking)" 0)
+web_busy=$(console "web console busy (4 pages refreshed every second)" 1)
+
+# The attempt history (docs/operations.md): while jobs succeed nothing is
+# written (the 7d row); here every job fails its first attempt, retried at
+# once, and is done at its second: one pgjob.attempts row per job, written
+# by the trigger of sql/013_attempts.sql.
+config "$dir/run.yaml" "$workers" "$conc" 7d
+fresh_schema
+sql -c "insert into pgjob.jobs (kind, payload) select 'noop', jsonb_build_object('id', i, 'fail_first', true) from generate_series(1, $n) i" \
+	-c "vacuum analyze pgjob.jobs" -c "checkpoint" >/dev/null
+read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
+row "every job fails its first attempt (attempt history written)" "$a" "$a" "$a" "$b" "$c" "$d" \
+	"$(sql -c "select format('%s attempts rows for %s jobs; %s attempts/s', (select count(*) from pgjob.attempts), count(*), $a * 2) from pgjob.jobs where state = 'done'")"
+hist_busy=$a
+
 # Workflows (docs/workflows.md): a fan-out and fan-in (one job, FAN
 # children after it, one job after all of them), and a chain of CHAIN
 # jobs, each after the one before.  Besides jobs/s, the time from a
@@ -383,7 +451,7 @@ scale 1 16
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 15 ] || { echo "suite: expected 15 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 18 ] || { echo "suite: expected 18 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 # A round-trip budget, not a timing: one job at a time costs a claim and a
 # finish (the claim that followed every end, and the one that followed
@@ -404,6 +472,8 @@ awk -F'\t' -v c="$ceil_update" '{
 echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
 echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate; binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s"
+echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate, busy $(awk -v a="$web_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x (one run each)"
+echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate in jobs/s (each job two attempts)"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"
