@@ -369,9 +369,13 @@ test_doctor_without_pg_monitor(void **state)
 	 * that names it and the grant that lets doctor see. */
 	t_pgjob(&r, cn, "-c", cfg, "doctor", NULL);
 	assert_int_equal(r.status, 1);
-	snprintf(want, sizeof(want),
-		 "WARN  xmin horizon: 1 session of other roles holds an xmin");
-	assert_non_null(strstr(r.out, want));
+	/* "1 session of other roles holds": or more, when an autovacuum
+	 * worker (no role either) holds one at that moment, as happened in
+	 * a full run; the oldest is this test's. */
+	if (!strstr(r.out, "WARN  xmin horizon: 1 session of other roles "
+			   "holds an xmin") &&
+	    !strstr(r.out, " sessions of other roles hold an xmin"))
+		fail_msg("no warning about other roles' sessions:\n%s", r.out);
 	snprintf(want, sizeof(want),
 		 "the oldest: backend pid %lld (user \"postgres\"), ", pid);
 	assert_non_null(strstr(r.out, want));

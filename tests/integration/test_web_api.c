@@ -375,6 +375,84 @@ test_jobs_list(void **state)
 }
 
 /* The actions, with a real pgjobd running the jobs. */
+/* The ids of a jobs answer, newest first, as "3,2". */
+static void
+ids_of(const cJSON *j, char *buf, size_t len)
+{
+	const cJSON *e;
+	size_t n = 0;
+	buf[0] = '\0';
+	cJSON_ArrayForEach(e, item(j, "jobs"))
+	{
+		n += (size_t)snprintf(buf + n, len - n, "%s%.0f", n ? "," : "",
+				      num(e, "id"));
+		assert_true(n < len);
+	}
+}
+
+/*
+ * The filters the list test leaves aside: a created_at range (from, to),
+ * a limit key, an ordering key; each alone, together, counted, and acted
+ * on by filter.
+ */
+static void
+test_filters(void **state)
+{
+	char *ci = t_db_migrated("t_web_filters");
+	PGconn *c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char ids[64];
+
+	t_exec(c, "insert into pgjob.jobs (id, kind, created_at, limit_key,"
+		  "  ordering_key, run_at) overriding system value values"
+		  " (1, 'k', '2026-01-01 10:00+00', 'tenant-a', null,"
+		  "  now() + interval '1 day'),"
+		  " (2, 'k', '2026-01-02 10:00+00', 'tenant-b', 'o-1',"
+		  "  now() + interval '1 day'),"
+		  " (3, 'k', '2026-01-03 10:00+00', null, 'o-1',"
+		  "  now() + interval '1 day'),"
+		  " (4, 'k', '2026-01-04 10:00+00', 'tenant-a', null,"
+		  "  now() + interval '1 day')");
+	static const struct {
+		const char *query, *ids;
+	} cases[] = {
+		{"from=2026-01-02T00:00:00Z&to=2026-01-03T23:00:00Z", "3,2"},
+		{"from=2026-01-03T00:00:00Z", "4,3"},
+		{"to=2026-01-01T23:00:00Z", "1"},
+		{"limit_key=tenant-a", "4,1"},
+		{"ordering_key=o-1", "3,2"},
+		{"limit_key=tenant-a&from=2026-01-02T00:00:00Z", "4"},
+		{"ordering_key=o-1&limit_key=tenant-b", "2"},
+		{"limit_key=nobody", ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cJSON *j = get(db, "jobs", cases[i].query, 200);
+		ids_of(j, ids, sizeof(ids));
+		if (strcmp(ids, cases[i].ids) != 0)
+			fail_msg("jobs?%s: %s, expected %s", cases[i].query,
+				 ids, cases[i].ids);
+		cJSON_Delete(j);
+	}
+	cJSON *j =
+		get(db, "jobs/count",
+		    "from=2026-01-02T00:00:00Z&to=2026-01-03T23:00:00Z", 200);
+	assert_int_equal((int)num(j, "count"), 2);
+	cJSON_Delete(j);
+	/* Acting on a filter's matches: those two, nothing else. */
+	j = post(db, 1, "jobs/cancel",
+		 "{\"filter\": {\"from\": \"2026-01-02T00:00:00Z\","
+		 " \"to\": \"2026-01-03T23:00:00Z\"}, \"expect\": 2}",
+		 200);
+	assert_int_equal((int)num(j, "affected"), 2);
+	cJSON_Delete(j);
+	t_assert_value(c, "1 available,2 cancelled,3 cancelled,4 available",
+		       "select string_agg(id || ' ' || state, ',' order by id)"
+		       " from pgjob.jobs");
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
 static void
 test_actions(void **state)
 {
@@ -740,6 +818,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_job_page),
 		cmocka_unit_test(test_jobs_list),
+		cmocka_unit_test(test_filters),
 		cmocka_unit_test(test_actions),
 		cmocka_unit_test(test_workflows),
 		cmocka_unit_test(test_not_utf8),
