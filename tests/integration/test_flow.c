@@ -204,6 +204,20 @@ kill_a_holder(PGconn *c, const char *queue)
 static void
 assert_done_once(PGconn *c, const char *queue, int n, const char *done)
 {
+	/* Should it fail: each such job's attempts, as the history has them. */
+	char *why = t_value(
+		c,
+		"select coalesce(string_agg(format('job %%s %%s: attempts %%s,"
+		" lost %%s; history: %%s', j.id, j.state, j.attempts,"
+		" j.lost_attempts, (select string_agg(format('%%s %%s %%s %%s',"
+		" a.attempt, a.outcome, a.worker, a.error), '; ' order by"
+		" a.token) from pgjob.attempts a where a.job_id = j.id)),"
+		" E'\\n'), '') from pgjob.jobs j where queue = '%s'"
+		" and (state <> 'done' or attempts - lost_attempts <> 1)",
+		queue);
+	if (*why)
+		print_message("%s\n", why);
+	free(why);
 	t_assert_value(
 		c, "0",
 		"select count(*) from pgjob.jobs where queue = '%s'"
