@@ -32,8 +32,4 @@ struct web_options {
  */
 int web_run(const struct web_options *o);
 
-/* 1 when every address host:port names is a loopback one, 0 when not,
- * -1 when it does not resolve. */
-int web_listen_is_loopback(const char *listen);
-
 #endif
