@@ -5,7 +5,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "common/config.h"
 #include "common/failpoint.h"
@@ -167,17 +166,30 @@ lease_task_workers(struct dbev *d, const struct config *cfg, int64_t window_ms,
 	return rc;
 }
 
-/* The totals of a heartbeat or an unregistration as text parameters. */
-struct totals_text {
-	char done[24], failed[24], retried[24];
+/* A worker's slot, pid and totals as the text parameters $1..$5 of the
+ * statements below (t NULL: zeros). */
+struct worker_params {
+	char slot[16], pid[16], done[24], failed[24], retried[24];
+	const char *v[5];
 };
 
 static void
-totals_text(const struct lease_totals *t, struct totals_text *x)
+worker_params(struct worker_params *w, int slot, int pid,
+	      const struct lease_totals *t)
 {
-	snprintf(x->done, sizeof(x->done), "%lld", (long long)t->done);
-	snprintf(x->failed, sizeof(x->failed), "%lld", (long long)t->failed);
-	snprintf(x->retried, sizeof(x->retried), "%lld", (long long)t->retried);
+	const struct lease_totals zero = {0};
+	if (!t)
+		t = &zero;
+	snprintf(w->slot, sizeof(w->slot), "%d", slot);
+	snprintf(w->pid, sizeof(w->pid), "%d", pid);
+	snprintf(w->done, sizeof(w->done), "%lld", (long long)t->done);
+	snprintf(w->failed, sizeof(w->failed), "%lld", (long long)t->failed);
+	snprintf(w->retried, sizeof(w->retried), "%lld", (long long)t->retried);
+	w->v[0] = w->slot;
+	w->v[1] = w->pid;
+	w->v[2] = w->done;
+	w->v[3] = w->failed;
+	w->v[4] = w->retried;
 }
 
 /* Adds $3, $4, $5 to the row of the current minute of worker (slot $1,
@@ -198,13 +210,8 @@ lease_worker_heartbeat(struct dbev *d, int slot, int pid,
 		       const struct lease_totals *t, lease_done_fn *cb,
 		       void *arg)
 {
-	char s[16], p[16];
-	struct totals_text x;
-	memset(&x, 0, sizeof(x));
-	snprintf(s, sizeof(s), "%d", slot);
-	snprintf(p, sizeof(p), "%d", pid);
-	totals_text(t, &x);
-	const char *params[] = {s, p, x.done, x.failed, x.retried};
+	struct worker_params w;
+	worker_params(&w, slot, pid, t);
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_HEARTBEAT_SEND, 0);
 	return dbev_call(d,
@@ -212,22 +219,17 @@ lease_worker_heartbeat(struct dbev *d, int slot, int pid,
 			 "  done_total = $3, failed_total = $4,"
 			 "  retried_total = $5"
 			 " where slot = $1 and pid = $2",
-			 0, 5, params, read_done, &call);
+			 0, 5, w.v, read_done, &call);
 }
 
 int
 lease_worker_minute(struct dbev *d, int slot, int pid,
 		    const struct lease_totals *t, lease_done_fn *cb, void *arg)
 {
-	char s[16], p[16];
-	struct totals_text x;
-	memset(&x, 0, sizeof(x));
-	snprintf(s, sizeof(s), "%d", slot);
-	snprintf(p, sizeof(p), "%d", pid);
-	totals_text(t, &x);
-	const char *params[] = {s, p, x.done, x.failed, x.retried};
+	struct worker_params w;
+	worker_params(&w, slot, pid, t);
 	struct db_call call = DB_CALL(cb, arg);
-	return dbev_call(d, MINUTE_SQL, 0, 5, params, read_done, &call);
+	return dbev_call(d, MINUTE_SQL, 0, 5, w.v, read_done, &call);
 }
 
 void
@@ -238,21 +240,15 @@ lease_worker_unregister(struct dbev *d, int slot, int pid,
 	if (dbev_pending(d) > 0 || !PQexitPipelineMode(conn) ||
 	    PQsetnonblocking(conn, 0) != 0)
 		return;
-	char s[16], p[16];
-	struct totals_text x;
-	memset(&x, 0, sizeof(x));
-	snprintf(s, sizeof(s), "%d", slot);
-	snprintf(p, sizeof(p), "%d", pid);
-	const char *params[] = {s, p, x.done, x.failed, x.retried};
-	if (t) {
-		totals_text(t, &x);
-		PQclear(PQexecParams(conn, MINUTE_SQL, 5, NULL, params, NULL,
-				     NULL, 0));
-	}
+	struct worker_params w;
+	worker_params(&w, slot, pid, t);
+	if (t)
+		PQclear(PQexecParams(conn, MINUTE_SQL, 5, NULL, w.v, NULL, NULL,
+				     0));
 	PQclear(PQexecParams(conn,
 			     "delete from pgjob.workers"
 			     " where slot = $1 and pid = $2",
-			     2, NULL, params, NULL, NULL, 0));
+			     2, NULL, w.v, NULL, NULL, 0));
 }
 
 int

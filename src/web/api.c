@@ -618,24 +618,20 @@ get_workflow(struct db_conn *db, const char *id, struct web_response *out)
 }
 
 /*
- * The session's settings, at every request (web.c may have reconnected
- * since the last one): every timestamp in one format, the one rowjson.c
- * makes RFC 3339; and no JIT compilation.  The planner's cost of the
- * queues statement (a few small index scans per queue) passes
- * jit_above_cost, and compiling it took 700 ms of a 30 ms statement:
- * nothing the console runs is long enough to win it back.
+ * The session's settings (api.h): every timestamp in one format, the one
+ * rowjson.c makes RFC 3339; no statement longer than 5 s; and no JIT
+ * compilation.  The planner's cost of the queues statement (a few small
+ * index scans per queue) passes jit_above_cost, and compiling it took 700
+ * ms of a 30 ms statement: nothing the console runs is long enough to win
+ * it back.
  */
-static int
-session(struct db_conn *db, struct web_response *out)
+int
+web_api_session(struct db_conn *db, char **err)
 {
-	char *err;
-	if (db_exec(db, "set datestyle = 'ISO, YMD'; set jit = off", &err) <
-	    0) {
-		fail_db(db, out, err);
-		free(err);
-		return -1;
-	}
-	return 0;
+	return db_exec(db,
+		       "set statement_timeout = '5s'; "
+		       "set datestyle = 'ISO, YMD'; set jit = off",
+		       err);
 }
 
 int
@@ -644,8 +640,6 @@ web_api_get(struct db_conn *db, const char *path, const struct web_query *q,
 {
 	out->content_type = "application/json";
 	out->content_disposition = NULL;
-	if (session(db, out) < 0)
-		return db_connected(db) ? 0 : -1;
 	if (strcmp(path, "overview") == 0)
 		get_overview(db, out);
 	else if (strcmp(path, "jobs") == 0)
@@ -809,8 +803,6 @@ web_api_post(struct db_conn *db, const struct web_user *u, const char *path,
 		web_response_error(out, 400, "expected a JSON object");
 		return 0;
 	}
-	if (session(db, out) < 0)
-		return db_connected(db) ? 0 : -1;
 	if (strcmp(path, "jobs/retry") == 0)
 		api_jobs_act(db, "retry", body, out);
 	else if (strcmp(path, "jobs/cancel") == 0)

@@ -62,6 +62,13 @@ int web_api_get(struct db_conn *db, const char *path, const struct web_query *q,
 int web_api_post(struct db_conn *db, const struct web_user *u, const char *path,
 		 const cJSON *body, struct web_response *out);
 
+/*
+ * The settings a connection needs before web_api_get()/web_api_post() run
+ * on it: sent once, after connecting (web.c does; so do the tests and the
+ * benchmark).  Returns 0, or -1 with *err set (caller frees).
+ */
+int web_api_session(struct db_conn *db, char **err);
+
 /* out = status with {"error": msg} (msg escaped as JSON). */
 void web_response_error(struct web_response *out, int status, const char *msg);
 /* out = 200 with item printed (item freed). */

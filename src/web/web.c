@@ -145,15 +145,10 @@ thread_db(struct reply *r)
 	}
 	if (db)
 		return db;
-	/*
-	 * A console never weighs on the database for long: statement_timeout
-	 * 5s.  DateStyle ISO, as pgjob's (api.c's times are RFC 3339).
-	 */
+	/* A console never weighs on the database for long: api.c's settings
+	 * stop every statement after 5 s. */
 	db = db_connect(srv.o->conninfo, "pgjob web", &err);
-	if (db && db_exec(db,
-			  "set statement_timeout = '5s'; "
-			  "set datestyle = 'ISO, YMD'",
-			  &err) < 0) {
+	if (db && web_api_session(db, &err) < 0) {
 		db_close(db);
 		db = NULL;
 	}

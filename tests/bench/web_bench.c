@@ -108,7 +108,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "pgjobd_bench_web: %s\n", db ? "N >= 1" : err);
 		return 2;
 	}
-	if (db_exec(db, "set statement_timeout = '5s'", &err) < 0) {
+	if (web_api_session(db, &err) < 0) {
 		fprintf(stderr, "pgjobd_bench_web: %s\n", err);
 		return 1;
 	}

@@ -51,6 +51,8 @@ web_db(const char *ci)
 	struct db_conn *db = db_connect(ci, "pgjob web", &err);
 	if (!db)
 		fail_msg("db_connect: %s", err);
+	if (web_api_session(db, &err) < 0)
+		fail_msg("web_api_session: %s", err);
 	return db;
 }
 
