@@ -16,12 +16,27 @@
  *	transaction each, INTERVAL_MS apart, and prints "E <seq> <µs>" as
  *	each commit is acknowledged: the bench plugin's "S <seq> <µs>"
  *	handler-start stamps are joined with these.
+ *
+ *   pgjobd_bench_tool loadlat CONNINFO RATE SECONDS INTERVAL_MS
+ *	Latency under load.  A feeder process, on its own connection,
+ *	inserts RATE jobs/s into the queue 'default' for SECONDS: one
+ *	INSERT ... SELECT generate_series of RATE/100 rows every 10 ms, on
+ *	absolute CLOCK_MONOTONIC deadlines so that a slow tick is caught up
+ *	rather than lost.  Meanwhile, from 1 s in to 0.5 s before the end,
+ *	single 'noop' jobs with payload {"seq": i} go to the idle queue
+ *	'fast', INTERVAL_MS apart, with "E <seq> <µs>" printed as each
+ *	commit is acknowledged (as in latency).  Last line: "R fed=<rows>
+ *	feed_s=<s> feed_rate=<rows/s> late_ticks=<n> backlog=<jobs of
+ *	'default' not yet done when the feed stopped> drain_rate=<(fed -
+ *	backlog) / feed_s>".
  */
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static long long
 now_us(void)
@@ -130,6 +145,149 @@ latency(PGconn *c, int count, int interval_ms)
 	return 0;
 }
 
+/* The feeder's tick: RATE/100 rows every 10 ms. */
+#define TICK_NS 10000000L
+
+static void
+add_ns(struct timespec *t, long ns)
+{
+	t->tv_nsec += ns;
+	while (t->tv_nsec >= 1000000000L) {
+		t->tv_nsec -= 1000000000L;
+		t->tv_sec++;
+	}
+}
+
+static double
+mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The feeder, in its own process: writes "<rows> <seconds> <late ticks>"
+ * to fd once the feed is over.  A tick is late when its insert starts a
+ * whole tick after its deadline: the inserts themselves could not keep
+ * the pace. */
+static int
+feed(const char *conninfo, int rate, double seconds, int fd)
+{
+	PGconn *c = connect_or_die(conninfo);
+	PGresult *r = PQprepare(c, "feed",
+				"insert into pgjob.jobs (kind, payload)"
+				" select 'noop', jsonb_build_object('id', i)"
+				" from generate_series(1, $1::int) i",
+				1, NULL);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
+		return 2;
+	}
+	PQclear(r);
+	char per_tick[16];
+	snprintf(per_tick, sizeof(per_tick), "%d", rate / 100);
+	const char *p[] = {per_tick};
+	long ticks = (long)(seconds * 100), fed = 0, late = 0;
+	struct timespec next;
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	double start = mono_s();
+	for (long i = 0; i < ticks; i++) {
+		if (mono_s() - start > (i + 1) * (TICK_NS / 1e9))
+			late++;
+		r = PQexecPrepared(c, "feed", 1, p, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
+			return 2;
+		}
+		fed += atol(PQcmdTuples(r));
+		PQclear(r);
+		add_ns(&next, TICK_NS);
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+	}
+	dprintf(fd, "%ld %.3f %ld\n", fed, mono_s() - start, late);
+	PQfinish(c);
+	return 0;
+}
+
+static int
+load_latency(const char *conninfo, int rate, double seconds, int interval_ms)
+{
+	int fds[2];
+	if (rate < 100 || seconds < 2 || pipe(fds) != 0) {
+		fprintf(stderr, "bench_tool: loadlat needs RATE >= 100 and "
+				"SECONDS >= 2\n");
+		return 2;
+	}
+	fflush(stdout);
+	pid_t child = fork();
+	if (child == 0) {
+		close(fds[0]);
+		_exit(feed(conninfo, rate, seconds, fds[1]));
+	}
+	close(fds[1]);
+	PGconn *c = connect_or_die(conninfo);
+	/* The fast jobs run while the feed is steady: from 1 s in to half
+	 * a second before its end. */
+	double start = mono_s();
+	sleep_ms(1000);
+	int count = (int)((seconds - 1.5) * 1000 / interval_ms);
+	for (int i = 0; i < count; i++) {
+		char seq[16];
+		snprintf(seq, sizeof(seq), "%d", i);
+		const char *p[] = {seq};
+		PGresult *r = PQexecParams(
+			c,
+			"select pgjob.enqueue('noop',"
+			" jsonb_build_object('seq', $1::int), queue => 'fast')",
+			1, NULL, p, NULL, NULL, 0);
+		long long t = now_us();
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
+			PQclear(r);
+			return 2;
+		}
+		PQclear(r);
+		printf("E %d %lld\n", i, t);
+		fflush(stdout);
+		long rest = (long)((start + 1 + (i + 1) * interval_ms / 1e3 -
+				    mono_s()) *
+				   1000);
+		if (rest > 0)
+			sleep_ms(rest);
+	}
+	int status;
+	waitpid(child, &status, 0);
+	long fed = 0, late = 0;
+	double feed_s = 0;
+	FILE *f = fdopen(fds[0], "r");
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+	    fscanf(f, "%ld %lf %ld", &fed, &feed_s, &late) != 3) {
+		fprintf(stderr, "bench_tool: the feeder failed\n");
+		return 2;
+	}
+	fclose(f);
+	/* What the workers had not finished when the feed stopped; the
+	 * partial indexes answer without reading the finished rows. */
+	PGresult *r =
+		PQexec(c, "select (select count(*) from pgjob.jobs"
+			  "  where state = 'available' and queue = 'default')"
+			  " + (select count(*) from pgjob.jobs"
+			  "  where state = 'running' and queue = 'default')");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
+		PQclear(r);
+		return 2;
+	}
+	long backlog = atol(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	printf("R fed=%ld feed_s=%.3f feed_rate=%.0f late_ticks=%ld "
+	       "backlog=%ld drain_rate=%.0f\n",
+	       fed, feed_s, fed / feed_s, late, backlog,
+	       (fed - backlog) / feed_s);
+	PQfinish(c);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -145,8 +303,14 @@ main(int argc, char **argv)
 		PQfinish(c);
 		return rc;
 	}
-	fprintf(stderr, "usage: pgjobd_bench_tool wait CONNINFO TIMEOUT_S\n"
-			"       pgjobd_bench_tool latency CONNINFO COUNT "
-			"INTERVAL_MS\n");
+	if (argc == 6 && strcmp(argv[1], "loadlat") == 0)
+		return load_latency(argv[2], atoi(argv[3]), atof(argv[4]),
+				    atoi(argv[5]));
+	fprintf(stderr,
+		"usage: pgjobd_bench_tool wait CONNINFO TIMEOUT_S\n"
+		"       pgjobd_bench_tool latency CONNINFO COUNT "
+		"INTERVAL_MS\n"
+		"       pgjobd_bench_tool loadlat CONNINFO RATE SECONDS "
+		"INTERVAL_MS\n");
 	return 2;
 }

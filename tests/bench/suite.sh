@@ -21,9 +21,11 @@
 #     attempt history written);
 #   - 16 instances of 1 worker and 1 instance of 16 workers;
 #
-# and then the wake-up latency (one idle worker, single enqueues), the RSS of
-# the supervisor and a worker at rest before and after the backlog, and
-# the claim statement's figures from pg_stat_statements per scale run.
+# and then the wake-up latency (one idle worker, single enqueues), the
+# latency under load (single enqueues into an idle queue while 10,000
+# jobs/s flow through another), the RSS of the supervisor and a worker at
+# rest before and after the backlog, and the claim statement's figures from
+# pg_stat_statements per scale run.
 #
 # Figures: jobs/s from the first job seen running to none left (the
 # watcher polls every 20 ms with two index probes); statements/job are the
@@ -41,10 +43,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
 
 short=0 runs=3 n=200000 workers=2 conc=1000 backlog=1000000
-lat_count=200 lat_ms=20 exec_n=20000 exec_conc=50 fan=10000 chain=1000
+lat_count=200 lat_ms=20 load_rate=10000 load_s=30 exec_n=20000 exec_conc=50 fan=10000 chain=1000
 while [ $# -gt 0 ]; do
 	case $1 in
-	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 exec_n=500 fan=200 chain=50 ;;
+	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 load_s=4 exec_n=500 fan=200 chain=50 ;;
 	--runs) runs=$2; shift ;;
 	--jobs) n=$2; shift ;;
 	--workers) workers=$2; shift ;;
@@ -379,6 +381,44 @@ lat=$(awk '$1 == "E" {e[$2] = $3} $1 == "S" {s[$2] = $3}
 		printf "%.2f %.2f %d\n", a[int(NR * 0.5 + 0.5)], a[int(NR * 0.99 + 0.5)], NR}')
 read -r lat_p50 lat_p99 lat_n <<<"$lat"
 
+# Latency under load (issue 20, target 5): a job enqueued into an idle
+# queue while LOAD_RATE jobs/s flow through another.  Two workers serve
+# 'default' (the bulk) and 'fast' (idle); the tool's feeder inserts
+# LOAD_RATE jobs/s into 'default' for LOAD_S seconds (100 rows every
+# 10 ms at 10,000/s, on its own connection) while single jobs go to
+# 'fast' 20 ms apart, timed from commit acknowledged to handler start as
+# above.  It reports the rate it fed and the rate the bulk was drained at
+# (fed less the backlog left when the feed stopped): a pgjobd that cannot
+# keep up shows it there, not in a lower feed.  The rest of the bulk is
+# drained before the instance stops.
+fresh_schema
+cat >"$dir/load.yaml" <<YAML
+workers: 2
+log: { level: warn }
+retention: 7d
+queues: { default: { concurrency: $conc }, fast: { concurrency: 10 } }
+handlers:
+  noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
+  # A worker claims from the queues its handlers name: this one puts
+  # 'fast' among them (the tool enqueues kind noop into it).
+  noop_fast: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench, queue: fast }
+YAML
+rm -f "$dir/load.starts"
+export LAT_START_LOG="$dir/load.starts"
+start_instances 1 "$dir/load.yaml"
+unset LAT_START_LOG
+until [ "$(sql -c "select count(*) from pgjob.workers")" = 2 ]; do sleep 0.1; done
+"$tool" loadlat "$db" "$load_rate" "$load_s" 20 >"$dir/load.ends"
+"$tool" wait "$db" 600 >/dev/null
+stop_instances
+load_count=$(grep -c '^E ' "$dir/load.ends" || true)
+read -r load_p50 load_p99 load_max load_n <<<"$(awk '$1 == "E" {e[$2] = $3} $1 == "S" {s[$2] = $3}
+	END {for (k in e) if (k in s) print (s[k] - e[k]) / 1000}' "$dir/load.ends" "$dir/load.starts" |
+	sort -n | awk '{a[NR] = $1} END {
+		if (NR == 0) {print "none none none 0"; exit}
+		printf "%.2f %.2f %.2f %d\n", a[int(NR * 0.5 + 0.5)], a[int(NR * 0.99 + 0.5)], a[NR], NR}')"
+load_feed=$(sed -n 's/^R //p' "$dir/load.ends")
+
 # The dead tuples of the jobs table over a drain, from the watcher's
 # samples: the count at each tenth of the run, from its start (the
 # instances' launch) to its end.
@@ -453,6 +493,8 @@ scale 1 16
 fail=0
 [ "$(wc -l <"$results")" -eq 18 ] || { echo "suite: expected 18 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
+[ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
+	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
 # A round-trip budget, not a timing: one job at a time costs a claim and a
 # finish (the claim that followed every end, and the one that followed
 # every batch however short, made it four).
@@ -477,6 +519,7 @@ echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"
+echo "- latency under load, 2 workers, $load_rate jobs/s fed to 'default' for $load_s s, single enqueues to the idle 'fast' 20 ms apart (commit acknowledged to handler start): p50 $load_p50 ms, p99 $load_p99 ms, max $load_max ms ($load_n of $load_count matched); feed: $load_feed"
 echo "- RSS at rest: supervisor $rest_sup KiB, worker $rest_worker KiB; after the backlog of $backlog: supervisor $after_sup KiB, worker $after_worker KiB"
 
 # The web console's pages with a million jobs (tests/bench/web.sh, its own
