@@ -126,7 +126,9 @@ SH
 #!/usr/bin/env bash
 "$real_pgbench" "\$@"
 rc=\$?
-times | tail -1 | awk '{
+# times in this shell, not in a pipeline's subshell, which has no children.
+times >"$snap_dir/times"
+tail -1 "$snap_dir/times" | awk '{
 	split(\$1, u, "[ms]"); split(\$2, s, "[ms]")
 	print u[1] * 60 + u[2] + s[1] * 60 + s[2] }' >"$snap_dir/client"
 exit \$rc
