@@ -142,7 +142,10 @@ SH
 # transactions that were the measurement's: the snapshot's own and,
 # given, OTHER more (the poller's polls, sqlbench's count).
 after_run() { # other
-	until [ "$(psql -X -A -t -c "select count(*) from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()")" = 0 ]; do
+	# At most 10 s: a session of someone else's would hold it forever.
+	local i
+	for i in $(seq 100); do
+		[ "$(psql -X -A -t -c "select count(*) from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()")" = 0 ] && break
 		sleep 0.1
 	done
 	local w0 x0 t0 n0 w1 x1 t1 n1
