@@ -31,6 +31,7 @@
  *	backlog) / feed_s>".
  */
 #include <libpq-fe.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,28 +210,13 @@ feed(const char *conninfo, int rate, double seconds, int fd)
 	return 0;
 }
 
+/* The single jobs into 'fast', INTERVAL_MS apart on deadlines from start,
+ * while the feed is steady: from 1 s in to half a second before its end. */
 static int
-load_latency(const char *conninfo, int rate, double seconds, int interval_ms)
+fast_jobs(PGconn *c, double start, double seconds, int interval_ms)
 {
-	int fds[2];
-	if (rate < 100 || seconds < 2 || pipe(fds) != 0) {
-		fprintf(stderr, "bench_tool: loadlat needs RATE >= 100 and "
-				"SECONDS >= 2\n");
-		return 2;
-	}
-	fflush(stdout);
-	pid_t child = fork();
-	if (child == 0) {
-		close(fds[0]);
-		_exit(feed(conninfo, rate, seconds, fds[1]));
-	}
-	close(fds[1]);
-	PGconn *c = connect_or_die(conninfo);
-	/* The fast jobs run while the feed is steady: from 1 s in to half
-	 * a second before its end. */
-	double start = mono_s();
-	sleep_ms(1000);
 	int count = (int)((seconds - 1.5) * 1000 / interval_ms);
+	sleep_ms(1000);
 	for (int i = 0; i < count; i++) {
 		char seq[16];
 		snprintf(seq, sizeof(seq), "%d", i);
@@ -255,36 +241,67 @@ load_latency(const char *conninfo, int rate, double seconds, int interval_ms)
 		if (rest > 0)
 			sleep_ms(rest);
 	}
-	int status;
-	waitpid(child, &status, 0);
-	long fed = 0, late = 0;
-	double feed_s = 0;
-	FILE *f = fdopen(fds[0], "r");
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-	    fscanf(f, "%ld %lf %ld", &fed, &feed_s, &late) != 3) {
-		fprintf(stderr, "bench_tool: the feeder failed\n");
-		return 2;
-	}
-	fclose(f);
-	/* What the workers had not finished when the feed stopped; the
-	 * partial indexes answer without reading the finished rows. */
+	return 0;
+}
+
+/* The jobs of 'default' not yet done, or -1; the partial indexes answer
+ * without reading the finished rows. */
+static long
+default_backlog(PGconn *c)
+{
 	PGresult *r =
 		PQexec(c, "select (select count(*) from pgjob.jobs"
 			  "  where state = 'available' and queue = 'default')"
 			  " + (select count(*) from pgjob.jobs"
 			  "  where state = 'running' and queue = 'default')");
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+	long n = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		n = atol(PQgetvalue(r, 0, 0));
+	else
 		fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
-		PQclear(r);
+	PQclear(r);
+	return n;
+}
+
+static int
+load_latency(const char *conninfo, int rate, double seconds, int interval_ms)
+{
+	int fds[2];
+	if (rate < 100 || seconds < 2 || pipe(fds) != 0) {
+		fprintf(stderr, "bench_tool: loadlat needs RATE >= 100 and "
+				"SECONDS >= 2\n");
 		return 2;
 	}
-	long backlog = atol(PQgetvalue(r, 0, 0));
-	PQclear(r);
+	fflush(stdout);
+	pid_t child = fork();
+	if (child == 0) {
+		close(fds[0]);
+		_exit(feed(conninfo, rate, seconds, fds[1]));
+	}
+	close(fds[1]);
+	PGconn *c = connect_or_die(conninfo);
+	if (fast_jobs(c, mono_s(), seconds, interval_ms) != 0)
+		kill(child, SIGTERM);
+	int status;
+	waitpid(child, &status, 0);
+	long fed = 0, late = 0;
+	double feed_s = 0;
+	FILE *f = fdopen(fds[0], "r");
+	int got = fscanf(f, "%ld %lf %ld", &fed, &feed_s, &late);
+	fclose(f);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != 3) {
+		fprintf(stderr, "bench_tool: the feeder failed\n");
+		return 2;
+	}
+	/* What the workers had not finished when the feed stopped. */
+	long backlog = default_backlog(c);
+	PQfinish(c);
+	if (backlog < 0)
+		return 2;
 	printf("R fed=%ld feed_s=%.3f feed_rate=%.0f late_ticks=%ld "
 	       "backlog=%ld drain_rate=%.0f\n",
 	       fed, feed_s, fed / feed_s, late, backlog,
 	       (fed - backlog) / feed_s);
-	PQfinish(c);
 	return 0;
 }
 
