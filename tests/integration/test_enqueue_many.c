@@ -274,7 +274,7 @@ test_cli_file(void **state)
 {
 	struct t_run r;
 	PGconn *c = t_connect(ci);
-	const char *path = t_src("tests/fixtures/enqueue/jobs.jsonl");
+	const char *path = t_src("examples/enqueue.jsonl");
 
 	/* The ids, one per job line (the blank line has none), in order. */
 	enqueue_file(&r, path, 0);
