@@ -243,8 +243,12 @@ cli_enqueue_file(struct cli *cli, const char *path, int json)
 		return cli_fail(CLI_EXIT_FAILED, "enqueue: cannot open %s: %s",
 				path, strerror(errno));
 	}
-	if ((rc = cli_open(cli, &r.conn)))
+	/* cli_connect(), not cli_open(): the enqueue-only role may not read
+	 * the schema version, as with pgjob enqueue. */
+	if (!(r.conn = cli_connect(cli))) {
+		rc = CLI_EXIT_FAILED;
 		goto out;
+	}
 	r.lines = xmalloc(BATCH_ROWS * sizeof(*r.lines));
 	rc = run(&r);
 	if (rc)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *ci;
 
@@ -406,6 +407,45 @@ test_cli_file_errors(void **state)
 	PQfinish(c);
 }
 
+/*
+ * The enqueue-only role of docs/security.md (usage on the schema, execute
+ * on pgjob.enqueue_many, no right on pgjob.jobs nor pgjob.settings):
+ * enqueue --file works, and the rules hold for it.
+ */
+static void
+test_cli_file_role(void **state)
+{
+	PGconn *c = t_connect(ci);
+	char role[64], ce[1200];
+	snprintf(role, sizeof(role), "many_enqueue_%d", (int)getpid());
+	t_exec(c, "create role %s login", role);
+	t_exec(c, "grant usage on schema pgjob to %s", role);
+	t_exec(c, "grant execute on function pgjob.enqueue_many to %s", role);
+	snprintf(ce, sizeof(ce), "%s user=%s", ci, role);
+
+	struct t_run r;
+	const char *path = write_lines("role.jsonl", 30, "cf_role", 0, "");
+	const char *argv[] = {"enqueue", "--file", path, NULL};
+	t_pgjobv(&r, ce, argv);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.err, "");
+	t_run_free(&r);
+	assert_int_equal(count_kind(c, "cf_role"), 30);
+
+	path = write_lines("role_bad.jsonl", 30, "cf_role", 7,
+			   "{\"kind\": \"cf_role\", \"max_attempts\": 0}");
+	const char *bad[] = {"enqueue", "--file", path, NULL};
+	t_pgjobv(&r, ce, bad);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "role_bad.jsonl:7: max_attempts must "
+				      "be at least 1, not 0"));
+	t_run_free(&r);
+	assert_int_equal(count_kind(c, "cf_role"), 30);
+	t_exec(c, "drop owned by %s", role);
+	t_exec(c, "drop role %s", role);
+	PQfinish(c);
+}
+
 int
 main(void)
 {
@@ -417,6 +457,7 @@ main(void)
 		cmocka_unit_test(test_many_wakes_daemon),
 		cmocka_unit_test(test_cli_file),
 		cmocka_unit_test(test_cli_file_errors),
+		cmocka_unit_test(test_cli_file_role),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
