@@ -111,6 +111,27 @@ test_many_unique_keys(void **state)
 	assert_true(again != held);
 	t_assert_job(c, again, "concat_ws('|', kind, unique_key, state)",
 		     "mu_new|mu-1|available");
+
+	/* A key that another transaction has just taken: the call waits for
+	 * it to commit (whether it started waiting or not, the answer is the
+	 * same), then answers with its job. */
+	PGconn *other = t_connect(ci);
+	t_exec(other, "begin");
+	long long first = t_long(other, "select id from pgjob.enqueue_many("
+					"'[{\"kind\": \"mu_tx\", "
+					"\"unique_key\": \"mu-tx\"}]') id");
+	assert_int_equal(PQsendQuery(c, "select id from pgjob.enqueue_many("
+					"'[{\"kind\": \"mu_tx\", "
+					"\"unique_key\": \"mu-tx\"}]') id"),
+			 1);
+	t_exec(other, "commit");
+	PGresult *res = PQgetResult(c);
+	assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+	assert_int_equal(atoll(PQgetvalue(res, 0, 0)), first);
+	PQclear(res);
+	assert_null(PQgetResult(c));
+	assert_int_equal(count_kind(c, "mu_tx"), 1);
+	PQfinish(other);
 	PQfinish(c);
 }
 
