@@ -87,15 +87,25 @@ read_line(struct file_run *r)
 	return c == EOF && r->line.len == 0 ? 0 : 1;
 }
 
-/* 1 for a line of only spaces and tabs (and a CR of a CRLF). */
+/* 1 for a space, a tab or the CR of a CRLF (not a NUL byte). */
+static int
+is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* 1 for a line of blanks only. */
 static int
 blank(const struct buf *b)
 {
 	for (size_t i = 0; i < b->len; i++)
-		if (!strchr(" \t\r", b->data[i]))
+		if (!is_blank(b->data[i]))
 			return 0;
 	return 1;
 }
+
+/* What follows "SQLSTATE" in a message that names an element. */
+#define ELEMENT_PREFIX ": pgjob.enqueue_many: jobs["
 
 /*
  * A server error "SQLSTATE: pgjob.enqueue_many: jobs[N]: reason" as
@@ -105,9 +115,13 @@ blank(const struct buf *b)
 static int
 fail_batch(struct file_run *r, const char *text)
 {
-	const char *at = strstr(text, "jobs[");
+	size_t plen = strlen(ELEMENT_PREFIX);
+	const char *at = NULL;
+	if (strlen(text) > 5 + plen &&
+	    strncmp(text + 5, ELEMENT_PREFIX, plen) == 0)
+		at = text + 5 + plen;
 	char *end = NULL;
-	long i = at ? strtol(at + 5, &end, 10) : -1;
+	long i = at ? strtol(at, &end, 10) : -1;
 	if (at && end && strncmp(end, "]: ", 3) == 0 && i >= 0 && i < r->n)
 		cli_fail(CLI_EXIT_FAILED, "%s:%ld: %s", r->name, r->lines[i],
 			 end + 3);
@@ -165,7 +179,7 @@ add_line(struct file_run *r)
 	/* cJSON stops at the end of the value: only blanks may follow. */
 	if (doc && end)
 		for (; end < r->line.data + r->line.len; end++)
-			if (!strchr(" \t\r", *end)) {
+			if (!is_blank(*end)) {
 				doc = NULL;
 				break;
 			}
