@@ -96,7 +96,7 @@ bulk_cli() { # keys: jobs/s
 # Single calls: enqueue and INSERT interleaved; prints "enqueue insert".
 single() { # keys
 	local fe="$work/single_enqueue_$1.sql" fi="$work/single_insert_$1.sql"
-	local e=0 i=0 r
+	local e=0 i=0
 	if [ "$1" = 1 ]; then
 		printf '%s\n' '\set r random(1, 1000000000000000)' \
 			"select pgjob.enqueue('bench', '{\"n\": 1}', unique_key => :r::text);" >"$fe"
@@ -107,7 +107,7 @@ single() { # keys
 		echo "insert into pgjob.jobs (kind, payload) values ('bench', '{\"n\": 1}');" >"$fi"
 	fi
 	empty
-	for r in $(seq "$rounds"); do
+	for _ in $(seq "$rounds"); do
 		e=$(pgbench -n -M prepared -c 2 -j 2 -T "$secs" -f "$fe" "$db" 2>&1 | tps | awk -v s="$e" '{printf "%.0f", s + $1}')
 		i=$(pgbench -n -M prepared -c 2 -j 2 -T "$secs" -f "$fi" "$db" 2>&1 | tps | awk -v s="$i" '{printf "%.0f", s + $1}')
 	done
