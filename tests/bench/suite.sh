@@ -479,6 +479,15 @@ echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"
 echo "- RSS at rest: supervisor $rest_sup KiB, worker $rest_worker KiB; after the backlog of $backlog: supervisor $after_sup KiB, worker $after_worker KiB"
 
+# Enqueue: pgjob.enqueue_many() and `pgjob enqueue --file` in jobs/s, a
+# single pgjob.enqueue() against a plain INSERT (tests/bench/enqueue.sh, its
+# own PostgreSQL; about 4 minutes, seconds with --short).
+if [ "$short" = 1 ]; then
+	bash "$root/tests/bench/enqueue.sh" --short || fail=1
+else
+	bash "$root/tests/bench/enqueue.sh" || fail=1
+fi
+
 # The web console's pages with a million jobs (tests/bench/web.sh, its own
 # PostgreSQL; about a minute): full form only.
 if [ "$short" = 0 ]; then
