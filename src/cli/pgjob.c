@@ -43,6 +43,11 @@ usage(FILE *f)
 	      "          [--after ID,... [--on-parent-failure "
 	      "cancel|run|wait]] [--json]\n"
 	      "                         enqueue a job and print its id\n"
+	      "  enqueue --file FILE [--json]\n"
+	      "                         enqueue the jobs of FILE (- for "
+	      "stdin), one JSON\n"
+	      "                         object per line, all or none; "
+	      "print their ids\n"
 	      "  status [--json]        workers, queues, kinds no live worker "
 	      "handles,\n"
 	      "                         leases\n"
@@ -273,7 +278,8 @@ enum {
 	OPT_COST,
 	OPT_AFTER,
 	OPT_ON_PARENT_FAILURE,
-	OPT_JSON
+	OPT_JSON,
+	OPT_FILE
 };
 
 static const struct option enqueue_opts[] = {
@@ -289,6 +295,7 @@ static const struct option enqueue_opts[] = {
 	{"after", required_argument, NULL, OPT_AFTER},
 	{"on-parent-failure", required_argument, NULL, OPT_ON_PARENT_FAILURE},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"file", required_argument, NULL, OPT_FILE},
 	{NULL, 0, NULL, 0},
 };
 
@@ -298,7 +305,8 @@ struct enqueue_args {
 			      max_attempts unique_key ordering_key limit_key
 			      cost depends_on on_parent_failure */
 	char in_ms[24], priority[8], max_attempts[12], cost[12];
-	char *after; /* "{1,2,3}", owned */
+	char *after;	  /* "{1,2,3}", owned */
+	const char *file; /* --file: JSON Lines (cli_enqueue_file.c) */
 	int json;
 };
 
@@ -432,11 +440,25 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 		case OPT_JSON:
 			a->json = 1;
 			break;
+		case OPT_FILE:
+			a->file = optarg;
+			break;
 		default:
 			return cli_fail(CLI_EXIT_USAGE,
 					"enqueue: unknown option \"%s\"",
 					argv[optind - 1]);
 		}
+	}
+	if (a->file) {
+		/* Each line has its own kind, payload and options. */
+		int other = optind < argc;
+		for (int i = 2; i < 13; i++)
+			other |= a->p[i] != NULL;
+		if (other)
+			return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
+					"--file takes no KIND, JSON or job "
+					"option (each line has its own)");
+		return 0;
 	}
 	if (a->p[3] && a->p[4])
 		return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
@@ -564,6 +586,8 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 		return rc;
 	}
 
+	if (a.file)
+		return cli_enqueue_file(cli, a.file, a.json);
 	struct db_conn *conn = cli_connect(cli);
 	if (!conn) {
 		free(a.after);

@@ -111,7 +111,7 @@ static const char finish_delete_end_sql[] =
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
  */
-#define CLAIM_NPARAMS 10
+#define CLAIM_NPARAMS 11
 
 static const char claim_sql[] =
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
@@ -137,7 +137,8 @@ static const char claim_sql[] =
 	"  select c.id, c.b, q.qi, c.pr, c.ra from q cross join lateral ("
 	"   select e.id, 'e' as b, null::smallint as pr,"
 	"    null::timestamptz as ra from (select j.id from pgjob.jobs j"
-	"     where j.state = 'running' and j.queue = q.name"
+	"     where $11::boolean and j.state = 'running'"
+	"       and j.queue = q.name"
 	"       and j.locked_until < now() and j.kind = any($1::text[])"
 	"     limit q.lim for update skip locked) e"
 	"   union all"
@@ -501,6 +502,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	a[7] = db_text_array(fr, nq);
 	a[8] = db_text_array(fi, nq);
 	a[9] = xasprintf("%lld", (long long)req->max_payload_bytes);
+	a[10] = xstrdup(req->reap ? "t" : "f");
 	free(lim);
 	free(fp);
 	free(fr);
@@ -719,12 +721,12 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 	const char *p_stmt[] = {job->payload, id};
 	/* Set locally: it ends with this transaction. */
 	struct dbev_stmt st[] = {
-		/* The worker's session turns JIT and custom plans off for
-		 * its own statements; the handler's gets the values it
-		 * would have had. */
+		/* The worker's session turns JIT, custom plans and
+		 * sequential scans off for its own statements (session.c);
+		 * the handler's gets the values it would have had. */
 		{"select set_config('statement_timeout', $1, true),"
 		 " set_config(name, reset_val, true) from pg_settings"
-		 " where name in ('jit', 'plan_cache_mode')",
+		 " where name in ('jit', 'plan_cache_mode', 'enable_seqscan')",
 		 1, NULL, p_timeout},
 		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease},
 		{statement, 2, types, p_stmt},

@@ -53,6 +53,11 @@ struct queue_claim_req {
 	 * NULL: every queue from the head.
 	 */
 	const struct queue_position *const *from;
+	/* Whether to look for jobs whose lease expired (their worker died):
+	 * an index scan of running jobs that, under an old snapshot, reads
+	 * every claimed job's entry again, so the caller asks now and then,
+	 * not in every claim. */
+	int reap;
 	/* A payload whose text is longer is not sent: the job comes back
 	 * with a NULL payload and its size in payload_bytes. */
 	int64_t max_payload_bytes;

@@ -94,10 +94,24 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 	 * anew for every batch (PostgreSQL's custom plans) cost about a
 	 * tenth of the server's time per job.  And its estimated cost, which
 	 * counts every branch of every mode, can pass jit_above_cost: JIT
-	 * compiling it took longer than running it.  An sql handler's own
-	 * statement gets both settings back (queue_run_sql). */
+	 * compiling it took longer than running it.
+	 *
+	 * A generic plan is made at a statement's first run, and kept until
+	 * the table's statistics change: on a new install that is while the
+	 * jobs table is empty, and autovacuum's first ANALYZE can be a minute
+	 * away.  The cheapest way to read ids out of an empty table is to
+	 * read the whole table, so the claim and the finish would look their
+	 * rows up by sequential scans, for every batch, of a table that
+	 * grows by thousands of rows a second (a fresh database under a feed
+	 * ran at a tenth of its speed until that ANALYZE).  Every statement
+	 * of the worker is written for an index (each has one), so sequential
+	 * scans are off: its plans are the index plans whatever the table
+	 * held when they were made (docs/performance.md#plans).
+	 *
+	 * An sql handler's own statement gets all three settings back
+	 * (queue_run_sql). */
 	PQclear(PQexec(conn, "set plan_cache_mode = force_generic_plan;"
-			     " set jit = off"));
+			     " set jit = off; set enable_seqscan = off"));
 	if (migrate_check(c, NULL, err) < 0)
 		return PQstatus(conn) == CONNECTION_OK ? EXIT_CONFIG : -1;
 	*slot = FAILPOINT(FP_SLOT_LOCK)

@@ -107,8 +107,14 @@ struct worker {
 	int64_t *hold_until, *wake_at;
 	ev_timer flow;
 	char *limits_json; /* its config's limits (config_limits_json()) */
-	int notified; /* a NOTIFY came since the last claim from the head */
-	int64_t head_scan_ms;
+	/* Per queue: read it from its head at the next claim (a NOTIFY said
+	 * that a new job sorts before its position). */
+	int *rescan;
+	/* The last claim that read every queue from its head and looked for
+	 * expired leases (monotonic ms), and its round trip (ms): the next
+	 * one comes a second later, or 50 round trips later, whichever is
+	 * later (see from_positions()). */
+	int64_t head_scan_ms, head_cost_ms;
 	int draining, stopping;
 	int retiring; /* a reload retired it: no deadline to finish */
 	int exit_code;
@@ -117,6 +123,11 @@ struct worker {
 	ev_prepare prepare;
 	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
 	ev_timer depth; /* one worker per instance reads queue depths */
+	/* When the last read of the depths was sent, and the next may be
+	 * (monotonic ms): no sooner than 50 of its round trips later, as
+	 * under an old snapshot it reads every dead entry of the claim and
+	 * running indexes (see on_depths()). */
+	int64_t depth_sent_ms, depth_next_ms;
 	/* monitor.c: depth rounds since dead jobs were last counted (0:
 	 * never), and dead_here() at that count. */
 	unsigned dead_rounds;

@@ -84,6 +84,8 @@ static const struct {
 	/* docs/workflows.md's example, from the source tree. */
 	{"examples/workflows/publish.json",
 	 "$PGJOBD_SOURCE/examples/workflows/publish.json"},
+	/* docs/cli.md's file of jobs for enqueue --file. */
+	{"examples/enqueue.jsonl", "$PGJOBD_SOURCE/examples/enqueue.jsonl"},
 	/* A database without schema pgjob (docs/cli.md, exit 78). */
 	{"dbname=empty", "dbname=t_docs_empty"},
 };

@@ -366,6 +366,77 @@ test_urgent_job_not_behind_position(void **state)
 	free(ci);
 }
 
+/*
+ * The same under a snapshot held open, for the two ways a job comes to sort
+ * behind a busy queue's position: a NOTIFY whose key says so (a run_at an
+ * hour ago: sql/017_notify_key.sql), and none at all (a cancelled job made
+ * available again by hand, which no trigger announces): the claim from the
+ * head, at most a second apart while it is cheap, finds it
+ * (from_positions() in src/worker/claim.c).  And the payload's key itself.
+ */
+static void
+test_behind_position(void **state)
+{
+	char *ci = t_db_migrated("t_mode_behind");
+	PGconn *c = t_connect(ci);
+	PGconn *listener = t_connect(ci);
+	t_exec(listener, "listen pgjob");
+	long long old = t_long(c, "select pgjob.enqueue('urgent', priority "
+				  "=> 5, run_at => now() - interval '1 "
+				  "hour')");
+	t_exec(c, "update pgjob.jobs set state = 'cancelled' where id = %lld",
+	       old);
+	t_exec(c, "insert into pgjob.jobs (kind, priority) select 'slow', 5 "
+		  "from generate_series(1, 2000)");
+	/* The enqueue's payload: transaction, 1 due job, priority 5 and its
+	 * run_at in microseconds. */
+	t_sleep_ms(100);
+	PQconsumeInput(listener);
+	PGnotify *n = PQnotifies(listener);
+	char *want = t_value(c,
+			     "select format('1 5 %%s', floor(extract(epoch "
+			     "from run_at) * 1000000)::bigint) from "
+			     "pgjob.jobs where id = %lld",
+			     old);
+	assert_non_null(n);
+	assert_non_null(strchr(n->extra, ' '));
+	assert_string_equal(strchr(n->extra, ' ') + 1, want);
+	PQfreemem(n);
+	free(want);
+	PQfinish(listener);
+	/* A snapshot held from here to the end. */
+	PGconn *holder = t_connect(ci);
+	t_exec(holder, "begin isolation level repeatable read");
+	t_exec(holder, "select 1");
+	pid_t p = t_start(
+		"behind", ci,
+		"workers: 1\n"
+		"queues: { default: { concurrency: 20 } }\n"
+		"handlers:\n"
+		"  slow: { type: exec, command: [\"/bin/sleep\", \"0.05\"] }\n"
+		"  urgent: { type: exec, command: [\"/bin/true\"] }\n");
+	t_wait_until(c, 60,
+		     "select count(*) >= 100 from pgjob.jobs where state = "
+		     "'done'");
+	long long past = t_long(c, "select pgjob.enqueue('urgent', priority "
+				   "=> 5, run_at => now() - interval '1 "
+				   "hour')");
+	t_wait_state(c, past, "done", 60);
+	t_exec(c, "update pgjob.jobs set state = 'available' where id = %lld",
+	       old);
+	t_wait_state(c, old, "done", 60);
+	char *left = t_value(c, "select count(*) from pgjob.jobs "
+				"where kind = 'slow' and state = 'available'");
+	print_message("slow jobs still queued when both had ended: %s\n", left);
+	assert_true(atoi(left) >= 1000);
+	free(left);
+	t_stop_clean(p);
+	t_exec(holder, "rollback");
+	PQfinish(holder);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -378,6 +449,7 @@ main(void)
 		cmocka_unit_test(test_http_through_daemon),
 		cmocka_unit_test(test_cancel_running),
 		cmocka_unit_test(test_urgent_job_not_behind_position),
+		cmocka_unit_test(test_behind_position),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
