@@ -107,6 +107,21 @@ static const char finish_delete_end_sql[] =
  * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
  * parallel branch stopped (struct queue_claimed).
  *
+ * Past a position, the parallel branch leaves every row whose version it
+ * sees has an xmax: one that another claim has locked (SKIP LOCKED would
+ * skip it after trying its lock), or has claimed and committed since this
+ * statement's snapshot.  FOR UPDATE would follow such a row to its newest
+ * version, running, lock it, find it no longer available and drop it, but
+ * hold the lock to the end of the claim: the worker that ran the job
+ * then waited for this claim to write the job's end.  With 16 claimers,
+ * sampled wait events showed ends waiting on Lock:transactionid in 21 of
+ * 50 samples (2 after), the ends' mean time fell from 17.4 to 9.0 ms, and
+ * 16 x 1 workers ran 28,143 and 29,325 jobs/s before, 39,491 and 40,461
+ * after.  An xmax can also be a lock that a transaction took and left
+ * (a workflow's parent checked, pgjob cancel finding nothing to do): such
+ * a job waits for a claim from the head, which reads without the test
+ * (at least once a second: from_positions() in src/worker/claim.c).
+ *
  * queue_prepare() puts it together: claim_sql (expired leases, parallel),
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
@@ -154,6 +169,9 @@ static const char claim_sql[] =
 	"        coalesce(timestamptz 'epoch'"
 	"         + q.hr * interval '1 microsecond', '-infinity'),"
 	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
+	/* Past a position, a row that some transaction locked or updated
+	 * is left for the head scans (see the comment above claim_sql). */
+	"       and (q.hi is null or j.xmax = '0'::xid)"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a";
 

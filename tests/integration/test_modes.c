@@ -427,12 +427,63 @@ test_behind_position(void **state)
 	t_wait_state(c, old, "done", 60);
 	char *left = t_value(c, "select count(*) from pgjob.jobs "
 				"where kind = 'slow' and state = 'available'");
-	print_message("slow jobs still queued when both had ended: %s\n", left);
+	print_message("slow jobs still queued when all three had ended: %s\n",
+		      left);
 	assert_true(atoi(left) >= 1000);
 	free(left);
 	t_stop_clean(p);
 	t_exec(holder, "rollback");
 	PQfinish(holder);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A job that a transaction locked and left (its row keeps the lock's xmax)
+ * is passed over by the claims that read from a position (the xmax test of
+ * claim_sql in src/db/queue.c); the claim from the head, once a second,
+ * takes it as soon as it is the first in line.  2,000 jobs of 50 ms at 20
+ * at a time, with the locked one after the first 1,000: it must end while
+ * most of the second 1,000 still wait.
+ */
+static void
+test_locked_behind_position(void **state)
+{
+	char *ci = t_db_migrated("t_mode_locked");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (kind, priority) select 'slow', 5 "
+		  "from generate_series(1, 1000)");
+	t_exec(c, "begin");
+	long long locked = t_long(c, "select pgjob.enqueue('urgent', "
+				     "priority => 5)");
+	t_exec(c, "select 1 from pgjob.jobs where id = %lld for key share",
+	       locked);
+	t_exec(c, "commit");
+	t_assert_value(c, "t",
+		       "select xmax <> '0' from pgjob.jobs where id "
+		       "= %lld",
+		       locked);
+	t_exec(c, "insert into pgjob.jobs (kind, priority) select 'slow', 5 "
+		  "from generate_series(1, 1000)");
+	pid_t p = t_start(
+		"locked", ci,
+		"workers: 1\n"
+		"queues: { default: { concurrency: 20 } }\n"
+		"handlers:\n"
+		"  slow: { type: exec, command: [\"/bin/sleep\", \"0.05\"] }\n"
+		"  urgent: { type: exec, command: [\"/bin/true\"] }\n");
+	t_wait_state(c, locked, "done", 120);
+	char *left = t_value(c,
+			     "select count(*) from pgjob.jobs where kind "
+			     "= 'slow' and state = 'available' and id > "
+			     "%lld",
+			     locked);
+	print_message("of the 1,000 jobs after it, %s still queued when the "
+		      "locked job ended\n",
+		      left);
+	assert_true(atoi(left) >= 300);
+	free(left);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -450,6 +501,7 @@ main(void)
 		cmocka_unit_test(test_cancel_running),
 		cmocka_unit_test(test_urgent_job_not_behind_position),
 		cmocka_unit_test(test_behind_position),
+		cmocka_unit_test(test_locked_behind_position),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
