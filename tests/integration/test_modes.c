@@ -427,8 +427,7 @@ test_behind_position(void **state)
 	t_wait_state(c, old, "done", 60);
 	char *left = t_value(c, "select count(*) from pgjob.jobs "
 				"where kind = 'slow' and state = 'available'");
-	print_message("slow jobs still queued when all three had ended: %s\n",
-		      left);
+	print_message("slow jobs still queued when both had ended: %s\n", left);
 	assert_true(atoi(left) >= 1000);
 	free(left);
 	t_stop_clean(p);
