@@ -110,7 +110,7 @@ tick = 0
 with open(out, "w") as f:
     while True:
         now = time.monotonic()
-        if now - start >= seconds:
+        if now - start >= seconds and now < next_sample:
             break
         owed += per_tick
         n = int(owed)
@@ -133,6 +133,8 @@ with open(out, "w") as f:
             f.flush()
             last = s
             next_sample += interval
+            if s[0] - start >= seconds:
+                break
         time.sleep(max(0.0, start + tick * tick_ms / 1000.0 - time.monotonic()))
 feeder.stdin.close()
 feeder.wait()

@@ -43,10 +43,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
 
 short=0 runs=3 n=200000 workers=2 conc=1000 backlog=1000000
-lat_count=200 lat_ms=20 load_rate=10000 load_s=30 exec_n=20000 exec_conc=50 fan=10000 chain=1000
+lat_count=200 lat_ms=20 load_rate=10000 load_s=30 fresh_s=60 exec_n=20000 exec_conc=50 fan=10000 chain=1000
 while [ $# -gt 0 ]; do
 	case $1 in
-	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 load_s=4 exec_n=500 fan=200 chain=50 ;;
+	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 load_s=4 fresh_s=5 exec_n=500 fan=200 chain=50 ;;
 	--runs) runs=$2; shift ;;
 	--jobs) n=$2; shift ;;
 	--workers) workers=$2; shift ;;
@@ -475,6 +475,35 @@ release_snapshot
 wait "$holder" 2>/dev/null || true
 holder=
 
+# Fast from the first second (docs/performance.md#plans): a fresh schema,
+# never analyzed, pgjobd started on it and fed 80 % of the 7d row's rate,
+# one INSERT ... SELECT every 100 ms (tests/bench/churn.py), for FRESH_S
+# seconds: what it got done over them, against what was fed.  Until the
+# worker's session turned sequential scans off, the plans made on the
+# empty table read all of it for every batch until autovacuum's first
+# ANALYZE, and such a feed ran at a tenth of its rate for a minute.
+fresh_schema
+fresh_rate=$(awk -v r="$base_keep" 'BEGIN {printf "%.0f", r * 0.8}')
+fresh_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$dir/fresh.yaml" <<YAML
+workers: $workers
+log: { level: warn }
+metrics: { listen: "127.0.0.1:$fresh_port" }
+queues: { default: { concurrency: $conc } }
+handlers:
+  noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
+YAML
+start_instances 1 "$dir/fresh.yaml"
+until [ "$(sql -c "select count(*) from pgjob.workers")" = "$workers" ]; do sleep 0.1; done
+python3 "$root/tests/bench/churn.py" "$db" "$fresh_port" "$fresh_rate" "$fresh_s" \
+	"$fresh_s" 100 "$dir/fresh.tsv"
+stop_instances
+IFS=$'\t' read -r _ f_fed f_done f_p50 f_p99 _ f_backlog f_dead _ <"$dir/fresh.tsv"
+row "fresh database under a feed of $fresh_rate jobs/s, its first $fresh_s s (retention 7d)" \
+	"$f_done" "$f_done" "$f_done" "" "" "$f_dead" \
+	"fed $f_fed jobs/s, done $f_done jobs/s; claim p50 $f_p50 ms, p99 $f_p99 ms; backlog at the end $f_backlog"
+fresh_done=$f_done fresh_fed=$f_fed
+
 # Scale: many instances of one worker, one instance of many workers.
 scale() { # instances workers
 	local c=$((conc * workers / ($1 * $2)))
@@ -502,7 +531,7 @@ scale 1 16
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 18 ] || { echo "suite: expected 18 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 19 ] || { echo "suite: expected 19 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 [ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
 	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
@@ -528,6 +557,7 @@ echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$base_k
 echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate, busy $(awk -v a="$web_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x (one run each)"
 echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate in jobs/s (each job two attempts)"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
+echo "- fresh database under a feed: its first $fresh_s s did $fresh_done jobs/s of the $fresh_fed fed ($(awk -v a="$fresh_done" -v b="$fresh_fed" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') x)"
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"
 echo "- latency under load, 2 workers, $load_rate jobs/s fed to 'default' for $load_s s, single enqueues to the idle 'fast' 20 ms apart (commit acknowledged to handler start): p50 $load_p50 ms, p99 $load_p99 ms, max $load_max ms ($load_n of $load_count matched); feed: $load_feed"
