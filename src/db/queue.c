@@ -491,6 +491,29 @@ read_claim(const struct db_call *c, const struct db_status *st,
 	free(flow);
 }
 
+/*
+ * A time limit on the statement sent between the two calls: statement_timeout
+ * set for the session before it and reset after it.  Each statement has its
+ * own sync, and the pipeline keeps their order, so the limit covers that
+ * statement (and whatever the worker sends between, which is at most a
+ * renewal or a heartbeat: short).  An sql handler's statement sets its own.
+ */
+static void
+time_limit(struct dbev *d, int64_t ms)
+{
+	char v[24];
+	snprintf(v, sizeof(v), "%lld", (long long)ms);
+	const char *p[] = {v};
+	dbev_send(d, "select set_config('statement_timeout', $1, false)", 1, p,
+		  dbev_ignore, NULL);
+}
+
+static void
+time_limit_end(struct dbev *d)
+{
+	dbev_send(d, "reset statement_timeout", 0, NULL, dbev_ignore, NULL);
+}
+
 int
 queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	    queue_claim_fn *cb, void *arg)
@@ -533,9 +556,13 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	call.names = xcalloc(nq + 1, sizeof(char *));
 	for (size_t k = 0; k < nq; k++)
 		call.names[k] = xstrdup(req->queues[k]);
+	if (req->timeout_ms > 0)
+		time_limit(d, req->timeout_ms);
 	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
 	int rc = dbev_call(d, "pgjob_claim", 1, CLAIM_NPARAMS, p, read_claim,
 			   &call);
+	if (req->timeout_ms > 0)
+		time_limit_end(d);
 	for (int i = 0; i < CLAIM_NPARAMS; i++)
 		free(a[i]);
 	return rc;
@@ -809,7 +836,7 @@ read_depths(const struct db_call *c, const struct db_status *st,
  */
 int
 queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
-	     queue_depths_fn *cb, void *arg)
+	     int64_t timeout_ms, queue_depths_fn *cb, void *arg)
 {
 	char lim[16];
 	snprintf(lim, sizeof(lim), "%d", max);
@@ -817,6 +844,8 @@ queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
 	const char *p[] = {lim, k};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
+	if (timeout_ms > 0)
+		time_limit(d, timeout_ms);
 	int rc = dbev_call(
 		d,
 		"with d as (select queue,"
@@ -844,6 +873,8 @@ queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
 		"  l.queue)) w"
 		" order by 1 limit $1",
 		0, 2, p, read_depths, &call);
+	if (timeout_ms > 0)
+		time_limit_end(d);
 	free(k);
 	return rc;
 }

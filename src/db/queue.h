@@ -58,6 +58,10 @@ struct queue_claim_req {
 	 * every claimed job's entry again, so the caller asks now and then,
 	 * not in every claim. */
 	int reap;
+	/* > 0: the claim is stopped after this many ms (statement_timeout,
+	 * set before it and reset after it), and fails with SQLSTATE
+	 * 57014. */
+	int64_t timeout_ms;
 	/* A payload whose text is longer is not sent: the job comes back
 	 * with a NULL payload and its size in payload_bytes. */
 	int64_t max_payload_bytes;
@@ -233,9 +237,11 @@ struct queue_depth {
 typedef void queue_depths_fn(void *arg, const struct db_status *st,
 			     const struct queue_depth *q, size_t n);
 /* The depth of every queue with unfinished jobs or limits, at most max of
- * them, by name; kinds[0..nkinds) are the kinds this instance handles. */
+ * them, by name; kinds[0..nkinds) are the kinds this instance handles.
+ * timeout_ms > 0 stops the read after that long (SQLSTATE 57014). */
 int queue_depths(struct dbev *d, int max, const char *const *kinds,
-		 size_t nkinds, queue_depths_fn *cb, void *arg);
+		 size_t nkinds, int64_t timeout_ms, queue_depths_fn *cb,
+		 void *arg);
 
 /* Dead jobs of one queue. */
 struct queue_dead {

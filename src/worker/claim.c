@@ -246,6 +246,32 @@ flow_said(struct worker *w, size_t i, const struct queue_flow_said *f)
 	}
 }
 
+/*
+ * A sweep ran out of its SWEEP_TIMEOUT_MS: a snapshot held open elsewhere
+ * keeps the index entries of every job claimed since, and the sweep reads
+ * them all.  It claimed nothing; the next comes 50 timeouts later, and the
+ * worker claims from its positions meanwhile.  Jobs whose worker died, or
+ * that sort behind every position without a NOTIFY saying so, wait for the
+ * snapshot to end: the warning says so, every ten minutes at most (the
+ * health duty names the session that holds the snapshot).
+ */
+static void
+sweep_timed_out(struct worker *w)
+{
+	int64_t now = util_now_ms();
+	w->head_cost_ms = SWEEP_TIMEOUT_MS;
+	w->want_claim = 1;
+	if (w->sweep_warned_ms && now - w->sweep_warned_ms < 600000)
+		return;
+	w->sweep_warned_ms = now;
+	log_warnx("the sweep for expired leases and passed-over jobs took over "
+		  "%d ms and was stopped: a snapshot held open elsewhere keeps "
+		  "every claimed job's index entries (see the xmin horizon "
+		  "warning); until it ends, the jobs of a worker that died are "
+		  "not taken over",
+		  SWEEP_TIMEOUT_MS);
+}
+
 static void
 on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 {
@@ -253,6 +279,10 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	struct worker *w = c->w;
 
 	cycle_done(w);
+	if (c->head && st->sqlstate && strcmp(st->sqlstate, "57014") == 0) {
+		sweep_timed_out(w);
+		goto out;
+	}
 	if (!st->answered || !conn_ok(w, st, "claim"))
 		goto out;
 	int64_t took = util_now_ms() - c->sent_ms;
@@ -314,10 +344,13 @@ from_positions(struct worker *w, struct claim *c,
 		w->head_scan_ms = now;
 	for (size_t k = 0; k < c->nq; k++) {
 		size_t i = c->qidx[k];
-		from[k] = !c->head && !w->rescan[i] && w->pos_valid[i]
-				  ? &w->pos[i]
-				  : NULL;
-		w->rescan[i] = 0;
+		if (c->head || !w->pos_valid[i] || w->rescan[i] == RESCAN_HEAD)
+			from[k] = NULL;
+		else if (w->rescan[i] == RESCAN_FROM)
+			from[k] = &w->rescan_from[i];
+		else
+			from[k] = &w->pos[i];
+		w->rescan[i] = RESCAN_NONE;
 	}
 }
 
@@ -392,18 +425,19 @@ send_claim(struct worker *w, struct claim *c)
 		modes[k] = config_queue_mode_name(q->mode);
 	}
 	from_positions(w, c, from);
-	struct queue_claim_req req = {.kinds = w->kinds,
-				      .nkinds = w->nkinds,
-				      .queues = queues,
-				      .limits = c->limits,
-				      .modes = modes,
-				      .nqueues = c->nq,
-				      .locked_by = w->locked_by,
-				      .lease_ms = cf->lease_ms,
-				      .from = from,
-				      .reap = c->head,
-				      .max_payload_bytes =
-					      cf->max_payload_bytes};
+	struct queue_claim_req req = {
+		.kinds = w->kinds,
+		.nkinds = w->nkinds,
+		.queues = queues,
+		.limits = c->limits,
+		.modes = modes,
+		.nqueues = c->nq,
+		.locked_by = w->locked_by,
+		.lease_ms = cf->lease_ms,
+		.from = from,
+		.reap = c->head,
+		.timeout_ms = c->head ? SWEEP_TIMEOUT_MS : 0,
+		.max_payload_bytes = cf->max_payload_bytes};
 	c->sent_ms = util_now_ms();
 	w->cycle_inflight++;
 	queue_claim(w->db, &req, on_claim, c);
@@ -508,6 +542,37 @@ after_position(const struct stats_notify_key *key,
 	       (key->priority == pr && key->run_at_us > ra);
 }
 
+/*
+ * Queue i's next claim reads from where the notification's jobs sort (key),
+ * or from the earliest of several, rather than from its head: under a
+ * snapshot held open elsewhere the entries before that are dead ones the
+ * scan would read for nothing.  A payload without a key: from the head.
+ */
+static void
+rescan_from(struct worker *w, size_t i, const struct stats_notify_key *key)
+{
+	struct queue_position *p = &w->rescan_from[i];
+	if (!key->known) {
+		w->rescan[i] = RESCAN_HEAD;
+		return;
+	}
+	if (w->rescan[i] == RESCAN_FROM) {
+		struct stats_notify_key have = {
+			1, (int)strtol(p->priority, NULL, 10),
+			strtoll(p->run_at, NULL, 10)};
+		if (key->priority > have.priority ||
+		    (key->priority == have.priority &&
+		     key->run_at_us >= have.run_at_us))
+			return;
+	}
+	snprintf(p->priority, sizeof(p->priority), "%d", key->priority);
+	snprintf(p->run_at, sizeof(p->run_at), "%lld",
+		 (long long)key->run_at_us);
+	/* Every id of that priority and run_at. */
+	snprintf(p->id, sizeof(p->id), "%lld", -9223372036854775807LL);
+	w->rescan[i] = RESCAN_FROM;
+}
+
 static int
 answer_notify(struct worker *w, const char *payload, int be_pid,
 	      struct stats_notify_key *key)
@@ -561,7 +626,7 @@ claim_on_notify(void *arg, const char *channel, const char *payload, int be_pid)
 	 * does not say where the jobs sort.  The key is the earliest of
 	 * all the jobs, whatever their queue. */
 	for (size_t i = 0; i < w->cfg->nqueues; i++)
-		if (w->pos_valid[i] &&
+		if (w->pos_valid[i] && w->rescan[i] != RESCAN_HEAD &&
 		    (!key.known || !after_position(&key, &w->pos[i])))
-			w->rescan[i] = 1;
+			rescan_from(w, i, &key);
 }

@@ -41,6 +41,19 @@ struct stats_worker;
 
 enum held_state { HELD_RUNNING, HELD_SQL_WAITING, HELD_DONE, HELD_WRITING };
 
+enum { RESCAN_NONE, RESCAN_FROM, RESCAN_HEAD };
+
+/*
+ * The longest a sweep (the claim from every queue's head with the search
+ * for expired leases, claim.c) and a read of the queue depths (worker.c)
+ * may take: under a snapshot held open elsewhere both read every index
+ * entry it keeps, and each holds up its worker's claims and ends behind
+ * it in the pipeline.  A sweep is a few ms otherwise; the depths read
+ * counts every queued job, so it gets longer.
+ */
+#define SWEEP_TIMEOUT_MS 1000
+#define DEPTH_TIMEOUT_MS 5000
+
 struct held {
 	struct worker *w;
 	struct job job;
@@ -107,9 +120,14 @@ struct worker {
 	int64_t *hold_until, *wake_at;
 	ev_timer flow;
 	char *limits_json; /* its config's limits (config_limits_json()) */
-	/* Per queue: read it from its head at the next claim (a NOTIFY said
-	 * that a new job sorts before its position). */
+	/* Per queue, what the NOTIFYs since its last claim said of new jobs
+	 * that sort before its position: RESCAN_NONE, RESCAN_FROM (the next
+	 * claim reads from rescan_from[i], the earliest of their keys) or
+	 * RESCAN_HEAD (a payload that did not say: from the head). */
 	int *rescan;
+	struct queue_position *rescan_from;
+	/* When a sweep last ran out of time, for the warning's pace. */
+	int64_t sweep_warned_ms;
 	/* The last claim that read every queue from its head and looked for
 	 * expired leases (monotonic ms), and its round trip (ms): the next
 	 * one comes a second later, or 50 round trips later, whichever is

@@ -79,9 +79,15 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 	 * elsewhere it grows with every job claimed since, and it holds up
 	 * this worker's claims and ends behind it in the pipeline.  The
 	 * next waits 50 times as long as this one took, if that is more
-	 * than the timer's 5 s: the figures get older instead. */
+	 * than the timer's 5 s: the figures get older instead.  And it
+	 * stops after DEPTH_TIMEOUT_MS: the figures stay as they were. */
 	int64_t now = util_now_ms();
 	w->depth_next_ms = now + 49 * (now - w->depth_sent_ms);
+	if (st->sqlstate && strcmp(st->sqlstate, "57014") == 0) {
+		log_debug("reading queue depths took over %d ms: stopped",
+			  DEPTH_TIMEOUT_MS);
+		return;
+	}
 	if (!st->answered || !conn_ok(w, st, "reading queue depths"))
 		return;
 	__atomic_store_n(&s->nqueues, 0, __ATOMIC_RELEASE);
@@ -128,7 +134,7 @@ on_depth(struct ev_loop *loop, ev_timer *t, int revents)
 	if (w->db && util_now_ms() >= w->depth_next_ms) {
 		w->depth_sent_ms = util_now_ms();
 		queue_depths(w->db, STATS_MAX_QUEUES, w->kinds, w->nkinds,
-			     on_depths, w);
+			     DEPTH_TIMEOUT_MS, on_depths, w);
 		queue_workflows(w->db, on_workflows, w);
 		monitor_read(w);
 	}
@@ -475,6 +481,7 @@ setup_kinds(struct worker *w)
 	w->pos = xcalloc(c->nqueues, sizeof(*w->pos));
 	w->pos_valid = xcalloc(c->nqueues, sizeof(int));
 	w->rescan = xcalloc(c->nqueues, sizeof(int));
+	w->rescan_from = xcalloc(c->nqueues, sizeof(*w->rescan_from));
 	w->more = xcalloc(c->nqueues, sizeof(int));
 	for (size_t i = 0; i < c->nqueues; i++)
 		w->more[i] = 1;
@@ -616,6 +623,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	free(w.pos);
 	free(w.pos_valid);
 	free(w.rescan);
+	free(w.rescan_from);
 	free(w.more);
 	free(w.serves);
 	free(w.locked_by);
