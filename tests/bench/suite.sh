@@ -19,7 +19,7 @@
 #   - the web console open but idle, and busy (four pages refreshed every
 #     second), beside a drain; every job failing its first attempt (the
 #     attempt history written);
-#   - 16 instances of 1 worker and 1 instance of 16 workers;
+#   - 16 instances of 1 worker, 4 of 4 and 1 instance of 16 workers;
 #
 # and then the wake-up latency (one idle worker, single enqueues), the
 # latency under load (single enqueues into an idle queue while 10,000
@@ -526,12 +526,13 @@ scale() { # instances workers
 		"log warnings/errors: $errs; server deadlocks/serialization failures: $server_errs; claim: $claim"
 }
 scale 16 1
+scale 4 4
 scale 1 16
 
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 19 ] || { echo "suite: expected 19 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 20 ] || { echo "suite: expected 20 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 [ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
 	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
