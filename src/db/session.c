@@ -106,7 +106,8 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 	 * ran at a tenth of its speed until that ANALYZE).  Every statement
 	 * of the worker is written for an index (each has one), so sequential
 	 * scans are off: its plans are the index plans whatever the table
-	 * held when they were made (docs/performance.md#plans).
+	 * held when they were made (docs/performance.md, "Plans that do not
+	 * depend on a table's size").
 	 *
 	 * An sql handler's own statement gets all three settings back
 	 * (queue_run_sql). */

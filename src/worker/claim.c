@@ -329,7 +329,7 @@ out:
  * entry the snapshot keeps, and its cost grows with them: it comes no
  * sooner than 50 of its round trips after the last one, so it never takes
  * more than about 2 % of the worker's time, and such jobs wait longer
- * instead (docs/performance.md#an-old-snapshot).
+ * instead (docs/performance.md, "An old snapshot").
  */
 static void
 from_positions(struct worker *w, struct claim *c,

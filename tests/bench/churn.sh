@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hours of churn: a steady feed into a fresh database, figures per minute
-# (docs/performance.md#churn).  Not in CI: the full run takes MINUTES.
+# (docs/performance.md, "Churn").  Not in CI: the full run takes MINUTES.
 #
 #   tests/bench/churn.sh [--minutes M] [--rate R | --fraction F]
 #                        [--snapshot] [--interval S] [--workers W]

@@ -475,7 +475,8 @@ release_snapshot
 wait "$holder" 2>/dev/null || true
 holder=
 
-# Fast from the first second (docs/performance.md#plans): a fresh schema,
+# Fast from the first second (docs/performance.md, "Plans that do not
+# depend on a table's size"): a fresh schema,
 # never analyzed, pgjobd started on it and fed 80 % of the 7d row's rate,
 # one INSERT ... SELECT every 100 ms (tests/bench/churn.py), for FRESH_S
 # seconds: what it got done over them, against what was fed.  Until the
