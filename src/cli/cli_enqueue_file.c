@@ -240,7 +240,9 @@ run(struct file_run *r)
 	if (!(res = cli_exec(r->conn, "enqueue", "commit", 0, NULL)))
 		return CLI_EXIT_FAILED;
 	db_rows_free(res);
-	fwrite(r->out.data, 1, r->out.len, stdout);
+	/* An empty file printed nothing, and has no buffer to print. */
+	if (r->out.len)
+		fwrite(r->out.data, 1, r->out.len, stdout);
 	return 0;
 }
 
