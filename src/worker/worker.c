@@ -81,8 +81,9 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 	 * next waits 50 times as long as this one took, if that is more
 	 * than the timer's 5 s: the figures get older instead.  And it
 	 * stops after DEPTH_TIMEOUT_MS: the figures stay as they were. */
-	int64_t now = util_now_ms();
-	w->depth_next_ms = now + 49 * (now - w->depth_sent_ms);
+	int64_t now = util_now_ms(), took = now - w->depth_sent_ms;
+	/* Longer than its time limit: the network's delay, not its cost. */
+	w->depth_next_ms = now + 49 * (took <= DEPTH_TIMEOUT_MS ? took : 0);
 	if (st->sqlstate && strcmp(st->sqlstate, "57014") == 0) {
 		log_debug("reading queue depths took over %d ms: stopped",
 			  DEPTH_TIMEOUT_MS);
