@@ -273,6 +273,40 @@ sweep_timed_out(struct worker *w)
 }
 
 static void
+on_given_back(void *arg, const struct db_status *st, const int64_t *written,
+	      size_t n)
+{
+	cycle_done(arg);
+}
+
+/*
+ * A claim that answers after the worker began to retire (a reload): its
+ * jobs go back to their queue as they are, unstarted and with the attempt
+ * refunded, for the workers on the new config.  Started here, they would
+ * run on the old one, or be left behind when the worker exits (their
+ * lease then has to expire first).
+ */
+static void
+give_back(struct worker *w, struct queue_claimed *r)
+{
+	struct queue_finish *f = xcalloc((size_t)r->njobs + 1, sizeof(*f));
+	for (int i = 0; i < r->njobs; i++)
+		f[i] = (struct queue_finish){.id = r->jobs[i]->id,
+					     .token = r->jobs[i]->lease_token,
+					     .state = JOB_AVAILABLE,
+					     .refund = 1,
+					     .wall_ms = -1,
+					     .cpu_ms = -1,
+					     .max_rss_kb = -1,
+					     .status = -1};
+	w->cycle_inflight++;
+	queue_finish(w->db, f, (size_t)r->njobs, 0, on_given_back, w);
+	free(f);
+	for (int i = 0; i < r->njobs; i++)
+		job_free(r->jobs[i]);
+}
+
+static void
 on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 {
 	struct claim *c = arg;
@@ -285,6 +319,10 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	}
 	if (!st->answered || !conn_ok(w, st, "claim"))
 		goto out;
+	if (w->retiring && r->njobs > 0 && w->db) {
+		give_back(w, r);
+		goto out;
+	}
 	int64_t took = util_now_ms() - c->sent_ms;
 	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
 		      took * 1000);

@@ -40,7 +40,10 @@ on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 {
 	struct worker *w = p->data;
 	claim_send_cycle(w);
-	if (w->draining && w->nheld == 0 && duty_running(w->duty) == 0)
+	/* A retiring worker also waits for its claim in flight: its jobs go
+	 * back to the queue (give_back() in claim.c). */
+	if (w->draining && w->nheld == 0 && duty_running(w->duty) == 0 &&
+	    !(w->retiring && w->cycle_inflight > 0))
 		ev_break(loop, EVBREAK_ALL);
 }
 
