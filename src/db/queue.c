@@ -502,9 +502,8 @@ read_claim(const struct db_call *c, const struct db_status *st,
 /*
  * A time limit on the statement sent between the two calls: statement_timeout
  * set for the session before it and reset after it.  Each statement has its
- * own sync, and the pipeline keeps their order, so the limit covers that
- * statement (and whatever the worker sends between, which is at most a
- * renewal or a heartbeat: short).  An sql handler's statement sets its own.
+ * own sync, the pipeline keeps their order, and the three go out in one
+ * call, so the limit covers that statement alone.
  */
 static void
 time_limit(struct dbev *d, int64_t ms)

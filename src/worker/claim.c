@@ -12,9 +12,10 @@
  * be cleaned, does not make every claim read them all from the head:
  * with a feed of 8,700 jobs/s and a snapshot held, claims that read from
  * the head took 15 ms at the start and 65 ms fifty seconds later, and
- * growing.  The head is read when a job may sort before a position
- * (claim_on_notify()) and, with the search for expired leases, at most
- * once a second (from_positions()).
+ * growing.  A queue is read from further back when a NOTIFY says a new job
+ * sorts before its position (claim_on_notify()), and every queue from its
+ * head, with the search for expired leases, by the sweep: at most once a
+ * second (from_positions()).
  */
 #include "worker/internal.h"
 
@@ -360,18 +361,20 @@ out:
 
 /*
  * Where each queue of a claim is read from: past the worker's position in
- * it, or from its head (no position yet, or a NOTIFY said a new job sorts
- * before it).  And, once a second, every queue from its head, with the
- * search for jobs whose lease expired (c->head): a job can come to sort
- * behind a position without a NOTIFY that says so (another claimer gave it
- * back, or its transaction inserted it before this worker's last claim and
- * committed after).  That bounds how long such a job is passed over.
+ * it; from where a NOTIFY said new jobs sort before it (rescan_from()); or
+ * from its head (no position yet, or a NOTIFY without a key).  And, once a
+ * second, every queue from its head with the search for jobs whose lease
+ * expired (c->head, the sweep): a job can come to sort behind a position
+ * without a NOTIFY that says so (another claimer gave it back, or a lock
+ * left its xmax: see claim_sql in src/db/queue.c).  That bounds how long
+ * such a job is passed over.
  *
- * Under a snapshot held open elsewhere, that claim reads every dead index
+ * Under a snapshot held open elsewhere, the sweep reads every dead index
  * entry the snapshot keeps, and its cost grows with them: it comes no
- * sooner than 50 of its round trips after the last one, so it never takes
- * more than about 2 % of the worker's time, and such jobs wait longer
- * instead (docs/performance.md, "An old snapshot").
+ * sooner than 50 of its round trips after the last one, so it takes about
+ * 2 % of the worker's time at most, and it stops after SWEEP_TIMEOUT_MS
+ * (sweep_timed_out()); such jobs wait longer instead (docs/performance.md,
+ * "An old snapshot").
  */
 static void
 from_positions(struct worker *w, struct claim *c,
@@ -554,6 +557,44 @@ claim_send_cycle(struct worker *w)
 		send_limited_claims(w, all);
 }
 
+/* Where key sorts against position p, by priority and then run_at: < 0
+ * before it, 0 at the same priority and run_at (where a smaller id may
+ * hide), > 0 after it. */
+static int
+key_cmp(const struct stats_notify_key *key, const struct queue_position *p)
+{
+	long pr = strtol(p->priority, NULL, 10);
+	long long ra = strtoll(p->run_at, NULL, 10);
+	if (key->priority != pr)
+		return key->priority < pr ? -1 : 1;
+	return (key->run_at_us > ra) - (key->run_at_us < ra);
+}
+
+/*
+ * A NOTIFY's jobs may sort before queue i's position (key; not known when
+ * the payload did not say): its next claim reads from where they sort, the
+ * earliest of several, rather than from its head, whose entries under a
+ * snapshot held open elsewhere are dead ones read for nothing.  Without a
+ * key, from the head.
+ */
+static void
+rescan_from(struct worker *w, size_t i, const struct stats_notify_key *key)
+{
+	struct queue_position *p = &w->rescan_from[i];
+	if (!key->known) {
+		w->rescan[i] = RESCAN_HEAD;
+		return;
+	}
+	if (w->rescan[i] == RESCAN_FROM && key_cmp(key, p) >= 0)
+		return;
+	snprintf(p->priority, sizeof(p->priority), "%d", key->priority);
+	snprintf(p->run_at, sizeof(p->run_at), "%lld",
+		 (long long)key->run_at_us);
+	/* Every id of that priority and run_at. */
+	snprintf(p->id, sizeof(p->id), "%lld", -9223372036854775807LL);
+	w->rescan[i] = RESCAN_FROM;
+}
+
 /*
  * Whether this worker claims on a NOTIFY.  The trigger's payload is
  * "<transaction id> <due jobs>" (sql/007_notify_payload.sql).  The workers
@@ -571,50 +612,6 @@ claim_send_cycle(struct worker *w)
  * cannot stand in for a real one, whose key includes the backend that sent
  * it (stats_notify_take()).
  */
-/* Whether jobs whose earliest sorts at key all sort after position p: a
- * later priority, or the same and a later run_at (an equal run_at may hide
- * a smaller id). */
-static int
-after_position(const struct stats_notify_key *key,
-	       const struct queue_position *p)
-{
-	long pr = strtol(p->priority, NULL, 10);
-	long long ra = strtoll(p->run_at, NULL, 10);
-	return key->priority > pr ||
-	       (key->priority == pr && key->run_at_us > ra);
-}
-
-/*
- * Queue i's next claim reads from where the notification's jobs sort (key),
- * or from the earliest of several, rather than from its head: under a
- * snapshot held open elsewhere the entries before that are dead ones the
- * scan would read for nothing.  A payload without a key: from the head.
- */
-static void
-rescan_from(struct worker *w, size_t i, const struct stats_notify_key *key)
-{
-	struct queue_position *p = &w->rescan_from[i];
-	if (!key->known) {
-		w->rescan[i] = RESCAN_HEAD;
-		return;
-	}
-	if (w->rescan[i] == RESCAN_FROM) {
-		struct stats_notify_key have = {
-			1, (int)strtol(p->priority, NULL, 10),
-			strtoll(p->run_at, NULL, 10)};
-		if (key->priority > have.priority ||
-		    (key->priority == have.priority &&
-		     key->run_at_us >= have.run_at_us))
-			return;
-	}
-	snprintf(p->priority, sizeof(p->priority), "%d", key->priority);
-	snprintf(p->run_at, sizeof(p->run_at), "%lld",
-		 (long long)key->run_at_us);
-	/* Every id of that priority and run_at. */
-	snprintf(p->id, sizeof(p->id), "%lld", -9223372036854775807LL);
-	w->rescan[i] = RESCAN_FROM;
-}
-
 static int
 answer_notify(struct worker *w, const char *payload, int be_pid,
 	      struct stats_notify_key *key)
@@ -663,12 +660,11 @@ claim_on_notify(void *arg, const char *channel, const char *payload, int be_pid)
 	struct stats_notify_key key;
 	if (answer_notify(w, payload, be_pid, &key))
 		w->want_claim = 1;
-	/* The queues whose position the new jobs may sort before are read
-	 * from their head at the next claim: all of them when the payload
-	 * does not say where the jobs sort.  The key is the earliest of
-	 * all the jobs, whatever their queue. */
+	/* The key is the earliest of all the jobs, whatever their queue:
+	 * every queue whose position it does not sort after reads from it
+	 * at its next claim (from its head when the payload has no key). */
 	for (size_t i = 0; i < w->cfg->nqueues; i++)
 		if (w->pos_valid[i] && w->rescan[i] != RESCAN_HEAD &&
-		    (!key.known || !after_position(&key, &w->pos[i])))
+		    (!key.known || key_cmp(&key, &w->pos[i]) <= 0))
 			rescan_from(w, i, &key);
 }

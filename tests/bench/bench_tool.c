@@ -120,27 +120,37 @@ wait_empty(PGconn *c, double timeout_s)
 	}
 }
 
+/* Enqueues job seq into queue, one transaction, and prints "E <seq> <us>"
+ * as its commit is acknowledged.  Returns 0 or 2. */
+static int
+enqueue_seq(PGconn *c, int seq, const char *queue)
+{
+	char s[16];
+	snprintf(s, sizeof(s), "%d", seq);
+	const char *p[] = {s, queue};
+	PGresult *r = PQexecParams(c,
+				   "select pgjob.enqueue('noop',"
+				   " jsonb_build_object('seq', $1::int),"
+				   " queue => $2)",
+				   2, NULL, p, NULL, NULL, 0);
+	long long t = now_us();
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
+		PQclear(r);
+		return 2;
+	}
+	PQclear(r);
+	printf("E %d %lld\n", seq, t);
+	fflush(stdout);
+	return 0;
+}
+
 static int
 latency(PGconn *c, int count, int interval_ms)
 {
 	for (int i = 0; i < count; i++) {
-		char seq[16];
-		snprintf(seq, sizeof(seq), "%d", i);
-		const char *p[] = {seq};
-		PGresult *r =
-			PQexecParams(c,
-				     "select pgjob.enqueue('noop',"
-				     " jsonb_build_object('seq', $1::int))",
-				     1, NULL, p, NULL, NULL, 0);
-		long long t = now_us();
-		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-			fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
-			PQclear(r);
+		if (enqueue_seq(c, i, "default"))
 			return 2;
-		}
-		PQclear(r);
-		printf("E %d %lld\n", i, t);
-		fflush(stdout);
 		sleep_ms(interval_ms);
 	}
 	return 0;
@@ -218,23 +228,8 @@ fast_jobs(PGconn *c, double start, double seconds, int interval_ms)
 	int count = (int)((seconds - 1.5) * 1000 / interval_ms);
 	sleep_ms(1000);
 	for (int i = 0; i < count; i++) {
-		char seq[16];
-		snprintf(seq, sizeof(seq), "%d", i);
-		const char *p[] = {seq};
-		PGresult *r = PQexecParams(
-			c,
-			"select pgjob.enqueue('noop',"
-			" jsonb_build_object('seq', $1::int), queue => 'fast')",
-			1, NULL, p, NULL, NULL, 0);
-		long long t = now_us();
-		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-			fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
-			PQclear(r);
+		if (enqueue_seq(c, i, "fast"))
 			return 2;
-		}
-		PQclear(r);
-		printf("E %d %lld\n", i, t);
-		fflush(stdout);
 		long rest = (long)((start + 1 + (i + 1) * interval_ms / 1e3 -
 				    mono_s()) *
 				   1000);
