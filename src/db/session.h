@@ -18,6 +18,9 @@ struct db_conn;
 struct session_worker {
 	int64_t lock_class; /* the first key of the slot locks */
 	int max_slots;
+	/* The slot its previous session held (0: none): that session's row
+	 * goes when this one takes another slot (worker_register()). */
+	int prev_slot;
 	const char *host;
 	int pid;
 	int supervisor_pid;

@@ -71,6 +71,7 @@ struct claim {
 	int *limits;
 	int limited;
 	int head;
+	int64_t limit_ms; /* a sweep's time limit (sweep_limit_ms()) */
 };
 
 static struct claim *
@@ -247,30 +248,41 @@ flow_said(struct worker *w, size_t i, const struct queue_flow_said *f)
 	}
 }
 
+/* A sweep's time limit: see SWEEP_TIMEOUT_MS. */
+static int64_t
+sweep_limit_ms(const struct worker *w)
+{
+	int64_t ms = SWEEP_TIMEOUT_CLAIMS * w->claim_avg_us / 1000;
+	return ms < SWEEP_TIMEOUT_MS	   ? SWEEP_TIMEOUT_MS
+	       : ms > SWEEP_TIMEOUT_MAX_MS ? SWEEP_TIMEOUT_MAX_MS
+					   : ms;
+}
+
 /*
- * A sweep ran out of its SWEEP_TIMEOUT_MS: a snapshot held open elsewhere
- * keeps the index entries of every job claimed since, and the sweep reads
- * them all.  It claimed nothing; the next comes 50 timeouts later, and the
- * worker claims from its positions meanwhile.  Jobs whose worker died, or
- * that sort behind every position without a NOTIFY saying so, wait for the
- * snapshot to end: the warning says so, every ten minutes at most (the
- * health duty names the session that holds the snapshot).
+ * A sweep ran out of its time limit: dead index entries that vacuum may
+ * not remove yet, because a snapshot is held open elsewhere, are in its
+ * way (it reads the entry of every job claimed since).  It claimed
+ * nothing; the next comes 50 limits later, and the worker claims from its
+ * positions meanwhile.  Jobs whose worker died, or that sort behind every
+ * position without a NOTIFY saying so, wait for the snapshot to end: the
+ * warning says so, every ten minutes at most (the health duty names the
+ * session that holds the snapshot).
  */
 static void
-sweep_timed_out(struct worker *w)
+sweep_timed_out(struct worker *w, int64_t limit_ms)
 {
 	int64_t now = util_now_ms();
-	w->head_cost_ms = SWEEP_TIMEOUT_MS;
+	w->head_cost_ms = limit_ms;
 	w->want_claim = 1;
 	if (w->sweep_warned_ms && now - w->sweep_warned_ms < 600000)
 		return;
 	w->sweep_warned_ms = now;
 	log_warnx("the sweep for expired leases and passed-over jobs took over "
-		  "%d ms and was stopped: a snapshot held open elsewhere keeps "
-		  "every claimed job's index entries (see the xmin horizon "
-		  "warning); until it ends, the jobs of a worker that died are "
-		  "not taken over",
-		  SWEEP_TIMEOUT_MS);
+		  "%lld ms (%d times this worker's usual claim) and was "
+		  "stopped: a snapshot held open elsewhere keeps every claimed "
+		  "job's index entries (see the xmin horizon warning); until "
+		  "it ends, the jobs of a worker that died are not taken over",
+		  (long long)limit_ms, SWEEP_TIMEOUT_CLAIMS);
 }
 
 static void
@@ -315,7 +327,7 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 
 	cycle_done(w);
 	if (c->head && st->sqlstate && strcmp(st->sqlstate, "57014") == 0) {
-		sweep_timed_out(w);
+		sweep_timed_out(w, c->limit_ms);
 		goto out;
 	}
 	if (!st->answered || !conn_ok(w, st, "claim"))
@@ -331,8 +343,10 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	 * (a partition, a frozen proxy), not the server's: it would put the
 	 * next sweep, and the takeover of expired leases, minutes away (the
 	 * fault suite's freeze once waited 2 minutes for its last 2 jobs). */
-	if (c->head && took <= SWEEP_TIMEOUT_MS)
+	if (c->head && took <= c->limit_ms)
 		w->head_cost_ms = took;
+	else if (!c->head)
+		w->claim_avg_us += (took * 1000 - w->claim_avg_us) / 8;
 	int *got = xcalloc(c->nq + 1, sizeof(int));
 	for (int i = 0; i < r->njobs; i++)
 		if (r->queue_of[i] >= 0)
@@ -372,9 +386,9 @@ out:
  * Under a snapshot held open elsewhere, the sweep reads every dead index
  * entry the snapshot keeps, and its cost grows with them: it comes no
  * sooner than 50 of its round trips after the last one, so it takes about
- * 2 % of the worker's time at most, and it stops after SWEEP_TIMEOUT_MS
- * (sweep_timed_out()); such jobs wait longer instead (docs/performance.md,
- * "An old snapshot").
+ * 2 % of the worker's time at most, and it stops after its time limit
+ * (sweep_limit_ms(), sweep_timed_out()); such jobs wait longer instead
+ * (docs/performance.md, "An old snapshot").
  */
 static void
 from_positions(struct worker *w, struct claim *c,
@@ -470,19 +484,20 @@ send_claim(struct worker *w, struct claim *c)
 		modes[k] = config_queue_mode_name(q->mode);
 	}
 	from_positions(w, c, from);
-	struct queue_claim_req req = {
-		.kinds = w->kinds,
-		.nkinds = w->nkinds,
-		.queues = queues,
-		.limits = c->limits,
-		.modes = modes,
-		.nqueues = c->nq,
-		.locked_by = w->locked_by,
-		.lease_ms = cf->lease_ms,
-		.from = from,
-		.reap = c->head,
-		.timeout_ms = c->head ? SWEEP_TIMEOUT_MS : 0,
-		.max_payload_bytes = cf->max_payload_bytes};
+	c->limit_ms = c->head ? sweep_limit_ms(w) : 0;
+	struct queue_claim_req req = {.kinds = w->kinds,
+				      .nkinds = w->nkinds,
+				      .queues = queues,
+				      .limits = c->limits,
+				      .modes = modes,
+				      .nqueues = c->nq,
+				      .locked_by = w->locked_by,
+				      .lease_ms = cf->lease_ms,
+				      .from = from,
+				      .reap = c->head,
+				      .timeout_ms = c->limit_ms,
+				      .max_payload_bytes =
+					      cf->max_payload_bytes};
 	c->sent_ms = util_now_ms();
 	w->cycle_inflight++;
 	queue_claim(w->db, &req, on_claim, c);

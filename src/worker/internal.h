@@ -50,9 +50,18 @@ enum { RESCAN_NONE, RESCAN_FROM, RESCAN_HEAD };
  * entry it keeps, and each holds up its worker's claims and ends behind
  * it in the pipeline.  A sweep is a few ms otherwise; the depths read
  * counts every queued job, so it gets longer.
+ *
+ * A sweep's limit is SWEEP_TIMEOUT_MS or SWEEP_TIMEOUT_CLAIMS of the
+ * worker's usual claims (their moving mean), whichever is longer, and
+ * SWEEP_TIMEOUT_MAX_MS at most: on a machine that is simply busy (200
+ * workers on 2 cores), every statement is slow and a sweep is no
+ * exception; it is the sweep being slow beside the claims that says dead
+ * entries are in its way (sweep_limit_ms()).
  */
-#define SWEEP_TIMEOUT_MS 1000
-#define DEPTH_TIMEOUT_MS 5000
+#define SWEEP_TIMEOUT_MS     1000
+#define SWEEP_TIMEOUT_CLAIMS 20
+#define SWEEP_TIMEOUT_MAX_MS 30000
+#define DEPTH_TIMEOUT_MS     5000
 
 struct held {
 	struct worker *w;
@@ -133,6 +142,9 @@ struct worker {
 	 * one comes a second later, or 50 round trips later, whichever is
 	 * later (see from_positions()). */
 	int64_t head_scan_ms, head_cost_ms;
+	/* The moving mean of the other claims' round trips (µs, 1/8 weight
+	 * to the latest): what a sweep's time limit is measured against. */
+	int64_t claim_avg_us;
 	int draining, stopping;
 	int retiring; /* a reload retired it: no deadline to finish */
 	int exit_code;

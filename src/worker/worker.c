@@ -275,6 +275,7 @@ setup_session(struct worker *w, struct db_conn *conn)
 	struct session_worker sw = {
 		.lock_class = w->cfg->lock_class,
 		.max_slots = w->cfg->max_slots,
+		.prev_slot = w->slot,
 		.host = w->host,
 		.pid = w->pid,
 		.supervisor_pid = w->supervisor_pid,

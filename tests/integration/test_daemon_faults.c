@@ -6,6 +6,8 @@
  */
 #include "testlib.h"
 
+#include "common/config.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +243,46 @@ test_connection_killed(void **state)
 	free(ci);
 }
 
+/*
+ * A worker reconnects while its old slot is still held (the server had not
+ * yet seen its old session end: a partition, a frozen proxy; here the test
+ * takes the slot the moment the old session is gone).  It works from the
+ * next slot, and the old slot's row, its own, goes: one row per worker.
+ */
+static void
+test_reconnect_other_slot(void **state)
+{
+	char *ci = t_db_migrated("t_fault_reslot");
+	PGconn *c = t_connect(ci);
+	pid_t p = t_start("reslot", ci,
+			  "workers: 1\nhandlers:\n"
+			  "  s: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t w = t_worker_pid(c, p);
+	assert_int_equal(t_long(c, "select slot from pgjob.workers"), 1);
+	/* The old session is told to end, and the slot is asked for here
+	 * at once: this session waits in the lock's queue and gets it the
+	 * moment the old one ends, long before the worker's reconnect (50 ms
+	 * after it sees the loss) asks for it. */
+	t_exec(c,
+	       "do $$ begin"
+	       " perform pg_terminate_backend(pid) from pg_stat_activity"
+	       "  where application_name = 'pgjobd'"
+	       "  and datname = current_database();"
+	       " perform pg_advisory_lock(%d, 1); end $$",
+	       CONFIG_DEFAULT_LOCK_CLASS);
+	t_wait_log("reslot", "slot changed from 1 to 2", 1, 30);
+	t_wait_until(c, 30,
+		     "select count(*) = 1 from pgjob.workers where pid = %d "
+		     "and slot = 2",
+		     (int)w);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.workers"), 1);
+	long long id = t_long(c, "select pgjob.enqueue('s')");
+	t_wait_state(c, id, "done", 30);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 static void
 test_lease_renewed(void **state)
 {
@@ -470,6 +512,7 @@ main(void)
 		cmocka_unit_test(test_schema_mismatch_exits_78),
 		cmocka_unit_test(test_no_free_slot),
 		cmocka_unit_test(test_connection_killed),
+		cmocka_unit_test(test_reconnect_other_slot),
 		cmocka_unit_test(test_lease_renewed),
 		cmocka_unit_test(test_plugin_crash),
 		cmocka_unit_test(test_second_sigterm_stops_now),
