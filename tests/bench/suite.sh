@@ -319,6 +319,25 @@ workflow() { # name jobs setup-sql latency-sql
 	row "$1" "$a" "$a" "$a" "$b" "$c" "$d" "$(sql -c "$4")"
 	echo "$a"
 }
+# Workflows on but idle: FAN steps wait in the table for a parent that
+# failed (on_parent_failure 'wait' keeps them until it is retried) while
+# the 7d row's jobs drain beside them: what unfinished workflows cost the
+# claims of everything else.
+config "$dir/run.yaml" "$workers" "$conc" 7d
+fresh_schema
+sql -c "do \$\$ declare r bigint; begin
+		r := pgjob.enqueue('noop');
+		perform pgjob.enqueue('noop', depends_on => array[r], on_parent_failure => 'wait')
+		  from generate_series(1, $fan);
+		update pgjob.jobs set state = 'dead', finished_at = now(), last_error = 'bench' where id = r;
+	end \$\$" >/dev/null
+enqueue "$n" noop >/dev/null
+read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
+wf_waiting=$(sql -c "select count(*) from pgjob.jobs where state = 'waiting'")
+row "workflows on but idle ($wf_waiting steps waiting beside the jobs)" "$a" "$a" "$a" "$b" "$c" "$d"
+wf_idle=$a
+[ "$wf_waiting" = "$fan" ] || { echo "suite: $wf_waiting of $fan workflow steps still waiting" >&2; exit 1; }
+
 wf_fan=$(workflow "workflow: 1 job, $fan children after it, 1 job after them all" $((fan + 2)) \
 	"do \$\$ declare r bigint; ids bigint[]; begin
 		r := pgjob.enqueue('noop');
@@ -533,7 +552,7 @@ scale 1 16
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 20 ] || { echo "suite: expected 20 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 21 ] || { echo "suite: expected 21 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 [ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
 	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
@@ -557,6 +576,7 @@ echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
 echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate; binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s"
 echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate, busy $(awk -v a="$web_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x (one run each)"
+echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate; busy: the fan-out and chain rows"
 echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate in jobs/s (each job two attempts)"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
 echo "- fresh database under a feed: its first $fresh_s s did $fresh_done jobs/s of the $fresh_fed fed ($(awk -v a="$fresh_done" -v b="$fresh_fed" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') x)"

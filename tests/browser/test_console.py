@@ -118,6 +118,19 @@ class Console:
     def one(self, sel):
         return wait_for(sel, lambda: (self.css(sel) or [None])[0])
 
+    def click(self, sel):
+        """Clicks the first element sel finds.  A page that refreshes
+        itself (every 2 s) can replace the element between the find and
+        the click: the click is then tried again on the new one (a stale
+        element takes no click)."""
+        def once():
+            e = self.css(sel)
+            if not e:
+                return False
+            e[0].click()
+            return True
+        wait_for('a click on ' + sel, once)
+
     def text(self, sel='main'):
         return self.one(sel).text
 
@@ -140,13 +153,13 @@ class Console:
                            ('#login-password', password)):
             self.one(sel).clear()
             self.one(sel).send_keys(value)
-        self.one('#login button[type=submit]').click()
+        self.click('#login button[type=submit]')
         wait_for('logged in as ' + user,
                  lambda: self.css('#user') and
                  self.css('#user')[0].text == user)
 
     def logout(self):
-        self.one('#logout').click()
+        self.click('#logout')
         self.one('#login-user')
 
     def session(self):
@@ -258,7 +271,7 @@ def steps(c, ids, flaky):
     c.shot('login')
     c.one('#login-user').send_keys(OP[0])
     c.one('#login-password').send_keys('not the password')
-    c.one('#login button[type=submit]').click()
+    c.click('#login button[type=submit]')
     wait_for('the wrong password refused',
              lambda: 'Wrong user or password' in c.text('#banner'))
     c.login(*OP)
@@ -287,7 +300,7 @@ def steps(c, ids, flaky):
     assert len(rows) == 4, [r.text for r in c.css('#jobs tbody tr')]
     c.shot('jobs')
     # "/" focuses the text filter; a search in payloads and errors.
-    c.one('main h1').click()
+    c.click('main h1')
     c.d.switch_to.active_element.send_keys('/')
     assert c.d.switch_to.active_element.get_attribute('id') == 'f-q'
     c.d.switch_to.active_element.send_keys('failing on purpose', Keys.ENTER)
@@ -301,18 +314,18 @@ def steps(c, ids, flaky):
     first = [int(r.get_attribute('data-id'))
              for r in c.css('#jobs tbody tr[data-id]')]
     assert first == sorted(first, reverse=True), 'not newest first'
-    c.one('#older').click()
+    c.click('#older')
     wait_for('the older page', lambda: c.css('#jobs tbody tr[data-id]') and
              int(c.css('#jobs tbody tr[data-id]')[0].get_attribute(
                  'data-id')) < min(first))
-    c.one('button[data-key=newer]').click()
+    c.click('button[data-key=newer]')
     wait_for('back to the newest', lambda: int(c.css(
         '#jobs tbody tr[data-id]')[0].get_attribute('data-id')) == first[0])
     c.go('jobs?kind=flaky')
 
     # --- job: its attempt errors ------------------------------------------
     job = flaky[0]
-    c.one('#jobs a[href="#/job/%s"]' % job).click()
+    c.click('#jobs a[href="#/job/%s"]' % job)
     wait_for('the attempts of job ' + job,
              lambda: len(c.css('table.attempts tbody tr')) >= 2)
     attempts = c.css('table.attempts tbody tr')
@@ -329,7 +342,7 @@ def steps(c, ids, flaky):
 
     # --- retry it, see it done --------------------------------------------
     open(MARKER, 'w').close()
-    c.one('#job-actions button[data-action=retry]').click()
+    c.click('#job-actions button[data-action=retry]')
     wait_for('job %s done in the database' % job, lambda: sql1(
         'select state from pgjob.jobs where id = :a1', job) == 'done')
     wait_for('job %s done on the page' % job,
@@ -340,7 +353,7 @@ def steps(c, ids, flaky):
     c.go('jobs?kind=later&state=available')
     wait_for('the later jobs', lambda: len(c.css(
         '#jobs tbody tr[data-id]')) == 8)
-    c.one('#bulk button[data-action=cancel-all]').click()
+    c.click('#bulk button[data-action=cancel-all]')
     c.confirm('all 8 jobs')
     wait_for('the answer in the banner',
              lambda: '8 jobs cancelled' in c.text('#banner'))
@@ -352,7 +365,7 @@ def steps(c, ids, flaky):
     c.go('queues')
     c.one('button[data-action=pause][data-queue=mail]')
     c.shot('queues')
-    c.one('button[data-action=pause][data-queue=mail]').click()
+    c.click('button[data-action=pause][data-queue=mail]')
     c.one('button[data-action=resume][data-queue=mail]')
     held = sql1("select pgjob.enqueue('mailer', '{}', queue => 'mail')")
     # A job enqueued after it, in a queue that runs: once it is done the
@@ -362,26 +375,26 @@ def steps(c, ids, flaky):
         'select state from pgjob.jobs where id = :a1', after) == 'done')
     assert sql1('select state || attempts from pgjob.jobs where id = :a1',
                 held) == 'available0', 'a job of a paused queue started'
-    c.one('button[data-action=resume][data-queue=mail]').click()
+    c.click('button[data-action=resume][data-queue=mail]')
     wait_for('the held job done after resume', lambda: sql1(
         'select state from pgjob.jobs where id = :a1', held) == 'done')
     log('pause held job %s while %s ran; resume ran it' % (held, after))
 
     # --- change a queue's limits, then reset them ---------------------------
-    c.one('button[data-action=limits][data-key="limits-mail"]').click()
+    c.click('button[data-action=limits][data-key="limits-mail"]')
     for k, v in (('global_concurrency', '3'), ('rate', '10/s')):
         c.one('#l-' + k).clear()
         c.one('#l-' + k).send_keys(v)
-    c.one('#limits-form button[data-action=save-limits]').click()
+    c.click('#limits-form button[data-action=save-limits]')
     wait_for('the limits in the database', lambda: sql1(
         "select global_concurrency || ' ' || rate || '/' || rate_period_ms"
         " || ' ' || source from pgjob.limits where queue = 'mail'")
         == '3 10/1000 sql')
     wait_for('the limits on the page', lambda: 'concurrency 3' in
              c.text('#queues'))
-    c.one('button[data-action=limits][data-key="limits-mail"]').click()
-    c.one('#l-reset').click()
-    c.one('#limits-form button[data-action=save-limits]').click()
+    c.click('button[data-action=limits][data-key="limits-mail"]')
+    c.click('#l-reset')
+    c.click('#limits-form button[data-action=save-limits]')
     wait_for('the limits reset', lambda: sql1(
         "select count(*) from pgjob.limits where queue = 'mail'") == '0')
     log('limits set through the page, then reset')
@@ -410,17 +423,15 @@ def steps(c, ids, flaky):
     c.go('schedules')
     wait_for('the schedules', lambda: 'nightly-report' in c.text())
     c.shot('schedules')
-    c.one('button[data-action=disable][data-key="enable-nightly-report"]'
-          ).click()
+    c.click('button[data-action=disable][data-key="enable-nightly-report"]')
     wait_for('the schedule disabled', lambda: sql1(
         "select enabled from pgjob.schedules where name = 'nightly-report'")
         == 'f')
-    c.one('button[data-action=enable][data-key="enable-nightly-report"]'
-          ).click()
+    c.click('button[data-action=enable][data-key="enable-nightly-report"]')
     wait_for('the schedule enabled', lambda: sql1(
         "select enabled from pgjob.schedules where name = 'nightly-report'")
         == 't')
-    c.one('button[data-action=run][data-key="run-nightly-report"]').click()
+    c.click('button[data-action=run][data-key="run-nightly-report"]')
     wait_for('a run of the schedule enqueued', lambda: sql1(
         "select count(*) from pgjob.jobs"
         " where unique_key like 'schedule:nightly-report:run:%'") == '1')
@@ -442,7 +453,7 @@ def steps(c, ids, flaky):
     c.shot('dead')
     # The dead-letter view's retry, of one selected job.
     again = flaky[1]
-    c.one('#jobs input.pick[data-key="pick-%s"]' % again).click()
+    c.click('#jobs input.pick[data-key="pick-%s"]' % again)
     assert c.text('#selected') == '1 selected'
     # A live refresh that redraws the table keeps the selection and the
     # focus: change a row's text and wait for the page to show it.
@@ -454,7 +465,7 @@ def steps(c, ids, flaky):
     assert c.d.switch_to.active_element.get_attribute('data-key') == \
         'pick-' + again, 'the focus lost by a refresh'
     assert c.text('#selected') == '1 selected'
-    c.one('#bulk button[data-action=retry-selected]').click()
+    c.click('#bulk button[data-action=retry-selected]')
     c.confirm('Retry 1 selected job?')
     wait_for('the retried dead job done', lambda: sql1(
         'select state from pgjob.jobs where id = :a1', again) == 'done')
