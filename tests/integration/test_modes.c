@@ -487,6 +487,51 @@ test_locked_behind_position(void **state)
 	free(ci);
 }
 
+/*
+ * A sweep (the claim from every queue's head, once a second at most) that
+ * runs out of its time limit is stopped, the worker says why once, and
+ * claims go on.  Here a lock on the table stands in for the dead index
+ * entries of a held snapshot: every poll of an idle worker (2 s apart) is a
+ * sweep (so is the first claim, at connect), which waits for the lock
+ * until its limit stops it; the claims after it (the next sweep is 50
+ * limits away) wait for the lock to go.
+ */
+static void
+test_sweep_time_limit(void **state)
+{
+	char *ci = t_db_migrated("t_mode_sweep_limit");
+	PGconn *c = t_connect(ci);
+	PGconn *locker = t_connect(ci);
+	pid_t p = t_start("sweeplimit", ci,
+			  "workers: 1\npoll_interval: 2s\n"
+			  "handlers:\n"
+			  "  s: { type: exec, command: [\"/bin/true\"] }\n");
+	/* No job before the lock: a claim after a job's end is not a sweep,
+	 * and one sent as the lock is taken would wait for it unstopped; so
+	 * would the pruning at start (the next is a minute away): the lock
+	 * comes once the worker's connection has written the prune lease
+	 * and gone idle after it. */
+	t_wait_until(c, 30,
+		     "select count(*) = 1 from pgjob.leases where name = "
+		     "'pgjob:prune' and holder is not null");
+	t_wait_until(c, 30,
+		     "select count(*) = 1 from pg_stat_activity where "
+		     "application_name = 'pgjobd' and datname = "
+		     "current_database() and state = 'idle' and query not "
+		     "like '%%delete from pgjob.jobs%%'");
+	t_exec(locker, "begin");
+	t_exec(locker, "lock table pgjob.jobs in access exclusive mode");
+	t_wait_log("sweeplimit", "was stopped", 1, 30);
+	t_exec(locker, "rollback");
+	long long id = t_long(c, "select pgjob.enqueue('s')");
+	t_wait_state(c, id, "done", 30);
+	assert_int_equal(t_log_count("sweeplimit", "took over 1000 ms"), 1);
+	t_stop_clean(p);
+	PQfinish(locker);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -501,6 +546,7 @@ main(void)
 		cmocka_unit_test(test_urgent_job_not_behind_position),
 		cmocka_unit_test(test_behind_position),
 		cmocka_unit_test(test_locked_behind_position),
+		cmocka_unit_test(test_sweep_time_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
