@@ -525,34 +525,48 @@ row "fresh database under a feed of $fresh_rate jobs/s, its first $fresh_s s (re
 fresh_done=$f_done fresh_fed=$f_fed
 
 # Scale: many instances of one worker, one instance of many workers.
-scale() { # instances workers
-	local c=$((conc * workers / ($1 * $2)))
-	[ "$c" -lt 1 ] && c=1
+# Each process gets the 7d row's config (concurrency $conc), as an operator
+# copies one config to every host; SCALE_N jobs (3 x N), so that the
+# processes' start and the last batches weigh little against a steady
+# drain.  The reference is the 2-worker config at the same SCALE_N.  Then
+# the same with the total concurrency held at the reference's (each
+# process $conc x $workers / processes), beside the 2-worker config at that
+# per-process concurrency: a claim takes at most that many jobs, and what
+# smaller batches cost shows apart from what more processes cost.
+scale_n=$((3 * n))
+scale() { # instances workers concurrency
+	local c=$3
 	fresh_schema
-	enqueue "$n" noop
+	enqueue "$scale_n" noop
 	config "$dir/scale.yaml" "$2" "$c" 7d
 	sql -c "select pg_stat_statements_reset()" >/dev/null
 	: >"$dir/scale.log"
 	local before
 	before=$(wc -l <"$dir/pgjobd.log")
-	read -r a b c2 d <<<"$(drain "$n" "$1" "$dir/scale.yaml")"
+	read -r a b c2 d <<<"$(drain "$scale_n" "$1" "$dir/scale.yaml")"
 	local errs
 	errs=$(tail -n +"$((before + 1))" "$dir/pgjobd.log" | grep -c -E 'level=(error|warn)|40P01|40001' || true)
 	local server_errs
 	server_errs=$(grep -c -E 'deadlock detected|could not serialize' "$(cat "$dir/tmpdata" 2>/dev/null || echo "$dir/data")/server.log" || true)
 	local claim
 	claim=$(sql -c "select format('%s statements, %s rows per statement, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 2)) from pg_stat_statements where query like 'with qa(name%' order by calls desc limit 1")
-	row "$1 instance(s) x $2 worker(s), concurrency $c each" "$a" "$a" "$a" "$b" "$c2" "$d" \
+	row "$scale_n jobs: $1 instance(s) x $2 worker(s), concurrency $c each" "$a" "$a" "$a" "$b" "$c2" "$d" \
 		"log warnings/errors: $errs; server deadlocks/serialization failures: $server_errs; claim: $claim"
+	echo "$a"
 }
-scale 16 1
-scale 4 4
-scale 1 16
+scale_ref=$(scale 1 "$workers" "$conc")
+scale_16x1=$(scale 16 1 "$conc")
+scale_4x4=$(scale 4 4 "$conc")
+scale_1x16=$(scale 1 16 "$conc")
+split=$((conc * workers / 16))
+[ "$split" -lt 1 ] && split=1
+split_ref=$(scale 1 "$workers" "$split")
+split_16x1=$(scale 16 1 "$split")
 
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 21 ] || { echo "suite: expected 21 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 24 ] || { echo "suite: expected 24 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 [ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
 	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
@@ -576,6 +590,8 @@ echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
 echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate; binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s"
 echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate, busy $(awk -v a="$web_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x (one run each)"
+r() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+echo "- scale, $scale_n jobs, every process with the 2-worker row's config: 16 x 1 $(r "$scale_16x1" "$scale_ref") x, 4 x 4 $(r "$scale_4x4" "$scale_ref") x, 1 x 16 $(r "$scale_1x16" "$scale_ref") x the $workers-worker rate ($scale_ref jobs/s); total concurrency held, $split each: 16 x 1 $(r "$split_16x1" "$split_ref") x $workers workers at $split each ($split_ref jobs/s, $(r "$split_ref" "$scale_ref") x at $conc)"
 echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate; busy: the fan-out and chain rows"
 echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate in jobs/s (each job two attempts)"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
