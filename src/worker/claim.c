@@ -485,19 +485,20 @@ send_claim(struct worker *w, struct claim *c)
 	}
 	from_positions(w, c, from);
 	c->limit_ms = c->head ? sweep_limit_ms(w) : 0;
-	struct queue_claim_req req = {.kinds = w->kinds,
-				      .nkinds = w->nkinds,
-				      .queues = queues,
-				      .limits = c->limits,
-				      .modes = modes,
-				      .nqueues = c->nq,
-				      .locked_by = w->locked_by,
-				      .lease_ms = cf->lease_ms,
-				      .from = from,
-				      .reap = c->head,
-				      .timeout_ms = c->limit_ms,
-				      .max_payload_bytes =
-					      cf->max_payload_bytes};
+	struct queue_claim_req req = {
+		.kinds = w->kinds,
+		.nkinds = w->nkinds,
+		.queues = queues,
+		.limits = c->limits,
+		.modes = modes,
+		.nqueues = c->nq,
+		.locked_by = w->locked_by,
+		.lease_ms = cf->lease_ms,
+		.from = from,
+		.reap = c->head,
+		.timeout_ms = c->limit_ms,
+		.max_payload_bytes = cf->max_payload_bytes,
+	};
 	c->sent_ms = util_now_ms();
 	w->cycle_inflight++;
 	queue_claim(w->db, &req, on_claim, c);
