@@ -32,6 +32,14 @@ backoff_full_jitter(int64_t base_ms, int64_t max_ms, int n, double rnd)
 	return (int64_t)((double)capped(base_ms, max_ms, n) * rnd);
 }
 
+int64_t
+backoff_limited_cost(int64_t took_ms, int64_t limit_ms, int stopped)
+{
+	if (stopped)
+		return limit_ms;
+	return took_ms <= limit_ms ? took_ms : -1;
+}
+
 double
 backoff_random(void)
 {

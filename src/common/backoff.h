@@ -1,5 +1,6 @@
 /*
- * backoff: retry delays, pure and unit-tested.
+ * backoff: retry delays, and the pace of statements that cost more as the
+ * server gets behind; pure and unit-tested.
  */
 #ifndef PGJOBD_BACKOFF_H
 #define PGJOBD_BACKOFF_H
@@ -17,6 +18,17 @@ int64_t backoff_job_delay(int64_t base_ms, int64_t max_ms, int attempt,
 
 /* Full jitter: a delay uniform in [0, min(max, base * 2^n)). */
 int64_t backoff_full_jitter(int64_t base_ms, int64_t max_ms, int n, double rnd);
+
+/*
+ * What a statement run under a time limit (statement_timeout) cost, for
+ * pacing the next one: its whole limit when the server stopped it
+ * (stopped), its round trip when that came within the limit, and -1 (not
+ * known) when the answer came later than the limit without a stop: the
+ * delay was the network's (a partition, a frozen proxy), and pacing by it
+ * would put the next one minutes away.  The worker's sweep and its read
+ * of the queue depths come 50 costs apart.
+ */
+int64_t backoff_limited_cost(int64_t took_ms, int64_t limit_ms, int stopped);
 
 /* A uniform double in [0, 1) from a per-process generator. */
 double backoff_random(void);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/backoff.h"
 #include "common/config.h"
 #include "common/stats.h"
 #include "common/util.h"
@@ -272,7 +273,7 @@ static void
 sweep_timed_out(struct worker *w, int64_t limit_ms)
 {
 	int64_t now = util_now_ms();
-	w->head_cost_ms = limit_ms;
+	w->head_cost_ms = limit_ms; /* backoff_limited_cost() of a stop */
 	w->want_claim = 1;
 	if (w->sweep_warned_ms && now - w->sweep_warned_ms < 600000)
 		return;
@@ -339,12 +340,12 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	int64_t took = util_now_ms() - c->sent_ms;
 	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
 		      took * 1000);
-	/* A round trip longer than the sweep's time limit was the network's
-	 * (a partition, a frozen proxy), not the server's: it would put the
-	 * next sweep, and the takeover of expired leases, minutes away (the
-	 * fault suite's freeze once waited 2 minutes for its last 2 jobs). */
-	if (c->head && took <= c->limit_ms)
-		w->head_cost_ms = took;
+	/* A sweep's round trip longer than its time limit was the network's,
+	 * not the server's (the fault suite's freeze once waited 2 minutes
+	 * for its last 2 jobs): its last cost stands. */
+	int64_t cost = backoff_limited_cost(took, c->limit_ms, 0);
+	if (c->head && cost >= 0)
+		w->head_cost_ms = cost;
 	else if (!c->head)
 		w->claim_avg_us += (took * 1000 - w->claim_avg_us) / 8;
 	int *got = xcalloc(c->nq + 1, sizeof(int));

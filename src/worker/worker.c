@@ -83,11 +83,14 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 	 * this worker's claims and ends behind it in the pipeline.  The
 	 * next waits 50 times as long as this one took, if that is more
 	 * than the timer's 5 s: the figures get older instead.  And it
-	 * stops after DEPTH_TIMEOUT_MS: the figures stay as they were. */
-	int64_t now = util_now_ms(), took = now - w->depth_sent_ms;
-	/* Longer than its time limit: the network's delay, not its cost. */
-	w->depth_next_ms = now + 49 * (took <= DEPTH_TIMEOUT_MS ? took : 0);
-	if (st->sqlstate && strcmp(st->sqlstate, "57014") == 0) {
+	 * stops after DEPTH_TIMEOUT_MS, which then counts as its cost
+	 * (backoff_limited_cost()): the figures stay as they were. */
+	int64_t now = util_now_ms();
+	int stopped = st->sqlstate && strcmp(st->sqlstate, "57014") == 0;
+	int64_t cost = backoff_limited_cost(now - w->depth_sent_ms,
+					    DEPTH_TIMEOUT_MS, stopped);
+	w->depth_next_ms = now + 49 * (cost > 0 ? cost : 0);
+	if (stopped) {
 		log_debug("reading queue depths took over %d ms: stopped",
 			  DEPTH_TIMEOUT_MS);
 		return;

@@ -1,4 +1,5 @@
-/* Unit tests for backoff: job retry delays and full jitter. */
+/* Unit tests for backoff: job retry delays, full jitter, and the cost
+ * that paces a statement under a time limit. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -53,6 +54,21 @@ test_random_range(void **state)
 	}
 }
 
+static void
+test_limited_cost(void **state)
+{
+	/* Within the limit: what it took. */
+	assert_int_equal(backoff_limited_cost(40, 1000, 0), 40);
+	assert_int_equal(backoff_limited_cost(1000, 1000, 0), 1000);
+	/* Stopped by the server: the whole limit, whatever the round trip
+	 * added (the depths read once paced a stop at 0 and ran again at
+	 * its next tick). */
+	assert_int_equal(backoff_limited_cost(5003, 5000, 1), 5000);
+	assert_int_equal(backoff_limited_cost(30, 5000, 1), 5000);
+	/* Late without a stop: the network's delay, not known. */
+	assert_int_equal(backoff_limited_cost(9000, 1000, 0), -1);
+}
+
 int
 main(void)
 {
@@ -61,6 +77,7 @@ main(void)
 		cmocka_unit_test(test_job_delay_never_over_max),
 		cmocka_unit_test(test_full_jitter),
 		cmocka_unit_test(test_random_range),
+		cmocka_unit_test(test_limited_cost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
