@@ -705,10 +705,9 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
 	dbev_prepare(d, "pgjob_claim_limited",
 		     /* Column 13, as pgjob_claim's: a claimed job's time
-		      * in the queue, by its primary key. */
-		     "select c.*, (select (extract(epoch from now() -"
-		     "  j.run_at) * 1000)::bigint from pgjob.jobs j"
-		     "  where j.id = c.c_id and c.c_t = 'c')"
+		      * in the queue, which the function gives in c_ra of
+		      * its 'c' rows (sql/018_claim_limited_wait.sql). */
+		     "select c.*, case when c.c_t = 'c' then c.c_ra end"
 		     " from pgjob.claim_limited($1, $2::int,"
 		     " $3::text[], $4, $5, $6::bigint, $7::bigint) c",
 		     7);

@@ -632,7 +632,9 @@ test_application_budget(void **state)
 		m = t_http_get(port, "/metrics");
 		if (m && strstr(m, "pgjobd_queue_tokens{queue=\"tr\"}") &&
 		    strstr(m, "pgjobd_queue_waiting{queue=\"sl\","
-			      "limit=\"concurrency\"} 1"))
+			      "limit=\"concurrency\"} 1") &&
+		    strstr(m, "pgjobd_job_queue_wait_seconds_count{queue="
+			      "\"tr\"} 1"))
 			break;
 		t_sleep_ms(100);
 	}
@@ -640,6 +642,12 @@ test_application_budget(void **state)
 	assert_non_null(strstr(m, "pgjobd_queue_waiting{queue=\"sl\","
 				  "limit=\"concurrency\"} 1"));
 	assert_non_null(strstr(m, "pgjobd_queue_paused{queue=\"sl\"} 0"));
+	/* The job's wait for its token, as the limited claim measured it:
+	 * 150 ms or more, one observation. */
+	assert_non_null(strstr(m, "pgjobd_job_queue_wait_seconds_bucket{queue="
+				  "\"tr\",le=\"0.1\"} 0"));
+	assert_non_null(strstr(m, "pgjobd_job_queue_wait_seconds_bucket{queue="
+				  "\"tr\",le=\"60\"} 1"));
 	free(m);
 	/* Errors: no such limit, bad arguments. */
 	char *e = t_expect_sqlstate(c, "55000",
@@ -791,6 +799,27 @@ test_claim_limited_sql(void **state)
 		  " where id = 301");
 	assert_claim(c, "p", 4, "301 w:concurrency");
 	t_assert_job(c, 301, "attempts || ' ' || lost_attempts", "2 1");
+	/* Each claimed job's time since its run_at, in c_ra of its 'c' row
+	 * (sql/018_claim_limited_wait.sql): in queue order (a global limit)
+	 * and key by key (fair). */
+	t_exec(c, "insert into pgjob.queues (name) values ('g')");
+	t_exec(c,
+	       "select pgjob.set_limits('g', '{\"global_concurrency\": 5}')");
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, run_at)"
+		  " overriding system value values"
+		  " (401, 'g', 'k', now() - interval '5 s'),"
+		  " (402, 'w', 'k', now() - interval '7 s')");
+	t_assert_value(c, "t",
+		       "select c_ra between 5000 and 65000 from"
+		       " pgjob.claim_limited('g', 4, '{k}', 'parallel', 'h',"
+		       " 60000, 1000) where c_t = 'c' and c_id = 401");
+	t_exec(c, "update pgjob.jobs set state = 'done' where queue = 'w'"
+		  " and state = 'running'");
+	t_assert_value(c, "t",
+		       "select bool_and(c_ra >= 0) and bool_or(c_id = 402 and"
+		       " c_ra between 7000 and 67000) from"
+		       " pgjob.claim_limited('w', 20, '{k}', 'parallel', 'h',"
+		       " 60000, 1000) where c_t = 'c'");
 	PQfinish(other);
 	PQfinish(c);
 	free(ci);
