@@ -33,7 +33,7 @@ enum {
 static const char LIST_SQL[] =
 	"select id, queue, kind, state, attempts, max_attempts, run_at,"
 	"  last_error, created_at, finished_at"
-	" from pgjob.jobs"
+	" from pgjob.all_jobs"
 	" where ($1::text is null or state = $1)"
 	"  and ($2::text is null or queue = $2)"
 	"  and ($3::text is null or kind = $3)"
@@ -345,8 +345,9 @@ cli_jobs_show(struct cli *cli, int argc, char **argv)
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
 	const char *p[] = {id};
-	struct db_rows *res = cli_exec(
-		conn, "show", "select * from pgjob.jobs where id = $1", 1, p);
+	struct db_rows *res =
+		cli_exec(conn, "show",
+			 "select * from pgjob.all_jobs where id = $1", 1, p);
 	if (!res)
 		return cli_abort(conn);
 	if (db_rows_count(res) == 0) {

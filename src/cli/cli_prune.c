@@ -81,6 +81,23 @@ delete_batches(struct db_conn *conn, const char *cutoff, long long *total)
 		}
 		*total += n;
 		if (n < PRUNE_BATCH)
+			break;
+	}
+	/* And the plain jobs done, in pgjob.jobs_done (sql/019_jobs_done.sql):
+	 * its rings all before the cutoff emptied, the rest deleted in
+	 * batches, until nothing is left before it. */
+	for (;;) {
+		char *err;
+		long long n = prune_done_now(conn, cutoff, PRUNE_BATCH, &err);
+		if (n < 0) {
+			cli_fail(CLI_EXIT_FAILED,
+				 "prune: %s (after pruning %lld jobs)", err,
+				 *total);
+			free(err);
+			return -1;
+		}
+		*total += n;
+		if (n == 0)
 			return 0;
 	}
 }

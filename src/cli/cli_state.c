@@ -31,9 +31,14 @@
 /* Column numbers of LOCK_SQL. */
 enum { S_STATE, S_ATTEMPTS, S_FAILED, S_UNIQUE_KEY };
 
+/* A plain job done is in pgjob.jobs_done (sql/019_jobs_done.sql), where
+ * nothing changes it: read, not locked, and refused as done. */
 static const char LOCK_SQL[] =
-	"select state, attempts, last_error is not null, unique_key"
-	" from pgjob.jobs where id = $1 for update";
+	"with j as (select state, attempts, last_error is not null, unique_key"
+	"  from pgjob.jobs where id = $1 for update)"
+	" select * from j union all"
+	" select state, attempts, last_error is not null, unique_key"
+	"  from pgjob.jobs_done where id = $1 and not exists (select 1 from j)";
 
 /*
  * The retry itself is jobctl_retry_sql (src/db/jobctl.c), which the web

@@ -39,15 +39,20 @@ enum { K_KIND, K_DONE, K_DEAD, K_RUNNING, K_DUE };
  * finished in the interval are left out. */
 static const char KINDS_SQL[] =
 	"select kind,"
-	"  count(*) filter (where state = 'done') as done,"
-	"  count(*) filter (where state = 'dead') as dead,"
-	"  count(*) filter (where state = 'running') as running,"
-	"  count(*) filter (where state = 'available') as due"
-	" from pgjob.jobs"
-	" where (state = 'available' and run_at <= now())"
-	"  or state = 'running'"
-	"  or (state in ('done', 'dead')"
-	"   and finished_at > now() - $1::bigint * interval '1 millisecond')"
+	"  coalesce(sum(n) filter (where state = 'done'), 0)::bigint as done,"
+	"  coalesce(sum(n) filter (where state = 'dead'), 0)::bigint as dead,"
+	"  coalesce(sum(n) filter (where state = 'running'), 0)::bigint as "
+	"running,"
+	"  coalesce(sum(n) filter (where state = 'available'), 0)::bigint as "
+	"due"
+	" from (select kind, state, 1::bigint as n from pgjob.jobs"
+	"  where (state = 'available' and run_at <= now())"
+	"   or state = 'running'"
+	"   or (state in ('done', 'dead')"
+	"    and finished_at > now() - $1::bigint * interval '1 millisecond')"
+	/* Plain jobs done: sql/019_jobs_done.sql. */
+	"  union all select kind, 'done', n from pgjob.done_since("
+	"   now() - $1::bigint * interval '1 millisecond')) x"
 	" group by kind order by kind";
 
 /* The state that the signal handler shares with the loop. */

@@ -22,6 +22,12 @@
  */
 extern const char jobctl_retry_pick_sql[];
 /*
+ * The jobs of $1 kept in pgjob.jobs_done (a plain job done:
+ * sql/019_jobs_done.sql) back in pgjob.jobs, as they are, done: what a
+ * retry of a done job runs first, in its transaction.  Returns no rows.
+ */
+extern const char jobctl_restore_done_sql[];
+/*
  * The jobs of $1 run again, attempts 0 (the caller has decided that they
  * may: jobctl_retry_pick_sql, or the CLI's checks of one job).  A job that
  * was cancelled while it waited for its parents goes back to waiting for

@@ -108,6 +108,35 @@ prune_jobs_now(struct db_conn *c, const char *cutoff, int batch, char **err)
 }
 
 int
+prune_done(struct dbev *d, int64_t retention_ms, prune_fn *cb, void *arg)
+{
+	char ms[24];
+	snprintf(ms, sizeof(ms), "%lld", (long long)retention_ms);
+	const char *p[] = {ms};
+	struct db_call call = DB_CALL(cb, arg);
+	return dbev_call(d,
+			 "select pgjob.prune_done(now() - $1::bigint"
+			 " * interval '1 millisecond')",
+			 0, 1, p, read_count, &call);
+}
+
+long long
+prune_done_now(struct db_conn *c, const char *cutoff, int batch, char **err)
+{
+	char b[16];
+	snprintf(b, sizeof(b), "%d", batch);
+	const char *p[] = {cutoff, b};
+	struct db_rows *r =
+		db_query(c, "select pgjob.prune_done($1::timestamptz, $2::int)",
+			 2, p, err);
+	if (!r)
+		return -1;
+	long long n = atoll(db_rows_value(r, 0, 0));
+	db_rows_free(r);
+	return n;
+}
+
+int
 prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg)
 {
 	char b[16];

@@ -23,6 +23,15 @@ int prune_jobs(struct dbev *d, int64_t retention_ms, int batch, prune_fn *cb,
  * returns how many were deleted, or -1 with *err set (caller frees). */
 long long prune_jobs_now(struct db_conn *c, const char *cutoff, int batch,
 			 char **err);
+/* The plain jobs done kept in pgjob.jobs_done (sql/019_jobs_done.sql):
+ * every ring of it whose jobs all finished more than retention_ms ago
+ * is emptied whole (truncated; no row is deleted one by one). */
+int prune_done(struct dbev *d, int64_t retention_ms, prune_fn *cb, void *arg);
+/* With a fixed cutoff, at once, as prune_jobs_now(): the rings all before
+ * it emptied, and up to batch rows before it deleted from each of the
+ * others.  Returns how many went, or -1 with *err set (caller frees). */
+long long prune_done_now(struct db_conn *c, const char *cutoff, int batch,
+			 char **err);
 /* One batch of expired request keys (docs/idempotency.md). */
 int prune_request_keys(struct dbev *d, int batch, prune_fn *cb, void *arg);
 /* The rows of workers without a heartbeat for a day, and the minutes of

@@ -21,35 +21,72 @@
 
 /*
  * The end of a batch: each row is written only where id, token and state
- * 'running' still match (compare-and-set on the lease).  With $8
- * (retention 0), a job that ends done is deleted there and then: no new
- * row version, no index entries, nothing for the pruning duty to do later;
- * but for a job with children (sql/011_workflows.sql), which is written
- * done so that its row trigger releases them, and pruned later.
+ * 'running' still match (compare-and-set on the lease).  A job that ends
+ * done is deleted there and then (fd): no new row version, no index
+ * entries in pgjob.jobs, nothing for the pruning duty to delete later.
+ * With $8 (retention 0) that is all; but for a job with children
+ * (sql/011_workflows.sql), which is written done so that its row trigger
+ * releases them, and pruned later.  With a retention, a plain job (done
+ * at its first claim, no workflow, batch, parent or child: MOVED) gets a
+ * copy of its row in pgjob.jobs_done (fm), in the ring of its end's period
+ * for the retention $13 (sql/019_jobs_done.sql); every other end is
+ * written in place (f), as before.  fd's and f's conditions are each
+ * other's complement for a done row: write them together.
  * $9, $10, $11: each attempt's figures (sql/012_attempt_usage.sql; the
- * deleted rows keep none).  $12: a failure's exit or HTTP status, NULL for
- * the rest (last_status, sql/013_attempts.sql).  locked_by is left as it
- * is: it names the worker of the job's last attempt.  An attempt that did
- * not end done gets its row of pgjob.attempts from the trigger of
- * sql/013_attempts.sql; a job deleted here takes its rows with it (fa),
- * in the statement of a worker with retention 0 only (pgjob_finish_delete):
- * elsewhere it would call a function at every finish to delete nothing.
+ * rows deleted at retention 0 keep none).  $12: a failure's exit or HTTP
+ * status, NULL for the rest (last_status, sql/013_attempts.sql).
+ * locked_by is left as it is: it names the worker of the job's last
+ * attempt.  An attempt that did not end done gets its row of
+ * pgjob.attempts from the trigger of sql/013_attempts.sql; a job deleted
+ * at retention 0 takes its rows with it (fa), in the statement of a worker
+ * with retention 0 only (pgjob_finish_delete): elsewhere it would call a
+ * function at every finish to delete nothing.  A moved job has none: it
+ * ended at its first attempt.
  * Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
  * trip but its own transaction: see send_cycle() in worker.c for why the
  * two are not one statement.
  */
+/* clang-format off */
+#define MOVED                                                                  \
+	"(j.children is not true and ($8 or (j.lease_token = 1"               \
+	" and j.parents_left is null and j.workflow_id is null"                \
+	" and j.batch_id is null)))"
+
 static const char finish_sql[] =
 	"with fd as ("
 	"  delete from pgjob.jobs j"
-	"  using unnest($1::bigint[], $2::bigint[], $3::text[])"
-	"   as r(id, token, state)"
-	"  where $8 and r.state = 'done' and j.id = r.id"
+	"  using unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
+	"   $5::text[], $7::bool[], $9::int[], $10::int[], $11::int[],"
+	"   $12::int[])"
+	"   as r(id, token, state, result, error, refund, wall_ms, cpu_ms,"
+	"   rss_kb, status)"
+	"  where r.state = 'done' and j.id = r.id"
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
-	"   and j.children is not true"
-	"  returning j.id, j.lease_token),";
+	"   and " MOVED
+	"  returning j.*, r.result as r_result, r.error as r_error,"
+	"   r.refund as r_refund, r.wall_ms as r_wall_ms,"
+	"   r.cpu_ms as r_cpu_ms, r.rss_kb as r_rss_kb, r.status as r_status),"
+	" fm as ("
+	"  insert into pgjob.jobs_done (id, queue, kind, payload, priority,"
+	"   run_at, state, attempts, max_attempts, locked_by, locked_until,"
+	"   lease_token, unique_key, ordering_key, last_error, result,"
+	"   created_at, finished_at, lost_attempts, limit_key, cost,"
+	"   attempted_at, children, parents_left, on_parent_failure,"
+	"   workflow_id, step, batch_id, last_wall_ms, last_cpu_ms,"
+	"   last_max_rss_kb, last_status, ring)"
+	"  select id, queue, kind, payload, priority, run_at, 'done',"
+	"   attempts - case when r_refund then 1 else 0 end, max_attempts,"
+	"   locked_by, null, lease_token, unique_key, ordering_key,"
+	"   coalesce(r_error, last_error), r_result::jsonb, created_at, now(),"
+	"   lost_attempts, limit_key, cost, attempted_at, children,"
+	"   parents_left, on_parent_failure, workflow_id, step, batch_id,"
+	"   r_wall_ms, r_cpu_ms, r_rss_kb, r_status,"
+	"   pgjob.done_ring(now(), $13::bigint)"
+	"  from fd where not $8),";
+/* clang-format on */
 
 /* With retention 0: the attempt history of the jobs deleted done, if they
  * can have any (sql/013_attempts.sql); the function is not called for a
@@ -83,7 +120,9 @@ static const char finish_tail_sql[] =
 	 * state test is not written j.state = 'running': the planner would
 	 * then prefer to read every running job from jobs_running_idx
 	 * (dead entries too) and hash-join them to the batch. */
-	"  where not ($8 and r.state = 'done' and j.children is not true)"
+	/* clang-format off */
+	"  where not (r.state = 'done' and " MOVED ")"
+	/* clang-format on */
 	"   and j.id = r.id"
 	"   and j.lease_token = r.token"
 	"   and coalesce(j.state, '') = 'running'"
@@ -297,7 +336,7 @@ figure_array(const int64_t *v, size_t n)
 
 int
 queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
-	     int delete_done, queue_finish_fn *cb, void *arg)
+	     int64_t retention_ms, queue_finish_fn *cb, void *arg)
 {
 	size_t n1 = nf + 1;
 	int64_t *ids = xcalloc(n1, sizeof(int64_t));
@@ -322,7 +361,8 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		fig[2 * n1 + i] = f[i].max_rss_kb;
 		fig[3 * n1 + i] = f[i].status;
 	}
-	enum { NP = 12 };
+	int delete_done = retention_ms == 0;
+	enum { NP = 13 };
 	char *a[NP];
 	a[0] = db_int_array(ids, nf);
 	a[1] = db_int_array(tokens, nf);
@@ -334,6 +374,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	a[7] = xstrdup(delete_done ? "t" : "f");
 	for (int k = 0; k < 4; k++)
 		a[8 + k] = figure_array(fig + (size_t)k * n1, nf);
+	a[12] = xasprintf("%lld", (long long)retention_ms);
 	const char *p[NP];
 	for (int i = 0; i < NP; i++)
 		p[i] = a[i];
@@ -697,8 +738,8 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 	char *finish_delete =
 		xasprintf("%s%s%s%s", finish_sql, finish_delete_sql,
 			  finish_tail_sql, finish_delete_end_sql);
-	dbev_prepare(d, "pgjob_finish", finish, 12);
-	dbev_prepare(d, "pgjob_finish_delete", finish_delete, 12);
+	dbev_prepare(d, "pgjob_finish", finish, 13);
+	dbev_prepare(d, "pgjob_finish_delete", finish_delete, 13);
 	free(finish);
 	free(finish_delete);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);

@@ -178,11 +178,12 @@ typedef void queue_finish_fn(void *arg, const struct db_status *st,
 
 /*
  * Writes the nf ends f in one statement, each only where id, token and state
- * 'running' still match.  With delete_done (retention 0), a job that ends
- * done is deleted, not kept.
+ * 'running' still match.  With retention_ms 0, a job that ends done is
+ * deleted, not kept; otherwise a plain one is moved to pgjob.jobs_done
+ * (sql/019_jobs_done.sql), the others written in place.
  */
 int queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
-		 int delete_done, queue_finish_fn *cb, void *arg);
+		 int64_t retention_ms, queue_finish_fn *cb, void *arg);
 int queue_id_in(const int64_t *sorted, size_t n, int64_t id);
 
 /* One job's renewal: whether (id, token) still held and was extended, and

@@ -173,7 +173,8 @@ api_parse_id(const char *s, char *buf, size_t len)
  * scheduled jobs (jobs_claim_idx), dead and waiting ones, each counted up
  * to COUNT_CAP + 1 at most, so that a backlog of millions costs what ten
  * thousand do; running jobs (as many as the workers' slots allow) and the
- * jobs that finished in the last minute (jobs_finished_idx) exactly.
+ * jobs that finished in the last minute exactly (jobs_finished_idx, and
+ * pgjob.done_since() for the plain jobs done, sql/019_jobs_done.sql).
  */
 #define SKIP_SCAN(name, st)                                                    \
 	" " name "(queue) as (select min(queue) from pgjob.jobs"               \
@@ -192,14 +193,20 @@ static const char QUEUES_SQL[] = "with recursive" SKIP_SCAN("qa", "available")
 		"waiting") " r as (select queue, count(*) as running from "
 			   "pgjob.jobs"
 			   "  where state = 'running' group by queue),"
-			   " f as (select queue,"
+			   " f as (select queue, sum(done) as done,"
+			   "   sum(failed) as failed from ("
+			   "  select queue,"
 			   "   count(*) filter (where state = 'done') as done,"
 			   "   count(*) filter (where state <> 'done') as "
 			   "failed"
 			   "  from pgjob.jobs where state in ('done', 'dead', "
 			   "'cancelled')"
 			   "   and finished_at > now() - interval '1 minute' "
-			   "group by queue),"
+			   "group by queue"
+			   /* Plain jobs done: sql/019_jobs_done.sql. */
+			   "  union all select queue, n, 0 from "
+			   "pgjob.done_since(now() - interval '1 minute')) x"
+			   " group by queue),"
 			   " n as (select queue from qa where queue is not null"
 			   "  union select queue from qd where queue is not "
 			   "null"

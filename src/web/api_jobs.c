@@ -183,7 +183,7 @@ indexed(const struct filter *f)
 static const char LIST_SQL[] =
 	"select id, queue, kind, state, attempts, max_attempts, priority,"
 	"  run_at, created_at, finished_at, left(last_error, 300) as last_error"
-	" from pgjob.jobs where" FILTER_WHERE
+	" from pgjob.all_jobs where" FILTER_WHERE
 	"  and ($10::bigint is null or id < $10::bigint)"
 	"  and ($11::bigint is null or id >= $11::bigint)"
 	" order by id desc limit $12::int";
@@ -242,7 +242,8 @@ read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
 	if (indexed(f))
 		return read_window(db, f, cursor, 0, n, a, last, out);
 	struct db_rows *res = api_query(
-		db, out, "select min(id), max(id) from pgjob.jobs", 0, NULL);
+		db, out, "select min(id), max(id) from pgjob.all_jobs", 0,
+		NULL);
 	if (!res)
 		return -1;
 	long long min = atoll(db_rows_text(res, 0, 0));
@@ -325,8 +326,8 @@ api_jobs_count(struct db_conn *db, const struct web_query *q,
 		return;
 	filter_params(&f, p);
 	struct db_rows *res = api_query(
-		db, out, "select count(*) from pgjob.jobs where" FILTER_WHERE,
-		9, p);
+		db, out,
+		"select count(*) from pgjob.all_jobs where" FILTER_WHERE, 9, p);
 	if (!res)
 		return;
 	cJSON *o = cJSON_CreateObject();
@@ -355,7 +356,7 @@ static const char ATTEMPTS_SQL[] =
 	"  case when state = 'done' then last_wall_ms end,"
 	"  case when state = 'done' then last_cpu_ms end,"
 	"  case when state = 'done' then last_max_rss_kb end"
-	" from pgjob.jobs where id = $1 and state in ('running', 'done')"
+	" from pgjob.all_jobs where id = $1 and state in ('running', 'done')"
 	"  and attempted_at is not null"
 	" order by 1, 2";
 
@@ -503,8 +504,8 @@ job_download(struct db_conn *db, const char *id, const char *what,
 	struct db_rows *res = api_query(
 		db, out,
 		strcmp(what, "payload") == 0
-			? "select payload from pgjob.jobs where id = $1"
-			: "select result from pgjob.jobs where id = $1",
+			? "select payload from pgjob.all_jobs where id = $1"
+			: "select result from pgjob.all_jobs where id = $1",
 		1, p);
 	if (!res)
 		return;
@@ -575,7 +576,7 @@ api_job_get(struct db_conn *db, const char *rest, struct web_response *out)
 	}
 	const char *p[] = {id};
 	struct db_rows *job = api_query(
-		db, out, "select * from pgjob.jobs where id = $1", 1, p);
+		db, out, "select * from pgjob.all_jobs where id = $1", 1, p);
 	if (!job)
 		return;
 	if (db_rows_count(job) == 0) {
@@ -609,16 +610,20 @@ static const char RETRY_STATES[] = "{dead,cancelled,available,done}";
 static const char CANCEL_STATES[] = "{waiting,available}";
 static const char DELETE_STATES[] = "{available,done,dead,cancelled}";
 
-/* A delete by hand; the attempts go with their jobs (sql/013_attempts.sql:
- * a has one row, and the join makes it run). */
+/* A delete by hand, from either table (a plain job done is in
+ * pgjob.jobs_done: sql/019_jobs_done.sql); the attempts go with their jobs
+ * (sql/013_attempts.sql: a has one row, and the join makes it run). */
 static const char DELETE_SQL[] =
 	"with d as (delete from pgjob.jobs"
 	"  where id = any($1::bigint[]) and state = any($2::text[])"
 	"   and workflow_id is null and batch_id is null"
 	"   and children is not true and parents_left is null"
 	"  returning id),"
+	" dd as (delete from pgjob.jobs_done"
+	"  where id = any($1::bigint[]) and state = any($2::text[])"
+	"  returning id),"
 	" a as (select pgjob.forget_attempts(array(select id from d)) as n)"
-	" select count(*) from d, a";
+	" select (select count(*) from d) + (select count(*) from dd) from a";
 
 /* Runs sql in the open transaction with $1 arg and $2 take, the states
  * the action takes (NULL for none); its rows, or NULL (out filled). */
@@ -648,6 +653,12 @@ act_batch(struct db_conn *db, const char *action, const char *ids,
 		db_rows_free(res);
 		res = step(db, out, "set local lock_timeout = '10s'", NULL,
 			   NULL);
+	}
+	if (res && strcmp(action, "retry") == 0) {
+		/* A done job kept in pgjob.jobs_done runs again from
+		 * pgjob.jobs: it goes back there first. */
+		db_rows_free(res);
+		res = step(db, out, jobctl_restore_done_sql, ids, NULL);
 	}
 	if (res && strcmp(action, "retry") == 0) {
 		db_rows_free(res);
@@ -722,7 +733,7 @@ ids_text(const cJSON *ids)
  * lowest. */
 static const char BATCH_SQL[] =
 	"select coalesce(array_agg(id), '{}'), count(*), min(id) from ("
-	"  select id from pgjob.jobs where" FILTER_WHERE
+	"  select id from pgjob.all_jobs where" FILTER_WHERE
 	"   and ($10::bigint is null or id < $10::bigint)"
 	"   and state = any($11::text[])"
 	"  order by id desc limit $12::int) s";

@@ -314,7 +314,8 @@ give_back(struct worker *w, struct queue_claimed *r)
 					     .max_rss_kb = -1,
 					     .status = -1};
 	w->cycle_inflight++;
-	queue_finish(w->db, f, (size_t)r->njobs, 0, on_given_back, w);
+	queue_finish(w->db, f, (size_t)r->njobs, w->cfg->retention_ms,
+		     on_given_back, w);
 	free(f);
 	for (int i = 0; i < r->njobs; i++)
 		job_free(r->jobs[i]);
@@ -539,7 +540,7 @@ send_ends(struct worker *w, struct ends *e)
 	for (size_t i = 0; i < e->n; i++)
 		f[i] = e->held[i]->fin;
 	w->cycle_inflight++;
-	queue_finish(w->db, f, e->n, w->cfg->retention_ms == 0, on_ends, e);
+	queue_finish(w->db, f, e->n, w->cfg->retention_ms, on_ends, e);
 	free(f);
 }
 

@@ -1,7 +1,8 @@
 /*
  * pruning: the holder of the pgjob:prune lease deletes, once a minute, a
- * batch of the finished jobs past retention, a batch of expired request
- * keys (docs/idempotency.md), the rows of workers gone for a day, and
+ * batch of the finished jobs past retention, the rings of pgjob.jobs_done
+ * whose jobs are all past it (sql/019_jobs_done.sql), a batch of expired
+ * request keys (docs/idempotency.md), the rows of workers gone for a day, and
  * the throughput minutes older than 2 hours (sql/014_console_state.sql).
  */
 #include "common/config.h"
@@ -43,6 +44,8 @@ on_lease(void *arg, const struct db_status *st, int64_t token)
 		return;
 	prune_jobs(d->db, d->cfg->retention_ms, PRUNE_BATCH, on_pruned,
 		   "finished jobs");
+	prune_done(d->db, d->cfg->retention_ms, on_pruned,
+		   "jobs done (whole rings of pgjob.jobs_done)");
 	prune_request_keys(d->db, PRUNE_BATCH, on_pruned,
 			   "expired request keys");
 	prune_workers(d->db);

@@ -35,7 +35,7 @@ YAML
 done
 for r in $(seq "$rounds"); do
 	for v in a b; do
-		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs cascade" \
+		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs, pgjob.jobs_done cascade" \
 			-c "insert into pgjob.jobs (kind) select 'noop' from generate_series(1, $n)" \
 			-c "vacuum analyze pgjob.jobs" -c "checkpoint"
 		w0=$(psql -X -A -t "${db[$v]}" -c "select pg_current_wal_lsn()")
@@ -44,7 +44,7 @@ for r in $(seq "$rounds"); do
 		until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state <> 'done'")" = 0 ]; do
 			sleep 0.1
 		done
-		span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.jobs")
+		span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs")
 		wal=$(psql -X -A -t "${db[$v]}" -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$w0')")
 		kill -TERM "$pid"
 		wait "$pid" || true

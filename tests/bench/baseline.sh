@@ -32,7 +32,7 @@ YAML
 
 run() {
 	local kind=$1
-	psql -X -q "$db" -c "truncate pgjob.jobs" \
+	psql -X -q "$db" -c "truncate pgjob.jobs, pgjob.jobs_done" \
 		-c "insert into pgjob.jobs (kind) select '$kind' from generate_series(1, $n)" \
 		-c "vacuum analyze pgjob.jobs" -c "checkpoint"
 	local xact0 t0 t1 xact1
@@ -45,7 +45,7 @@ run() {
 	done
 	t1=$(date +%s.%N)
 	# The rate between the first and the last finish: start-up excluded.
-	span=$(psql -X -A -t "$db" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.jobs")
+	span=$(psql -X -A -t "$db" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs")
 	xact1=$(psql -X -A -t "$db" -c "select xact_commit from pg_stat_database where datname = current_database()")
 	kill -TERM "$pid"; wait "$pid" || true
 	awk -v k="$kind" -v n="$n" -v w="$workers" -v t0="$t0" -v t1="$t1" -v sp="$span" -v x="$((xact1 - xact0))" 'BEGIN {

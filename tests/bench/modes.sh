@@ -28,7 +28,7 @@ queues: { q: { concurrency: 100, mode: $mode } }
 handlers:
   noop: { type: plugin, queue: q, library: "$build/pgjobd_example.so", symbol: pgjobd_example }
 YAML
-	psql -X -q "$db" -c "truncate pgjob.jobs" \
+	psql -X -q "$db" -c "truncate pgjob.jobs, pgjob.jobs_done" \
 		-c "insert into pgjob.jobs (kind, queue, ordering_key) select 'noop', 'q', $keyexpr from generate_series(1, $n) i" \
 		-c "vacuum analyze pgjob.jobs"
 	"$build/pgjobd" -c "$dir/$mode.yaml" -d "$db" 2>>"$dir/pgjobd.log" &
@@ -37,7 +37,7 @@ YAML
 		sleep 0.1
 	done
 	kill -TERM "$pid"; wait "$pid" || true
-	psql -X -A -t "$db" -c "select format('%-8s jobs=%s keys=%s workers=%s jobs/s=%s', '$mode', count(*), count(distinct ordering_key), $workers, round(count(*) / extract(epoch from max(finished_at) - min(finished_at)))) from pgjob.jobs"
+	psql -X -A -t "$db" -c "select format('%-8s jobs=%s keys=%s workers=%s jobs/s=%s', '$mode', count(*), count(distinct ordering_key), $workers, round(count(*) / extract(epoch from max(finished_at) - min(finished_at)))) from pgjob.all_jobs"
 }
 
 run parallel "null"

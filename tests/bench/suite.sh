@@ -232,7 +232,7 @@ limited() { # name limits
 	# The start rate by the claims' own clock (attempted_at), which the
 	# watcher's first sight of a running job can miss the start of.
 	local starts
-	starts=$(sql -c "select format('%s starts/s by attempted_at', round(count(*) / greatest(extract(epoch from max(attempted_at) - min(attempted_at)), 0.001))) from pgjob.jobs")
+	starts=$(sql -c "select format('%s starts/s by attempted_at', round(count(*) / greatest(extract(epoch from max(attempted_at) - min(attempted_at)), 0.001))) from pgjob.all_jobs")
 	sed -i "\$ s|\$|limited claim: $cost; $starts|" "$results"
 	echo "$r"
 }
@@ -308,7 +308,7 @@ sql -c "insert into pgjob.jobs (kind, payload) select 'noop', jsonb_build_object
 	-c "vacuum analyze pgjob.jobs" -c "checkpoint" >/dev/null
 read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
 row "every job fails its first attempt (attempt history written)" "$a" "$a" "$a" "$b" "$c" "$d" \
-	"$(sql -c "select format('%s attempts rows for %s jobs; %s attempts/s', (select count(*) from pgjob.attempts), count(*), $a * 2) from pgjob.jobs where state = 'done'")"
+	"$(sql -c "select format('%s attempts rows for %s jobs; %s attempts/s', (select count(*) from pgjob.attempts), count(*), $a * 2) from pgjob.all_jobs where state = 'done'")"
 hist_busy=$a
 
 # Workflows (docs/workflows.md): a fan-out and fan-in (one job, FAN
@@ -356,7 +356,7 @@ wf_fan=$(workflow "workflow: 1 job, $fan children after it, 1 job after them all
 		round(extract(epoch from min(c.attempted_at) - p.finished_at) * 1000, 2),
 		round(extract(epoch from max(c.attempted_at) - p.finished_at) * 1000, 2),
 		round(extract(epoch from s.attempted_at - max(c.finished_at)) * 1000, 2))
-	  from pgjob.jobs p, pgjob.jobs c, pgjob.jobs s
+	  from pgjob.all_jobs p, pgjob.all_jobs c, pgjob.all_jobs s
 	 where p.id = 1 and c.id between 2 and $fan + 1 and s.id = $fan + 2
 	 group by p.finished_at, s.attempted_at")
 wf_chain=$(workflow "workflow: a chain of $chain jobs, each after the one before" "$chain" \
@@ -370,8 +370,8 @@ wf_chain=$(workflow "workflow: a chain of $chain jobs, each after the one before
 		round(avg(x) * 1000, 2), round((percentile_cont(0.99) within group (order by x) * 1000)::numeric, 2),
 		round(max(x) * 1000, 2))
 	  from (select extract(epoch from c.attempted_at - p.finished_at) as x
-		  from pgjob.job_deps d join pgjob.jobs p on p.id = d.parent
-		  join pgjob.jobs c on c.id = d.child) h")
+		  from pgjob.job_deps d join pgjob.all_jobs p on p.id = d.parent
+		  join pgjob.all_jobs c on c.id = d.child) h")
 
 # exec against the plugin at the same, handler-sized concurrency.
 plug=$(runs=1 series "plugin, concurrency $exec_conc (reference for exec)" 7d "$workers" "$exec_conc" "$exec_n" noop)

@@ -125,7 +125,7 @@ for _ in $(seq 1 100); do
 done
 
 echo
-echo "web console, $jobs jobs ($(sql -c "select string_agg(state || ' ' || n, ', ' order by n desc) from (select state, count(*) n from pgjob.jobs group by state) s")), loaded in ${load}s; $runs calls per page"
+echo "web console, $jobs jobs ($(sql -c "select string_agg(state || ' ' || n, ', ' order by n desc) from (select state, count(*) n from pgjob.all_jobs group by state) s")), loaded in ${load}s; $runs calls per page"
 echo
 echo "| page | p50 ms | p95 ms | max ms | bytes |"
 echo "| --- | ---: | ---: | ---: | ---: |"

@@ -240,10 +240,10 @@ def main():
     # Three of their own and the workflow's step "check".
     log('waiting for the flaky jobs to die (max_attempts 2)')
     wait_for('flaky jobs dead', lambda: sql1(
-        "select count(*) from pgjob.jobs where kind = 'flaky'"
+        "select count(*) from pgjob.all_jobs where kind = 'flaky'"
         " and state = 'dead'") == '4')
     wait_for('hello jobs done', lambda: sql1(
-        "select count(*) from pgjob.jobs where kind = 'hello'"
+        "select count(*) from pgjob.all_jobs where kind = 'hello'"
         " and workflow_id is null and state <> 'done'") == '0')
 
     c = Console()
@@ -344,7 +344,7 @@ def steps(c, ids, flaky):
     open(MARKER, 'w').close()
     c.click('#job-actions button[data-action=retry]')
     wait_for('job %s done in the database' % job, lambda: sql1(
-        'select state from pgjob.jobs where id = :a1', job) == 'done')
+        'select state from pgjob.all_jobs where id = :a1', job) == 'done')
     wait_for('job %s done on the page' % job,
              lambda: 'done' in c.text('main h1'))
     log('job %s retried and done' % job)
@@ -357,7 +357,7 @@ def steps(c, ids, flaky):
     c.confirm('all 8 jobs')
     wait_for('the answer in the banner',
              lambda: '8 jobs cancelled' in c.text('#banner'))
-    assert sql1("select count(*) from pgjob.jobs where kind = 'later'"
+    assert sql1("select count(*) from pgjob.all_jobs where kind = 'later'"
                 " and state = 'cancelled'") == '8'
     log('bulk cancel: 8 of 8')
 
@@ -372,12 +372,12 @@ def steps(c, ids, flaky):
     # workers have claimed since the held job was due.
     after = sql1("select pgjob.enqueue('hello', '{}')")
     wait_for('the job after it done', lambda: sql1(
-        'select state from pgjob.jobs where id = :a1', after) == 'done')
-    assert sql1('select state || attempts from pgjob.jobs where id = :a1',
+        'select state from pgjob.all_jobs where id = :a1', after) == 'done')
+    assert sql1('select state || attempts from pgjob.all_jobs where id = :a1',
                 held) == 'available0', 'a job of a paused queue started'
     c.click('button[data-action=resume][data-queue=mail]')
     wait_for('the held job done after resume', lambda: sql1(
-        'select state from pgjob.jobs where id = :a1', held) == 'done')
+        'select state from pgjob.all_jobs where id = :a1', held) == 'done')
     log('pause held job %s while %s ran; resume ran it' % (held, after))
 
     # --- change a queue's limits, then reset them ---------------------------
@@ -433,7 +433,7 @@ def steps(c, ids, flaky):
         == 't')
     c.click('button[data-action=run][data-key="run-nightly-report"]')
     wait_for('a run of the schedule enqueued', lambda: sql1(
-        "select count(*) from pgjob.jobs"
+        "select count(*) from pgjob.all_jobs"
         " where unique_key like 'schedule:nightly-report:run:%'") == '1')
     log('schedule disabled, enabled and run through the page')
     c.go('tasks')
@@ -468,7 +468,7 @@ def steps(c, ids, flaky):
     c.click('#bulk button[data-action=retry-selected]')
     c.confirm('Retry 1 selected job?')
     wait_for('the retried dead job done', lambda: sql1(
-        'select state from pgjob.jobs where id = :a1', again) == 'done')
+        'select state from pgjob.all_jobs where id = :a1', again) == 'done')
     wait_for('it gone from the dead jobs', lambda: not c.css(
         '#jobs tr[data-id="%s"]' % again))
     log('dead job %s retried from the dead-letter view' % again)
@@ -509,7 +509,7 @@ def steps(c, ids, flaky):
     c.logout()
     c.login(*RO)
     assert c.text('#role') == 'read-only'
-    dead = sql1("select id from pgjob.jobs where state = 'dead'"
+    dead = sql1("select id from pgjob.all_jobs where state = 'dead'"
                 " order by id limit 1")
     for route, ready in (('jobs', '#jobs tbody tr[data-id]'),
                          ('job/' + dead, 'table.attempts'),
@@ -521,7 +521,7 @@ def steps(c, ids, flaky):
         acts = c.css('[data-action]')
         assert not acts, '%s: actions for a read-only user: %r' % (
             route, [a.text for a in acts])
-    before = sql('select id, state, attempts, run_at from pgjob.jobs'
+    before = sql('select id, state, attempts, run_at from pgjob.all_jobs'
                  ' order by id')
     paused = sql('select * from pgjob.queues order by 1')
     for path, body in (('/api/jobs/retry', {'ids': [int(dead)]}),
@@ -530,7 +530,7 @@ def steps(c, ids, flaky):
                        ('/api/schedules/run', {'name': 'nightly-report'})):
         status = c.forge(path, body)
         assert status == 403, '%s as read-only: %r' % (path, status)
-    assert sql('select id, state, attempts, run_at from pgjob.jobs'
+    assert sql('select id, state, attempts, run_at from pgjob.all_jobs'
                ' order by id') == before, 'the jobs changed'
     assert sql('select * from pgjob.queues order by 1') == paused
     log('read-only: no actions drawn, forged POSTs 403, nothing changed')

@@ -577,28 +577,28 @@ inst_config(int i, const char *ci)
 	snprintf(in->log, sizeof(in->log), "%s/i%d.log", S.dir, i);
 	const char *sh = t_src("tests/fault/ledger.sh");
 	char *text = NULL;
-	if (asprintf(
-		    &text,
-		    "database:\n  conninfo: \"%s\"\n"
-		    "workers: %d\n"
-		    "lease: %ds\n"
-		    "poll_interval: 250ms\n"
-		    "shutdown_timeout: 10s\n"
-		    "log: { level: info }\n"
-		    "defaults: { timeout: 60s, max_attempts: 1000, backoff: "
-		    "{ base: 100ms, max: 1s } }\n"
-		    "queues: { default: { concurrency: %d } }\n"
-		    "handlers:\n"
-		    "  sqlj: { type: sql, statement: \"insert into ledger_sql"
-		    " (job_id, token) select $2, j.lease_token from "
-		    "pgjob.jobs j, pg_sleep(0.1) where j.id = $2 and $1 is not "
-		    "null\" }\n"
-		    "  execj: { type: exec, command: [\"/bin/sh\", \"%s\", "
-		    "\"%s\", \"0.2\"] }\n"
-		    "  execslow: { type: exec, command: [\"/bin/sh\", \"%s\", "
-		    "\"%s\", \"%d\"] }\n",
-		    ci, S.nworkers, S.lease_s, S.concurrency, sh, S.ledger, sh,
-		    S.ledger, S.lease_s + 1) < 0)
+	if (asprintf(&text,
+		     "database:\n  conninfo: \"%s\"\n"
+		     "workers: %d\n"
+		     "lease: %ds\n"
+		     "poll_interval: 250ms\n"
+		     "shutdown_timeout: 10s\n"
+		     "log: { level: info }\n"
+		     "defaults: { timeout: 60s, max_attempts: 1000, backoff: "
+		     "{ base: 100ms, max: 1s } }\n"
+		     "queues: { default: { concurrency: %d } }\n"
+		     "handlers:\n"
+		     "  sqlj: { type: sql, statement: \"insert into ledger_sql"
+		     " (job_id, token) select $2, j.lease_token from "
+		     "pgjob.all_jobs j, pg_sleep(0.1) where j.id = $2 and $1 "
+		     "is not "
+		     "null\" }\n"
+		     "  execj: { type: exec, command: [\"/bin/sh\", \"%s\", "
+		     "\"%s\", \"0.2\"] }\n"
+		     "  execslow: { type: exec, command: [\"/bin/sh\", \"%s\", "
+		     "\"%s\", \"%d\"] }\n",
+		     ci, S.nworkers, S.lease_s, S.concurrency, sh, S.ledger, sh,
+		     S.ledger, S.lease_s + 1) < 0)
 		abort();
 	t_write_file(in->cfg, text);
 	free(text);
@@ -624,11 +624,12 @@ workers_of(int i, pid_t *out, int max)
 static void
 held_jobs(struct fault *f, const char *who, pid_t pid)
 {
-	PGresult *res = mq("select j.id, j.lease_token from pgjob.jobs j join "
-			   "pgjob.workers w on j.locked_by = w.host || ':' || "
-			   "w.slot where j.state = 'running' and w.%s = %d "
-			   "limit 64",
-			   who, (int)pid);
+	PGresult *res =
+		mq("select j.id, j.lease_token from pgjob.all_jobs j join "
+		   "pgjob.workers w on j.locked_by = w.host || ':' || "
+		   "w.slot where j.state = 'running' and w.%s = %d "
+		   "limit 64",
+		   who, (int)pid);
 	f->n = 0;
 	for (int r = 0; res && r < PQntuples(res) && r < 64; r++) {
 		f->ids[f->n] = atoll(PQgetvalue(res, r, 0));
@@ -678,7 +679,7 @@ check_recoveries(void)
 					f->ids[k], f->tokens[k]);
 			long long left = mlong(
 				"select count(*) from (values %s) v(id, tok) "
-				"join pgjob.jobs j on j.id = v.id where "
+				"join pgjob.all_jobs j on j.id = v.id where "
 				"j.state = 'running' and j.lease_token = v.tok",
 				list);
 			if (left == 0)
@@ -746,7 +747,7 @@ run(inject_fn inject)
 	int64_t limit = (S.long_form ? 3600 : 240) * 1000LL;
 	int64_t last_report = now_ms();
 	for (;;) {
-		long long d = mlong("select count(*) from pgjob.jobs where "
+		long long d = mlong("select count(*) from pgjob.all_jobs where "
 				    "state = 'done'");
 		if (d >= 0)
 			S.done = d;
@@ -897,7 +898,7 @@ static int duplicate_runs, overlaps, lost_jobs;
 static void
 check_exec_ledger(void)
 {
-	long long maxid = mlong_retry(30, "select max(id) from pgjob.jobs");
+	long long maxid = mlong_retry(30, "select max(id) from pgjob.all_jobs");
 	if (maxid <= 0) {
 		failure("cannot read the jobs back");
 		return;
@@ -905,8 +906,9 @@ check_exec_ledger(void)
 	/* final token of each exec job, 0 for others */
 	long long *final = calloc((size_t)maxid + 1, sizeof(long long));
 	int *lines = calloc((size_t)maxid + 1, sizeof(int));
-	PGresult *res = mq("select id, lease_token from pgjob.jobs where kind "
-			   "like 'exec%%'");
+	PGresult *res =
+		mq("select id, lease_token from pgjob.all_jobs where kind "
+		   "like 'exec%%'");
 	int nexec = res ? PQntuples(res) : 0;
 	for (int r = 0; r < nexec; r++) {
 		long long id = atoll(PQgetvalue(res, r, 0));
@@ -1007,8 +1009,9 @@ check_exec_ledger(void)
 static void
 check_db(void)
 {
-	long long total = mlong_retry(60, "select count(*) from pgjob.jobs");
-	long long done = mlong_retry(60, "select count(*) from pgjob.jobs "
+	long long total =
+		mlong_retry(60, "select count(*) from pgjob.all_jobs");
+	long long done = mlong_retry(60, "select count(*) from pgjob.all_jobs "
 					 "where state = 'done'");
 	if (total != S.njobs)
 		failure("%lld jobs in the table, %d enqueued", total, S.njobs);
@@ -1016,7 +1019,7 @@ check_db(void)
 	if (lost_jobs != 0) {
 		PGresult *res =
 			mq("select id, kind, state, attempts, lease_token, "
-			   "coalesce(last_error, '') from pgjob.jobs where "
+			   "coalesce(last_error, '') from pgjob.all_jobs where "
 			   "state <> 'done' order by id limit 10");
 		for (int r = 0; res && r < PQntuples(res); r++)
 			failure("job %s (%s) ended %s after %s attempts, "
@@ -1028,20 +1031,21 @@ check_db(void)
 	}
 	long long bad =
 		mlong("select count(*) from (select j.id, count(l.job_id) "
-		      "c from pgjob.jobs j left join ledger_sql l on "
+		      "c from pgjob.all_jobs j left join ledger_sql l on "
 		      "l.job_id = j.id where j.kind = 'sqlj' group by "
 		      "j.id) x where c <> 1");
 	if (bad != 0)
 		failure("sql ledger: %lld sql jobs without exactly one row",
 			bad);
-	long long stray = mlong("select count(*) from ledger_sql l join "
-				"pgjob.jobs j on j.id = l.job_id where j.kind "
-				"<> 'sqlj' or l.token <> j.lease_token");
+	long long stray =
+		mlong("select count(*) from ledger_sql l join "
+		      "pgjob.all_jobs j on j.id = l.job_id where j.kind "
+		      "<> 'sqlj' or l.token <> j.lease_token");
 	if (stray != 0)
 		failure("sql ledger: %lld rows not written by the job's final "
 			"claim",
 			stray);
-	long long running = mlong("select count(*) from pgjob.jobs where "
+	long long running = mlong("select count(*) from pgjob.all_jobs where "
 				  "state = 'running'");
 	if (running != 0)
 		failure("%lld jobs still running", running);
@@ -1320,11 +1324,12 @@ inject_sigstop(int64_t t)
 	if (stopped || stops >= stops_max || t < next_stop ||
 	    !fault_window_open())
 		return;
-	PGresult *res = mq("select w.pid from pgjob.workers w join pgjob.jobs "
-			   "j on j.locked_by = w.host || ':' || w.slot where "
-			   "j.state = 'running' and j.kind like 'exec%%' "
-			   "group by w.pid order by "
-			   "random() limit 1");
+	PGresult *res =
+		mq("select w.pid from pgjob.workers w join pgjob.all_jobs "
+		   "j on j.locked_by = w.host || ':' || w.slot where "
+		   "j.state = 'running' and j.kind like 'exec%%' "
+		   "group by w.pid order by "
+		   "random() limit 1");
 	pid_t v = res && PQntuples(res) ? atoi(PQgetvalue(res, 0, 0)) : 0;
 	PQclear(res);
 	if (v <= 0 || !t_alive(v))
@@ -1536,9 +1541,10 @@ inject_clock(int64_t t)
 {
 	/* Leases are measured from the database's now(): a lease set from
 	 * a host clock an hour off would show here. */
-	PGresult *res = mq("select coalesce(max(abs(extract(epoch from "
-			   "locked_until - now()))), 0) from pgjob.jobs where "
-			   "state = 'running'");
+	PGresult *res =
+		mq("select coalesce(max(abs(extract(epoch from "
+		   "locked_until - now()))), 0) from pgjob.all_jobs where "
+		   "state = 'running'");
 	if (res && PQntuples(res)) {
 		double v = atof(PQgetvalue(res, 0, 0));
 		if (v > max_lease_skew_s)
@@ -1672,7 +1678,7 @@ scenario_clock(void)
 		      "> 3000");
 	if (hb != 0)
 		failure("%lld worker rows carry a host time", hb);
-	long long fin = mlong("select count(*) from pgjob.jobs where "
+	long long fin = mlong("select count(*) from pgjob.all_jobs where "
 			      "finished_at > now() or finished_at < now() - "
 			      "interval '30 minutes'");
 	if (fin != 0)
@@ -1682,7 +1688,7 @@ scenario_clock(void)
 	if (max_lease_skew_s > 600)
 		failure("a lease ran %.0f s from the database's now()",
 			max_lease_skew_s);
-	long long takeovers = mlong("select count(*) from pgjob.jobs where "
+	long long takeovers = mlong("select count(*) from pgjob.all_jobs where "
 				    "lease_token > 1");
 	/* The SQL alone: every statement a pgjobd session sent, with its
 	 * parameters, from the server's log. */

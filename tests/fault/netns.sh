@@ -213,7 +213,7 @@ log: { level: info }
 defaults: { timeout: 60s, max_attempts: 1000, backoff: { base: 100ms, max: 1s } }
 queues: { default: { concurrency: 4 } }
 handlers:
-  sqlj: { type: sql, statement: "insert into ledger_sql (job_id, token, host) select \$2, j.lease_token, split_part(j.locked_by, ':', 1) from pgjob.jobs j where j.id = \$2 and \$1 is not null" }
+  sqlj: { type: sql, statement: "insert into ledger_sql (job_id, token, host) select \$2, j.lease_token, split_part(j.locked_by, ':', 1) from pgjob.all_jobs j where j.id = \$2 and \$1 is not null" }
   execj: { type: exec, command: ["/bin/sh", "$src/tests/fault/ledger.sh", "$dir/ledger.exec.$h", "0.2"] }
   execslow: { type: exec, command: ["/bin/sh", "$src/tests/fault/ledger.sh", "$dir/ledger.exec.$h", "$((lease_s + 1))"] }
   httpj: { type: http, url: "http://${ADDR[web]}:8080/hook", timeout: 10s }
@@ -253,7 +253,7 @@ max_lease=0
 sample_leases() {
 	local v
 	v=$(q -c "select coalesce(round(max(abs(extract(epoch from
-		locked_until - now())))::numeric, 1), 0) from pgjob.jobs
+		locked_until - now())))::numeric, 1), 0) from pgjob.all_jobs
 		where state = 'running'" 2>/dev/null) || return 0
 	max_lease=$(echo "$max_lease $v" | awk '{print ($2 > $1) ? $2 : $1}')
 }
@@ -268,7 +268,7 @@ enqueue() {
 	total=$((total + $1))
 }
 
-all_done="select count(*) = 0 from pgjob.jobs where state <> 'done'"
+all_done="select count(*) = 0 from pgjob.all_jobs where state <> 'done'"
 live_workers() {
 	echo "select count(*) = $1 from pgjob.workers where
 		heartbeat_at > now() - interval '$lease_s seconds'"
@@ -349,7 +349,7 @@ for round in $(seq 1 10); do
 		from generate_series(1, 12)" >/dev/null
 	total=$((total + 12))
 	end=$(($(date +%s) + 5))
-	while [ "$(qr "select count(*) > 0 from pgjob.jobs where state = 'running'
+	while [ "$(qr "select count(*) > 0 from pgjob.all_jobs where state = 'running'
 		and kind = 'execslow' and locked_by like '$cut_host:%'")" != t ]; do
 		[ "$(date +%s)" -lt "$end" ] || continue 2
 		sleep 0.1
@@ -358,9 +358,9 @@ for round in $(seq 1 10); do
 done
 enqueue "$njobs"
 wait_for 60 "$cut_host to hold a slow job" \
-	"select count(*) > 0 from pgjob.jobs where state = 'running'
+	"select count(*) > 0 from pgjob.all_jobs where state = 'running'
 	and kind = 'execslow' and locked_by like '$cut_host:%'"
-q -c "create table cut_held as select id, kind, lease_token from pgjob.jobs
+q -c "create table cut_held as select id, kind, lease_token from pgjob.all_jobs
 	where state = 'running' and locked_by like '$cut_host:%'"
 ip -n "${NS[sw]}" link set "v$cut_host" down
 cut_at=$(date +%s%N)
@@ -370,7 +370,7 @@ h2logs=("$dir/i2.log" "$dir/i3.log")
 count_h2() { cat "${h2logs[@]}" | grep -c -- "$1" || true; }
 lost_before=$(count_h2 "lease lost")
 wait_for 60 "$cut_host's jobs to be taken over" \
-	"select count(*) = 0 from cut_held c join pgjob.jobs j using (id)
+	"select count(*) = 0 from cut_held c join pgjob.all_jobs j using (id)
 	where j.state = 'running' and j.lease_token = c.lease_token"
 takeover_ms=$((($(date +%s%N) - cut_at) / 1000000))
 wait_for 60 "$cut_host's task partitions to move" \
@@ -395,7 +395,7 @@ wait_for 120 "$cut_host to hold task partitions again" \
 	"select count(*) > 0 from pgjob.leases where name like 'task:part:%'
 	and expires_at > now() and holder like '$cut_host/%'"
 wait_for 180 "the cut phase's jobs done" "$all_done"
-taken_over=$(qr "select count(*) from cut_held c join pgjob.jobs j using (id)
+taken_over=$(qr "select count(*) from cut_held c join pgjob.all_jobs j using (id)
 	where j.lease_token > c.lease_token")
 refused=$(($(count_h2 "lease lost") - lost_before))
 stopped_tasks=$(count_h2 'stopped (lease lost)')
@@ -423,21 +423,21 @@ done
 enqueue "$njobs"
 third=$((total - njobs / 2))
 wait_for 120 "half of the third batch" \
-	"select count(*) >= $third from pgjob.jobs where state = 'done'"
+	"select count(*) >= $third from pgjob.all_jobs where state = 'done'"
 note "failover: crash n1, promote n2"
 fo_at=$(date +%s%N)
 ip netns exec "${NS[db]}" bash "$src/tests/fault/cluster.sh" crash "$cdir" n1
 ip netns exec "${NS[db]}" bash "$src/tests/fault/cluster.sh" promote "$cdir" n2
 promoted=$(qr "select now()")
 wait_for 120 "a job ended on the new primary" \
-	"select count(*) > 0 from pgjob.jobs where finished_at > '$promoted'"
+	"select count(*) > 0 from pgjob.all_jobs where finished_at > '$promoted'"
 fo_ms=$((($(date +%s%N) - fo_at) / 1000000))
 wait_for 180 "the third batch done" "$all_done"
 [ "$(qr "select pg_is_in_recovery()")" = f ] || fail "the test's connection is not on a primary"
 
 # A schedule tick: ticks are whole minutes, so wait for one at most.
 wait_for 90 "a tick of schedule 'tick'" \
-	"select count(*) > 0 from pgjob.jobs where unique_key like 'schedule:tick:%'"
+	"select count(*) > 0 from pgjob.all_jobs where unique_key like 'schedule:tick:%'"
 wait_for 60 "the tick's job done" "$all_done"
 wait_for 60 "all workers live again" "$(live_workers $((ninst * workers)))"
 
@@ -445,46 +445,46 @@ wait_for 60 "all workers live again" "$(live_workers $((ninst * workers)))"
 # 4. The checks.
 
 load_ledgers
-ticks=$(qr "select count(*) || '/' || count(distinct unique_key) from pgjob.jobs
+ticks=$(qr "select count(*) || '/' || count(distinct unique_key) from pgjob.all_jobs
 	where unique_key like 'schedule:tick:%'")
 case $ticks in
 */0 | 0/*) fail "no tick enqueued" ;;
 esac
 [ "${ticks%/*}" = "${ticks#*/}" ] || fail "ticks (jobs/distinct) $ticks: a tick enqueued twice"
-n_jobs=$(qr "select count(*) from pgjob.jobs where unique_key is null")
+n_jobs=$(qr "select count(*) from pgjob.all_jobs where unique_key is null")
 [ "$n_jobs" -eq "$total" ] || fail "$n_jobs jobs in the table, $total enqueued"
-lost=$(qr "select count(*) from pgjob.jobs where state <> 'done'")
+lost=$(qr "select count(*) from pgjob.all_jobs where state <> 'done'")
 [ "$lost" -eq 0 ] || fail "$lost jobs not done: $(qr "select string_agg(id || ' ' || kind
 	|| ' ' || state || ' ' || coalesce(last_error, ''), '; ') from
-	(select * from pgjob.jobs where state <> 'done' order by id limit 5) x")"
-bad=$(qr "select count(*) from pgjob.jobs j where kind = 'sqlj' and
+	(select * from pgjob.all_jobs where state <> 'done' order by id limit 5) x")"
+bad=$(qr "select count(*) from pgjob.all_jobs j where kind = 'sqlj' and
 	(select count(*) from ledger_sql l where l.job_id = j.id
 	and l.token = j.lease_token) <> 1
 	or (select count(*) from ledger_sql l where l.job_id = j.id) <> 1
 	and kind = 'sqlj'")
 [ "$bad" -eq 0 ] || fail "sql ledger: $bad sql jobs without exactly one row, under the final token"
-bad=$(qr "select count(*) from pgjob.jobs j where kind in ('execj', 'execslow')
+bad=$(qr "select count(*) from pgjob.all_jobs j where kind in ('execj', 'execslow')
 	and not exists (select from ledger_exec l where l.job_id = j.id
 	and l.token = j.lease_token)")
 [ "$bad" -eq 0 ] || fail "exec ledger: $bad exec jobs without a line of their final run"
 bad=$(qr "select count(*) from (select job_id, token from ledger_exec
 	group by 1, 2 having count(*) > 1) x")
 [ "$bad" -eq 0 ] || fail "exec ledger: $bad tokens with two runs"
-bad=$(qr "select count(*) from ledger_exec l join pgjob.jobs j on j.id = l.job_id
+bad=$(qr "select count(*) from ledger_exec l join pgjob.all_jobs j on j.id = l.job_id
 	where l.token > j.lease_token")
 [ "$bad" -eq 0 ] || fail "exec ledger: $bad lines with a token above the job's final one"
-bad=$(qr "select count(*) from pgjob.jobs j where kind = 'httpj' and not exists
+bad=$(qr "select count(*) from pgjob.all_jobs j where kind = 'httpj' and not exists
 	(select from ledger_http l where l.job_id = j.id)")
 [ "$bad" -eq 0 ] || fail "http ledger: $bad http jobs never received"
 
 # A second run of a job is allowed only where the first one lost its lease:
 # on the cut host, or where its worker's log says so for that job.
-dup_exec=$(qr "select count(*) from ledger_exec l join pgjob.jobs j on
+dup_exec=$(qr "select count(*) from ledger_exec l join pgjob.all_jobs j on
 	j.id = l.job_id where l.token < j.lease_token")
 dup_http=$(qr "select coalesce(sum(n - 1), 0) from (select job_id, count(*) n
 	from ledger_http group by 1) x")
 suspects=$(qr "select distinct l.job_id || ' ' || l.host from ledger_exec l
-	join pgjob.jobs j on j.id = l.job_id where l.token < j.lease_token
+	join pgjob.all_jobs j on j.id = l.job_id where l.token < j.lease_token
 	and l.host <> '$cut_host'
 	union select distinct job_id || ' ' || addr from ledger_http
 	where job_id in (select job_id from ledger_http group by 1
@@ -508,7 +508,7 @@ offsets="$(off 0),$(off 2),$(off 4)"
 bad=$(qr "select count(*) from pgjob.workers where abs(extract(epoch from
 	heartbeat_at - now())) > 600 or abs(extract(epoch from started_at - now())) > 3000")
 [ "$bad" -eq 0 ] || fail "$bad worker rows carry a host's time"
-bad=$(qr "select count(*) from pgjob.jobs where finished_at > now()
+bad=$(qr "select count(*) from pgjob.all_jobs where finished_at > now()
 	or finished_at < now() - interval '30 minutes'")
 [ "$bad" -eq 0 ] || fail "$bad jobs carry a finish time off the database's clock"
 awk -v m="$max_lease" -v l="$lease_s" 'BEGIN { exit !(m <= l + 1) }' ||

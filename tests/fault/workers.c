@@ -457,16 +457,17 @@ test_workers200(void **state)
 	PGconn *c = t_connect(ci);
 
 	char body[1024];
-	snprintf(body, sizeof(body),
-		 "workers: %d\n"
-		 "max_slots: %d\n"
-		 "queues: { default: { concurrency: 1 } }\n"
-		 "handlers:\n"
-		 "  scale: { type: sql, statement: \"insert into ledger "
-		 "(job_id, worker, backend) select $2, j.locked_by, "
-		 "pg_backend_pid() from pgjob.jobs j where j.id = $2 and $1 "
-		 "is not null\" }\n",
-		 NWORKERS, ALL_WORKERS);
+	snprintf(
+		body, sizeof(body),
+		"workers: %d\n"
+		"max_slots: %d\n"
+		"queues: { default: { concurrency: 1 } }\n"
+		"handlers:\n"
+		"  scale: { type: sql, statement: \"insert into ledger "
+		"(job_id, worker, backend) select $2, j.locked_by, "
+		"pg_backend_pid() from pgjob.all_jobs j where j.id = $2 and $1 "
+		"is not null\" }\n",
+		NWORKERS, ALL_WORKERS);
 	const char *cfg = t_config("scale", ci, body);
 	pid_t sup[NINST];
 	int64_t t0 = now_ms();

@@ -108,12 +108,12 @@ test_fail_twice(void **state)
 		       "  and a.finished_at <= j.attempted_at"
 		       "  and a.wall_ms >= 0 and a.cpu_ms >= 0"
 		       "  and a.max_rss_kb > 0) and count(*) = 2"
-		       " from pgjob.attempts a join pgjob.jobs j on j.id = "
+		       " from pgjob.attempts a join pgjob.all_jobs j on j.id = "
 		       "a.job_id where j.id = %lld",
 		       id);
 	t_assert_value(c, "t",
 		       "select locked_by ~ ':1$' and last_status is null"
-		       " from pgjob.jobs where id = %lld",
+		       " from pgjob.all_jobs where id = %lld",
 		       id);
 	char *worker = t_job(c, id, "locked_by");
 
@@ -400,7 +400,7 @@ test_cancel_and_prune(void **state)
 		       " from pgjob.attempts");
 	t_assert_value(c, "2,3",
 		       "select string_agg(id::text, ',' order by id)"
-		       " from pgjob.jobs");
+		       " from pgjob.all_jobs");
 	/* A delete by hand, with pgjob.forget_attempts() in the same
 	 * statement, by a role that has no right on pgjob.attempts (the
 	 * function runs with its owner's); and the function leaves the rows of
@@ -450,12 +450,12 @@ test_retention_zero(void **state)
 		     "select count(*) = 1 from pgjob.attempts"
 		     " where job_id = %lld",
 		     id);
-	t_wait_until(c, 60, "select not exists (select 1 from pgjob.jobs)");
+	t_wait_until(c, 60, "select not exists (select 1 from pgjob.all_jobs)");
 	t_assert_value(c, "0", "select count(*) from pgjob.attempts");
 	/* A job done at its first claim had none to delete. */
 	long long fine = t_long(c, "select pgjob.enqueue('fine')");
 	t_wait_until(c, 60,
-		     "select not exists (select 1 from pgjob.jobs"
+		     "select not exists (select 1 from pgjob.all_jobs"
 		     " where id = %lld)",
 		     fine);
 	t_assert_value(c, "0", "select count(*) from pgjob.attempts");

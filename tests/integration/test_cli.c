@@ -693,7 +693,7 @@ test_retry_dead(void **state)
 
 	const char *a[] = {"retry", "--dead", "--kind", "a", NULL};
 	expect(a, 0, "retried 2 dead jobs of kind a\n", "");
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where"
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where"
 				   " kind = 'a' and state = 'available'"
 				   " and attempts = 0"),
 			 2);
@@ -713,7 +713,7 @@ test_retry_dead(void **state)
 		       "3:available,4:done,5:dead,6:available,7:dead,"
 		       "8:running",
 		       "select string_agg(id || ':' || state, ',' order by id) "
-		       "from pgjob.jobs where id >= 3");
+		       "from pgjob.all_jobs where id >= 3");
 	PQfinish(c);
 }
 
@@ -756,7 +756,7 @@ test_cancel(void **state)
 	expect(c9, 1, "", "pgjob: no job 9\n");
 	t_assert_value(c, "cancelled,cancelled,done,dead,cancelled",
 		       "select string_agg(state, ',' order by id) from "
-		       "pgjob.jobs");
+		       "pgjob.all_jobs");
 	PQfinish(c);
 }
 
@@ -783,7 +783,7 @@ test_prune(void **state)
 	t_run_free(&r);
 	t_assert_value(c, "4,5,6,7,8",
 		       "select string_agg(id::text, ',' order by id) from "
-		       "pgjob.jobs");
+		       "pgjob.all_jobs");
 
 	const char *h[] = {"prune", "--older-than", "12h", NULL};
 	pgjob_ok(&r, h);
@@ -791,7 +791,7 @@ test_prune(void **state)
 	t_run_free(&r);
 	t_assert_value(c, "6,7,8",
 		       "select string_agg(id::text, ',' order by id) from "
-		       "pgjob.jobs");
+		       "pgjob.all_jobs");
 
 	/* More than one batch of 10,000. */
 	t_exec(c, "insert into pgjob.jobs (kind, state, finished_at)"
@@ -803,7 +803,7 @@ test_prune(void **state)
 	pgjob_ok(&r, def);
 	assert_non_null(strstr(r.out, "pruned 0 jobs finished before "));
 	t_run_free(&r);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 3);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"), 3);
 	PQfinish(c);
 }
 
@@ -822,7 +822,7 @@ test_prune_retention(void **state)
 	assert_int_equal(r.status, 0);
 	assert_non_null(strstr(r.out, "pruned 1 job finished before "));
 	t_run_free(&r);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 1);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"), 1);
 	PQfinish(c);
 }
 
@@ -1267,7 +1267,7 @@ test_json_state(void **state)
 	assert_string_equal(str(j, "kind"), "charge");
 	char *ids = cJSON_PrintUnformatted(item(j, "ids"));
 	char *want = t_value(c, "select json_agg(id order by id)::text"
-				" from pgjob.jobs where kind = 'charge'"
+				" from pgjob.all_jobs where kind = 'charge'"
 				" and state = 'available'");
 	assert_string_equal(ids, "[1,2]");
 	assert_string_equal(want, "[1, 2]");
@@ -1310,18 +1310,18 @@ test_json_enqueue_prune(void **state)
 	long long id = lnum(j, "id");
 	assert_true(cJSON_IsFalse(item(j, "existing")));
 	cJSON_Delete(j);
-	assert_int_equal(t_long(c, "select id from pgjob.jobs"
+	assert_int_equal(t_long(c, "select id from pgjob.all_jobs"
 				   " where unique_key = 'k1'"),
 			 id);
 	j = pgjob_json(first);
 	assert_int_equal(lnum(j, "id"), id);
 	assert_true(cJSON_IsTrue(item(j, "existing")));
 	cJSON_Delete(j);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 1);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"), 1);
 	const char *plain[] = {"enqueue", "mail", NULL};
 	j = pgjob_json(plain);
 	assert_true(cJSON_IsFalse(item(j, "existing")));
-	assert_int_equal(t_long(c, "select max(id) from pgjob.jobs"),
+	assert_int_equal(t_long(c, "select max(id) from pgjob.all_jobs"),
 			 lnum(j, "id"));
 	assert_true(lnum(j, "id") != id);
 	cJSON_Delete(j);
@@ -1339,7 +1339,7 @@ test_json_enqueue_prune(void **state)
 	assert_non_null(strstr(str(j, "finished_before"), "+00:00"));
 	free(day);
 	cJSON_Delete(j);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"
 				   " where kind = 'k'"),
 			 1);
 	PQfinish(c);
@@ -1367,7 +1367,7 @@ test_json_enqueue_role(void **state)
 	t_pgjobv(&r, ce, plain);
 	cJSON *j = json_of(&r, "enqueue");
 	assert_true(cJSON_IsFalse(item(j, "existing")));
-	assert_int_equal(t_long(c, "select max(id) from pgjob.jobs"),
+	assert_int_equal(t_long(c, "select max(id) from pgjob.all_jobs"),
 			 lnum(j, "id"));
 	cJSON_Delete(j);
 	const char *keyed[] = {"enqueue", "mail",   "{}", "--unique-key",
@@ -1375,11 +1375,11 @@ test_json_enqueue_role(void **state)
 	t_pgjobv(&r, ce, keyed);
 	j = json_of(&r, "enqueue");
 	assert_true(cJSON_IsNull(item(j, "existing")));
-	assert_int_equal(t_long(c, "select id from pgjob.jobs"
+	assert_int_equal(t_long(c, "select id from pgjob.all_jobs"
 				   " where unique_key = 'r1'"),
 			 lnum(j, "id"));
 	cJSON_Delete(j);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 2);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"), 2);
 
 	/* workflow submit --json reads the steps' jobs, which this role may
 	 * not: the command fails, and leaves no workflow behind. */
@@ -1393,7 +1393,7 @@ test_json_enqueue_role(void **state)
 	assert_int_equal(r.status, 1);
 	assert_non_null(strstr(r.err, "permission denied"));
 	t_run_free(&r);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 2);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"), 2);
 	assert_int_equal(t_long(c, "select count(*) from pgjob.workflows"),
 			 workflows);
 
@@ -1576,7 +1576,7 @@ test_json_workflow(void **state)
 	const cJSON *steps = item(j, "steps"), *s;
 	assert_int_equal(cJSON_GetArraySize(steps),
 			 t_long(c,
-				"select count(*) from pgjob.jobs"
+				"select count(*) from pgjob.all_jobs"
 				" where workflow_id = %lld",
 				wf));
 	cJSON_ArrayForEach(s, steps)
@@ -1585,7 +1585,7 @@ test_json_workflow(void **state)
 		assert_string_equal(step, str(s, "step"));
 		free(step);
 		assert_int_equal(t_long(c,
-					"select workflow_id from pgjob.jobs"
+					"select workflow_id from pgjob.all_jobs"
 					" where id = %lld",
 					lnum(s, "id")),
 				 wf);
@@ -1599,7 +1599,7 @@ test_json_workflow(void **state)
 	assert_int_equal(lnum(j, "id"), wf);
 	assert_int_equal(lnum(j, "cancelled"),
 			 t_long(c,
-				"select count(*) from pgjob.jobs where"
+				"select count(*) from pgjob.all_jobs where"
 				" workflow_id = %lld and state = 'cancelled'",
 				wf));
 	assert_true(lnum(j, "cancelled") > 0);

@@ -245,7 +245,7 @@ test_schedule_disable_enable(void **state)
 		     "select last_tick >= date_trunc('minute', now())"
 		     " - interval '1 minute' from pgjob.schedules"
 		     " where name = 'minutely'");
-	t_assert_value(c, "0", "select count(*) from pgjob.jobs");
+	t_assert_value(c, "0", "select count(*) from pgjob.all_jobs");
 
 	struct t_run r;
 	t_pgjob(&r, ci, "schedules", "--json", NULL);
@@ -272,15 +272,16 @@ test_schedule_disable_enable(void **state)
 	/* The next tick comes within a minute, and is enqueued; the skipped
 	 * ones are not. */
 	t_wait_until(c, 90,
-		     "select count(*) >= 1 from pgjob.jobs"
+		     "select count(*) >= 1 from pgjob.all_jobs"
 		     " where payload->>'from' = 'minutely'");
 	t_sleep_ms(2000);
-	t_assert_value(c, "0",
-		       "select count(*) from pgjob.jobs where run_at <= '%s'",
-		       skipped);
+	t_assert_value(
+		c, "0",
+		"select count(*) from pgjob.all_jobs where run_at <= '%s'",
+		skipped);
 	t_assert_value(c, "0",
 		       "select count(*) - count(distinct unique_key)"
-		       " from pgjob.jobs");
+		       " from pgjob.all_jobs");
 	free(skipped);
 
 	t_pgjob(&r, ci, "schedules", NULL);
@@ -299,7 +300,7 @@ static const char runs_sql[] =
 	" payload->'pgjob'->>'schedule',"
 	" unique_key = 'schedule:yearly:run:' ||"
 	"  (payload->'pgjob'->>'run_requested_at')), ', ' order by id)"
-	" from pgjob.jobs";
+	" from pgjob.all_jobs";
 
 /*
  * Run now, with two instances (four workers) that may each hold the
@@ -334,7 +335,7 @@ test_schedule_run_once(void **state)
 	cJSON_Delete(j);
 	t_run_free(&r);
 	t_wait_until(c, 30,
-		     "select count(*) = 1 from pgjob.jobs where state = "
+		     "select count(*) = 1 from pgjob.all_jobs where state = "
 		     "'done'");
 	t_wait_until(c, 10,
 		     "select run_requested_at is null from pgjob.schedules"
@@ -353,13 +354,13 @@ test_schedule_run_once(void **state)
 	assert_non_null(strstr(r.out, "schedule yearly: run asked for at"));
 	t_run_free(&r);
 	t_wait_until(c, 30,
-		     "select count(*) = 2 from pgjob.jobs where state = "
+		     "select count(*) = 2 from pgjob.all_jobs where state = "
 		     "'done'");
 	t_sleep_ms(3000);
 	t_assert_value(c, "done yearly yearly t, done yearly yearly t",
 		       runs_sql);
 	assert_int_equal(t_long(c, "select count(distinct unique_key)"
-				   " from pgjob.jobs"),
+				   " from pgjob.all_jobs"),
 			 2);
 	t_stop_clean(p[0]);
 	t_stop_clean(p[1]);

@@ -41,14 +41,15 @@ test_two_instances_ledger(void **state)
 	t_daemons(cfg, 2, "ledger", p);
 	t_wait_done(c, 4000, 240);
 	assert_int_equal(t_long(c, "select count(*) from ledger"), 2000);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs j join "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs j join "
 				   "ledger l on l.job_id = j.id"),
 			 2000);
 	/* Both instances took part, and no attempt was repeated. */
 	assert_true(t_log_count("ledger0", "kind=ledger") > 0);
 	assert_true(t_log_count("ledger1", "kind=ledger") > 0);
-	assert_int_equal(t_long(c, "select max(attempts) from pgjob.jobs"), 1);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select max(attempts) from pgjob.all_jobs"),
+			 1);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "result->>'ok' = 'true'"),
 			 2000);
 	t_stop_clean(p[0]);
@@ -126,24 +127,25 @@ test_retries_and_exit_codes(void **state)
 	t_assert_job_has(c, d, "attempts || '|' || last_error",
 			 "1|exit status 65", "bad data");
 	/* exit 75 with retry_in: back to available, due in 10 minutes. */
-	t_wait_until(c, 30,
-		     "select attempts = 1 and state = 'available' and run_at > "
-		     "now() + interval '9 minutes' from pgjob.jobs where id = "
-		     "%lld",
-		     r);
+	t_wait_until(
+		c, 30,
+		"select attempts = 1 and state = 'available' and run_at > "
+		"now() + interval '9 minutes' from pgjob.all_jobs where id = "
+		"%lld",
+		r);
 	/* exit 3: retried after 2s, then 4s (less up to 25 % jitter: the
 	 * waits left, read a little later, are at most that and not much
 	 * less), then dead after max_attempts 3. */
 	t_wait_until(c, 30,
 		     "select attempts = 1 and state = 'available' from "
-		     "pgjob.jobs where id = %lld",
+		     "pgjob.all_jobs where id = %lld",
 		     f);
 	t_assert_job(c, f,
 		     "extract(epoch from run_at - now()) between 0.5 and 2.0",
 		     "t");
 	t_wait_until(c, 30,
 		     "select attempts = 2 and state = 'available' from "
-		     "pgjob.jobs where id = %lld",
+		     "pgjob.all_jobs where id = %lld",
 		     f);
 	t_assert_job(c, f,
 		     "extract(epoch from run_at - now()) between 2.0 and 4.0",
@@ -248,6 +250,10 @@ test_refused_result_keeps_success(void **state)
 		  "  errcode = '22P02'; end if; return new; end $$");
 	t_exec(c, "create trigger refuse before update on pgjob.jobs"
 		  " for each row execute function public.refuse()");
+	/* A plain job's success is a copy into pgjob.jobs_done
+	 * (sql/019_jobs_done.sql): refused there too. */
+	t_exec(c, "create trigger refuse before insert on pgjob.jobs_done"
+		  " for each row execute function public.refuse()");
 	long long a = t_long(c, "select pgjob.enqueue('k')");
 	long long b = t_long(c, "select pgjob.enqueue('ok')");
 	pid_t p = t_start("refused", ci,
@@ -256,10 +262,11 @@ test_refused_result_keeps_success(void **state)
 			  " \"{\\\"refuse\\\": 1}\"] }\n"
 			  "  ok: { type: exec, command: [\"/bin/echo\","
 			  " \"{\\\"fine\\\": 1}\"] }\n");
-	t_wait_until(c, 30,
-		     "select count(*) = 2 from pgjob.jobs where state = 'done' "
-		     "and id in (%lld, %lld)",
-		     a, b);
+	t_wait_until(
+		c, 30,
+		"select count(*) = 2 from pgjob.all_jobs where state = 'done' "
+		"and id in (%lld, %lld)",
+		a, b);
 	t_assert_job_has(c, a,
 			 "attempts || '|' || (result is null) || '|' || "
 			 "last_error",

@@ -97,8 +97,8 @@ test_sigterm_releases_long_jobs(void **state)
 	t_assert_value(c, "available|0|true|true",
 		       "select string_agg(distinct state || '|' || attempts || "
 		       "'|' || (locked_until is null) || '|' || (run_at <= "
-		       "now()), ',') from pgjob.jobs");
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+		       "now()), ',') from pgjob.all_jobs");
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "last_error like 'interrupted%%'"),
 			 3);
 	PQfinish(c);
@@ -121,7 +121,8 @@ test_sighup(void **state)
 	long long a = t_long(c, "select pgjob.enqueue('greet')");
 	t_wait_until(
 		c, 30,
-		"select result->>'v' = '1' from pgjob.jobs where id = %lld", a);
+		"select result->>'v' = '1' from pgjob.all_jobs where id = %lld",
+		a);
 	/* A broken config: refused with its position, the old one runs. */
 	t_write_file(cfg, "workers: [\n");
 	kill(p, SIGHUP);
@@ -131,7 +132,8 @@ test_sighup(void **state)
 	long long b = t_long(c, "select pgjob.enqueue('greet')");
 	t_wait_until(
 		c, 30,
-		"select result->>'v' = '1' from pgjob.jobs where id = %lld", b);
+		"select result->>'v' = '1' from pgjob.all_jobs where id = %lld",
+		b);
 	/* A changed handler: new jobs use it. */
 	t_config("sighup", ci, GREET(2));
 	kill(p, SIGHUP);
@@ -139,7 +141,8 @@ test_sighup(void **state)
 	long long d = t_long(c, "select pgjob.enqueue('greet')");
 	t_wait_until(
 		c, 30,
-		"select result->>'v' = '2' from pgjob.jobs where id = %lld", d);
+		"select result->>'v' = '2' from pgjob.all_jobs where id = %lld",
+		d);
 	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
@@ -161,7 +164,7 @@ test_sigstop_past_lease(void **state)
 	 * a higher token, and finishes it. */
 	t_wait_until(
 		c, 60,
-		"select state = 'done' and lease_token = 2 from pgjob.jobs "
+		"select state = 'done' and lease_token = 2 from pgjob.all_jobs "
 		"where id = %lld",
 		id);
 	kill(w, SIGCONT);
@@ -235,7 +238,8 @@ test_connection_killed(void **state)
 	t_wait_done(c, 9, 60);
 	/* The held jobs were finished with their tokens after reconnecting:
 	 * none ran twice. */
-	assert_int_equal(t_long(c, "select max(attempts) from pgjob.jobs"), 1);
+	assert_int_equal(t_long(c, "select max(attempts) from pgjob.all_jobs"),
+			 1);
 	assert_true(t_log_count("connkill", "reconnecting") >= 1);
 	assert_true(t_log_count("connkill", "re-checking") >= 1);
 	t_stop_clean(p);
@@ -384,7 +388,8 @@ test_reload_lets_jobs_finish(void **state)
 	long long b = t_long(c, "select pgjob.enqueue('quick')");
 	t_wait_until(
 		c, 30,
-		"select result->>'v' = '2' from pgjob.jobs where id = %lld", b);
+		"select result->>'v' = '2' from pgjob.all_jobs where id = %lld",
+		b);
 	assert_true(t_alive(old));
 	/* The long job ends done on the old config, at its first attempt,
 	 * well past shutdown_timeout; then its worker exits. */
@@ -416,7 +421,7 @@ test_lost_attempts_do_not_retire(void **state)
 	for (int attempt = 1; attempt <= 3; attempt++) {
 		t_wait_until(c, 60,
 			     "select state = 'running' and attempts = %d from "
-			     "pgjob.jobs where id = %lld",
+			     "pgjob.all_jobs where id = %lld",
 			     attempt, id);
 		kill(t_holder_pid(c, id), SIGKILL);
 	}
@@ -491,7 +496,7 @@ test_deadline_from_claim_send(void **state)
 	 * failed (back to available), it was not taken over. */
 	t_wait_until(c, 30,
 		     "select last_error like '%%lease not renewed%%' from "
-		     "pgjob.jobs where id = %lld",
+		     "pgjob.all_jobs where id = %lld",
 		     id);
 	assert_int_equal(t_log_count("deadline", "refused"), 0);
 	t_assert_job(c, id, "lost_attempts", "0");

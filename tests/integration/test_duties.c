@@ -135,28 +135,28 @@ test_schedules_once_per_tick(void **state)
 	pid_t p[2];
 	t_daemons(cfg, 2, "sched", p);
 	t_wait_until(c, 30,
-		     "select count(*) >= 5 from pgjob.jobs where "
+		     "select count(*) >= 5 from pgjob.all_jobs where "
 		     "payload->>'from' = 'all'");
 	t_wait_until(c, 30,
-		     "select count(*) >= 1 from pgjob.jobs where "
+		     "select count(*) >= 1 from pgjob.all_jobs where "
 		     "payload->>'from' = 'latest'");
 	t_sleep_ms(2000);
 	/* catch_up all: every missed minute once; latest: only the last. */
 	assert_int_equal(t_long(c, "select count(*) - count(distinct "
-				   "unique_key) from pgjob.jobs"),
+				   "unique_key) from pgjob.all_jobs"),
 			 0);
-	assert_true(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_true(t_long(c, "select count(*) from pgjob.all_jobs where "
 			      "payload->>'from' = 'all'") >= 5);
-	assert_true(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_true(t_long(c, "select count(*) from pgjob.all_jobs where "
 			      "payload->>'from' = 'latest'") <= 2);
-	char *k = t_value(c, "select min(unique_key) from pgjob.jobs where "
+	char *k = t_value(c, "select min(unique_key) from pgjob.all_jobs where "
 			     "payload->>'from' = 'all'");
 	assert_int_equal(strncmp(k, "schedule:all:20", 15), 0);
 	assert_non_null(strstr(k, ":00Z"));
 	free(k);
-	t_wait_until(
-		c, 30,
-		"select count(*) = 0 from pgjob.jobs where state <> 'done'");
+	t_wait_until(c, 30,
+		     "select count(*) = 0 from pgjob.all_jobs where state <> "
+		     "'done'");
 	t_stop_clean(p[0]);
 	t_stop_clean(p[1]);
 	PQfinish(c);
@@ -180,8 +180,131 @@ test_prune(void **state)
 		"handlers:\n  x: { type: exec, command: [\"/bin/true\"] }\n");
 	/* The 500 done two hours ago are pruned, the 7 recent dead ones
 	 * stay. */
-	t_wait_until(c, 30, "select count(*) = 7 from pgjob.jobs");
+	t_wait_until(c, 30, "select count(*) = 7 from pgjob.all_jobs");
 	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * With a retention, a plain job done at its first claim is moved to
+ * pgjob.jobs_done (sql/019_jobs_done.sql); a job done at a later claim, a
+ * parent and a child stay in pgjob.jobs.  Every reader finds the moved
+ * ones (pgjob show, the attempt history, pgjob status, pgjob.all_jobs).
+ * The pruning duty empties a ring whose jobs are all past the retention,
+ * whole, and never one that holds a younger job; pgjob prune deletes the
+ * old jobs of such a ring one by one.  A child enqueued after a moved
+ * parent brings the parent back to pgjob.jobs, done, and gets its result.
+ */
+static void
+test_done_rings(void **state)
+{
+	char *ci = t_db_migrated("t_duty_rings");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (kind) select 'ok' from "
+		  "generate_series(1, 40)");
+	/* Claimed before (a lease that expired): its end is its second
+	 * claim. */
+	long long again = t_long(c, "insert into pgjob.jobs (kind, lease_token)"
+				    " values ('ok', 1) returning id");
+	pid_t p = t_start("rings", ci,
+			  "workers: 2\nretention: 1h\n"
+			  "handlers:\n"
+			  "  ok: { type: exec, command: [\"/bin/echo\","
+			  " \"{\\\"n\\\": 7}\"] }\n");
+	t_wait_done(c, 41, 60);
+	t_assert_value(c, "40 1",
+		       "select (select count(*) from pgjob.jobs_done) || ' '"
+		       " || (select count(*) from pgjob.jobs)");
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.jobs where id <> %lld",
+		       again);
+	/* Each in the ring of its end's period: a twelfth of the retention,
+	 * at least a minute. */
+	t_assert_value(c, "300 0",
+		       "select pgjob.done_width(3600000) || ' ' || count(*)"
+		       " from pgjob.jobs_done"
+		       " where ring <> pgjob.done_ring(finished_at, 3600000)");
+	long long moved = t_long(c, "select min(id) from pgjob.jobs_done");
+	t_assert_job(c, moved,
+		     "state || ' ' || result::text || ' ' || attempts",
+		     "done {\"n\": 7} 1");
+	t_assert_value(c, "1 done",
+		       "select count(*) || ' ' || max(outcome) from"
+		       " pgjob.job_attempts(%lld)",
+		       moved);
+	char id[24];
+	snprintf(id, sizeof(id), "%lld", moved);
+	struct t_run r;
+	t_pgjob(&r, ci, "show", id, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "done"));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "retry", id, NULL);
+	assert_int_not_equal(r.status, 0);
+	assert_non_null(strstr(r.err, "is done"));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "status", "--json", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\"done_last_minute\":41"));
+	t_run_free(&r);
+
+	/* A child after a moved parent: the parent comes back, done. */
+	long long child = t_long(c,
+				 "select pgjob.enqueue('ok', '{}',"
+				 " depends_on => array[%lld::bigint])",
+				 moved);
+	t_wait_state(c, child, "done", 60);
+	t_assert_value(c, "done true",
+		       "select state || ' ' || children from"
+		       " pgjob.jobs where id = %lld",
+		       moved);
+	t_assert_value(c, "{\"n\": 7}",
+		       "select payload -> 'pgjob' -> 'parents' ->> '%lld'"
+		       " from pgjob.all_jobs where id = %lld",
+		       moved, child);
+	t_stop_clean(p);
+
+	/* Every moved job an hour and a half old but the newest; half of
+	 * them in the ring of that time, as if they had ended then.  The
+	 * duty empties every ring but the newest job's, which it keeps
+	 * whole. */
+	long long newest = t_long(c, "select max(id) from pgjob.jobs_done");
+	t_exec(c,
+	       "update pgjob.jobs_done set finished_at = now() -"
+	       " interval '90 minutes' where id <> %lld",
+	       newest);
+	t_exec(c,
+	       "update pgjob.jobs_done set ring = pgjob.done_ring(now() -"
+	       " interval '90 minutes', 3600000) where id %% 2 = 0"
+	       " and id <> %lld",
+	       newest);
+	long long total = t_long(c, "select count(*) from pgjob.jobs_done");
+	long long kept = t_long(c,
+				"select count(*) from pgjob.jobs_done"
+				" where ring = (select ring from"
+				" pgjob.jobs_done where id = %lld)",
+				newest);
+	assert_true(kept > 1 && kept < total);
+	p = t_start(
+		"rings2", ci,
+		"workers: 1\nretention: 1h\n"
+		"handlers:\n  ok: { type: exec, command: [\"/bin/true\"] }\n");
+	t_wait_until(c, 60, "select count(*) = %lld from pgjob.jobs_done",
+		     kept);
+	char line[96];
+	snprintf(line, sizeof(line), "pruned %lld jobs done", total - kept);
+	assert_int_equal(t_log_count("rings2", line), 1);
+	t_stop_clean(p);
+	/* pgjob prune takes the old ones of the kept ring, row by row. */
+	t_pgjob(&r, ci, "prune", "--older-than", "1h", "--json", NULL);
+	assert_int_equal(r.status, 0);
+	char want[64];
+	snprintf(want, sizeof(want), "\"pruned\":%lld", kept - 1);
+	assert_non_null(strstr(r.out, want));
+	t_run_free(&r);
+	t_assert_value(c, "1", "select count(*) from pgjob.jobs_done");
+	t_assert_job(c, newest, "state", "done");
 	PQfinish(c);
 	free(ci);
 }
@@ -219,7 +342,7 @@ test_retention_zero(void **state)
 		     "select count(*) = 3 from public.ended where state = "
 		     "'dead' and last_error <> ''");
 	t_wait_until(c, 60,
-		     "select count(*) = 0 from pgjob.jobs where kind = "
+		     "select count(*) = 0 from pgjob.all_jobs where kind = "
 		     "'ok'");
 	t_stop_clean(p);
 	t_assert_value(c, "0",
@@ -271,7 +394,8 @@ test_names_escaped(void **state)
 	free(first);
 	t_wait_until(
 		c, 30,
-		"select count(*) >= 1 from pgjob.jobs where unique_key like "
+		"select count(*) >= 1 from pgjob.all_jobs where unique_key "
+		"like "
 		"'schedule:ti\"ck\\\\s:%%' and payload->'pgjob'->>'schedule' "
 		"= 'ti\"ck\\s'");
 	t_stop_clean(p);
@@ -404,24 +528,26 @@ test_schedules_of_every_config(void **state)
 		  " now()) - interval '2 minutes' from unnest(array['a_only',"
 		  " 'own_key', 'shared']) n on conflict (name) do update set"
 		  " last_tick = excluded.last_tick");
-	t_wait_until(c, 30,
-		     "select count(*) >= 2 from pgjob.jobs where unique_key "
-		     "like 'schedule:a_only:%%' and state = 'done'");
 	t_wait_until(
 		c, 30,
-		"select count(*) = 0 from pgjob.jobs where state <> 'done'");
+		"select count(*) >= 2 from pgjob.all_jobs where unique_key "
+		"like 'schedule:a_only:%%' and state = 'done'");
 	t_wait_until(c, 30,
-		     "select count(*) >= 1 from pgjob.jobs where unique_key "
-		     "like 'schedule:shared:%%'");
+		     "select count(*) = 0 from pgjob.all_jobs where state <> "
+		     "'done'");
+	t_wait_until(
+		c, 30,
+		"select count(*) >= 1 from pgjob.all_jobs where unique_key "
+		"like 'schedule:shared:%%'");
 	/* B held the lease throughout, and enqueued what A defined. */
 	t_assert_value(c, holder,
 		       "select holder from pgjob.leases where name = "
 		       "'pgjob:scheduler'");
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "kind = 'a_kind' and queue <> 'aq'"),
 			 0);
 	assert_int_equal(t_long(c, "select count(*) - count(distinct "
-				   "unique_key) from pgjob.jobs"),
+				   "unique_key) from pgjob.all_jobs"),
 			 0);
 	/* Each job is due at its tick, enqueued no earlier, and says which
 	 * tick it is for. */
@@ -430,18 +556,18 @@ test_schedules_of_every_config(void **state)
 		       "select count(*) from (select j.*,"
 		       " split_part(unique_key, ':', 2) s,"
 		       " substr(unique_key, length(split_part(unique_key,"
-		       " ':', 2)) + 11) t from pgjob.jobs j) x"
+		       " ':', 2)) + 11) t from pgjob.all_jobs j) x"
 		       " where run_at <> t::timestamptz"
 		       " or created_at < t::timestamptz"
 		       " or (s <> 'own_key' and (payload->'pgjob' is distinct"
 		       " from jsonb_build_object('schedule', s, 'tick', t)))"),
 		0);
 	assert_int_equal(t_long(c,
-				"select count(*) from pgjob.jobs where "
+				"select count(*) from pgjob.all_jobs where "
 				"unique_key like 'schedule:own_key:%%' and "
 				"payload <> '{\"pgjob\": {\"mine\": true}}'"),
 			 0);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "unique_key like 'schedule:shared:%%' and "
 				   "payload->>'from' is distinct from 'a'"),
 			 0);
@@ -540,6 +666,7 @@ main(void)
 		cmocka_unit_test(test_schedules_once_per_tick),
 		cmocka_unit_test(test_prune),
 		cmocka_unit_test(test_retention_zero),
+		cmocka_unit_test(test_done_rings),
 		cmocka_unit_test(test_names_escaped),
 		cmocka_unit_test(test_task_share_by_config),
 		cmocka_unit_test(test_task_share_while_draining),

@@ -62,7 +62,7 @@ test_unique_key(void **state)
 	long long b = t_long(c, "select pgjob.enqueue('sync', '{\"n\":2}', "
 				"unique_key => 'sync-42')");
 	assert_int_equal(a, b);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "unique_key = 'sync-42'"),
 			 1);
 	t_assert_job(c, a, "(payload->>'n')::int", "1");
@@ -174,7 +174,7 @@ test_cli_enqueue(void **state)
 	assert_int_equal(r.status, 0);
 	assert_int_equal(t_long(c,
 				"select extract(year from run_at) from "
-				"pgjob.jobs where id = %s",
+				"pgjob.all_jobs where id = %s",
 				r.out),
 			 2030);
 	t_run_free(&r);
@@ -183,7 +183,7 @@ test_cli_enqueue(void **state)
 	enqueue(&r, bare);
 	assert_int_equal(r.status, 0);
 	t_assert_value(c, "{}",
-		       "select payload::text from pgjob.jobs where id = %s",
+		       "select payload::text from pgjob.all_jobs where id = %s",
 		       r.out);
 	t_run_free(&r);
 	PQfinish(c);
@@ -228,7 +228,7 @@ test_cli_errors(void **state)
 		 "timestamp with time zone: \"not a time\"\n"},
 	};
 	PGconn *c = t_connect(ci);
-	long long before = t_long(c, "select count(*) from pgjob.jobs");
+	long long before = t_long(c, "select count(*) from pgjob.all_jobs");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct t_run r;
 		enqueue(&r, cases[i].args);
@@ -237,7 +237,8 @@ test_cli_errors(void **state)
 		assert_string_equal(r.out, "");
 		t_run_free(&r);
 	}
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), before);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"),
+			 before);
 	PQfinish(c);
 }
 
@@ -258,7 +259,7 @@ test_cli_database_sources(void **state)
 	t_run(&r, 30, envs, argv);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "kind = 'from_cfg'"),
 			 1);
 
@@ -272,7 +273,7 @@ test_cli_database_sources(void **state)
 	t_run(&r, 30, pgenv, argv2);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "kind = 'from_env'"),
 			 1);
 

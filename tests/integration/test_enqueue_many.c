@@ -29,8 +29,9 @@ teardown(void **state)
 static long long
 count_kind(PGconn *c, const char *kind_like)
 {
-	return t_long(c, "select count(*) from pgjob.jobs where kind like '%s'",
-		      kind_like);
+	return t_long(
+		c, "select count(*) from pgjob.all_jobs where kind like '%s'",
+		kind_like);
 }
 
 static void
@@ -44,7 +45,7 @@ test_many_order_and_options(void **state)
 	t_assert_value(
 		c, "m_a,m_b,m_c|3",
 		"select string_agg(j.kind, ',' order by e.n) || '|' || "
-		"count(*) from m_ids e join pgjob.jobs j on j.id = e.id");
+		"count(*) from m_ids e join pgjob.all_jobs j on j.id = e.id");
 
 	/* Every key, and the defaults of the ones left out or null. */
 	long long id = t_long(
@@ -254,9 +255,10 @@ test_many_wakes_daemon(void **state)
 	t_exec(c, "select count(*) from pgjob.enqueue_many((select "
 		  "jsonb_agg(jsonb_build_object('kind', 'mw')) from "
 		  "generate_series(1, 50)))");
-	t_wait_until(c, 60,
-		     "select count(*) = 50 from pgjob.jobs where kind = 'mw' "
-		     "and state = 'done'");
+	t_wait_until(
+		c, 60,
+		"select count(*) = 50 from pgjob.all_jobs where kind = 'mw' "
+		"and state = 'done'");
 	t_stop_clean(p);
 	PQfinish(c);
 }
@@ -340,11 +342,12 @@ test_cli_file(void **state)
 	t_run(&r, 60, envs, argv);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
-	t_assert_value(c, "2500|2500|1|2500",
-		       "select concat_ws('|', count(*), count(distinct "
-		       "payload->'i'), min((payload->>'i')::int), "
-		       "max((payload->>'i')::int)) from pgjob.jobs where kind "
-		       "= 'cf_stdin'");
+	t_assert_value(
+		c, "2500|2500|1|2500",
+		"select concat_ws('|', count(*), count(distinct "
+		"payload->'i'), min((payload->>'i')::int), "
+		"max((payload->>'i')::int)) from pgjob.all_jobs where kind "
+		"= 'cf_stdin'");
 
 	/* An empty file: nothing printed, nothing enqueued, success. */
 	const char *empty = write_lines("empty.jsonl", 0, "", 0, "");

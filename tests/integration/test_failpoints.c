@@ -171,13 +171,14 @@ run_workload(const char *fp, struct outcome *o)
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pid_t p = t_spawn(t_log(name), envs, argv);
-	int settled = t_poll(c, 90,
-			     "select count(*) = 0 from pgjob.jobs where state "
-			     "not in ('done', 'dead') and kind <> 'tick' or "
-			     "(select count(*) from pgjob.jobs where kind = "
-			     "'tick' and state = 'done') = 0 or (select "
-			     "count(*) from pgjob.leases where name = "
-			     "'task:feed:0' and expires_at > now()) = 0");
+	int settled =
+		t_poll(c, 90,
+		       "select count(*) = 0 from pgjob.all_jobs where state "
+		       "not in ('done', 'dead') and kind <> 'tick' or "
+		       "(select count(*) from pgjob.all_jobs where kind = "
+		       "'tick' and state = 'done') = 0 or (select "
+		       "count(*) from pgjob.leases where name = "
+		       "'task:feed:0' and expires_at > now()) = 0");
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	o->seconds = (double)(t1.tv_sec - t0.tv_sec) +
 		     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -189,22 +190,24 @@ run_workload(const char *fp, struct outcome *o)
 
 	char *s = t_value(c, "select string_agg(payload->>'label' || '=' || "
 			     "state, ' ' order by payload->>'label') from "
-			     "pgjob.jobs where kind <> 'tick'");
+			     "pgjob.all_jobs where kind <> 'tick'");
 	snprintf(o->states, sizeof(o->states), "%s", s);
 	free(s);
-	o->attempts = t_long(c, "select sum(attempts) from pgjob.jobs");
+	o->attempts = t_long(c, "select sum(attempts) from pgjob.all_jobs");
 	o->sql_rows = t_long(c, "select count(*) from ledger");
-	o->sql_jobs = t_long(c, "select count(*) from pgjob.jobs where kind "
-				"= 'ledger'");
+	o->sql_jobs =
+		t_long(c, "select count(*) from pgjob.all_jobs where kind "
+			  "= 'ledger'");
 	char path[4300];
 	snprintf(path, sizeof(path), "%s/exec.runs", dir);
 	o->exec_runs = count_lines(path);
-	o->exec_jobs = t_long(c, "select count(*) from pgjob.jobs where kind "
-				 "in ('rec', 'slow', 'flaky')");
-	o->ticks = t_long(c, "select count(*) from pgjob.jobs where kind = "
+	o->exec_jobs =
+		t_long(c, "select count(*) from pgjob.all_jobs where kind "
+			  "in ('rec', 'slow', 'flaky')");
+	o->ticks = t_long(c, "select count(*) from pgjob.all_jobs where kind = "
 			     "'tick'");
 	o->tick_times = t_long(c, "select count(distinct run_at) from "
-				  "pgjob.jobs where kind = 'tick'");
+				  "pgjob.all_jobs where kind = 'tick'");
 	o->task_held = 1;
 	if (fp) {
 		char needle[96];

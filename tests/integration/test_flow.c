@@ -116,10 +116,11 @@ sampler_start(struct sampler *s, const char *ci, const char *queue,
 	PGconn *c = PQconnectdb(ci);
 	const char *sql =
 		per_key ? "select coalesce(max(n), 0) from (select count(*) n"
-			  " from pgjob.jobs where queue = $1 and state = "
+			  " from pgjob.all_jobs where queue = $1 and state = "
 			  "'running' and locked_until >= clock_timestamp()"
 			  " group by coalesce(limit_key, ordering_key)) k"
-			: "select count(*) from pgjob.jobs where queue = $1 "
+			: "select count(*) from pgjob.all_jobs where queue = "
+			  "$1 "
 			  "and state = 'running' and locked_until >= "
 			  "clock_timestamp()";
 	long most_db = 0, most_proc = 0, samples = 0;
@@ -183,12 +184,13 @@ log_starts(PGconn *c)
 static void
 kill_a_holder(PGconn *c, const char *queue)
 {
-	t_wait_until(c, 30,
-		     "select count(*) > 0 from pgjob.jobs where queue = '%s'"
-		     " and state = 'running' and locked_until > now()",
-		     queue);
+	t_wait_until(
+		c, 30,
+		"select count(*) > 0 from pgjob.all_jobs where queue = '%s'"
+		" and state = 'running' and locked_until > now()",
+		queue);
 	long long id = t_long(c,
-			      "select min(id) from pgjob.jobs where queue ="
+			      "select min(id) from pgjob.all_jobs where queue ="
 			      " '%s' and state = 'running'",
 			      queue);
 	pid_t pid = t_holder_pid(c, id);
@@ -212,7 +214,7 @@ assert_done_once(PGconn *c, const char *queue, int n, const char *done)
 		" j.lost_attempts, (select string_agg(format('%%s %%s %%s %%s',"
 		" a.attempt, a.outcome, a.worker, a.error), '; ' order by"
 		" a.token) from pgjob.attempts a where a.job_id = j.id)),"
-		" E'\\n'), '') from pgjob.jobs j where queue = '%s'"
+		" E'\\n'), '') from pgjob.all_jobs j where queue = '%s'"
 		" and (state <> 'done' or attempts - lost_attempts <> 1)",
 		queue);
 	if (*why)
@@ -220,14 +222,15 @@ assert_done_once(PGconn *c, const char *queue, int n, const char *done)
 	free(why);
 	t_assert_value(
 		c, "0",
-		"select count(*) from pgjob.jobs where queue = '%s'"
+		"select count(*) from pgjob.all_jobs where queue = '%s'"
 		" and (state <> 'done' or attempts - lost_attempts <> 1)",
 		queue);
-	assert_int_equal(t_long(c,
-				"select count(*) from pgjob.jobs where queue ="
-				" '%s'",
-				queue),
-			 n);
+	assert_int_equal(
+		t_long(c,
+		       "select count(*) from pgjob.all_jobs where queue ="
+		       " '%s'",
+		       queue),
+		n);
 	if (!done)
 		return;
 	/* Each job's run finished once, or more only if it was lost. */
@@ -237,11 +240,12 @@ assert_done_once(PGconn *c, const char *queue, int n, const char *done)
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
 		t_exec(c, "insert into t_ran values (%lld)", atoll(line));
 	free(text);
-	t_assert_value(c, "0",
-		       "select count(*) from pgjob.jobs j where queue = '%s'"
-		       " and (select count(*) from t_ran r where r.id = j.id)"
-		       " not between 1 and 1 + j.lost_attempts",
-		       queue);
+	t_assert_value(
+		c, "0",
+		"select count(*) from pgjob.all_jobs j where queue = '%s'"
+		" and (select count(*) from t_ran r where r.id = j.id)"
+		" not between 1 and 1 + j.lost_attempts",
+		queue);
 	t_exec(c, "drop table t_ran");
 }
 
@@ -271,7 +275,7 @@ test_global_concurrency(void **state)
 	pid_t p[3];
 	t_daemons(cfg, 3, "conc", p);
 	t_wait_until(c, 60,
-		     "select count(*) >= 40 from pgjob.jobs where state = "
+		     "select count(*) >= 40 from pgjob.all_jobs where state = "
 		     "'done'");
 	kill_a_holder(c, "ex");
 	t_wait_done(c, 120, 120);
@@ -287,8 +291,9 @@ test_global_concurrency(void **state)
 	assert_int_equal(most_db, 4);
 	assert_done_once(c, "ex", 120, done);
 	/* The killed worker's job came back once its lease expired. */
-	assert_true(t_long(c, "select sum(lost_attempts) from pgjob.jobs") >=
-		    1);
+	assert_true(
+		t_long(c, "select sum(lost_attempts) from pgjob.all_jobs") >=
+		1);
 	for (int i = 0; i < 3; i++)
 		t_stop_clean(p[i]);
 	PQfinish(c);
@@ -316,7 +321,7 @@ test_rate(void **state)
 	pid_t p[3];
 	t_daemons(cfg, 3, "rate", p);
 	t_wait_until(c, 60,
-		     "select count(*) >= 40 from pgjob.jobs where state = "
+		     "select count(*) >= 40 from pgjob.all_jobs where state = "
 		     "'done'");
 	kill_a_holder(c, "rl");
 	t_wait_done(c, 120, 120);
@@ -412,13 +417,13 @@ test_fairness(void **state)
 	t_exec(c, "analyze pgjob.jobs");
 	pid_t p = t_daemon(cfg, 0, "fair");
 	t_wait_until(c, 120,
-		     "select count(*) = 200 from pgjob.jobs where limit_key"
+		     "select count(*) = 200 from pgjob.all_jobs where limit_key"
 		     " like 'small-%%' and attempted_at is not null");
 	t_stop_clean(p);
 	long long before = t_long(
-		c, "select count(*) from pgjob.jobs where limit_key = 'big'"
+		c, "select count(*) from pgjob.all_jobs where limit_key = 'big'"
 		   " and attempted_at <= (select max(attempted_at) from"
-		   " pgjob.jobs where limit_key like 'small-%%')");
+		   " pgjob.all_jobs where limit_key like 'small-%%')");
 	print_message("fair: the 200 small jobs had all started when the big "
 		      "key had started %lld\n",
 		      before);
@@ -434,7 +439,7 @@ static long long
 attempted(PGconn *c, const char *kind)
 {
 	return t_long(c,
-		      "select count(*) from pgjob.jobs where kind = '%s'"
+		      "select count(*) from pgjob.all_jobs where kind = '%s'"
 		      " and attempted_at is not null",
 		      kind);
 }
@@ -487,17 +492,19 @@ test_pause_resume(void **state)
 	 * round trip, not the 30 s poll), b waits. */
 	t_exec(c, "select pgjob.pause('q', 'b')");
 	t_exec(c, "select pgjob.resume('q')");
-	t_wait_until(c, 10,
-		     "select count(*) = 3 from pgjob.jobs where kind = 'a' and"
-		     " state = 'done'");
+	t_wait_until(
+		c, 10,
+		"select count(*) = 3 from pgjob.all_jobs where kind = 'a' and"
+		" state = 'done'");
 	assert_int_equal(attempted(c, "b"), 0);
 	t_assert_value(c, "{b}",
 		       "select paused_kinds::text from pgjob.limits where"
 		       " queue = 'q'");
 	t_exec(c, "select pgjob.resume('q', 'b')");
-	t_wait_until(c, 10,
-		     "select count(*) = 3 from pgjob.jobs where kind = 'b' and"
-		     " state = 'done'");
+	t_wait_until(
+		c, 10,
+		"select count(*) = 3 from pgjob.all_jobs where kind = 'b' and"
+		" state = 'done'");
 	/* Nothing left to limit: the row is gone, the queue ordinary. */
 	t_assert_value(c, "0", "select count(*) from pgjob.limits");
 	t_stop_clean(p);
@@ -535,7 +542,7 @@ test_runtime_limits(void **state)
 	t_wait_running(c, 1, 10);
 	t_sleep_ms(500);
 	t_assert_value(c, "1",
-		       "select count(*) from pgjob.jobs where state = "
+		       "select count(*) from pgjob.all_jobs where state = "
 		       "'running'");
 	/* Raised in SQL, without a restart. */
 	t_exec(c,
@@ -607,7 +614,7 @@ test_application_budget(void **state)
 	t_wait_running(c, 1, 10);
 	t_sleep_ms(600);
 	t_assert_value(c, "1",
-		       "select count(*) from pgjob.jobs where state = "
+		       "select count(*) from pgjob.all_jobs where state = "
 		       "'running'");
 	/* No second hold while the limit is reached. */
 	t_assert_value(c, "t", "select pgjob.acquire_slot('sl') is null");
@@ -691,15 +698,17 @@ test_adaptive_throttle(void **state)
 		     " where queue = 'api'");
 	t_exec(c, "select pgjob.enqueue('other', '{}', 'api') from"
 		  " generate_series(1, 3)");
-	t_wait_until(c, 20,
-		     "select count(*) = 3 from pgjob.jobs where kind = 'other'"
-		     " and state = 'done'");
+	t_wait_until(
+		c, 20,
+		"select count(*) = 3 from pgjob.all_jobs where kind = 'other'"
+		" and state = 'done'");
 	/* None of them started before the server's two seconds were up. */
-	t_assert_value(c, "t",
-		       "select min(s.at) >= (select a.at + interval '1900 ms'"
-		       " from t_starts a join pgjob.jobs j on j.id = a.id"
-		       " where j.kind = 'call') from t_starts s join"
-		       " pgjob.jobs j on j.id = s.id where j.kind = 'other'");
+	t_assert_value(
+		c, "t",
+		"select min(s.at) >= (select a.at + interval '1900 ms'"
+		" from t_starts a join pgjob.all_jobs j on j.id = a.id"
+		" where j.kind = 'call') from t_starts s join"
+		" pgjob.all_jobs j on j.id = s.id where j.kind = 'other'");
 	assert_true(t_log_count("adaptive", "queue throttled for 2s") >= 1);
 	t_stop_clean(p);
 	t_httpd_stop(in_fd, httpd);

@@ -164,7 +164,7 @@ test_payload_limit(void **state)
 	assert_true(atoll(r.out) > 0);
 	t_run_free(&r);
 	/* Refused means nothing written. */
-	assert_int_equal(t_long(c2, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c2, "select count(*) from pgjob.all_jobs where "
 				    "kind = 'big'"),
 			 2);
 	PQfinish(c2);
@@ -193,7 +193,7 @@ test_deep_payload(void **state)
 			      "100000) || '1' || repeat('}', 100000))::jsonb)");
 	assert_non_null(strstr(m, "stack depth limit exceeded"));
 	free(m);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"), 1);
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs"), 1);
 	/* Rows written behind enqueue's back, for every handler type: deep
 	 * objects and deep arrays, as deep as PostgreSQL takes them. */
 	t_exec(c, "insert into pgjob.jobs (kind, payload) select k, p from "
@@ -222,11 +222,11 @@ test_deep_payload(void **state)
 		t_bin("pgjobd_example.so"), port);
 	t_wait_ended(c, 10, 60);
 	/* Each ran, or failed with a reason; none took its worker down. */
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "state = 'dead' and (last_error is null "
 				   "or last_error = '')"),
 			 0);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "attempts <> 1"),
 			 0);
 	t_assert_job(c, ok, "state", "done");
@@ -426,12 +426,13 @@ test_http_hostile(void **state)
 	/* A redirect is not followed, so it cannot loop: dead at once. */
 	t_assert_job_has(c, loop, STATE_ATTEMPTS_ERROR, "dead|1|", "302");
 	/* The hanging endpoint held up nothing else. */
-	t_assert_value(c, "done|true",
-		       "select (select state from pgjob.jobs where id = %lld) "
-		       "|| '|' || ((select finished_at from pgjob.jobs where "
-		       "id = %lld) < (select finished_at from pgjob.jobs where "
-		       "id = %lld))",
-		       ok, ok, hang);
+	t_assert_value(
+		c, "done|true",
+		"select (select state from pgjob.all_jobs where id = %lld) "
+		"|| '|' || ((select finished_at from pgjob.all_jobs where "
+		"id = %lld) < (select finished_at from pgjob.all_jobs where "
+		"id = %lld))",
+		ok, ok, hang);
 	t_stop_clean(p);
 	t_httpd_stop(in, hp);
 	PQfinish(c);
@@ -564,8 +565,9 @@ test_roles(void **state)
 				 " array[%lld])",
 				 j1);
 	free(t_expect_sqlstate(e, "42501", "select * from pgjob.job_deps"));
-	free(t_expect_sqlstate(e, "42501", "select payload from pgjob.jobs"));
-	free(t_expect_sqlstate(e, "42501", "select * from pgjob.jobs"));
+	free(t_expect_sqlstate(e, "42501",
+			       "select payload from pgjob.all_jobs"));
+	free(t_expect_sqlstate(e, "42501", "select * from pgjob.all_jobs"));
 	free(t_expect_sqlstate(e, "42501",
 			       "update pgjob.jobs set state = 'cancelled'"));
 	free(t_expect_sqlstate(e, "42501", "delete from pgjob.jobs"));
@@ -597,10 +599,11 @@ test_roles(void **state)
 			  "  tick: { cron: \"* * * * *\", kind: k }\n"
 			  "tasks:\n"
 			  "  t: { command: [\"/bin/sleep\", \"60\"] }\n");
-	t_wait_until(c, 60,
-		     "select count(*) = 3 from pgjob.jobs where state = 'done' "
-		     "and id in (%lld, %lld, %lld)",
-		     j1, u1, j2);
+	t_wait_until(
+		c, 60,
+		"select count(*) = 3 from pgjob.all_jobs where state = 'done' "
+		"and id in (%lld, %lld, %lld)",
+		j1, u1, j2);
 	/* Children released by the worker role's ends. */
 	t_wait_until(
 		c, 60,
@@ -608,9 +611,10 @@ test_roles(void **state)
 		" %lld",
 		wf);
 	t_wait_state(c, after, "done", 30);
-	t_wait_until(c, 30,
-		     "select not exists (select from pgjob.jobs where kind = "
-		     "'old')");
+	t_wait_until(
+		c, 30,
+		"select not exists (select from pgjob.all_jobs where kind = "
+		"'old')");
 	t_wait_until(c, 30,
 		     "select exists (select from pgjob.leases where name = "
 		     "'task:t:0' and holder is not null)");
@@ -653,7 +657,7 @@ test_roles(void **state)
 	print_message("claim denied %d times in 4 s\n", denied);
 	assert_true(denied >= 1 && denied <= 8);
 	assert_int_equal(t_log_count("partial_role", "restarting worker"), 0);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "kind = 'k' and state = 'available' and "
 				   "attempts = 0"),
 			 1);
@@ -705,7 +709,7 @@ test_read_only(void **state)
 	assert_true(t_log_count("ro2", "read-only transaction") > 0);
 	assert_int_equal(t_stop(q, SIGTERM, 10), 0);
 	/* Nothing was lost or half-done meanwhile. */
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "state = 'available' and attempts = 0"),
 			 5);
 	assert_true(t_alive(p));
@@ -715,7 +719,7 @@ test_read_only(void **state)
 	 * everything ends done, each new job in one attempt. */
 	t_exec(c, "alter role %s reset default_transaction_read_only", role_ro);
 	t_wait_done(c, 11, 90);
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "kind = 'k' and attempts <> 1"),
 			 0);
 	t_stop_clean(p);
@@ -757,10 +761,11 @@ test_infinite_run_at(void **state)
 			  "workers: 1\n"
 			  "handlers:\n"
 			  "  k: { type: exec, command: [\"/bin/true\"] }\n");
-	t_wait_until(c, 30,
-		     "select count(*) = 2 from pgjob.jobs where state = 'done' "
-		     "and id in (%lld, %lld)",
-		     a, b);
+	t_wait_until(
+		c, 30,
+		"select count(*) = 2 from pgjob.all_jobs where state = 'done' "
+		"and id in (%lld, %lld)",
+		a, b);
 	t_stop_clean(p);
 	assert_int_equal(t_log_count("infinity", "claim failed"), 0);
 	PQfinish(c);
@@ -789,7 +794,7 @@ test_huge_payload_never_read(void **state)
 			  "  k: { type: exec, command: [\"/bin/true\"] }\n");
 	pid_t w = t_worker_pid(c, p);
 	t_wait_until(c, 60,
-		     "select count(*) = 2 from pgjob.jobs where state in "
+		     "select count(*) = 2 from pgjob.all_jobs where state in "
 		     "('done', 'dead') and id in (%lld, %lld)",
 		     big, ok);
 	long hwm = t_proc_kb(w, "VmHWM");
@@ -822,8 +827,9 @@ test_enqueue_role_only_enqueues(void **state)
 			       "interval '100 years')"));
 	free(t_expect_sqlstate(e, "42501",
 			       "insert into pgjob.jobs (kind) values ('k')"));
-	free(t_expect_sqlstate(e, "42501",
-			       "select id, unique_key, state from pgjob.jobs"));
+	free(t_expect_sqlstate(
+		e, "42501",
+		"select id, unique_key, state from pgjob.all_jobs"));
 	assert_true(t_long(e, "select pgjob.enqueue('k')") > 0);
 	/* Not the client's to change: the limit of pgjob.settings. */
 	free(t_expect_sqlstate(e, "42501",

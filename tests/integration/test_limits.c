@@ -57,7 +57,7 @@ test_cpu_limit(void **state)
 	t_assert_job_has(c, burn, "attempts || '|' || last_error", "2|",
 			 "cpu limit 1s reached (SIGXCPU)", NULL);
 	t_assert_value(c, "5",
-		       "select count(*) from pgjob.jobs where kind = 'ok'"
+		       "select count(*) from pgjob.all_jobs where kind = 'ok'"
 		       " and state = 'done'");
 	/* One that ignores SIGXCPU meets the hard limit, a second later. */
 	t_wait_state(c, stubborn, "dead", 60);
@@ -76,7 +76,7 @@ test_cpu_limit(void **state)
 		     "t");
 	long long last_cpu = t_long(c,
 				    "select last_cpu_ms"
-				    " from pgjob.jobs where id = %lld",
+				    " from pgjob.all_jobs where id = %lld",
 				    burn);
 	char id[24];
 	snprintf(id, sizeof(id), "%lld", burn);

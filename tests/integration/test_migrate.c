@@ -231,7 +231,7 @@ test_upgrade_from_10(void **state)
 	t_exec(c, "reset role");
 	t_assert_value(c, "available|1",
 		       "select state || '|' || (payload -> 'pgjob' -> 'parents'"
-		       " -> '1' ->> 'x') from pgjob.jobs where id = %lld",
+		       " -> '1' ->> 'x') from pgjob.all_jobs where id = %lld",
 		       child);
 	PQfinish(c);
 }

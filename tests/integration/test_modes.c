@@ -50,11 +50,11 @@ test_sql_exactly_once_under_faults(void **state)
 	/* Exactly one row per job, with the job's own payload. */
 	assert_int_equal(t_long(c, "select count(*) from ledger"), 400);
 	assert_int_equal(t_long(c, "select count(*) from ledger l join "
-				   "pgjob.jobs j on j.id = l.job_id and "
+				   "pgjob.all_jobs j on j.id = l.job_id and "
 				   "(j.payload->>'n')::int = l.n"),
 			 400);
 	/* No second run even tried: it would have hit the primary key. */
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs where "
+	assert_int_equal(t_long(c, "select count(*) from pgjob.all_jobs where "
 				   "last_error like '%%duplicate key%%'"),
 			 0);
 	t_stop_clean(p[0]);
@@ -256,7 +256,7 @@ rate(PGconn *c, const char *q)
 	char *v = t_value(c,
 			  "select count(*) / greatest(extract(epoch from "
 			  "max(finished_at) - min(finished_at)), 0.001) "
-			  "from pgjob.jobs where queue = '%s'",
+			  "from pgjob.all_jobs where queue = '%s'",
 			  q);
 	double r = atof(v);
 	free(v);
@@ -350,12 +350,12 @@ test_urgent_job_not_behind_position(void **state)
 		"  slow: { type: exec, command: [\"/bin/sleep\", \"0.05\"] }\n"
 		"  urgent: { type: exec, command: [\"/bin/true\"] }\n");
 	t_wait_until(c, 60,
-		     "select count(*) >= 100 from pgjob.jobs where state = "
+		     "select count(*) >= 100 from pgjob.all_jobs where state = "
 		     "'done'");
 	long long urgent =
 		t_long(c, "select pgjob.enqueue('urgent', priority => 0)");
 	t_wait_state(c, urgent, "done", 60);
-	char *left = t_value(c, "select count(*) from pgjob.jobs "
+	char *left = t_value(c, "select count(*) from pgjob.all_jobs "
 				"where kind = 'slow' and state = 'available'");
 	print_message("slow jobs still queued when the urgent one ended: %s\n",
 		      left);
@@ -396,7 +396,7 @@ test_behind_position(void **state)
 	char *want = t_value(c,
 			     "select format('1 5 %%s', floor(extract(epoch "
 			     "from run_at) * 1000000)::bigint) from "
-			     "pgjob.jobs where id = %lld",
+			     "pgjob.all_jobs where id = %lld",
 			     old);
 	assert_non_null(n);
 	assert_non_null(strchr(n->extra, ' '));
@@ -416,7 +416,7 @@ test_behind_position(void **state)
 		"  slow: { type: exec, command: [\"/bin/sleep\", \"0.05\"] }\n"
 		"  urgent: { type: exec, command: [\"/bin/true\"] }\n");
 	t_wait_until(c, 60,
-		     "select count(*) >= 100 from pgjob.jobs where state = "
+		     "select count(*) >= 100 from pgjob.all_jobs where state = "
 		     "'done'");
 	long long past = t_long(c, "select pgjob.enqueue('urgent', priority "
 				   "=> 5, run_at => now() - interval '1 "
@@ -425,7 +425,7 @@ test_behind_position(void **state)
 	t_exec(c, "update pgjob.jobs set state = 'available' where id = %lld",
 	       old);
 	t_wait_state(c, old, "done", 60);
-	char *left = t_value(c, "select count(*) from pgjob.jobs "
+	char *left = t_value(c, "select count(*) from pgjob.all_jobs "
 				"where kind = 'slow' and state = 'available'");
 	print_message("slow jobs still queued when both had ended: %s\n", left);
 	assert_true(atoi(left) >= 1000);
@@ -473,7 +473,7 @@ test_locked_behind_position(void **state)
 		"  urgent: { type: exec, command: [\"/bin/true\"] }\n");
 	t_wait_state(c, locked, "done", 120);
 	char *left = t_value(c,
-			     "select count(*) from pgjob.jobs where kind "
+			     "select count(*) from pgjob.all_jobs where kind "
 			     "= 'slow' and state = 'available' and id > "
 			     "%lld",
 			     locked);

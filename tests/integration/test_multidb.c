@@ -249,8 +249,9 @@ test_two_clusters(void **state)
 		  "pgjobd_jobs_done_total{database=\"beta\",kind=\"noop\","
 		  "queue=\"default\"} 20\n",
 		  30);
-	t_assert_value(b, "0",
-		       "select count(*) from pgjob.jobs where attempts > 1");
+	t_assert_value(
+		b, "0",
+		"select count(*) from pgjob.all_jobs where attempts > 1");
 
 	/* A reload applies a database's workers; renaming one is refused,
 	 * and the running config stays. */

@@ -189,7 +189,7 @@ test_notify_shared_out(void **state)
 	t_exec(c, "insert into pgjob.jobs (kind, payload) select 'noop',"
 		  " '{\"sleep_ms\": 300}' from generate_series(1, 40)");
 	t_wait_until(c, 20,
-		     "select count(distinct locked_by) = 4 from pgjob.jobs "
+		     "select count(distinct locked_by) = 4 from pgjob.all_jobs "
 		     "where state = 'running'");
 	t_wait_done(c, 60, 60);
 

@@ -252,7 +252,7 @@ test_transaction_pool_enqueues_only(void **state)
 	t_exec(app, "select pgjob.enqueue('noop', '{\"in\": \"tx\"}')");
 	t_exec(app, "commit");
 	PQfinish(app);
-	assert_true(t_long(c, "select count(*) from pgjob.jobs"
+	assert_true(t_long(c, "select count(*) from pgjob.all_jobs"
 			      " where state = 'available'") == 42);
 	t_pgjob(&r, trans, "status", NULL);
 	assert_int_equal(r.status, 0);
@@ -297,7 +297,7 @@ test_transaction_pool_enqueues_only(void **state)
 				 cmds[i][0], r.status, r.err);
 		t_run_free(&r);
 	}
-	assert_true(t_long(c, "select count(*) from pgjob.jobs"
+	assert_true(t_long(c, "select count(*) from pgjob.all_jobs"
 			      " where state = 'available'") == 42);
 
 	/* A pgjobd pointed at PostgreSQL runs them, and sees no pooler. */

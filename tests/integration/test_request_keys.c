@@ -312,7 +312,7 @@ static long long
 receipts(PGconn *c, long long order)
 {
 	return t_long(c,
-		      "select count(*) from pgjob.jobs where kind = "
+		      "select count(*) from pgjob.all_jobs where kind = "
 		      "'send_receipt' and payload->>'order_id' = '%lld'",
 		      order);
 }

@@ -185,7 +185,7 @@ test_job_page(void **state)
 		       " and a.queue = b.queue and a.priority = b.priority"
 		       " and a.max_attempts = b.max_attempts"
 		       " and a.unique_key = b.unique_key"
-		       " from pgjob.jobs a, pgjob.jobs b"
+		       " from pgjob.all_jobs a, pgjob.all_jobs b"
 		       " where a.id = %lld and b.id = %lld",
 		       id, copy);
 	cJSON_Delete(j);
@@ -449,7 +449,7 @@ test_filters(void **state)
 	cJSON_Delete(j);
 	t_assert_value(c, "1 available,2 cancelled,3 cancelled,4 available",
 		       "select string_agg(id || ' ' || state, ',' order by id)"
-		       " from pgjob.jobs");
+		       " from pgjob.all_jobs");
 	db_close(db);
 	PQfinish(c);
 	free(ci);
@@ -519,14 +519,65 @@ test_actions(void **state)
 	/* A done job retried runs again (the CLI's retry refuses it). */
 	long long token =
 		t_long(c,
-		       "select lease_token from pgjob.jobs where id = "
+		       "select lease_token from pgjob.all_jobs where id = "
 		       "%lld",
 		       id);
 	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
 	t_wait_until(c, 60,
 		     "select state = 'done' and lease_token > %lld"
-		     " from pgjob.jobs where id = %lld",
+		     " from pgjob.all_jobs where id = %lld",
 		     token, id);
+
+	/* A plain job done at its first attempt is kept in pgjob.jobs_done
+	 * (sql/019_jobs_done.sql): the console shows it, with its attempt;
+	 * a retry brings it back to pgjob.jobs and runs it again; a delete
+	 * takes it from there. */
+	long long plain = t_long(c, "select pgjob.enqueue('ok')");
+	t_wait_until(c, 60,
+		     "select exists (select 1 from pgjob.jobs_done"
+		     " where id = %lld)",
+		     plain);
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.jobs where id = %lld",
+		       plain);
+	snprintf(path, sizeof(path), "job/%lld", plain);
+	j = get(db, path, NULL, 200);
+	assert_string_equal(str(item(j, "job"), "state"), "done");
+	att = item(j, "attempts");
+	assert_int_equal(cJSON_GetArraySize(att), 1);
+	assert_string_equal(str(cJSON_GetArrayItem(att, 0), "outcome"), "done");
+	cJSON_Delete(j);
+	j = get(db, "jobs", "state=done&kind=ok", 200);
+	int listed = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, item(j, "jobs")) listed +=
+		(long long)num(it, "id") == plain;
+	assert_int_equal(listed, 1);
+	cJSON_Delete(j);
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", plain);
+	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
+	t_wait_until(c, 60,
+		     "select state = 'done' and lease_token = 2"
+		     " from pgjob.all_jobs where id = %lld",
+		     plain);
+	/* Run again, it ended at its second claim: it stays in pgjob.jobs. */
+	t_assert_value(
+		c, "1 0",
+		"select (select count(*) from pgjob.jobs where id = %lld)"
+		" || ' ' || (select count(*) from pgjob.jobs_done"
+		" where id = %lld)",
+		plain, plain);
+	long long gone = t_long(c, "select pgjob.enqueue('ok')");
+	t_wait_until(c, 60,
+		     "select exists (select 1 from pgjob.jobs_done"
+		     " where id = %lld)",
+		     gone);
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", gone);
+	assert_int_equal(affected(post(db, 1, "jobs/delete", body, 200)), 1);
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.all_jobs where id = %lld",
+		       gone);
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", id);
 
 	/* A running job is neither cancelled nor deleted from the console
 	 * (a row as a worker leaves it, in a queue no worker serves). */
@@ -621,16 +672,18 @@ test_actions(void **state)
 				       "\"expect\": 30}",
 				       200)),
 			 30);
-	t_assert_value(c, "30",
-		       "select count(*) from pgjob.jobs where kind = 'later'"
-		       " and state = 'cancelled'");
+	t_assert_value(
+		c, "30",
+		"select count(*) from pgjob.all_jobs where kind = 'later'"
+		" and state = 'cancelled'");
 	assert_int_equal(affected(post(db, 1, "jobs/delete",
 				       "{\"filter\": {\"kind\": \"later\", "
 				       "\"state\": \"cancelled\"}}",
 				       200)),
 			 30);
-	t_assert_value(c, "0",
-		       "select count(*) from pgjob.jobs where kind = 'later'");
+	t_assert_value(
+		c, "0",
+		"select count(*) from pgjob.all_jobs where kind = 'later'");
 	/* Delete by id: the dead-then-done job, and its attempts. */
 	assert_int_equal(affected(post(db, 1, "jobs/delete", body, 200)), 1);
 	t_assert_value(c, "0",
@@ -663,7 +716,7 @@ test_actions(void **state)
 	cJSON_Delete(post(db, 1, "schedules/run", "{\"name\": \"tick\"}", 200));
 	/* The scheduler runs it once, though disabled. */
 	t_wait_until(c, 60,
-		     "select count(*) = 1 from pgjob.jobs where kind = 'ok'"
+		     "select count(*) = 1 from pgjob.all_jobs where kind = 'ok'"
 		     " and queue = 'default' and id > %lld and state = 'done'",
 		     other);
 	cJSON_Delete(post(db, 1, "schedules/run", "{\"name\": \"nope\"}", 404));

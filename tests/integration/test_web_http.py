@@ -346,7 +346,7 @@ web:
     check(st == 403, f"bob's retry: {st}")
     st, _, data = w.post("/api/jobs/retry", {"ids": [int(job)]}, alice,
                          alice_csrf)
-    state = psql(DB, f"select state from pgjob.jobs where id = {int(job)}")
+    state = psql(DB, f"select state from pgjob.all_jobs where id = {int(job)}")
     check(st == 200 and json.loads(data).get("affected") == 1 and
           state == "available", f"alice's retry: {st} {data[:200]} {state}")
 

@@ -75,13 +75,14 @@ test_chain_and_results(void **state)
 		     " where id = %lld",
 		     wf);
 	/* d saw b's and c's results, each of which saw a's. */
-	t_assert_value(c, "{\"n\": 1}",
-		       "select result -> 'pgjob' -> 'parents' -> 'b' -> 'pgjob'"
-		       " -> 'parents' -> 'a' from pgjob.jobs where step = 'd'");
+	t_assert_value(
+		c, "{\"n\": 1}",
+		"select result -> 'pgjob' -> 'parents' -> 'b' -> 'pgjob'"
+		" -> 'parents' -> 'a' from pgjob.all_jobs where step = 'd'");
 	t_assert_value(c, "t",
 		       "select result -> 'pgjob' -> 'parents' ? 'c'"
 		       " and result ->> 'step' = 'd'"
-		       " from pgjob.jobs where step = 'd'");
+		       " from pgjob.all_jobs where step = 'd'");
 	/* The sql step got d's result in its payload ($1). */
 	t_assert_value(
 		c, "d",
@@ -93,7 +94,7 @@ test_chain_and_results(void **state)
 	t_assert_value(c, "0",
 		       "select count(*) from t_released r"
 		       " join pgjob.job_deps d on d.child = r.id"
-		       " join pgjob.jobs p on p.id = d.parent"
+		       " join pgjob.all_jobs p on p.id = d.parent"
 		       " where p.finished_at > r.at");
 	/* The metrics count it (read every few seconds). */
 	char *m = NULL;
@@ -122,7 +123,7 @@ test_chain_and_results(void **state)
 	t_wait_state(c, b, "done", 30);
 	t_assert_value(c, "7",
 		       "select result -> 'pgjob' -> 'parents' -> '%lld' ->> 'x'"
-		       " from pgjob.jobs where id = %lld",
+		       " from pgjob.all_jobs where id = %lld",
 		       a, b);
 	t_stop_clean(p);
 	PQfinish(c);
@@ -176,7 +177,7 @@ test_parent_failure_policies(void **state)
 	t_assert_value(
 		c, "dead",
 		"select result -> 'pgjob' -> 'failed' -> '%s' ->> 'state'"
-		" from pgjob.jobs where id = %lld",
+		" from pgjob.all_jobs where id = %lld",
 		name, k_run);
 	t_assert_job(c, k_wait, "state", "waiting");
 	/* A retry of the parent revives the chain. */
@@ -275,15 +276,15 @@ test_cancel_retry_waiting(void **state)
 	snprintf(name, sizeof(name), "%lld", a);
 	t_assert_value(c, "1",
 		       "select payload -> 'pgjob' -> 'parents' -> '%s' ->> 'n'"
-		       " from pgjob.jobs where id = %lld",
+		       " from pgjob.all_jobs where id = %lld",
 		       name, kid);
 	snprintf(name, sizeof(name), "%lld", b);
 	t_assert_value(c, "2",
 		       "select payload -> 'pgjob' -> 'parents' -> '%s' ->> 'n'"
-		       " from pgjob.jobs where id = %lld",
+		       " from pgjob.all_jobs where id = %lld",
 		       name, kid);
 	t_assert_value(c, "0",
-		       "select count(*) from t_starts s, pgjob.jobs p"
+		       "select count(*) from t_starts s, pgjob.all_jobs p"
 		       " where s.id = %lld and p.id = %lld"
 		       "  and s.at < p.finished_at",
 		       kid, a);
@@ -301,7 +302,7 @@ test_cancel_retry_waiting(void **state)
 	snprintf(name, sizeof(name), "%lld", a);
 	t_assert_value(c, "1",
 		       "select result -> 'pgjob' -> 'parents' -> '%s' ->> 'n'"
-		       " from pgjob.jobs where id = %lld",
+		       " from pgjob.all_jobs where id = %lld",
 		       name, solo);
 	t_assert_job(c, solo, "parents_left", "0");
 	t_stop_clean(p);
@@ -339,15 +340,15 @@ test_fan_in_kill9(void **state)
 		  " from t_parents");
 	/* Kill one worker while it runs parents. */
 	t_wait_until(c, 30,
-		     "select count(*) >= 4 from pgjob.jobs where state = "
+		     "select count(*) >= 4 from pgjob.all_jobs where state = "
 		     "'running'");
-	long long running = t_long(c, "select min(id) from pgjob.jobs"
+	long long running = t_long(c, "select min(id) from pgjob.all_jobs"
 				      " where state = 'running'");
 	pid_t victim = t_holder_pid(c, running);
 	kill(victim, SIGKILL);
 	t_wait_state(c, sink, "done", 60);
 	t_wait_until(c, 60,
-		     "select count(*) = 81 from pgjob.jobs where state = "
+		     "select count(*) = 81 from pgjob.all_jobs where state = "
 		     "'done'");
 	/* Released exactly once each: the sink and the 40 children. */
 	t_assert_value(c, "41", "select count(*) from t_released");
@@ -355,12 +356,12 @@ test_fan_in_kill9(void **state)
 	/* The sink saw all 40 parents, and started after the last ended. */
 	t_assert_value(c, "40",
 		       "select count(*) from jsonb_object_keys((select"
-		       " result -> 'pgjob' -> 'parents' from pgjob.jobs"
+		       " result -> 'pgjob' -> 'parents' from pgjob.all_jobs"
 		       " where id = %lld))",
 		       sink);
 	t_assert_value(c, "t",
 		       "select min(s.at) >= (select max(finished_at) from"
-		       " pgjob.jobs where id in (select id from t_parents))"
+		       " pgjob.all_jobs where id in (select id from t_parents))"
 		       " from t_starts s where s.id = %lld",
 		       sink);
 	for (int i = 0; i < 2; i++)
@@ -426,7 +427,7 @@ test_bad_workflows(void **state)
 			      " array[424242])");
 	assert_non_null(strstr(e, "no job 424242"));
 	free(e);
-	t_assert_value(c, "0", "select count(*) from pgjob.jobs");
+	t_assert_value(c, "0", "select count(*) from pgjob.all_jobs");
 	t_assert_value(c, "0", "select count(*) from pgjob.workflows");
 	t_assert_value(c, "0", "select count(*) from pgjob.job_deps");
 	/* The CLI reads the same JSON and says the same. */
@@ -504,14 +505,16 @@ test_show_and_cancel(void **state)
 	/* A waiting step cancelled by itself: its child follows its policy
 	 * (cancel). */
 	char notify_id[32];
-	char *v = t_value(c, "select id from pgjob.jobs where step = 'notify'");
+	char *v = t_value(
+		c, "select id from pgjob.all_jobs where step = 'notify'");
 	snprintf(notify_id, sizeof(notify_id), "%s", v);
 	free(v);
 	t_pgjob(&r, ci, "cancel", notify_id, NULL);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
-	t_assert_value(c, "cancelled",
-		       "select state from pgjob.jobs where step = 'notify'");
+	t_assert_value(
+		c, "cancelled",
+		"select state from pgjob.all_jobs where step = 'notify'");
 	/* resize is running (a worker of nobody's: the test claims it). */
 	t_exec(c,
 	       "update pgjob.jobs set state = 'running', locked_by = 'x',"
@@ -565,12 +568,12 @@ test_retention(void **state)
 	long long solo = t_long(c, "select pgjob.enqueue('echo')");
 	t_wait_state(c, a, "done", 30);
 	t_wait_until(c, 30,
-		     "select count(*) = 0 from pgjob.jobs where id = %lld",
+		     "select count(*) = 0 from pgjob.all_jobs where id = %lld",
 		     solo);
 	t_assert_value(
 		c, "3",
 		"select payload -> 'pgjob' -> 'parents' -> '%lld' ->> 'v'"
-		" from pgjob.jobs where id = %lld",
+		" from pgjob.all_jobs where id = %lld",
 		a, b);
 	t_stop_clean(p);
 	/* Never a parent whose child has not ended, even past the
@@ -580,14 +583,15 @@ test_retention(void **state)
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
 	t_assert_value(c, "1",
-		       "select count(*) from pgjob.jobs where id = %lld", a);
+		       "select count(*) from pgjob.all_jobs where id = %lld",
+		       a);
 	t_exec(c,
 	       "update pgjob.jobs set state = 'done', finished_at = now()"
 	       " where id = %lld",
 	       b);
 	t_pgjob(&r, ci, "prune", "--older-than", "0s", NULL);
 	t_run_free(&r);
-	t_assert_value(c, "0", "select count(*) from pgjob.jobs");
+	t_assert_value(c, "0", "select count(*) from pgjob.all_jobs");
 	t_assert_value(c, "0", "select count(*) from pgjob.job_deps");
 	/* A workflow: nothing of it goes while one step is left, and
 	 * then all of it, with its row. */
@@ -599,14 +603,14 @@ test_retention(void **state)
 	t_pgjob(&r, ci, "prune", "--older-than", "1h", NULL);
 	t_run_free(&r);
 	t_assert_value(c, "2",
-		       "select count(*) from pgjob.jobs where workflow_id ="
+		       "select count(*) from pgjob.all_jobs where workflow_id ="
 		       " %lld",
 		       wf);
 	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
 		  " - interval '2 hours' where step = 'y'");
 	t_pgjob(&r, ci, "prune", "--older-than", "1h", NULL);
 	t_run_free(&r);
-	t_assert_value(c, "0", "select count(*) from pgjob.jobs");
+	t_assert_value(c, "0", "select count(*) from pgjob.all_jobs");
 	t_assert_value(c, "0", "select count(*) from pgjob.workflows");
 	PQfinish(c);
 	free(ci);
@@ -653,9 +657,9 @@ test_batches(void **state)
 	t_exec(c, "select pgjob.batch_seal(%lld)", ok);
 	/* More join while it runs; a worker is killed; then the seal. */
 	t_wait_until(c, 30,
-		     "select count(*) >= 2 from pgjob.jobs where state = "
+		     "select count(*) >= 2 from pgjob.all_jobs where state = "
 		     "'running'");
-	long long running = t_long(c, "select min(id) from pgjob.jobs"
+	long long running = t_long(c, "select min(id) from pgjob.all_jobs"
 				      " where state = 'running'");
 	kill(t_holder_pid(c, running), SIGKILL);
 	t_exec(c,
@@ -677,12 +681,13 @@ test_batches(void **state)
 			      b);
 	t_wait_state(c, cb, "done", 30);
 	/* One callback, told the counts. */
-	t_assert_value(c, "1",
-		       "select count(*) from pgjob.jobs where kind = 'report'");
+	t_assert_value(
+		c, "1",
+		"select count(*) from pgjob.all_jobs where kind = 'report'");
 	t_assert_value(c, "ops|import|43|40|3|0",
 		       "select concat_ws('|', result ->> 'to', r ->> 'name',"
 		       " r ->> 'total', r ->> 'done', r ->> 'dead',"
-		       " r ->> 'cancelled') from pgjob.jobs,"
+		       " r ->> 'cancelled') from pgjob.all_jobs,"
 		       " lateral (select result -> 'pgjob' -> 'batch' as r) x"
 		       " where id = %lld",
 		       cb);
@@ -721,10 +726,11 @@ test_batches(void **state)
 	PGresult *res;
 	while ((res = PQgetResult(c2)))
 		PQclear(res);
-	t_assert_value(c, "1",
-		       "select count(*) from pgjob.jobs where kind = 'report'"
-		       " and payload -> 'pgjob' -> 'batch' ->> 'id' = '%lld'",
-		       b2);
+	t_assert_value(
+		c, "1",
+		"select count(*) from pgjob.all_jobs where kind = 'report'"
+		" and payload -> 'pgjob' -> 'batch' ->> 'id' = '%lld'",
+		b2);
 	PQfinish(c2);
 	PQfinish(c);
 	free(ci);
@@ -765,13 +771,13 @@ test_every_handler_type(void **state)
 	/* http: the body it posted (echoed back by /ok) held a's result. */
 	t_assert_value(c, "dead",
 		       "select ((result ->> 'body')::jsonb) -> 'pgjob' ->"
-		       " 'parents' -> 'a' ->> 'fail' from pgjob.jobs"
+		       " 'parents' -> 'a' ->> 'fail' from pgjob.all_jobs"
 		       " where step = 'h'");
 	/* plugin: the example plugin fails a job whose payload says
 	 * "fail": "dead", which only a's result, under pgjob.parents,
 	 * does. */
 	t_assert_value(c, "dead|example: asked to fail",
-		       "select state || '|' || last_error from pgjob.jobs"
+		       "select state || '|' || last_error from pgjob.all_jobs"
 		       " where step = 'p'");
 	t_assert_value(c, "failed",
 		       "select state from pgjob.workflow_state where id = %lld",

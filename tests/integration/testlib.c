@@ -686,8 +686,8 @@ t_expect_sqlstate_at(const char *file, int line, PGconn *conn,
 char *
 t_job(PGconn *conn, long long id, const char *expr)
 {
-	return t_value(conn, "select %s from pgjob.jobs where id = %lld", expr,
-		       id);
+	return t_value(conn, "select %s from pgjob.all_jobs where id = %lld",
+		       expr, id);
 }
 
 void
@@ -695,7 +695,7 @@ t_assert_job_at(const char *file, int line, PGconn *conn, long long id,
 		const char *expr, const char *want)
 {
 	t_assert_value_at(file, line, conn, want,
-			  "select %s from pgjob.jobs where id = %lld", expr,
+			  "select %s from pgjob.all_jobs where id = %lld", expr,
 			  id);
 }
 
@@ -723,8 +723,8 @@ t_wait_state_at(const char *file, int line, PGconn *conn, long long id,
 		const char *state, int timeout_s)
 {
 	if (t_poll(conn, timeout_s,
-		   "select state = '%s' from pgjob.jobs where id = %lld", state,
-		   id) == 0)
+		   "select state = '%s' from pgjob.all_jobs where id = %lld",
+		   state, id) == 0)
 		return;
 	char *now = t_job(conn, id,
 			  "state || ', attempt ' || attempts || ', last "
@@ -737,7 +737,7 @@ pid_t
 t_holder_pid(PGconn *conn, long long id)
 {
 	return (pid_t)t_long(conn,
-			     "select w.pid from pgjob.jobs j join "
+			     "select w.pid from pgjob.all_jobs j join "
 			     "pgjob.workers w on j.locked_by = w.host || "
 			     "':' || w.slot where j.id = %lld",
 			     id);

@@ -83,19 +83,19 @@ char *t_job(PGconn *conn, long long id, const char *expr);
 /* Waits until exactly n jobs are done. */
 #define t_wait_done(conn, n, timeout_s)                                        \
 	t_wait_until(conn, timeout_s,                                          \
-		     "select count(*) = %d from pgjob.jobs where "             \
+		     "select count(*) = %d from pgjob.all_jobs where "         \
 		     "state = 'done'",                                         \
 		     (int)(n))
 /* Waits until exactly n jobs have ended (done or dead). */
 #define t_wait_ended(conn, n, timeout_s)                                       \
 	t_wait_until(conn, timeout_s,                                          \
-		     "select count(*) = %d from pgjob.jobs where "             \
+		     "select count(*) = %d from pgjob.all_jobs where "         \
 		     "state in ('done', 'dead')",                              \
 		     (int)(n))
 /* Waits until exactly n jobs are running. */
 #define t_wait_running(conn, n, timeout_s)                                     \
 	t_wait_until(conn, timeout_s,                                          \
-		     "select count(*) = %d from pgjob.jobs where "             \
+		     "select count(*) = %d from pgjob.all_jobs where "         \
 		     "state = 'running'",                                      \
 		     (int)(n))
 /* Waits until exactly n workers are registered in pgjob.workers. */
