@@ -92,11 +92,13 @@ select id, queue, kind, payload, priority, run_at, state, attempts,
 	last_cpu_ms, last_max_rss_kb, last_status
   from pgjob.jobs_done;
 
--- A done job is in jobs_done or nowhere else: lets the planner leave the
--- table out of a read of pgjob.all_jobs for another state (constraint
--- exclusion covers the branches of a UNION ALL).
-alter table pgjob.jobs_done add constraint jobs_done_state_check
-	check (state = 'done');
+-- What a job kept here is: lets the planner leave the table out of a read
+-- of pgjob.all_jobs for another state, a workflow's steps or a batch's jobs
+-- (constraint exclusion covers the branches of a UNION ALL), where it
+-- would otherwise read every ring for none.
+alter table pgjob.jobs_done add constraint jobs_done_plain_check
+	check (state = 'done' and workflow_id is null and batch_id is null
+		and parents_left is null and children is not true);
 
 -- How many jobs of each queue and kind jobs_done got since t: the console's
 -- overview, `pgjob status` and `pgjob top` (which add the ends that stayed
