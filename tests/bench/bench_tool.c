@@ -9,7 +9,10 @@
  *	of pgjob.jobs seen> polls=<n>", times in CLOCK_REALTIME µs.  Exit 1
  *	on timeout.  With $PGJOBD_BENCH_DEAD_TRACE naming a file, appends
  *	"<µs> <n_dead_tup>" to it at every poll: the dead tuples over the
- *	run.
+ *	run.  With $PGJOBD_BENCH_READY naming a file, creates it after the
+ *	first poll: the caller starts the daemons once the watch has begun,
+ *	so that a drain quicker than the watcher's start (5,000 jobs take
+ *	70 ms) is not taken for one that was over at the first poll.
  *
  *   pgjobd_bench_tool latency CONNINFO COUNT INTERVAL_MS
  *	Enqueues COUNT single 'noop' jobs with payload {"seq": i}, one
@@ -85,6 +88,7 @@ wait_empty(PGconn *c, double timeout_s)
 	long long start = now_us(), first = 0, dead = 0, polls = 0;
 	const char *trace_path = getenv("PGJOBD_BENCH_DEAD_TRACE");
 	FILE *trace = trace_path && *trace_path ? fopen(trace_path, "a") : NULL;
+	const char *ready = getenv("PGJOBD_BENCH_READY");
 	for (;;) {
 		PGresult *r = PQexec(c, sql);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -101,6 +105,11 @@ wait_empty(PGconn *c, double timeout_s)
 			dead = d;
 		if (trace)
 			fprintf(trace, "%lld %lld\n", t, d);
+		if (polls == 1 && ready && *ready) {
+			FILE *f = fopen(ready, "w");
+			if (f)
+				fclose(f);
+		}
 		if (!first && (started || !left))
 			first = t;
 		if (!left) {

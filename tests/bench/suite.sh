@@ -144,8 +144,14 @@ drain() { # jobs instances config
 	sleep 0.5 # the last statements' counters reach pg_stat_database
 	x0=$(xacts)
 	l0=$(lsn)
+	# The watch first, the daemons once it has polled (bench_tool.c).
+	rm -f "$dir/ready"
+	PGJOBD_BENCH_READY="$dir/ready" "$tool" wait "$db" 600 >"$dir/wait.out" &
+	local watch=$!
+	until [ -e "$dir/ready" ] || ! kill -0 "$watch" 2>/dev/null; do sleep 0.01; done
 	start_instances "$2" "$3"
-	out=$("$tool" wait "$db" 600)
+	wait "$watch"
+	out=$(cat "$dir/wait.out")
 	read -r first end dead polls <<<"$(sed 's/[a-z_]*=//g' <<<"$out")"
 	local p1
 	p1=$(awk '{print $1}' <<<"$pids")
