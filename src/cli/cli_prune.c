@@ -64,14 +64,18 @@ parse(struct cli *cli, int argc, char **argv, int64_t *ms, int *json)
 	return 0;
 }
 
-/* Deletes batch after batch (prune_jobs_now()) until one comes back
- * short; 0 or -1. */
+typedef long long prune_now_fn(struct db_conn *c, const char *cutoff, int batch,
+			       char **err);
+
+/* Calls prune(conn, cutoff, PRUNE_BATCH) until a call prunes fewer than
+ * least; 0 or -1. */
 static int
-delete_batches(struct db_conn *conn, const char *cutoff, long long *total)
+prune_until(struct db_conn *conn, const char *cutoff, prune_now_fn *prune,
+	    long long least, long long *total)
 {
 	for (;;) {
 		char *err;
-		long long n = prune_jobs_now(conn, cutoff, PRUNE_BATCH, &err);
+		long long n = prune(conn, cutoff, PRUNE_BATCH, &err);
 		if (n < 0) {
 			cli_fail(CLI_EXIT_FAILED,
 				 "prune: %s (after pruning %lld jobs)", err,
@@ -80,26 +84,22 @@ delete_batches(struct db_conn *conn, const char *cutoff, long long *total)
 			return -1;
 		}
 		*total += n;
-		if (n < PRUNE_BATCH)
-			break;
-	}
-	/* And the plain jobs done, in pgjob.jobs_done (sql/019_jobs_done.sql):
-	 * its rings all before the cutoff emptied, the rest deleted in
-	 * batches, until nothing is left before it. */
-	for (;;) {
-		char *err;
-		long long n = prune_done_now(conn, cutoff, PRUNE_BATCH, &err);
-		if (n < 0) {
-			cli_fail(CLI_EXIT_FAILED,
-				 "prune: %s (after pruning %lld jobs)", err,
-				 *total);
-			free(err);
-			return -1;
-		}
-		*total += n;
-		if (n == 0)
+		if (n < least)
 			return 0;
 	}
+}
+
+/* Deletes batch after batch (prune_jobs_now()) until one comes back
+ * short; then the plain jobs done kept in pgjob.jobs_done
+ * (sql/019_jobs_done.sql): its rings all before the cutoff emptied, the
+ * rest deleted in batches, until a call finds nothing left before it.
+ * 0 or -1. */
+static int
+delete_batches(struct db_conn *conn, const char *cutoff, long long *total)
+{
+	if (prune_until(conn, cutoff, prune_jobs_now, PRUNE_BATCH, total) < 0)
+		return -1;
+	return prune_until(conn, cutoff, prune_done_now, 1, total);
 }
 
 int
