@@ -119,7 +119,8 @@ $$;
 -- with batch > 0 deletes up to batch rows older than cutoff from each ring
 -- that also holds newer ones (`pgjob prune DURATION`; the duty passes 0 and
 -- only truncates).  A ring it cannot lock within 100 ms (a reader holds it)
--- is left for the next call.  Returns how many rows went.  It runs with its
+-- is left for the next call.  Returns how many rows went: exact for the
+-- rows deleted, the statistics' estimate for a ring emptied.  It runs with its
 -- owner's rights: TRUNCATE is a right of the table's owner, not one to
 -- grant the worker role.  Sequential scans are off: "a row past the
 -- cutoff?" is answered from the BRIN summary (an old ring: no range to
@@ -156,12 +157,22 @@ begin
 			end if;
 			continue;
 		end if;
-		-- Counted before the lock, so that readers do not wait for
-		-- the count: a row written since ended after the cutoff, and
-		-- the look again under the lock finds it.
-		execute format('select count(*) from %s', part) into k;
-		if k = 0 then
+		execute format('select exists (select 1 from %s)', part)
+			into newer;
+		if not newer then
 			continue;
+		end if;
+		-- How many it holds, for the log: the statistics' estimate
+		-- (autovacuum analyzes a ring as it fills), or for a ring never
+		-- analyzed a count of a million rows at most.  Never a count of
+		-- the whole ring: this runs on a worker's connection, ahead of
+		-- its claims and lease renewals, and a ring can hold a
+		-- twelfth of the retention's jobs.
+		select c.reltuples::bigint into k from pg_class c
+		 where c.oid = part and c.reltuples >= 0;
+		if k is null then
+			execute format('select count(*) from (select 1 from %s'
+				' limit 1000000) x', part) into k;
 		end if;
 		begin
 			perform set_config('lock_timeout', '100ms', true);

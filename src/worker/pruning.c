@@ -28,6 +28,21 @@ on_pruned(void *arg, const struct db_status *st, long long n)
 		log_warnx("pruning %s failed: %s", what, st->text);
 }
 
+/* The rings of pgjob.jobs_done emptied: their count is the statistics'
+ * estimate (sql/019_jobs_done.sql). */
+static void
+on_rings(void *arg, const struct db_status *st, long long n)
+{
+	(void)arg;
+	if (st->error == DB_OK && n > 0)
+		log_info("pruned about %lld jobs done: whole rings of "
+			 "pgjob.jobs_done emptied",
+			 n);
+	else if (st->answered && st->error != DB_OK)
+		log_warnx("pruning the rings of pgjob.jobs_done failed: %s",
+			  st->text);
+}
+
 static void
 on_lease(void *arg, const struct db_status *st, int64_t token)
 {
@@ -44,8 +59,7 @@ on_lease(void *arg, const struct db_status *st, int64_t token)
 		return;
 	prune_jobs(d->db, d->cfg->retention_ms, PRUNE_BATCH, on_pruned,
 		   "finished jobs");
-	prune_done(d->db, d->cfg->retention_ms, on_pruned,
-		   "jobs done (whole rings of pgjob.jobs_done)");
+	prune_done(d->db, d->cfg->retention_ms, on_rings, NULL);
 	prune_request_keys(d->db, PRUNE_BATCH, on_pruned,
 			   "expired request keys");
 	prune_workers(d->db);

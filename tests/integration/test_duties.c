@@ -292,9 +292,8 @@ test_done_rings(void **state)
 		"handlers:\n  ok: { type: exec, command: [\"/bin/true\"] }\n");
 	t_wait_until(c, 60, "select count(*) = %lld from pgjob.jobs_done",
 		     kept);
-	char line[96];
-	snprintf(line, sizeof(line), "pruned %lld jobs done", total - kept);
-	assert_int_equal(t_log_count("rings2", line), 1);
+	/* The count of a ring emptied is the statistics' estimate. */
+	assert_int_equal(t_log_count("rings2", "pruned about "), 1);
 	t_stop_clean(p);
 	/* pgjob prune takes the old ones of the kept ring, row by row. */
 	t_pgjob(&r, ci, "prune", "--older-than", "1h", "--json", NULL);
