@@ -9,9 +9,10 @@
 -- its row, as retention 0 does, and appends a copy to pgjob.jobs_done in
 -- the same statement.  That table is written only at its end: a btree on
 -- id (a job by id, newest first) and a BRIN index on finished_at (a
--- summary per 128 pages, nothing per row).  On the test machine a drain of
--- 200,000 no-op jobs with 2 workers ran 84,000 jobs/s with the update,
--- 97,700 with the move (retention 0: 108,000); docs/performance.md.
+-- summary per 128 pages, nothing per row).  On the test machine drains of
+-- 200,000 no-op jobs with 2 workers ran 82,700 jobs/s with the update and
+-- 87,843 with the move (medians of three; 92,085 without the btree on id,
+-- 102,086 at retention 0): docs/performance.md.
 --
 -- Every other end stays in pgjob.jobs as before (dead, cancelled, a retry's
 -- success, a workflow's step, a batch's job, a parent or a child, an sql
