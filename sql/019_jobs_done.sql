@@ -221,8 +221,35 @@ as $$
 	order by 11, 2
 $$;
 
+-- The jobs of ids kept in jobs_done back in pgjob.jobs, as they are, done:
+-- before a retry of a done job (the console's) and before a child is
+-- attached to a parent kept here (below).  Returns how many moved.
+create function pgjob.restore_done(ids bigint[]) returns bigint
+language sql
+volatile
+as $$
+	with m as (delete from pgjob.jobs_done x where x.id = any(ids)
+		returning x.id, x.queue, x.kind, x.payload, x.priority, x.run_at,
+			x.state, x.attempts, x.max_attempts, x.locked_by,
+			x.locked_until, x.lease_token, x.unique_key, x.ordering_key,
+			x.last_error, x.result, x.created_at, x.finished_at,
+			x.lost_attempts, x.limit_key, x.cost, x.attempted_at,
+			x.children, x.parents_left, x.on_parent_failure,
+			x.workflow_id, x.step, x.batch_id, x.last_wall_ms,
+			x.last_cpu_ms, x.last_max_rss_kb, x.last_status),
+	i as (insert into pgjob.jobs (id, queue, kind, payload, priority,
+		run_at, state, attempts, max_attempts, locked_by, locked_until,
+		lease_token, unique_key, ordering_key, last_error, result,
+		created_at, finished_at, lost_attempts, limit_key, cost,
+		attempted_at, children, parents_left, on_parent_failure,
+		workflow_id, step, batch_id, last_wall_ms, last_cpu_ms,
+		last_max_rss_kb, last_status)
+	overriding system value select * from m returning 1)
+	select count(*) from i
+$$;
+
 -- A parent that ended done as a plain job is in jobs_done: it goes back to
--- pgjob.jobs first, done, where its children's edges, the release of a
+-- pgjob.jobs first (pgjob.restore_done()), done, where its children's edges, the release of a
 -- retried child (pgjob.parents_of()) and the pruning that waits for its
 -- children (prune.c) find it.  Otherwise version 11's function as it was.
 create or replace function pgjob.attach(child bigint, deps bigint[], pol text,
@@ -242,23 +269,7 @@ begin
 	state := 'available';
 	parents_left := 0;
 	deps := array(select distinct d from unnest(deps) d where d is not null order by d);
-	with m as (delete from pgjob.jobs_done x where x.id = any(deps)
-		returning x.id, x.queue, x.kind, x.payload, x.priority, x.run_at,
-			x.state, x.attempts, x.max_attempts, x.locked_by,
-			x.locked_until, x.lease_token, x.unique_key, x.ordering_key,
-			x.last_error, x.result, x.created_at, x.finished_at,
-			x.lost_attempts, x.limit_key, x.cost, x.attempted_at,
-			x.children, x.parents_left, x.on_parent_failure,
-			x.workflow_id, x.step, x.batch_id, x.last_wall_ms,
-			x.last_cpu_ms, x.last_max_rss_kb, x.last_status)
-	insert into pgjob.jobs (id, queue, kind, payload, priority, run_at,
-		state, attempts, max_attempts, locked_by, locked_until,
-		lease_token, unique_key, ordering_key, last_error, result,
-		created_at, finished_at, lost_attempts, limit_key, cost,
-		attempted_at, children, parents_left, on_parent_failure,
-		workflow_id, step, batch_id, last_wall_ms, last_cpu_ms,
-		last_max_rss_kb, last_status)
-	overriding system value select * from m;
+	perform pgjob.restore_done(deps);
 	select d into missing from unnest(deps) d
 	 where not exists (select 1 from pgjob.jobs j where j.id = d) limit 1;
 	if missing is not null then

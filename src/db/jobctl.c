@@ -20,20 +20,8 @@ const char jobctl_retry_pick_sql[] =
 	"     and o.id not in (select id from c))"
 	"   group by c.unique_key) s";
 
-/* Every column of pgjob.jobs, which pgjob.jobs_done has too. */
-#define JOB_COLUMNS                                                            \
-	"id, queue, kind, payload, priority, run_at, state, attempts,"         \
-	" max_attempts, locked_by, locked_until, lease_token, unique_key,"     \
-	" ordering_key, last_error, result, created_at, finished_at,"          \
-	" lost_attempts, limit_key, cost, attempted_at, children,"             \
-	" parents_left, on_parent_failure, workflow_id, step, batch_id,"       \
-	" last_wall_ms, last_cpu_ms, last_max_rss_kb, last_status"
-
 const char jobctl_restore_done_sql[] =
-	"with m as (delete from pgjob.jobs_done where id = any($1::bigint[])"
-	"  returning " JOB_COLUMNS ")"
-	" insert into pgjob.jobs (" JOB_COLUMNS ") overriding system value"
-	" select " JOB_COLUMNS " from m";
+	"select pgjob.restore_done($1::bigint[])";
 
 /* e.n: the edges of each job whose parent's end it has not counted. */
 const char jobctl_retry_sql[] =

@@ -24,7 +24,8 @@ extern const char jobctl_retry_pick_sql[];
 /*
  * The jobs of $1 kept in pgjob.jobs_done (a plain job done:
  * sql/019_jobs_done.sql) back in pgjob.jobs, as they are, done: what a
- * retry of a done job runs first, in its transaction.  Returns no rows.
+ * retry of a done job runs first, in its transaction
+ * (pgjob.restore_done()).  Returns how many moved.
  */
 extern const char jobctl_restore_done_sql[];
 /*

@@ -659,11 +659,11 @@ act_batch(struct db_conn *db, const char *action, const char *ids,
 		 * pgjob.jobs: it goes back there first. */
 		db_rows_free(res);
 		res = step(db, out, jobctl_restore_done_sql, ids, NULL);
-	}
-	if (res && strcmp(action, "retry") == 0) {
-		db_rows_free(res);
-		res = pick =
-			step(db, out, jobctl_retry_pick_sql, ids, RETRY_STATES);
+		if (res) {
+			db_rows_free(res);
+			res = pick = step(db, out, jobctl_retry_pick_sql, ids,
+					  RETRY_STATES);
+		}
 		if (pick && strcmp(db_rows_text(pick, 0, 0), "{}") != 0) {
 			res = step(db, out, jobctl_retry_sql,
 				   db_rows_text(pick, 0, 0), NULL);
