@@ -40,6 +40,16 @@ backoff_limited_cost(int64_t took_ms, int64_t limit_ms, int stopped)
 	return took_ms <= limit_ms ? took_ms : -1;
 }
 
+enum backoff_say
+backoff_stop_say(int stops, int64_t warned_ms, int64_t now_ms)
+{
+	if (stops < 2)
+		return BACKOFF_SAY_INFO;
+	if (warned_ms && now_ms - warned_ms < 600000)
+		return BACKOFF_SAY_NOTHING;
+	return BACKOFF_SAY_WARN;
+}
+
 double
 backoff_random(void)
 {

@@ -30,6 +30,16 @@ int64_t backoff_full_jitter(int64_t base_ms, int64_t max_ms, int n, double rnd);
  */
 int64_t backoff_limited_cost(int64_t took_ms, int64_t limit_ms, int stopped);
 
+/*
+ * What a worker says when a statement under a time limit was stopped for
+ * the stops-th time in a row (stops >= 1), its last warning of it at
+ * warned_ms (0: none yet) and now at now_ms: one stop is an info line
+ * (a machine turned busy at once can make one statement slow), a second
+ * in a row a warning, every ten minutes at most, nothing between.
+ */
+enum backoff_say { BACKOFF_SAY_NOTHING, BACKOFF_SAY_INFO, BACKOFF_SAY_WARN };
+enum backoff_say backoff_stop_say(int stops, int64_t warned_ms, int64_t now_ms);
+
 /* A uniform double in [0, 1) from a per-process generator. */
 double backoff_random(void);
 

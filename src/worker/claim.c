@@ -265,9 +265,16 @@ sweep_limit_ms(const struct worker *w)
  * way (it reads the entry of every job claimed since).  It claimed
  * nothing; the next comes 50 limits later, and the worker claims from its
  * positions meanwhile.  Jobs whose worker died, or that sort behind every
- * position without a NOTIFY saying so, wait for the snapshot to end: the
- * warning says so, every ten minutes at most (the health duty names the
- * session that holds the snapshot).
+ * position without a NOTIFY saying so, wait for the snapshot to end.
+ *
+ * One stop is not evidence of a snapshot: a machine that turns busy at
+ * once (200 workers on 2 cores taking a burst of jobs, the fault suite's
+ * workers200) slows a sweep's statement before the mean of the claims it
+ * is measured against has caught up, and the entries of the jobs done
+ * since autovacuum last ran are in its way too.  So the first stop is an
+ * info line; the second in a row (the snapshot still there 50 limits
+ * later, its dead entries only more) is the warning, every ten minutes at
+ * most (the health duty names the session that holds the snapshot).
  */
 static void
 sweep_timed_out(struct worker *w, int64_t limit_ms)
@@ -275,15 +282,29 @@ sweep_timed_out(struct worker *w, int64_t limit_ms)
 	int64_t now = util_now_ms();
 	w->head_cost_ms = limit_ms; /* backoff_limited_cost() of a stop */
 	w->want_claim = 1;
-	if (w->sweep_warned_ms && now - w->sweep_warned_ms < 600000)
+	switch (backoff_stop_say(++w->sweep_stops, w->sweep_warned_ms, now)) {
+	case BACKOFF_SAY_NOTHING:
 		return;
+	case BACKOFF_SAY_INFO:
+		log_info("the sweep for expired leases and passed-over jobs "
+			 "took over %lld ms (%d times this worker's usual "
+			 "claim) and was stopped; the next is in %lld s, and "
+			 "a second stop in a row is warned of (a snapshot "
+			 "held open elsewhere)",
+			 (long long)limit_ms, SWEEP_TIMEOUT_CLAIMS,
+			 (long long)(50 * limit_ms / 1000));
+		return;
+	case BACKOFF_SAY_WARN:
+		break;
+	}
 	w->sweep_warned_ms = now;
 	log_warnx("the sweep for expired leases and passed-over jobs took over "
 		  "%lld ms (%d times this worker's usual claim) and was "
-		  "stopped: a snapshot held open elsewhere keeps every claimed "
-		  "job's index entries (see the xmin horizon warning); until "
-		  "it ends, the jobs of a worker that died are not taken over",
-		  (long long)limit_ms, SWEEP_TIMEOUT_CLAIMS);
+		  "stopped, %d times in a row: a snapshot held open elsewhere "
+		  "keeps every claimed job's index entries (see the xmin "
+		  "horizon warning); until it ends, the jobs of a worker that "
+		  "died are not taken over",
+		  (long long)limit_ms, SWEEP_TIMEOUT_CLAIMS, w->sweep_stops);
 }
 
 static void
@@ -345,6 +366,8 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	 * not the server's (the fault suite's freeze once waited 2 minutes
 	 * for its last 2 jobs): its last cost stands. */
 	int64_t cost = backoff_limited_cost(took, c->limit_ms, 0);
+	if (c->head)
+		w->sweep_stops = 0;
 	if (c->head && cost >= 0)
 		w->head_cost_ms = cost;
 	else if (!c->head)

@@ -135,8 +135,10 @@ struct worker {
 	 * RESCAN_HEAD (a payload that did not say: from the head). */
 	int *rescan;
 	struct queue_position *rescan_from;
-	/* When a sweep last ran out of time, for the warning's pace. */
+	/* When a sweep last ran out of time, for the warning's pace, and
+	 * how many sweeps in a row did (sweep_timed_out()). */
 	int64_t sweep_warned_ms;
+	int sweep_stops;
 	/* The last claim that read every queue from its head and looked for
 	 * expired leases (monotonic ms), and its round trip (ms): the next
 	 * one comes a second later, or 50 round trips later, whichever is

@@ -416,18 +416,26 @@ check_ledger(PGconn *c, int njobs)
 			 lo, hi, mean);
 }
 
-/* No error or warning anywhere: the instances' logs, the server's (a
- * refused connection would be a FATAL there). */
+/*
+ * No error or warning anywhere: the instances' logs, the server's (a
+ * refused connection would be a FATAL there).  One exception, counted: a
+ * sweep that a worker's statement_timeout stopped is an info line of the
+ * worker and an ERROR of the server.  200 workers on 2 cores taking a
+ * burst of jobs make one sweep now and then slower than its limit (seen
+ * in CI and here: 3 of 200 workers); a second stop in a row, the sign of
+ * a snapshot held open, would be a warning and fail the test.
+ */
 static void
 check_logs(void)
 {
-	int bad = 0;
+	int bad = 0, stopped = 0;
 	for (int i = 0; i < NINST; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "scale%d", i);
 		bad += lines_with(t_log(name), "level=warn");
 		bad += lines_with(t_log(name), "level=error");
 		bad += lines_with(t_log(name), "level=fatal");
+		stopped += t_log_count(name, "was stopped;");
 		if (t_log_count(name, "level=info") == 0)
 			fail_msg("%s holds no info line: not the instance's "
 				 "log",
@@ -437,8 +445,15 @@ check_logs(void)
 	char slog[4200];
 	snprintf(slog, sizeof(slog), "%s/server.log", data);
 	free(data);
-	bad += lines_with(slog, "ERROR:") + lines_with(slog, "FATAL:") +
-	       lines_with(slog, "WARNING:");
+	int timeouts = t_count_in_file(
+		slog, "ERROR:  canceling statement due to statement timeout");
+	if (timeouts > stopped)
+		fail_msg("%d statements stopped by their time limit in the "
+			 "server's log, %d sweeps stopped in the workers' logs",
+			 timeouts, stopped);
+	figure(" sweeps_stopped=%d", stopped);
+	bad += lines_with(slog, "ERROR:") - timeouts +
+	       lines_with(slog, "FATAL:") + lines_with(slog, "WARNING:");
 	if (bad)
 		fail_msg("%d error or warning lines in the logs", bad);
 }

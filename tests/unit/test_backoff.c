@@ -69,6 +69,21 @@ test_limited_cost(void **state)
 	assert_int_equal(backoff_limited_cost(9000, 1000, 0), -1);
 }
 
+/* One stop is an info line, the second in a row a warning, and the
+ * warnings come ten minutes apart at most, however many stops. */
+static void
+test_stop_say(void **state)
+{
+	(void)state;
+	assert_int_equal(backoff_stop_say(1, 0, 5000), BACKOFF_SAY_INFO);
+	assert_int_equal(backoff_stop_say(1, 4000, 5000), BACKOFF_SAY_INFO);
+	assert_int_equal(backoff_stop_say(2, 0, 5000), BACKOFF_SAY_WARN);
+	assert_int_equal(backoff_stop_say(3, 5000, 5000 + 599999),
+			 BACKOFF_SAY_NOTHING);
+	assert_int_equal(backoff_stop_say(9, 5000, 5000 + 600000),
+			 BACKOFF_SAY_WARN);
+}
+
 int
 main(void)
 {
@@ -78,6 +93,7 @@ main(void)
 		cmocka_unit_test(test_full_jitter),
 		cmocka_unit_test(test_random_range),
 		cmocka_unit_test(test_limited_cost),
+		cmocka_unit_test(test_stop_say),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
