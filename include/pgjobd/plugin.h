@@ -33,13 +33,16 @@
  * run() blocks the worker.  While it runs, that worker renews no lease,
  * claims nothing and writes no heartbeat, so keep it short next to the
  * lease (database.lease, 30 s by default); use an exec handler for long
- * work.  Before calling run(), pgjobd arms a SIGALRM timer for the
- * handler's timeout; if run() has not returned by then, the default action
- * of SIGALRM kills the worker process.  Only that worker dies: the
- * supervisor starts a new one, and the job comes back when its lease
- * expires.  A crash (SIGSEGV, abort()) in run() likewise takes down only its
- * worker.  So a plugin must not change the disposition of SIGALRM, SIGCHLD
- * or SIGPIPE, nor use alarm() or setitimer(ITIMER_REAL).
+ * work.  Before calling run(), pgjobd arms the handler's timeout; if run()
+ * has not returned by then (within 50 ms more), a watchdog thread of the
+ * worker sends SIGALRM with its default action, which kills the worker
+ * process.  Only that worker dies: the supervisor starts a new one, and the
+ * job comes back when its lease expires.  A crash (SIGSEGV, abort()) in
+ * run() likewise takes down only its worker.  So a plugin must not change
+ * the disposition of SIGALRM, SIGCHLD or SIGPIPE, nor use alarm() or
+ * setitimer(ITIMER_REAL).  Because of the watchdog, run() is called in a
+ * process with one more thread: a plugin that forks should only exec (or
+ * call async-signal-safe functions) in the child.
  *
  * Jobs are delivered at least once: a job may run again after a crash, a
  * timeout or a lost lease.  Make run() idempotent; the job id and the lease

@@ -38,6 +38,8 @@ enum {
 	H_NO_SYMBOL,
 	H_INIT_FAILS,
 	H_NO_RUN,
+	H_SPIN,
+	H_CATCH_ALARM,
 	H_COUNT
 };
 
@@ -79,6 +81,8 @@ setup(void **state)
 	plugin_conf(H_NO_SYMBOL, "no_symbol", example_so, "no_such_symbol");
 	plugin_conf(H_INIT_FAILS, "init_fails", test_so, "init_fails");
 	plugin_conf(H_NO_RUN, "no_run", test_so, "no_run");
+	plugin_conf(H_SPIN, "spin", test_so, "spin");
+	plugin_conf(H_CATCH_ALARM, "catch_alarm", test_so, "catch_alarm");
 	/* Some plugins are unusable: -1, but the others work. */
 	assert_int_equal(handler_init(&cfg), -1);
 	return 0;
@@ -294,6 +298,49 @@ test_timeout_kills_worker(void **state)
 	assert_int_equal(WTERMSIG(status), SIGALRM);
 }
 
+/* Even a plugin that catches SIGALRM against the rules is stopped: the
+ * watchdog sets its default action back before it sends it. */
+static void
+test_timeout_despite_handler(void **state)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct outcome o;
+		handlers[H_CATCH_ALARM].timeout_ms = 200;
+		run_job(H_CATCH_ALARM, "{\"ms\": 5000}", false, &o);
+		_exit(0); /* not reached */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGALRM);
+}
+
+/* The CPU time of a run: what the plugin burnt on the worker's thread,
+ * and 0 for a run shorter than a millisecond (which skips its second
+ * getrusage()). */
+static void
+test_cpu_time(void **state)
+{
+	struct outcome o;
+
+	run_job(H_SPIN, "{\"ms\": 30}", false, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_true(o.res.measured);
+	if (o.res.cpu_ms < 29)
+		fail_msg("a run that burnt 30 ms of CPU measured %lld ms",
+			 (long long)o.res.cpu_ms);
+	handler_result_clear(&o.res);
+
+	run_job(H_SPIN, "{\"ms\": 0}", false, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	assert_true(o.res.measured);
+	assert_int_equal(o.res.cpu_ms, 0);
+	handler_result_clear(&o.res);
+}
+
 static void
 test_not_loaded(void **state)
 {
@@ -322,6 +369,8 @@ main(void)
 		cmocka_unit_test(test_unusable),
 		cmocka_unit_test(test_stop_before_run),
 		cmocka_unit_test(test_timeout_kills_worker),
+		cmocka_unit_test(test_timeout_despite_handler),
+		cmocka_unit_test(test_cpu_time),
 		cmocka_unit_test(test_not_loaded),
 	};
 	const char *bin = getenv("PGJOBD_TEST_BIN");
