@@ -279,9 +279,12 @@ test_stop_before_run(void **state)
 	handler_result_clear(&o.res);
 }
 
-/* A plugin that outlives its timeout takes its worker down with SIGALRM. */
+/* Runs a job of handlers[h] with a 200 ms timeout in a child, as a worker
+ * would, and checks that SIGALRM ended the child.  The child has no
+ * watchdog thread of its parent's (fork() keeps one thread): its first
+ * armed run starts one. */
 static void
-test_timeout_kills_worker(void **state)
+expect_alarm(int h, const char *payload)
 {
 	int status = 0;
 	pid_t pid = fork();
@@ -289,8 +292,8 @@ test_timeout_kills_worker(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct outcome o;
-		handlers[H_EXAMPLE].timeout_ms = 200;
-		run_job(H_EXAMPLE, "{\"sleep_ms\": 5000}", false, &o);
+		handlers[h].timeout_ms = 200;
+		run_job(h, payload, false, &o);
 		_exit(0); /* not reached */
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -298,24 +301,19 @@ test_timeout_kills_worker(void **state)
 	assert_int_equal(WTERMSIG(status), SIGALRM);
 }
 
+/* A plugin that outlives its timeout takes its worker down with SIGALRM. */
+static void
+test_timeout_kills_worker(void **state)
+{
+	expect_alarm(H_EXAMPLE, "{\"sleep_ms\": 5000}");
+}
+
 /* Even a plugin that catches SIGALRM against the rules is stopped: the
  * watchdog sets its default action back before it sends it. */
 static void
 test_timeout_despite_handler(void **state)
 {
-	int status = 0;
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct outcome o;
-		handlers[H_CATCH_ALARM].timeout_ms = 200;
-		run_job(H_CATCH_ALARM, "{\"ms\": 5000}", false, &o);
-		_exit(0); /* not reached */
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFSIGNALED(status));
-	assert_int_equal(WTERMSIG(status), SIGALRM);
+	expect_alarm(H_CATCH_ALARM, "{\"ms\": 5000}");
 }
 
 /* The CPU time of a run: what the plugin burnt on the worker's thread,
