@@ -147,6 +147,9 @@ struct worker {
 	/* The moving mean of the other claims' round trips (µs, 1/8 weight
 	 * to the latest): what a sweep's time limit is measured against. */
 	int64_t claim_avg_us;
+	/* 0 until the connection's first claim has answered: that one also
+	 * built the statement's plan (see on_claim()). */
+	int claim_planned;
 	int draining, stopping;
 	int retiring; /* a reload retired it: no deadline to finish */
 	int exit_code;

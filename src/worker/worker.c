@@ -367,6 +367,7 @@ connect_db(struct worker *w)
 		return;
 	}
 	prepare_statements(w);
+	w->claim_planned = 0;
 	/* No answer within a lease: the path is dead, whatever TCP says. */
 	dbev_set_timeout(w->db, w->cfg->lease_ms);
 	if (w->connected_once)
