@@ -137,7 +137,16 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 				 w->max_slots, (long long)w->lock_class);
 		return EXIT_TEMPFAIL;
 	}
-	if (worker_register(conn, w, *slot, err) < 0)
+	return 0;
+}
+
+int
+session_register(struct db_conn *c, const struct session_worker *w, int slot,
+		 char **err)
+{
+	PGconn *conn = db_pgconn(c);
+
+	if (worker_register(conn, w, slot, err) < 0)
 		return -1;
 	if (FAILPOINT(FP_LISTEN)) {
 		*err = xstrdup("LISTEN: failpoint");

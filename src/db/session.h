@@ -1,8 +1,9 @@
 /*
  * session: a worker's connection made ready to work, synchronously, before
  * it goes on the loop: the session's settings, the schema version, a slot
- * (the worker's identity: the lowest free session advisory lock), its row in
- * pgjob.workers, and LISTEN on the channel new jobs are announced on.
+ * (the worker's identity: the lowest free session advisory lock), its
+ * queues and their limits, its row in pgjob.workers, and LISTEN on the
+ * channels new jobs and changed limits are announced on.
  * Slots are identity and liveness, not safety: the job's lease token is
  * what keeps a job from running twice.
  */
@@ -33,13 +34,24 @@ struct session_worker {
 };
 
 /*
- * Sets conn up for w.  Returns 0 with *slot set (1..max_slots); -1 when it
- * may work later (a database error: *err set, caller frees); EXIT_TEMPFAIL
- * when every slot is taken (*err says so); EXIT_CONFIG when the schema is
- * not the one this pgjobd needs (*err says what to do).
+ * Sets conn up for w: its settings, the schema check and a slot.  Returns 0
+ * with *slot set (1..max_slots); -1 when it may work later (a database
+ * error: *err set, caller frees); EXIT_TEMPFAIL when every slot is taken
+ * (*err says so); EXIT_CONFIG when the schema is not the one this pgjobd
+ * needs (*err says what to do).
  */
 int session_start(struct db_conn *conn, const struct session_worker *w,
 		  int *slot, char **err);
+
+/*
+ * Then, once its queues are published (session_publish_limits()), w's row
+ * in pgjob.workers for slot, and LISTEN: a worker that pgjob.workers shows
+ * has made its queues known and their limits the config's, so that
+ * pgjob.pause() or pgjob.acquire_slot() of one of them right after works.
+ * Returns 0, or -1 with *err set (caller frees).
+ */
+int session_register(struct db_conn *conn, const struct session_worker *w,
+		     int slot, char **err);
 
 /*
  * Publishes w->limits (pgjob.publish_limits()): the queues become known and

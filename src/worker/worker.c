@@ -311,6 +311,11 @@ setup_session(struct worker *w, struct db_conn *conn)
 			  replaced);
 		free(replaced);
 	}
+	if (session_register(conn, &sw, slot, &err) < 0) {
+		log_warnx("%s", err);
+		free(err);
+		return -1;
+	}
 	if (w->slot && slot != w->slot)
 		log_info("slot changed from %d to %d after reconnecting",
 			 w->slot, slot);

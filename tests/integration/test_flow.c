@@ -532,12 +532,9 @@ test_runtime_limits(void **state)
 	t_exec(c, "select pgjob.pause('q')");
 	pid_t p = t_daemon(cfg, 0, "runtime");
 	t_wait_workers(c, 2, 30);
-	/* The config's limit is published: by each worker right after its
-	 * row in pgjob.workers is written (session_publish_limits(), before
-	 * its first claim), so a moment after t_wait_workers() at most (it
-	 * was not there yet once, under the sanitizers). */
-	t_wait_until(c, 30,
-		     "select count(*) = 1 from pgjob.limits where queue = 'q'");
+	/* The config's limit is published: by each worker before its row
+	 * in pgjob.workers is written (session_register()), so by the time
+	 * t_wait_workers() returns. */
 	t_assert_value(c, "1 config true",
 		       "select global_concurrency || ' ' || source || ' ' ||"
 		       " paused from pgjob.limits where queue = 'q'");
