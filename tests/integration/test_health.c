@@ -275,8 +275,10 @@ test_doctor_checks(void **state)
 	/* The stale instance gone, no job past its timeout: all OK. */
 	t_exec(c, "delete from pgjob.workers; delete from pgjob.jobs");
 	t_pgjob(&r, ci, "-c", cfg, "doctor", NULL);
-	assert_int_equal(r.status, 0);
-	assert_null(strstr(r.out, "WARN"));
+	/* Once in CI (2026-12-02) this said 1, and the output was not
+	 * shown: it is now. */
+	if (r.status != 0 || strstr(r.out, "WARN"))
+		fail_msg("doctor gave %d, not 0:\n%s", r.status, r.out);
 	t_run_free(&r);
 
 	/* No schema pgjob: a failure. */
