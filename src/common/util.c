@@ -91,18 +91,30 @@ xvasprintf(const char *fmt, va_list ap)
 }
 
 int64_t
+util_cpu_us(const struct rusage *ru)
+{
+	return (int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000 +
+	       ru->ru_utime.tv_usec + ru->ru_stime.tv_usec;
+}
+
+int64_t
 util_cpu_ms(const struct rusage *ru)
 {
-	return (int64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
-	       (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+	return util_cpu_us(ru) / 1000;
+}
+
+int64_t
+util_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 int64_t
 util_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return util_now_us() / 1000;
 }
 
 int64_t

@@ -27,11 +27,14 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same with a va_list. */
 char *xvasprintf(const char *fmt, va_list ap)
 	__attribute__((format(printf, 1, 0)));
-/* User and system CPU time of ru, in milliseconds. */
+/* User and system CPU time of ru, in microseconds and milliseconds. */
 struct rusage;
+int64_t util_cpu_us(const struct rusage *ru);
 int64_t util_cpu_ms(const struct rusage *ru);
 
-/* Milliseconds on CLOCK_MONOTONIC; never goes backwards. */
+/* Microseconds and milliseconds on CLOCK_MONOTONIC; never go backwards,
+ * and cost no system call (the vDSO answers). */
+int64_t util_now_us(void);
 int64_t util_now_ms(void);
 /* Microseconds on CLOCK_REALTIME (for log lines and benchmarks only). */
 int64_t util_wall_us(void);

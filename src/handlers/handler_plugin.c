@@ -258,7 +258,7 @@ find(const struct handler_conf *h)
  * arming an itimer around each run (sigaction, sigprocmask and setitimer,
  * and setitimer and sigprocmask after) were five of the seven system
  * calls a no-op plugin job cost, and on a VM whose system calls trap to
- * the hypervisor a drain of no-op jobs ran 25 % faster without them
+ * the hypervisor a drain of no-op jobs ran 21 % faster without them
  * (docs/performance.md, "Plugin runs without system calls").
  *
  * While a run is armed the thread looks every WATCH_TICK_MS, so a run is
@@ -381,26 +381,16 @@ disarm(void)
 	atomic_store(&deadline_ms, 0);
 }
 
-/* The calling thread's CPU time: the worker's loop, which the plugin's
- * run() has to itself while it runs (threads it starts are not counted). */
+/* The calling thread's CPU time (µs): the worker's loop, which the
+ * plugin's run() has to itself while it runs (threads it starts are not
+ * counted). */
 static int64_t
 cpu_us(void)
 {
 	struct rusage ru;
 
 	getrusage(RUSAGE_THREAD, &ru);
-	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
-	       ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-}
-
-/* Monotonic µs (no system call: the vDSO answers). */
-static int64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return util_cpu_us(&ru);
 }
 
 /* Moves the plugin's answer into res; takes out's strings. */
@@ -461,7 +451,7 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	 * run took a millisecond or more.  A shorter run used less than a
 	 * millisecond of this thread's CPU, 0 in whole milliseconds, and
 	 * the second getrusage() is saved (see arm() for why it counts). */
-	int64_t t0 = now_us(), c0 = cpu_us(), timeout;
+	int64_t t0 = util_now_us(), c0 = cpu_us(), timeout;
 	int oc;
 
 	handler_result_clear(res);
@@ -481,7 +471,7 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	oc = pl->p->run(pl->state, &pj, &out);
 	if (timeout > 0)
 		disarm();
-	int64_t wall_us = now_us() - t0;
+	int64_t wall_us = util_now_us() - t0;
 	take(pl, &lj, oc, &out, res);
 	res->measured = true;
 	res->cpu_ms = wall_us < 1000 ? 0 : (cpu_us() - c0) / 1000;

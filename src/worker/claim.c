@@ -373,10 +373,8 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	 * of the next ones', and taken as a sweep's cost it put the next
 	 * sweep 50 of them away, tens of seconds on a slow host (CI's
 	 * sanitizer pass, where test_sweep_time_limit then saw no sweep). */
-	int planning = !w->claim_planned;
-	w->claim_planned = 1;
-	if (planning)
-		;
+	if (!w->claim_planned)
+		w->claim_planned = 1;
 	else if (c->head && cost >= 0)
 		w->head_cost_ms = cost;
 	else if (!c->head)
