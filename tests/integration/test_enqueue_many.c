@@ -113,6 +113,45 @@ test_many_unique_keys(void **state)
 	t_assert_job(c, again, "concat_ws('|', kind, unique_key, state)",
 		     "mu_new|mu-1|available");
 
+	/* Keys nobody holds go in with one plain INSERT (schema 20): each
+	 * element's job has its key, its ids rise with the elements. */
+	t_exec(c, "create temp table mf_ids as select * from "
+		  "pgjob.enqueue_many((select jsonb_agg(jsonb_build_object("
+		  "'kind', 'mu_fresh', 'unique_key', 'mf-' || i) order by i) "
+		  "from generate_series(1, 200) i)) with ordinality e(id, n)");
+	t_assert_value(c, "200|200",
+		       "select count(*) || '|' || count(*) filter (where "
+		       "j.unique_key = 'mf-' || e.n) from mf_ids e join "
+		       "pgjob.jobs j on j.id = e.id");
+	t_assert_value(c, "t",
+		       "select bool_and(id > prev) from (select id, lag(id, 1, "
+		       "0::bigint) over (order by (regexp_match(unique_key, "
+		       "'\\d+'))[1]::int) prev from pgjob.jobs where kind = "
+		       "'mu_fresh') x");
+	/* The last of 200 elements meets a held key: the plain INSERT is
+	 * undone and the array arbitrated, so the 199 go in once and the
+	 * last answers with its holder. */
+	long long holder = t_long(c, "select pgjob.enqueue('mu_held', '{}', "
+				     "unique_key => 'mh-last')");
+	t_exec(c, "create temp table mh_ids as select * from "
+		  "pgjob.enqueue_many((select jsonb_agg(jsonb_build_object("
+		  "'kind', 'mu_late', 'unique_key', case when i = 200 then "
+		  "'mh-last' else 'ml-' || i end) order by i) from "
+		  "generate_series(1, 200) i)) with ordinality e(id, n)");
+	assert_int_equal(count_kind(c, "mu_late"), 199);
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.jobs where "
+		       "unique_key = 'mh-last'");
+	assert_int_equal(t_long(c, "select id from mh_ids where n = 200"),
+			 holder);
+	/* The undone INSERT drew its ids: the arbitrated rows' come after. */
+	assert_true(t_long(c, "select min(id) from mh_ids where n < 200") >
+		    holder + 199);
+	t_assert_value(c, "199|199",
+		       "select count(*) || '|' || count(*) filter (where "
+		       "j.unique_key = 'ml-' || e.n) from mh_ids e join "
+		       "pgjob.jobs j on j.id = e.id where e.n < 200");
+
 	/* A key that another transaction has just taken: the call waits for
 	 * it to commit (whether it started waiting or not, the answer is the
 	 * same), then answers with its job. */
@@ -132,6 +171,26 @@ test_many_unique_keys(void **state)
 	PQclear(res);
 	assert_null(PQgetResult(c));
 	assert_int_equal(count_kind(c, "mu_tx"), 1);
+
+	/* One that rolls back: the waiting call's job goes in after all. */
+	t_exec(other, "begin");
+	long long gone = t_long(other, "select id from pgjob.enqueue_many("
+				       "'[{\"kind\": \"mu_rb\", "
+				       "\"unique_key\": \"mu-rb\"}]') id");
+	assert_int_equal(PQsendQuery(c, "select id from pgjob.enqueue_many("
+					"'[{\"kind\": \"mu_rb\", "
+					"\"unique_key\": \"mu-rb\"}]') id"),
+			 1);
+	t_exec(other, "rollback");
+	res = PQgetResult(c);
+	assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+	long long kept = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	assert_null(PQgetResult(c));
+	assert_true(kept != gone);
+	t_assert_job(c, kept, "concat_ws('|', kind, unique_key, state)",
+		     "mu_rb|mu-rb|available");
+	assert_int_equal(count_kind(c, "mu_rb"), 1);
 	PQfinish(other);
 	PQfinish(c);
 }
