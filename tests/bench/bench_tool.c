@@ -32,6 +32,17 @@
  *	feed_s=<s> feed_rate=<rows/s> late_ticks=<n> backlog=<jobs of
  *	'default' not yet done when the feed stopped> drain_rate=<(fed -
  *	backlog) / feed_s>".
+ *
+ *   pgjobd_bench_tool many CONNINFO CLIENTS SIZE KEYS SECONDS
+ *	Bulk enqueue as an application does it: CLIENTS processes, each on
+ *	its own connection, call pgjob.enqueue_many($1) for SECONDS with a
+ *	JSON array of SIZE jobs {"kind": "bench", "payload": {"n": i}},
+ *	built anew for each call and sent as a parameter; with KEYS 1 each
+ *	job has a unique_key of its own ("<pid>-<call>-<i>", new on every
+ *	call, so none meets a held key).  Prints "jobs=<n> secs=<s>
+ *	rate=<jobs/s>".  (pgbench substitutes a variable by moving the rest
+ *	of the script's text, once per occurrence: a key per job made its
+ *	own CPU the measure of an array of 10,000.)
  */
 #include <libpq-fe.h>
 #include <signal.h>
@@ -309,6 +320,97 @@ load_latency(const char *conninfo, int rate, double seconds, int interval_ms)
 	return 0;
 }
 
+/* One client of "many": calls until the deadline, returns jobs enqueued
+ * (or -1 on an error, said on stderr). */
+static long long
+many_client(const char *conninfo, int size, int keys, long long until_us)
+{
+	PGconn *c = connect_or_die(conninfo);
+	size_t cap = (size_t)size * 96 + 16;
+	char *buf = malloc(cap);
+	long long jobs = 0;
+	if (!buf)
+		exit(2);
+	for (long call = 0; now_us() < until_us; call++) {
+		size_t n = 0;
+		buf[n++] = '[';
+		for (int i = 0; i < size; i++) {
+			n += (size_t)snprintf(
+				buf + n, cap - n,
+				"%s{\"kind\":\"bench\",\"payload\":{\"n\":%d}",
+				i ? "," : "", i);
+			if (keys)
+				n += (size_t)snprintf(
+					buf + n, cap - n,
+					",\"unique_key\":\"%ld-%ld-%d\"",
+					(long)getpid(), call, i);
+			buf[n++] = '}';
+		}
+		buf[n++] = ']';
+		buf[n] = '\0';
+		const char *params[1] = {buf};
+		PGresult *r = PQexecParams(
+			c, "select count(*) from pgjob.enqueue_many($1::jsonb)",
+			1, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "bench_tool: %s", PQerrorMessage(c));
+			PQclear(r);
+			jobs = -1;
+			break;
+		}
+		jobs += atoll(PQgetvalue(r, 0, 0));
+		PQclear(r);
+	}
+	free(buf);
+	PQfinish(c);
+	return jobs;
+}
+
+static int
+many(const char *conninfo, int clients, int size, int keys, double secs)
+{
+	if (clients < 1 || clients > 64 || size < 1 || size > 1000000 ||
+	    secs <= 0) {
+		fprintf(stderr, "bench_tool: many: bad arguments\n");
+		return 2;
+	}
+	int fds[64][2];
+	pid_t pids[64];
+	long long start = now_us(), until = start + (long long)(secs * 1e6);
+	for (int k = 0; k < clients; k++) {
+		if (pipe(fds[k]) != 0 || (pids[k] = fork()) < 0) {
+			perror("bench_tool");
+			return 2;
+		}
+		if (pids[k] == 0) {
+			close(fds[k][0]);
+			long long jobs =
+				many_client(conninfo, size, keys, until);
+			dprintf(fds[k][1], "%lld\n", jobs);
+			_exit(jobs < 0 ? 1 : 0);
+		}
+		close(fds[k][1]);
+	}
+	long long total = 0;
+	int bad = 0;
+	for (int k = 0; k < clients; k++) {
+		char line[64] = "";
+		ssize_t got = read(fds[k][0], line, sizeof(line) - 1);
+		close(fds[k][0]);
+		int st = 0;
+		waitpid(pids[k], &st, 0);
+		if (got <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			bad = 1;
+		else
+			total += atoll(line);
+	}
+	double took = (now_us() - start) / 1e6;
+	if (bad)
+		return 1;
+	printf("jobs=%lld secs=%.3f rate=%.0f\n", total, took, total / took);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -327,11 +429,16 @@ main(int argc, char **argv)
 	if (argc == 6 && strcmp(argv[1], "loadlat") == 0)
 		return load_latency(argv[2], atoi(argv[3]), atof(argv[4]),
 				    atoi(argv[5]));
+	if (argc == 7 && strcmp(argv[1], "many") == 0)
+		return many(argv[2], atoi(argv[3]), atoi(argv[4]),
+			    atoi(argv[5]), atof(argv[6]));
 	fprintf(stderr,
 		"usage: pgjobd_bench_tool wait CONNINFO TIMEOUT_S\n"
 		"       pgjobd_bench_tool latency CONNINFO COUNT "
 		"INTERVAL_MS\n"
 		"       pgjobd_bench_tool loadlat CONNINFO RATE SECONDS "
-		"INTERVAL_MS\n");
+		"INTERVAL_MS\n"
+		"       pgjobd_bench_tool many CONNINFO CLIENTS SIZE KEYS "
+		"SECONDS\n");
 	return 2;
 }
