@@ -195,7 +195,28 @@ spawn(struct supervisor *s, struct child *c)
 	name_depth_reader(s);
 	pid_t parent = getpid();
 	fflush(NULL);
+	/*
+	 * The child is born with the signals the supervisor sends its workers
+	 * blocked, and worker_main() unblocks them once its own loop watches
+	 * for them: a signal sent meanwhile waits for the worker instead of
+	 * being lost.  Without this, a SIGTERM that reached the child before
+	 * child_detach() ran the supervisor's libev handler, inherited with
+	 * the fork, which noted it in the supervisor's loop and was forgotten
+	 * with it: a stop right after a reload (the new workers just forked,
+	 * the CPU busy) left a worker running and the supervisor waiting for
+	 * it.  A SIGUSR2 there would have killed it (its default action).
+	 * The supervisor blocks them only across fork(), and gets whatever
+	 * came meanwhile as it unblocks them.
+	 */
+	sigset_t stop, old;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &stop, &old);
 	pid_t pid = fork();
+	if (pid != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0) {
 		log_error("fork");
 		close(fds[0]);
@@ -205,12 +226,6 @@ spawn(struct supervisor *s, struct child *c)
 		return;
 	}
 	if (pid == 0) {
-		/* A reload's SIGUSR2 waits until the worker watches for it
-		 * (worker_main() unblocks it): its default action kills. */
-		sigset_t usr2;
-		sigemptyset(&usr2);
-		sigaddset(&usr2, SIGUSR2);
-		sigprocmask(SIG_BLOCK, &usr2, NULL);
 		close(fds[1]);
 		child_detach(s, c);
 		child_database(s, c->group);

@@ -616,12 +616,15 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	duty_set_stats(w.duty, stats);
 	free(holder);
 	init_watchers(&w, parent_fd);
-	/* Blocked by the supervisor until now (see spawn()): a retire sent
-	 * meanwhile is delivered here. */
-	sigset_t usr2;
-	sigemptyset(&usr2);
-	sigaddset(&usr2, SIGUSR2);
-	sigprocmask(SIG_UNBLOCK, &usr2, NULL);
+	/* Blocked from the fork until now (see the supervisor's spawn()): a
+	 * stop or a retire sent meanwhile is delivered here, to the watchers
+	 * init_watchers() started. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGUSR2);
+	sigprocmask(SIG_UNBLOCK, &stop, NULL);
 	connect_db(&w);
 	if (!w.exit_code)
 		ev_run(w.loop, 0);
