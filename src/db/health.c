@@ -26,14 +26,21 @@
  *           n3 = live tuples
  * indexes:  n1 = estimated bloat (0..1), n3 = bytes
  *
- * Holders: sessions of this database (and those of none: walsenders)
- * with a snapshot (backend_xmin) or a transaction id (backend_xid: an idle
+ * Holders: sessions of this database, and walsenders (a physical one has
+ * no database, and holds the horizon for hot_standby_feedback), with a
+ * snapshot (backend_xmin) or a transaction id (backend_xid: an idle
  * writing transaction in read committed has no snapshot but still holds
  * the horizon), the replication slots with an xmin (a logical slot's
  * catalog_xmin holds back only the catalogs, not pgjob's tables), and the
- * prepared transactions of this database.  Ordered by their age in
- * transactions, the horizon's true order across the three kinds; this
- * statement's own backend is left out.
+ * prepared transactions of this database.  Not the other processes
+ * without a database (a backend still starting, before it has one; the
+ * launchers, reading the shared catalogs): they hold a snapshot for a
+ * moment, with no user and no start time, and were taken for a session of
+ * another role hidden from this one (a CI run, with other tests
+ * connecting beside it, saw doctor warn so about a new backend pid "of
+ * user \"\"", and tell a superuser to grant itself pg_monitor).  Ordered
+ * by their age in transactions, the horizon's true order across the three
+ * kinds; this statement's own backend is left out.
  *
  * The index bloat estimate: a b-tree leaf holds, per entry, an 8-byte
  * tuple header, the key (the average widths from pg_stats, 8 bytes for an
@@ -59,7 +66,8 @@ static const char health_sql[] =
 	"  from pg_stat_activity"
 	"  where (backend_xmin is not null or backend_xid is not null)"
 	"   and pid <> pg_backend_pid()"
-	"   and (datname = current_database() or datid is null)"
+	"   and (datname = current_database()"
+	"    or (datid is null and backend_type = 'walsender'))"
 	"  union all"
 	"  select 'replication_slot', slot_name::text, age(xmin)::float8,"
 	"   null, active_pid::bigint, null, null,"
