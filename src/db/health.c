@@ -32,13 +32,17 @@
  * writing transaction in read committed has no snapshot but still holds
  * the horizon), the replication slots with an xmin (a logical slot's
  * catalog_xmin holds back only the catalogs, not pgjob's tables), and the
- * prepared transactions of this database.  Not the other processes
- * without a database (a backend still starting, before it has one; the
- * launchers, reading the shared catalogs): they hold a snapshot for a
- * moment, with no user and no start time, and were taken for a session of
- * another role hidden from this one (a CI run, with other tests
- * connecting beside it, saw doctor warn so about a new backend pid "of
- * user \"\"", and tell a superuser to grant itself pg_monitor).  Ordered
+ * prepared transactions of this database.  Not autovacuum's processes,
+ * nor the other processes without a database (a backend still starting,
+ * the launchers): they hold a snapshot for a moment (an autovacuum
+ * worker's ANALYZE, a read of the shared catalogs), with no user and no
+ * start time, and were taken for a session of another role hidden from
+ * this one (CI runs, with other tests beside them, saw doctor warn so
+ * about a backend pid "of user \"\"" of this database, 0 transactions
+ * old, and tell a superuser to grant itself pg_monitor); nothing grant or
+ * pg_terminate_backend() would do is the fix for them.  A session hidden
+ * from this role (no pg_monitor) shows no backend_type: it stays, as what
+ * the check cannot see.  Ordered
  * by their age in transactions, the horizon's true order across the three
  * kinds; this statement's own backend is left out.
  *
@@ -66,8 +70,10 @@ static const char health_sql[] =
 	"  from pg_stat_activity"
 	"  where (backend_xmin is not null or backend_xid is not null)"
 	"   and pid <> pg_backend_pid()"
+	"   and coalesce(backend_type, '') not like 'autovacuum%'"
 	"   and (datname = current_database()"
-	"    or (datid is null and backend_type = 'walsender'))"
+	"    or (datid is null"
+	"     and coalesce(backend_type, 'walsender') = 'walsender'))"
 	"  union all"
 	"  select 'replication_slot', slot_name::text, age(xmin)::float8,"
 	"   null, active_pid::bigint, null, null,"
