@@ -82,11 +82,17 @@ def quantile(q, b0, b1, c0, c1):
         prev_le, prev_n = le, n
     return prev_le * 1000  # in +Inf: the highest finite bound
 
+# The jobs table's figures, summed over its partitions if it has any (a
+# trial of another storage, CHURN_SETUP_SQL in churn.sh).
 STATS_SQL = """
-select coalesce((select n_dead_tup from pg_stat_user_tables
-                  where relid = 'pgjob.jobs'::regclass), 0),
-       pg_table_size('pgjob.jobs') / 1048576.0,
-       pg_indexes_size('pgjob.jobs') / 1048576.0,
+with t as (select relid from pg_partition_tree('pgjob.jobs') where isleaf
+           union all  -- (a table that is not partitioned has no tree)
+           select 'pgjob.jobs'::regclass from pg_class
+            where oid = 'pgjob.jobs'::regclass and relkind = 'r')
+select coalesce((select sum(n_dead_tup) from pg_stat_user_tables
+                  where relid in (select relid from t)), 0),
+       (select sum(pg_table_size(relid)) from t) / 1048576.0,
+       (select sum(pg_indexes_size(relid)) from t) / 1048576.0,
        coalesce((select sum(total_exec_time) from pg_stat_statements
                   where query like 'with qa(name%'), 0),
        coalesce((select sum(calls) from pg_stat_statements

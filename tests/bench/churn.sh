@@ -3,17 +3,30 @@
 # (docs/performance.md, "Churn").  Not in CI: the full run takes MINUTES.
 #
 #   tests/bench/churn.sh [--minutes M] [--rate R | --fraction F]
-#                        [--snapshot] [--interval S] [--workers W]
+#                        [--max-drain] [--snapshot] [--interval S]
+#                        [--workers W]
 #
-# 1. Unless --rate is given, the maximum: a drain of 200,000 queued jobs
-#    with the same config (fresh schema, vacuumed and analyzed), and the
-#    rate fed is F (default 0.8) of it.
+# 1. Unless --rate is given, the maximum under the feed: a fresh schema
+#    fed 1.2 times what a drain of 200,000 queued jobs ran at (so that
+#    the feed outruns the workers), for 90 s, no snapshot; from the
+#    rates fed and done over its last 60 s, the rate at which feed and
+#    drain meet (the sum is in the comment below).  The rate fed is F
+#    (default 0.8) of it.  With --max-drain the maximum is the drain's
+#    rate itself, as before 2026-12-03: on one machine the feeder's
+#    inserts take CPU from the workers, and 80 % of a drain without them
+#    is more than the machine finishes with them (docs/performance.md,
+#    "Churn with a snapshot held, the maximum under the feed").
 # 2. A fresh schema (pgjob migrate on an empty database: no statistics),
 #    pgjobd started, and with --snapshot another session holding a
 #    repeatable-read snapshot from before the first job to the end (the
 #    forgotten transaction: vacuum can remove nothing the feed leaves).
 # 3. The feed: R jobs/s, a statement every 100 ms, for M minutes (default
 #    20), while tests/bench/churn.py samples every S seconds (default 60).
+#
+# Two hooks, for trials of another storage (docs/performance.md): with
+# CHURN_SETUP_SQL=FILE, psql runs FILE after each fresh schema's migrate;
+# with CHURN_BESIDE=CMD, CMD CONNINFO LOG runs beside the feed, from
+# pgjobd's start to the end.
 #
 # It prints one row per interval: jobs fed and done per second, the claim
 # statement's p50 and p99 round trip (pgjobd's histogram) and mean
@@ -24,16 +37,17 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
 
-minutes=20 rate= fraction=0.8 snapshot=0 interval=60 workers=2 conc=1000
+minutes=20 rate= fraction=0.8 max_drain=0 snapshot=0 interval=60 workers=2 conc=1000
 while [ $# -gt 0 ]; do
 	case $1 in
 	--minutes) minutes=$2; shift ;;
 	--rate) rate=$2; shift ;;
 	--fraction) fraction=$2; shift ;;
+	--max-drain) max_drain=1 ;;
 	--snapshot) snapshot=1 ;;
 	--interval) interval=$2; shift ;;
 	--workers) workers=$2; shift ;;
-	*) echo "usage: churn.sh [--minutes M] [--rate R | --fraction F] [--snapshot] [--interval S] [--workers W]" >&2; exit 2 ;;
+	*) echo "usage: churn.sh [--minutes M] [--rate R | --fraction F] [--max-drain] [--snapshot] [--interval S] [--workers W]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -44,13 +58,14 @@ dir="$build/bench-churn"
 PGJOBD_TESTPG_DURABLE=1 \
 	PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
 	bash "$root/scripts/testpg.sh" start "$dir" >/dev/null
-holder= pid=
+holder= pid= beside=
 release_snapshot() {
 	sql -c "select pg_terminate_backend(pid) from pg_stat_activity where query like 'select pg_sleep(7200)%'" >/dev/null
 }
 cleanup() {
 	[ -n "$holder" ] && release_snapshot
 	[ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
+	[ -n "$beside" ] && { kill -TERM "$beside" 2>/dev/null; wait "$beside" 2>/dev/null || true; }
 	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
 }
 trap cleanup EXIT
@@ -70,6 +85,7 @@ YAML
 fresh_schema() {
 	sql -c "drop schema if exists pgjob cascade" 2>/dev/null
 	"$build/pgjob" -d "$db" migrate >/dev/null
+	if [ -n "${CHURN_SETUP_SQL:-}" ]; then sql -f "$CHURN_SETUP_SQL" >/dev/null; fi
 }
 
 if [ -z "$rate" ]; then
@@ -81,8 +97,31 @@ if [ -z "$rate" ]; then
 	read -r first end _ <<<"$("$build/pgjobd_bench_tool" wait "$db" 600 | sed 's/[a-z_]*=//g')"
 	kill -TERM "$pid"; wait "$pid" || true; pid=
 	max=$(awk -v f="$first" -v e="$end" 'BEGIN {printf "%.0f", 200000 / ((e - f) / 1e6)}')
+	echo "a drain of 200,000: $max jobs/s" >&2
+	if [ "$max_drain" = 0 ]; then
+		fresh_schema
+		"$build/pgjobd" -c "$dir/churn.yaml" -d "$db" 2>>"$dir/pgjobd.log" &
+		pid=$!
+		until [ "$(sql -c "select count(*) from pgjob.workers")" = "$workers" ]; do sleep 0.1; done
+		over=$(awk -v m="$max" 'BEGIN {printf "%.0f", m * 1.2}')
+		python3 "$root/tests/bench/churn.py" "$db" "$port" "$over" 90 30 100 \
+			"$dir/max.tsv"
+		kill -TERM "$pid"; wait "$pid" || true; pid=
+		# The first 30 s are a fresh table's; the last 60 s give F fed and
+		# D done per second.  The feed and the drain share the machine:
+		# with c_f and c_d the CPU a job costs to feed and to run, and C
+		# the machine, F c_f + D c_d = C = D0 c_d (D0: the drain alone).
+		# The maximum under the feed is the rate x where they meet,
+		# x (c_f + c_d) = C, so x = D0 / (1 + (D0 - D) / F).
+		read -r fed done <<<"$(awk -F'\t' 'NR > 1 {f += $2; d += $3; n++}
+			END {printf "%.0f %.0f\n", f / n, d / n}' "$dir/max.tsv")"
+		drain=$max
+		max=$(awk -v d0="$drain" -v f="$fed" -v d="$done" \
+			'BEGIN {printf "%.0f", d0 / (1 + (d0 - d) / f)}')
+		echo "fed $over jobs/s for 90 s: $fed fed and $done done per second over the last 60 s; the maximum under the feed: $max jobs/s" >&2
+	fi
 	rate=$(awk -v m="$max" -v f="$fraction" 'BEGIN {printf "%.0f", m * f}')
-	echo "maximum: $max jobs/s (a drain of 200,000); feeding $rate jobs/s" >&2
+	echo "maximum: $max jobs/s; feeding $rate jobs/s" >&2
 fi
 
 fresh_schema
@@ -96,6 +135,10 @@ fi
 "$build/pgjobd" -c "$dir/churn.yaml" -d "$db" 2>>"$dir/pgjobd.log" &
 pid=$!
 until [ "$(sql -c "select count(*) from pgjob.workers")" = "$workers" ]; do sleep 0.1; done
+if [ -n "${CHURN_BESIDE:-}" ]; then
+	$CHURN_BESIDE "$db" "$dir/beside.log" &
+	beside=$!
+fi
 python3 "$root/tests/bench/churn.py" "$db" "$port" "$rate" "$((minutes * 60))" \
 	"$interval" 100 "$dir/churn.tsv"
 
