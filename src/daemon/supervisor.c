@@ -209,10 +209,7 @@ spawn(struct supervisor *s, struct child *c)
 	 * came meanwhile as it unblocks them.
 	 */
 	sigset_t stop, old;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGUSR2);
+	worker_signals(&stop);
 	sigprocmask(SIG_BLOCK, &stop, &old);
 	pid_t pid = fork();
 	if (pid != 0)

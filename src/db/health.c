@@ -32,19 +32,19 @@
  * writing transaction in read committed has no snapshot but still holds
  * the horizon), the replication slots with an xmin (a logical slot's
  * catalog_xmin holds back only the catalogs, not pgjob's tables), and the
- * prepared transactions of this database.  Not autovacuum's processes,
- * nor the other processes without a database (a backend still starting,
- * the launchers): they hold a snapshot for a moment (an autovacuum
- * worker's ANALYZE, a read of the shared catalogs), with no user and no
+ * prepared transactions of this database.  Ordered by their age in
+ * transactions, the horizon's true order across the three kinds; this
+ * statement's own backend is left out.
+ *
+ * Not autovacuum's processes, nor the other processes without a database
+ * (a backend still starting, the launchers): they hold a snapshot for a
+ * moment (an ANALYZE, a read of the shared catalogs), with no user and no
  * start time, and were taken for a session of another role hidden from
- * this one (CI runs, with other tests beside them, saw doctor warn so
- * about a backend pid "of user \"\"" of this database, 0 transactions
- * old, and tell a superuser to grant itself pg_monitor); nothing grant or
- * pg_terminate_backend() would do is the fix for them.  A session hidden
- * from this role (no pg_monitor) shows no backend_type: it stays, as what
- * the check cannot see.  Ordered
- * by their age in transactions, the horizon's true order across the three
- * kinds; this statement's own backend is left out.
+ * this one (CI saw doctor warn about a backend "of user \"\"", 0
+ * transactions old, and tell a superuser to grant itself pg_monitor).  No
+ * grant or pg_terminate_backend() is the fix for them.  A session hidden
+ * from this role (no pg_monitor) shows no backend_type, and stays: the
+ * check counts what it cannot see.
  *
  * The index bloat estimate: a b-tree leaf holds, per entry, an 8-byte
  * tuple header, the key (the average widths from pg_stats, 8 bytes for an

@@ -581,6 +581,15 @@ unregister(struct worker *w)
 	lease_worker_unregister(w->db, w->slot, w->pid, unsent ? &add : NULL);
 }
 
+void
+worker_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGUSR2);
+}
+
 int
 worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	    struct stats *stats, int index, int number)
@@ -620,10 +629,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	 * stop or a retire sent meanwhile is delivered here, to the watchers
 	 * init_watchers() started. */
 	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGUSR2);
+	worker_signals(&stop);
 	sigprocmask(SIG_UNBLOCK, &stop, NULL);
 	connect_db(&w);
 	if (!w.exit_code)

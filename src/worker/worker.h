@@ -7,8 +7,19 @@
 #ifndef PGJOBD_WORKER_H
 #define PGJOBD_WORKER_H
 
+#include <signal.h>
+
 struct config;
 struct stats;
+
+/*
+ * The signals a worker watches (a stop: SIGTERM, SIGINT; a retire:
+ * SIGUSR2).  The supervisor forks a worker with them blocked, and
+ * worker_main() unblocks them once its loop watches them, so that one sent
+ * in between waits for the worker instead of reaching the handlers it
+ * inherited from the supervisor.
+ */
+void worker_signals(sigset_t *set);
 
 /*
  * Runs the worker until it is told to stop.  parent_fd is the read end of a
