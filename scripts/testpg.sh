@@ -9,8 +9,9 @@
 #   testpg.sh resume DIR  start it again after crash, on the same port
 # PGJOBD_TESTPG_DURABLE=1 keeps PostgreSQL's default durability (fsync and
 # synchronous_commit on), for benchmarks; tests run without it.
-# PGJOBD_TESTPG_OPTS adds server options (e.g. "-c shared_preload_libraries=
-# pg_stat_statements" for the benchmark suite).
+# PGJOBD_TESTPG_OPTS adds server options, after ours so that they win
+# (e.g. "-c shared_preload_libraries=pg_stat_statements" for the benchmark
+# suite, or churn.sh --debug's logging).
 # max_prepared_transactions is on (10) so that test_health can hold the
 # xmin horizon with a prepared transaction.
 # initdb refuses root, so as root the server runs as the user "postgres"
@@ -63,8 +64,8 @@ start() {
 		if as_server "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
 			-o "-p $port -k $data.sock -c listen_addresses=127.0.0.1 \
 			-c max_connections=300 -c max_prepared_transactions=10 \
-			$speed -c shared_buffers=256MB \
-			-c log_min_messages=warning" start >"$dir/pg_ctl.log" 2>&1; then
+			-c shared_buffers=256MB -c log_min_messages=warning \
+			$speed" start >"$dir/pg_ctl.log" 2>&1; then
 			break
 		fi
 		[ "$attempt" -eq 3 ] && { cat "$dir/pg_ctl.log" "$data/server.log" >&2; exit 1; }

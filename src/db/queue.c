@@ -48,6 +48,23 @@
  * trip but its own transaction: see send_cycle() in worker.c for why the
  * two are not one statement.
  */
+/*
+ * No join with the batch: each statement finds its rows by
+ * j.id = any($1), an index condition on jobs_pkey, and reads the values
+ * of row j out of the arrays at AT(j), where $1 holds j.id (queue_finish()
+ * sends the arrays sorted by id, and width_bucket() on a sorted array is
+ * a binary search that gives the element's position).  A join of jobs
+ * with unnest($1, ...) had two plans, and which one the planner took
+ * depended on what the last ANALYZE found: under a feed it can find few
+ * live rows, and then the finish read jobs_pkey whole, with no index
+ * condition, for every batch (1 to 1.6 s each; docs/performance.md,
+ * "Plans that depend on what an ANALYZE found").  A fixed-width array
+ * without NULLs is read at a position in constant time; a text element
+ * costs a walk to it, so the texts are read only where they are used.
+ */
+#define AT(param, type)                                                        \
+	"(" param "::" type ")[width_bucket(j.id, $1::bigint[])]"
+
 /* clang-format off */
 #define MOVED                                                                  \
 	"(j.children is not true and ($8 or (j.lease_token = 1"               \
@@ -57,18 +74,12 @@
 static const char finish_sql[] =
 	"with fd as ("
 	"  delete from pgjob.jobs j"
-	"  using unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
-	"   $5::text[], $7::bool[], $9::int[], $10::int[], $11::int[],"
-	"   $12::int[])"
-	"   as r(id, token, state, result, error, refund, wall_ms, cpu_ms,"
-	"   rss_kb, status)"
-	"  where r.state = 'done' and j.id = r.id"
-	"   and j.lease_token = r.token"
+	"  where j.id = any($1::bigint[])"
+	"   and " AT("$14", "bool[]")
+	"   and j.lease_token = " AT("$2", "bigint[]")
 	"   and coalesce(j.state, '') = 'running'"
 	"   and " MOVED
-	"  returning j.*, r.result as r_result, r.error as r_error,"
-	"   r.refund as r_refund, r.wall_ms as r_wall_ms,"
-	"   r.cpu_ms as r_cpu_ms, r.rss_kb as r_rss_kb, r.status as r_status),"
+	"  returning j.*, width_bucket(j.id, $1::bigint[]) as r_i),"
 	" fm as ("
 	"  insert into pgjob.jobs_done (id, queue, kind, payload, priority,"
 	"   run_at, state, attempts, max_attempts, locked_by, locked_until,"
@@ -78,13 +89,14 @@ static const char finish_sql[] =
 	"   workflow_id, step, batch_id, last_wall_ms, last_cpu_ms,"
 	"   last_max_rss_kb, last_status, ring)"
 	"  select id, queue, kind, payload, priority, run_at, 'done',"
-	"   attempts - case when r_refund then 1 else 0 end, max_attempts,"
-	"   locked_by, null, lease_token, unique_key, ordering_key,"
-	"   coalesce(r_error, last_error), r_result::jsonb, created_at, now(),"
+	"   attempts - case when ($7::bool[])[r_i] then 1 else 0 end,"
+	"   max_attempts, locked_by, null, lease_token, unique_key,"
+	"   ordering_key, coalesce(($5::text[])[r_i], last_error),"
+	"   (($4::text[])[r_i])::jsonb, created_at, now(),"
 	"   lost_attempts, limit_key, cost, attempted_at, children,"
 	"   parents_left, on_parent_failure, workflow_id, step, batch_id,"
-	"   r_wall_ms, r_cpu_ms, r_rss_kb, r_status,"
-	"   pgjob.done_ring(now(), $13::bigint)"
+	"   ($9::int[])[r_i], ($10::int[])[r_i], ($11::int[])[r_i],"
+	"   ($12::int[])[r_i], pgjob.done_ring(now(), $13::bigint)"
 	"  from fd where not $8),";
 /* clang-format on */
 
@@ -98,35 +110,36 @@ static const char finish_delete_sql[] =
 	"   where lease_token > 1) then pgjob.forget_attempts(array("
 	"   select id from fd where lease_token > 1)) end as n),";
 
+/* clang-format off */
 static const char finish_tail_sql[] =
 	" f as ("
-	"  update pgjob.jobs j set state = r.state, result = r.result::jsonb,"
-	"   last_error = coalesce(r.error, j.last_error),"
+	"  update pgjob.jobs j set state = " AT("$3", "text[]") ","
+	"   result = (" AT("$4", "text[]") ")::jsonb,"
+	"   last_error = coalesce(" AT("$5", "text[]") ", j.last_error),"
 	/* What the attempt used (sql/012_attempt_usage.sql). */
-	"   last_wall_ms = r.wall_ms, last_cpu_ms = r.cpu_ms,"
-	"   last_max_rss_kb = r.rss_kb, last_status = r.status,"
-	"   finished_at = case when r.state <> 'available' then now() end,"
-	"   run_at = case when r.state = 'available'"
-	"    then now() + r.delay_ms * interval '1 millisecond'"
+	"   last_wall_ms = " AT("$9", "int[]") ","
+	"   last_cpu_ms = " AT("$10", "int[]") ","
+	"   last_max_rss_kb = " AT("$11", "int[]") ","
+	"   last_status = " AT("$12", "int[]") ","
+	/* Not available: the attempt ended the job (done, failed, dead,
+	 * cancelled); available: a retry, after its delay. */
+	"   finished_at = case when " AT("$3", "text[]") " <> 'available'"
+	"    then now() end,"
+	"   run_at = case when " AT("$3", "text[]") " = 'available'"
+	"    then now() + " AT("$6", "bigint[]") " * interval '1 millisecond'"
 	"    else j.run_at end,"
-	"   attempts = j.attempts - case when r.refund then 1 else 0 end,"
+	"   attempts = j.attempts"
+	"    - case when " AT("$7", "bool[]") " then 1 else 0 end,"
 	"   locked_until = null"
-	"  from unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
-	"   $5::text[], $6::bigint[], $7::bool[], $9::int[], $10::int[],"
-	"   $11::int[], $12::int[])"
-	"   as r(id, token, state, result, error, delay_ms, refund, wall_ms,"
-	"   cpu_ms, rss_kb, status)"
-	/* Each row is found by primary key, one lookup per finish.  The
-	 * state test is not written j.state = 'running': the planner would
-	 * then prefer to read every running job from jobs_running_idx
-	 * (dead entries too) and hash-join them to the batch. */
-	/* clang-format off */
-	"  where not (r.state = 'done' and " MOVED ")"
-	/* clang-format on */
-	"   and j.id = r.id"
-	"   and j.lease_token = r.token"
+	/* The state test is not written j.state = 'running': the planner
+	 * would then prefer to read every running job from
+	 * jobs_running_idx (dead entries too). */
+	"  where j.id = any($1::bigint[])"
+	"   and not (" AT("$14", "bool[]") " and " MOVED ")"
+	"   and j.lease_token = " AT("$2", "bigint[]")
 	"   and coalesce(j.state, '') = 'running'"
 	"  returning j.id)";
+/* clang-format on */
 
 static const char finish_end_sql[] =
 	" select 'f', id from f union all select 'f', id from fd";
@@ -334,10 +347,24 @@ figure_array(const int64_t *v, size_t n)
 	return b.data;
 }
 
+static int
+cmp_finish_id(const void *a, const void *b)
+{
+	const struct queue_finish *x = *(const struct queue_finish *const *)a;
+	const struct queue_finish *y = *(const struct queue_finish *const *)b;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
 int
-queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
+queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	     int64_t retention_ms, queue_finish_fn *cb, void *arg)
 {
+	/* In id order: the statement finds each row's values by a binary
+	 * search of the ids (AT, above). */
+	const struct queue_finish **sorted = xcalloc(nf + 1, sizeof(*sorted));
+	for (size_t i = 0; i < nf; i++)
+		sorted[i] = &ends[i];
+	qsort(sorted, nf, sizeof(*sorted), cmp_finish_id);
 	size_t n1 = nf + 1;
 	int64_t *ids = xcalloc(n1, sizeof(int64_t));
 	int64_t *tokens = xcalloc(n1, sizeof(int64_t));
@@ -346,23 +373,26 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	const char **results = xcalloc(n1, sizeof(char *));
 	const char **errors = xcalloc(n1, sizeof(char *));
 	const char **refunds = xcalloc(n1, sizeof(char *));
+	const char **dones = xcalloc(n1, sizeof(char *));
 	/* wall, cpu, rss, status */
 	int64_t *fig = xcalloc(4 * n1, sizeof(int64_t));
 	for (size_t i = 0; i < nf; i++) {
-		ids[i] = f[i].id;
-		tokens[i] = f[i].token;
-		delays[i] = f[i].delay_ms;
-		states[i] = job_state_name(f[i].state);
-		results[i] = f[i].result;
-		errors[i] = f[i].error;
-		refunds[i] = f[i].refund ? "t" : "f";
-		fig[i] = f[i].wall_ms;
-		fig[n1 + i] = f[i].cpu_ms;
-		fig[2 * n1 + i] = f[i].max_rss_kb;
-		fig[3 * n1 + i] = f[i].status;
+		const struct queue_finish *f = sorted[i];
+		ids[i] = f->id;
+		tokens[i] = f->token;
+		delays[i] = f->delay_ms;
+		states[i] = job_state_name(f->state);
+		results[i] = f->result;
+		errors[i] = f->error;
+		refunds[i] = f->refund ? "t" : "f";
+		dones[i] = f->state == JOB_DONE ? "t" : "f";
+		fig[i] = f->wall_ms;
+		fig[n1 + i] = f->cpu_ms;
+		fig[2 * n1 + i] = f->max_rss_kb;
+		fig[3 * n1 + i] = f->status;
 	}
 	int delete_done = retention_ms == 0;
-	enum { NP = 13 };
+	enum { NP = 14 };
 	char *a[NP];
 	a[0] = db_int_array(ids, nf);
 	a[1] = db_int_array(tokens, nf);
@@ -375,6 +405,7 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	for (int k = 0; k < 4; k++)
 		a[8 + k] = figure_array(fig + (size_t)k * n1, nf);
 	a[12] = xasprintf("%lld", (long long)retention_ms);
+	a[13] = db_text_array(dones, nf);
 	const char *p[NP];
 	for (int i = 0; i < NP; i++)
 		p[i] = a[i];
@@ -392,7 +423,9 @@ queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 	free(results);
 	free(errors);
 	free(refunds);
+	free(dones);
 	free(fig);
+	free(sorted);
 	return rc;
 }
 
@@ -663,12 +696,16 @@ queue_throttle(struct dbev *d, const char *queue, int64_t ms)
  * the token asked for: an answer is about one attempt, and the worker may
  * hold the same job again under a newer token by the time it comes.
  */
+/* Like the finish's (AT, above): the rows by j.id = any($1), the token of
+ * each at its position in $2; and whether a job was cancelled, by a lookup
+ * per element that OFFSET 0 keeps a lookup (a join could read the whole
+ * table, as the finish's did).  queue_renew() sends the ids sorted. */
+/* clang-format off */
 static const char renew_sql[] =
-	"with r as (select * from unnest($1::bigint[], $2::bigint[])"
-	"   as r(id, token)),"
-	" u as (update pgjob.jobs j"
+	"with u as (update pgjob.jobs j"
 	"  set locked_until = now() + $3::bigint * interval '1 millisecond'"
-	"  from r where j.id = r.id and j.lease_token = r.token"
+	"  where j.id = any($1::bigint[])"
+	"   and j.lease_token = " AT("$2", "bigint[]")
 	/* Not j.state = 'running': the planner, which believes few jobs
 	 * run, would read every entry of jobs_running_idx and join them to
 	 * the batch, rather than look each job up by primary key.  Under a
@@ -684,11 +721,13 @@ static const char renew_sql[] =
 	"     and (l.global_concurrency is not null"
 	"      or l.per_key_concurrency is not null)))"
 	"  returning j.id)"
-	" select r.id, u.id is not null,"
-	"  coalesce(j.state = 'cancelled' and j.lease_token = r.token, false),"
+	" select r.id, r.id in (select id from u), coalesce(c.cancelled, false),"
 	"  r.token"
-	" from r left join u on u.id = r.id"
-	"  left join pgjob.jobs j on j.id = r.id";
+	" from unnest($1::bigint[], $2::bigint[]) as r(id, token)"
+	"  left join lateral (select j.state = 'cancelled'"
+	"   and j.lease_token = r.token as cancelled from pgjob.jobs j"
+	"   where j.id = r.id offset 0) c on true";
+/* clang-format on */
 
 static void
 read_renew(const struct db_call *c, const struct db_status *st,
@@ -711,8 +750,25 @@ int
 queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 	    int64_t lease_ms, queue_renew_fn *cb, void *arg)
 {
-	char *a = db_int_array(ids, n);
-	char *b = db_int_array(tokens, n);
+	/* In id order, each token beside its id (renew_sql); cmp_id
+	 * compares the first of a pair. */
+	int64_t(*pairs)[2] = xcalloc(n + 1, sizeof(*pairs));
+	for (size_t i = 0; i < n; i++) {
+		pairs[i][0] = ids[i];
+		pairs[i][1] = tokens[i];
+	}
+	qsort(pairs, n, sizeof(*pairs), cmp_id);
+	int64_t *sid = xcalloc(n + 1, sizeof(int64_t));
+	int64_t *stok = xcalloc(n + 1, sizeof(int64_t));
+	for (size_t i = 0; i < n; i++) {
+		sid[i] = pairs[i][0];
+		stok[i] = pairs[i][1];
+	}
+	char *a = db_int_array(sid, n);
+	char *b = db_int_array(stok, n);
+	free(pairs);
+	free(sid);
+	free(stok);
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
 	const char *p[] = {a, b, lease};
@@ -738,8 +794,8 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 	char *finish_delete =
 		xasprintf("%s%s%s%s", finish_sql, finish_delete_sql,
 			  finish_tail_sql, finish_delete_end_sql);
-	dbev_prepare(d, "pgjob_finish", finish, 13);
-	dbev_prepare(d, "pgjob_finish_delete", finish_delete, 13);
+	dbev_prepare(d, "pgjob_finish", finish, 14);
+	dbev_prepare(d, "pgjob_finish_delete", finish_delete, 14);
 	free(finish);
 	free(finish_delete);
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
@@ -820,12 +876,13 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 	const char *p_stmt[] = {job->payload, id};
 	/* Set locally: it ends with this transaction. */
 	struct dbev_stmt st[] = {
-		/* The worker's session turns JIT, custom plans and
-		 * sequential scans off for its own statements (session.c);
+		/* The worker's session turns JIT, custom plans, sequential
+		 * and bitmap scans off for its own statements (session.c);
 		 * the handler's gets the values it would have had. */
 		{"select set_config('statement_timeout', $1, true),"
 		 " set_config(name, reset_val, true) from pg_settings"
-		 " where name in ('jit', 'plan_cache_mode', 'enable_seqscan')",
+		 " where name in ('jit', 'plan_cache_mode', 'enable_seqscan',"
+		 "  'enable_bitmapscan')",
 		 1, NULL, p_timeout},
 		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease},
 		{statement, 2, types, p_stmt},

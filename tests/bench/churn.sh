@@ -4,7 +4,7 @@
 #
 #   tests/bench/churn.sh [--minutes M] [--rate R | --fraction F]
 #                        [--max-drain] [--snapshot] [--interval S]
-#                        [--workers W]
+#                        [--workers W] [--debug]
 #
 # 1. Unless --rate is given, the maximum under the feed: a fresh schema
 #    fed 1.2 times what a drain of 200,000 queued jobs ran at (so that
@@ -28,6 +28,11 @@
 # with CHURN_BESIDE=CMD, CMD CONNINFO LOG runs beside the feed, from
 # pgjobd's start to the end.
 #
+# With --debug the server logs autovacuum, checkpoints, lock waits,
+# statements over 1 s and the plans of those over 700 ms (auto_explain),
+# and its log and pg_stat_statements' slowest statements are kept in
+# build/churn-debug/ (server.log, statements.txt) when the run ends.
+#
 # It prints one row per interval: jobs fed and done per second, the claim
 # statement's p50 and p99 round trip (pgjobd's histogram) and mean
 # execution time (pg_stat_statements), the backlog (fed, not yet done),
@@ -37,7 +42,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
 
-minutes=20 rate= fraction=0.8 max_drain=0 snapshot=0 interval=60 workers=2 conc=1000
+minutes=20 rate= fraction=0.8 max_drain=0 snapshot=0 interval=60 workers=2 conc=1000 debug=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--minutes) minutes=$2; shift ;;
@@ -47,7 +52,8 @@ while [ $# -gt 0 ]; do
 	--snapshot) snapshot=1 ;;
 	--interval) interval=$2; shift ;;
 	--workers) workers=$2; shift ;;
-	*) echo "usage: churn.sh [--minutes M] [--rate R | --fraction F] [--max-drain] [--snapshot] [--interval S] [--workers W]" >&2; exit 2 ;;
+	--debug) debug=1 ;;
+	*) echo "usage: churn.sh [--minutes M] [--rate R | --fraction F] [--max-drain] [--snapshot] [--interval S] [--workers W] [--debug]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -55,8 +61,14 @@ done
 cmake --build "$build" -j"$(nproc)" --target pgjobd pgjob pgjobd_bench \
 	pgjobd_bench_tool >/dev/null
 dir="$build/bench-churn"
-PGJOBD_TESTPG_DURABLE=1 \
-	PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
+opts="-c shared_preload_libraries=pg_stat_statements"
+# One line: pg_ctl hands its -o to a shell.
+[ "$debug" = 1 ] && opts="$opts -c log_min_messages=log"\
+" -c log_autovacuum_min_duration=0 -c log_checkpoints=on"\
+" -c log_lock_waits=on -c log_min_duration_statement=1000"\
+" -c session_preload_libraries=auto_explain"\
+" -c auto_explain.log_min_duration=700"
+PGJOBD_TESTPG_DURABLE=1 PGJOBD_TESTPG_OPTS="$opts" \
 	bash "$root/scripts/testpg.sh" start "$dir" >/dev/null
 holder= pid= beside=
 release_snapshot() {
@@ -66,7 +78,19 @@ cleanup() {
 	[ -n "$holder" ] && release_snapshot
 	[ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
 	[ -n "$beside" ] && { kill -TERM "$beside" 2>/dev/null; wait "$beside" 2>/dev/null || true; }
+	[ "$debug" = 1 ] && keep_debug
 	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
+}
+keep_debug() {
+	local out="$build/churn-debug"
+	mkdir -p "$out"
+	cp "$(cat "$dir/datadir")/server.log" "$out/server.log"
+	sql -F ' | ' -c "select calls, round(mean_exec_time::numeric, 1),
+		round(max_exec_time::numeric, 1),
+		left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 80)
+		from pg_stat_statements order by max_exec_time desc limit 15" \
+		>"$out/statements.txt" 2>&1 || true
+	echo "churn: the server's log and slowest statements are in $out" >&2
 }
 trap cleanup EXIT
 db=$(cat "$dir/conninfo")
