@@ -92,6 +92,10 @@ worker_register(PGconn *conn, const struct session_worker *w, int slot,
 	return 0;
 }
 
+const char session_planner_settings[] =
+	"set plan_cache_mode = force_generic_plan; set jit = off;"
+	" set enable_seqscan = off; set enable_bitmapscan = off";
+
 int
 session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 	      char **err)
@@ -132,9 +136,7 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 	 *
 	 * An sql handler's own statement gets all four settings back
 	 * (queue_run_sql). */
-	PQclear(PQexec(conn, "set plan_cache_mode = force_generic_plan;"
-			     " set jit = off; set enable_seqscan = off;"
-			     " set enable_bitmapscan = off"));
+	PQclear(PQexec(conn, session_planner_settings));
 	if (migrate_check(c, NULL, err) < 0)
 		return PQstatus(conn) == CONNECTION_OK ? EXIT_CONFIG : -1;
 	*slot = FAILPOINT(FP_SLOT_LOCK)

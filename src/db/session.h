@@ -43,6 +43,10 @@ struct session_worker {
 int session_start(struct db_conn *conn, const struct session_worker *w,
 		  int *slot, char **err);
 
+/* The planner's settings session_start() gives the session (the comment
+ * where it sets them says why), for tests of the plans. */
+extern const char session_planner_settings[];
+
 /*
  * Then, once its queues are published (session_publish_limits()), w's row
  * in pgjob.workers for slot, and LISTEN: a worker that pgjob.workers shows
