@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -231,6 +232,14 @@ test_lost(void **state)
 			  script);
 	long long id = t_long(c, "select pgjob.enqueue('slow')");
 	t_wait_state(c, id, "running", 30);
+	/* Running is written at the claim, before the handler starts: kill
+	 * the worker only once the script has counted its first run, or
+	 * the next attempt would be the first run (and sleep 60 s). */
+	char *count = xasprintf("%s/lost.count", t_tmpdir());
+	for (int i = 0; i < 3000 && access(count, F_OK) != 0; i++)
+		t_sleep_ms(10);
+	assert_int_equal(access(count, F_OK), 0);
+	free(count);
 	char *worker = t_job(c, id, "locked_by");
 	char *until = t_job(c, id, "locked_until");
 	kill(t_holder_pid(c, id), SIGKILL);
