@@ -697,11 +697,12 @@ queue_throttle(struct dbev *d, const char *queue, int64_t ms)
  * running job's state to cancelled, and its worker stops the handler), and
  * the token asked for: an answer is about one attempt, and the worker may
  * hold the same job again under a newer token by the time it comes.
+ *
+ * Like the finish (AT, above): the rows by j.id = any($1), the token of
+ * each at its position in $2 (queue_renew() sends the ids sorted); and
+ * whether a job was cancelled, by a lookup per element that OFFSET 0
+ * keeps a lookup (a join could read the whole table, as the finish's did).
  */
-/* Like the finish's (AT, above): the rows by j.id = any($1), the token of
- * each at its position in $2; and whether a job was cancelled, by a lookup
- * per element that OFFSET 0 keeps a lookup (a join could read the whole
- * table, as the finish's did).  queue_renew() sends the ids sorted. */
 /* clang-format off */
 static const char renew_sql[] =
 	"with u as (update pgjob.jobs j"
