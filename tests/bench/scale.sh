@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Many processes against one database, and where their time goes
+# (docs/performance.md, "Many processes").  Not in CI but its short form:
+#
+#   tests/bench/scale.sh [--jobs N] [--concurrency C] [--rounds R]
+#                        [--configs "1x2 16x1 4x4 1x16"] [--short]
+#
+# For each configuration IxW (I instances of W workers, every process with
+# the same config, concurrency C per worker), in R interleaved rounds: a
+# fresh schema, N no-op jobs queued (retention 7d), the instances started,
+# the queue watched to empty.  Meanwhile a procedure in the server samples
+# pg_stat_activity every 20 ms: per statement (the claim, the finish), the
+# share of its active samples in each wait event, "CPU" for none (on 2
+# cores, 16 backends that want the CPU show as CPU too).  Per run it
+# prints jobs/s, the machine's CPU time per job (all processes, from
+# /proc/stat), WAL bytes per job, per statement its calls, mean time and
+# rows per call from pg_stat_statements, per index of pgjob.jobs the
+# entries read and heap rows fetched per job, and the samples; then per
+# configuration the median of its rounds against the first's.
+#
+# With SCALE_SETUP_SQL=FILE, psql runs FILE after each fresh schema's
+# migrate (a trial: another index, a storage setting).
+set -euo pipefail
+shopt -s inherit_errexit
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${PGJOBD_BUILD_DIR:-$root/build}
+
+n=600000 conc=1000 rounds=1 configs="1x2 16x1 4x4 1x16"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--jobs) n=$2; shift ;;
+	--concurrency) conc=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--configs) configs=$2; shift ;;
+	--short) n=5000 conc=100 rounds=1 configs="1x2 2x1" ;;
+	*) echo "usage: scale.sh [--jobs N] [--concurrency C] [--rounds R] [--configs \"IxW ...\"] [--short]" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+cmake --build "$build" -j"$(nproc)" --target pgjobd pgjob pgjobd_bench \
+	pgjobd_bench_tool >/dev/null
+dir="$build/bench-scale"
+PGJOBD_TESTPG_DURABLE=1 \
+	PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
+	bash "$root/scripts/testpg.sh" start "$dir" >/dev/null
+pids='' sampler=''
+cleanup() {
+	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+	[ -n "$sampler" ] && stop_sampler
+	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
+}
+trap cleanup EXIT
+db=$(cat "$dir/conninfo")
+sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$db" "$@"; }
+: >"$dir/pgjobd.log"
+
+# The sampler: a procedure that commits after each sample, so that each
+# reads pg_stat_activity afresh (a transaction keeps its first read).
+# Its table is unlogged: no WAL counted against the jobs.
+sql <<'SQL'
+create extension if not exists pg_stat_statements;
+create schema scale_bench;
+create unlogged table scale_bench.samples (stmt text, wait text);
+create procedure scale_bench.sample(n int) language plpgsql as $$
+begin
+	for i in 1..n loop
+		insert into scale_bench.samples
+		select case when query like 'with qa(name%' then 'claim'
+			when query like 'with fd as%' then 'finish'
+			else 'other' end,
+			coalesce(wait_event_type || ':' || wait_event, 'CPU')
+		from pg_stat_activity
+		where backend_type = 'client backend' and state = 'active'
+			and pid <> pg_backend_pid()
+			and query not like 'call scale_bench.%';
+		commit;
+		perform pg_sleep(0.02);
+	end loop;
+end
+$$;
+SQL
+stop_sampler() {
+	sql -c "select pg_cancel_backend(pid) from pg_stat_activity where query like 'call scale_bench.%'" >/dev/null
+	wait "$sampler" 2>/dev/null || true
+	sampler=
+}
+
+fresh_schema() {
+	sql -c "drop schema if exists pgjob cascade" 2>/dev/null
+	"$build/pgjob" -d "$db" migrate >/dev/null
+	if [ -n "${SCALE_SETUP_SQL:-}" ]; then sql -f "$SCALE_SETUP_SQL" >/dev/null; fi
+}
+
+cat >"$dir/scale.yaml" <<YAML
+log: { level: warn }
+retention: 7d
+queues: { default: { concurrency: $conc } }
+handlers:
+  noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
+YAML
+
+# jiffies the machine spent busy: user, nice, system, irq, softirq, steal.
+busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+
+# One run: prints its report, and "RATE" last.
+run() { # instances workers
+	fresh_schema
+	sql -c "insert into pgjob.jobs (kind, payload) select 'noop', jsonb_build_object('id', i) from generate_series(1, $n) i" \
+		-c "vacuum analyze pgjob.jobs" -c "checkpoint" >/dev/null
+	sed "1i workers: $2" "$dir/scale.yaml" >"$dir/run.yaml"
+	sql -c "select pg_stat_statements_reset()" -c "select pg_stat_reset()" \
+		-c "truncate scale_bench.samples" >/dev/null
+	sql -c "call scale_bench.sample(100000)" >/dev/null 2>&1 &
+	sampler=$!
+	local l0 c0 c1 wal before
+	l0=$(sql -c "select pg_current_wal_lsn()")
+	rm -f "$dir/ready"
+	PGJOBD_BENCH_READY="$dir/ready" "$build/pgjobd_bench_tool" wait "$db" 900 >"$dir/wait.out" &
+	local watch=$!
+	until [ -e "$dir/ready" ] || ! kill -0 "$watch" 2>/dev/null; do sleep 0.01; done
+	c0=$(busy)
+	before=$(wc -l <"$dir/pgjobd.log")
+	pids=
+	for _ in $(seq "$1"); do
+		"$build/pgjobd" -c "$dir/run.yaml" -d "$db" 2>>"$dir/pgjobd.log" &
+		pids="$pids $!"
+	done
+	wait "$watch"
+	c1=$(busy)
+	wal=$(sql -c "select round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0') / $n)")
+	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in $pids; do wait "$p" 2>/dev/null || true; done
+	pids=
+	stop_sampler
+	sleep 0.6 # the counters reach the statistics views
+	local first end rate errs
+	read -r first end _ <<<"$(sed 's/[a-z_]*=//g' "$dir/wait.out")"
+	rate=$(awk -v n="$n" -v f="$first" -v e="$end" 'BEGIN {printf "%.0f", n / ((e - f) / 1e6)}')
+	errs=$(tail -n +"$((before + 1))" "$dir/pgjobd.log" | grep -c -E 'level=(error|warn)' || true)
+	echo "## $1 x $2, concurrency $conc each: $rate jobs/s"
+	awk -v c=$((c1 - c0)) -v n="$n" -v hz="$(getconf CLK_TCK)" -v w="$wal" -v e="$errs" 'BEGIN {
+		printf "machine CPU %.1f s, %.1f us/job; WAL %d B/job; log warnings/errors %d\n",
+			c / hz, c / hz * 1e6 / n, w, e }'
+	echo "statement | calls | mean ms | rows/call | buffers hit/call"
+	sql -F ' | ' -c "select case when query like 'with qa(name%' then 'claim'
+			when query like 'with fd as%' then 'finish'
+			else left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 24) end,
+			calls, round(mean_exec_time::numeric, 2),
+			round(rows::numeric / calls, 1),
+			round(shared_blks_hit::numeric / calls)
+		from pg_stat_statements
+		where calls >= 20 and query not like '%scale_bench%'
+		order by total_exec_time desc limit 4"
+	echo "index | entries read/job | heap rows fetched/job"
+	sql -F ' | ' -c "select indexrelname, round(idx_tup_read::numeric / $n, 2),
+			round(idx_tup_fetch::numeric / $n, 2)
+		from pg_stat_user_indexes
+		where schemaname = 'pgjob' and relname = 'jobs' and idx_scan > 0
+		order by idx_tup_read desc"
+	echo "statement | wait event | share of its active samples"
+	sql -F ' | ' -c "select stmt, wait, share || ' %' from (
+			select stmt, wait, count(*) as k, round(100.0 * count(*)
+				/ sum(count(*)) over (partition by stmt), 1) as share
+			from scale_bench.samples where stmt <> 'other'
+			group by stmt, wait) s
+		where share >= 1 order by stmt, k desc"
+	echo
+	echo "RATE $rate"
+}
+
+echo "machine: $(nproc) cores; jobs=$n concurrency=$conc rounds=$rounds configs=$configs"
+declare -A rates
+for _ in $(seq "$rounds"); do
+	for cfg in $configs; do
+		out=$(run "${cfg%x*}" "${cfg#*x}")
+		sed '$d' <<<"$out"
+		rates[$cfg]="${rates[$cfg]:-} $(tail -1 <<<"$out" | cut -d' ' -f2)"
+	done
+done
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+ref=
+echo "| configuration | jobs/s median (rounds) | x the first |"
+echo "| --- | ---: | ---: |"
+for cfg in $configs; do
+	m=$(median <<<"${rates[$cfg]}")
+	[ -z "$ref" ] && ref=$m
+	echo "| ${cfg%x*} x ${cfg#*x} | $m (${rates[$cfg]# }) | $(awk -v a="$m" -v b="$ref" 'BEGIN {printf "%.2f", a / b}') |"
+done
+# What must hold: every run logged no error (the jobs are all done, or the
+# watch would have timed out and failed the script).
+if grep -q -E 'level=error' "$dir/pgjobd.log"; then
+	echo "scale: pgjobd logged errors ($dir/pgjobd.log)" >&2
+	exit 1
+fi
