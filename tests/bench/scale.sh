@@ -5,7 +5,7 @@
 #   tests/bench/scale.sh [--jobs N] [--concurrency C] [--rounds R]
 #                        [--configs "1x2 16x1 4x4 1x16"] [--short]
 #
-# For each configuration IxW (I instances of W workers, every process with
+# For each configuration IxW[:FILE] (I instances of W workers, every process with
 # the same config, concurrency C per worker), in R interleaved rounds: a
 # fresh schema, N no-op jobs queued (retention 7d), the instances started,
 # the queue watched to empty.  Meanwhile a procedure in the server samples
@@ -19,7 +19,9 @@
 # configuration the median of its rounds against the first's.
 #
 # With SCALE_SETUP_SQL=FILE, psql runs FILE after each fresh schema's
-# migrate (a trial: another index, a storage setting).
+# migrate (a trial: another index, a storage setting); a configuration's
+# own :FILE runs after it, so that one run can set a trial beside the
+# schema as it is ("16x1 16x1:/tmp/trial.sql").
 set -euo pipefail
 shopt -s inherit_errexit
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -90,6 +92,7 @@ fresh_schema() {
 	sql -c "drop schema if exists pgjob cascade" 2>/dev/null
 	"$build/pgjob" -d "$db" migrate >/dev/null
 	if [ -n "${SCALE_SETUP_SQL:-}" ]; then sql -f "$SCALE_SETUP_SQL" >/dev/null; fi
+	if [ -n "${1:-}" ]; then sql -f "$1" >/dev/null; fi
 }
 
 cat >"$dir/scale.yaml" <<YAML
@@ -100,12 +103,15 @@ handlers:
   noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
 YAML
 
-# jiffies the machine spent busy: user, nice, system, irq, softirq, steal.
-busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+# jiffies the machine spent busy (user, nice, system, irq, softirq), and
+# those the hypervisor gave to another guest (steal): a noisy neighbour
+# shows there, not as work per job.
+busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+steal() { awk '/^cpu / {print $9}' /proc/stat; }
 
 # One run: prints its report, and "RATE" last.
-run() { # instances workers
-	fresh_schema
+run() { # instances workers [setup file]
+	fresh_schema "${3:-}"
 	sql -c "insert into pgjob.jobs (kind, payload) select 'noop', jsonb_build_object('id', i) from generate_series(1, $n) i" \
 		-c "vacuum analyze pgjob.jobs" -c "checkpoint" >/dev/null
 	sed "1i workers: $2" "$dir/scale.yaml" >"$dir/run.yaml"
@@ -113,13 +119,13 @@ run() { # instances workers
 		-c "truncate scale_bench.samples" >/dev/null
 	sql -c "call scale_bench.sample(100000)" >/dev/null 2>&1 &
 	sampler=$!
-	local l0 c0 c1 wal before
+	local l0 c0 c1 s0 s1 wal before
 	l0=$(sql -c "select pg_current_wal_lsn()")
 	rm -f "$dir/ready"
 	PGJOBD_BENCH_READY="$dir/ready" "$build/pgjobd_bench_tool" wait "$db" 900 >"$dir/wait.out" &
 	local watch=$!
 	until [ -e "$dir/ready" ] || ! kill -0 "$watch" 2>/dev/null; do sleep 0.01; done
-	c0=$(busy)
+	c0=$(busy) s0=$(steal)
 	before=$(wc -l <"$dir/pgjobd.log")
 	pids=
 	for _ in $(seq "$1"); do
@@ -127,7 +133,7 @@ run() { # instances workers
 		pids="$pids $!"
 	done
 	wait "$watch"
-	c1=$(busy)
+	c1=$(busy) s1=$(steal)
 	wal=$(sql -c "select round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0') / $n)")
 	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
@@ -138,10 +144,10 @@ run() { # instances workers
 	read -r first end _ <<<"$(sed 's/[a-z_]*=//g' "$dir/wait.out")"
 	rate=$(awk -v n="$n" -v f="$first" -v e="$end" 'BEGIN {printf "%.0f", n / ((e - f) / 1e6)}')
 	errs=$(tail -n +"$((before + 1))" "$dir/pgjobd.log" | grep -c -E 'level=(error|warn)' || true)
-	echo "## $1 x $2, concurrency $conc each: $rate jobs/s"
-	awk -v c=$((c1 - c0)) -v n="$n" -v hz="$(getconf CLK_TCK)" -v w="$wal" -v e="$errs" 'BEGIN {
-		printf "machine CPU %.1f s, %.1f us/job; WAL %d B/job; log warnings/errors %d\n",
-			c / hz, c / hz * 1e6 / n, w, e }'
+	echo "## $1 x $2${3:+ ($3)}, concurrency $conc each: $rate jobs/s"
+	awk -v c=$((c1 - c0)) -v s=$((s1 - s0)) -v n="$n" -v hz="$(getconf CLK_TCK)" -v w="$wal" -v e="$errs" 'BEGIN {
+		printf "machine CPU %.1f s, %.1f us/job (steal %.1f s); WAL %d B/job; log warnings/errors %d\n",
+			c / hz, c / hz * 1e6 / n, s / hz, w, e }'
 	echo "statement | calls | mean ms | rows/call | buffers hit/call"
 	sql -F ' | ' -c "select case when query like 'with qa(name%' then 'claim'
 			when query like 'with fd as%' then 'finish'
@@ -173,7 +179,9 @@ echo "machine: $(nproc) cores; jobs=$n concurrency=$conc rounds=$rounds configs=
 declare -A rates
 for _ in $(seq "$rounds"); do
 	for cfg in $configs; do
-		out=$(run "${cfg%x*}" "${cfg#*x}")
+		shape=${cfg%%:*} setup=
+		[ "$shape" != "$cfg" ] && setup=${cfg#*:}
+		out=$(run "${shape%x*}" "${shape#*x}" "$setup")
 		sed '$d' <<<"$out"
 		rates[$cfg]="${rates[$cfg]:-} $(tail -1 <<<"$out" | cut -d' ' -f2)"
 	done
@@ -185,7 +193,8 @@ echo "| --- | ---: | ---: |"
 for cfg in $configs; do
 	m=$(median <<<"${rates[$cfg]}")
 	[ -z "$ref" ] && ref=$m
-	echo "| ${cfg%x*} x ${cfg#*x} | $m (${rates[$cfg]# }) | $(awk -v a="$m" -v b="$ref" 'BEGIN {printf "%.2f", a / b}') |"
+	shape=${cfg%%:*}
+	echo "| ${shape%x*} x ${shape#*x}${cfg#"$shape"} | $m (${rates[$cfg]# }) | $(awk -v a="$m" -v b="$ref" 'BEGIN {printf "%.2f", a / b}') |"
 done
 # What must hold: every run logged no error (the jobs are all done, or the
 # watch would have timed out and failed the script).

@@ -14,10 +14,6 @@
  * renewal were written until 2026-12-03, reads jobs_pkey whole; and with
  * bitmap scans on (the worker's session turns them off), the claim takes
  * the whole backlog and sorts it.
- *
- * And where the claim writes its rows: a claimed row's new version on the
- * page of the old one (sql/021_jobs_fillfactor.sql), 9 in 10 of them at
- * least, against a control with the pages full, where they move.
  */
 #include "testlib.h"
 
@@ -191,73 +187,11 @@ test_plans_after_a_misleading_analyze(void **state)
 	free(ci);
 }
 
-/* Claims n jobs queued on c with the worker's statement; returns how
- * many of the claimed rows' new versions left their page. */
-static long
-claim_moves(PGconn *c, int n)
-{
-	t_exec(c, "truncate pgjob.jobs");
-	t_exec(c,
-	       "insert into pgjob.jobs (kind, payload)"
-	       " select 'k', jsonb_build_object('n', i)"
-	       " from generate_series(1, %d) i",
-	       n);
-	t_exec(c, "drop table if exists blocks");
-	t_exec(c, "create temp table blocks as select id,"
-		  " (ctid::text::point)[0] as block from pgjob.jobs");
-	int np = 0;
-	char *text = queue_statement("pgjob_claim", &np);
-	PGresult *r = PQprepare(c, "claim", text, np, NULL);
-	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
-	PQclear(r);
-	free(text);
-	t_exec(c,
-	       "execute claim('{k}', '{default}', '{%d}', 'w', 30000,"
-	       " '{parallel}', '{NULL}', '{NULL}', '{NULL}', 1000000,"
-	       " false)",
-	       n);
-	t_exec(c, "deallocate claim");
-	assert_int_equal(t_long(c, "select count(*) from pgjob.jobs"
-				   " where state = 'running'"),
-			 n);
-	return t_long(c, "select count(*) from pgjob.jobs j join blocks b"
-			 " using (id)"
-			 " where (j.ctid::text::point)[0] <> b.block");
-}
-
-static void
-test_claimed_rows_stay_on_their_page(void **state)
-{
-	char *ci = t_db_migrated("t_plans_pages");
-	PGconn *c = t_connect(ci);
-	t_exec(c, "%s", session_planner_settings);
-	t_exec(c, "alter table pgjob.jobs set (autovacuum_enabled = false)");
-	/* The claim's version is the larger (a lease, a holder, a time where
-	 * the queued row has NULLs): of a small job, the page's last few do
-	 * not fit beside it. */
-	long moved = claim_moves(c, 2000);
-	if (moved > 200) {
-		fprintf(stderr, "%ld of 2000 claimed rows left their page\n",
-			moved);
-		fail();
-	}
-	/* The control: full pages, the rows move. */
-	t_exec(c, "alter table pgjob.jobs reset (fillfactor)");
-	moved = claim_moves(c, 2000);
-	if (moved < 1800) {
-		fprintf(stderr, "the control moved %ld of 2000 rows\n", moved);
-		fail();
-	}
-	PQfinish(c);
-	free(ci);
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plans_after_a_misleading_analyze),
-		cmocka_unit_test(test_claimed_rows_stay_on_their_page),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
