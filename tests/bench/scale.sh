@@ -47,8 +47,11 @@ PGJOBD_TESTPG_DURABLE=1 \
 	PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
 	bash "$root/scripts/testpg.sh" start "$dir" >/dev/null
 pids='' sampler=''
+# A run is a subshell ($(run ...)): what it started is found by its
+# config's path, not by its variables.
 cleanup() {
 	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+	pkill -TERM -f -- "-c $dir/" 2>/dev/null || true
 	[ -n "$sampler" ] && stop_sampler
 	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
 }
