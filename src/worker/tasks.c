@@ -168,7 +168,15 @@ on_acquired(void *arg, const struct db_status *st, int64_t token)
 	struct acquire *a = arg;
 	struct duty *d = a->d;
 	d->acquiring = 0;
-	if (token && !d->stopping && d->db)
+	if (token && d->stopping && d->db) {
+		/* Answered after the stop began (it waited for a row lock, or
+		 * for the statements ahead of it): nothing will run under it,
+		 * so give it back at once, as the other duties do. */
+		char *name =
+			xasprintf("task:%s:%d", a->task->name, a->partition);
+		lease_release(d->db, name, d->holder, token, NULL, NULL);
+		free(name);
+	} else if (token && d->db)
 		part_start(part_new(d, a->task, a->partition, token));
 	if (st->answered && d->db && !d->stopping)
 		acquire_next(d, a->task, a->partition + 1, a->target);
