@@ -393,9 +393,14 @@ dbev_send_group(struct dbev *d, const struct dbev_stmt *stmts, int n,
 	if (d->lost)
 		return send_failed(d, NULL, cb, arg, n);
 	for (int i = 0; i < n; i++)
-		if (!PQsendQueryParams(d->conn, stmts[i].sql, stmts[i].nparams,
-				       stmts[i].types, stmts[i].params, NULL,
-				       NULL, 0))
+		if (!(stmts[i].name ? PQsendQueryPrepared(
+					      d->conn, stmts[i].name,
+					      stmts[i].nparams, stmts[i].params,
+					      NULL, NULL, 0)
+				    : PQsendQueryParams(
+					      d->conn, stmts[i].sql,
+					      stmts[i].nparams, stmts[i].types,
+					      stmts[i].params, NULL, NULL, 0)))
 			return send_failed(d, NULL, cb, arg, n);
 	if (!PQpipelineSync(d->conn))
 		return send_failed(d, NULL, cb, arg, n);

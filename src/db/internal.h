@@ -70,6 +70,7 @@ struct dbev_stmt {
 	int nparams;
 	const Oid *types; /* NULL: the server infers them */
 	const char *const *params;
+	const char *name; /* a prepared statement's, or NULL: sql */
 };
 
 /*

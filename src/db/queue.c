@@ -183,11 +183,26 @@ static const char finish_delete_end_sql[] =
  * from the head, which reads without the test (at least once a second:
  * from_positions() in src/worker/claim.c).
  *
+ * A claim that takes its turn (TURN_SQL) may start its parallel scan of a
+ * queue further on than its position (ha): past the newest job another
+ * claim took, the running job whose lease ends last.  With claims in
+ * turns that is where the last claim stopped, and every available job
+ * before it that the last claim could see, it took or found locked.  Only
+ * if that claim's worker handles every kind this one does (its slot, from
+ * locked_by, in pgjob.workers): else the jobs it left for their kind
+ * would be passed over.  And only before (cp, cr), the earliest key of the
+ * NOTIFYs this worker had since its last claim that sort after its
+ * position: jobs that came after the last claim's snapshot.  The read of
+ * jobs_running_idx backwards goes no further than the leases taken or
+ * renewed in the last 2 s: under a snapshot held open elsewhere, the
+ * entries of every job that ended since are still there, and with no job
+ * running it would read them all.
+ *
  * queue_prepare() puts it together: claim_sql (expired leases, parallel),
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
  */
-#define CLAIM_NPARAMS 11
+#define CLAIM_NPARAMS 14
 
 static const char claim_sql[] =
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
@@ -195,16 +210,36 @@ static const char claim_sql[] =
 	 * the head (see queue_claim_req).  run_at travels as microseconds
 	 * since the epoch: exact, and never a time the host could have
 	 * written (the fault suite's clock scenario checks for those). */
-	"with qa(name, lim, mode, hp, hr, hi, qi) as ("
+	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, qi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
-	"   $7::smallint[], $8::bigint[], $9::bigint[]) with ordinality),"
+	"   $7::smallint[], $8::bigint[], $9::bigint[], $12::bool[],"
+	"   $13::smallint[], $14::bigint[]) with ordinality),"
 	/* A queue with a row in pgjob.limits is claimed by
 	 * pgjob.claim_limited() alone, whatever the worker believes: this
 	 * claim leaves it, and says so ('l' rows). */
 	" ql as (select qa.*, exists (select 1 from pgjob.limits l"
 	"   where l.queue = qa.name) as limited from qa),"
-	" q as (select name, lim, mode, hp, hr, hi, qi from ql"
-	"   where not limited),"
+	/* With ha, the scan starts past the newest job another claim took
+	 * (its lease ends last), if that is further on than the position
+	 * and its claimer handles every kind this worker does, and it sorts
+	 * before (cp, cr): see the comment above claim_sql. */
+	" q as (select ql.name, ql.lim, ql.mode, coalesce(h.priority, ql.hp)"
+	"   as hp, coalesce(h.us, ql.hr) as hr, coalesce(h.id, ql.hi) as hi,"
+	"   ql.qi"
+	"  from ql left join lateral (select h.* from ("
+	"    select j.priority, j.id, j.locked_by,"
+	"     (extract(epoch from j.run_at) * 1000000)::bigint as us"
+	"    from pgjob.jobs j where ql.ha and j.state = 'running'"
+	"     and j.queue = ql.name"
+	"     and j.locked_until > now()"
+	"      + ($5::bigint - 2000) * interval '1 millisecond'"
+	"    order by j.locked_until desc limit 1) h"
+	"   where (h.priority, h.us, h.id) > (ql.hp, ql.hr, ql.hi)"
+	"    and (ql.cp is null or (h.priority, h.us) < (ql.cp, ql.cr))"
+	"    and exists (select 1 from pgjob.workers wk"
+	"     where wk.slot = substring(h.locked_by from ':([0-9]+)$')::int"
+	"      and wk.kinds @> $1::text[])) h on true"
+	"  where not ql.limited),"
 	/* Per candidate: its branch, its queue's ordinal, and for the
 	 * parallel branch its (priority, run_at), where the next claim
 	 * starts from.  Narrow and fixed-width: the last one of each queue
@@ -597,6 +632,42 @@ time_limit_end(struct dbev *d)
 	dbev_send(d, "reset statement_timeout", 0, NULL, dbev_ignore, NULL);
 }
 
+/*
+ * Claims that read ahead take turns, per queue: each takes, in one
+ * implicit transaction with the claim, a transaction lock per queue it
+ * reads ahead in, in the order of the queues' hashes (so two claims that
+ * share queues never wait for each other crosswise; two queues whose
+ * names share a hash share turns, which costs nothing but the wait).  The
+ * claim's snapshot is taken after the lock is granted, so it sees the
+ * claim before it committed: it neither locks nor reads that claim's
+ * rows, and starts past the newest of them (ha in claim_sql).  Sixteen
+ * claimers each reading from their own position read 16 index entries
+ * and fetched 9 heap rows for every job they took; in turns, 1.7 and 1.0
+ * (docs/performance.md, "Many processes, where the time goes").  The
+ * class, 0x70676a63 ("pgjc"), is not the slots' (config lock_class,
+ * "pgjb" by default) nor the migrations' ("pgmg").
+ */
+#define TURN_SQL                                                               \
+	"select pg_advisory_xact_lock(1885825635, h) from (select distinct"    \
+	" hashtext(x) as h from unnest($1::text[]) x order by 1) s"
+
+static void
+on_claim_group(void *arg, PGresult **res, int n)
+{
+	struct db_call *c = arg;
+	PGresult *r = res[1] && PQresultStatus(res[0]) == PGRES_TUPLES_OK
+			      ? res[1]
+			      : res[0];
+	char *text;
+	struct db_status st = db_status_of(r, &text);
+	read_claim(c, &st, r);
+	free(text);
+	for (size_t i = 0; c->names && i < c->n; i++)
+		free(c->names[i]);
+	free(c->names);
+	free(c);
+}
+
 int
 queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	    queue_claim_fn *cb, void *arg)
@@ -606,6 +677,9 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	const char **fp = xcalloc(nq + 1, sizeof(char *));
 	const char **fr = xcalloc(nq + 1, sizeof(char *));
 	const char **fi = xcalloc(nq + 1, sizeof(char *));
+	const char **ha = xcalloc(nq + 1, sizeof(char *));
+	const char **cp = xcalloc(nq + 1, sizeof(char *));
+	const char **cr = xcalloc(nq + 1, sizeof(char *));
 	for (size_t i = 0; i < nq; i++) {
 		lim[i] = req->limits[i];
 		/* No position: NULL, from the head. */
@@ -614,6 +688,11 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 		fp[i] = p ? p->priority : NULL;
 		fr[i] = p ? p->run_at : NULL;
 		fi[i] = p ? p->id : NULL;
+		ha[i] = req->ahead && req->ahead[i] ? "t" : "f";
+		const struct queue_position *u =
+			req->until ? req->until[i] : NULL;
+		cp[i] = u ? u->priority : NULL;
+		cr[i] = u ? u->run_at : NULL;
 	}
 	char *a[CLAIM_NPARAMS];
 	a[0] = db_text_array(req->kinds, req->nkinds);
@@ -627,10 +706,16 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	a[8] = db_text_array(fi, nq);
 	a[9] = xasprintf("%lld", (long long)req->max_payload_bytes);
 	a[10] = xstrdup(req->reap ? "t" : "f");
+	a[11] = db_text_array(ha, nq);
+	a[12] = db_text_array(cp, nq);
+	a[13] = db_text_array(cr, nq);
 	free(lim);
 	free(fp);
 	free(fr);
 	free(fi);
+	free(ha);
+	free(cp);
+	free(cr);
 	const char *p[CLAIM_NPARAMS];
 	for (int i = 0; i < CLAIM_NPARAMS; i++)
 		p[i] = a[i];
@@ -642,8 +727,31 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	if (req->timeout_ms > 0)
 		time_limit(d, req->timeout_ms);
 	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	int rc = dbev_call(d, "pgjob_claim", 1, CLAIM_NPARAMS, p, read_claim,
-			   &call);
+	/* The queues read ahead take turns (see TURN_SQL). */
+	const char **tq = xcalloc(nq + 1, sizeof(char *));
+	size_t nt = 0;
+	for (size_t i = 0; req->ahead && i < nq; i++)
+		if (req->ahead[i])
+			tq[nt++] = req->queues[i];
+	int rc;
+	if (nt == 0) {
+		rc = dbev_call(d, "pgjob_claim", 1, CLAIM_NPARAMS, p,
+			       read_claim, &call);
+	} else {
+		char *turns = db_text_array(tq, nt);
+		const char *tp[] = {turns};
+		struct db_call *gc = xmalloc(sizeof(*gc));
+		*gc = call;
+		struct dbev_stmt st[2] = {
+			{.sql = TURN_SQL, .nparams = 1, .params = tp},
+			{.name = "pgjob_claim",
+			 .nparams = CLAIM_NPARAMS,
+			 .params = p},
+		};
+		rc = dbev_send_group(d, st, 2, on_claim_group, gc);
+		free(turns);
+	}
+	free(tq);
 	if (req->timeout_ms > 0)
 		time_limit_end(d);
 	for (int i = 0; i < CLAIM_NPARAMS; i++)
@@ -911,9 +1019,9 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		 " set_config(name, reset_val, true) from pg_settings"
 		 " where name in ('jit', 'plan_cache_mode', 'enable_seqscan',"
 		 "  'enable_bitmapscan')",
-		 1, NULL, p_timeout},
-		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease},
-		{statement, 2, types, p_stmt},
+		 1, NULL, p_timeout, NULL},
+		{"select pgjob.lock_lease($1, $2)", 2, NULL, p_lease, NULL},
+		{statement, 2, types, p_stmt, NULL},
 		/* Its wall time is its transaction's so far (now() is when
 		 * it began); CPU and memory are the server's, not its own. */
 		{"update pgjob.jobs set state = 'done', finished_at = now(),"
@@ -923,7 +1031,7 @@ queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		 " last_cpu_ms = null, last_max_rss_kb = null"
 		 " where id = $1 and lease_token = $2"
 		 " and coalesce(state, '') = 'running'",
-		 2, NULL, p_lease},
+		 2, NULL, p_lease, NULL},
 	};
 	struct sql_ctx *ctx = xcalloc(1, sizeof(*ctx));
 	*ctx = (struct sql_ctx){cb, arg};

@@ -61,6 +61,16 @@ struct queue_claim_req {
 	 * NULL: every queue from the head.
 	 */
 	const struct queue_position *const *from;
+	/*
+	 * Per queue, whether the claim takes its turn in the queue and may
+	 * read ahead: start past the newest job another claim took, when
+	 * that claim's worker handles every kind this one does (claim_sql
+	 * in queue.c).  Only for a scan from a position (from[k]).  But
+	 * never at or past until[k] (its id is not used): a job a NOTIFY
+	 * said came, that sorts after from[k].  NULL: no queue, no bound.
+	 */
+	const bool *ahead;
+	const struct queue_position *const *until;
 	/* Whether to look for jobs whose lease expired (their worker died):
 	 * an index scan of running jobs that, under an old snapshot, reads
 	 * every claimed job's entry again, so the caller asks now and then,

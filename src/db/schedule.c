@@ -120,7 +120,7 @@ schedule_tick(struct dbev *d, const char *lease, int64_t token,
 	const char *pe[] = {s->name,  epoch, s->kind, s->payload,
 			    s->queue, key,   when};
 	struct dbev_stmt st[] = {
-		{"select pgjob.fence($1, $2)", 2, NULL, pf},
+		{"select pgjob.fence($1, $2)", 2, NULL, pf, NULL},
 		{"with s as (update pgjob.schedules"
 		 "   set last_tick = to_timestamp($2::bigint)"
 		 "   where name = $1 and last_tick < to_timestamp($2::bigint)"
@@ -133,7 +133,7 @@ schedule_tick(struct dbev *d, const char *lease, int64_t token,
 		 "  end,"
 		 "  queue => $5, run_at => to_timestamp($2::bigint),"
 		 "  unique_key => $6) from s",
-		 7, NULL, pe},
+		 7, NULL, pe, NULL},
 	};
 	struct tick_ctx *ctx = xcalloc(1, sizeof(*ctx));
 	*ctx = (struct tick_ctx){cb, arg};
@@ -153,8 +153,8 @@ send_fenced(struct dbev *d, const char *lease, int64_t token, const char *sql,
 	snprintf(tok, sizeof(tok), "%lld", (long long)token);
 	const char *pf[] = {lease, tok};
 	struct dbev_stmt st[] = {
-		{"select pgjob.fence($1, $2)", 2, NULL, pf},
-		{sql, nparams, NULL, params},
+		{"select pgjob.fence($1, $2)", 2, NULL, pf, NULL},
+		{sql, nparams, NULL, params, NULL},
 	};
 	struct tick_ctx *ctx = xcalloc(1, sizeof(*ctx));
 	*ctx = (struct tick_ctx){cb, arg};

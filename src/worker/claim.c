@@ -421,10 +421,18 @@ out:
  * 2 % of the worker's time at most, and it stops after its time limit
  * (sweep_limit_ms(), sweep_timed_out()); such jobs wait longer instead
  * (docs/performance.md, "An old snapshot").
+ *
+ * A claim from the position takes its turn in the queue, and reads ahead
+ * past the last claim's jobs (queue_claim_req's ahead), but not as far as
+ * a job a NOTIFY since the last claim said came (until, read_until()).
  */
+/* The smallest claim that takes its turn (queue_claim_req's ahead). */
+#define TURN_MIN 16
+
 static void
 from_positions(struct worker *w, struct claim *c,
-	       const struct queue_position **from)
+	       const struct queue_position **from, bool *ahead,
+	       const struct queue_position **until)
 {
 	int64_t now = util_now_ms();
 	int64_t every = 50 * w->head_cost_ms;
@@ -441,7 +449,15 @@ from_positions(struct worker *w, struct claim *c,
 			from[k] = &w->rescan_from[i];
 		else
 			from[k] = &w->pos[i];
+		/* A turn for a claim from the position, in a parallel queue,
+		 * of TURN_MIN jobs or more: a small claim reads little past
+		 * others' rows, and would wait for a large one's turn. */
+		ahead[k] = from[k] == &w->pos[i] &&
+			   w->cfg->queues[i].mode == QUEUE_PARALLEL &&
+			   c->limits[k] >= TURN_MIN;
+		until[k] = w->until_valid[i] ? &w->until[i] : NULL;
 		w->rescan[i] = RESCAN_NONE;
+		w->until_valid[i] = 0;
 	}
 }
 
@@ -509,13 +525,14 @@ send_claim(struct worker *w, struct claim *c)
 {
 	const struct config *cf = w->cfg;
 	const char *queues[c->nq + 1], *modes[c->nq + 1];
-	const struct queue_position *from[c->nq + 1];
+	const struct queue_position *from[c->nq + 1], *until[c->nq + 1];
+	bool ahead[c->nq + 1];
 	for (size_t k = 0; k < c->nq; k++) {
 		const struct queue_conf *q = &cf->queues[c->qidx[k]];
 		queues[k] = q->name;
 		modes[k] = config_queue_mode_name(q->mode);
 	}
-	from_positions(w, c, from);
+	from_positions(w, c, from, ahead, until);
 	c->limit_ms = c->head ? sweep_limit_ms(w) : 0;
 	struct queue_claim_req req = {
 		.kinds = w->kinds,
@@ -527,6 +544,8 @@ send_claim(struct worker *w, struct claim *c)
 		.locked_by = w->locked_by,
 		.lease_ms = cf->lease_ms,
 		.from = from,
+		.ahead = ahead,
+		.until = until,
 		.reap = c->head,
 		.timeout_ms = c->limit_ms,
 		.max_payload_bytes = cf->max_payload_bytes,
@@ -644,6 +663,25 @@ rescan_from(struct worker *w, size_t i, const struct stats_notify_key *key)
 }
 
 /*
+ * A NOTIFY's jobs sort after queue i's position (key), but maybe before
+ * the newest job another claimer took, past which the next claim may
+ * start (queue_claim_req's ahead): it reads ahead no further than the
+ * earliest such key.
+ */
+static void
+read_until(struct worker *w, size_t i, const struct stats_notify_key *key)
+{
+	struct queue_position *p = &w->until[i];
+	if (w->until_valid[i] && key_cmp(key, p) >= 0)
+		return;
+	snprintf(p->priority, sizeof(p->priority), "%d", key->priority);
+	snprintf(p->run_at, sizeof(p->run_at), "%lld",
+		 (long long)key->run_at_us);
+	snprintf(p->id, sizeof(p->id), "%lld", -9223372036854775807LL);
+	w->until_valid[i] = 1;
+}
+
+/*
  * Whether this worker claims on a NOTIFY.  The trigger's payload is
  * "<transaction id> <due jobs>" (sql/007_notify_payload.sql).  The workers
  * of an instance share a small table of recent notifications, and a worker
@@ -711,8 +749,12 @@ claim_on_notify(void *arg, const char *channel, const char *payload, int be_pid)
 	/* The key is the earliest of all the jobs, whatever their queue:
 	 * every queue whose position it does not sort after reads from it
 	 * at its next claim (from its head when the payload has no key). */
-	for (size_t i = 0; i < w->cfg->nqueues; i++)
-		if (w->pos_valid[i] && w->rescan[i] != RESCAN_HEAD &&
-		    (!key.known || key_cmp(&key, &w->pos[i]) <= 0))
+	for (size_t i = 0; i < w->cfg->nqueues; i++) {
+		if (!w->pos_valid[i] || w->rescan[i] == RESCAN_HEAD)
+			continue;
+		if (!key.known || key_cmp(&key, &w->pos[i]) <= 0)
 			rescan_from(w, i, &key);
+		else
+			read_until(w, i, &key);
+	}
 }

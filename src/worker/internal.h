@@ -135,6 +135,12 @@ struct worker {
 	 * RESCAN_HEAD (a payload that did not say: from the head). */
 	int *rescan;
 	struct queue_position *rescan_from;
+	/* Per queue, the earliest key of the NOTIFYs since its last claim
+	 * that sort after its position (until_valid[i]): a claim from the
+	 * position reads ahead of it no further than there
+	 * (queue_claim_req's until). */
+	struct queue_position *until;
+	int *until_valid;
 	/* When a sweep last ran out of time, for the warning's pace, and
 	 * how many sweeps in a row did (sweep_timed_out()). */
 	int64_t sweep_warned_ms;

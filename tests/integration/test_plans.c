@@ -34,7 +34,8 @@ static const struct {
 	{"pgjob_claim",
 	 "'{k}', '{default,s,pk}', '{500,1,10}', 'w', 30000,"
 	 " '{parallel,serial,per_key}', '{NULL,NULL,NULL}',"
-	 " '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', 1000000, true"},
+	 " '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', 1000000, true,"
+	 " '{t,f,f}', '{NULL,NULL,NULL}', '{NULL,NULL,NULL}'"},
 	{"pgjob_finish",
 	 "'{1,2}', '{1,1}', '{done,available}', '{NULL,NULL}', '{NULL,x}',"
 	 " '{0,100}', '{f,f}', false, '{1,1}', '{1,1}', '{1,1}',"
