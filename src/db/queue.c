@@ -186,17 +186,25 @@ static const char finish_delete_end_sql[] =
  * A claim that takes its turn (TURN_SQL) may start its parallel scan of a
  * queue further on than its position (ha): past the newest job another
  * claim took, the running job whose lease ends last.  With claims in
- * turns that is where the last claim stopped, and every available job
- * before it that the last claim could see, it took or found locked.  Only
+ * turns that is where the last claim that committed stopped, and every
+ * available job before it that that claim could see, it took or found
+ * locked (the other lane's claim in progress, if any, started from the
+ * same place or from further back: its rows are locked, and passed).  Only
  * if that claim's worker handles every kind this one does (its slot, from
  * locked_by, in pgjob.workers): else the jobs it left for their kind
  * would be passed over.  And only before (cp, cr), the earliest key of the
  * NOTIFYs this worker had since its last claim that sort after its
  * position: jobs that came after the last claim's snapshot.  The read of
  * jobs_running_idx backwards goes no further than the leases taken or
- * renewed in the last 2 s: under a snapshot held open elsewhere, the
+ * renewed in the last 200 ms: under a snapshot held open elsewhere, the
  * entries of every job that ended since are still there, and with no job
- * running it would read them all.
+ * running (two workers, each claiming after its batch ended) it reads
+ * them all.  With 2 s, a churn at 39,170 jobs/s with a snapshot held
+ * fell behind the feed from its third minute (claim 22 ms on the server
+ * against 9.5): 78,000 entries.  For that bound a lease counts from the
+ * claim statement's start (statement_timestamp()), not its transaction's,
+ * which began with the wait for the turn: the last claim that committed
+ * started its statement a claim's time ago, however long it waited.
  *
  * queue_prepare() puts it together: claim_sql (expired leases, parallel),
  * the serial and per_key branches when a queue of the worker's needs them,
@@ -231,8 +239,8 @@ static const char claim_sql[] =
 	"     (extract(epoch from j.run_at) * 1000000)::bigint as us"
 	"    from pgjob.jobs j where ql.ha and j.state = 'running'"
 	"     and j.queue = ql.name"
-	"     and j.locked_until > now()"
-	"      + ($5::bigint - 2000) * interval '1 millisecond'"
+	"     and j.locked_until > statement_timestamp()"
+	"      + ($5::bigint - 200) * interval '1 millisecond'"
 	"    order by j.locked_until desc limit 1) h"
 	"   where (h.priority, h.us, h.id) > (ql.hp, ql.hr, ql.hi)"
 	"    and (ql.cp is null or (h.priority, h.us) < (ql.cp, ql.cr))"
@@ -304,7 +312,8 @@ static const char claim_tail_sql[] =
 	"   limit q.lim) c),"
 	" u as ("
 	"  update pgjob.jobs j set state = 'running', locked_by = $4,"
-	"   locked_until = now() + $5::bigint * interval '1 millisecond',"
+	"   locked_until = statement_timestamp()"
+	"    + $5::bigint * interval '1 millisecond',"
 	"   lease_token = j.lease_token + 1, attempts = j.attempts + 1,"
 	"   attempted_at = now(),"
 	/* A running row here is one whose lease expired: its worker
@@ -580,13 +589,16 @@ claimed_flow(const PGresult *res, const struct db_call *c,
 
 /* The claim's answer; c->names are the queues asked for, in order. */
 static void
-read_claim(const struct db_call *c, const struct db_status *st,
-	   const PGresult *res)
+read_claim_turn(const struct db_call *c, const struct db_status *st,
+		const PGresult *res, int turn_wait_ms)
 {
 	struct queue_position *pos = xcalloc(c->n + 1, sizeof(*pos));
 	bool *has = xcalloc(c->n + 1, sizeof(bool));
 	struct queue_flow_said *flow = xcalloc(c->n + 1, sizeof(*flow));
-	struct queue_claimed out = {.pos = pos, .has_pos = has, .flow = flow};
+	struct queue_claimed out = {.pos = pos,
+				    .has_pos = has,
+				    .flow = flow,
+				    .turn_wait_ms = turn_wait_ms};
 	int *queue_of = NULL;
 	if (st->error == DB_OK) {
 		out.jobs = claimed_jobs(res, &out.njobs);
@@ -608,6 +620,13 @@ read_claim(const struct db_call *c, const struct db_status *st,
 	free(pos);
 	free(has);
 	free(flow);
+}
+
+static void
+read_claim(const struct db_call *c, const struct db_status *st,
+	   const PGresult *res)
+{
+	read_claim_turn(c, st, res, -1);
 }
 
 /*
@@ -633,34 +652,46 @@ time_limit_end(struct dbev *d)
 }
 
 /*
- * Claims that read ahead take turns, per queue: each takes, in one
- * implicit transaction with the claim, a transaction lock per queue it
- * reads ahead in, in the order of the queues' hashes (so two claims that
- * share queues never wait for each other crosswise; two queues whose
- * names share a hash share turns, which costs nothing but the wait).  The
- * claim's snapshot is taken after the lock is granted, so it sees the
- * claim before it committed: it neither locks nor reads that claim's
- * rows, and starts past the newest of them (ha in claim_sql).  Sixteen
- * claimers each reading from their own position read 16 index entries
- * and fetched 9 heap rows for every job they took; in turns, 1.7 and 1.0
- * (docs/performance.md, "Many processes, where the time goes").  The
- * class, 0x70676a63 ("pgjc"), is not the slots' (config lock_class,
- * "pgjb" by default) nor the migrations' ("pgmg").
+ * Claims that read ahead take turns, per queue and lane: each takes, in
+ * one implicit transaction with the claim, a transaction lock per queue
+ * it reads ahead in, keyed by the queue's hash and the claimer's lane
+ * (its slot's parity: TURN_LANES in claim.c), in the order of the keys,
+ * so that two claims that share queues never wait for each other
+ * crosswise (two queues whose keys meet share turns, which costs only the
+ * wait).  The claim's snapshot is taken after the lock is granted: it
+ * sees the claim of its lane before it committed, and neither locks nor
+ * reads that claim's rows.  It starts past the newest job of the last
+ * claim that committed in either lane (ha in claim_sql), and passes the
+ * rows that the other lane's claim in progress has locked.
+ *
+ * Sixteen claimers each reading from their own position read 16 index
+ * entries and fetched 9 heap rows for every job they took.  In one lane,
+ * 1.7 and 1.0, but a claim then waited 250-350 ms for its turn, and the
+ * claims' time in a row bounded the rate; in two, about 4 and 2, and two
+ * claims are in flight at once: 16 x 1 ran 54,518, 53,468 and 44,809
+ * jobs/s with two lanes, 45,746, 45,326 and 37,056 with one, 31,699,
+ * 48,799 and 52,576 without turns (docs/performance.md, "Claims in
+ * turns").  The class, 0x70676a63 ("pgjc"), is not the slots' (config
+ * lock_class, "pgjb" by default) nor the migrations' ("pgmg").
  */
 #define TURN_SQL                                                               \
-	"select pg_advisory_xact_lock(1885825635, h) from (select distinct"    \
-	" hashtext(x) as h from unnest($1::text[]) x order by 1) s"
+	"select count(pg_advisory_xact_lock(1885825635, k)),"                  \
+	" (extract(epoch from clock_timestamp() - statement_timestamp())"      \
+	"  * 1000)::int from (select distinct hashtext(x) # $2::int as k"      \
+	"  from unnest($1::text[]) x order by 1) s"
 
 static void
 on_claim_group(void *arg, PGresult **res, int n)
 {
 	struct db_call *c = arg;
-	PGresult *r = res[1] && PQresultStatus(res[0]) == PGRES_TUPLES_OK
-			      ? res[1]
-			      : res[0];
+	int turned = res[1] && PQresultStatus(res[0]) == PGRES_TUPLES_OK &&
+		     PQntuples(res[0]) == 1;
+	PGresult *r = turned ? res[1] : res[0];
 	char *text;
 	struct db_status st = db_status_of(r, &text);
-	read_claim(c, &st, r);
+	read_claim_turn(c, &st, r,
+			turned ? (int)strtol(PQgetvalue(res[0], 0, 1), NULL, 10)
+			       : -1);
 	free(text);
 	for (size_t i = 0; c->names && i < c->n; i++)
 		free(c->names[i]);
@@ -688,7 +719,9 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 		fp[i] = p ? p->priority : NULL;
 		fr[i] = p ? p->run_at : NULL;
 		fi[i] = p ? p->id : NULL;
-		ha[i] = req->ahead && req->ahead[i] ? "t" : "f";
+		ha[i] = req->turn && req->turn[i] && req->ahead && req->ahead[i]
+				? "t"
+				: "f";
 		const struct queue_position *u =
 			req->until ? req->until[i] : NULL;
 		cp[i] = u ? u->priority : NULL;
@@ -727,11 +760,11 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	if (req->timeout_ms > 0)
 		time_limit(d, req->timeout_ms);
 	dbev_failpoints(d, FP_CLAIM_SEND, FP_CLAIM_RESULT);
-	/* The queues read ahead take turns (see TURN_SQL). */
+	/* The queues that take turns (see TURN_SQL). */
 	const char **tq = xcalloc(nq + 1, sizeof(char *));
 	size_t nt = 0;
-	for (size_t i = 0; req->ahead && i < nq; i++)
-		if (req->ahead[i])
+	for (size_t i = 0; req->turn && i < nq; i++)
+		if (req->turn[i])
 			tq[nt++] = req->queues[i];
 	int rc;
 	if (nt == 0) {
@@ -739,11 +772,13 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 			       read_claim, &call);
 	} else {
 		char *turns = db_text_array(tq, nt);
-		const char *tp[] = {turns};
+		char lane[16];
+		snprintf(lane, sizeof(lane), "%d", req->lane);
+		const char *tp[] = {turns, lane};
 		struct db_call *gc = xmalloc(sizeof(*gc));
 		*gc = call;
 		struct dbev_stmt st[2] = {
-			{.sql = TURN_SQL, .nparams = 1, .params = tp},
+			{.sql = TURN_SQL, .nparams = 2, .params = tp},
 			{.name = "pgjob_claim",
 			 .nparams = CLAIM_NPARAMS,
 			 .params = p},

@@ -62,15 +62,19 @@ struct queue_claim_req {
 	 */
 	const struct queue_position *const *from;
 	/*
-	 * Per queue, whether the claim takes its turn in the queue and may
-	 * read ahead: start past the newest job another claim took, when
-	 * that claim's worker handles every kind this one does (claim_sql
-	 * in queue.c).  Only for a scan from a position (from[k]).  But
-	 * never at or past until[k] (its id is not used): a job a NOTIFY
-	 * said came, that sorts after from[k].  NULL: no queue, no bound.
+	 * Per queue, whether the claim takes its turn in the queue (TURN_SQL
+	 * in queue.c), and whether it may read ahead: start past the newest
+	 * job another claim took, when that claim's worker handles every
+	 * kind this one does (claim_sql).  Only for a scan from a position
+	 * (from[k]); ahead only where turn.  But never at or past until[k]
+	 * (its id is not used): a job a NOTIFY said came, that sorts after
+	 * from[k].  NULL: no queue, no bound.
 	 */
+	const bool *turn;
 	const bool *ahead;
 	const struct queue_position *const *until;
+	/* The claimer's lane: claims of a queue take turns per lane. */
+	int lane;
 	/* Whether to look for jobs whose lease expired (their worker died):
 	 * an index scan of running jobs that, under an old snapshot, reads
 	 * every claimed job's entry again, so the caller asks now and then,
@@ -130,6 +134,8 @@ struct queue_claimed {
 	const struct queue_position *pos;
 	const bool *has_pos;
 	const struct queue_flow_said *flow; /* per queue of the request */
+	/* How long the claim waited for its turn, in ms; -1: it took none. */
+	int turn_wait_ms;
 };
 typedef void queue_claim_fn(void *arg, const struct db_status *st,
 			    struct queue_claimed *c);

@@ -70,6 +70,7 @@ struct claim {
 	size_t nq;
 	size_t *qidx;
 	int *limits;
+	int *turn; /* per queue: it took its turn (queue_claim_req's turn) */
 	int limited;
 	int head;
 	int64_t limit_ms; /* a sweep's time limit (sweep_limit_ms()) */
@@ -82,6 +83,7 @@ claim_alloc(struct worker *w, size_t n)
 	c->w = w;
 	c->qidx = xcalloc(n + 1, sizeof(size_t));
 	c->limits = xcalloc(n + 1, sizeof(int));
+	c->turn = xcalloc(n + 1, sizeof(int));
 	return c;
 }
 
@@ -90,6 +92,7 @@ claim_free(struct claim *c)
 {
 	free(c->qidx);
 	free(c->limits);
+	free(c->turn);
 	free(c);
 }
 
@@ -125,6 +128,25 @@ on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n)
 }
 
 /*
+ * A turn that waited this long or longer (queue_claimed's turn_wait_ms)
+ * says that another claimer shares this worker's lane in the queue: its
+ * next claims read ahead (w->crowded).  A turn alone in its lane costs no
+ * wait, and reading ahead then saves little: two workers, one per lane,
+ * read 2.7 claim-index entries per job without it.  But it has a cost
+ * where a snapshot is held open: with no job running (each worker claims
+ * after its batch ended), the start is looked for through every lease of
+ * the last 200 ms, and a churn of two workers with a snapshot held ran
+ * its claims at 13-19 ms against 9 (docs/performance.md, "Claims in
+ * turns").
+ */
+#define TURN_CROWDED_MS 2
+
+static int key_cmp(const struct stats_notify_key *key,
+		   const struct queue_position *p);
+static void rescan_from(struct worker *w, size_t i,
+			const struct stats_notify_key *key);
+
+/*
  * After a claim, per queue asked: whether its batch came back full (more
  * due jobs may wait), and where its next claim reads from: past the last
  * job it took.  A claim that took none leaves the position where it was:
@@ -142,9 +164,25 @@ remember(struct worker *w, const struct claim *c, const struct queue_claimed *r,
 		size_t i = c->qidx[k];
 		int full = got[k] >= c->limits[k];
 		w->more[i] = full;
+		if (c->turn[k] && r->turn_wait_ms >= 0)
+			w->crowded[i] = r->turn_wait_ms >= TURN_CROWDED_MS;
 		if (r->has_pos[k]) {
 			w->pos[i] = r->pos[k];
 			w->pos_valid[i] = 1;
+			/* A NOTIFY that came while the claim was on its way
+			 * (until: it sorted past the old position) may be of
+			 * a job the claim did not see and read past. */
+			if (w->until_valid[i]) {
+				struct stats_notify_key key = {
+					.known = 1,
+					.priority = (int)strtol(
+						w->until[i].priority, NULL, 10),
+					.run_at_us = strtoll(w->until[i].run_at,
+							     NULL, 10),
+				};
+				if (key_cmp(&key, &w->pos[i]) <= 0)
+					rescan_from(w, i, &key);
+			}
 		}
 		if (c->limited)
 			w->want_q[i] |= full;
@@ -405,6 +443,16 @@ out:
 	claim_free(c);
 }
 
+/* The smallest claim that takes its turn (queue_claim_req's ahead). */
+#define TURN_MIN 16
+/*
+ * Claims of a queue take turns in this many lanes, a worker's lane by its
+ * slot (queue_claim_req's lane): two claims in flight at once, one
+ * committing or on its way back while the other works.  With one lane
+ * the claims' time in a row bounded the rate (TURN_SQL in queue.c).
+ */
+#define TURN_LANES 2
+
 /*
  * Where each queue of a claim is read from: past the worker's position in
  * it; from where a NOTIFY said new jobs sort before it (rescan_from()); or
@@ -426,12 +474,9 @@ out:
  * past the last claim's jobs (queue_claim_req's ahead), but not as far as
  * a job a NOTIFY since the last claim said came (until, read_until()).
  */
-/* The smallest claim that takes its turn (queue_claim_req's ahead). */
-#define TURN_MIN 16
-
 static void
 from_positions(struct worker *w, struct claim *c,
-	       const struct queue_position **from, bool *ahead,
+	       const struct queue_position **from, bool *turn, bool *ahead,
 	       const struct queue_position **until)
 {
 	int64_t now = util_now_ms();
@@ -451,10 +496,13 @@ from_positions(struct worker *w, struct claim *c,
 			from[k] = &w->pos[i];
 		/* A turn for a claim from the position, in a parallel queue,
 		 * of TURN_MIN jobs or more: a small claim reads little past
-		 * others' rows, and would wait for a large one's turn. */
-		ahead[k] = from[k] == &w->pos[i] &&
-			   w->cfg->queues[i].mode == QUEUE_PARALLEL &&
-			   c->limits[k] >= TURN_MIN;
+		 * others' rows, and would wait for a large one's turn.  Ahead
+		 * when the last turn showed another claimer in the lane. */
+		turn[k] = from[k] == &w->pos[i] &&
+			  w->cfg->queues[i].mode == QUEUE_PARALLEL &&
+			  c->limits[k] >= TURN_MIN;
+		ahead[k] = turn[k] && w->crowded[i];
+		c->turn[k] = turn[k];
 		until[k] = w->until_valid[i] ? &w->until[i] : NULL;
 		w->rescan[i] = RESCAN_NONE;
 		w->until_valid[i] = 0;
@@ -526,13 +574,13 @@ send_claim(struct worker *w, struct claim *c)
 	const struct config *cf = w->cfg;
 	const char *queues[c->nq + 1], *modes[c->nq + 1];
 	const struct queue_position *from[c->nq + 1], *until[c->nq + 1];
-	bool ahead[c->nq + 1];
+	bool turn[c->nq + 1], ahead[c->nq + 1];
 	for (size_t k = 0; k < c->nq; k++) {
 		const struct queue_conf *q = &cf->queues[c->qidx[k]];
 		queues[k] = q->name;
 		modes[k] = config_queue_mode_name(q->mode);
 	}
-	from_positions(w, c, from, ahead, until);
+	from_positions(w, c, from, turn, ahead, until);
 	c->limit_ms = c->head ? sweep_limit_ms(w) : 0;
 	struct queue_claim_req req = {
 		.kinds = w->kinds,
@@ -544,7 +592,9 @@ send_claim(struct worker *w, struct claim *c)
 		.locked_by = w->locked_by,
 		.lease_ms = cf->lease_ms,
 		.from = from,
+		.turn = turn,
 		.ahead = ahead,
+		.lane = w->slot % TURN_LANES,
 		.until = until,
 		.reap = c->head,
 		.timeout_ms = c->limit_ms,

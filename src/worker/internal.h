@@ -141,6 +141,10 @@ struct worker {
 	 * (queue_claim_req's until). */
 	struct queue_position *until;
 	int *until_valid;
+	/* Per queue, whether this worker's last turn in it waited: another
+	 * claimer shares its lane, and its claims read ahead (claim.c,
+	 * TURN_CROWDED_MS). */
+	int *crowded;
 	/* When a sweep last ran out of time, for the warning's pace, and
 	 * how many sweeps in a row did (sweep_timed_out()). */
 	int64_t sweep_warned_ms;

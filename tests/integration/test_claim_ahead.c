@@ -62,6 +62,17 @@ claim(PGconn *c, const char *kinds, const char *limit, const char *ahead,
 	return got;
 }
 
+/* Slot 7's leases as if just taken (job 5's last): the start past them
+ * counts only leases taken in the last 200 ms. */
+static void
+fresh_leases(PGconn *c)
+{
+	t_exec(c,
+	       "update pgjob.jobs set locked_until = now() + interval '30 s'"
+	       " + (id - %lld) * interval '1 ms' where locked_by = 'h:7'",
+	       base);
+}
+
 static void
 test_claim_reads_ahead(void **state)
 {
@@ -96,11 +107,13 @@ test_claim_reads_ahead(void **state)
 	free(got);
 	/* Ahead, and slot 7 handles every kind this worker does: past job 5,
 	 * the newest one slot 7 took. */
+	fresh_leases(c);
 	got = claim(c, "{a}", "1", "t", NULL, NULL);
 	assert_string_equal(got, "{6}");
 	free(got);
 	/* This worker also handles b, which slot 7 passes over: from the
 	 * position, job 3 included. */
+	fresh_leases(c);
 	got = claim(c, "{a,b}", "2", "t", NULL, NULL);
 	assert_string_equal(got, "{2,3}");
 	free(got);
@@ -110,24 +123,27 @@ test_claim_reads_ahead(void **state)
 			    "select (extract(epoch from run_at) * 1000000)"
 			    "::bigint from pgjob.jobs where id = %lld + 4",
 			    base);
+	fresh_leases(c);
 	got = claim(c, "{a}", "1", "t", "0", key);
 	assert_string_equal(got, "{2}");
 	free(got);
 	free(key);
 	/* Slot 7's worker row gone (it stopped): from the position. */
 	t_exec(c, "delete from pgjob.workers where slot = 7");
+	fresh_leases(c);
 	got = claim(c, "{a}", "1", "t", NULL, NULL);
 	assert_string_equal(got, "{2}");
 	free(got);
-	/* Leases taken more than 2 s before: too old to say where the last
+	/* Leases taken more than 200 ms before: too old to say where the last
 	 * claim stopped. */
 	t_exec(c, "insert into pgjob.workers (slot, host, pid, supervisor_pid,"
 		  " version, kinds) values (7, 'h', 1, 1, 'x', '{a}')");
+	fresh_leases(c);
 	got = claim(c, "{a}", "1", "t", NULL, NULL);
 	assert_string_equal(got, "{6}");
 	free(got);
 	t_exec(c, "update pgjob.jobs set locked_until = locked_until"
-		  " - interval '3 s' where locked_by = 'h:7'");
+		  " - interval '1 s' where locked_by = 'h:7'");
 	got = claim(c, "{a}", "1", "t", NULL, NULL);
 	assert_string_equal(got, "{2}");
 	free(got);
