@@ -95,9 +95,16 @@ lose(struct dbev *d, const char *why)
 	ev_io_stop(d->loop, &d->rio);
 	ev_io_stop(d->loop, &d->wio);
 	while (d->head) {
-		/* What a lost connection leaves unanswered is NULL. */
+		/* What a lost connection leaves unanswered is NULL: every
+		 * result of an op whose sync never came back, even those
+		 * that had arrived.  A statement's rows come before its
+		 * implicit transaction commits (and, with a synchronous
+		 * standby, before the standby has the commit): a claim whose
+		 * rows were delivered here ran its jobs though the commit
+		 * was lost, and the new primary gave them to another worker
+		 * under the same token (fault.failover, 2026-12-03). */
 		struct op *op = d->head;
-		for (int i = op->idx; i < op->n; i++) {
+		for (int i = 0; i < op->n; i++) {
 			PQclear(op->res[i]);
 			op->res[i] = NULL;
 		}

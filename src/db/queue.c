@@ -199,12 +199,12 @@ static const char finish_delete_end_sql[] =
  * renewed in the last 200 ms: under a snapshot held open elsewhere, the
  * entries of every job that ended since are still there, and with no job
  * running (two workers, each claiming after its batch ended) it reads
- * them all.  With 2 s, a churn at 39,170 jobs/s with a snapshot held
- * fell behind the feed from its third minute (claim 22 ms on the server
- * against 9.5): 78,000 entries.  For that bound a lease counts from the
- * claim statement's start (statement_timestamp()), not its transaction's,
- * which began with the wait for the turn: the last claim that committed
- * started its statement a claim's time ago, however long it waited.
+ * them all: with 2 s, 78,000 entries in a churn at 39,170 jobs/s with a
+ * snapshot held, whose claims took 21-30 ms (and claim.c reads ahead
+ * only where claimers share a lane: TURN_CROWDED_MS).  For that bound a lease
+ * counts from the claim statement's start (statement_timestamp()), not its
+ * transaction's, which began with the wait for the turn: the last claim that
+ * committed started its statement a claim's time ago, however long it waited.
  *
  * queue_prepare() puts it together: claim_sql (expired leases, parallel),
  * the serial and per_key branches when a queue of the worker's needs them,

@@ -135,9 +135,9 @@ on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n)
  * read 2.7 claim-index entries per job without it.  But it has a cost
  * where a snapshot is held open: with no job running (each worker claims
  * after its batch ended), the start is looked for through every lease of
- * the last 200 ms, and a churn of two workers with a snapshot held ran
- * its claims at 13-19 ms against 9 (docs/performance.md, "Claims in
- * turns").
+ * the last 200 ms (through 2 s of leases, a churn of two workers with a
+ * snapshot held ran its claims at 21-30 ms and fell behind its feed:
+ * docs/performance.md, "Claims in turns").
  */
 #define TURN_CROWDED_MS 2
 

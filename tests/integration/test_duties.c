@@ -24,6 +24,21 @@ task_config(const char *name, const char *ci, int partitions)
 	return t_config(name, ci, body);
 }
 
+/* No lease whose name is like `like` has a holder (a clean stop gave
+ * them back); those that do are printed. */
+static void
+assert_none_held(PGconn *c, const char *like)
+{
+	char *left = t_value(c,
+			     "select string_agg(name || '=' || holder || ':' ||"
+			     " token, ' ') from pgjob.leases where name like"
+			     " '%s' and holder is not null",
+			     like);
+	if (left)
+		print_message("still held: %s\n", left);
+	assert_null(left);
+}
+
 /* How many live partitions each holder has, sorted: "{2,3,3}". */
 static const char spread_sql[] =
 	"select coalesce(array_agg(c order by c)::text, '{}') = '%s' from ("
@@ -52,13 +67,7 @@ test_tasks_spread_and_move(void **state)
 	for (int i = 1; i < 3; i++)
 		t_stop_clean(p[i]);
 	/* Stopped cleanly: leases given back. */
-	char *left = t_value(c, "select string_agg(name || '=' || holder || "
-				"':' || token, ' ') from pgjob.leases where "
-				"name like 'task:feed:%%' and holder is not "
-				"null");
-	if (left)
-		print_message("still held: %s\n", left);
-	assert_null(left);
+	assert_none_held(c, "task:feed:%");
 	/* A task's command logs as the task and its partition, never as a
 	 * job 0 with an outcome of its own. */
 	assert_true(t_log_count("tasks1", "task=feed partition=") > 0);
@@ -609,11 +618,7 @@ test_stop_releases_duty_leases(void **state)
 		     "select count(*) = 1 from pgjob.leases where name = "
 		     "'pgjob:prune' and holder is not null");
 	t_stop_clean(p);
-	char *left = t_value(c, "select string_agg(name || '=' || holder, ' ')"
-				" from pgjob.leases where holder is not null");
-	if (left)
-		print_message("still held: %s\n", left);
-	assert_null(left);
+	assert_none_held(c, "%");
 	PQfinish(c);
 	free(ci);
 }
@@ -647,13 +652,7 @@ test_stop_during_acquire(void **state)
 	t_wait_log("acqstop", "draining", 1, 30);
 	t_exec(lock, "commit");
 	assert_int_equal(t_wait(p, 30), 0);
-	char *left = t_value(c, "select string_agg(name || '=' || holder || "
-				"':' || token, ' ') from pgjob.leases where "
-				"name like 'task:feed:%%' and holder is not "
-				"null");
-	if (left)
-		print_message("still held: %s\n", left);
-	assert_null(left);
+	assert_none_held(c, "task:feed:%");
 	/* The acquire did take it (token 2) before giving it back. */
 	assert_int_equal(t_long(c, "select token from pgjob.leases where"
 				   " name = 'task:feed:1'"),
