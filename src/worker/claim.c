@@ -146,6 +146,17 @@ static int key_cmp(const struct stats_notify_key *key,
 static void rescan_from(struct worker *w, size_t i,
 			const struct stats_notify_key *key);
 
+/* The position just before every job of key's priority and run_at. */
+static const struct queue_position *
+key_position(const struct stats_notify_key *key, struct queue_position *p)
+{
+	snprintf(p->priority, sizeof(p->priority), "%d", key->priority);
+	snprintf(p->run_at, sizeof(p->run_at), "%lld",
+		 (long long)key->run_at_us);
+	snprintf(p->id, sizeof(p->id), "%lld", -9223372036854775807LL);
+	return p;
+}
+
 /*
  * After a claim, per queue asked: whether its batch came back full (more
  * due jobs may wait), and where its next claim reads from: past the last
@@ -172,17 +183,9 @@ remember(struct worker *w, const struct claim *c, const struct queue_claimed *r,
 			/* A NOTIFY that came while the claim was on its way
 			 * (until: it sorted past the old position) may be of
 			 * a job the claim did not see and read past. */
-			if (w->until_valid[i]) {
-				struct stats_notify_key key = {
-					.known = 1,
-					.priority = (int)strtol(
-						w->until[i].priority, NULL, 10),
-					.run_at_us = strtoll(w->until[i].run_at,
-							     NULL, 10),
-				};
-				if (key_cmp(&key, &w->pos[i]) <= 0)
-					rescan_from(w, i, &key);
-			}
+			if (w->until[i].known &&
+			    key_cmp(&w->until[i], &w->pos[i]) <= 0)
+				rescan_from(w, i, &w->until[i]);
 		}
 		if (c->limited)
 			w->want_q[i] |= full;
@@ -443,7 +446,7 @@ out:
 	claim_free(c);
 }
 
-/* The smallest claim that takes its turn (queue_claim_req's ahead). */
+/* The smallest claim that takes its turn (queue_claim_req's turn). */
 #define TURN_MIN 16
 /*
  * Claims of a queue take turns in this many lanes, a worker's lane by its
@@ -477,7 +480,8 @@ out:
 static void
 from_positions(struct worker *w, struct claim *c,
 	       const struct queue_position **from, bool *turn, bool *ahead,
-	       const struct queue_position **until)
+	       const struct queue_position **until,
+	       struct queue_position *until_pos)
 {
 	int64_t now = util_now_ms();
 	int64_t every = 50 * w->head_cost_ms;
@@ -503,9 +507,11 @@ from_positions(struct worker *w, struct claim *c,
 			  c->limits[k] >= TURN_MIN;
 		ahead[k] = turn[k] && w->crowded[i];
 		c->turn[k] = turn[k];
-		until[k] = w->until_valid[i] ? &w->until[i] : NULL;
+		until[k] = w->until[i].known
+				   ? key_position(&w->until[i], &until_pos[k])
+				   : NULL;
 		w->rescan[i] = RESCAN_NONE;
-		w->until_valid[i] = 0;
+		w->until[i].known = 0;
 	}
 }
 
@@ -574,13 +580,14 @@ send_claim(struct worker *w, struct claim *c)
 	const struct config *cf = w->cfg;
 	const char *queues[c->nq + 1], *modes[c->nq + 1];
 	const struct queue_position *from[c->nq + 1], *until[c->nq + 1];
+	struct queue_position until_pos[c->nq + 1];
 	bool turn[c->nq + 1], ahead[c->nq + 1];
 	for (size_t k = 0; k < c->nq; k++) {
 		const struct queue_conf *q = &cf->queues[c->qidx[k]];
 		queues[k] = q->name;
 		modes[k] = config_queue_mode_name(q->mode);
 	}
-	from_positions(w, c, from, turn, ahead, until);
+	from_positions(w, c, from, turn, ahead, until, until_pos);
 	c->limit_ms = c->head ? sweep_limit_ms(w) : 0;
 	struct queue_claim_req req = {
 		.kinds = w->kinds,
@@ -704,11 +711,7 @@ rescan_from(struct worker *w, size_t i, const struct stats_notify_key *key)
 	}
 	if (w->rescan[i] == RESCAN_FROM && key_cmp(key, p) >= 0)
 		return;
-	snprintf(p->priority, sizeof(p->priority), "%d", key->priority);
-	snprintf(p->run_at, sizeof(p->run_at), "%lld",
-		 (long long)key->run_at_us);
-	/* Every id of that priority and run_at. */
-	snprintf(p->id, sizeof(p->id), "%lld", -9223372036854775807LL);
+	key_position(key, p); /* every id of that priority and run_at */
 	w->rescan[i] = RESCAN_FROM;
 }
 
@@ -721,14 +724,12 @@ rescan_from(struct worker *w, size_t i, const struct stats_notify_key *key)
 static void
 read_until(struct worker *w, size_t i, const struct stats_notify_key *key)
 {
-	struct queue_position *p = &w->until[i];
-	if (w->until_valid[i] && key_cmp(key, p) >= 0)
+	struct stats_notify_key *u = &w->until[i];
+	if (u->known &&
+	    (u->priority < key->priority ||
+	     (u->priority == key->priority && u->run_at_us <= key->run_at_us)))
 		return;
-	snprintf(p->priority, sizeof(p->priority), "%d", key->priority);
-	snprintf(p->run_at, sizeof(p->run_at), "%lld",
-		 (long long)key->run_at_us);
-	snprintf(p->id, sizeof(p->id), "%lld", -9223372036854775807LL);
-	w->until_valid[i] = 1;
+	*u = *key;
 }
 
 /*

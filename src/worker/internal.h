@@ -136,11 +136,10 @@ struct worker {
 	int *rescan;
 	struct queue_position *rescan_from;
 	/* Per queue, the earliest key of the NOTIFYs since its last claim
-	 * that sort after its position (until_valid[i]): a claim from the
-	 * position reads ahead of it no further than there
+	 * was sent that sort after its position (known: there was one): a
+	 * claim from the position reads ahead of it no further than there
 	 * (queue_claim_req's until). */
-	struct queue_position *until;
-	int *until_valid;
+	struct stats_notify_key *until;
 	/* Per queue, whether this worker's last turn in it waited: another
 	 * claimer shares its lane, and its claims read ahead (claim.c,
 	 * TURN_CROWDED_MS). */

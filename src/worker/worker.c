@@ -497,7 +497,6 @@ setup_kinds(struct worker *w)
 	w->rescan = xcalloc(c->nqueues, sizeof(int));
 	w->rescan_from = xcalloc(c->nqueues, sizeof(*w->rescan_from));
 	w->until = xcalloc(c->nqueues, sizeof(*w->until));
-	w->until_valid = xcalloc(c->nqueues, sizeof(int));
 	w->crowded = xcalloc(c->nqueues, sizeof(int));
 	w->more = xcalloc(c->nqueues, sizeof(int));
 	for (size_t i = 0; i < c->nqueues; i++)
@@ -651,7 +650,6 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	free(w.rescan);
 	free(w.rescan_from);
 	free(w.until);
-	free(w.until_valid);
 	free(w.crowded);
 	free(w.more);
 	free(w.serves);
