@@ -31,7 +31,11 @@
 # With --debug the server logs autovacuum, checkpoints, lock waits,
 # statements over 1 s and the plans of those over 700 ms (auto_explain),
 # and its log and pg_stat_statements' slowest statements are kept in
-# build/churn-debug/ (server.log, statements.txt) when the run ends.
+# build/churn-debug/ (server.log, statements.txt) when the run ends; and
+# once a second, from pgjobd's start, what every active backend does and
+# waits for is sampled (waits.tsv: epoch second, what, wait) and summed
+# per minute of the feed (waits.txt: the six most frequent per minute), so
+# that a minute that falls behind shows what stood in the way.
 #
 # It prints one row per interval: jobs fed and done per second, the claim
 # statement's p50 and p99 round trip (pgjobd's histogram) and mean
@@ -70,7 +74,7 @@ opts="-c shared_preload_libraries=pg_stat_statements"
 " -c auto_explain.log_min_duration=700"
 PGJOBD_TESTPG_DURABLE=1 PGJOBD_TESTPG_OPTS="$opts" \
 	bash "$root/scripts/testpg.sh" start "$dir" >/dev/null
-holder= pid= beside=
+holder= pid= beside= sampler=
 release_snapshot() {
 	sql -c "select pg_terminate_backend(pid) from pg_stat_activity where query like 'select pg_sleep(7200)%'" >/dev/null
 }
@@ -78,6 +82,7 @@ cleanup() {
 	[ -n "$holder" ] && release_snapshot
 	[ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
 	[ -n "$beside" ] && { kill -TERM "$beside" 2>/dev/null; wait "$beside" 2>/dev/null || true; }
+	[ -n "$sampler" ] && { kill -TERM "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true; }
 	[ "$debug" = 1 ] && keep_debug
 	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
 }
@@ -90,7 +95,40 @@ keep_debug() {
 		left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 80)
 		from pg_stat_statements order by max_exec_time desc limit 15" \
 		>"$out/statements.txt" 2>&1 || true
-	echo "churn: the server's log and slowest statements are in $out" >&2
+	if [ -s "$dir/waits.tsv" ]; then
+		cp "$dir/waits.tsv" "$out/waits.tsv"
+		# Per minute from the first sample: the six (what, wait) pairs
+		# seen most often, with their count of samples.
+		awk -F'\t' 'NR == 1 {t0 = $1} {n[int(($1 - t0) / 60) + 1 "\t" $2 " " $3]++}
+			END {for (k in n) print k "\t" n[k]}' "$dir/waits.tsv" |
+			sort -t$'\t' -k1,1n -k3,3nr |
+			awk -F'\t' '$1 != m {m = $1; c = 0; printf "\nminute %d:", m}
+				c++ < 6 {printf " %s %d;", $2, $3} END {print ""}' \
+			>"$out/waits.txt"
+	fi
+	echo "churn: the server's log, slowest statements and wait samples are in $out" >&2
+}
+# Once a second: what each active backend runs (the claim, the finish, the
+# feed's insert, or the statement's first words) and what it waits for;
+# autovacuum and the checkpointer whenever they are at work.
+sample_waits() {
+	while sleep 1; do
+		sql -F $'\t' -c "select extract(epoch from now())::bigint,
+			case when backend_type <> 'client backend' then backend_type
+			when query like 'with qa(name%' then 'claim'
+			when query like 'with fd as%' then 'finish'
+			when query like 'insert into pgjob.jobs%' then 'feed'
+			else left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 40) end,
+			coalesce(wait_event_type || ':' || wait_event, 'CPU')
+			from pg_stat_activity
+			where pid <> pg_backend_pid()
+			and (state = 'active' and backend_type = 'client backend'
+				and query not like 'select pg_sleep(7200)%'
+				or backend_type = 'autovacuum worker'
+				or backend_type = 'checkpointer'
+				and wait_event is distinct from 'CheckpointerMain')" \
+			>>"$dir/waits.tsv" 2>/dev/null || true
+	done
 }
 trap cleanup EXIT
 db=$(cat "$dir/conninfo")
@@ -159,6 +197,11 @@ fi
 "$build/pgjobd" -c "$dir/churn.yaml" -d "$db" 2>>"$dir/pgjobd.log" &
 pid=$!
 until [ "$(sql -c "select count(*) from pgjob.workers")" = "$workers" ]; do sleep 0.1; done
+if [ "$debug" = 1 ]; then
+	: >"$dir/waits.tsv"
+	sample_waits &
+	sampler=$!
+fi
 if [ -n "${CHURN_BESIDE:-}" ]; then
 	$CHURN_BESIDE "$db" "$dir/beside.log" &
 	beside=$!
