@@ -25,9 +25,22 @@ test_kill_worker(void **state)
 	char *ci = t_db_migrated("t_fault_killworker");
 	PGconn *c = t_connect(ci);
 	long long id = t_long(c, "select pgjob.enqueue('slow')");
+	/* The handler marks its start: "running" is the claim's commit, and a
+	 * worker killed before its handler started leaves none to kill (CI
+	 * once killed it in that moment). */
+	char mark[512];
+	snprintf(mark, sizeof(mark), "%s/killworker.started", t_tmpdir());
+	unlink(mark);
 	pid_t p = t_start("killworker", ci,
-			  "workers: 1\nlease: 3s\nhandlers:\n%s", slow_handler);
+			  "workers: 1\nlease: 3s\nhandlers:\n"
+			  "  slow: { type: exec, command: [\"/bin/sh\", \"-c\","
+			  " \"touch %s; sleep 2; echo '{\\\"ok\\\": 1}'\"] }\n",
+			  mark);
 	t_wait_state(c, id, "running", 30);
+	for (int i = 0; access(mark, F_OK) != 0; i++) {
+		assert_true(i < 3000); /* 30 s */
+		t_sleep_ms(10);
+	}
 	kill(t_holder_pid(c, id), SIGKILL);
 	/* A new worker comes; the job is done once its lease expired, at its
 	 * second attempt. */
