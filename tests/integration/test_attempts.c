@@ -236,9 +236,7 @@ test_lost(void **state)
 	 * the worker only once the script has counted its first run, or
 	 * the next attempt would be the first run (and sleep 60 s). */
 	char *count = xasprintf("%s/lost.count", t_tmpdir());
-	for (int i = 0; i < 3000 && access(count, F_OK) != 0; i++)
-		t_sleep_ms(10);
-	assert_int_equal(access(count, F_OK), 0);
+	t_wait_file(count, 30);
 	free(count);
 	char *worker = t_job(c, id, "locked_by");
 	char *until = t_job(c, id, "locked_until");

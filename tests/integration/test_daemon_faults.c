@@ -37,10 +37,7 @@ test_kill_worker(void **state)
 			  " \"touch %s; sleep 2; echo '{\\\"ok\\\": 1}'\"] }\n",
 			  mark);
 	t_wait_state(c, id, "running", 30);
-	for (int i = 0; access(mark, F_OK) != 0; i++) {
-		assert_true(i < 3000); /* 30 s */
-		t_sleep_ms(10);
-	}
+	t_wait_file(mark, 30);
 	kill(t_holder_pid(c, id), SIGKILL);
 	/* A new worker comes; the job is done once its lease expired, at its
 	 * second attempt. */

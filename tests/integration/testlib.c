@@ -799,6 +799,17 @@ t_pid_in_file(const char *path, int timeout_s)
 	return 0;
 }
 
+void
+t_wait_file(const char *path, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 100; i++) {
+		if (access(path, F_OK) == 0)
+			return;
+		t_sleep_ms(10);
+	}
+	fail_msg("%s did not appear within %d s", path, timeout_s);
+}
+
 long
 t_proc_kb(pid_t pid, const char *field)
 {

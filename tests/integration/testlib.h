@@ -170,6 +170,10 @@ int t_alive(pid_t pid);
 /* The pid that a process wrote to path, once it is there; fails the test
  * after timeout_s. */
 pid_t t_pid_in_file(const char *path, int timeout_s);
+/* Waits until path exists; fails the test after timeout_s.  A handler's
+ * mark that it has started: a job is "running" from its claim's commit,
+ * before its worker starts the handler. */
+void t_wait_file(const char *path, int timeout_s);
 /* A field of /proc/PID/status in kB ("VmHWM", "VmRSS"), or -1. */
 long t_proc_kb(pid_t pid, const char *field);
 /* What ps shows for pid: /proc/PID/cmdline with the NULs between its
