@@ -56,6 +56,10 @@ static const struct {
 	[FP_EXEC_CRASH] = {"exec_crash",
 			   "an exec handler's command is killed (SIGKILL) as "
 			   "it starts"},
+	[FP_EXEC_WORKER_DIES] = {"exec_worker_dies",
+				 "the worker is killed (SIGKILL) a second "
+				 "after an exec handler's command started, "
+				 "before it returns to its loop"},
 	[FP_PLUGIN_RUN] = {"plugin_run",
 			   "the worker crashes (abort) inside a plugin run"},
 	[FP_MIGRATE] = {"migrate", "pgjob migrate fails before it commits"},

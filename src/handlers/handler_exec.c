@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -174,6 +175,38 @@ close_fd(int *fd)
 }
 
 /*
+ * The process groups of this worker's running commands, in memory the
+ * supervisor shares (handler_exec_set_pgid_table()): when the worker dies
+ * without stopping them, the supervisor kills them.  A command's child
+ * records its own group, before its execve() (see child_main()); the worker
+ * forgets it once the command is reaped.
+ */
+static int32_t *pgids;
+static int npgids;
+
+void
+handler_exec_set_pgid_table(int32_t *table, int n)
+{
+	pgids = table;
+	npgids = n;
+}
+
+/* Records (or forgets, with on = 0) pid as a running group.  Called in the
+ * child of spawn() too: plain stores, no lock, nothing instrumented. */
+__attribute__((no_sanitize_address)) static void
+note_pgid(pid_t pid, int on)
+{
+	for (int i = 0; i < npgids; i++) {
+		int32_t want = on ? 0 : (int32_t)pid;
+		if (__atomic_load_n(&pgids[i], __ATOMIC_RELAXED) == want) {
+			__atomic_store_n(&pgids[i], on ? (int32_t)pid : 0,
+					 __ATOMIC_RELAXED);
+			return;
+		}
+	}
+}
+
+/*
  * What the child of spawn() needs, all prepared by the parent: the child
  * shares the worker's memory (CLONE_VM) until its execve(), on a stack of
  * its own, while the worker waits (CLONE_VFORK).  So it does system calls
@@ -240,6 +273,13 @@ child_main(void *arg)
 			sigaction(sig, &dfl, NULL); /* glibc's own: EINVAL */
 	if (setpgid(0, 0) < 0)
 		child_fail(a, "setpgid");
+	/* The group is known to the supervisor from here on, before the
+	 * command can start anything in it: were the worker to die as
+	 * clone() returns, before it could record the group itself, the
+	 * command's parent-death signal would kill the command but not what
+	 * the command had started (the worker shares this memory while it
+	 * waits, and runs no other spawn meanwhile). */
+	note_pgid(getpid(), 1);
 	for (int i = 0; i < a->nlim; i++)
 		if (setrlimit(a->lim[i].resource, &a->lim[i].rl) < 0)
 			child_fail(a, a->lim[i].step);
@@ -347,14 +387,24 @@ spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
 		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
 	if (rc == 0 && a.err) {
-		/* It exited before or at execve(): reap it. */
+		/* It exited before or at execve(): forget its group (if it got
+		 * as far as recording it) and reap it. */
 		rc = a.err;
 		*step = a.step;
+		note_pgid(x->pid, 0);
 		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
 	if (rc == 0 && FAILPOINT(FP_EXEC_CRASH))
 		kill(x->pid, SIGKILL);
+	if (rc == 0 && FAILPOINT(FP_EXEC_WORKER_DIES)) {
+		/* The command has had a second to start children of its own
+		 * (which its parent-death signal does not reach). */
+		struct timespec second = {.tv_sec = 1};
+		while (nanosleep(&second, &second) < 0 && errno == EINTR)
+			;
+		raise(SIGKILL);
+	}
 	close_fd(&p[0][0]);
 	close_fd(&p[1][1]);
 	close_fd(&p[2][1]);
@@ -732,30 +782,6 @@ log_attempt(const struct exec_run *x, const char *what, const struct rusage *ru,
 
 /* The child has exited: kill what it left, reap it, read what is left of
  * its output, and complete the run. */
-static int32_t *pgids; /* see handler_exec_set_pgid_table() */
-static int npgids;
-
-void
-handler_exec_set_pgid_table(int32_t *table, int n)
-{
-	pgids = table;
-	npgids = n;
-}
-
-/* Records (or forgets, with on = 0) pid as a running group. */
-static void
-note_pgid(pid_t pid, int on)
-{
-	for (int i = 0; i < npgids; i++) {
-		int32_t want = on ? 0 : (int32_t)pid;
-		if (__atomic_load_n(&pgids[i], __ATOMIC_RELAXED) == want) {
-			__atomic_store_n(&pgids[i], on ? (int32_t)pid : 0,
-					 __ATOMIC_RELAXED);
-			return;
-		}
-	}
-}
-
 static void
 child_gone(struct exec_run *x)
 {
@@ -883,7 +909,6 @@ handler_exec_start(void *run, struct ev_loop *loop,
 		free(x);
 		return NULL;
 	}
-	note_pgid(x->pid, 1);
 	watch(x);
 	return x;
 }

@@ -54,6 +54,47 @@ test_kill_worker(void **state)
 	free(ci);
 }
 
+/*
+ * A worker that dies while its exec handler's command has just started:
+ * the command's parent-death signal kills the command, but not a child it
+ * has already started in its group; the supervisor must know the group
+ * to kill it, though the worker never got back to its loop to say so.
+ */
+static void
+test_worker_dies_as_handler_starts(void **state)
+{
+	char *ci = t_db_migrated("t_fault_diesatstart");
+	PGconn *c = t_connect(ci);
+	long long id = t_long(c, "select pgjob.enqueue('forks')");
+	char mark[512], pidf[512], body[2048];
+	snprintf(mark, sizeof(mark), "%s/diesatstart.ran", t_tmpdir());
+	snprintf(pidf, sizeof(pidf), "%s/diesatstart.pid", t_tmpdir());
+	unlink(mark);
+	unlink(pidf);
+	/* The first attempt leaves a sleep behind in its group; the second
+	 * (a new worker, once the lease expired) ends the job. */
+	snprintf(body, sizeof(body),
+		 "workers: 1\nlease: 2s\nhandlers:\n"
+		 "  forks: { type: exec, command: [\"/bin/sh\", \"-c\","
+		 " \"if [ -e %s ]; then echo '{}'; exit 0; fi; touch %s;"
+		 " sleep 300 & echo $! > %s.tmp; mv %s.tmp %s; wait\"] }\n",
+		 mark, mark, pidf, pidf, pidf);
+	const char *cfg = t_config("diesatstart", ci, body);
+	const char *argv[] = {t_bin("pgjobd"), "-c", cfg, NULL};
+	const char *env[] = {"PGJOBD_FAILPOINTS=exec_worker_dies:1", NULL};
+	pid_t p = t_spawn(t_log("diesatstart"), env, argv);
+	pid_t left = t_pid_in_file(pidf, 30);
+	t_wait_state(c, id, "done", 60);
+	t_assert_job(c, id, "attempts", "2");
+	t_wait_gone(left, 10); /* first: it kills what is left on failure */
+	assert_true(t_log_count("diesatstart", "killed by signal 9") == 1);
+	assert_true(t_log_count("diesatstart",
+				"killed 1 handler process groups") == 1);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 static void
 test_kill_supervisor(void **state)
 {
@@ -552,6 +593,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kill_worker),
+		cmocka_unit_test(test_worker_dies_as_handler_starts),
 		cmocka_unit_test(test_kill_supervisor),
 		cmocka_unit_test(test_sigterm_releases_long_jobs),
 		cmocka_unit_test(test_sighup),
