@@ -44,6 +44,7 @@ struct dbev {
 	int fp_send, fp_result; /* tags for the next statement */
 	int64_t timeout_ms;	/* how long a statement may go unanswered */
 	int64_t progress_ms;	/* when the last answer came */
+	int64_t answer_ms;	/* the last answer's time (dbev_answer_ms()) */
 	ev_timer watchdog;	/* checks the deadlines every second */
 	unsigned long round_trips;
 };
@@ -208,7 +209,11 @@ read_results(struct dbev *d)
 		}
 		PQclear(res);
 		d->round_trips++;
-		d->progress_ms = util_now_ms();
+		int64_t now = util_now_ms();
+		d->answer_ms = now - (op->sent_ms > d->progress_ms
+					      ? op->sent_ms
+					      : d->progress_ms);
+		d->progress_ms = now;
 		if (op->fp_result && FAILPOINT(op->fp_result)) {
 			/* As if the link broke after the commit: the caller
 			 * never sees the result. */
@@ -428,6 +433,12 @@ int
 dbev_pending(const struct dbev *d)
 {
 	return d->pending;
+}
+
+int64_t
+dbev_answer_ms(const struct dbev *d)
+{
+	return d->answer_ms;
 }
 
 unsigned long

@@ -52,5 +52,13 @@ void dbev_set_timeout(struct dbev *d, int64_t ms);
 int dbev_pending(const struct dbev *d);
 /* Round trips (sync points) completed since the connection was made. */
 unsigned long dbev_round_trips(const struct dbev *d);
+/*
+ * In a result callback: the time the answer took from when its statements
+ * could start, that is from when they were sent or from the answer before
+ * theirs, whichever came later.  A statement waits in the pipeline behind
+ * the ones sent before it: a claim sent behind a slow read has a round trip
+ * of seconds, but an answer time of its own.
+ */
+int64_t dbev_answer_ms(const struct dbev *d);
 
 #endif

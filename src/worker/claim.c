@@ -31,6 +31,7 @@
 #include "common/stats.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/dbev.h"
 
 /*
  * The first time a claim finds nothing and the worker holds nothing, the
@@ -403,10 +404,16 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	int64_t took = util_now_ms() - c->sent_ms;
 	stats_observe(w->st->claim, &w->st->claim_count, &w->st->claim_sum_us,
 		      took * 1000);
-	/* A sweep's round trip longer than its time limit was the network's,
+	/* The sweep's limit and cost come from the claims' answer times, not
+	 * their round trips: a claim that waited in the pipeline behind a
+	 * slow statement (the queue depths' read under a held snapshot, 4 s)
+	 * pulled the mean of round trips up by an eighth of that, and with it
+	 * the next sweep's limit (20 of them: a sweep of 5.5 s was seen). */
+	int64_t own = w->db ? dbev_answer_ms(w->db) : took;
+	/* A sweep's answer longer than its time limit was the network's,
 	 * not the server's (the fault suite's freeze once waited 2 minutes
 	 * for its last 2 jobs): its last cost stands. */
-	int64_t cost = backoff_limited_cost(took, c->limit_ms, 0);
+	int64_t cost = backoff_limited_cost(own, c->limit_ms, 0);
 	if (c->head)
 		w->sweep_stops = 0;
 	/* A connection's first claim also built the prepared statement's
@@ -419,7 +426,7 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	else if (c->head && cost >= 0)
 		w->head_cost_ms = cost;
 	else if (!c->head)
-		w->claim_avg_us += (took * 1000 - w->claim_avg_us) / 8;
+		w->claim_avg_us += (own * 1000 - w->claim_avg_us) / 8;
 	int *got = xcalloc(c->nq + 1, sizeof(int));
 	for (int i = 0; i < r->njobs; i++)
 		if (r->queue_of[i] >= 0)

@@ -87,8 +87,11 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 	 * (backoff_limited_cost()): the figures stay as they were. */
 	int64_t now = util_now_ms();
 	int stopped = st->sqlstate && strcmp(st->sqlstate, "57014") == 0;
-	int64_t cost = backoff_limited_cost(now - w->depth_sent_ms,
-					    DEPTH_TIMEOUT_MS, stopped);
+	/* Its own time, not the round trip: behind a claim in the pipeline
+	 * it would count the claim's time too (dbev_answer_ms()). */
+	int64_t took = st->answered && w->db ? dbev_answer_ms(w->db)
+					     : now - w->depth_sent_ms;
+	int64_t cost = backoff_limited_cost(took, DEPTH_TIMEOUT_MS, stopped);
 	w->depth_next_ms = now + 49 * (cost > 0 ? cost : 0);
 	if (stopped) {
 		log_debug("reading queue depths took over %d ms: stopped",
