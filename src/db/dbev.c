@@ -210,9 +210,9 @@ read_results(struct dbev *d)
 		PQclear(res);
 		d->round_trips++;
 		int64_t now = util_now_ms();
-		d->answer_ms = now - (op->sent_ms > d->progress_ms
-					      ? op->sent_ms
-					      : d->progress_ms);
+		d->answer_ms =
+			now - (op->sent_ms > d->progress_ms ? op->sent_ms
+							    : d->progress_ms);
 		d->progress_ms = now;
 		if (op->fp_result && FAILPOINT(op->fp_result)) {
 			/* As if the link broke after the commit: the caller

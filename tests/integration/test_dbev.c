@@ -47,9 +47,9 @@ test_answer_time_leaves_out_the_wait(void **state)
 	struct answer fast = {.d = d, .left = &left};
 	/* Both go out at once; the second waits for the first's 2 s. */
 	slow.sent_ms = fast.sent_ms = util_now_ms();
-	assert_int_equal(dbev_send(d, "select pg_sleep(2)", 0, NULL,
-				   on_answer, &slow),
-			 0);
+	assert_int_equal(
+		dbev_send(d, "select pg_sleep(2)", 0, NULL, on_answer, &slow),
+		0);
 	assert_int_equal(dbev_send(d, "select 1", 0, NULL, on_answer, &fast),
 			 0);
 	ev_run(loop, 0);
