@@ -16,20 +16,26 @@
  * once, so that its loop ends however fast jobs finish), else now() less
  * $2 milliseconds.  Rows locked by someone else (a retry, a cancel) are
  * skipped, not waited for; each batch is its own short transaction, so no
- * transaction holds many locks or holds back vacuum for long.
+ * transaction holds many locks or holds back vacuum for long.  The batch's
+ * ids go to the delete as an array, looked up in jobs_pkey: as a semi-join
+ * ("id in (...)"), on statistics that an ANALYZE took under a held
+ * snapshot (a handful of live rows), the planner read jobs_pkey whole
+ * for the outer side, dead entries and all (3.9 s, docs/performance.md).
  */
 static const char prune_jobs_sql[] =
-	"with d as (delete from pgjob.jobs where id in ("
+	"with d as (delete from pgjob.jobs where id = any(array("
 	"  select id from pgjob.jobs j"
 	"   where state in ('done', 'dead', 'cancelled')"
 	"    and finished_at < coalesce($1::timestamptz,"
 	"     now() - $2::bigint * interval '1 millisecond')"
 	/* Never a parent whose child has not ended (a dead parent of a
 	 * child that waits for its retry, docs/workflows.md). */
-	"    and (j.children is not true or not exists ("
-	"     select 1 from pgjob.job_deps e join pgjob.jobs c on c.id = "
-	"e.child"
-	"      where e.parent = j.id"
+	/* Written so that each child is looked up by its id: as a join
+	 * of job_deps and jobs under an "or", on statistics taken under a
+	 * held snapshot, the planner hashed all of jobs_pkey. */
+	"    and not exists (select 1 from pgjob.job_deps e"
+	"     where j.children and e.parent = j.id"
+	"      and exists (select 1 from pgjob.jobs c where c.id = e.child"
 	"       and c.state in ('waiting', 'available', 'running')))"
 	/* A workflow goes as a whole, once every step is past the cutoff. */
 	"    and (j.workflow_id is null or not exists ("
@@ -38,7 +44,7 @@ static const char prune_jobs_sql[] =
 	"       or o.finished_at >= coalesce($1::timestamptz,"
 	"        now() - $2::bigint * interval '1 millisecond'))))"
 	"   order by finished_at limit $3"
-	"   for update skip locked) returning id, children,"
+	"   for update skip locked)) returning id, children,"
 	"   parents_left is not null as kid, workflow_id, batch_id,"
 	"   lease_token > 1 or state <> 'done' as tried),"
 	/* Their attempt history (sql/013_attempts.sql): a job done at its
@@ -70,6 +76,12 @@ static const char prune_jobs_sql[] =
 	"    failed = failed + (select count(*) from w where failed)"
 	"   where exists (select 1 from w))"
 	" select count(*) from d, a";
+
+const char *
+prune_jobs_statement(void)
+{
+	return prune_jobs_sql;
+}
 
 static void
 read_count(const struct db_call *c, const struct db_status *st,

@@ -15,6 +15,9 @@ struct db_status;
 
 typedef void prune_fn(void *arg, const struct db_status *st, long long n);
 
+/* prune_jobs()'s statement ($1 cutoff or NULL, $2 retention in ms, $3 the
+ * batch), for the plan tests. */
+const char *prune_jobs_statement(void);
 /* One batch of up to batch finished jobs older than retention_ms (by the
  * database's clock), oldest first, skipping rows locked by others. */
 int prune_jobs(struct dbev *d, int64_t retention_ms, int batch, prune_fn *cb,

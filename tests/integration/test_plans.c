@@ -1,6 +1,7 @@
 /*
  * Integration: the plans of the worker's hot statements (the claim, both
- * finishes, the renewal) on statistics that autovacuum under a feed can
+ * finishes, the renewal, and the prune duty's batch, which runs on a
+ * worker's connection too) on statistics that autovacuum under a feed can
  * leave.  A VACUUM (ANALYZE) that ran while another session held a
  * snapshot counted 8 live rows in a table of 100,000 dead ones (their
  * index entries still there), and 30,000 jobs were queued after it.
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "db/prune.h"
 #include "db/queue.h"
 #include "db/session.h"
 
@@ -45,10 +47,12 @@ static const struct {
 	 " '{0,100}', '{f,f}', true, '{1,1}', '{1,1}', '{1,1}',"
 	 " '{NULL,1}', 0, '{t,f}'"},
 	{"pgjob_renew", "'{1,2}', '{1,1}', 30000"},
+	/* The prune of finished jobs, a duty's (prune.c). */
+	{"prune_jobs", "NULL, 604800000, 10000"},
 	/* Not the worker's: the control (JOIN). */
 	{"batch_join", "'{1,2}', '{1,1}'"},
 };
-enum { JOIN = 4 };
+enum { PRUNE = 4, JOIN = 5 };
 
 /* The control's statement: a batch joined to jobs. */
 static const char join_sql[] =
@@ -103,8 +107,11 @@ static void
 plan_of(PGconn *c, size_t i, struct verdict *v, char **plan)
 {
 	int n = 2;
-	char *text = i == JOIN ? xstrdup(join_sql)
-			       : queue_statement(statements[i].name, &n);
+	char *text = i == JOIN	  ? xstrdup(join_sql)
+		     : i == PRUNE ? xstrdup(prune_jobs_statement())
+				  : queue_statement(statements[i].name, &n);
+	if (i == PRUNE)
+		n = 3;
 	assert_non_null(text);
 	PGresult *r = PQprepare(c, statements[i].name, text, n, NULL);
 	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
@@ -115,7 +122,25 @@ plan_of(PGconn *c, size_t i, struct verdict *v, char **plan)
 	cJSON *doc = cJSON_Parse(*plan);
 	assert_non_null(doc);
 	memset(v, 0, sizeof(*v));
-	judge(cJSON_GetObjectItem(cJSON_GetArrayItem(doc, 0), "Plan"), v);
+	const cJSON *top =
+		cJSON_GetObjectItem(cJSON_GetArrayItem(doc, 0), "Plan");
+	if (i == PRUNE) {
+		/* The prune's batch, the delete of it and the checks of each
+		 * row (CTE d).  What follows runs for the batch's workflow and
+		 * batch jobs only, along partial indexes of those. */
+		const cJSON *k, *d = NULL;
+		cJSON_ArrayForEach(k, cJSON_GetObjectItem(top, "Plans"))
+		{
+			const cJSON *name =
+				cJSON_GetObjectItem(k, "Subplan Name");
+			if (cJSON_IsString(name) &&
+			    strcmp(name->valuestring, "CTE d") == 0)
+				d = k;
+		}
+		assert_non_null(d);
+		top = d;
+	}
+	judge(top, v);
 	cJSON_Delete(doc);
 	t_exec(c, "deallocate %s", statements[i].name);
 }
