@@ -2,8 +2,10 @@
  * dbev: libpq pipeline mode on libev.  See dbev.h.
  *
  * Each statement is followed by its own PQpipelineSync(), so the results of
- * one statement are: its result, a NULL, then PGRES_PIPELINE_SYNC.  The
- * reader walks that sequence for the oldest pending statement.
+ * one statement are: its result, a NULL, then PGRES_PIPELINE_SYNC (and, if
+ * its implicit transaction fails to commit, an error before the sync).  The
+ * reader walks that sequence for the oldest pending statement, and answers
+ * it only at the sync: rows are not committed until then.
  */
 #include "db/dbev.h"
 
@@ -204,7 +206,16 @@ read_results(struct dbev *d)
 		if (!res)
 			continue;
 		if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
-			PQclear(res); /* not expected after the last NULL */
+			/* An error between the last statement's end and the
+			 * sync: the implicit transaction failed to commit (a
+			 * deferred trigger, or a statement_timeout that fired
+			 * before the Sync was read), and what the statements
+			 * answered was rolled back.  It is the last one's
+			 * answer: a claim answered with its rows would run
+			 * jobs that are not its own, whose next claimer gets
+			 * the same lease token (test_dbev). */
+			PQclear(op->res[op->n - 1]);
+			op->res[op->n - 1] = res;
 			continue;
 		}
 		PQclear(res);

@@ -95,6 +95,52 @@ test_worker_dies_as_handler_starts(void **state)
 	free(ci);
 }
 
+/*
+ * A claim whose transaction fails to commit after its rows came back (here
+ * a deferred constraint trigger refuses the first claim at commit; in CI,
+ * a sweep's statement_timeout fired between the claim's end and its Sync)
+ * claimed nothing: the worker must not run the job.  Run on the rows of a
+ * rolled-back claim, the job ran twice, the second time under the same
+ * lease token as the first, since the rollback took the token back too.
+ */
+static void
+test_claim_refused_at_commit(void **state)
+{
+	char *ci = t_db_migrated("t_fault_refusedclaim");
+	PGconn *c = t_connect(ci);
+	/* A sequence, not a flag row: it counts across the rollback. */
+	t_exec(c, "create sequence refuse_once");
+	t_exec(c, "create function refuse_claim() returns trigger language "
+		  "plpgsql as $$ begin if new.state = 'running' and "
+		  "old.state = 'available' then if nextval('refuse_once') = 1 "
+		  "then raise exception 'refused at commit'; end if; end if; "
+		  "return null; end $$");
+	t_exec(c, "create constraint trigger refuse_claim after update on "
+		  "pgjob.jobs deferrable initially deferred for each row "
+		  "execute function refuse_claim()");
+	char runs[512];
+	snprintf(runs, sizeof(runs), "%s/refusedclaim.runs", t_tmpdir());
+	unlink(runs);
+	long long id = t_long(c, "select pgjob.enqueue('once')");
+	pid_t p = t_start("refusedclaim", ci,
+			  "workers: 1\npoll_interval: 100ms\nhandlers:\n"
+			  "  once: { type: exec, command: [\"/bin/sh\", \"-c\","
+			  " \"echo ran >> %s; echo '{}'\"] }\n",
+			  runs);
+	t_wait_state(c, id, "done", 60);
+	t_assert_value(c, "2", "select last_value from refuse_once");
+	/* The refused claim took no attempt and ran nothing. */
+	t_assert_job(c, id, "attempts", "1");
+	char *text = t_read_file(runs);
+	assert_non_null(text);
+	assert_string_equal(text, "ran\n");
+	free(text);
+	assert_true(t_log_count("refusedclaim", "refused at commit") >= 1);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 static void
 test_kill_supervisor(void **state)
 {
@@ -594,6 +640,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kill_worker),
 		cmocka_unit_test(test_worker_dies_as_handler_starts),
+		cmocka_unit_test(test_claim_refused_at_commit),
 		cmocka_unit_test(test_kill_supervisor),
 		cmocka_unit_test(test_sigterm_releases_long_jobs),
 		cmocka_unit_test(test_sighup),
