@@ -280,13 +280,17 @@ static const char claim_sql[] =
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a";
 
-/* The serial branch, in the claim of a worker that serves a serial queue. */
+/* The serial branch, in the claim of a worker that serves a serial queue.
+ * "lease_token is not null", true of every row, is the predicate of the
+ * serial head's index that nothing in the parallel branch implies: so the
+ * parallel branch cannot read its queue along that index and sort it
+ * (sql/021_serial_head_index.sql). */
 static const char claim_serial_sql[] =
 	"   union all"
 	"   select s.id, 's', null, null from (select j.id from pgjob.jobs j"
 	"     where q.mode = 'serial' and j.id = (select min(h.id)"
 	"       from pgjob.jobs h where h.queue = q.name"
-	"        and h.state = 'available')"
+	"        and h.state = 'available' and h.lease_token is not null)"
 	"       and j.state = 'available' and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
 	"       and not exists (select 1 from pgjob.jobs r"

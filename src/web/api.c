@@ -168,7 +168,7 @@ api_parse_id(const char *s, char *buf, size_t len)
  * that has a row in pgjob.limits (a paused queue with no jobs is still
  * paused).  Only partial indexes are read, never the table's other rows:
  * the queues of available, dead and waiting jobs by skipping from one
- * queue to the next along jobs_queue_order_idx, jobs_dead_idx
+ * queue to the next along jobs_claim_idx, jobs_dead_idx
  * (sql/015_console.sql) and jobs_waiting_idx; per queue, its due and
  * scheduled jobs (jobs_claim_idx), dead and waiting ones, each counted up
  * to COUNT_CAP + 1 at most, so that a backlog of millions costs what ten
