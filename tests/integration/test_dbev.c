@@ -18,6 +18,18 @@
 #include "db/dbev.h"
 #include "db/internal.h"
 
+/* A pipelined connection to the test server. */
+static struct dbev *
+open_dbev(struct ev_loop *loop)
+{
+	char *err = NULL;
+	struct db_conn *conn = db_connect(t_server_conninfo(), "test", &err);
+	assert_non_null(conn);
+	struct dbev *d = dbev_new(loop, conn, NULL);
+	assert_non_null(d);
+	return d;
+}
+
 struct answer {
 	struct dbev *d;
 	int64_t sent_ms, round_trip_ms, own_ms;
@@ -38,12 +50,8 @@ on_answer(void *arg, PGresult *res)
 static void
 test_answer_time_leaves_out_the_wait(void **state)
 {
-	char *err = NULL;
-	struct db_conn *conn = db_connect(t_server_conninfo(), "test", &err);
-	assert_non_null(conn);
 	struct ev_loop *loop = EV_DEFAULT;
-	struct dbev *d = dbev_new(loop, conn, NULL);
-	assert_non_null(d);
+	struct dbev *d = open_dbev(loop);
 	int left = 2;
 	struct answer slow = {.d = d, .left = &left};
 	struct answer fast = {.d = d, .left = &left};
@@ -109,12 +117,8 @@ test_failed_commit_is_the_answer(void **state)
 	t_exec(setup, "create constraint trigger dbev_refuse after insert on "
 		      "dbev_commit deferrable initially deferred for each row "
 		      "execute function dbev_refuse()");
-	char *err = NULL;
-	struct db_conn *conn = db_connect(t_server_conninfo(), "test", &err);
-	assert_non_null(conn);
 	struct ev_loop *loop = EV_DEFAULT;
-	struct dbev *d = dbev_new(loop, conn, NULL);
-	assert_non_null(d);
+	struct dbev *d = open_dbev(loop);
 	int left = 2;
 	struct commit refused = {.left = &left}, kept = {.left = &left};
 	assert_int_equal(dbev_send(d,
