@@ -53,25 +53,26 @@ db_conninfo_valid(const char *conninfo)
 	return opts != NULL;
 }
 
-static PGconn *
-connect_pg(const char *conninfo, const char *appname, char **err)
-{
-	const char *keys[] = {"dbname", "application_name", NULL};
-	const char *vals[] = {conninfo ? conninfo : "", appname, NULL};
-	PGconn *conn;
+/* keys and vals for PQconnectdbParams() and PQconnectStartParams(), with
+ * expand_dbname: dbname may be a whole conninfo or URI, and appname is set
+ * after it, so it wins over one that conninfo names. */
+#define CONNECT_PARAMS(conninfo, appname)                                      \
+	const char *keys[] = {"dbname", "application_name", NULL};             \
+	const char *vals[] = {(conninfo) ? (conninfo) : "", (appname), NULL}
 
-	*err = NULL;
-	if (!db_conninfo_valid(conninfo)) {
-		/* libpq's message may quote part of a password. */
-		*err = xstrdup("cannot connect to database: the connection "
-			       "string is malformed (not shown: it may hold a "
-			       "password)");
-		return NULL;
-	}
-	/* expand_dbname: dbname may be a whole conninfo or URI. */
-	conn = PQconnectdbParams(keys, vals, 1);
-	if (conn && PQstatus(conn) == CONNECTION_OK)
-		return conn;
+static char *
+malformed(void)
+{
+	/* libpq's message may quote part of a password. */
+	return xstrdup("cannot connect to database: the connection string is "
+		       "malformed (not shown: it may hold a password)");
+}
+
+/* Why conn (NULL: out of memory) did not connect to conninfo, one line,
+ * naming the target without its secrets. */
+static char *
+connect_error(const char *conninfo, const PGconn *conn)
+{
 	char *target = db_conninfo_redacted(conninfo);
 	const char *why = conn ? PQerrorMessage(conn) : "out of memory";
 	size_t n = strlen(why);
@@ -81,11 +82,27 @@ connect_pg(const char *conninfo, const char *appname, char **err)
 	for (char *p = trimmed; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
-	*err = xasprintf("cannot connect to database (%s): %s",
-			 *target ? target : "PG* environment defaults",
-			 trimmed);
+	char *err = xasprintf("cannot connect to database (%s): %s",
+			      *target ? target : "PG* environment defaults",
+			      trimmed);
 	free(trimmed);
 	free(target);
+	return err;
+}
+
+static PGconn *
+connect_pg(const char *conninfo, const char *appname, char **err)
+{
+	CONNECT_PARAMS(conninfo, appname);
+	*err = NULL;
+	if (!db_conninfo_valid(conninfo)) {
+		*err = malformed();
+		return NULL;
+	}
+	PGconn *conn = PQconnectdbParams(keys, vals, 1);
+	if (conn && PQstatus(conn) == CONNECTION_OK)
+		return conn;
+	*err = connect_error(conninfo, conn);
 	PQfinish(conn);
 	return NULL;
 }
@@ -99,6 +116,49 @@ db_connect(const char *conninfo, const char *appname, char **err)
 	struct db_conn *c = xcalloc(1, sizeof(*c));
 	c->pg = pg;
 	return c;
+}
+
+struct db_conn *
+db_connect_start(const char *conninfo, const char *appname, char **err)
+{
+	CONNECT_PARAMS(conninfo, appname);
+	*err = NULL;
+	if (!db_conninfo_valid(conninfo)) {
+		*err = malformed();
+		return NULL;
+	}
+	PGconn *pg = PQconnectStartParams(keys, vals, 1);
+	if (!pg || PQstatus(pg) == CONNECTION_BAD) {
+		*err = connect_error(conninfo, pg);
+		PQfinish(pg);
+		return NULL;
+	}
+	struct db_conn *c = xcalloc(1, sizeof(*c));
+	c->pg = pg;
+	return c;
+}
+
+int
+db_connect_poll(struct db_conn *c, const char *conninfo, int *fd,
+		int *want_write, char **err)
+{
+	*err = NULL;
+	switch (PQconnectPoll(c->pg)) {
+	case PGRES_POLLING_OK:
+		return 1;
+	case PGRES_POLLING_READING:
+		*want_write = 0;
+		break;
+	case PGRES_POLLING_WRITING:
+		*want_write = 1;
+		break;
+	default:
+		*err = connect_error(conninfo, c->pg);
+		return -1;
+	}
+	/* It changes when libpq tries the next host or address. */
+	*fd = PQsocket(c->pg);
+	return 0;
 }
 
 void

@@ -50,6 +50,22 @@ struct db_rows;
  */
 struct db_conn *db_connect(const char *conninfo, const char *appname,
 			   char **err);
+/*
+ * The same without waiting: starts a connection (PQconnectStartParams())
+ * and returns it under way, or NULL with *err set.  Drive it with
+ * db_connect_poll() until that says 1 or -1; close it with db_close()
+ * either way once it is not wanted.
+ */
+struct db_conn *db_connect_start(const char *conninfo, const char *appname,
+				 char **err);
+/*
+ * One step of a connection under way, the conninfo it was started with
+ * naming the target in errors: 1 connected; 0 not yet, call again once *fd
+ * is writable (*want_write 1) or readable (0), the socket may change from
+ * one step to the next; -1 failed, *err set as db_connect()'s.
+ */
+int db_connect_poll(struct db_conn *c, const char *conninfo, int *fd,
+		    int *want_write, char **err);
 /* Closes the connection; NULL is allowed. */
 void db_close(struct db_conn *c);
 /* 1 while the connection is up. */

@@ -37,6 +37,23 @@ struct dbev_hooks {
  */
 struct dbev *dbev_new(struct ev_loop *loop, struct db_conn *conn,
 		      const struct dbev_hooks *hooks);
+/*
+ * Connects without blocking loop (dbev_connect.c): done(arg, d, err) is
+ * called once, from the loop, with a new dbev (hooks as dbev_new()'s) or
+ * with NULL and err (one line, the target named without secrets, borrowed
+ * for the call) after a failure or timeout_ms.  Returns the connection
+ * under way, which dbev_connect_cancel() drops before done is called; or
+ * NULL with *err set (caller frees), done never called.
+ */
+struct dbev_connecting;
+typedef void dbev_connected_fn(void *arg, struct dbev *d, const char *err);
+struct dbev_connecting *dbev_connect(struct ev_loop *loop, const char *conninfo,
+				     const char *appname, int64_t timeout_ms,
+				     const struct dbev_hooks *hooks,
+				     dbev_connected_fn *done, void *arg,
+				     char **err);
+/* NULL is allowed. */
+void dbev_connect_cancel(struct dbev_connecting *c);
 /* Stops watching and closes the connection.  Pending callbacks are called
  * with NULL first.  NULL is allowed. */
 void dbev_free(struct dbev *d);

@@ -2,7 +2,9 @@
  * worker internal: what the files of one worker process share.
  *
  *   worker.c  the process: its loop, signals, connection and session,
- *             heartbeat, queue depths for /metrics, the way out
+ *             heartbeat, the way out
+ *   monitor.c the figures for /metrics that one worker per instance reads,
+ *             on a connection of its own
  *   conn.c    statements' outcomes, and the connection lost
  *   claim.c   claims: when to claim, from where, what came back, NOTIFY
  *   held.c    the jobs it holds: start, end, decide, write the ends, the
@@ -38,6 +40,8 @@ struct db_status;
 struct stats;
 struct stats_kind;
 struct stats_worker;
+struct dbev;
+struct dbev_connecting;
 
 enum held_state { HELD_RUNNING, HELD_SQL_WAITING, HELD_DONE, HELD_WRITING };
 
@@ -45,11 +49,12 @@ enum { RESCAN_NONE, RESCAN_FROM, RESCAN_HEAD };
 
 /*
  * The longest a sweep (the claim from every queue's head with the search
- * for expired leases, claim.c) and a read of the queue depths (worker.c)
+ * for expired leases, claim.c) and a read of the queue depths (monitor.c)
  * may take: under a snapshot held open elsewhere both read every index
- * entry it keeps, and each holds up its worker's claims and ends behind
- * it in the pipeline.  A sweep is a few ms otherwise; the depths read
- * counts every queued job, so it gets longer.
+ * entry it keeps.  A sweep holds up its worker's claims and ends behind
+ * it in the pipeline; the depth read has a connection of its own, but
+ * the worker's too while that cannot be made.  A sweep is a few ms
+ * otherwise; the depths read counts every queued job, so it gets longer.
  *
  * A sweep's limit is SWEEP_TIMEOUT_MS or SWEEP_TIMEOUT_CLAIMS of the
  * worker's usual claims (their moving mean), whichever is longer, and
@@ -168,7 +173,7 @@ struct worker {
 	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
 	ev_timer depth; /* one worker per instance reads queue depths */
 	/* When the last read of the depths was sent, and the next may be
-	 * (monotonic ms): no sooner than 50 of its round trips later, as
+	 * (monotonic ms): no sooner than 50 of its answer times later, as
 	 * under an old snapshot it reads every dead entry of the claim and
 	 * running indexes (see on_depths()). */
 	int64_t depth_sent_ms, depth_next_ms;
@@ -176,6 +181,17 @@ struct worker {
 	 * never), and dead_here() at that count. */
 	unsigned dead_rounds;
 	uint64_t dead_seen;
+	/* monitor.c: the depth reader's own connection, up (mon; mon_lost
+	 * once it broke, freed by the next round) or being made
+	 * (mon_connecting); attempts that failed in a row, and when the
+	 * next may be made (monotonic ms).  reads_on: the connection a round
+	 * of reads in flight went on (mon, or db while mon cannot be
+	 * made), NULL between rounds. */
+	struct dbev *mon;
+	struct dbev_connecting *mon_connecting;
+	int mon_lost, mon_failures;
+	int64_t mon_retry_ms;
+	struct dbev *reads_on;
 	/*
 	 * The console's throughput (sql/014_console_state.sql): ended counts
 	 * the attempts this process ended (held.c, where an end is written).
@@ -253,9 +269,14 @@ void renew_all(struct worker *w);
 /* Stops the handlers whose lease could not be renewed in time. */
 void renew_check_deadlines(struct worker *w);
 
-/* monitor.c: what the depth reader reads besides the depths, for
- * /metrics: dead jobs per queue (once a minute, and sooner after a worker
- * of this instance made one dead), the schedules' ticks. */
-void monitor_read(struct worker *w);
+/* monitor.c: what the depth reader reads for /metrics, on a connection
+ * of its own: queue depths and workflows every 5 s (longer when they are
+ * slow), dead jobs per queue (once a minute, and sooner after a worker of
+ * this instance made one dead), the schedules' ticks.  The timer's
+ * callback: it reads when this worker is the reader, and closes the
+ * reader's connection when it no longer is. */
+void monitor_on_timer(struct ev_loop *loop, ev_timer *t, int revents);
+/* Closes the reader's connection, if it has one. */
+void monitor_close(struct worker *w);
 
 #endif

@@ -1,9 +1,9 @@
 /*
  * worker: one worker process, on one libev loop: its watchers and
- * signals, its connection and session, the heartbeat, the queue depths
- * for /metrics, and the way out (drain, retire, stop now).  What it does
- * with jobs is in claim.c, held.c and renew.c; the cluster duties in
- * duty.c.  See internal.h for how the files share the work.
+ * signals, its connection and session, the heartbeat, and the way out
+ * (drain, retire, stop now).  What it does with jobs is in claim.c, held.c
+ * and renew.c; the cluster duties in duty.c; the figures for /metrics in
+ * monitor.c.  See internal.h for how the files share the work.
  *
  * Signal work happens on the loop (ev_signal), never in a signal handler:
  *   SIGTERM, SIGINT  first: drain (claim no more, finish what is held, up
@@ -69,92 +69,7 @@ on_deadline_timer(struct ev_loop *loop, ev_timer *t, int revents)
 	renew_check_deadlines(w);
 }
 
-/* --- /metrics: queue depths, heartbeat ------------------------------------ */
-
-static void
-on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
-	  size_t n)
-{
-	struct worker *w = arg;
-	struct stats *s = w->stats;
-	/* The read counts the rows of the indexes of available and running
-	 * jobs, dead entries too: a few ms, but under a snapshot held open
-	 * elsewhere it grows with every job claimed since, and it holds up
-	 * this worker's claims and ends behind it in the pipeline.  The
-	 * next waits 50 times as long as this one took, if that is more
-	 * than the timer's 5 s: the figures get older instead.  And it
-	 * stops after DEPTH_TIMEOUT_MS, which then counts as its cost
-	 * (backoff_limited_cost()): the figures stay as they were. */
-	int64_t now = util_now_ms();
-	int stopped = st->sqlstate && strcmp(st->sqlstate, "57014") == 0;
-	/* Its own time, not the round trip: behind a claim in the pipeline
-	 * it would count the claim's time too (dbev_answer_ms()). */
-	int64_t took = st->answered && w->db ? dbev_answer_ms(w->db)
-					     : now - w->depth_sent_ms;
-	int64_t cost = backoff_limited_cost(took, DEPTH_TIMEOUT_MS, stopped);
-	w->depth_next_ms = now + 49 * (cost > 0 ? cost : 0);
-	if (stopped) {
-		/* Info, not debug: the server logs the stop as an ERROR, and
-		 * the line beside it says what it was and that nothing is
-		 * wrong with the jobs (the fault suite's workers200 counts
-		 * both). */
-		log_info("reading queue depths took over %d ms and was "
-			 "stopped; the queue figures in /metrics stay as they "
-			 "were, and the next read is in %lld s",
-			 DEPTH_TIMEOUT_MS, (long long)(49 * cost / 1000));
-		return;
-	}
-	if (!st->answered || !conn_ok(w, st, "reading queue depths"))
-		return;
-	__atomic_store_n(&s->nqueues, 0, __ATOMIC_RELEASE);
-	for (size_t i = 0; i < n; i++) {
-		struct stats_queue *sq = &s->queues[i];
-		snprintf(sq->name, sizeof(sq->name), "%s", q[i].name);
-		stats_set(&sq->due, q[i].due);
-		stats_set(&sq->running, q[i].running);
-		stats_set(&sq->oldest_due_ms, q[i].oldest_due_ms);
-		stats_set(&sq->limited, q[i].limited);
-		stats_set(&sq->paused, q[i].paused);
-		for (int k = 0; k < STATS_LIMITS; k++)
-			stats_set(&sq->waiting[k], q[i].waiting[k]);
-		stats_set(&sq->tokens_milli, q[i].tokens_milli);
-		stats_set(&sq->scheduled, q[i].scheduled);
-		stats_set(&sq->unhandled, q[i].unhandled);
-	}
-	__atomic_store_n(&s->nqueues, (uint32_t)n, __ATOMIC_RELEASE);
-	stats_set(&s->queues_at_ms, util_now_ms());
-}
-
-static void
-on_workflows(void *arg, const struct db_status *st,
-	     const struct queue_workflows *q)
-{
-	struct worker *w = arg;
-	struct stats *s = w->stats;
-	if (!st->answered || !conn_ok(w, st, "reading workflow counts"))
-		return;
-	stats_set(&s->workflows_running, q->running);
-	stats_set(&s->workflows_done, q->done_total);
-	stats_set(&s->workflows_failed, q->failed_total);
-	__atomic_store_n(&s->workflows_at_ms, util_now_ms(), __ATOMIC_RELEASE);
-}
-
-static void
-on_depth(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct worker *w = t->data;
-	/* One worker per instance reads them: the supervisor names it. */
-	if (w->retiring || __atomic_load_n(&w->stats->depth_reader,
-					   __ATOMIC_RELAXED) != w->index)
-		return;
-	if (w->db && util_now_ms() >= w->depth_next_ms) {
-		w->depth_sent_ms = util_now_ms();
-		queue_depths(w->db, STATS_MAX_QUEUES, w->kinds, w->nkinds,
-			     DEPTH_TIMEOUT_MS, on_depths, w);
-		queue_workflows(w->db, on_workflows, w);
-		monitor_read(w);
-	}
-}
+/* --- heartbeat ------------------------------------------------------------ */
 
 /* A minute's write in flight and what it adds. */
 struct minute {
@@ -549,7 +464,7 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_timer_init(&w->reconnect, on_reconnect, 0., 0.);
 	ev_timer_init(&w->shutdown, on_shutdown_timer, 0., 0.);
 	ev_timer_init(&w->final, on_final, 0., 0.);
-	ev_timer_init(&w->depth, on_depth, 1., 5.);
+	ev_timer_init(&w->depth, monitor_on_timer, 1., 5.);
 	ev_timer_init(&w->flow, claim_on_flow_timer, 0., 0.);
 	w->depth.data = w->flow.data = w;
 	if (w->stats && w->cfg->metrics_listen)
@@ -648,6 +563,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	unregister(&w);
 	duty_free(w.duty);
 	handler_fini();
+	monitor_close(&w);
 	dbev_free(w.db);
 	while (w.head)
 		held_unlink(&w, w.head);
