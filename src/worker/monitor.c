@@ -304,11 +304,19 @@ round_conn(struct worker *w)
 	return w->db;
 }
 
+/* One worker per instance reads them: the supervisor names it. */
+static int
+is_reader(const struct worker *w)
+{
+	return !w->retiring && __atomic_load_n(&w->stats->depth_reader,
+					       __ATOMIC_RELAXED) == w->index;
+}
+
 /* A round of reads if one is due and none is in flight. */
 static void
 round_due(struct worker *w)
 {
-	if (w->reads_on || util_now_ms() < w->depth_next_ms)
+	if (!is_reader(w) || w->reads_on || util_now_ms() < w->depth_next_ms)
 		return;
 	struct dbev *d = round_conn(w);
 	if (d)
@@ -319,13 +327,10 @@ void
 monitor_on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct worker *w = t->data;
-	/* One worker per instance reads them: the supervisor names it. */
-	if (w->retiring || __atomic_load_n(&w->stats->depth_reader,
-					   __ATOMIC_RELAXED) != w->index) {
+	if (is_reader(w))
+		round_due(w);
+	else
 		monitor_close(w);
-		return;
-	}
-	round_due(w);
 }
 
 void
