@@ -53,21 +53,6 @@ db_conninfo_valid(const char *conninfo)
 	return opts != NULL;
 }
 
-/* keys and vals for PQconnectdbParams() and PQconnectStartParams(), with
- * expand_dbname: dbname may be a whole conninfo or URI, and appname is set
- * after it, so it wins over one that conninfo names. */
-#define CONNECT_PARAMS(conninfo, appname)                                      \
-	const char *keys[] = {"dbname", "application_name", NULL};             \
-	const char *vals[] = {(conninfo) ? (conninfo) : "", (appname), NULL}
-
-static char *
-malformed(void)
-{
-	/* libpq's message may quote part of a password. */
-	return xstrdup("cannot connect to database: the connection string is "
-		       "malformed (not shown: it may hold a password)");
-}
-
 /* Why conn (NULL: out of memory) did not connect to conninfo, one line,
  * naming the target without its secrets. */
 static char *
@@ -90,44 +75,28 @@ connect_error(const char *conninfo, const PGconn *conn)
 	return err;
 }
 
-static PGconn *
-connect_pg(const char *conninfo, const char *appname, char **err)
+/*
+ * A connection to conninfo, made (wait) or started (PQconnectStartParams(),
+ * for db_connect_poll()), or NULL with *err set.  expand_dbname: dbname may
+ * be a whole conninfo or URI; appname comes after it and wins over one that
+ * conninfo names.
+ */
+static struct db_conn *
+connect_conn(const char *conninfo, const char *appname, int wait, char **err)
 {
-	CONNECT_PARAMS(conninfo, appname);
+	const char *keys[] = {"dbname", "application_name", NULL};
+	const char *vals[] = {conninfo ? conninfo : "", appname, NULL};
 	*err = NULL;
 	if (!db_conninfo_valid(conninfo)) {
-		*err = malformed();
+		/* libpq's message may quote part of a password. */
+		*err = xstrdup("cannot connect to database: the connection "
+			       "string is malformed (not shown: it may hold a "
+			       "password)");
 		return NULL;
 	}
-	PGconn *conn = PQconnectdbParams(keys, vals, 1);
-	if (conn && PQstatus(conn) == CONNECTION_OK)
-		return conn;
-	*err = connect_error(conninfo, conn);
-	PQfinish(conn);
-	return NULL;
-}
-
-struct db_conn *
-db_connect(const char *conninfo, const char *appname, char **err)
-{
-	PGconn *pg = connect_pg(conninfo, appname, err);
-	if (!pg)
-		return NULL;
-	struct db_conn *c = xcalloc(1, sizeof(*c));
-	c->pg = pg;
-	return c;
-}
-
-struct db_conn *
-db_connect_start(const char *conninfo, const char *appname, char **err)
-{
-	CONNECT_PARAMS(conninfo, appname);
-	*err = NULL;
-	if (!db_conninfo_valid(conninfo)) {
-		*err = malformed();
-		return NULL;
-	}
-	PGconn *pg = PQconnectStartParams(keys, vals, 1);
+	PGconn *pg = wait ? PQconnectdbParams(keys, vals, 1)
+			  : PQconnectStartParams(keys, vals, 1);
+	/* Made: CONNECTION_OK; started: anything but CONNECTION_BAD. */
 	if (!pg || PQstatus(pg) == CONNECTION_BAD) {
 		*err = connect_error(conninfo, pg);
 		PQfinish(pg);
@@ -136,6 +105,18 @@ db_connect_start(const char *conninfo, const char *appname, char **err)
 	struct db_conn *c = xcalloc(1, sizeof(*c));
 	c->pg = pg;
 	return c;
+}
+
+struct db_conn *
+db_connect(const char *conninfo, const char *appname, char **err)
+{
+	return connect_conn(conninfo, appname, 1, err);
+}
+
+struct db_conn *
+db_connect_start(const char *conninfo, const char *appname, char **err)
+{
+	return connect_conn(conninfo, appname, 0, err);
 }
 
 int
