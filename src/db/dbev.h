@@ -38,7 +38,7 @@ struct dbev_hooks {
 struct dbev *dbev_new(struct ev_loop *loop, struct db_conn *conn,
 		      const struct dbev_hooks *hooks);
 /*
- * Connects without blocking loop (dbev_connect.c): done(arg, d, err) is
+ * Connects without blocking the loop (dbev_connect.c): done(arg, d, err) is
  * called once, from the loop, with a new dbev (hooks as dbev_new()'s) or
  * with NULL and err (one line, the target named without secrets, borrowed
  * for the call) after a failure or timeout_ms.  Returns the connection
