@@ -50,7 +50,11 @@
  */
 /*
  * No join with the batch: each statement finds its rows by
- * j.id = any($1), an index condition on jobs_pkey, and reads the values
+ * j.id = any(...) over the ids in $1, an index condition on jobs_pkey
+ * (fd only those of the ends that are done, f only those fd did not
+ * delete: every CTE sees the statement's snapshot, where fd's rows are
+ * still there, and f would look each one up again to leave it; that was a
+ * third of the finish's buffer reads), and reads the values
  * of row j out of the arrays at AT(j), where $1 holds j.id (queue_finish()
  * sends the arrays sorted by id, and width_bucket() on a sorted array is
  * a binary search that gives the element's position).  A join of jobs
@@ -59,13 +63,33 @@
  * live rows, and then the finish read jobs_pkey whole, with no index
  * condition, for every batch (1 to 1.6 s each; docs/performance.md,
  * "Plans that depend on what an ANALYZE found").  A fixed-width array
- * without NULLs is read at a position in constant time; a text element
- * costs a walk to it, so the texts are read only where they are used.
+ * without NULLs is read at a position in constant time (see below for
+ * the rest).
  */
-#define AT(param, type)                                                        \
-	"(" param "::" type ")[width_bucket(j.id, $1::bigint[])]"
+#define POS		"width_bucket(j.id, $1::bigint[])"
+#define AT(param, type) "(" param "::" type ")[" POS "]"
+/*
+ * An element of an array with NULLs costs a walk to it too (the null
+ * bitmap is counted up to it), and so does a text element: read at the
+ * position of every row of a batch, a walk of half the batch per row and
+ * array.  With a result per job, those walks were 5 % of the server's
+ * samples in a drain of no-op jobs (perf record: array_get_element, in the
+ * finish).  So the attempt figures travel without NULLs, -1 standing for
+ * one (figure_array(); FIGURE_AT).  The results travel as one jsonb array
+ * of those there are ($4; the worker checked each one's text,
+ * pgtext_is_jsonb()), whose element k jsonb finds without a walk, and $15
+ * is each end's place in it (0: none).  The errors, on failures only,
+ * travel compact too, a text[] of those there are ($5), and $16 is each
+ * end's place (0: none, a subscript out of range is NULL): a batch of
+ * ends without one walks nothing.
+ */
+#define FIGURE_AT(param, i) "nullif((" param "::int[])[" i "], -1)"
+#define RESULT_AT(i)                                                           \
+	"(case when ($15::int[])[" i "] > 0 then ($4::jsonb) ->"               \
+	" (($15::int[])[" i "] - 1) end)"
+#define ERROR_AT(i) "($5::text[])[($16::int[])[" i "]]"
 
-#define FINISH_NPARAMS 14
+#define FINISH_NPARAMS 16
 
 /* clang-format off */
 #define MOVED                                                                  \
@@ -76,8 +100,9 @@
 static const char finish_sql[] =
 	"with fd as ("
 	"  delete from pgjob.jobs j"
-	"  where j.id = any($1::bigint[])"
-	"   and " AT("$14", "bool[]")
+	/* Only the ids of the ends that are done ($14) are looked up. */
+	"  where j.id = any(array(select u.i from unnest($1::bigint[],"
+	"    $14::bool[]) u(i, d) where u.d))"
 	"   and j.lease_token = " AT("$2", "bigint[]")
 	"   and coalesce(j.state, '') = 'running'"
 	"   and " MOVED
@@ -93,12 +118,14 @@ static const char finish_sql[] =
 	"  select id, queue, kind, payload, priority, run_at, 'done',"
 	"   attempts - case when ($7::bool[])[r_i] then 1 else 0 end,"
 	"   max_attempts, locked_by, null, lease_token, unique_key,"
-	"   ordering_key, coalesce(($5::text[])[r_i], last_error),"
-	"   (($4::text[])[r_i])::jsonb, created_at, now(),"
+	"   ordering_key, coalesce(" ERROR_AT("r_i") ", last_error),"
+	"   " RESULT_AT("r_i") ", created_at, now(),"
 	"   lost_attempts, limit_key, cost, attempted_at, children,"
 	"   parents_left, on_parent_failure, workflow_id, step, batch_id,"
-	"   ($9::int[])[r_i], ($10::int[])[r_i], ($11::int[])[r_i],"
-	"   ($12::int[])[r_i], pgjob.done_ring(now(), $13::bigint)"
+	"   " FIGURE_AT("$9", "r_i") ", " FIGURE_AT("$10", "r_i") ","
+	"   " FIGURE_AT("$11", "r_i") ", " FIGURE_AT("$12", "r_i") ","
+	/* Once per statement, not per row. */
+	"   (select pgjob.done_ring(now(), $13::bigint))"
 	"  from fd where not $8),";
 /* clang-format on */
 
@@ -116,13 +143,13 @@ static const char finish_delete_sql[] =
 static const char finish_tail_sql[] =
 	" f as ("
 	"  update pgjob.jobs j set state = " AT("$3", "text[]") ","
-	"   result = (" AT("$4", "text[]") ")::jsonb,"
-	"   last_error = coalesce(" AT("$5", "text[]") ", j.last_error),"
+	"   result = " RESULT_AT(POS) ","
+	"   last_error = coalesce(" ERROR_AT(POS) ", j.last_error),"
 	/* What the attempt used (sql/012_attempt_usage.sql). */
-	"   last_wall_ms = " AT("$9", "int[]") ","
-	"   last_cpu_ms = " AT("$10", "int[]") ","
-	"   last_max_rss_kb = " AT("$11", "int[]") ","
-	"   last_status = " AT("$12", "int[]") ","
+	"   last_wall_ms = " FIGURE_AT("$9", POS) ","
+	"   last_cpu_ms = " FIGURE_AT("$10", POS) ","
+	"   last_max_rss_kb = " FIGURE_AT("$11", POS) ","
+	"   last_status = " FIGURE_AT("$12", POS) ","
 	/* Not available: the attempt ended the job (done, failed, dead,
 	 * cancelled); available: a retry, after its delay. */
 	"   finished_at = case when " AT("$3", "text[]") " <> 'available'"
@@ -136,7 +163,11 @@ static const char finish_tail_sql[] =
 	/* The state test is not written j.state = 'running': the planner
 	 * would then prefer to read every running job from
 	 * jobs_running_idx (dead entries too). */
-	"  where j.id = any($1::bigint[])"
+	/* Not the ids fd deleted: each would be looked up again in
+	 * jobs_pkey and its heap row read, to be left (every CTE sees the
+	 * statement's snapshot, where fd's rows are still there). */
+	"  where j.id = any(array(select u.i from unnest($1::bigint[]) u(i)"
+	"    except all select fd.id from fd))"
 	"   and not (" AT("$14", "bool[]") " and " MOVED ")"
 	"   and j.lease_token = " AT("$2", "bigint[]")
 	"   and coalesce(j.state, '') = 'running'"
@@ -339,7 +370,7 @@ static const char claim_tail_sql[] =
 	"  attempts, max_attempts, lease_token, ordering_key,"
 	"  null::smallint, null::bigint, lost_attempts, octet_length(payload),"
 	/* Its time in the queue (/metrics), in ms. */
-	"  (extract(epoch from now() - run_at) * 1000)::bigint"
+	"  (date_part('epoch', now() - run_at) * 1000)::bigint"
 	" from u"
 	" union all"
 	/* Per queue, the last job its parallel branch claimed. */
@@ -375,8 +406,9 @@ read_finish(const struct db_call *c, const struct db_status *st,
 }
 
 /*
- * The int[] literal of an attempt figure (or status) of each end: NULL where
- * it was not measured (< 0), 2^31-1 past that (sql/012_attempt_usage.sql).
+ * The int[] literal of an attempt figure (or status) of each end: -1 where
+ * it was not measured (< 0), which the statement reads as NULL
+ * (FIGURE_AT), 2^31-1 past that (sql/012_attempt_usage.sql).
  */
 static char *
 figure_array(const int64_t *v, size_t n)
@@ -387,7 +419,7 @@ figure_array(const int64_t *v, size_t n)
 		if (i)
 			buf_append(&b, ",", 1);
 		if (v[i] < 0)
-			buf_append(&b, "NULL", 4);
+			buf_append(&b, "-1", 2);
 		else
 			buf_appendf(&b, "%lld",
 				    (long long)(v[i] > INT32_MAX ? INT32_MAX
@@ -420,8 +452,11 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	int64_t *tokens = xcalloc(n1, sizeof(int64_t));
 	int64_t *delays = xcalloc(n1, sizeof(int64_t));
 	const char **states = xcalloc(n1, sizeof(char *));
-	const char **results = xcalloc(n1, sizeof(char *));
+	struct buf res = {0};
 	const char **errors = xcalloc(n1, sizeof(char *));
+	int64_t *res_at = xcalloc(n1, sizeof(int64_t));
+	int64_t *err_at = xcalloc(n1, sizeof(int64_t));
+	size_t nr = 0, ne = 0;
 	const char **refunds = xcalloc(n1, sizeof(char *));
 	const char **dones = xcalloc(n1, sizeof(char *));
 	/* wall, cpu, rss, status */
@@ -432,8 +467,16 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 		tokens[i] = f->token;
 		delays[i] = f->delay_ms;
 		states[i] = job_state_name(f->state);
-		results[i] = f->result;
-		errors[i] = f->error;
+		/* Compact: see RESULT_AT and ERROR_AT. */
+		if (f->result) {
+			buf_append(&res, nr ? "," : "[", 1);
+			buf_append(&res, f->result, strlen(f->result));
+			res_at[i] = (int64_t)++nr;
+		}
+		if (f->error) {
+			errors[ne] = f->error;
+			err_at[i] = (int64_t)++ne;
+		}
 		refunds[i] = f->refund ? "t" : "f";
 		dones[i] = f->state == JOB_DONE ? "t" : "f";
 		fig[i] = f->wall_ms;
@@ -447,8 +490,9 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	a[0] = db_int_array(ids, nf);
 	a[1] = db_int_array(tokens, nf);
 	a[2] = db_text_array(states, nf);
-	a[3] = db_text_array(results, nf);
-	a[4] = db_text_array(errors, nf);
+	buf_append(&res, nr ? "]" : "[]", nr ? 1 : 2);
+	a[3] = res.data;
+	a[4] = db_text_array(errors, ne);
 	a[5] = db_int_array(delays, nf);
 	a[6] = db_text_array(refunds, nf);
 	a[7] = xstrdup(delete_done ? "t" : "f");
@@ -456,6 +500,8 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 		a[8 + k] = figure_array(fig + (size_t)k * n1, nf);
 	a[12] = xasprintf("%lld", (long long)retention_ms);
 	a[13] = db_text_array(dones, nf);
+	a[14] = db_int_array(res_at, nf);
+	a[15] = db_int_array(err_at, nf);
 	const char *p[NP];
 	for (int i = 0; i < NP; i++)
 		p[i] = a[i];
@@ -470,8 +516,9 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	free(tokens);
 	free(delays);
 	free(states);
-	free(results);
 	free(errors);
+	free(res_at);
+	free(err_at);
 	free(refunds);
 	free(dones);
 	free(fig);

@@ -39,13 +39,13 @@ static const struct {
 	 " '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', 1000000, true,"
 	 " '{t,f,f}', '{NULL,NULL,NULL}', '{NULL,NULL,NULL}'"},
 	{"pgjob_finish",
-	 "'{1,2}', '{1,1}', '{done,available}', '{NULL,NULL}', '{NULL,x}',"
+	 "'{1,2}', '{1,1}', '{done,available}', '[{}]', '{x}',"
 	 " '{0,100}', '{f,f}', false, '{1,1}', '{1,1}', '{1,1}',"
-	 " '{NULL,1}', 604800000, '{t,f}'"},
+	 " '{-1,1}', 604800000, '{t,f}', '{1,0}', '{0,1}'"},
 	{"pgjob_finish_delete",
-	 "'{1,2}', '{1,1}', '{done,available}', '{NULL,NULL}', '{NULL,x}',"
+	 "'{1,2}', '{1,1}', '{done,available}', '[{}]', '{x}',"
 	 " '{0,100}', '{f,f}', true, '{1,1}', '{1,1}', '{1,1}',"
-	 " '{NULL,1}', 0, '{t,f}'"},
+	 " '{-1,1}', 0, '{t,f}', '{1,0}', '{0,1}'"},
 	{"pgjob_renew", "'{1,2}', '{1,1}', 30000"},
 	/* The prune of finished jobs, a duty's (prune.c). */
 	{"prune_jobs", "NULL, 604800000, 10000"},
