@@ -7,7 +7,8 @@
  * index entries still there), and 30,000 jobs were queued after it.
  * Generic plans are made again after every ANALYZE, with these numbers;
  * each statement must still find its rows of pgjob.jobs through an index
- * condition, and none may sort the queue (docs/performance.md, "Plans
+ * condition (the claim's update: the TIDs its candidates locked), and none
+ * may sort the queue (docs/performance.md, "Plans
  * that depend on what an ANALYZE found").
  *
  * Two controls first, so that the checks are not passed by statistics
@@ -68,7 +69,7 @@ static const char join_sql[] =
 	" and coalesce(j.state, '') = 'running'";
 
 /* What is wrong in a plan: the first scan of pgjob.jobs without an index
- * condition, or a sort above one. */
+ * condition (or a TID condition), or a sort above one. */
 struct verdict {
 	char what[256];
 };
@@ -94,8 +95,12 @@ judge(const cJSON *node, struct verdict *v)
 		return;
 	const char *type = cJSON_GetObjectItem(node, "Node Type")->valuestring;
 	const cJSON *rel = cJSON_GetObjectItem(node, "Relation Name");
+	/* A Tid Scan reads the rows it is given and no other (the claim's
+	 * update, the rows its candidates locked). */
+	int tid = strcmp(type, "Tid Scan") == 0 &&
+		  cJSON_GetObjectItem(node, "TID Cond");
 	if (cJSON_IsString(rel) && strcmp(rel->valuestring, "jobs") == 0 &&
-	    strcmp(type, "ModifyTable") != 0 &&
+	    strcmp(type, "ModifyTable") != 0 && !tid &&
 	    ((strcmp(type, "Index Scan") != 0 &&
 	      strcmp(type, "Index Only Scan") != 0) ||
 	     !cJSON_GetObjectItem(node, "Index Cond")))
