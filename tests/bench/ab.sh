@@ -9,7 +9,10 @@
 # A build folder of another commit: git worktree add /tmp/a REV; cmake -S
 # /tmp/a -B /tmp/a/build && make -C /tmp/a/build pgjobd pgjob pgjobd_example.
 # Prints per round and build: jobs/s between the first and the last finish,
-# and WAL bytes per job.  Run it on an idle machine (docs/performance.md).
+# WAL bytes per job, and for the claim and the finish their time on the
+# server and the buffers they read, per job (pg_stat_statements).  The
+# example plugin returns a result for every job.  Run it on an idle machine
+# (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [ $# -ge 2 ] || { echo "usage: ab.sh BUILD_A BUILD_B [N] [ROUNDS]" >&2; exit 2; }
@@ -17,13 +20,15 @@ declare -A build=([a]=$(cd "$1" && pwd) [b]=$(cd "$2" && pwd))
 n=${3:-200000}
 rounds=${4:-3}
 dir=$(mktemp -d /tmp/pgjobd-ab.XXXXXX)
-PGJOBD_TESTPG_DURABLE=1 bash "$root/scripts/testpg.sh" start "$dir/pg" >/dev/null
+PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
+	PGJOBD_TESTPG_DURABLE=1 bash "$root/scripts/testpg.sh" start "$dir/pg" >/dev/null
 trap 'bash "$root/scripts/testpg.sh" stop "$dir/pg" >/dev/null; rm -rf "$dir"' EXIT
 base=$(cat "$dir/pg/conninfo")
 declare -A db
 for v in a b; do
 	psql -X -q "$base" -c "create database ab_$v"
 	db[$v]=${base/dbname=postgres/dbname=ab_$v}
+	psql -X -q "${db[$v]}" -c "create extension pg_stat_statements"
 	"${build[$v]}/pgjob" --database "${db[$v]}" migrate >/dev/null
 	cat >"$dir/$v.yaml" <<YAML
 workers: 2
@@ -37,18 +42,28 @@ for r in $(seq "$rounds"); do
 	for v in a b; do
 		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs, pgjob.jobs_done cascade" \
 			-c "insert into pgjob.jobs (kind) select 'noop' from generate_series(1, $n)" \
-			-c "vacuum analyze pgjob.jobs" -c "checkpoint"
+			-c "vacuum analyze pgjob.jobs" -c "checkpoint" \
+			-c "select pg_stat_statements_reset()" >/dev/null
 		w0=$(psql -X -A -t "${db[$v]}" -c "select pg_current_wal_lsn()")
 		"${build[$v]}/pgjobd" -c "$dir/$v.yaml" -d "${db[$v]}" 2>>"$dir/$v.log" &
 		pid=$!
 		until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state <> 'done'")" = 0 ]; do
-			sleep 0.1
+			sleep 0.5 # the count reads the whole table: not too often
 		done
 		span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs")
 		wal=$(psql -X -A -t "${db[$v]}" -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$w0')")
 		kill -TERM "$pid"
 		wait "$pid" || true
-		awk -v v="$v" -v r="$r" -v n="$n" -v sp="$span" -v w="$wal" 'BEGIN {
-			printf "round %d  %s  jobs/s %.0f  WAL B/job %.0f\n", r, toupper(v), n / sp, w / n }'
+		# Server time (us) and buffers read per job: claim, then finish.
+		stmts=$(psql -X -A -t -F ' ' "${db[$v]}" -c "select
+			coalesce(sum(total_exec_time) filter (where query like 'with qa(name%'), 0) * 1000 / $n,
+			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with qa(name%'), 0)::float8 / $n,
+			coalesce(sum(total_exec_time) filter (where query like 'with fd as%'), 0) * 1000 / $n,
+			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with fd as%'), 0)::float8 / $n
+			from pg_stat_statements")
+		awk -v v="$v" -v r="$r" -v n="$n" -v sp="$span" -v w="$wal" -v s="$stmts" 'BEGIN {
+			split(s, x, " ")
+			printf "round %d  %s  jobs/s %.0f  WAL B/job %.0f  claim %.1f us %.1f buffers  finish %.1f us %.1f buffers\n",
+				r, toupper(v), n / sp, w / n, x[1], x[2], x[3], x[4] }'
 	done
 done
