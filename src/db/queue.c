@@ -160,9 +160,6 @@ static const char finish_tail_sql[] =
 	"   attempts = j.attempts"
 	"    - case when " AT("$7", "bool[]") " then 1 else 0 end,"
 	"   locked_until = null"
-	/* The state test is not written j.state = 'running': the planner
-	 * would then prefer to read every running job from
-	 * jobs_running_idx (dead entries too). */
 	/* Not the ids fd deleted: each would be looked up again in
 	 * jobs_pkey and its heap row read, to be left (every CTE sees the
 	 * statement's snapshot, where fd's rows are still there). */
@@ -170,6 +167,9 @@ static const char finish_tail_sql[] =
 	"    except all select fd.id from fd))"
 	"   and not (" AT("$14", "bool[]") " and " MOVED ")"
 	"   and j.lease_token = " AT("$2", "bigint[]")
+	/* The state test is not written j.state = 'running': the planner
+	 * would then prefer to read every running job from
+	 * jobs_running_idx (dead entries too). */
 	"   and coalesce(j.state, '') = 'running'"
 	"  returning j.id)";
 /* clang-format on */
@@ -286,8 +286,8 @@ static const char claim_sql[] =
 	" cand as ("
 	"  select c.id, c.t, c.b, q.qi, c.pr, c.ra from q cross join lateral ("
 	"   select e.id, e.ctid as t, 'e' as b, null::smallint as pr,"
-	"    null::timestamptz as ra from (select j.id, j.ctid from pgjob.jobs "
-	"j"
+	"    null::timestamptz as ra from (select j.id, j.ctid"
+	"     from pgjob.jobs j"
 	"     where $11::boolean and j.state = 'running'"
 	"       and j.queue = q.name"
 	"       and j.locked_until < now() and j.kind = any($1::text[])"
