@@ -166,6 +166,22 @@ buf_appendf(struct buf *b, const char *fmt, ...)
 }
 
 void
+buf_append_int(struct buf *b, long long v)
+{
+	char d[24], *e = d + sizeof(d), *s = e;
+	/* In unsigned arithmetic: -LLONG_MIN does not fit a long long. */
+	unsigned long long u =
+		v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+
+	do
+		*--s = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		*--s = '-';
+	buf_append(b, s, (size_t)(e - s));
+}
+
+void
 buf_reset(struct buf *b)
 {
 	b->len = 0;

@@ -52,6 +52,9 @@ struct buf {
 void buf_append(struct buf *b, const void *p, size_t n);
 void buf_appendf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* v in decimal, as "%lld" would write it: without printf's work, for the
+ * arrays of a batch's parameters (a thousand numbers a statement). */
+void buf_append_int(struct buf *b, long long v);
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 

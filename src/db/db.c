@@ -463,10 +463,16 @@ db_text_array(const char *const *v, size_t n)
 			continue;
 		}
 		buf_append(&b, "\"", 1);
-		for (const char *s = v[i]; *s; s++) {
-			if (*s == '"' || *s == '\\')
+		/* Each run without a quote or a backslash at once, then the
+		 * character that ended it, escaped. */
+		for (const char *s = v[i]; *s;) {
+			size_t k = strcspn(s, "\"\\");
+			buf_append(&b, s, k);
+			s += k;
+			if (*s) {
 				buf_append(&b, "\\", 1);
-			buf_append(&b, s, 1);
+				buf_append(&b, s++, 1);
+			}
 		}
 		buf_append(&b, "\"", 1);
 	}
@@ -479,8 +485,11 @@ db_int_array(const int64_t *v, size_t n)
 {
 	struct buf b = {0};
 	buf_append(&b, "{", 1);
-	for (size_t i = 0; i < n; i++)
-		buf_appendf(&b, "%s%lld", i ? "," : "", (long long)v[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_append(&b, ",", 1);
+		buf_append_int(&b, (long long)v[i]);
+	}
 	buf_append(&b, "}", 1);
 	return b.data;
 }

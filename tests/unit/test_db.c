@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/conninfo.h"
+#include "common/util.h"
 #include "db/db.h"
 #include "db/health.h"
 #include "db/internal.h"
@@ -210,10 +211,27 @@ test_arrays(void **state)
 	s = db_text_array(w, 3);
 	assert_string_equal(s, "{NULL,\"NULL\",\"x\"}");
 	free(s);
-	int64_t n[] = {1, -2, 9007199254740993LL};
-	s = db_int_array(n, 3);
-	assert_string_equal(s, "{1,-2,9007199254740993}");
+	/* Escapes at either end, and one after another. */
+	const char *e[] = {"\"", "\\\"x\\", "\"\"", ""};
+	s = db_text_array(e, 4);
+	assert_string_equal(s,
+			    "{\"\\\"\",\"\\\\\\\"x\\\\\",\"\\\"\\\"\",\"\"}");
 	free(s);
+	int64_t n[] = {1, -2, 9007199254740993LL, 0, INT64_MIN, INT64_MAX};
+	s = db_int_array(n, 6);
+	assert_string_equal(s, "{1,-2,9007199254740993,0,"
+			       "-9223372036854775808,9223372036854775807}");
+	free(s);
+	/* buf_append_int() writes what %lld writes. */
+	struct buf b = {0};
+	for (long long x = -1000; x <= 1000; x += 7) {
+		char want[32];
+		snprintf(want, sizeof(want), "%lld", x);
+		buf_reset(&b);
+		buf_append_int(&b, x);
+		assert_string_equal(b.data, want);
+	}
+	buf_free(&b);
 }
 
 /* The literals of doctor's and the log's fixes: a gid is whatever a
