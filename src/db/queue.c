@@ -88,6 +88,19 @@
 	"(case when ($15::int[])[" i "] > 0 then ($4::jsonb) ->"               \
 	" (($15::int[])[" i "] - 1) end)"
 #define ERROR_AT(i) "($5::text[])[($16::int[])[" i "]]"
+/*
+ * An end's state travels as its code, enum job_state (common/job.h): 0
+ * available, 1 running, 2 done, 3 dead, 4 cancelled.  As names (text[]),
+ * f read it three times per row, each a walk of half the batch: on the
+ * ends that stay in pgjob.jobs, the retries and failures.  Its name comes
+ * from a constant array of five.
+ */
+#define STATE_AT    AT("$3", "smallint[]")
+#define STATE_NAMES "'{available,running,done,dead,cancelled}'::text[]"
+#define STATE_NAME  "(" STATE_NAMES ")[" STATE_AT " + 1]"
+_Static_assert(JOB_AVAILABLE == 0 && JOB_RUNNING == 1 && JOB_DONE == 2 &&
+		       JOB_DEAD == 3 && JOB_CANCELLED == 4,
+	       "STATE_NAMES lists enum job_state in its order");
 
 #define FINISH_NPARAMS 16
 
@@ -142,7 +155,7 @@ static const char finish_delete_sql[] =
 /* clang-format off */
 static const char finish_tail_sql[] =
 	" f as ("
-	"  update pgjob.jobs j set state = " AT("$3", "text[]") ","
+	"  update pgjob.jobs j set state = " STATE_NAME ","
 	"   result = " RESULT_AT(POS) ","
 	"   last_error = coalesce(" ERROR_AT(POS) ", j.last_error),"
 	/* What the attempt used (sql/012_attempt_usage.sql). */
@@ -152,9 +165,9 @@ static const char finish_tail_sql[] =
 	"   last_status = " FIGURE_AT("$12", POS) ","
 	/* Not available: the attempt ended the job (done, failed, dead,
 	 * cancelled); available: a retry, after its delay. */
-	"   finished_at = case when " AT("$3", "text[]") " <> 'available'"
+	"   finished_at = case when " STATE_AT " <> 0"
 	"    then now() end,"
-	"   run_at = case when " AT("$3", "text[]") " = 'available'"
+	"   run_at = case when " STATE_AT " = 0"
 	"    then now() + " AT("$6", "bigint[]") " * interval '1 millisecond'"
 	"    else j.run_at end,"
 	"   attempts = j.attempts"
@@ -427,15 +440,29 @@ figure_array(const int64_t *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			buf_append(&b, ",", 1);
-		if (v[i] < 0)
-			buf_append(&b, "-1", 2);
-		else
-			buf_appendf(&b, "%lld",
-				    (long long)(v[i] > INT32_MAX ? INT32_MAX
-								 : v[i]));
+		buf_append_int(&b, v[i] < 0	      ? -1
+				   : v[i] > INT32_MAX ? INT32_MAX
+						      : v[i]);
 	}
 	buf_append(&b, "}", 1);
 	return b.data;
+}
+
+/* The bool[] literal of v[0..n): 't' and 'f'. */
+static char *
+bool_array(const char *v, size_t n)
+{
+	char *s = xmalloc(2 * n + 2);
+	size_t k = 0;
+	s[k++] = '{';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			s[k++] = ',';
+		s[k++] = v[i] ? 't' : 'f';
+	}
+	s[k++] = '}';
+	s[k] = '\0';
+	return s;
 }
 
 static int
@@ -460,14 +487,13 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	int64_t *ids = xcalloc(n1, sizeof(int64_t));
 	int64_t *tokens = xcalloc(n1, sizeof(int64_t));
 	int64_t *delays = xcalloc(n1, sizeof(int64_t));
-	const char **states = xcalloc(n1, sizeof(char *));
+	int64_t *states = xcalloc(n1, sizeof(int64_t));
 	struct buf res = {0};
 	const char **errors = xcalloc(n1, sizeof(char *));
 	int64_t *res_at = xcalloc(n1, sizeof(int64_t));
 	int64_t *err_at = xcalloc(n1, sizeof(int64_t));
 	size_t nr = 0, ne = 0;
-	const char **refunds = xcalloc(n1, sizeof(char *));
-	const char **dones = xcalloc(n1, sizeof(char *));
+	char *refunds = xcalloc(n1, 1), *dones = xcalloc(n1, 1);
 	/* wall, cpu, rss, status */
 	int64_t *fig = xcalloc(4 * n1, sizeof(int64_t));
 	for (size_t i = 0; i < nf; i++) {
@@ -475,7 +501,7 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 		ids[i] = f->id;
 		tokens[i] = f->token;
 		delays[i] = f->delay_ms;
-		states[i] = job_state_name(f->state);
+		states[i] = (int64_t)f->state; /* STATE_AT */
 		/* Compact: see RESULT_AT and ERROR_AT. */
 		if (f->result) {
 			buf_append(&res, nr ? "," : "[", 1);
@@ -486,8 +512,8 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 			errors[ne] = f->error;
 			err_at[i] = (int64_t)++ne;
 		}
-		refunds[i] = f->refund ? "t" : "f";
-		dones[i] = f->state == JOB_DONE ? "t" : "f";
+		refunds[i] = (char)(f->refund != 0);
+		dones[i] = (char)(f->state == JOB_DONE);
 		fig[i] = f->wall_ms;
 		fig[n1 + i] = f->cpu_ms;
 		fig[2 * n1 + i] = f->max_rss_kb;
@@ -498,17 +524,17 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	char *a[NP];
 	a[0] = db_int_array(ids, nf);
 	a[1] = db_int_array(tokens, nf);
-	a[2] = db_text_array(states, nf);
+	a[2] = db_int_array(states, nf);
 	buf_append(&res, nr ? "]" : "[]", nr ? 1 : 2);
 	a[3] = res.data;
 	a[4] = db_text_array(errors, ne);
 	a[5] = db_int_array(delays, nf);
-	a[6] = db_text_array(refunds, nf);
+	a[6] = bool_array(refunds, nf);
 	a[7] = xstrdup(delete_done ? "t" : "f");
 	for (int k = 0; k < 4; k++)
 		a[8 + k] = figure_array(fig + (size_t)k * n1, nf);
 	a[12] = xasprintf("%lld", (long long)retention_ms);
-	a[13] = db_text_array(dones, nf);
+	a[13] = bool_array(dones, nf);
 	a[14] = db_int_array(res_at, nf);
 	a[15] = db_int_array(err_at, nf);
 	const char *p[NP];
