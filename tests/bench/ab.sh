@@ -7,11 +7,15 @@
 #   tests/bench/ab.sh BUILD_A BUILD_B [N] [ROUNDS]    (200000 jobs, 3 rounds)
 #
 # A build folder of another commit: git worktree add /tmp/a REV; cmake -S
-# /tmp/a -B /tmp/a/build && make -C /tmp/a/build pgjobd pgjob pgjobd_example.
+# /tmp/a -B /tmp/a/build && make -C /tmp/a/build pgjobd pgjob pgjobd_example
+# pgjobd_bench.
 # Prints per round and build: jobs/s between the first and the last finish,
 # WAL bytes per job, and for the claim and the finish their time on the
 # server and the buffers they read, per job (pg_stat_statements).  The
-# example plugin returns a result for every job.  Run it on an idle machine
+# example plugin returns a result for every job.  With AB_FAIL_FIRST=1 the
+# bench plugin runs them instead, and every job fails its first attempt
+# (retried at once, done at its second): the ends that stay in pgjob.jobs,
+# and their attempt history.  Run it on an idle machine
 # (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,6 +29,10 @@ PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
 trap 'bash "$root/scripts/testpg.sh" stop "$dir/pg" >/dev/null; rm -rf "$dir"' EXIT
 base=$(cat "$dir/pg/conninfo")
 declare -A db
+plugin=pgjobd_example payload=null
+if [ "${AB_FAIL_FIRST:-0}" = 1 ]; then
+	plugin=pgjobd_bench payload="'{\"fail_first\": true}'"
+fi
 for v in a b; do
 	psql -X -q "$base" -c "create database ab_$v"
 	db[$v]=${base/dbname=postgres/dbname=ab_$v}
@@ -35,13 +43,13 @@ workers: 2
 log: { level: warn }
 queues: { default: { concurrency: 1000 } }
 handlers:
-  noop: { type: plugin, library: "${build[$v]}/pgjobd_example.so", symbol: pgjobd_example }
+  noop: { type: plugin, library: "${build[$v]}/$plugin.so", symbol: $plugin }
 YAML
 done
 for r in $(seq "$rounds"); do
 	for v in a b; do
 		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs, pgjob.jobs_done cascade" \
-			-c "insert into pgjob.jobs (kind) select 'noop' from generate_series(1, $n)" \
+			-c "insert into pgjob.jobs (kind, payload) select 'noop', coalesce($payload::jsonb, '{}') from generate_series(1, $n)" \
 			-c "vacuum analyze pgjob.jobs" -c "checkpoint" \
 			-c "select pg_stat_statements_reset()" >/dev/null
 		w0=$(psql -X -A -t "${db[$v]}" -c "select pg_current_wal_lsn()")
