@@ -11,7 +11,8 @@
 # pgjobd_bench.
 # Prints per round and build: jobs/s between the first and the last finish,
 # WAL bytes per job, and for the claim and the finish their time on the
-# server and the buffers they read, per job (pg_stat_statements).  The
+# server and the buffers they read, per job (pg_stat_statements), and
+# pgjobd's own CPU time per job (its processes' user and system time).  The
 # example plugin returns a result for every job.  With AB_FAIL_FIRST=1 the
 # bench plugin runs them instead, and every job fails its first attempt
 # (retried at once, done at its second): the ends that stay in pgjob.jobs,
@@ -60,6 +61,11 @@ for r in $(seq "$rounds"); do
 		done
 		span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs")
 		wal=$(psql -X -A -t "${db[$v]}" -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$w0')")
+		# pgjobd's own CPU (the supervisor and its workers, user and
+		# system), before they exit.
+		ticks=$(for p in "$pid" $(ps -o pid= --ppid "$pid"); do
+			awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true
+		done | awk '{t += $1} END {print t + 0}')
 		kill -TERM "$pid"
 		wait "$pid" || true
 		# Server time (us) and buffers read per job: claim, then finish.
@@ -69,9 +75,10 @@ for r in $(seq "$rounds"); do
 			coalesce(sum(total_exec_time) filter (where query like 'with fd as%'), 0) * 1000 / $n,
 			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with fd as%'), 0)::float8 / $n
 			from pg_stat_statements")
-		awk -v v="$v" -v r="$r" -v n="$n" -v sp="$span" -v w="$wal" -v s="$stmts" 'BEGIN {
+		awk -v v="$v" -v r="$r" -v n="$n" -v sp="$span" -v w="$wal" -v s="$stmts" \
+			-v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN {
 			split(s, x, " ")
-			printf "round %d  %s  jobs/s %.0f  WAL B/job %.0f  claim %.1f us %.1f buffers  finish %.1f us %.1f buffers\n",
-				r, toupper(v), n / sp, w / n, x[1], x[2], x[3], x[4] }'
+			printf "round %d  %s  jobs/s %.0f  WAL B/job %.0f  claim %.1f us %.1f buffers  finish %.1f us %.1f buffers  pgjobd CPU %.2f us\n",
+				r, toupper(v), n / sp, w / n, x[1], x[2], x[3], x[4], t * 1e6 / hz / n }'
 	done
 done
