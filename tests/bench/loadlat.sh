@@ -10,9 +10,10 @@
 # explained): 2 workers serve 'default' (concurrency 1000) and 'fast'
 # (idle, concurrency 10); pgjobd_bench_tool loadlat feeds N jobs/s (default
 # 10,000) into 'default' for S seconds (default 30) and enqueues single
-# jobs into 'fast' 20 ms apart.  One line per build and round: p50, p99
-# and max from commit acknowledged to handler start, the fast jobs
-# matched, and the tool's feed line.
+# jobs into 'fast', one per 20 ms, each at a random point of the feed's
+# 10 ms tick.  One line per build and round: p50, p99 and max from commit
+# acknowledged to handler start, the fast jobs matched, and the tool's
+# feed line.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 

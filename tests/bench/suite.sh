@@ -418,9 +418,11 @@ read -r lat_p50 lat_p99 lat_n <<<"$lat"
 # 'default' (the bulk) and 'fast' (idle); the tool's feeder inserts
 # LOAD_RATE jobs/s into 'default' for LOAD_S seconds (100 rows every
 # 10 ms at 10,000/s, on its own connection) while single jobs go to
-# 'fast' 20 ms apart, timed from commit acknowledged to handler start as
-# above.  It reports the rate it fed and the rate the bulk was drained at
-# (fed less the backlog left when the feed stopped): a pgjobd that cannot
+# 'fast', one per 20 ms at a random point of the feed's 10 ms tick (on a
+# fixed grid each round measured one phase of the tick), timed from
+# commit acknowledged to handler start as above.  It reports the rate it
+# fed and the rate the bulk was drained at (fed less the backlog left
+# when the feed stopped): a pgjobd that cannot
 # keep up shows it there, not in a lower feed.  The rest of the bulk is
 # drained before the instance stops.
 #
@@ -611,7 +613,7 @@ echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/ra
 echo "- fresh database under a feed: its first $fresh_s s did $fresh_done jobs/s of the $fresh_fed fed ($(awk -v a="$fresh_done" -v b="$fresh_fed" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') x)"
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"
-echo "- latency under load, 2 workers, $load_rate jobs/s fed to 'default' for $load_s s, single enqueues to the idle 'fast' 20 ms apart (commit acknowledged to handler start): p50 $load_p50 ms, p99 $load_p99 ms, max $load_max ms ($load_n of $load_count matched); feed: $load_feed"
+echo "- latency under load, 2 workers, $load_rate jobs/s fed to 'default' for $load_s s, single enqueues to the idle 'fast' one per 20 ms at random phases of the feed (commit acknowledged to handler start): p50 $load_p50 ms, p99 $load_p99 ms, max $load_max ms ($load_n of $load_count matched); feed: $load_feed"
 echo "- RSS at rest: supervisor $rest_sup KiB, worker $rest_worker KiB; after the backlog of $backlog: supervisor $after_sup KiB, worker $after_worker KiB"
 
 # Enqueue: pgjob.enqueue_many() and `pgjob enqueue --file` in jobs/s, a
