@@ -16,7 +16,11 @@
 # example plugin returns a result for every job.  With AB_FAIL_FIRST=1 the
 # bench plugin runs them instead, and every job fails its first attempt
 # (retried at once, done at its second): the ends that stay in pgjob.jobs,
-# and their attempt history.  Run it on an idle machine
+# and their attempt history.  With AB_RETENTION=R (0, 1h, ...) both builds
+# run with that retention, and the rate is timed by
+# `pgjobd_bench_tool wait` (from the first poll that saw a job running to
+# the first that saw none left, as scale.sh does): at retention 0 no
+# finished row is left to time it by.  Run it on an idle machine
 # (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -43,6 +47,7 @@ for v in a b; do
 workers: 2
 log: { level: warn }
 queues: { default: { concurrency: 1000 } }
+${AB_RETENTION:+retention: $AB_RETENTION}
 handlers:
   noop: { type: plugin, library: "${build[$v]}/$plugin.so", symbol: $plugin }
 YAML
@@ -54,12 +59,24 @@ for r in $(seq "$rounds"); do
 			-c "vacuum analyze pgjob.jobs" -c "checkpoint" \
 			-c "select pg_stat_statements_reset()" >/dev/null
 		w0=$(psql -X -A -t "${db[$v]}" -c "select pg_current_wal_lsn()")
+		if [ -n "${AB_RETENTION:-}" ]; then
+			rm -f "$dir/ready"
+			PGJOBD_BENCH_READY="$dir/ready" "${build[$v]}/pgjobd_bench_tool" wait "${db[$v]}" 900 >"$dir/wait.out" &
+			watch=$!
+			until [ -e "$dir/ready" ] || ! kill -0 "$watch" 2>/dev/null; do sleep 0.01; done
+		fi
 		"${build[$v]}/pgjobd" -c "$dir/$v.yaml" -d "${db[$v]}" 2>>"$dir/$v.log" &
 		pid=$!
-		until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state <> 'done'")" = 0 ]; do
-			sleep 0.5 # the count reads the whole table: not too often
-		done
-		span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs")
+		if [ -n "${AB_RETENTION:-}" ]; then
+			wait "$watch"
+			read -r first end _ <<<"$(sed 's/[a-z_]*=//g' "$dir/wait.out")"
+			span=$(awk -v f="$first" -v e="$end" 'BEGIN {print (e - f) / 1e6}')
+		else
+			until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state <> 'done'")" = 0 ]; do
+				sleep 0.5 # the count reads the whole table: not too often
+			done
+			span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs")
+		fi
 		wal=$(psql -X -A -t "${db[$v]}" -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$w0')")
 		# pgjobd's own CPU (the supervisor and its workers, user and
 		# system), before they exit.
