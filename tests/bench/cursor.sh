@@ -19,7 +19,6 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
 
-
 n=400000 rounds=3
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -45,7 +44,7 @@ busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 echo "$n jobs, 2 pgbench clients, batches of 1,000, retention 0, $rounds rounds in turn"
 for r in $(seq "$rounds"); do
 	for claim in row cursor; do
-		sql -f "$root/tests/bench/ceiling/cursor_schema.sql" >/dev/null 2>&1
+		sql -f "$root/tests/bench/ceiling/cursor_schema.sql" >/dev/null
 		sql -c "insert into cursor_bench_jobs (kind, payload) select 'noop', jsonb_build_object('id', i) from generate_series(1, $n) i" \
 			-c "update cursor_bench_cursors set upto = (select min(id) - 1 from cursor_bench_jobs)" \
 			-c "vacuum analyze cursor_bench_jobs" -c "vacuum analyze cursor_bench_cursors" \

@@ -4,6 +4,8 @@
 -- queue (up to which id jobs are taken) and a lease row per batch.  The
 -- extra index is the one a cursor reads: the queue's available jobs in id
 -- order.
+-- The first run has nothing to drop: no notice for that.
+set client_min_messages = warning;
 drop table if exists cursor_bench_jobs, cursor_bench_cursors,
 	cursor_bench_batches;
 create table cursor_bench_jobs (like pgjob.jobs including all);
