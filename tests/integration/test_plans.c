@@ -16,6 +16,9 @@
  * renewal were written until 2026-12-03, reads jobs_pkey whole; and with
  * bitmap scans on (the worker's session turns them off), the claim takes
  * the whole backlog and sorts it.
+ *
+ * And what the four forms of the finish write (the range forms read the
+ * ids between a batch's own, which are not theirs to end).
  */
 #include "testlib.h"
 
@@ -323,6 +326,95 @@ test_parallel_claim_never_reads_the_serial_index(void **state)
 	free(ci);
 }
 
+/*
+ * What each form of the finish writes, on rows set up by hand: six running
+ * jobs, ids a to a+5, each under token 1.  The batch ends a, a+2, a+3 and
+ * a+5 done, a+3 under a token it no longer holds; a+1 and a+4 are another
+ * worker's, between the batch's ids.  Every form ends a, a+2 and a+5
+ * (their 'f' rows, the rows gone from pgjob.jobs, and with a retention in
+ * pgjob.jobs_done) and leaves the other three running, untouched: the
+ * range forms read a+1 and a+4 too, and must pass them by.
+ */
+static void
+test_every_finish_ends_its_batch_only(void **state)
+{
+	static const char *const forms[][2] = {
+		/* $8, delete done (and $13, the retention, 0 with it). */
+		{"pgjob_finish", "false"},
+		{"pgjob_finish_range", "false"},
+		{"pgjob_finish_delete", "true"},
+		{"pgjob_finish_delete_range", "true"},
+	};
+	char *ci = t_db_migrated("t_plans_finish");
+	PGconn *w = t_connect(ci);
+	t_exec(w, "%s", session_planner_settings);
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		int n;
+		char *text = queue_statement(forms[i][0], &n);
+		PGresult *r = PQprepare(w, forms[i][0], text, n, NULL);
+		assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+		PQclear(r);
+		free(text);
+		t_exec(w, "delete from pgjob.jobs");
+		t_exec(w, "truncate pgjob.jobs_done");
+		long long a = t_long(
+			w, "insert into pgjob.jobs (kind, state, lease_token,"
+			   " attempts, locked_until) select 'k', 'running', 1,"
+			   " 1, now() + interval '1 minute'"
+			   " from generate_series(1, 6) returning id");
+		long long b[] = {a, a + 2, a + 3, a + 5};
+		char range[64] = "";
+		if (strstr(forms[i][0], "_range"))
+			snprintf(range, sizeof(range), ", %lld, %lld", b[0],
+				 b[3]);
+		char *sql = xasprintf(
+			"execute %s('{%lld,%lld,%lld,%lld}', '{1,1,2,1}',"
+			" '{2,2,2,2}', '[]', '{}', '{0,0,0,0}', '{f,f,f,f}', "
+			"%s,"
+			" '{1,1,1,1}', '{1,1,1,1}', '{1,1,1,1}', '{0,0,0,0}',"
+			" %s, '{t,t,t,t}', '{0,0,0,0}', '{0,0,0,0}'%s)",
+			forms[i][0], b[0], b[1], b[2], b[3], forms[i][1],
+			strcmp(forms[i][1], "true") == 0 ? "0" : "604800000",
+			range);
+		r = PQexec(w, sql);
+		free(sql);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "%s: %s", forms[i][0],
+				PQerrorMessage(w));
+			fail();
+		}
+		/* The ends written: a, a+2, a+5, in any order. */
+		long long sum = 0;
+		for (int k = 0; k < PQntuples(r); k++)
+			sum += atoll(PQgetvalue(r, k, 1)) - a;
+		if (PQntuples(r) != 3 || sum != 0 + 2 + 5) {
+			fprintf(stderr,
+				"%s wrote %d ends (ids - a: sum %lld)\n",
+				forms[i][0], PQntuples(r), sum);
+			fail();
+		}
+		PQclear(r);
+		char *left = t_value(
+			w,
+			"select string_agg((id - %lld)::text || ':' || state"
+			" || ':' || lease_token, ',' order by id)"
+			" from pgjob.jobs",
+			a);
+		assert_string_equal(left,
+				    "1:running:1,3:running:1,4:running:1");
+		free(left);
+		assert_int_equal(t_long(w,
+					"select count(*) from pgjob.jobs_done"
+					" where id in (%lld, %lld, %lld)",
+					b[0], b[1], b[3]),
+				 strstr(forms[i][0], "delete") ? 0 : 3);
+		t_exec(w, "deallocate %s", forms[i][0]);
+	}
+	(void)state;
+	PQfinish(w);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -330,6 +422,7 @@ main(void)
 		cmocka_unit_test(test_plans_after_a_misleading_analyze),
 		cmocka_unit_test(
 			test_parallel_claim_never_reads_the_serial_index),
+		cmocka_unit_test(test_every_finish_ends_its_batch_only),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
