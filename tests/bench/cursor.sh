@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A claim that writes no row per job, against the claim pgjobd makes
-# (docs/performance.md, "A claim that writes no row per job"):
+# A claim that writes no row per job and one that writes no index entry,
+# against the claim pgjobd makes (docs/performance.md, "A claim that writes
+# no row per job", "A claim that writes no index entry"):
 #
 #   tests/bench/cursor.sh [--jobs N] [--rounds R] [--short]
 #
@@ -9,10 +10,12 @@
 # constraint), and in R rounds (default 3), both claims in turn: N jobs
 # (default 400,000) queued into a copy of pgjob.jobs, analyzed, a
 # checkpoint, then pgbench with 2 clients (as 2 workers) runs
-# tests/bench/ceiling/row_claim.sql or cursor_claim.sql (batches of 1,000:
-# the claim, then the end as a delete) until the table is empty.  One line
-# per round and claim: jobs/s, the machine's CPU per job (all processes,
-# from /proc/stat), WAL bytes per job.  Figures are printed, never asserted;
+# tests/bench/ceiling/row_claim.sql, hot_claim.sql (on the table of
+# hot_schema.sql) or cursor_claim.sql (batches of 1,000: the claim, then
+# the end as a delete) until the table is empty.  One line per round and
+# claim: jobs/s, the machine's CPU per job (all processes, from
+# /proc/stat), WAL bytes per job, and the share of the table's updates
+# that were HOT (no index entry; "none": the claim updates no job row).  Figures are printed, never asserted;
 # what is checked is that each drain took every job and left no lease.
 # --short: 20,000 jobs, one round (the ctest bench.cursor_short).
 set -euo pipefail
@@ -43,8 +46,10 @@ busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
 echo "$n jobs, 2 pgbench clients, batches of 1,000, retention 0, $rounds rounds in turn"
 for r in $(seq "$rounds"); do
-	for claim in row cursor; do
-		sql -f "$root/tests/bench/ceiling/cursor_schema.sql" >/dev/null
+	for claim in row hot cursor; do
+		schema=cursor_schema
+		[ "$claim" = hot ] && schema=hot_schema
+		sql -f "$root/tests/bench/ceiling/$schema.sql" >/dev/null
 		sql -c "insert into cursor_bench_jobs (kind, payload) select 'noop', jsonb_build_object('id', i) from generate_series(1, $n) i" \
 			-c "update cursor_bench_cursors set upto = (select min(id) - 1 from cursor_bench_jobs)" \
 			-c "vacuum analyze cursor_bench_jobs" -c "vacuum analyze cursor_bench_cursors" \
@@ -58,10 +63,14 @@ for r in $(seq "$rounds"); do
 		wal=$(sql -c "select round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0') / $n)")
 		left=$(sql -c "select count(*) from cursor_bench_jobs")
 		leases=$(sql -c "select count(*) from cursor_bench_batches")
+		# The claim's backends report their counts as they exit.
+		sleep 1
+		hot=$(sql -c "select coalesce(round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) || ' %', 'none')
+			from pg_stat_user_tables where relid = 'cursor_bench_jobs'::regclass")
 		awk -v r="$r" -v c="$claim" -v n="$n" -v t0="$t0" -v t1="$t1" \
-			-v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v w="$wal" 'BEGIN {
-			printf "round %d, %s claim: %.0f jobs/s, machine CPU %.1f us/job, WAL %d B/job\n",
-				r, c, n / (t1 - t0), cpu / hz * 1e6 / n, w }'
+			-v cpu=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v w="$wal" -v h="$hot" 'BEGIN {
+			printf "round %d, %s claim: %.0f jobs/s, machine CPU %.1f us/job, WAL %d B/job, HOT updates %s\n",
+				r, c, n / (t1 - t0), cpu / hz * 1e6 / n, w, h }'
 		if [ "$left" != 0 ] || [ "$leases" != 0 ]; then
 			echo "cursor.sh: the $claim claim left $left jobs and $leases leases" >&2
 			exit 1
