@@ -7,7 +7,7 @@
 #
 # It starts its own PostgreSQL at default durability, migrates the pgjob
 # schema (for the jobs table's definition: every column, index and
-# constraint), and in R rounds (default 3), both claims in turn: N jobs
+# constraint), and in R rounds (default 3), the three claims in turn: N jobs
 # (default 400,000) queued into a copy of pgjob.jobs, analyzed, a
 # checkpoint, then pgbench with 2 clients (as 2 workers) runs
 # tests/bench/ceiling/row_claim.sql, hot_claim.sql (on the table of
@@ -15,8 +15,9 @@
 # the end as a delete) until the table is empty.  One line per round and
 # claim: jobs/s, the machine's CPU per job (all processes, from
 # /proc/stat), WAL bytes per job, and the share of the table's updates
-# that were HOT (no index entry; "none": the claim updates no job row).  Figures are printed, never asserted;
-# what is checked is that each drain took every job and left no lease.
+# that were HOT (no index entry; "none": the claim updates no job row).
+# Figures are printed, never asserted; what is checked is that each drain
+# took every job and left no lease.
 # --short: 20,000 jobs, one round (the ctest bench.cursor_short).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -40,7 +41,8 @@ PGJOBD_TESTPG_DURABLE=1 bash "$root/scripts/testpg.sh" start "$dir" >/dev/null
 trap 'bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null' EXIT
 db=$(cat "$dir/conninfo")
 sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$db" "$@"; }
-sql -c "drop schema if exists pgjob cascade" 2>/dev/null
+# Quiet about a schema that is not there yet, not about an error.
+sql -c "set client_min_messages = warning" -c "drop schema if exists pgjob cascade"
 "$build/pgjob" -d "$db" migrate >/dev/null
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
