@@ -267,64 +267,93 @@ static const char finish_delete_end_sql[] =
  * from_positions() in src/worker/claim.c).
  *
  * A claim that takes its turn (TURN_SQL) may start its parallel scan of a
- * queue further on than its position (ha): past the newest job another
- * claim took, the running job whose lease ends last.  With claims in
- * turns that is where the last claim that committed stopped, and every
- * available job before it that that claim could see, it took or found
- * locked (the other lane's claim in progress, if any, started from the
- * same place or from further back: its rows are locked, and passed).  Only
+ * queue further on than its position (ha): past the job where the last
+ * claim in its turn stopped (each sets its queue's sequence, STOP_SEQ_Q,
+ * to the id of the last job it took; the next in its lane reads it once
+ * that one committed and gave up the turn).  Every available job before
+ * it that that claim could see, it took or found locked (the other lane's
+ * claim in progress, if any, started from the same place or from further
+ * back: its rows are locked, and passed).  Only if that job is still the
+ * claim's, its lease taken in the last 200 ms (a claim that rolled back
+ * leaves its value, setval() is not transactional, but not its jobs), and
  * if that claim's worker handles every kind this one does (its slot, from
  * locked_by, in pgjob.workers): else the jobs it left for their kind
  * would be passed over.  And only before (cp, cr), the earliest key of the
  * NOTIFYs this worker had since its last claim that sort after its
- * position: jobs that came after the last claim's snapshot.  The read of
- * jobs_running_idx backwards goes no further than the leases taken or
- * renewed in the last 200 ms: under a snapshot held open elsewhere, the
- * entries of every job that ended since are still there, and with no job
- * running (two workers, each claiming after its batch ended) it reads
- * them all: with 2 s, 78,000 entries in a churn at 39,170 jobs/s with a
- * snapshot held, whose claims took 21-30 ms (and claim.c reads ahead
- * only where claimers share a lane: TURN_CROWDED_MS).  For that bound a lease
- * counts from the claim statement's start (statement_timestamp()), not its
- * transaction's, which began with the wait for the turn: the last claim that
- * committed started its statement a claim's time ago, however long it waited.
+ * position: jobs that came after the last claim's snapshot.  For the
+ * 200 ms a lease counts from the claim statement's start
+ * (statement_timestamp()), not its transaction's, which began with the
+ * wait for the turn: the last claim that committed started its statement
+ * a claim's time ago, however long it waited.
+ *
+ * Until schema version 22 the start was read from jobs_running_idx
+ * backwards (the running job whose lease ends last): under a snapshot
+ * held open elsewhere that read passed the entries of every job that
+ * ended since (78,000 of them through 2 s of leases, in a churn at 39,170
+ * jobs/s), and it was a reader of running jobs through an index on state,
+ * which every claim then has to write an entry in (docs/performance.md,
+ * "Where a crowded claim starts").  Now one read of a sequence and one
+ * lookup by id; a sequence rather than a row, which a snapshot held open
+ * would keep every version of.  A NOTIFY from each claim was tried first:
+ * a worker waiting for its turn receives none until its own claim is
+ * done, so it knew only where claims stopped before it asked; 16 x 1
+ * workers read 16 claim-index entries a job instead of 5, and ran at 0.79
+ * of 1 x 2 instead of 0.90.
  *
  * queue_prepare() puts it together: claim_sql (expired leases, parallel),
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
  */
-#define CLAIM_NPARAMS 14
+/* The sequence that holds where the last claim of a queue in its turn
+ * stopped (of qa.name, of q.name): one of 64, by the hash of the name
+ * (sql/022_claim_stops.sql). */
+#define STOP_SEQ_QA                                                            \
+	"('pgjob.claim_stop_' || (hashtext(qa.name) & 63))::regclass"
+#define STOP_SEQ_Q "('pgjob.claim_stop_' || (hashtext(q.name) & 63))::regclass"
 
+#define CLAIM_NPARAMS 15
+
+/* clang-format off */
 static const char claim_sql[] =
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
 	 * the index entries this worker's last claims left behind; NULL is
 	 * the head (see queue_claim_req).  run_at travels as microseconds
 	 * since the epoch: exact, and never a time the host could have
-	 * written (the fault suite's clock scenario checks for those). */
-	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, qi) as ("
+	 * written (the fault suite's clock scenario checks for those).  ha:
+	 * whether to read ahead; tn: whether this claim takes its turn, and
+	 * so says where it stopped. */
+	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, tn, qi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
 	"   $7::smallint[], $8::bigint[], $9::bigint[], $12::bool[],"
-	"   $13::smallint[], $14::bigint[]) with ordinality),"
+	"   $13::smallint[], $14::bigint[], $15::bool[]) with ordinality),"
 	/* A queue with a row in pgjob.limits is claimed by
 	 * pgjob.claim_limited() alone, whatever the worker believes: this
 	 * claim leaves it, and says so ('l' rows). */
 	" ql as (select qa.*, exists (select 1 from pgjob.limits l"
-	"   where l.queue = qa.name) as limited from qa),"
-	/* With ha, the scan starts past the newest job another claim took
-	 * (its lease ends last), if that is further on than the position
-	 * and its claimer handles every kind this worker does, and it sorts
-	 * before (cp, cr): see the comment above claim_sql. */
+	"   where l.queue = qa.name) as limited,"
+	/* Where the last claim in its turn stopped: read here, once, and
+	 * a value the lookup below can use (the function is volatile). */
+	"  case when qa.ha then pg_sequence_last_value(" STOP_SEQ_QA ")"
+	"   end as hs from qa),"
+	/* With ha, the scan starts past the job where the last claim in
+	 * its turn stopped (its queue's sequence, STOP_SEQ_QA), if that job is
+	 * still that claim's (its lease taken in the last 200 ms), further
+	 * on than the position, its claimer handles every kind this worker
+	 * does, and it sorts before (cp, cr): see the comment above
+	 * claim_sql.  One lookup by id; not by j.state = 'running', which
+	 * would let the planner read the queue's running jobs from
+	 * jobs_running_idx instead. */
 	" q as (select ql.name, ql.lim, ql.mode, coalesce(h.priority, ql.hp)"
 	"   as hp, coalesce(h.us, ql.hr) as hr, coalesce(h.id, ql.hi) as hi,"
-	"   ql.qi"
+	"   ql.tn, ql.qi"
 	"  from ql left join lateral (select h.* from ("
 	"    select j.priority, j.id, j.locked_by,"
 	"     (extract(epoch from j.run_at) * 1000000)::bigint as us"
-	"    from pgjob.jobs j where ql.ha and j.state = 'running'"
+	"    from pgjob.jobs j where j.id = ql.hs"
+	"     and coalesce(j.state, '') = 'running'"
 	"     and j.queue = ql.name"
 	"     and j.locked_until > statement_timestamp()"
-	"      + ($5::bigint - 200) * interval '1 millisecond'"
-	"    order by j.locked_until desc limit 1) h"
+	"      + ($5::bigint - 200) * interval '1 millisecond') h"
 	"   where (h.priority, h.us, h.id) > (ql.hp, ql.hr, ql.hi)"
 	"    and (ql.cp is null or (h.priority, h.us) < (ql.cp, ql.cr))"
 	"    and exists (select 1 from pgjob.workers wk"
@@ -440,9 +469,15 @@ static const char claim_tail_sql[] =
 	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
 	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l"
+	/* A claim in its turn says where it stopped, for the claims after
+	 * it (ha).  An aggregate (of a column of its own level, or it would
+	 * be the outer query's): one row, with the turn or without. */
+	"  cross join lateral (select count(setval(o.s, o.id))"
+	"   from (select " STOP_SEQ_Q " as s, l.id where q.tn) o) n"
 	" union all"
 	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
 	"  null, null, null, null from ql where ql.limited";
+/* clang-format on */
 
 static int
 cmp_id(const void *a, const void *b)
@@ -849,6 +884,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	const char **fr = xcalloc(nq + 1, sizeof(char *));
 	const char **fi = xcalloc(nq + 1, sizeof(char *));
 	const char **ha = xcalloc(nq + 1, sizeof(char *));
+	const char **tn = xcalloc(nq + 1, sizeof(char *));
 	const char **cp = xcalloc(nq + 1, sizeof(char *));
 	const char **cr = xcalloc(nq + 1, sizeof(char *));
 	for (size_t i = 0; i < nq; i++) {
@@ -859,6 +895,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 		fp[i] = p ? p->priority : NULL;
 		fr[i] = p ? p->run_at : NULL;
 		fi[i] = p ? p->id : NULL;
+		tn[i] = req->turn && req->turn[i] ? "t" : "f";
 		ha[i] = req->turn && req->turn[i] && req->ahead && req->ahead[i]
 				? "t"
 				: "f";
@@ -882,11 +919,13 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	a[11] = db_text_array(ha, nq);
 	a[12] = db_text_array(cp, nq);
 	a[13] = db_text_array(cr, nq);
+	a[14] = db_text_array(tn, nq);
 	free(lim);
 	free(fp);
 	free(fr);
 	free(fi);
 	free(ha);
+	free(tn);
 	free(cp);
 	free(cr);
 	const char *p[CLAIM_NPARAMS];

@@ -1,15 +1,18 @@
 /*
  * Integration: where a claim that takes its turn starts (claim_sql's ha,
- * in src/db/queue.c).  The worker's own claim statement, prepared as the
- * worker prepares it, run against rows set up by hand: a claim from a
- * position may start past the newest job another claim took, but only
- * when that claim's worker handles every kind this one does, and never
- * past a job a NOTIFY announced.
+ * in src/db/queue.c), and what it says of where it stopped (tn).  The
+ * worker's own claim statement, prepared as the worker prepares it, run
+ * against rows set up by hand: a claim from a position may start past the
+ * job the last claim in its turn stopped at (its queue's sequence,
+ * pgjob.claim_stop_N), but only when that job is that claim's, of late,
+ * its worker handles every kind this one does, and never past a job a
+ * NOTIFY announced.
  *
  * The queue, in claim order: job 1 running (taken by slot 7, which
  * handles kind a), 2 available (a; the other claim found it locked, say),
  * 3 available (b: slot 7 does not handle it), 4 and 5 running (slot 7;
- * 5's lease taken last), 6 available (a).
+ * its claim stopped at 5), 6 available (a).  Job 7, of another queue,
+ * running (slot 7).
  */
 #include "testlib.h"
 
@@ -22,11 +25,15 @@
 
 static long long base; /* job n's id is base + n */
 
-/* Runs the claim as worker me:9 with kinds, a limit, ahead ("t"/"f"), and
- * (cp, cr) for until, or NULLs; returns the claimed jobs' numbers, as
- * "{2,3}", and gives them back. */
+/* The queue's sequence, where the last claim in its turn stopped. */
+#define STOP_SEQ "('pgjob.claim_stop_' || (hashtext('default') & 63))::regclass"
+
+/* Runs the claim, in its turn, as worker me:9 with kinds, a limit, ahead
+ * (the job the last claim stopped at, by its number, set in the sequence;
+ * 0: not ahead), and (cp, cr) for until, or NULLs; returns the claimed
+ * jobs' numbers, as "{2,3}", and gives them back. */
 static char *
-claim(PGconn *c, const char *kinds, const char *limit, const char *ahead,
+claim(PGconn *c, const char *kinds, const char *limit, int ahead,
       const char *cp, const char *cr)
 {
 	/* The position: before job 1. */
@@ -35,13 +42,15 @@ claim(PGconn *c, const char *kinds, const char *limit, const char *ahead,
 	char *hp_a = xstrdup("{0}");
 	char *hr_a = xasprintf("{%s}", hr);
 	char *lim_a = xasprintf("{%s}", limit);
-	char *ha_a = xasprintf("{%s}", ahead);
+	if (ahead)
+		t_exec(c, "select setval(" STOP_SEQ ", %lld)", base + ahead);
+	const char *ha_a = ahead ? "{t}" : "{f}";
 	char *cp_a = xasprintf("{%s}", cp ? cp : "NULL");
 	char *cr_a = xasprintf("{%s}", cr ? cr : "NULL");
 	const char *p[] = {kinds,	 "{default}", lim_a, "me:9", "30000",
 			   "{parallel}", hp_a,	      hr_a,  "{0}",  "1000000",
-			   "f",		 ha_a,	      cp_a,  cr_a};
-	PGresult *r = PQexecPrepared(c, "pgjob_claim", 14, p, NULL, NULL, 0);
+			   "f",		 ha_a,	      cp_a,  cr_a,   "{t}"};
+	PGresult *r = PQexecPrepared(c, "pgjob_claim", 15, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		fail_msg("claim: %s", PQresultErrorMessage(r));
 	PQclear(r);
@@ -56,7 +65,6 @@ claim(PGconn *c, const char *kinds, const char *limit, const char *ahead,
 	free(hp_a);
 	free(hr_a);
 	free(lim_a);
-	free(ha_a);
 	free(cp_a);
 	free(cr_a);
 	return got;
@@ -88,34 +96,51 @@ test_claim_reads_ahead(void **state)
 	       " 0 from generate_series(1, 6) g",
 	       base);
 	t_exec(c,
+	       "insert into pgjob.jobs (id, queue, kind, run_at, priority)"
+	       " values (%lld + 7, 'other', 'a', timestamptz '2026-01-01'"
+	       " + interval '1 h', 0)",
+	       base);
+	t_exec(c,
 	       "update pgjob.jobs set state = 'running', locked_by = 'h:7',"
 	       " lease_token = 1, locked_until = now() + interval '30 s'"
 	       " + (id - %lld) * interval '1 ms'"
-	       " where id - %lld in (1, 4, 5)",
+	       " where id - %lld in (1, 4, 5, 7)",
 	       base, base);
 	int n;
 	char *text = queue_statement("pgjob_claim", &n);
 	PGresult *r = PQprepare(c, "pgjob_claim", text, n, NULL);
-	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fail_msg("prepare: %s", PQresultErrorMessage(r));
 	PQclear(r);
 	free(text);
 
 	char *got;
 	/* Not ahead: from the position. */
-	got = claim(c, "{a}", "1", "f", NULL, NULL);
+	got = claim(c, "{a}", "1", 0, NULL, NULL);
 	assert_string_equal(got, "{2}");
 	free(got);
 	/* Ahead, and slot 7 handles every kind this worker does: past job 5,
-	 * the newest one slot 7 took. */
+	 * where slot 7's claim stopped. */
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", "t", NULL, NULL);
+	got = claim(c, "{a}", "1", 5, NULL, NULL);
 	assert_string_equal(got, "{6}");
 	free(got);
 	/* This worker also handles b, which slot 7 passes over: from the
 	 * position, job 3 included. */
 	fresh_leases(c);
-	got = claim(c, "{a,b}", "2", "t", NULL, NULL);
+	got = claim(c, "{a,b}", "2", 5, NULL, NULL);
 	assert_string_equal(got, "{2,3}");
+	free(got);
+	/* The last claim stopped at a job no claim holds now (it rolled
+	 * back, or the job ended since), or at one of another queue (of the
+	 * same sequence): from the position. */
+	fresh_leases(c);
+	got = claim(c, "{a}", "1", 6, NULL, NULL);
+	assert_string_equal(got, "{2}");
+	free(got);
+	fresh_leases(c);
+	got = claim(c, "{a}", "1", 7, NULL, NULL);
+	assert_string_equal(got, "{2}");
 	free(got);
 	/* A NOTIFY said a job came that sorts before job 5: from the
 	 * position. */
@@ -124,14 +149,14 @@ test_claim_reads_ahead(void **state)
 			    "::bigint from pgjob.jobs where id = %lld + 4",
 			    base);
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", "t", "0", key);
+	got = claim(c, "{a}", "1", 5, "0", key);
 	assert_string_equal(got, "{2}");
 	free(got);
 	free(key);
 	/* Slot 7's worker row gone (it stopped): from the position. */
 	t_exec(c, "delete from pgjob.workers where slot = 7");
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", "t", NULL, NULL);
+	got = claim(c, "{a}", "1", 5, NULL, NULL);
 	assert_string_equal(got, "{2}");
 	free(got);
 	/* Leases taken more than 200 ms before: too old to say where the last
@@ -139,14 +164,23 @@ test_claim_reads_ahead(void **state)
 	t_exec(c, "insert into pgjob.workers (slot, host, pid, supervisor_pid,"
 		  " version, kinds) values (7, 'h', 1, 1, 'x', '{a}')");
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", "t", NULL, NULL);
+	got = claim(c, "{a}", "1", 5, NULL, NULL);
 	assert_string_equal(got, "{6}");
 	free(got);
 	t_exec(c, "update pgjob.jobs set locked_until = locked_until"
 		  " - interval '1 s' where locked_by = 'h:7'");
-	got = claim(c, "{a}", "1", "t", NULL, NULL);
+	got = claim(c, "{a}", "1", 5, NULL, NULL);
 	assert_string_equal(got, "{2}");
 	free(got);
+	/* The claim in its turn says where it stopped. */
+	fresh_leases(c);
+	got = claim(c, "{a}", "1", 5, NULL, NULL);
+	assert_string_equal(got, "{6}");
+	free(got);
+	assert_int_equal(
+		t_long(c, "select pg_sequence_last_value(" STOP_SEQ ") - %lld",
+		       base),
+		6);
 	PQfinish(c);
 	free(ci);
 }
