@@ -586,11 +586,16 @@ test_roles(void **state)
 
 	/* The worker role runs everything: claims, finishes, sql handlers
 	 * (their statement runs as it), the duties (pruning, schedules,
-	 * tasks). */
+	 * tasks).  A hundred jobs more, and room for 32 at a time: claims
+	 * from a position large enough to take their turn, which set where
+	 * they stopped (a sequence, sql/022_claim_stops.sql). */
+	t_exec(c, "select pgjob.enqueue('k', jsonb_build_object('m', g))"
+		  " from generate_series(1, 100) g");
 	char cw[1200];
 	snprintf(cw, sizeof(cw), "%s user=%s", ci, role_worker);
 	pid_t p = t_start("worker_role", cw,
 			  "workers: 1\n"
+			  "queues: { default: { concurrency: 32 } }\n"
 			  "handlers:\n"
 			  "  k: { type: exec, command: [\"/bin/true\"] }\n"
 			  "  sqlh: { type: sql, statement: \"select "
@@ -604,6 +609,9 @@ test_roles(void **state)
 		"select count(*) = 3 from pgjob.all_jobs where state = 'done' "
 		"and id in (%lld, %lld, %lld)",
 		j1, u1, j2);
+	t_wait_until(c, 60,
+		     "select count(*) = 100 from pgjob.all_jobs where"
+		     " state = 'done' and payload ? 'm'");
 	/* Children released by the worker role's ends. */
 	t_wait_until(
 		c, 60,
