@@ -9,8 +9,11 @@
 -- elsewhere keeps for the read to pass (docs/performance.md, "Where a
 -- crowded claim starts").
 --
--- Now each claim in its turn sets a sequence to the id of the last job it
--- took, and the next one reads it.  A sequence, not a row: setval() is
+-- Now each claim in its turn sets its lane's sequence to the id of the
+-- last job it took, and the next claim reads both lanes' and starts past
+-- the further stop that holds.  One per lane: the claims of a lane take
+-- turns, so the value of the reader's own lane is that of a claim that
+-- committed, while the other lane's may be of a claim still in progress.  A sequence, not a row: setval() is
 -- not transactional and leaves no row version behind, so a snapshot held
 -- open for hours costs nothing here, where a row updated a hundred times
 -- a second would grow a chain of versions for every read to walk.  Not
@@ -19,9 +22,10 @@
 -- running under a lease taken in the last 200 ms by a worker that handles
 -- every kind the reader does; else it starts from its own position.
 --
--- Queues share the 64 sequences by the hash of their name: two queues in
--- one bucket overwrite each other's value, and a value of another queue's
--- job is passed over like any other that does not hold.
+-- Queues share the 64 sequences, 32 pairs (lane 0, lane 1) chosen by the
+-- hash of the queue's name: pgjob.claim_stop_(2 * bucket + lane).  Two
+-- queues in one bucket overwrite each other's value, and a value of
+-- another queue's job is passed over like any other that does not hold.
 do $$
 begin
 	for i in 0..63 loop

@@ -268,23 +268,24 @@ static const char finish_delete_end_sql[] =
  *
  * A claim that takes its turn (TURN_SQL) may start its parallel scan of a
  * queue further on than its position (ha): past the job where the last
- * claim in its turn stopped (each sets its queue's sequence, STOP_SEQ_Q,
- * to the id of the last job it took; the next in its lane reads it once
- * that one committed and gave up the turn).  Every available job before
- * it that that claim could see, it took or found locked (the other lane's
- * claim in progress, if any, started from the same place or from further
- * back: its rows are locked, and passed).  Only if that job is still the
- * claim's, its lease taken in the last 200 ms (a claim that rolled back
- * leaves its value, setval() is not transactional, but not its jobs), and
- * if that claim's worker handles every kind this one does (its slot, from
- * locked_by, in pgjob.workers): else the jobs it left for their kind
- * would be passed over.  And only before (cp, cr), the earliest key of the
- * NOTIFYs this worker had since its last claim that sort after its
- * position: jobs that came after the last claim's snapshot.  For the
- * 200 ms a lease counts from the claim statement's start
- * (statement_timestamp()), not its transaction's, which began with the
- * wait for the turn: the last claim that committed started its statement
- * a claim's time ago, however long it waited.
+ * claim in its turn stopped, of either lane, the further of the two (each
+ * sets its queue's sequence of its lane, STOP_SEQ_Q, to the id of the last
+ * job it took; the next in its lane reads it once that one committed and
+ * gave up the turn; the other lane's may be of a claim in progress, whose
+ * job is not yet running in this claim's snapshot, and is passed over).
+ * Every available job before it that that claim could see, it took or
+ * found locked (the other lane's claim in progress, if any, started from
+ * the same place or from further back: its rows are locked, and passed).  Only
+ * if that job is still the claim's, its lease taken in the last 200 ms (a claim
+ * that rolled back leaves its value, setval() is not transactional, but not its
+ * jobs), and if that claim's worker handles every kind this one does (its slot,
+ * from locked_by, in pgjob.workers): else the jobs it left for their kind would
+ * be passed over.  And only before (cp, cr), the earliest key of the NOTIFYs
+ * this worker had since its last claim that sort after its position: jobs that
+ * came after the last claim's snapshot.  For the 200 ms a lease counts from the
+ * claim statement's start (statement_timestamp()), not its transaction's, which
+ * began with the wait for the turn: the last claim that committed started its
+ * statement a claim's time ago, however long it waited.
  *
  * Until schema version 22 the start was read from jobs_running_idx
  * backwards (the running job whose lease ends last): under a snapshot
@@ -304,14 +305,18 @@ static const char finish_delete_end_sql[] =
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
  */
-/* The sequence that holds where the last claim of a queue in its turn
- * stopped (of qa.name, of q.name): one of 64, by the hash of the name
+/* The sequences that hold where the last claim of a queue in its turn
+ * stopped, one per lane: of 32 queues' pairs (by the hash of the name), of
+ * q.name in this claim's lane ($16), of qa.name in lane 0 (+ 1: lane 1)
  * (sql/022_claim_stops.sql). */
-#define STOP_SEQ_QA                                                            \
-	"('pgjob.claim_stop_' || (hashtext(qa.name) & 63))::regclass"
-#define STOP_SEQ_Q "('pgjob.claim_stop_' || (hashtext(q.name) & 63))::regclass"
+#define STOP_SEQ_Q                                                             \
+	"('pgjob.claim_stop_' || ((hashtext(q.name) & 31) * 2 + $16::int))"    \
+	"::regclass"
+#define STOP_SEQ_QA(lane)                                                      \
+	"pg_sequence_last_value(('pgjob.claim_stop_' || ((hashtext(qa.name)"   \
+	" & 31) * 2 + " lane "))::regclass)"
 
-#define CLAIM_NPARAMS 15
+#define CLAIM_NPARAMS 16
 
 /* clang-format off */
 static const char claim_sql[] =
@@ -333,8 +338,8 @@ static const char claim_sql[] =
 	"   where l.queue = qa.name) as limited,"
 	/* Where the last claim in its turn stopped: read here, once, and
 	 * a value the lookup below can use (the function is volatile). */
-	"  case when qa.ha then pg_sequence_last_value(" STOP_SEQ_QA ")"
-	"   end as hs from qa),"
+	"  case when qa.ha then array[" STOP_SEQ_QA("0") ","
+	"   " STOP_SEQ_QA("1") "] end as hs from qa),"
 	/* With ha, the scan starts past the job where the last claim in
 	 * its turn stopped (its queue's sequence, STOP_SEQ_QA), if that job is
 	 * still that claim's (its lease taken in the last 200 ms), further
@@ -343,13 +348,18 @@ static const char claim_sql[] =
 	 * claim_sql.  One lookup by id; not by j.state = 'running', which
 	 * would let the planner read the queue's running jobs from
 	 * jobs_running_idx instead. */
-	" q as (select ql.name, ql.lim, ql.mode, coalesce(h.priority, ql.hp)"
-	"   as hp, coalesce(h.us, ql.hr) as hr, coalesce(h.id, ql.hi) as hi,"
+	" q as (select ql.name, ql.lim, ql.mode,"
+	"   coalesce(h.m[1]::smallint, ql.hp) as hp,"
+	"   coalesce(h.m[2], ql.hr) as hr, coalesce(h.m[3], ql.hi) as hi,"
 	"   ql.tn, ql.qi"
-	"  from ql left join lateral (select h.* from ("
+	"  from ql left join lateral ("
+	/* Of the two lanes' stops that hold, the further: the greatest
+	 * position, as an array (an aggregate, where an order by would
+	 * sort the rows it reads). */
+	"   select max(array[h.priority::bigint, h.us, h.id]) as m from ("
 	"    select j.priority, j.id, j.locked_by,"
 	"     (extract(epoch from j.run_at) * 1000000)::bigint as us"
-	"    from pgjob.jobs j where j.id = ql.hs"
+	"    from pgjob.jobs j where j.id = any(ql.hs)"
 	"     and coalesce(j.state, '') = 'running'"
 	"     and j.queue = ql.name"
 	"     and j.locked_until > statement_timestamp()"
@@ -920,6 +930,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	a[12] = db_text_array(cp, nq);
 	a[13] = db_text_array(cr, nq);
 	a[14] = db_text_array(tn, nq);
+	a[15] = xasprintf("%d", req->lane);
 	free(lim);
 	free(fp);
 	free(fr);

@@ -25,8 +25,11 @@
 
 static long long base; /* job n's id is base + n */
 
-/* The queue's sequence, where the last claim in its turn stopped. */
-#define STOP_SEQ "('pgjob.claim_stop_' || (hashtext('default') & 63))::regclass"
+/* The queue's sequences, where the last claim in its turn stopped: of
+ * lane 0, and of lane 1. */
+#define STOP_SEQ(lane)                                                         \
+	"('pgjob.claim_stop_' || ((hashtext('default') & 31) * 2 + " lane      \
+	"))::regclass"
 
 /* Runs the claim, in its turn, as worker me:9 with kinds, a limit, ahead
  * (the job the last claim stopped at, by its number, set in the sequence;
@@ -42,15 +45,19 @@ claim(PGconn *c, const char *kinds, const char *limit, int ahead,
 	char *hp_a = xstrdup("{0}");
 	char *hr_a = xasprintf("{%s}", hr);
 	char *lim_a = xasprintf("{%s}", limit);
+	/* The other lane's last claim stopped there; this one's, nowhere
+	 * that holds (job 6 is available), unless the caller set it. */
 	if (ahead)
-		t_exec(c, "select setval(" STOP_SEQ ", %lld)", base + ahead);
+		t_exec(c, "select setval(" STOP_SEQ("0") ", %lld)",
+		       base + ahead);
 	const char *ha_a = ahead ? "{t}" : "{f}";
 	char *cp_a = xasprintf("{%s}", cp ? cp : "NULL");
 	char *cr_a = xasprintf("{%s}", cr ? cr : "NULL");
-	const char *p[] = {kinds,	 "{default}", lim_a, "me:9", "30000",
-			   "{parallel}", hp_a,	      hr_a,  "{0}",  "1000000",
-			   "f",		 ha_a,	      cp_a,  cr_a,   "{t}"};
-	PGresult *r = PQexecPrepared(c, "pgjob_claim", 15, p, NULL, NULL, 0);
+	const char *p[] = {kinds,   "{default}",  lim_a, "me:9",
+			   "30000", "{parallel}", hp_a,	 hr_a,
+			   "{0}",   "1000000",	  "f",	 ha_a,
+			   cp_a,    cr_a,	  "{t}", "1"};
+	PGresult *r = PQexecPrepared(c, "pgjob_claim", 16, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		fail_msg("claim: %s", PQresultErrorMessage(r));
 	PQclear(r);
@@ -172,15 +179,35 @@ test_claim_reads_ahead(void **state)
 	got = claim(c, "{a}", "1", 5, NULL, NULL);
 	assert_string_equal(got, "{2}");
 	free(got);
-	/* The claim in its turn says where it stopped. */
+	/* The two lanes' last claims: of the stops that hold, the further
+	 * (past job 5, not job 1); one that does not hold (job 6, available:
+	 * a claim still in progress, say) leaves the other's (past job 4). */
+	fresh_leases(c);
+	t_exec(c, "select setval(" STOP_SEQ("1") ", %lld)", base + 1);
+	got = claim(c, "{a}", "1", 5, NULL, NULL);
+	assert_string_equal(got, "{6}");
+	free(got);
+	fresh_leases(c);
+	t_exec(c, "select setval(" STOP_SEQ("1") ", %lld)", base + 4);
+	got = claim(c, "{a}", "1", 6, NULL, NULL);
+	assert_string_equal(got, "{6}");
+	free(got);
+	/* The claim in its turn (in lane 1) says where it stopped, in its
+	 * lane's sequence. */
 	fresh_leases(c);
 	got = claim(c, "{a}", "1", 5, NULL, NULL);
 	assert_string_equal(got, "{6}");
 	free(got);
-	assert_int_equal(
-		t_long(c, "select pg_sequence_last_value(" STOP_SEQ ") - %lld",
-		       base),
-		6);
+	assert_int_equal(t_long(c,
+				"select pg_sequence_last_value(" STOP_SEQ(
+					"1") ") - %lld",
+				base),
+			 6);
+	assert_int_equal(t_long(c,
+				"select pg_sequence_last_value(" STOP_SEQ(
+					"0") ") - %lld",
+				base),
+			 5);
 	PQfinish(c);
 	free(ci);
 }

@@ -42,7 +42,7 @@ static const struct {
 	 " '{parallel,serial,per_key}', '{NULL,NULL,NULL}',"
 	 " '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', 1000000, true,"
 	 " '{t,f,f}', '{NULL,NULL,NULL}', '{NULL,NULL,NULL}',"
-	 " '{t,f,f}'"},
+	 " '{t,f,f}', 1"},
 	{"pgjob_finish",
 	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '{x}',"
 	 " '{0,100}', '{f,f}', false, '{1,1}', '{1,1}', '{1,1}',"
@@ -69,7 +69,7 @@ static const struct {
 	{"pgjob_claim",
 	 "'{k}', '{default}', '{1000}', 'w', 30000, '{parallel}', '{0}',"
 	 " '{1796365557454039}', '{5124400}', 1048576, false, '{f}',"
-	 " '{NULL}', '{NULL}', '{t}'"},
+	 " '{NULL}', '{NULL}', '{t}', 0"},
 };
 enum { PRUNE = 6, JOIN = 7, ONE_QUEUE = 8 };
 
