@@ -77,6 +77,16 @@ claim(PGconn *c, const char *kinds, const char *limit, int ahead,
 	return got;
 }
 
+/* The claim as claim() runs it takes exactly want ("{6}"). */
+static void
+claims(PGconn *c, const char *kinds, const char *limit, int ahead,
+       const char *cp, const char *cr, const char *want)
+{
+	char *got = claim(c, kinds, limit, ahead, cp, cr);
+	assert_string_equal(got, want);
+	free(got);
+}
+
 /* Slot 7's leases as if just taken (job 5's last): the start past them
  * counts only leases taken in the last 200 ms. */
 static void
@@ -121,34 +131,23 @@ test_claim_reads_ahead(void **state)
 	PQclear(r);
 	free(text);
 
-	char *got;
 	/* Not ahead: from the position. */
-	got = claim(c, "{a}", "1", 0, NULL, NULL);
-	assert_string_equal(got, "{2}");
-	free(got);
+	claims(c, "{a}", "1", 0, NULL, NULL, "{2}");
 	/* Ahead, and slot 7 handles every kind this worker does: past job 5,
 	 * where slot 7's claim stopped. */
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", 5, NULL, NULL);
-	assert_string_equal(got, "{6}");
-	free(got);
+	claims(c, "{a}", "1", 5, NULL, NULL, "{6}");
 	/* This worker also handles b, which slot 7 passes over: from the
 	 * position, job 3 included. */
 	fresh_leases(c);
-	got = claim(c, "{a,b}", "2", 5, NULL, NULL);
-	assert_string_equal(got, "{2,3}");
-	free(got);
+	claims(c, "{a,b}", "2", 5, NULL, NULL, "{2,3}");
 	/* The last claim stopped at a job no claim holds now (it rolled
 	 * back, or the job ended since), or at one of another queue (of the
 	 * same sequence): from the position. */
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", 6, NULL, NULL);
-	assert_string_equal(got, "{2}");
-	free(got);
+	claims(c, "{a}", "1", 6, NULL, NULL, "{2}");
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", 7, NULL, NULL);
-	assert_string_equal(got, "{2}");
-	free(got);
+	claims(c, "{a}", "1", 7, NULL, NULL, "{2}");
 	/* A NOTIFY said a job came that sorts before job 5: from the
 	 * position. */
 	char *key = t_value(c,
@@ -156,48 +155,34 @@ test_claim_reads_ahead(void **state)
 			    "::bigint from pgjob.jobs where id = %lld + 4",
 			    base);
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", 5, "0", key);
-	assert_string_equal(got, "{2}");
-	free(got);
+	claims(c, "{a}", "1", 5, "0", key, "{2}");
 	free(key);
 	/* Slot 7's worker row gone (it stopped): from the position. */
 	t_exec(c, "delete from pgjob.workers where slot = 7");
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", 5, NULL, NULL);
-	assert_string_equal(got, "{2}");
-	free(got);
+	claims(c, "{a}", "1", 5, NULL, NULL, "{2}");
 	/* Leases taken more than 200 ms before: too old to say where the last
 	 * claim stopped. */
 	t_exec(c, "insert into pgjob.workers (slot, host, pid, supervisor_pid,"
 		  " version, kinds) values (7, 'h', 1, 1, 'x', '{a}')");
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", 5, NULL, NULL);
-	assert_string_equal(got, "{6}");
-	free(got);
+	claims(c, "{a}", "1", 5, NULL, NULL, "{6}");
 	t_exec(c, "update pgjob.jobs set locked_until = locked_until"
 		  " - interval '1 s' where locked_by = 'h:7'");
-	got = claim(c, "{a}", "1", 5, NULL, NULL);
-	assert_string_equal(got, "{2}");
-	free(got);
+	claims(c, "{a}", "1", 5, NULL, NULL, "{2}");
 	/* The two lanes' last claims: of the stops that hold, the further
 	 * (past job 5, not job 1); one that does not hold (job 6, available:
 	 * a claim still in progress, say) leaves the other's (past job 4). */
 	fresh_leases(c);
 	t_exec(c, "select setval(" STOP_SEQ("1") ", %lld)", base + 1);
-	got = claim(c, "{a}", "1", 5, NULL, NULL);
-	assert_string_equal(got, "{6}");
-	free(got);
+	claims(c, "{a}", "1", 5, NULL, NULL, "{6}");
 	fresh_leases(c);
 	t_exec(c, "select setval(" STOP_SEQ("1") ", %lld)", base + 4);
-	got = claim(c, "{a}", "1", 6, NULL, NULL);
-	assert_string_equal(got, "{6}");
-	free(got);
+	claims(c, "{a}", "1", 6, NULL, NULL, "{6}");
 	/* The claim in its turn (in lane 1) says where it stopped, in its
 	 * lane's sequence. */
 	fresh_leases(c);
-	got = claim(c, "{a}", "1", 5, NULL, NULL);
-	assert_string_equal(got, "{6}");
-	free(got);
+	claims(c, "{a}", "1", 5, NULL, NULL, "{6}");
 	assert_int_equal(t_long(c,
 				"select pg_sequence_last_value(" STOP_SEQ(
 					"1") ") - %lld",
