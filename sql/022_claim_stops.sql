@@ -13,14 +13,16 @@
 -- last job it took, and the next claim reads both lanes' and starts past
 -- the further stop that holds.  One per lane: the claims of a lane take
 -- turns, so the value of the reader's own lane is that of a claim that
--- committed, while the other lane's may be of a claim still in progress.  A sequence, not a row: setval() is
--- not transactional and leaves no row version behind, so a snapshot held
--- open for hours costs nothing here, where a row updated a hundred times
--- a second would grow a chain of versions for every read to walk.  Not
--- transactional also means a claim that rolls back leaves its value: the
--- claim that reads it looks the job up and goes past it only if it is
--- running under a lease taken in the last 200 ms by a worker that handles
--- every kind the reader does; else it starts from its own position.
+-- committed, while the other lane's may be of a claim still in progress.
+--
+-- A sequence, not a row: setval() is not transactional and leaves no row
+-- version behind, so a snapshot held open for hours costs nothing here,
+-- where a row updated a hundred times a second would grow a chain of
+-- versions for every read to walk.  Not transactional also means a claim
+-- that rolls back leaves its value: the claim that reads it looks the job
+-- up and goes past it only if it is running under a lease taken in the
+-- last 200 ms by a worker that handles every kind the reader does; else
+-- it starts from its own position.
 --
 -- Queues share the 64 sequences, 32 pairs (lane 0, lane 1) chosen by the
 -- hash of the queue's name: pgjob.claim_stop_(2 * bucket + lane).  Two

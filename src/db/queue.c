@@ -275,17 +275,18 @@ static const char finish_delete_end_sql[] =
  * job is not yet running in this claim's snapshot, and is passed over).
  * Every available job before it that that claim could see, it took or
  * found locked (the other lane's claim in progress, if any, started from
- * the same place or from further back: its rows are locked, and passed).  Only
- * if that job is still the claim's, its lease taken in the last 200 ms (a claim
- * that rolled back leaves its value, setval() is not transactional, but not its
- * jobs), and if that claim's worker handles every kind this one does (its slot,
- * from locked_by, in pgjob.workers): else the jobs it left for their kind would
- * be passed over.  And only before (cp, cr), the earliest key of the NOTIFYs
- * this worker had since its last claim that sort after its position: jobs that
- * came after the last claim's snapshot.  For the 200 ms a lease counts from the
- * claim statement's start (statement_timestamp()), not its transaction's, which
- * began with the wait for the turn: the last claim that committed started its
- * statement a claim's time ago, however long it waited.
+ * the same place or from further back: its rows are locked, and passed).
+ * Only if that job is still the claim's, its lease taken in the last
+ * 200 ms (a claim that rolled back leaves its value, setval() is not
+ * transactional, but not its jobs), and if that claim's worker handles
+ * every kind this one does (its slot, from locked_by, in pgjob.workers):
+ * else the jobs it left for their kind would be passed over.  And only
+ * before (cp, cr), the earliest key of the NOTIFYs this worker had since
+ * its last claim that sort after its position: jobs that came after the
+ * last claim's snapshot.  For the 200 ms a lease counts from the claim
+ * statement's start (statement_timestamp()), not its transaction's, which
+ * began with the wait for the turn: the last claim that committed started
+ * its statement a claim's time ago, however long it waited.
  *
  * Until schema version 22 the start was read from jobs_running_idx
  * backwards (the running job whose lease ends last): under a snapshot
@@ -306,9 +307,9 @@ static const char finish_delete_end_sql[] =
  * and claim_tail_sql.
  */
 /* The sequences that hold where the last claim of a queue in its turn
- * stopped, one per lane: of 32 queues' pairs (by the hash of the name), of
- * q.name in this claim's lane ($16), of qa.name in lane 0 (+ 1: lane 1)
- * (sql/022_claim_stops.sql). */
+ * stopped, one per lane: of 32 pairs (by the hash of the queue's name), of
+ * q.name in this claim's lane ($16), of qa.name in lane 0 or 1
+ * (sql/022_claim_stops.sql).  Two lanes: TURN_LANES in claim.c. */
 #define STOP_SEQ_Q                                                             \
 	"('pgjob.claim_stop_' || ((hashtext(q.name) & 31) * 2 + $16::int))"    \
 	"::regclass"
@@ -341,8 +342,8 @@ static const char claim_sql[] =
 	"  case when qa.ha then array[" STOP_SEQ_QA("0") ","
 	"   " STOP_SEQ_QA("1") "] end as hs from qa),"
 	/* With ha, the scan starts past the job where the last claim in
-	 * its turn stopped (its queue's sequence, STOP_SEQ_QA), if that job is
-	 * still that claim's (its lease taken in the last 200 ms), further
+	 * its turn stopped (its queue's sequences, STOP_SEQ_QA), if that job
+	 * is still that claim's (its lease taken in the last 200 ms), further
 	 * on than the position, its claimer handles every kind this worker
 	 * does, and it sorts before (cp, cr): see the comment above
 	 * claim_sql.  One lookup by id; not by j.state = 'running', which

@@ -461,7 +461,7 @@ out:
  * committing or on its way back while the other works.  With one lane
  * the claims' time in a row bounded the rate (TURN_SQL in queue.c).
  */
-#define TURN_LANES 2
+#define TURN_LANES 2 /* a sequence each in sql/022_claim_stops.sql */
 
 /*
  * Where each queue of a claim is read from: past the worker's position in
