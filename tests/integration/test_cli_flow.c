@@ -241,7 +241,7 @@ test_pause_wait_timeout(void **state)
 	t_assert_value(c, "t", "select paused from pgjob.limits");
 
 	/* Nothing running: it returns at once. */
-	t_exec(c, "update pgjob.jobs set state = 'done'");
+	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()");
 	const char *none[] = {"pause",	   "exports", "--wait",
 			      "--timeout", "0s",      NULL};
 	pgjob_ok(&r, none);

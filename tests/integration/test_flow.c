@@ -831,7 +831,8 @@ test_claim_limited_sql(void **state)
 		       "select c_ra between 5000 and 65000 from"
 		       " pgjob.claim_limited('g', 4, '{k}', 'parallel', 'h',"
 		       " 60000, 1000) where c_t = 'c' and c_id = 401");
-	t_exec(c, "update pgjob.jobs set state = 'done' where queue = 'w'"
+	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now() "
+		  "where queue = 'w'"
 		  " and state = 'running'");
 	t_assert_value(c, "t",
 		       "select bool_and(c_ra >= 0) and bool_or(c_id = 402 and"

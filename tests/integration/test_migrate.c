@@ -42,6 +42,25 @@ test_fresh_then_again(void **state)
 	/* Nothing applied again. */
 	t_assert_value(c, before, applied);
 	free(before);
+
+	/* A job is finished exactly when its state says so (schema 23): a
+	 * row written by hand that says otherwise is refused. */
+	long long id = t_long(c, "select pgjob.enqueue('k')");
+	free(t_expect_sqlstate(c, "23514",
+			       "update pgjob.jobs set state = 'done'"
+			       " where id = %lld",
+			       id));
+	free(t_expect_sqlstate(c, "23514",
+			       "update pgjob.jobs set finished_at = now()"
+			       " where id = %lld",
+			       id));
+	free(t_expect_sqlstate(c, "23514",
+			       "insert into pgjob.jobs (kind, state)"
+			       " values ('k', 'cancelled')"));
+	t_exec(c,
+	       "update pgjob.jobs set state = 'cancelled', finished_at ="
+	       " now() where id = %lld",
+	       id);
 	PQfinish(c);
 }
 

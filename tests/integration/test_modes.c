@@ -384,7 +384,9 @@ test_behind_position(void **state)
 	long long old = t_long(c, "select pgjob.enqueue('urgent', priority "
 				  "=> 5, run_at => now() - interval '1 "
 				  "hour')");
-	t_exec(c, "update pgjob.jobs set state = 'cancelled' where id = %lld",
+	t_exec(c,
+	       "update pgjob.jobs set state = 'cancelled', finished_at = now() "
+	       "where id = %lld",
 	       old);
 	t_exec(c, "insert into pgjob.jobs (kind, priority) select 'slow', 5 "
 		  "from generate_series(1, 2000)");
@@ -422,7 +424,9 @@ test_behind_position(void **state)
 				   "=> 5, run_at => now() - interval '1 "
 				   "hour')");
 	t_wait_state(c, past, "done", 60);
-	t_exec(c, "update pgjob.jobs set state = 'available' where id = %lld",
+	t_exec(c,
+	       "update pgjob.jobs set state = 'available', finished_at = null"
+	       " where id = %lld",
 	       old);
 	t_wait_state(c, old, "done", 60);
 	char *left = t_value(c, "select count(*) from pgjob.all_jobs "

@@ -169,7 +169,10 @@ test_job_page(void **state)
 	const char *cmd = str(j, "enqueue_command");
 	assert_int_equal(strncmp(cmd, "pgjob enqueue ", 14), 0);
 	assert_null(strchr(cmd, '\x1b'));
-	t_exec(c, "update pgjob.jobs set state = 'done' where id = %lld", id);
+	t_exec(c,
+	       "update pgjob.jobs set state = 'done', finished_at = now() "
+	       "where id = %lld",
+	       id);
 	char *line = xasprintf("'%s' -d '%s' enqueue --json %s", t_bin("pgjob"),
 			       ci, cmd + strlen("pgjob enqueue "));
 	FILE *f = popen(line, "r");
