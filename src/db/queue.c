@@ -269,7 +269,7 @@ static const char finish_delete_end_sql[] =
  * A claim that takes its turn (TURN_SQL) may start its parallel scan of a
  * queue further on than its position (ha): past the job where the last
  * claim in its turn stopped, of either lane, the further of the two (each
- * sets its queue's sequence of its lane, STOP_SEQ_Q, to the id of the last
+ * sets its queue's sequence of its lane, STOP_SEQ, to the id of the last
  * job it took; the next in its lane reads it once that one committed and
  * gave up the turn; the other lane's may be of a claim in progress, whose
  * job is not yet running in this claim's snapshot, and is passed over).
@@ -306,16 +306,12 @@ static const char finish_delete_end_sql[] =
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
  */
-/* The sequences that hold where the last claim of a queue in its turn
- * stopped, one per lane: of 32 pairs (by the hash of the queue's name), of
- * q.name in this claim's lane ($16), of qa.name in lane 0 or 1
+/* The sequence that holds where the last claim of queue q in lane l (SQL
+ * expressions) stopped: one of 32 pairs, by the hash of the name
  * (sql/022_claim_stops.sql).  Two lanes: TURN_LANES in claim.c. */
-#define STOP_SEQ_Q                                                             \
-	"('pgjob.claim_stop_' || ((hashtext(q.name) & 31) * 2 + $16::int))"    \
-	"::regclass"
-#define STOP_SEQ_QA(lane)                                                      \
-	"pg_sequence_last_value(('pgjob.claim_stop_' || ((hashtext(qa.name)"   \
-	" & 31) * 2 + " lane "))::regclass)"
+#define STOP_SEQ(q, l)                                                         \
+	"('pgjob.claim_stop_' || ((hashtext(" q ") & 31) * 2 + " l             \
+	"))::regclass"
 
 #define CLAIM_NPARAMS 16
 
@@ -339,10 +335,12 @@ static const char claim_sql[] =
 	"   where l.queue = qa.name) as limited,"
 	/* Where the last claim in its turn stopped: read here, once, and
 	 * a value the lookup below can use (the function is volatile). */
-	"  case when qa.ha then array[" STOP_SEQ_QA("0") ","
-	"   " STOP_SEQ_QA("1") "] end as hs from qa),"
+	"  case when qa.ha then array["
+	"   pg_sequence_last_value(" STOP_SEQ("qa.name", "0") "),"
+	"   pg_sequence_last_value(" STOP_SEQ("qa.name", "1") ")]"
+	"  end as hs from qa),"
 	/* With ha, the scan starts past the job where the last claim in
-	 * its turn stopped (its queue's sequences, STOP_SEQ_QA), if that job
+	 * its turn stopped (its queue's sequences, STOP_SEQ), if that job
 	 * is still that claim's (its lease taken in the last 200 ms), further
 	 * on than the position, its claimer handles every kind this worker
 	 * does, and it sorts before (cp, cr): see the comment above
@@ -484,7 +482,8 @@ static const char claim_tail_sql[] =
 	 * it (ha).  An aggregate (of a column of its own level, or it would
 	 * be the outer query's): one row, with the turn or without. */
 	"  cross join lateral (select count(setval(o.s, o.id))"
-	"   from (select " STOP_SEQ_Q " as s, l.id where q.tn) o) n"
+	"   from (select " STOP_SEQ("q.name", "$16::int") " as s, l.id"
+	"    where q.tn) o) n"
 	" union all"
 	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
 	"  null, null, null, null from ql where ql.limited";

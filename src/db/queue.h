@@ -65,7 +65,7 @@ struct queue_claim_req {
 	/*
 	 * Per queue, whether the claim takes its turn in the queue (TURN_SQL
 	 * in queue.c), and then sets where it stopped (its queue's sequence of
-	 * its lane, STOP_SEQ_Q); and whether it may read ahead: start past
+	 * its lane, STOP_SEQ); and whether it may read ahead: start past
 	 * where the last claim in its turn stopped, when that claim's worker
 	 * handles every kind this one does (claim_sql).  Only for a scan from a
 	 * position (from[k]); ahead only where turn.  But never at or past
