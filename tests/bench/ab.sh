@@ -20,7 +20,10 @@
 # run with that retention, and the rate is timed by
 # `pgjobd_bench_tool wait` (from the first poll that saw a job running to
 # the first that saw none left, as scale.sh does): at retention 0 no
-# finished row is left to time it by.  Run it on an idle machine
+# finished row is left to time it by.  With AB_LIMITS="per_key_concurrency:
+# 20" (any flow-control settings of docs/queues.md) the queue has them, and
+# with AB_KEYS=K the jobs' limit_key is one of K keys; the claim's figures
+# are then those of pgjob.claim_limited().  Run it on an idle machine
 # (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -46,16 +49,20 @@ for v in a b; do
 	cat >"$dir/$v.yaml" <<YAML
 workers: 2
 log: { level: warn }
-queues: { default: { concurrency: 1000 } }
+queues: { default: { concurrency: 1000${AB_LIMITS:+, $AB_LIMITS} } }
 ${AB_RETENTION:+retention: $AB_RETENTION}
 handlers:
   noop: { type: plugin, library: "${build[$v]}/$plugin.so", symbol: $plugin }
 YAML
 done
+key=null
+if [ -n "${AB_KEYS:-}" ]; then
+	key="'k' || (i % ${AB_KEYS})"
+fi
 for r in $(seq "$rounds"); do
 	for v in a b; do
 		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs, pgjob.jobs_done cascade" \
-			-c "insert into pgjob.jobs (kind, payload) select 'noop', coalesce($payload::jsonb, '{}') from generate_series(1, $n)" \
+			-c "insert into pgjob.jobs (kind, payload, limit_key) select 'noop', coalesce($payload::jsonb, '{}'), $key from generate_series(1, $n) i" \
 			-c "vacuum analyze pgjob.jobs" -c "checkpoint" \
 			-c "select pg_stat_statements_reset()" >/dev/null
 		w0=$(psql -X -A -t "${db[$v]}" -c "select pg_current_wal_lsn()")
@@ -87,8 +94,8 @@ for r in $(seq "$rounds"); do
 		wait "$pid" || true
 		# Server time (us) and buffers read per job: claim, then finish.
 		stmts=$(psql -X -A -t -F ' ' "${db[$v]}" -c "select
-			coalesce(sum(total_exec_time) filter (where query like 'with qa(name%'), 0) * 1000 / $n,
-			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with qa(name%'), 0)::float8 / $n,
+			coalesce(sum(total_exec_time) filter (where query like 'with qa(name%' or query like '%pgjob.claim_limited(%'), 0) * 1000 / $n,
+			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with qa(name%' or query like '%pgjob.claim_limited(%'), 0)::float8 / $n,
 			coalesce(sum(total_exec_time) filter (where query like 'with fd as%'), 0) * 1000 / $n,
 			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with fd as%'), 0)::float8 / $n
 			from pg_stat_statements")
