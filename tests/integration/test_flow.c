@@ -959,6 +959,65 @@ test_key_holders_sql(void **state)
 #undef HOLDERS
 }
 
+/* Appends each notice to the string buffer arg points to. */
+static void
+keep_notice(void *arg, const char *message)
+{
+	char **buf = arg;
+	size_t old = *buf ? strlen(*buf) : 0, add = strlen(message);
+	char *n = realloc(*buf, old + add + 1);
+	assert_non_null(n);
+	memcpy(n + old, message, add + 1);
+	*buf = n;
+}
+
+/*
+ * The key-by-key claim's scan of one key's jobs keeps one generic plan
+ * (schema version 25: planned at every turn before): jobs_limit_key_idx
+ * in its order, the key its index condition, no sort, whatever the key
+ * and whatever an ANALYZE counted.  auto_explain prints the nested
+ * statement's plan as a notice.
+ */
+static void
+test_key_candidates_plan(void **state)
+{
+	char *ci = t_db_migrated("t_flow_kc");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.jobs (queue, kind, limit_key)"
+		  " select 'kc', 'k', 'k' || (i %% 30)"
+		  " from generate_series(1, 30000) i");
+	/* Statistics that mislead: counted while one key held every job. */
+	t_exec(c, "update pgjob.jobs set limit_key = 'k0'");
+	t_exec(c, "analyze pgjob.jobs");
+	t_exec(c, "update pgjob.jobs set limit_key = 'k' || (id %% 30)");
+	char *notices = NULL;
+	PQsetNoticeProcessor(c, keep_notice, &notices);
+	t_exec(c, "load 'auto_explain'");
+	t_exec(c, "set auto_explain.log_min_duration = 0");
+	t_exec(c, "set auto_explain.log_nested_statements = on");
+	t_exec(c, "set auto_explain.log_level = notice");
+	t_exec(c, "set client_min_messages = notice");
+	for (int i = 0; i < 8; i++) {
+		free(notices);
+		notices = NULL;
+		t_assert_value(c, "10",
+			       "select cardinality(pgjob.key_candidates('kc',"
+			       " 'k%d', '{k}', '{}', now(), 10, 'per_key'))",
+			       i + 1);
+	}
+	t_exec(c, "set auto_explain.log_min_duration = -1");
+	assert_non_null(notices);
+	/* Generic: the parameters stay $n in its conditions. */
+	if (!strstr(notices, "Index Scan using jobs_limit_key_idx") ||
+	    !strstr(notices, "(queue = $1) AND (COALESCE(limit_key, "
+			     "ordering_key) = $2)") ||
+	    strstr(notices, "Sort") || strstr(notices, "Seq Scan on jobs"))
+		fail_msg("the key's scan: %s", notices);
+	free(notices);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -973,6 +1032,7 @@ main(void)
 		cmocka_unit_test(test_adaptive_throttle),
 		cmocka_unit_test(test_claim_limited_sql),
 		cmocka_unit_test(test_key_holders_sql),
+		cmocka_unit_test(test_key_candidates_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
