@@ -105,8 +105,10 @@ fresh_schema() {
 	"$build/pgjob" -d "$db" migrate >/dev/null
 }
 
-enqueue() { # count kind
-	sql -c "insert into pgjob.jobs (kind, payload) select '$2', jsonb_build_object('id', i) from generate_series(1, $1) i" \
+enqueue() { # count kind (enq_keys=K: each job one of K limit keys)
+	local key=null
+	if [ -n "${enq_keys:-}" ]; then key="'k' || (i % $enq_keys)"; fi
+	sql -c "insert into pgjob.jobs (kind, payload, limit_key) select '$2', jsonb_build_object('id', i), $key from generate_series(1, $1) i" \
 		-c "vacuum analyze pgjob.jobs" -c "checkpoint"
 }
 
@@ -250,6 +252,10 @@ flow_ref=$(ref7d)
 flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" "global_concurrency: 1000000, rate: 100000000/s")
 flow_conc=$(limited "binding global_concurrency 4" "global_concurrency: 4")
 flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
+# Per key (schema versions 24 and 25): jobs over 100 limit keys, a limit
+# that never binds (2,000 slots for the workers' 2,000 places), then 2 a key.
+flow_key_idle=$(enq_keys=100 limited "per_key_concurrency 20, jobs over 100 keys (never binding)" "per_key_concurrency: 20")
+flow_key=$(enq_keys=100 limited "binding per_key_concurrency 2, jobs over 100 keys" "per_key_concurrency: 2")
 
 # The web console (docs/console.md) beside a drain of the 7d row's jobs:
 # open but idle (nobody looking), then busy (four pages refreshed every
@@ -603,7 +609,7 @@ awk -F'\t' -v c="$ceil_update" '{
 	printf "| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", $1, $2, $3, $4, $2 / c, $5, $6, $7 }' "$results"
 echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
-echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$flow_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d run before it; binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s"
+echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$flow_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d run before it; binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s; per_key_concurrency 20 over 100 keys (never binding): $flow_key_idle jobs/s; binding per_key_concurrency 2: $flow_key jobs/s"
 echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d run before it, busy $(awk -v a="$web_busy" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x (one run each)"
 r() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo "- scale, $scale_n jobs, every process with the 2-worker row's config: 16 x 1 $(r "$scale_16x1" "$scale_ref") x, 4 x 4 $(r "$scale_4x4" "$scale_ref") x, 1 x 16 $(r "$scale_1x16" "$scale_ref") x the $workers-worker rate ($scale_ref jobs/s); total concurrency held, $split each: 16 x 1 $(r "$split_16x1" "$split_ref") x $workers workers at $split each ($split_ref jobs/s, $(r "$split_ref" "$scale_ref") x at $conc)"
