@@ -587,7 +587,7 @@ split_16x1=$(scale 16 1 "$split")
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 27 ] || { echo "suite: expected 27 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 29 ] || { echo "suite: expected 29 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 [ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
 	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
