@@ -8,19 +8,20 @@
 -- key's row in pgjob.limit_keys keeps the ids of the jobs its claims let
 -- start (holders), as pgjob.limits does for a global_concurrency up to 1000
 -- (pgjob.limit_busy_tracked()): a turn looks them up by primary key and
--- counts those still running under a live lease; the row is written back
--- without the others once they are half of it.  A key whose row has no holders (a new key, or after
--- its queue's per_key_concurrency changed) is counted once from the
--- running jobs of its queue.  The claims of a queue take turns on its limits
--- row (pgjob.claim_limited() locks it), so a key's holders are exact: every
--- job of the key that can hold a lease was started by a claim that added
--- it.  An id may be there twice (an expired lease claimed again) or ended
--- (its end does not touch the row): both only count until the next turn's
--- look-up drops them.
+-- counts those still running under a live lease.  A key whose row has no
+-- holders (a new key, or after its queue's per_key_concurrency changed) is
+-- counted once from the running jobs of its queue.  The claims of a queue
+-- take turns on its limits row (pgjob.claim_limited() locks it), so a
+-- key's holders are exact: every job of the key that can hold a lease was
+-- started by a claim that added it.  An id may be there twice (an expired
+-- lease claimed again) or no longer hold (its end does not touch the row):
+-- the look-up counts neither, and the row is written back without them
+-- once they are half of it.
 --
 -- This is the first of the readers of running jobs answered without an
--- index on state (docs/performance.md, "The HOT claim, step by step"): a
--- claim whose update writes no index entry needs them all gone.
+-- index on state (docs/performance.md, "The switch: what is left,
+-- decided"): a claim whose update writes no index entry needs them all
+-- gone.
 
 alter table pgjob.limit_keys
 	alter column tokens drop not null,
@@ -62,7 +63,7 @@ begin
 	else
 		-- By primary key: with state = 'running' and the queue in the
 		-- condition, the planner read the queue's running jobs
-		-- through jobs_running_idx instead (0.3 ms a look, not 0.02).
+		-- through jobs_running_idx instead (0.3 ms a look, not 0.01).
 		select coalesce(array_agg(j.id order by j.id) filter (where
 			j.state = 'running' and j.locked_until >= clk
 			and j.queue = l.queue), '{}'),

@@ -57,6 +57,23 @@ test_fresh_then_again(void **state)
 	free(t_expect_sqlstate(c, "23514",
 			       "insert into pgjob.jobs (kind, state)"
 			       " values ('k', 'cancelled')"));
+	/* An unfinished job waits exactly when it has parents left (schema
+	 * 26); a finished one may keep its count. */
+	free(t_expect_sqlstate(c, "23514",
+			       "update pgjob.jobs set parents_left = 1"
+			       " where id = %lld",
+			       id));
+	free(t_expect_sqlstate(c, "23514",
+			       "update pgjob.jobs set state = 'waiting'"
+			       " where id = %lld",
+			       id));
+	free(t_expect_sqlstate(c, "23514",
+			       "insert into pgjob.jobs (kind, state)"
+			       " values ('k', 'waiting')"));
+	t_exec(c,
+	       "update pgjob.jobs set state = 'waiting', parents_left = 2"
+	       " where id = %lld",
+	       id);
 	t_exec(c,
 	       "update pgjob.jobs set state = 'cancelled', finished_at ="
 	       " now() where id = %lld",
@@ -256,6 +273,42 @@ test_upgrade_from_10(void **state)
 }
 
 /*
+ * An upgrade from schema version 25 to 26 (an unfinished job waits exactly
+ * when it has parents left), with rows written by hand that break it: each
+ * is mended by its state, then the check holds.
+ */
+static void
+test_upgrade_from_25(void **state)
+{
+	const char *ci = t_db_create("t_migrate_from_25");
+	PGconn *c = t_connect(ci);
+	install_up_to(c, 25);
+	t_exec(c, "insert into pgjob.jobs (id, kind, state, parents_left,"
+		  " finished_at) overriding system value values"
+		  " (1, 'avail', 'available', 3, null),"
+		  " (2, 'counted', 'waiting', null, null),"
+		  " (3, 'orphan', 'waiting', 0, null),"
+		  " (4, 'cancelled', 'cancelled', 2, now()),"
+		  " (5, 'parent', 'running', null, null)");
+	t_exec(c, "insert into pgjob.job_deps (parent, child) values (5, 2)");
+	struct t_run r;
+	t_pgjob(&r, ci, "migrate", NULL);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	t_assert_value(
+		c,
+		"1 available 0, 2 waiting 1, 3 available 0,"
+		" 4 cancelled 2, 5 running null",
+		"select string_agg(id || ' ' || state || ' ' ||"
+		" coalesce(parents_left::text, 'null'), ', ' order by id)"
+		" from pgjob.jobs");
+	free(t_expect_sqlstate(c, "23514",
+			       "update pgjob.jobs set parents_left = 0"
+			       " where id = 2"));
+	PQfinish(c);
+}
+
+/*
  * An upgrade from schema version 11 to 12 (attempt figures), with jobs in
  * the table: last_wall_ms, last_cpu_ms and last_max_rss_kb are added as a
  * change of the catalog only (the table keeps its file: no rewrite), null
@@ -367,6 +420,7 @@ main(void)
 		cmocka_unit_test(test_fresh_then_again),
 		cmocka_unit_test(test_status_and_dry_run),
 		cmocka_unit_test(test_upgrade_from_10),
+		cmocka_unit_test(test_upgrade_from_25),
 		cmocka_unit_test(test_upgrade_from_11),
 		cmocka_unit_test(test_upgrade_from_12),
 		cmocka_unit_test(test_concurrent),
