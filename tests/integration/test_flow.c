@@ -864,6 +864,7 @@ test_key_holders_sql(void **state)
 {
 	char *ci = t_db_migrated("t_flow_holders");
 	PGconn *c = t_connect(ci);
+	PGconn *other = t_connect(ci);
 	t_exec(c, "insert into pgjob.queues (name) values ('kq')");
 	t_exec(c, "select pgjob.set_limits('kq',"
 		  " '{\"per_key_concurrency\": 2}')");
@@ -911,10 +912,18 @@ test_key_holders_sql(void **state)
 	assert_claim(c, "kq", 10, "504 513 w:key_concurrency");
 	t_assert_value(c, "a={502,503,504} b={512,513}", HOLDERS);
 	/* Pruning keeps a key whose holders run and forgets one whose do
-	 * not; that key is counted again at its next turn. */
+	 * not; that key is counted again at its next turn.  It takes the
+	 * queue's limits row first, as claims do, and skips the queue while
+	 * a claim holds it (deleting first deadlocked with claims). */
 	t_exec(c, "delete from pgjob.limit_holds");
 	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
 		  " where id in (512, 513)");
+	t_exec(other, "begin");
+	t_exec(other,
+	       "select 1 from pgjob.limits where queue = 'kq' for update");
+	t_exec(c, "select pgjob.prune_limits()");
+	t_assert_value(c, "a={502,503,504} b={512,513}", HOLDERS);
+	t_exec(other, "rollback");
 	t_exec(c, "select pgjob.prune_limits()");
 	t_assert_value(c, "a={502,503,504}", HOLDERS);
 	t_exec(c, "insert into pgjob.jobs (id, queue, kind, limit_key)"
@@ -954,6 +963,7 @@ test_key_holders_sql(void **state)
 		       "select room from pgjob.limits l, pgjob.key_room("
 		       "l, 'a', clock_timestamp()) where l.queue = 'kq'");
 	t_assert_value(c, "a={} b={514}", HOLDERS);
+	PQfinish(other);
 	PQfinish(c);
 	free(ci);
 #undef HOLDERS
