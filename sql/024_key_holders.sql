@@ -89,46 +89,6 @@ begin
 end
 $$;
 
--- As version 10's, with the key's running jobs from pgjob.key_busy().
-create or replace function pgjob.key_room(l pgjob.limits, k text,
-	clk timestamptz, out room int, out ktok float8, out why text,
-	out wait_ms bigint)
-language plpgsql
-as $$
-declare
-	b int;
-	fx timestamptz;
-	kb pgjob.limit_keys;
-begin
-	room := 1000000000;
-	if k is null then
-		return;
-	end if;
-	if l.per_key_concurrency is not null then
-		select x.busy, x.first_expiry into b, fx
-		  from pgjob.key_busy(l, k, clk) x;
-		room := l.per_key_concurrency - b;
-		if room <= 0 then
-			why := 'key_concurrency';
-			wait_ms := ceil(extract(epoch from fx - clk) * 1000)::bigint + 1;
-			return;
-		end if;
-	end if;
-	if l.rate_per_key is not null then
-		select * into kb from pgjob.limit_keys x
-		 where x.queue = l.queue and x.key = k;
-		ktok := pgjob.bucket(kb.tokens, kb.tokens_at, clk, l.rate_per_key,
-			l.rate_per_key_period_ms,
-			coalesce(l.burst_per_key, l.rate_per_key));
-		if ktok < 1 then
-			room := 0;
-			why := 'key_rate';
-			wait_ms := pgjob.bucket_wait(ktok, 1, l.rate_per_key,
-				l.rate_per_key_period_ms);
-		end if;
-	end if;
-end
-$$;
 
 -- As version 10's, and each claimed job's id added to its key's holders
 -- where they are known (pgjob.key_room() made them so for the key of every
@@ -180,51 +140,30 @@ create trigger limits_forget_keys_update after update on pgjob.limits
 	when (old.per_key_concurrency is distinct from new.per_key_concurrency)
 	execute function pgjob.limit_keys_forget();
 
--- acquire_slot() as version 10's, with a key's slots counted by
--- pgjob.key_busy() (which also counts the holds).
-create or replace function pgjob.acquire_slot(queue text, key text default null,
-	ttl interval default '1 minute', holder text default null)
-returns bigint
-language plpgsql
-security definer
-set search_path = pg_catalog, pg_temp
-as $$
-#variable_conflict use_variable
+-- pgjob.key_room() and pgjob.acquire_slot() count a key's jobs with
+-- pgjob.key_busy() (which counts the holds too): their version 10 text,
+-- with that one call changed, found once in each or refused.
+do $$
 declare
-	l pgjob.limits;
-	clk timestamptz;
-	b int;
-	new_id bigint;
+	f record;
+	def text;
 begin
-	if ttl is null or ttl <= interval '0' or ttl > interval '1 day' then
-		raise exception 'pgjob.acquire_slot: ttl must be more than 0 and at most a day, not %',
-			ttl using errcode = '22023';
-	end if;
-	select * into l from pgjob.limits x where x.queue = queue for update;
-	if not found or (l.global_concurrency is null
-			 and (l.per_key_concurrency is null or key is null)) then
-		perform pgjob.check_queue(queue);
-		raise exception 'pgjob.acquire_slot: queue % has no concurrency limit%',
-			quote_literal(queue), case when key is null then '' else ' for keys' end
-			using errcode = '55000';
-	end if;
-	clk := clock_timestamp();
-	if l.global_concurrency is not null then
-		select x.busy into b from pgjob.limit_busy(queue, null, clk) x;
-		if b >= l.global_concurrency then
-			return null;
+	for f in select * from (values
+		('key_room', 'pgjob.limit_busy(l.queue, k, clk)',
+		 'pgjob.key_busy(l, k, clk)'),
+		('acquire_slot', 'pgjob.limit_busy(queue, key, clk)',
+		 'pgjob.key_busy(l, key, clk)')) v(fn, old, new) loop
+		select pg_get_functiondef(p.oid) into def from pg_proc p
+		  join pg_namespace n on n.oid = p.pronamespace
+		 where n.nspname = 'pgjob' and p.proname = f.fn;
+		if def is null or position(f.old in def) = 0
+		   or position(f.old in substr(def, position(f.old in def) + 1)) <> 0
+		then
+			raise exception 'pgjob.%(): its count of a key was not found once',
+				f.fn;
 		end if;
-	end if;
-	if key is not null and l.per_key_concurrency is not null then
-		select x.busy into b from pgjob.key_busy(l, key, clk) x;
-		if b >= l.per_key_concurrency then
-			return null;
-		end if;
-	end if;
-	insert into pgjob.limit_holds (queue, key, holder, expires_at)
-	values (queue, key, left(holder, 200), clk + ttl)
-	returning id into new_id;
-	return new_id;
+		execute replace(def, f.old, f.new);
+	end loop;
 end
 $$;
 

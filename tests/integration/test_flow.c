@@ -854,6 +854,16 @@ test_claim_limited_sql(void **state)
 	free(ci);
 }
 
+/* Ends jobs ids (a list) as done, as a worker's finish would. */
+static void
+end_jobs(PGconn *c, const char *ids)
+{
+	t_exec(c,
+	       "update pgjob.jobs set state = 'done', finished_at = now()"
+	       " where id in (%s)",
+	       ids);
+}
+
 /*
  * per_key_concurrency counted from each key's holders (schema version 24):
  * the ids its claims let start, kept in its pgjob.limit_keys row and looked
@@ -884,8 +894,7 @@ test_key_holders_sql(void **state)
 	t_assert_value(c, "a={501,502} b={511,512}", HOLDERS);
 	/* A job that ended leaves room; its id stays in the row until the
 	 * ended ones are half of it (a look-up each until then). */
-	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
-		  " where id = 501");
+	end_jobs(c, "501");
 	assert_claim(c, "kq", 10, "503 w:key_concurrency");
 	t_assert_value(c, "a={501,502,503} b={511,512}", HOLDERS);
 	/* An expired lease leaves room too, and its job is claimed again:
@@ -897,8 +906,7 @@ test_key_holders_sql(void **state)
 	assert_claim(c, "kq", 10, "w:key_concurrency");
 	t_assert_value(c, "a={501,502,503,502} b={511,512}", HOLDERS);
 	/* An application's slot counts beside the key's jobs. */
-	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
-		  " where id = 511");
+	end_jobs(c, "511");
 	t_assert_value(c, "t",
 		       "select pgjob.acquire_slot('kq', 'b') is not null");
 	t_assert_value(c, "t", "select pgjob.acquire_slot('kq', 'b') is null");
@@ -916,8 +924,7 @@ test_key_holders_sql(void **state)
 	 * queue's limits row first, as claims do, and skips the queue while
 	 * a claim holds it (deleting first deadlocked with claims). */
 	t_exec(c, "delete from pgjob.limit_holds");
-	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
-		  " where id in (512, 513)");
+	end_jobs(c, "512, 513");
 	t_exec(other, "begin");
 	t_exec(other,
 	       "select 1 from pgjob.limits where queue = 'kq' for update");
@@ -954,11 +961,9 @@ test_key_holders_sql(void **state)
 #undef IDX_SCANS
 	/* The row is written back without its ended ids once they are half
 	 * of it (four ids, none running). */
-	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
-		  " where id in (502, 503, 504)");
+	end_jobs(c, "502, 503, 504");
 	assert_claim(c, "kq", 10, "505");
-	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
-		  " where id = 505");
+	end_jobs(c, "505");
 	t_assert_value(c, "3",
 		       "select room from pgjob.limits l, pgjob.key_room("
 		       "l, 'a', clock_timestamp()) where l.queue = 'kq'");
