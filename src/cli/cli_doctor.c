@@ -404,7 +404,8 @@ check_autovacuum(struct doctor *d)
 static const char RUNNING_SQL[] =
 	"select id, kind, extract(epoch from now() - attempted_at)::float8,"
 	"  locked_until < now(), locked_by"
-	" from pgjob.jobs where state = 'running'"
+	" from pgjob.jobs where finished_at is null"
+	"  and coalesce(parents_left, 0) = 0 and state = 'running'"
 	" order by attempted_at limit 10000";
 
 /* The timeout of kind: its handler's in the config, else the default. */
@@ -472,7 +473,8 @@ static const char PENDING_KINDS_SQL[] =
 	"select j.kind, count(*), exists (select 1 from pgjob.workers w"
 	"   where j.kind = any(w.kinds)"
 	"    and w.heartbeat_at >= now() - $1::bigint * interval '1 ms')"
-	" from pgjob.jobs j where j.state = 'available'"
+	" from pgjob.jobs j where j.finished_at is null"
+	"  and coalesce(j.parents_left, 0) = 0 and j.state = 'available'"
 	" group by j.kind order by j.kind limit 1000";
 
 static void

@@ -30,7 +30,9 @@
 /* The running jobs of queue $1 (of kind $2, unless null). */
 static const char RUNNING_SQL[] =
 	"select count(*) from pgjob.jobs"
-	" where queue = $1 and state = 'running' and locked_until >= now()"
+	" where queue = $1 and finished_at is null"
+	"  and coalesce(parents_left, 0) = 0"
+	"  and state = 'running' and locked_until >= now()"
 	"  and ($2::text is null or kind = $2)";
 
 /* The state of queue $1 in pgjob.limits (no row: not paused). */

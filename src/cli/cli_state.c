@@ -56,7 +56,8 @@ static const char LOCK_SQL[] =
 /* The job that holds unique key $1 now, other than job $2. */
 static const char HOLDER_SQL[] =
 	"select id from pgjob.jobs where unique_key = $1"
-	"  and state in ('available', 'running') and id <> $2 limit 1";
+	"  and finished_at is null and coalesce(parents_left, 0) = 0"
+	"  and id <> $2 limit 1";
 
 /*
  * Every dead job (of kind $1), except where another job holds its
@@ -67,7 +68,7 @@ static const char HOLDER_SQL[] =
 static const char RETRY_DEAD_SQL[] =
 	"with dead as ("
 	"  select id, unique_key from pgjob.jobs"
-	"   where state = 'dead' and ($1::text is null or kind = $1)"
+	"   where dead and ($1::text is null or kind = $1)"
 	"   for update),"
 	" pick as ("
 	"  select id from dead where unique_key is null"
@@ -75,7 +76,8 @@ static const char RETRY_DEAD_SQL[] =
 	"  select max(d.id) from dead d where d.unique_key is not null"
 	"   and not exists (select 1 from pgjob.jobs o"
 	"    where o.unique_key = d.unique_key"
-	"     and o.state in ('available', 'running'))"
+	"     and o.finished_at is null"
+	"     and coalesce(o.parents_left, 0) = 0)"
 	"   group by d.unique_key),"
 	" upd as ("
 	"  update pgjob.jobs j set state = 'available', run_at = now(),"

@@ -35,7 +35,8 @@ enum {
 static const char WORKERS_SQL[] =
 	"with r as ("
 	"  select locked_by, count(*) as n from pgjob.jobs"
-	"   where state = 'running' group by locked_by)"
+	"   where finished_at is null and coalesce(parents_left, 0) = 0"
+	"    and state = 'running' group by locked_by)"
 	" select w.host, w.supervisor_pid, w.slot, w.pid, w.version,"
 	"  round(greatest(extract(epoch from now() - w.heartbeat_at), 0)"
 	"   ::numeric, 3) as heartbeat_age_s,"
@@ -85,15 +86,18 @@ static const char QUEUES_SQL[] =
 	"    as oldest_due_age_s,"
 	"   sum(n) filter (where state = 'done')::bigint as done_last_minute"
 	"  from (select queue, state, run_at, 1::bigint as n from pgjob.jobs"
-	"   where state in ('available', 'running', 'dead')"
-	"    or (state = 'done' and finished_at > now() - interval '1 minute')"
+	/* One arm a partial index (schema 27): jobs_claim_idx,
+	 * jobs_dead_idx, jobs_finished_idx. */
+	"   where (finished_at is null and coalesce(parents_left, 0) = 0)"
+	"    or dead"
+	"    or (finished_at > now() - interval '1 minute' and state = 'done')"
 	/* Plain jobs done: sql/019_jobs_done.sql. */
 	"   union all select queue, 'done', null, n"
 	"   from pgjob.done_since(now() - interval '1 minute')) x"
 	"  group by queue),"
 	/* Jobs that wait for their parents, along jobs_waiting_idx. */
 	" w as (select queue, count(*) as waiting from pgjob.jobs"
-	"  where state = 'waiting' group by queue),"
+	"  where finished_at is null and parents_left > 0 group by queue),"
 	" jw as (select coalesce(j.queue, w.queue) as queue, j.due, "
 	"j.scheduled,"
 	"  j.running, j.dead, j.oldest_due_age_s, j.done_last_minute,"
@@ -128,7 +132,8 @@ static const char NO_HANDLER_SQL[] =
 	"  round(extract(epoch from now() - min(j.run_at) filter ("
 	"   where j.run_at <= now()))::numeric, 3) as oldest_due_age_s"
 	" from pgjob.jobs j"
-	" where j.state = 'available'"
+	" where j.finished_at is null and coalesce(j.parents_left, 0) = 0"
+	"  and j.state = 'available'"
 	"  and not exists (select 1 from live where live.kind = j.kind)"
 	" group by j.kind order by j.kind";
 

@@ -46,10 +46,12 @@ static const char KINDS_SQL[] =
 	"  coalesce(sum(n) filter (where state = 'available'), 0)::bigint as "
 	"due"
 	" from (select kind, state, 1::bigint as n from pgjob.jobs"
-	"  where (state = 'available' and run_at <= now())"
-	"   or state = 'running'"
-	"   or (state in ('done', 'dead')"
-	"    and finished_at > now() - $1::bigint * interval '1 millisecond')"
+	/* One arm, one partial index (schema 27): the unfinished
+	 * jobs (jobs_claim_idx), the finished ones (jobs_finished_idx). */
+	"  where (finished_at is null and coalesce(parents_left, 0) = 0"
+	"    and (state = 'running' or run_at <= now()))"
+	"   or (finished_at > now() - $1::bigint * interval '1 millisecond'"
+	"    and state in ('done', 'dead'))"
 	/* Plain jobs done: sql/019_jobs_done.sql. */
 	"  union all select kind, 'done', n from pgjob.done_since("
 	"   now() - $1::bigint * interval '1 millisecond')) x"

@@ -16,7 +16,7 @@ const char jobctl_retry_pick_sql[] =
 	"  select max(c.id) from c where c.unique_key is not null"
 	"   and not exists (select 1 from pgjob.jobs o"
 	"    where o.unique_key = c.unique_key"
-	"     and o.state in ('available', 'running')"
+	"     and o.finished_at is null and coalesce(o.parents_left, 0) = 0"
 	"     and o.id not in (select id from c))"
 	"   group by c.unique_key) s";
 

@@ -1,9 +1,9 @@
 /*
  * queue: the finish, claim, renew and sql-handler statements.
  *
- * The claim takes, per queue, up to that queue's free capacity: first jobs
- * whose lease expired (their worker died), then due jobs by priority, run_at
- * and id.  It is an UPDATE ... WHERE id = any(SELECT ... FOR UPDATE SKIP
+ * The claim takes, per queue, up to that queue's free capacity: due jobs
+ * by priority, run_at and id, available or whose lease expired (their
+ * worker died).  It is an UPDATE ... WHERE id = any(SELECT ... FOR UPDATE SKIP
  * LOCKED), so concurrent claimers skip each other's rows.  A worker sends
  * the ends of a batch and the next claim in one round trip.
  */
@@ -232,14 +232,25 @@ static const char finish_delete_end_sql[] =
 	" select 'f', id from f union all select 'f', fd.id from fd, fa";
 
 /*
- * The claim, per queue (q.name, up to q.lim jobs, in mode q.mode): jobs
- * whose lease expired; then by mode, due jobs by priority, run_at, id
- * (parallel); the head of the queue, its lowest available id, if it is due
- * and no running job of the queue is older (serial); the head of each
- * ordering_key, if due (per_key; jobs without a key are independent).  A
- * serial or per_key head that waits for a retry holds back the jobs behind
- * it.  SKIP LOCKED on the head itself never moves a claimer on to the next
- * job: it finds nothing, as it should.
+ * The claim, per queue (q.name, up to q.lim jobs, in mode q.mode), of the
+ * queue's unfinished jobs that wait for no parent: by mode, due jobs by
+ * priority, run_at, id (parallel); the head of the queue, its lowest
+ * unfinished id, if it is due (serial); the head of each ordering_key, its
+ * oldest unfinished job, if due (per_key; jobs without a key are
+ * independent).  A job is taken if it is available or its lease expired
+ * (its worker vanished; that attempt counts as lost): in place, where the
+ * queue's order puts it.  A serial or per_key head that waits for a retry
+ * or runs holds back the jobs behind it.  SKIP LOCKED on the head itself
+ * never moves a claimer on to the next job: it finds nothing, as it
+ * should.
+ *
+ * Every condition is in columns the claim does not write (finished_at,
+ * parents_left, queue, run_at, priority, id, ordering_key), and every
+ * index of pgjob.jobs is over such columns (sql/027_hot_claim.sql): the
+ * claim's update can be HOT (fillfactor 40 leaves it room on the page),
+ * and then writes no index entry.  An expired lease
+ * behind a position is found by the next claim from the head (the sweep,
+ * at least once a second: from_positions() in src/worker/claim.c).
  *
  * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
  * parallel branch stopped (struct queue_claimed).
@@ -302,7 +313,7 @@ static const char finish_delete_end_sql[] =
  * workers read 16 claim-index entries a job instead of 5, and ran at 0.79
  * of 1 x 2 instead of 0.90.
  *
- * queue_prepare() puts it together: claim_sql (expired leases, parallel),
+ * queue_prepare() puts it together: claim_sql (the parallel branch),
  * the serial and per_key branches when a queue of the worker's needs them,
  * and claim_tail_sql.
  */
@@ -313,7 +324,7 @@ static const char finish_delete_end_sql[] =
 	"('pgjob.claim_stop_' || ((hashtext(" q ") & 31) * 2 + " l             \
 	"))::regclass"
 
-#define CLAIM_NPARAMS 16
+#define CLAIM_NPARAMS 15
 
 /* clang-format off */
 static const char claim_sql[] =
@@ -326,8 +337,8 @@ static const char claim_sql[] =
 	 * so says where it stopped. */
 	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, tn, qi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
-	"   $7::smallint[], $8::bigint[], $9::bigint[], $12::bool[],"
-	"   $13::smallint[], $14::bigint[], $15::bool[]) with ordinality),"
+	"   $7::smallint[], $8::bigint[], $9::bigint[], $11::bool[],"
+	"   $12::smallint[], $13::bigint[], $14::bool[]) with ordinality),"
 	/* A queue with a row in pgjob.limits is claimed by
 	 * pgjob.claim_limited() alone, whatever the worker believes: this
 	 * claim leaves it, and says so ('l' rows). */
@@ -375,17 +386,12 @@ static const char claim_sql[] =
 	 * is found without deforming wide rows or comparing text. */
 	" cand as ("
 	"  select c.id, c.t, c.b, q.qi, c.pr, c.ra from q cross join lateral ("
-	"   select e.id, e.ctid as t, 'e' as b, null::smallint as pr,"
-	"    null::timestamptz as ra from (select j.id, j.ctid"
-	"     from pgjob.jobs j"
-	"     where $11::boolean and j.state = 'running'"
-	"       and j.queue = q.name"
-	"       and j.locked_until < now() and j.kind = any($1::text[])"
-	"     limit q.lim for update skip locked) e"
-	"   union all"
-	"   select a.id, a.ctid, 'a', a.priority, a.run_at from ("
+	"   select a.id, a.ctid as t, 'a' as b, a.priority as pr,"
+	"    a.run_at as ra from ("
 	"     select j.id, j.ctid, j.priority, j.run_at from pgjob.jobs j"
-	"     where q.mode = 'parallel' and j.state = 'available'"
+	"     where q.mode = 'parallel' and j.finished_at is null"
+	"       and coalesce(j.parents_left, 0) = 0"
+	"       and (j.state = 'available' or j.locked_until < now())"
 	"       and j.queue = q.name and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
 	/* A bound the index scan starts from, not a filter: always true
@@ -413,26 +419,28 @@ static const char claim_serial_sql[] =
 	"     select j.id, j.ctid from pgjob.jobs j"
 	"     where q.mode = 'serial' and j.id = (select min(h.id)"
 	"       from pgjob.jobs h where h.queue = q.name"
-	"        and h.state = 'available' and h.lease_token is not null)"
-	"       and j.state = 'available' and j.run_at <= now()"
-	"       and j.kind = any($1::text[])"
-	"       and not exists (select 1 from pgjob.jobs r"
-	"        where r.queue = q.name and r.state = 'running'"
-	"         and r.id < j.id)"
+	"        and h.finished_at is null and coalesce(h.parents_left, 0) = 0"
+	"        and h.created_at is not null)"
+	"       and (j.state = 'available' or j.locked_until < now())"
+	"       and j.run_at <= now() and j.kind = any($1::text[])"
 	"     for update skip locked) s";
 
-/* The per_key branch, likewise. */
+/* The per_key branch, likewise: a job whose key has an older unfinished
+ * job waits for it. */
 static const char claim_per_key_sql[] =
 	"   union all"
 	"   select k.id, k.ctid, 'k', null, null from ("
 	"     select j.id, j.ctid from pgjob.jobs j"
-	"     where q.mode = 'per_key' and j.state = 'available'"
+	"     where q.mode = 'per_key' and j.finished_at is null"
+	"       and coalesce(j.parents_left, 0) = 0"
+	"       and (j.state = 'available' or j.locked_until < now())"
 	"       and j.queue = q.name and j.run_at <= now()"
 	"       and j.kind = any($1::text[])"
 	"       and (j.ordering_key is null or not exists ("
 	"        select 1 from pgjob.jobs o where o.queue = q.name"
 	"         and o.ordering_key = j.ordering_key and o.id < j.id"
-	"         and o.state in ('available', 'running')))"
+	"         and o.finished_at is null"
+	"         and coalesce(o.parents_left, 0) = 0))"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) k";
 
@@ -482,7 +490,7 @@ static const char claim_tail_sql[] =
 	 * it (ha).  An aggregate (of a column of its own level, or it would
 	 * be the outer query's): one row, with the turn or without. */
 	"  cross join lateral (select count(setval(o.s, o.id))"
-	"   from (select " STOP_SEQ("q.name", "$16::int") " as s, l.id"
+	"   from (select " STOP_SEQ("q.name", "$15::int") " as s, l.id"
 	"    where q.tn) o) n"
 	" union all"
 	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
@@ -925,12 +933,11 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	a[7] = db_text_array(fr, nq);
 	a[8] = db_text_array(fi, nq);
 	a[9] = xasprintf("%lld", (long long)req->max_payload_bytes);
-	a[10] = xstrdup(req->reap ? "t" : "f");
-	a[11] = db_text_array(ha, nq);
-	a[12] = db_text_array(cp, nq);
-	a[13] = db_text_array(cr, nq);
-	a[14] = db_text_array(tn, nq);
-	a[15] = xasprintf("%d", req->lane);
+	a[10] = db_text_array(ha, nq);
+	a[11] = db_text_array(cp, nq);
+	a[12] = db_text_array(cr, nq);
+	a[13] = db_text_array(tn, nq);
+	a[14] = xasprintf("%d", req->lane);
 	free(lim);
 	free(fp);
 	free(fr);
@@ -1335,14 +1342,11 @@ queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
 		"   and run_at > now()) as scheduled,"
 		"  count(*) filter (where state = 'available'"
 		"   and kind <> all($2::text[])) as unhandled"
-		/* Two scans, one per partial index: with
-		 * state in ('available', 'running') the planner can use
-		 * neither, and read the whole table (4.7 s, 20 minutes
-		 * into a churn run with a snapshot held). */
+		/* The unfinished, released jobs: jobs_claim_idx (schema
+		 * 27).  Not by state, which no index names any more. */
 		" from (select queue, state, run_at, kind from pgjob.jobs"
-		"   where state = 'available'"
-		"  union all select queue, state, run_at, kind from pgjob.jobs"
-		"   where state = 'running') j"
+		"   where finished_at is null"
+		"    and coalesce(parents_left, 0) = 0) j"
 		" group by queue)"
 		" select coalesce(d.queue, l.queue), coalesce(d.due, 0),"
 		"  coalesce(d.running, 0), coalesce(d.oldest, 0),"
@@ -1379,10 +1383,9 @@ read_dead(const struct db_call *c, const struct db_status *st,
 }
 
 /*
- * Dead rows have no index of their own: they are read along the
- * retention index (jobs_finished_idx: done, dead and cancelled rows), so
- * the cost grows with the finished rows that retention keeps.  The worker
- * runs it once a minute, not per scrape (docs/operations.md).
+ * Dead rows are read along jobs_dead_idx (where dead, a column generated
+ * from the state: schema 27).  The worker runs it once a minute, not per
+ * scrape (docs/operations.md).
  */
 int
 queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg)
@@ -1394,7 +1397,7 @@ queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg)
 	call.n = (size_t)max;
 	return dbev_call(d,
 			 "select queue, count(*) from pgjob.jobs"
-			 " where state = 'dead' group by queue"
+			 " where dead group by queue"
 			 " order by 1 limit $1",
 			 0, 1, p, read_dead, &call);
 }

@@ -77,11 +77,6 @@ struct queue_claim_req {
 	const struct queue_position *const *until;
 	/* The claimer's lane: claims of a queue take turns per lane. */
 	int lane;
-	/* Whether to look for jobs whose lease expired (their worker died):
-	 * an index scan of running jobs that, under an old snapshot, reads
-	 * every claimed job's entry again, so the caller asks now and then,
-	 * not in every claim. */
-	int reap;
 	/* > 0: the claim is stopped after this many ms (statement_timeout,
 	 * set before it and reset after it), and fails with SQLSTATE
 	 * 57014. */

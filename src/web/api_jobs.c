@@ -52,9 +52,16 @@ struct filter {
 
 /* The filter's terms, parameters $1 to $9.  libpq plans an unnamed
  * statement with its values, so a term whose value is null folds away,
- * and state = 'dead' is the predicate of jobs_dead_idx. */
+ * and a state brings the predicate of the partial index that holds its
+ * jobs (schema 27: none names the state, so the state alone implies
+ * none): jobs_claim_idx, jobs_waiting_idx, jobs_dead_idx. */
 #define FILTER_WHERE                                                           \
 	" ($1::text is null or state = $1)"                                    \
+	" and ($1::text is null or $1 not in ('available', 'running')"         \
+	"  or (finished_at is null and coalesce(parents_left, 0) = 0))"        \
+	" and ($1::text is distinct from 'waiting'"                            \
+	"  or (finished_at is null and parents_left > 0))"                     \
+	" and ($1::text is distinct from 'dead' or dead)"                      \
 	" and ($2::text is null or queue = $2)"                                \
 	" and ($3::text is null or kind = $3)"                                 \
 	" and ($4::text is null"                                               \

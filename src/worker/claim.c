@@ -610,7 +610,6 @@ send_claim(struct worker *w, struct claim *c)
 		.ahead = ahead,
 		.lane = w->slot % TURN_LANES,
 		.until = until,
-		.reap = c->head,
 		.timeout_ms = c->limit_ms,
 		.max_payload_bytes = cf->max_payload_bytes,
 	};

@@ -96,9 +96,15 @@ wait_empty(PGconn *c, double timeout_s)
 	 * may be running for a moment between two batches, and the probe
 	 * of running jobs then reads its whole index. */
 #define PROBE_R                                                                \
-	"with r as (select 1 from pgjob.jobs where state = 'running'"          \
-	"   order by queue desc, locked_until desc limit 1),"                  \
-	" a as (select 1 from pgjob.jobs where state = 'available'"            \
+	"with r as (select 1 from pgjob.jobs where finished_at is null"        \
+	"   and coalesce(parents_left, 0) = 0 and state = 'running'"           \
+	"   order by queue, priority, run_at, id limit 1),"                    \
+	" u as (select 1 from pgjob.jobs where finished_at is null"            \
+	"   and coalesce(parents_left, 0) = 0"                                 \
+	"   order by queue desc, priority desc, run_at desc, id desc limit "   \
+	"1),"                                                                  \
+	" a as (select 1 from pgjob.jobs where finished_at is null"            \
+	"   and coalesce(parents_left, 0) = 0 and state = 'available'"         \
 	"   order by queue desc, priority desc, run_at desc, id desc"          \
 	"   limit 1)"
 #define PROBE_DEAD                                                             \
@@ -109,7 +115,8 @@ wait_empty(PGconn *c, double timeout_s)
 	static const char sql_start[] =
 		PROBE_R " select" HAS_R "," HAS_R " or" HAS_A "," PROBE_DEAD;
 	static const char sql_after[] =
-		PROBE_R " select true," HAS_A " or" HAS_R "," PROBE_DEAD;
+		PROBE_R " select true," HAS_A
+			" or exists (select 1 from u)," PROBE_DEAD;
 	long long start = now_us(), first = 0, dead = 0, polls = 0;
 	const char *trace_path = getenv("PGJOBD_BENCH_DEAD_TRACE");
 	FILE *trace = trace_path && *trace_path ? fopen(trace_path, "a") : NULL;
@@ -289,11 +296,10 @@ fast_jobs(PGconn *c, double start, double seconds, int interval_ms)
 static long
 default_backlog(PGconn *c)
 {
-	PGresult *r =
-		PQexec(c, "select (select count(*) from pgjob.jobs"
-			  "  where state = 'available' and queue = 'default')"
-			  " + (select count(*) from pgjob.jobs"
-			  "  where state = 'running' and queue = 'default')");
+	PGresult *r = PQexec(c, "select count(*) from pgjob.jobs"
+				"  where finished_at is null"
+				"   and coalesce(parents_left, 0) = 0"
+				"   and queue = 'default'");
 	long n = -1;
 	if (PQresultStatus(r) == PGRES_TUPLES_OK)
 		n = atol(PQgetvalue(r, 0, 0));

@@ -60,7 +60,7 @@ export CMD_ENQUEUE_SQL="insert into pgjob.jobs (kind, payload) select 'noop', js
 # running jobs not counted make the first poll that saw progress come
 # sooner and its count smaller by at most the jobs in flight (2,000 of
 # 200,000): pgjobd's rate, if anything, comes out lower.
-export CMD_REMAINING_SQL="select case when a > 0 then a else (select count(*) from (select 1 from pgjob.jobs where state = 'running' order by queue desc, locked_until desc limit 1) r) end from (select count(*) as a from (select 1 from pgjob.jobs where state = 'available' order by queue, priority, run_at, id) a) x"
+export CMD_REMAINING_SQL="select count(*) from (select 1 from pgjob.jobs where finished_at is null and coalesce(parents_left, 0) = 0 order by queue, priority, run_at, id) a"
 export CMD_LAT_ENQUEUE_SQL="select pgjob.enqueue('noop', jsonb_build_object('seq', \$1::int))"
 
 graphile_cfg="conc=24,lq=500,batch=0,procs=2"

@@ -53,11 +53,10 @@ claim(PGconn *c, const char *kinds, const char *limit, int ahead,
 	const char *ha_a = ahead ? "{t}" : "{f}";
 	char *cp_a = xasprintf("{%s}", cp ? cp : "NULL");
 	char *cr_a = xasprintf("{%s}", cr ? cr : "NULL");
-	const char *p[] = {kinds,   "{default}",  lim_a, "me:9",
-			   "30000", "{parallel}", hp_a,	 hr_a,
-			   "{0}",   "1000000",	  "f",	 ha_a,
-			   cp_a,    cr_a,	  "{t}", "1"};
-	PGresult *r = PQexecPrepared(c, "pgjob_claim", 16, p, NULL, NULL, 0);
+	const char *p[] = {kinds,	 "{default}", lim_a, "me:9", "30000",
+			   "{parallel}", hp_a,	      hr_a,  "{0}",  "1000000",
+			   ha_a,	 cp_a,	      cr_a,  "{t}",  "1"};
+	PGresult *r = PQexecPrepared(c, "pgjob_claim", 15, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		fail_msg("claim: %s", PQresultErrorMessage(r));
 	PQclear(r);

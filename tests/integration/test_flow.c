@@ -822,9 +822,13 @@ test_claim_limited_sql(void **state)
 	assert_claim(c, "p", 4, "301 w:concurrency");
 	assert_claim(c, "p", 4, "w:concurrency");
 	/* Its lease expired: the slot is free, and the job is claimed again,
-	 * as a lost attempt. */
+	 * as a lost attempt, where it stands in the queue's order: at the
+	 * next read from the head (the last claim's position is past it;
+	 * the claim reads from the head once a second, schema 27). */
 	t_exec(c, "update pgjob.jobs set locked_until = now() - interval '1s'"
 		  " where id = 301");
+	t_exec(c, "update pgjob.limits set pos_at = pos_at - interval '2 s'"
+		  " where queue = 'p'");
 	assert_claim(c, "p", 4, "301 w:concurrency");
 	t_assert_job(c, 301, "attempts || ' ' || lost_attempts", "2 1");
 	/* Each claimed job's time since its run_at, in c_ra of its 'c' row
@@ -951,12 +955,12 @@ test_key_holders_sql(void **state)
 #define IDX_SCANS(i)                                                           \
 	"select idx_scan from pg_stat_user_indexes where indexrelname = '" i "'"
 	t_exec(c, "select pg_stat_force_next_flush()");
-	long long run0 = t_long(c, IDX_SCANS("jobs_running_idx"));
+	long long run0 = t_long(c, IDX_SCANS("jobs_claim_idx"));
 	long long pk0 = t_long(c, IDX_SCANS("jobs_pkey"));
 	t_exec(c, "select room from pgjob.limits l, pgjob.key_room(l, 'a',"
 		  " clock_timestamp()) where l.queue = 'kq'");
 	t_exec(c, "select pg_stat_force_next_flush()");
-	assert_int_equal(t_long(c, IDX_SCANS("jobs_running_idx")), run0);
+	assert_int_equal(t_long(c, IDX_SCANS("jobs_claim_idx")), run0);
 	assert_true(t_long(c, IDX_SCANS("jobs_pkey")) > pk0);
 #undef IDX_SCANS
 	/* The row is written back without its ended ids once they are half
@@ -974,16 +978,67 @@ test_key_holders_sql(void **state)
 #undef HOLDERS
 }
 
-/* Appends each notice to the string buffer arg points to. */
+/*
+ * A global_concurrency of any size counts its queue's running jobs from
+ * the ids its claims let start (pgjob.limits.holders, schema version 27;
+ * above 1000 it counted through jobs_running_idx before).  A limit that
+ * never binds must not grow the array, which every claim rewrites: it is
+ * looked up, and its ended ids dropped, once it holds twice the running
+ * jobs the last look-up found plus 64.  And near the limit the count is
+ * exact.
+ */
 static void
-keep_notice(void *arg, const char *message)
+test_global_holders_sql(void **state)
 {
-	char **buf = arg;
-	size_t old = *buf ? strlen(*buf) : 0, add = strlen(message);
-	char *n = realloc(*buf, old + add + 1);
-	assert_non_null(n);
-	memcpy(n + old, message, add + 1);
-	*buf = n;
+	char *ci = t_db_migrated("t_flow_gholders");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.queues (name) values ('gq')");
+	t_exec(c, "select pgjob.set_limits('gq',"
+		  " '{\"global_concurrency\": 5000}')");
+	t_exec(c, "insert into pgjob.jobs (queue, kind)"
+		  " select 'gq', 'k' from generate_series(1, 4000)");
+	/* 100 jobs stay running throughout; then claims of 20, each ended
+	 * before the next. */
+	char *keep = claim(c, "gq", 100);
+	free(keep);
+	long long most = 0;
+	for (int i = 0; i < 150; i++) {
+		char *got = claim(c, "gq", 20);
+		assert_non_null(strchr(got, ' '));
+		free(got);
+		long long n = t_long(c, "select cardinality(holders) from"
+					" pgjob.limits where queue = 'gq'");
+		if (n > most)
+			most = n;
+		t_exec(c, "update pgjob.jobs set state = 'done', finished_at ="
+			  " now() where queue = 'gq' and state = 'running'"
+			  " and id > (select min(id) + 99 from pgjob.jobs"
+			  " where queue = 'gq')");
+	}
+	/* 100 running at each look-up: 2 * 100 + 64, and a claim's 20. */
+	if (most > 2 * 100 + 64 + 20)
+		fail_msg("the holders grew to %lld ids", most);
+	assert_true(most >= 100 + 20);
+	/* Near the limit, exact: 100 running, a limit of 130, a claim of 50
+	 * takes 30. */
+	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
+		  " where queue = 'gq' and state = 'running'"
+		  " and id > (select min(id) + 99 from pgjob.jobs"
+		  " where queue = 'gq')");
+	t_exec(c, "update pgjob.limits set global_concurrency = 130"
+		  " where queue = 'gq'");
+	t_assert_value(
+		c, "30 w:concurrency",
+		"select count(*) filter (where c_t = 'c') || ' ' ||"
+		" string_agg('w:' || c_kind, '') filter (where c_t = 'w')"
+		" from"
+		" pgjob.claim_limited('gq', 50, '{k}', 'parallel', 'me',"
+		" 60000, 1000)");
+	t_assert_value(c, "130",
+		       "select count(*) from pgjob.jobs where queue = 'gq'"
+		       " and state = 'running'");
+	PQfinish(c);
+	free(ci);
 }
 
 /*
@@ -1006,12 +1061,7 @@ test_key_candidates_plan(void **state)
 	t_exec(c, "analyze pgjob.jobs");
 	t_exec(c, "update pgjob.jobs set limit_key = 'k' || (id %% 30)");
 	char *notices = NULL;
-	PQsetNoticeProcessor(c, keep_notice, &notices);
-	t_exec(c, "load 'auto_explain'");
-	t_exec(c, "set auto_explain.log_min_duration = 0");
-	t_exec(c, "set auto_explain.log_nested_statements = on");
-	t_exec(c, "set auto_explain.log_level = notice");
-	t_exec(c, "set client_min_messages = notice");
+	t_explain_nested(c, &notices);
 	for (int i = 0; i < 8; i++) {
 		free(notices);
 		notices = NULL;
@@ -1020,7 +1070,7 @@ test_key_candidates_plan(void **state)
 			       " 'k%d', '{k}', '{}', now(), 10, 'per_key'))",
 			       i + 1);
 	}
-	t_exec(c, "set auto_explain.log_min_duration = -1");
+	t_explain_stop(c);
 	assert_non_null(notices);
 	/* Generic: the parameters stay $n in its conditions. */
 	if (!strstr(notices, "Index Scan using jobs_limit_key_idx") ||
@@ -1047,6 +1097,7 @@ main(void)
 		cmocka_unit_test(test_adaptive_throttle),
 		cmocka_unit_test(test_claim_limited_sql),
 		cmocka_unit_test(test_key_holders_sql),
+		cmocka_unit_test(test_global_holders_sql),
 		cmocka_unit_test(test_key_candidates_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

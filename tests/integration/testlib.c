@@ -130,6 +130,35 @@ vvalue(PGconn *conn, const char *fmt, va_list ap)
 	return v;
 }
 
+/* A notice appended to the caller's buffer (t_explain_nested()). */
+static void
+keep_notice(void *arg, const char *message)
+{
+	char **buf = arg;
+	size_t old = *buf ? strlen(*buf) : 0, add = strlen(message);
+	char *n = realloc(*buf, old + add + 1);
+	assert_non_null(n);
+	memcpy(n + old, message, add + 1);
+	*buf = n;
+}
+
+void
+t_explain_nested(PGconn *conn, char **notices)
+{
+	PQsetNoticeProcessor(conn, keep_notice, notices);
+	t_exec(conn, "load 'auto_explain'");
+	t_exec(conn, "set auto_explain.log_min_duration = 0");
+	t_exec(conn, "set auto_explain.log_nested_statements = on");
+	t_exec(conn, "set auto_explain.log_level = notice");
+	t_exec(conn, "set client_min_messages = notice");
+}
+
+void
+t_explain_stop(PGconn *conn)
+{
+	t_exec(conn, "set auto_explain.log_min_duration = -1");
+}
+
 char *
 t_value(PGconn *conn, const char *fmt, ...)
 {

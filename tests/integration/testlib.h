@@ -45,6 +45,13 @@ char *t_value(PGconn *conn, const char *fmt, ...)
 long long t_long(PGconn *conn, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /*
+ * Shows the plans of every statement conn runs from now on, nested ones
+ * too (those of functions), through auto_explain as notices, which are
+ * appended to *notices (caller frees); t_explain_stop() ends it.
+ */
+void t_explain_nested(PGconn *conn, char **notices);
+void t_explain_stop(PGconn *conn);
+/*
  * Polls sql (a query returning one boolean) every 50 ms until true;
  * returns 0, or -1 after timeout_s.
  */
