@@ -979,13 +979,12 @@ test_key_holders_sql(void **state)
 }
 
 /*
- * A global_concurrency of any size counts its queue's running jobs from
+ * A global_concurrency near binding counts its queue's running jobs from
  * the ids its claims let start (pgjob.limits.holders, schema version 27;
- * above 1000 it counted through jobs_running_idx before).  A limit that
- * never binds must not grow the array, which every claim rewrites: it is
- * looked up, and its ended ids dropped, once it holds twice the running
- * jobs the last look-up found plus 64.  And near the limit the count is
- * exact.
+ * far from binding it keeps a bound instead, schema 28, below).  The
+ * array, which every claim rewrites, must not grow: it is looked up, and
+ * its ended ids dropped, once it holds twice the running jobs the last
+ * look-up found plus 64.  And near the limit the count is exact.
  */
 static void
 test_global_holders_sql(void **state)
@@ -993,8 +992,10 @@ test_global_holders_sql(void **state)
 	char *ci = t_db_migrated("t_flow_gholders");
 	PGconn *c = t_connect(ci);
 	t_exec(c, "insert into pgjob.queues (name) values ('gq')");
+	/* 1,000 less the 100 running and a claim is within 1,024 of the
+	 * limit: holders, not the bound. */
 	t_exec(c, "select pgjob.set_limits('gq',"
-		  " '{\"global_concurrency\": 5000}')");
+		  " '{\"global_concurrency\": 1000}')");
 	t_exec(c, "insert into pgjob.jobs (queue, kind)"
 		  " select 'gq', 'k' from generate_series(1, 4000)");
 	/* 100 jobs stay running throughout; then claims of 20, each ended
@@ -1015,6 +1016,9 @@ test_global_holders_sql(void **state)
 			  " and id > (select min(id) + 99 from pgjob.jobs"
 			  " where queue = 'gq')");
 	}
+	t_assert_value(c, "t",
+		       "select running_ub is null from pgjob.limits"
+		       " where queue = 'gq'");
 	/* 100 running at each look-up: 2 * 100 + 64, and a claim's 20. */
 	if (most > 2 * 100 + 64 + 20)
 		fail_msg("the holders grew to %lld ids", most);
@@ -1040,6 +1044,188 @@ test_global_holders_sql(void **state)
 	PQfinish(c);
 	free(ci);
 }
+
+#define BOUND                                                                  \
+	"select coalesce(running_ub::text, 'null') || ' ' ||"                  \
+	" (case when holders is null then 't' else 'f' end)"                   \
+	" from pgjob.limits where queue = 'bq'"
+
+/*
+ * A global_concurrency far from binding (schema version 28): the queue
+ * keeps an upper bound of its running jobs, and a claim neither locks the
+ * limits row nor keeps ids: it adds what it took to the bound at its end.
+ * Near the limit a claim in turn counts the running jobs again; close to
+ * it, the queue keeps holders.  A slot acquired counts in the bound.
+ */
+static void
+test_global_bound_sql(void **state)
+{
+	char *ci = t_db_migrated("t_flow_gbound");
+	PGconn *c = t_connect(ci);
+	PGconn *other = t_connect(ci);
+	t_exec(c, "insert into pgjob.queues (name) values ('bq')");
+	t_exec(c, "select pgjob.set_limits('bq',"
+		  " '{\"global_concurrency\": 100000}')");
+	t_exec(c, "insert into pgjob.jobs (queue, kind)"
+		  " select 'bq', 'k' from generate_series(1, 4000)");
+	/* The first claim counts (in turn): none running, far from 100,000
+	 * by more than 1,024 and a quarter of 4,000 unfinished jobs. */
+	free(claim(c, "bq", 100));
+	t_assert_value(c, "100 t", BOUND);
+	/* Unlocked now: a share lock on the row's key would hold a claim in
+	 * turn (it returns w:busy after its 20 ms), not these. */
+	t_exec(other, "begin");
+	t_exec(other, "select 1 from pgjob.limits where queue = 'bq'"
+		      " for key share");
+	for (int i = 0; i < 10; i++) {
+		char *got = claim(c, "bq", 20);
+		if (strstr(got, "w:") || !strchr(got, ' '))
+			fail_msg("an unlocked claim got \"%s\"", got);
+		free(got);
+		t_exec(c, "update pgjob.jobs set state = 'done',"
+			  " finished_at = now() where queue = 'bq'"
+			  " and state = 'running' and id > 100");
+	}
+	/* Ended jobs stay in the bound: 100 + 10 * 20. */
+	t_assert_value(c, "300 t", BOUND);
+	t_exec(other, "rollback");
+	/* A bound that leaves no room: the claim counts again, in turn, and
+	 * the bound starts from the 100 still running. */
+	t_exec(c, "update pgjob.limits set running_ub = 99990"
+		  " where queue = 'bq'");
+	free(claim(c, "bq", 20));
+	t_assert_value(c, "120 t", BOUND);
+	t_assert_value(c, "120",
+		       "select count(*) from pgjob.jobs"
+		       " where queue = 'bq' and state = 'running'");
+	/* A slot acquired is in the bound at once. */
+	t_exec(c, "select pgjob.acquire_slot('bq', null, '1 minute')");
+	t_assert_value(c, "121 t", BOUND);
+	/* Near the limit: counted, then holders, exact.  120 running and a
+	 * slot, a limit of 150, a claim of 50 takes 29. */
+	t_exec(c, "update pgjob.limits set global_concurrency = 150,"
+		  " running_ub = 140 where queue = 'bq'");
+	t_assert_value(
+		c, "29 w:concurrency",
+		"select count(*) filter (where c_t = 'c') || ' ' ||"
+		" string_agg('w:' || c_kind, '') filter (where c_t = 'w')"
+		" from pgjob.claim_limited('bq', 50, '{k}', 'parallel',"
+		" 'me', 60000, 1000)");
+	t_assert_value(c, "null f", BOUND);
+	t_assert_value(c, "149",
+		       "select count(*) from pgjob.jobs"
+		       " where queue = 'bq' and state = 'running'");
+	/* Limits set again: counted again, far from binding, the bound. */
+	t_exec(c, "select pgjob.set_limits('bq',"
+		  " '{\"global_concurrency\": 100000}')");
+	t_assert_value(c, "null t", BOUND);
+	free(claim(c, "bq", 1));
+	/* 149 jobs and 1: the slot is counted apart again (pgjob.limit_holds),
+	 * as it is at every claim. */
+	t_assert_value(c, "150 t", BOUND);
+
+	/* A pause that comes while an unlocked claim runs undoes it: the
+	 * claim waits at its end for the row, sees the pause, takes
+	 * nothing and asks to be sent again (w:busy). */
+	t_exec(other, "begin");
+	t_exec(other, "update pgjob.limits set paused = true"
+		      " where queue = 'bq'");
+	assert_int_equal(
+		PQsendQuery(c, "select coalesce(string_agg(case c_t when 'c'"
+			       " then c_id::text else 'w:' || c_kind end, ' '),"
+			       " '') from pgjob.claim_limited('bq', 20, '{k}',"
+			       " 'parallel', 'me', 60000, 1000)"),
+		1);
+	t_wait_until(other, 20,
+		     "select coalesce((select wait_event_type = 'Lock' from"
+		     " pg_stat_activity where pid = %d), false)",
+		     PQbackendPID(c));
+	t_exec(other, "commit");
+	PGresult *r = PQgetResult(c);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_string_equal(PQgetvalue(r, 0, 0), "w:busy");
+	PQclear(r);
+	assert_null(PQgetResult(c));
+	t_assert_value(c, "150",
+		       "select count(*) from pgjob.jobs"
+		       " where queue = 'bq' and state = 'running'");
+	/* Paused: in turn, nothing. */
+	assert_claim(c, "bq", 20, "w:paused");
+	PQfinish(other);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * Four connections claim 50 at a time at once, nothing ends: through the
+ * bound, the count near the limit and the holders, never more than the
+ * limit run, and the limit is reached.
+ */
+static void
+test_global_bound_concurrent(void **state)
+{
+	enum { N = 4, LIMIT = 5000 };
+	char *ci = t_db_migrated("t_flow_gbound_c");
+	PGconn *c[N];
+	for (int i = 0; i < N; i++)
+		c[i] = t_connect(ci);
+	t_exec(c[0], "insert into pgjob.queues (name) values ('cq')");
+	t_exec(c[0],
+	       "select pgjob.set_limits('cq',"
+	       " '{\"global_concurrency\": %d}')",
+	       LIMIT);
+	t_exec(c[0], "insert into pgjob.jobs (queue, kind)"
+		     " select 'cq', 'k' from generate_series(1, 12000)");
+	int quiet = 0, rounds = 0, busy = 0;
+	int seen_bound = 0;
+	while (quiet < 3 && rounds < 1000) {
+		rounds++;
+		for (int i = 0; i < N; i++)
+			assert_int_equal(
+				PQsendQuery(c[i],
+					    "select count(*) filter (where c_t"
+					    " = 'c'), count(*) filter (where"
+					    " c_kind = 'busy') from"
+					    " pgjob.claim_limited('cq', 50,"
+					    " '{k}', 'parallel', 'me', 60000,"
+					    " 1000)"),
+				1);
+		long took = 0;
+		int again = busy;
+		for (int i = 0; i < N; i++) {
+			PGresult *r;
+			while ((r = PQgetResult(c[i])) != NULL) {
+				assert_int_equal(PQresultStatus(r),
+						 PGRES_TUPLES_OK);
+				took += atol(PQgetvalue(r, 0, 0));
+				busy += atoi(PQgetvalue(r, 0, 1));
+				PQclear(r);
+			}
+		}
+		quiet = took || busy > again ? 0 : quiet + 1;
+		if (t_long(c[0],
+			   "select count(*) from pgjob.limits"
+			   " where queue = 'cq' and running_ub is not null"))
+			seen_bound = 1;
+		long long running =
+			t_long(c[0], "select count(*) from"
+				     " pgjob.jobs where queue = 'cq'"
+				     " and state = 'running'");
+		if (running > LIMIT)
+			fail_msg("%lld running, past the limit of %d, round %d",
+				 running, LIMIT, rounds);
+	}
+	assert_true(seen_bound);
+	t_assert_value(c[0], "5000",
+		       "select count(*) from pgjob.jobs"
+		       " where queue = 'cq' and state = 'running'");
+	print_message("[ INFO     ] %d rounds, %d claims sent again\n", rounds,
+		      busy);
+	for (int i = 0; i < N; i++)
+		PQfinish(c[i]);
+	free(ci);
+}
+#undef BOUND
 
 /*
  * The key-by-key claim's scan of one key's jobs keeps one generic plan
@@ -1098,6 +1284,8 @@ main(void)
 		cmocka_unit_test(test_claim_limited_sql),
 		cmocka_unit_test(test_key_holders_sql),
 		cmocka_unit_test(test_global_holders_sql),
+		cmocka_unit_test(test_global_bound_sql),
+		cmocka_unit_test(test_global_bound_concurrent),
 		cmocka_unit_test(test_key_candidates_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
