@@ -135,7 +135,18 @@ select pg_temp.rewrite('claim_limited', array[
 	'l pgjob.limits;
 	fast boolean := false;
 	pos0 bigint;
-	crows pgjob.claim_row[];', '1',
+	crows pgjob.claim_row[];
+	tids tid[];', '1',
+
+	-- The parallel scan keeps where each candidate lies: an unlocked
+	-- claim updates them by TID, as the daemon's claim does (no descent
+	-- of jobs_pkey; 9.0 buffers a job against 6.2 without).
+	'(array_agg(a.run_at))[count(*)::int]',
+	'(array_agg(a.run_at))[count(*)::int], array_agg(a.ctid)', '1',
+	'into got, costs, b, last_pr, last_id, last_ra',
+	'into got, costs, b, last_pr, last_id, last_ra, tids', '1',
+	'from (select j.id, j.cost, j.priority, j.run_at',
+	'from (select j.id, j.cost, j.priority, j.run_at, j.ctid', '2',
 
 	'perform set_config(''lock_timeout'', ''20ms'', true);',
 	'-- Unlocked (schema 28) when nothing but a limit far from binding
@@ -180,6 +191,10 @@ select pg_temp.rewrite('claim_limited', array[
 			-- The jobs first, the bound last: the row is locked only
 			-- from here to the commit.  A bound that no longer admits
 			-- them undoes their claim; the worker claims again.
+			if tids is null then
+				tids := array(select j.ctid from pgjob.jobs j
+					where j.id = any(ids));
+			end if;
 			begin
 				with u as (
 					update pgjob.jobs j set state = ''running'',
@@ -190,7 +205,7 @@ select pg_temp.rewrite('claim_limited', array[
 						lost_attempts = j.lost_attempts
 							+ case when j.state = ''running'' then 1 else 0 end,
 						attempted_at = clk
-					 where j.id = any(ids)
+					 where j.ctid = any(tids)
 					returning j.id, j.kind, j.queue, j.payload::text as p,
 						j.attempts, j.max_attempts, j.lease_token,
 						j.ordering_key, j.lost_attempts, j.run_at)

@@ -1151,6 +1151,38 @@ test_global_bound_sql(void **state)
 		       " where queue = 'bq' and state = 'running'");
 	/* Paused: in turn, nothing. */
 	assert_claim(c, "bq", 20, "w:paused");
+
+#define BY_MODE                                                                \
+	"select coalesce(string_agg(case c_t when 'c' then c_id::text"         \
+	" else 'w:' || c_kind end, ' ' order by c_t, c_id), '') from"          \
+	" pgjob.claim_limited('%s', 5, '{k}', '%s', 'me', 60000, 1000)"
+	/* The serial and per_key queues' unlocked claims: the head alone,
+	 * and each key's oldest job (9014 waits for 9013). */
+	t_exec(c, "insert into pgjob.queues (name) values ('sq'), ('kq')");
+	t_exec(c, "select pgjob.set_limits(q, '{\"global_concurrency\":"
+		  " 100000}') from unnest(array['sq', 'kq']) q");
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, ordering_key)"
+		  " overriding system value values (9001, 'sq', 'k', null),"
+		  " (9002, 'sq', 'k', null), (9003, 'sq', 'k', null),"
+		  " (9011, 'kq', 'k', 'a'), (9012, 'kq', 'k', 'a'),"
+		  " (9013, 'kq', 'k', 'b'), (9014, 'kq', 'k', 'b'),"
+		  " (9015, 'kq', 'k', null)");
+	t_assert_value(c, "9001", BY_MODE, "sq", "serial"); /* in turn */
+	t_assert_value(c, "1 t",
+		       "select running_ub || ' ' || (case when"
+		       " holders is null then 't' end) from"
+		       " pgjob.limits where queue = 'sq'");
+	t_assert_value(c, "", BY_MODE, "sq", "serial"); /* unlocked */
+	end_jobs(c, "9001");
+	t_assert_value(c, "9002", BY_MODE, "sq", "serial");
+	t_assert_value(c, "9011 9013 9015", BY_MODE, "kq",
+		       "per_key"); /* in turn */
+	end_jobs(c, "9011");
+	t_assert_value(c, "9012", BY_MODE, "kq", "per_key");
+	t_assert_value(c, "4 t",
+		       "select running_ub || ' ' || (case when"
+		       " holders is null then 't' end) from"
+		       " pgjob.limits where queue = 'kq'");
 	PQfinish(other);
 	PQfinish(c);
 	free(ci);
