@@ -12,12 +12,14 @@
 -- Now a queue whose limit is far from binding keeps an upper bound of its
 -- running jobs instead (running_ub: the jobs running at the last count,
 -- plus every job claimed since, plus every slot acquired since).  A claim
--- of such a queue, with no rate, key limit or pause to keep, reads the row
--- without locking it, claims, and only at its end adds what it took to
--- the bound, in a subtransaction undone when the row no longer admits it
--- (the bound would pass the limit, or a pause, a throttle or new limits
--- came meanwhile); the worker then claims again, and that claim takes the
--- row in turn.  Once the bound comes near the limit, a claim in turn
+-- of such a queue (or of one without global_concurrency), with no key
+-- limit, pause or throttle to keep and a rate's bucket holding at least
+-- what it asks, reads the row without locking it, claims, and only at its
+-- end adds what it took to the bound and takes its cost from the bucket
+-- as the row stands then, in a subtransaction undone when the row no
+-- longer admits it (the bound would pass the limit, the bucket holds too
+-- little, or a pause, a throttle or new limits came meanwhile); the
+-- worker then claims again, and that claim takes the row in turn.  Once the bound comes near the limit, a claim in turn
 -- counts the queue's running jobs: far from the limit still (by at least
 -- a quarter of the queue's unfinished jobs, and 1,024), the bound starts
 -- again from that count; near it, the queue keeps holders as before
@@ -154,7 +156,10 @@ select pg_temp.rewrite('claim_limited', array[
 	select * into l from pgjob.limits x where x.queue = q;
 	if found and not l.paused
 	   and (l.throttled_until is null or l.throttled_until <= clock_timestamp())
-	   and l.rate is null and l.per_key_concurrency is null
+	   and want > 0 and (l.rate is null or pgjob.bucket(l.tokens,
+		l.tokens_at, clock_timestamp(), l.rate, l.rate_period_ms,
+		coalesce(l.burst, l.rate)) >= want)
+	   and l.per_key_concurrency is null
 	   and l.rate_per_key is null and not l.fair
 	   and (l.global_concurrency is null or (l.running_ub is not null
 		and l.running_ub + want <= l.global_concurrency)) then
@@ -191,9 +196,12 @@ select pg_temp.rewrite('claim_limited', array[
 			-- The jobs first, the bound last: the row is locked only
 			-- from here to the commit.  A bound that no longer admits
 			-- them undoes their claim; the worker claims again.
+			-- What the bucket let start: a prefix of the candidates.
 			if tids is null then
 				tids := array(select j.ctid from pgjob.jobs j
 					where j.id = any(ids));
+			else
+				tids := tids[1:cardinality(ids)];
 			end if;
 			begin
 				with u as (
@@ -220,11 +228,24 @@ select pg_temp.rewrite('claim_limited', array[
 				if cardinality(ids) > 0 or l.pos_id is distinct from pos0 then
 					update pgjob.limits x
 					   set running_ub = x.running_ub + cardinality(ids),
+					       tokens = case when x.rate is null then x.tokens
+						else pgjob.bucket(x.tokens, x.tokens_at, clk,
+							x.rate, x.rate_period_ms,
+							coalesce(x.burst, x.rate)) - spent end,
+					       tokens_at = case when x.rate is null
+						then x.tokens_at
+						else greatest(clk, x.tokens_at) end,
 					       pos_pr = l.pos_pr, pos_ra = l.pos_ra,
 					       pos_id = l.pos_id, pos_at = l.pos_at
 					 where x.queue = q and not x.paused
 					   and (x.throttled_until is null or x.throttled_until <= clk)
-					   and x.rate is null and x.per_key_concurrency is null
+					   and x.rate is not distinct from l.rate
+					   and x.rate_period_ms is not distinct from l.rate_period_ms
+					   and x.burst is not distinct from l.burst
+					   and (x.rate is null or pgjob.bucket(x.tokens,
+						x.tokens_at, clk, x.rate, x.rate_period_ms,
+						coalesce(x.burst, x.rate)) >= spent)
+					   and x.per_key_concurrency is null
 					   and x.rate_per_key is null and not x.fair
 					   and x.paused_kinds = l.paused_kinds
 					   and (x.global_concurrency is null
@@ -242,5 +263,12 @@ select pg_temp.rewrite('claim_limited', array[
 				return;
 			end;
 			return query select * from unnest(crows);
+			if why is not null and cardinality(ids) < want then
+				-- Fewer than asked: the bucket had no more.
+				return query select ''w''::text, null::bigint, why, q,
+					null::text, null::int, null::int, null::bigint,
+					null::text, null::smallint, wait_ms, null::int,
+					null::bigint;
+			end if;
 			return;
 		end if;', '1']);

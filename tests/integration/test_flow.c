@@ -1189,42 +1189,70 @@ test_global_bound_sql(void **state)
 }
 
 /*
- * Four connections claim 50 at a time at once, nothing ends: through the
- * bound, the count near the limit and the holders, never more than the
- * limit run, and the limit is reached.
+ * A rate whose bucket holds what a claim asks is kept without a turn too
+ * (schema version 28): the claim takes its cost from the bucket as the
+ * row stands at its end.  Costs that pass the bucket cut the claim short
+ * (w:rate), as in turn; an empty bucket sends the claim to its turn.
  */
 static void
-test_global_bound_concurrent(void **state)
+test_rate_unlocked_sql(void **state)
 {
-	enum { N = 4, LIMIT = 5000 };
-	char *ci = t_db_migrated("t_flow_gbound_c");
-	PGconn *c[N];
-	for (int i = 0; i < N; i++)
-		c[i] = t_connect(ci);
-	t_exec(c[0], "insert into pgjob.queues (name) values ('cq')");
-	t_exec(c[0],
-	       "select pgjob.set_limits('cq',"
-	       " '{\"global_concurrency\": %d}')",
-	       LIMIT);
-	t_exec(c[0], "insert into pgjob.jobs (queue, kind)"
-		     " select 'cq', 'k' from generate_series(1, 12000)");
+	char *ci = t_db_migrated("t_flow_rate_unlocked");
+	PGconn *c = t_connect(ci);
+	PGconn *other = t_connect(ci);
+	t_exec(c, "insert into pgjob.queues (name) values ('rq')");
+	t_exec(c, "select pgjob.set_limits('rq', '{\"rate\": \"100/h\"}')");
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, cost)"
+		  " overriding system value select i, 'rq', 'k', 10"
+		  " from generate_series(1, 30) i");
+	t_exec(other, "begin");
+	t_exec(other, "select 1 from pgjob.limits where queue = 'rq'"
+		      " for key share");
+	/* A full bucket of 100 and 20 asked: unlocked; ten jobs of cost 10
+	 * fit. */
+	assert_claim(c, "rq", 20, "1 2 3 4 5 6 7 8 9 10 w:rate");
+	t_assert_value(c, "0",
+		       "select floor(tokens) from pgjob.limits"
+		       " where queue = 'rq'");
+	/* Empty: the claim's turn, which the share lock holds. */
+	assert_claim(c, "rq", 20, "w:busy");
+	t_exec(other, "rollback");
+	assert_claim(c, "rq", 20, "w:rate");
+	t_assert_value(c, "10",
+		       "select count(*) from pgjob.jobs"
+		       " where queue = 'rq' and state = 'running'");
+	PQfinish(other);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * Connections c[0..n-1] claim 50 at a time of queue q at once, nothing
+ * ends, until three rounds take nothing and none is sent again; never more
+ * than most run.  Returns the claims sent again (w:busy); *seen_bound
+ * says whether q's row kept a bound after some round.
+ */
+static int
+claim_together(PGconn **c, int n, const char *q, long long most,
+	       int *seen_bound)
+{
 	int quiet = 0, rounds = 0, busy = 0;
-	int seen_bound = 0;
 	while (quiet < 3 && rounds < 1000) {
 		rounds++;
-		for (int i = 0; i < N; i++)
+		for (int i = 0; i < n; i++)
 			assert_int_equal(
-				PQsendQuery(c[i],
-					    "select count(*) filter (where c_t"
-					    " = 'c'), count(*) filter (where"
-					    " c_kind = 'busy') from"
-					    " pgjob.claim_limited('cq', 50,"
-					    " '{k}', 'parallel', 'me', 60000,"
-					    " 1000)"),
+				PQsendQueryParams(
+					c[i],
+					"select count(*) filter (where c_t"
+					" = 'c'), count(*) filter (where"
+					" c_kind = 'busy') from"
+					" pgjob.claim_limited($1, 50, '{k}',"
+					" 'parallel', 'me', 60000, 1000)",
+					1, NULL, &q, NULL, NULL, 0),
 				1);
 		long took = 0;
 		int again = busy;
-		for (int i = 0; i < N; i++) {
+		for (int i = 0; i < n; i++) {
 			PGresult *r;
 			while ((r = PQgetResult(c[i])) != NULL) {
 				assert_int_equal(PQresultStatus(r),
@@ -1235,24 +1263,66 @@ test_global_bound_concurrent(void **state)
 			}
 		}
 		quiet = took || busy > again ? 0 : quiet + 1;
-		if (t_long(c[0],
-			   "select count(*) from pgjob.limits"
-			   " where queue = 'cq' and running_ub is not null"))
-			seen_bound = 1;
 		long long running =
-			t_long(c[0], "select count(*) from"
-				     " pgjob.jobs where queue = 'cq'"
-				     " and state = 'running'");
-		if (running > LIMIT)
-			fail_msg("%lld running, past the limit of %d, round %d",
-				 running, LIMIT, rounds);
+			t_long(c[0],
+			       "select count(*) from pgjob.jobs"
+			       " where queue = '%s' and state = 'running'",
+			       q);
+		if (running > most)
+			fail_msg("%lld of %s running, more than %lld, round %d",
+				 running, q, most, rounds);
+		if (seen_bound && t_long(c[0],
+					 "select count(*) from"
+					 " pgjob.limits where queue = '%s'"
+					 " and running_ub is not null",
+					 q))
+			*seen_bound = 1;
 	}
-	assert_true(seen_bound);
+	print_message("[ INFO     ] %s: %d rounds, %d claims sent again\n", q,
+		      rounds, busy);
+	return busy;
+}
+
+/*
+ * Four connections claim 50 at a time at once, nothing ends: through the
+ * bound, the count near the limit and the holders, never more than the
+ * limit run, and the limit is reached.  Likewise a bucket of 3,000 tokens
+ * (3000/h: about one more token a second) claimed without turns: never
+ * more than it holds.
+ */
+static void
+test_global_bound_concurrent(void **state)
+{
+	enum { N = 4 };
+	char *ci = t_db_migrated("t_flow_gbound_c");
+	PGconn *c[N];
+	for (int i = 0; i < N; i++)
+		c[i] = t_connect(ci);
+	t_exec(c[0], "insert into pgjob.queues (name) values ('cq'), ('cr')");
+	t_exec(c[0], "select pgjob.set_limits('cq',"
+		     " '{\"global_concurrency\": 5000}')");
+	t_exec(c[0], "select pgjob.set_limits('cr', '{\"rate\": \"3000/h\"}')");
+	t_exec(c[0], "insert into pgjob.jobs (queue, kind) select q, 'k'"
+		     " from unnest(array['cq', 'cr']) q,"
+		     " generate_series(1, 12000)");
+	int seen_bound = 0;
+	claim_together(c, N, "cq", 5000, &seen_bound);
 	t_assert_value(c[0], "5000",
 		       "select count(*) from pgjob.jobs"
 		       " where queue = 'cq' and state = 'running'");
-	print_message("[ INFO     ] %d rounds, %d claims sent again\n", rounds,
-		      busy);
+	/* The bound was kept on the way (the first count found none
+	 * running, 5,000 from the limit). */
+	assert_true(seen_bound);
+	long long t0 = t_long(c[0], "select extract(epoch from now())::int");
+	claim_together(c, N, "cr", 3000 + 60, NULL);
+	long long took = t_long(c[0], "select count(*) from pgjob.jobs"
+				      " where queue = 'cr'"
+				      " and state = 'running'");
+	long long secs =
+		t_long(c[0], "select extract(epoch from now())::int") - t0 + 1;
+	if (took < 3000 || took > 3000 + secs + 1)
+		fail_msg("%lld claimed from a bucket of 3,000 in %lld s", took,
+			 secs);
 	for (int i = 0; i < N; i++)
 		PQfinish(c[i]);
 	free(ci);
@@ -1318,6 +1388,7 @@ main(void)
 		cmocka_unit_test(test_global_holders_sql),
 		cmocka_unit_test(test_global_bound_sql),
 		cmocka_unit_test(test_global_bound_concurrent),
+		cmocka_unit_test(test_rate_unlocked_sql),
 		cmocka_unit_test(test_key_candidates_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
