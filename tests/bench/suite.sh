@@ -231,10 +231,10 @@ series "pgjobd, plugin, retention 0 (workers $workers, concurrency $conc)" 0 "$w
 # Flow control (docs/queues.md): limits that never bind, then a binding
 # global_concurrency and a binding rate.  The cost of one limited claim,
 # from pg_stat_statements, goes in the row's note.
-limited() { # name limits
+limited() { # name limits [runs]
 	sql -c "select pg_stat_statements_reset()" >/dev/null
 	local r
-	r=$(runs=1 series "$1" 7d "$workers" "$conc" "$n" noop 1 "$2")
+	r=$(runs=${3:-1} series "$1" 7d "$workers" "$conc" "$n" noop 1 "$2")
 	local cost
 	cost=$(sql -c "select format('%s limited claims, %s rows each, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 3)) from pg_stat_statements where query like '%claim_limited%' order by calls desc limit 1")
 	# The start rate by the claims' own clock (attempted_at), which the
@@ -244,12 +244,14 @@ limited() { # name limits
 	sed -i "\$ s|\$|limited claim: $cost; $starts|" "$results"
 	echo "$r"
 }
-# A feature's cost in one run: single runs later in the suite came out
-# below the 3-run 7d median (0.79 to 0.88 of it in one run), so each "on
-# but idle" row is put beside a 7d run of its own, just before it.
-ref7d() { runs=1 series "retention 7d, one run (the reference for the row after it)" 7d "$workers" "$conc" "$n" noop; }
+# A feature's cost: single runs later in the suite came out below the
+# 3-run 7d median (0.79 to 0.88 of it in one run), so each "on but idle"
+# row is put beside 7d runs of its own, just before it; both are medians of
+# RUNS (one run apart varied by a tenth and more: workflows idle 0.97 in
+# one suite, 0.81 in the next, nothing changed between them).
+ref7d() { series "retention 7d, median of $runs (the reference for the rows after it)" 7d "$workers" "$conc" "$n" noop; }
 flow_ref=$(ref7d)
-flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" "global_concurrency: 1000000, rate: 100000000/s")
+flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" "global_concurrency: 1000000, rate: 100000000/s" "$runs")
 flow_conc=$(limited "binding global_concurrency 4" "global_concurrency: 4")
 flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
 # Per key (schema versions 24 and 25): jobs over 100 limit keys, a limit
@@ -300,7 +302,7 @@ threading.Event().wait()
 PY
 		poller=$!
 	fi
-	r=$(runs=1 series "$1" 7d "$workers" "$conc" "$n" noop)
+	r=$(series "$1" 7d "$workers" "$conc" "$n" noop)
 	[ -n "$poller" ] && { kill "$poller" 2>/dev/null; wait "$poller" 2>/dev/null || true; }
 	console_stop
 	[ "$2" = 1 ] && sed -i "\$ s|\$|$(cat "$dir/web.polls" 2>/dev/null || echo 0) page requests answered meanwhile|" "$results"
@@ -343,19 +345,25 @@ workflow() { # name jobs setup-sql latency-sql
 # claims of everything else.
 wf_ref=$(ref7d)
 config "$dir/run.yaml" "$workers" "$conc" 7d
-fresh_schema
-sql -c "do \$\$ declare r bigint; begin
-		r := pgjob.enqueue('noop');
-		perform pgjob.enqueue('noop', depends_on => array[r], on_parent_failure => 'wait')
-		  from generate_series(1, $fan);
-		update pgjob.jobs set state = 'dead', finished_at = now(), last_error = 'bench' where id = r;
-	end \$\$" >/dev/null
-enqueue "$n" noop >/dev/null
-read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
-wf_waiting=$(sql -c "select count(*) from pgjob.jobs where state = 'waiting'")
-row "workflows on but idle ($wf_waiting steps waiting beside the jobs)" "$a" "$a" "$a" "$b" "$c" "$d"
-wf_idle=$a
-[ "$wf_waiting" = "$fan" ] || { echo "suite: $wf_waiting of $fan workflow steps still waiting" >&2; exit 1; }
+wf_rates=""
+for r in $(seq "$runs"); do
+	fresh_schema
+	sql -c "do \$\$ declare r bigint; begin
+			r := pgjob.enqueue('noop');
+			perform pgjob.enqueue('noop', depends_on => array[r], on_parent_failure => 'wait')
+			  from generate_series(1, $fan);
+			update pgjob.jobs set state = 'dead', finished_at = now(), last_error = 'bench' where id = r;
+		end \$\$" >/dev/null
+	enqueue "$n" noop >/dev/null
+	read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
+	wf_rates="$wf_rates $a"
+	wf_waiting=$(sql -c "select count(*) from pgjob.jobs where state = 'waiting'")
+	[ "$wf_waiting" = "$fan" ] || { echo "suite: $wf_waiting of $fan workflow steps still waiting" >&2; exit 1; }
+done
+wf_idle=$(tr ' ' '\n' <<<"$wf_rates" | grep . | median)
+row "workflows on but idle ($wf_waiting steps waiting beside the jobs)" "$wf_idle" \
+	"$(tr ' ' '\n' <<<"$wf_rates" | grep . | sort -n | head -1)" \
+	"$(tr ' ' '\n' <<<"$wf_rates" | grep . | sort -n | tail -1)" "$b" "$c" "$d"
 
 wf_fan=$(workflow "workflow: 1 job, $fan children after it, 1 job after them all" $((fan + 2)) \
 	"do \$\$ declare r bigint; ids bigint[]; begin
@@ -609,11 +617,11 @@ awk -F'\t' -v c="$ceil_update" '{
 	printf "| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", $1, $2, $3, $4, $2 / c, $5, $6, $7 }' "$results"
 echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
-echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$flow_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d run before it; binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s; per_key_concurrency 20 over 100 keys (never binding): $flow_key_idle jobs/s; binding per_key_concurrency 2: $flow_key jobs/s"
-echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d run before it, busy $(awk -v a="$web_busy" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x (one run each)"
+echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$flow_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs before it (medians of $runs); binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s; per_key_concurrency 20 over 100 keys (never binding): $flow_key_idle jobs/s; binding per_key_concurrency 2: $flow_key jobs/s"
+echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs before it, busy $(awk -v a="$web_busy" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x (medians of $runs)"
 r() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo "- scale, $scale_n jobs, every process with the 2-worker row's config: 16 x 1 $(r "$scale_16x1" "$scale_ref") x, 4 x 4 $(r "$scale_4x4" "$scale_ref") x, 1 x 16 $(r "$scale_1x16" "$scale_ref") x the $workers-worker rate ($scale_ref jobs/s); total concurrency held, $split each: 16 x 1 $(r "$split_16x1" "$split_ref") x $workers workers at $split each ($split_ref jobs/s, $(r "$split_ref" "$scale_ref") x at $conc)"
-echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$wf_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d run before it; busy: the fan-out and chain rows"
+echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$wf_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs before it (medians of $runs); busy: the fan-out and chain rows"
 echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate in jobs/s (each job two attempts)"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
 echo "- fresh database under a feed: its first $fresh_s s did $fresh_done jobs/s of the $fresh_fed fed ($(awk -v a="$fresh_done" -v b="$fresh_fed" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') x)"
