@@ -23,8 +23,12 @@
 # finished row is left to time it by.  With AB_LIMITS="per_key_concurrency:
 # 20" (any flow-control settings of docs/queues.md) the queue has them, and
 # with AB_KEYS=K the jobs' limit_key is one of K keys; the claim's figures
-# are then those of pgjob.claim_limited().  Run it on an idle machine
-# (docs/performance.md).
+# are then those of pgjob.claim_limited().  With AB_WAITING=N, N workflow
+# steps wait beside the jobs (after a parent that failed, as the suite's
+# "workflows on but idle" row).  With AB_STATEMENTS=1 the server tracks
+# nested statements too (pg_stat_statements.track = all) and each round
+# prints its 14 costliest, in server time and buffers a job.  Run it on an
+# idle machine (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [ $# -ge 2 ] || { echo "usage: ab.sh BUILD_A BUILD_B [N] [ROUNDS]" >&2; exit 2; }
@@ -32,7 +36,9 @@ declare -A build=([a]=$(cd "$1" && pwd) [b]=$(cd "$2" && pwd))
 n=${3:-200000}
 rounds=${4:-3}
 dir=$(mktemp -d /tmp/pgjobd-ab.XXXXXX)
-PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements" \
+track=top
+[ "${AB_STATEMENTS:-0}" = 1 ] && track=all
+PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=$track" \
 	PGJOBD_TESTPG_DURABLE=1 bash "$root/scripts/testpg.sh" start "$dir/pg" >/dev/null
 trap 'bash "$root/scripts/testpg.sh" stop "$dir/pg" >/dev/null; rm -rf "$dir"' EXIT
 base=$(cat "$dir/pg/conninfo")
@@ -63,6 +69,13 @@ for r in $(seq "$rounds"); do
 	for v in a b; do
 		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs, pgjob.jobs_done cascade" \
 			-c "insert into pgjob.jobs (kind, payload, limit_key) select 'noop', coalesce($payload::jsonb, '{}'), $key from generate_series(1, $n) i" \
+			-c "do \$\$ declare r bigint; begin
+				if ${AB_WAITING:-0} > 0 then
+					r := pgjob.enqueue('noop');
+					perform pgjob.enqueue('noop', depends_on => array[r], on_parent_failure => 'wait')
+					  from generate_series(1, ${AB_WAITING:-0});
+					update pgjob.jobs set state = 'dead', finished_at = now(), last_error = 'bench' where id = r;
+				end if; end \$\$" \
 			-c "vacuum analyze pgjob.jobs" -c "checkpoint" \
 			-c "select pg_stat_statements_reset()" >/dev/null
 		w0=$(psql -X -A -t "${db[$v]}" -c "select pg_current_wal_lsn()")
@@ -79,10 +92,10 @@ for r in $(seq "$rounds"); do
 			read -r first end _ <<<"$(sed 's/[a-z_]*=//g' "$dir/wait.out")"
 			span=$(awk -v f="$first" -v e="$end" 'BEGIN {print (e - f) / 1e6}')
 		else
-			until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state <> 'done'")" = 0 ]; do
+			until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state not in ('done', 'waiting', 'dead')")" = 0 ]; do
 				sleep 0.5 # the count reads the whole table: not too often
 			done
-			span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs")
+			span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs where state = 'done'")
 		fi
 		wal=$(psql -X -A -t "${db[$v]}" -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$w0')")
 		# pgjobd's own CPU (the supervisor and its workers, user and
@@ -99,6 +112,12 @@ for r in $(seq "$rounds"); do
 			coalesce(sum(total_exec_time) filter (where query like 'with fd as%'), 0) * 1000 / $n,
 			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with fd as%'), 0)::float8 / $n
 			from pg_stat_statements")
+		if [ "$track" = all ]; then
+			psql -X -A -t -F ' | ' "${db[$v]}" -c "select round((total_exec_time * 1000 / $n)::numeric, 2) as us_per_job, calls,
+				round(((shared_blks_hit + shared_blks_read)::float8 / $n)::numeric, 2) as buffers_per_job,
+				left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+				from pg_stat_statements order by total_exec_time desc limit 14" | sed "s/^/  $v: /"
+		fi
 		awk -v v="$v" -v r="$r" -v n="$n" -v sp="$span" -v w="$wal" -v s="$stmts" \
 			-v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN {
 			split(s, x, " ")
