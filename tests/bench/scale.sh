@@ -3,7 +3,7 @@
 # (docs/performance.md, "Many processes").  Not in CI but its short form:
 #
 #   tests/bench/scale.sh [--jobs N] [--concurrency C] [--rounds R]
-#                        [--configs "1x2 16x1 4x4 1x16"] [--short]
+#                        [--configs "1x2 16x1 4x4 1x16"] [--warm] [--short]
 #
 # For each configuration IxW[:FILE] (I instances of W workers, every process with
 # the same config, concurrency C per worker), in R interleaved rounds: a
@@ -18,6 +18,13 @@
 # entries read and heap rows fetched per job, and the samples; then per
 # configuration the median of its rounds against the first's.
 #
+# With --warm, the queue is paused while the instances start, and resumed
+# once every worker has its row in pgjob.workers: the drain then runs with
+# every process up (the machine's CPU counted from the resume).  Without
+# it, instances that start late start inside the drain: the start of 16
+# supervisors, their 16 workers and their connections is then part of
+# what a drain of a few seconds is timed by.
+#
 # With SCALE_SETUP_SQL=FILE, psql runs FILE after each fresh schema's
 # migrate (a trial: another index, a storage setting); a configuration's
 # own :FILE runs after it, so that one run can set a trial beside the
@@ -27,15 +34,16 @@ shopt -s inherit_errexit
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${PGJOBD_BUILD_DIR:-$root/build}" && pwd)
 
-n=600000 conc=1000 rounds=1 configs="1x2 16x1 4x4 1x16"
+n=600000 conc=1000 rounds=1 configs="1x2 16x1 4x4 1x16" warm=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--jobs) n=$2; shift ;;
 	--concurrency) conc=$2; shift ;;
 	--rounds) rounds=$2; shift ;;
 	--configs) configs=$2; shift ;;
+	--warm) warm=1 ;;
 	--short) n=5000 conc=100 rounds=1 configs="1x2 2x1" ;;
-	*) echo "usage: scale.sh [--jobs N] [--concurrency C] [--rounds R] [--configs \"IxW ...\"] [--short]" >&2; exit 2 ;;
+	*) echo "usage: scale.sh [--jobs N] [--concurrency C] [--rounds R] [--configs \"IxW ...\"] [--warm] [--short]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -128,6 +136,7 @@ run() { # instances workers [setup file]
 	PGJOBD_BENCH_READY="$dir/ready" "$build/pgjobd_bench_tool" wait "$db" 900 >"$dir/wait.out" &
 	local watch=$!
 	until [ -e "$dir/ready" ] || ! kill -0 "$watch" 2>/dev/null; do sleep 0.01; done
+	[ "$warm" = 1 ] && sql -c "select pgjob.pause('default')" >/dev/null
 	c0=$(busy) s0=$(steal)
 	before=$(wc -l <"$dir/pgjobd.log")
 	pids=
@@ -135,6 +144,14 @@ run() { # instances workers [setup file]
 		"$build/pgjobd" -c "$dir/run.yaml" -d "$db" 2>>"$dir/pgjobd.log" &
 		pids="$pids $!"
 	done
+	if [ "$warm" = 1 ]; then
+		until [ "$(sql -c "select count(*) from pgjob.workers")" -ge $(($1 * $2)) ]; do
+			sleep 0.05
+		done
+		sleep 0.5 # past their start: connected, prepared, waiting
+		c0=$(busy) s0=$(steal)
+		sql -c "select pgjob.resume('default')" >/dev/null
+	fi
 	wait "$watch"
 	c1=$(busy) s1=$(steal)
 	wal=$(sql -c "select round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0') / $n)")
