@@ -1136,10 +1136,7 @@ test_global_bound_sql(void **state)
 			       " '') from pgjob.claim_limited('bq', 20, '{k}',"
 			       " 'parallel', 'me', 60000, 1000)"),
 		1);
-	t_wait_until(other, 20,
-		     "select coalesce((select wait_event_type = 'Lock' from"
-		     " pg_stat_activity where pid = %d), false)",
-		     PQbackendPID(c));
+	t_wait_lock_wait(other, PQbackendPID(c), 20);
 	t_exec(other, "commit");
 	PGresult *r = PQgetResult(c);
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);

@@ -255,10 +255,7 @@ worker_join(struct worker *w)
 static void
 wait_for_lock_wait(PGconn *c, int pid)
 {
-	t_wait_until(c, 20,
-		     "select coalesce((select wait_event_type = 'Lock' from "
-		     "pg_stat_activity where pid = %d), false)",
-		     pid);
+	t_wait_lock_wait(c, pid, 20);
 }
 
 /*

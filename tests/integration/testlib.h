@@ -105,6 +105,12 @@ char *t_job(PGconn *conn, long long id, const char *expr);
 		     "select count(*) = %d from pgjob.all_jobs where "         \
 		     "state = 'running'",                                      \
 		     (int)(n))
+/* Waits until backend pid (another connection's) waits for a lock. */
+#define t_wait_lock_wait(conn, pid, timeout_s)                                 \
+	t_wait_until(conn, timeout_s,                                          \
+		     "select coalesce((select wait_event_type = 'Lock' from"   \
+		     " pg_stat_activity where pid = %d), false)",              \
+		     (int)(pid))
 /* Waits until exactly n workers are registered in pgjob.workers. */
 #define t_wait_workers(conn, n, timeout_s)                                     \
 	t_wait_until(conn, timeout_s,                                          \
