@@ -94,7 +94,7 @@ enum queue_wait {
 	QUEUE_WAIT_RATE,	    /* rate: the bucket is empty */
 	QUEUE_WAIT_KEY_CONCURRENCY, /* per_key_concurrency */
 	QUEUE_WAIT_KEY_RATE,	    /* rate_per_key */
-	QUEUE_WAIT_BUSY,	    /* the queue's row held, or a claim undone */
+	QUEUE_WAIT_BUSY, /* the queue's row held, or a claim undone */
 	QUEUE_WAIT_N
 };
 const char *queue_wait_name(enum queue_wait w);

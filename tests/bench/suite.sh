@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite (docs/performance.md), one command:
 #
-#   tests/bench/suite.sh            full form, about 6 minutes on 2 cores
+#   tests/bench/suite.sh            full form, about 17 minutes on 2 cores
 #   tests/bench/suite.sh --short    seconds: what CI runs, so it cannot rot
 #
 # It starts its own PostgreSQL at default durability (fsync and
@@ -231,10 +231,10 @@ series "pgjobd, plugin, retention 0 (workers $workers, concurrency $conc)" 0 "$w
 # Flow control (docs/queues.md): limits that never bind, then a binding
 # global_concurrency and a binding rate.  The cost of one limited claim,
 # from pg_stat_statements, goes in the row's note.
-limited() { # name limits [runs]
+limited() { # name limits
 	sql -c "select pg_stat_statements_reset()" >/dev/null
 	local r
-	r=$(runs=${3:-1} series "$1" 7d "$workers" "$conc" "$n" noop 1 "$2")
+	r=$(runs=1 series "$1" 7d "$workers" "$conc" "$n" noop 1 "$2")
 	local cost
 	cost=$(sql -c "select format('%s limited claims, %s rows each, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 3)) from pg_stat_statements where query like '%claim_limited%' order by calls desc limit 1")
 	# The start rate by the claims' own clock (attempted_at), which the
@@ -245,13 +245,51 @@ limited() { # name limits [runs]
 	echo "$r"
 }
 # A feature's cost: single runs later in the suite came out below the
-# 3-run 7d median (0.79 to 0.88 of it in one run), so each "on but idle"
-# row is put beside 7d runs of its own, just before it; both are medians of
-# RUNS (one run apart varied by a tenth and more: workflows idle 0.97 in
-# one suite, 0.81 in the next, nothing changed between them).
-ref7d() { series "retention 7d, median of $runs (the reference for the rows after it)" 7d "$workers" "$conc" "$n" noop; }
-flow_ref=$(ref7d)
-flow_idle=$(limited "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" "global_concurrency: 1000000, rate: 100000000/s" "$runs")
+# 3-run 7d median (0.79 to 0.88 of it in one run), and one run apart moved
+# by a tenth with nothing changed (workflows idle 0.97 in one suite, 0.81
+# in the next).  So each "on but idle" row runs in turn with 7d runs of its
+# own: RUNS rounds of a 7d run and one run of each feature, then a row of
+# medians for each (paired).  A run is a function that prints what
+# drain() does.
+once_7d() {
+	config "$dir/run.yaml" "$workers" "$conc" 7d
+	fresh_schema
+	enqueue "$n" noop >/dev/null
+	drain "$n" 1 "$dir/run.yaml"
+}
+paired() { # name run [name run ...]: rows, then the medians, 7d first
+	local -a names=("retention 7d, median of $runs in turn with the rows after it") fns=(once_7d) rates=() last=()
+	while [ $# -gt 0 ]; do names+=("$1"); fns+=("$2"); shift 2; done
+	local r i a b c d
+	for r in $(seq "$runs"); do
+		for i in "${!fns[@]}"; do
+			read -r a b c d <<<"$("${fns[$i]}")"
+			[ -n "$a" ] || { echo "suite: a run of \"${names[i]}\" failed" >&2; exit 1; }
+			rates[i]="${rates[i]:-} $a"
+			last[i]="$b $c $d"
+		done
+	done
+	local meds=""
+	for i in "${!fns[@]}"; do
+		local med
+		med=$(tr ' ' '\n' <<<"${rates[i]}" | grep . | median)
+		read -r b c d <<<"${last[i]}"
+		row "${names[i]}" "$med" "$(tr ' ' '\n' <<<"${rates[i]}" | grep . | sort -n | head -1)" \
+			"$(tr ' ' '\n' <<<"${rates[i]}" | grep . | sort -n | tail -1)" "$b" "$c" "$d"
+		meds="$meds $med"
+	done
+	echo "$meds"
+}
+once_limits_idle() {
+	config "$dir/run.yaml" "$workers" "$conc" 7d "global_concurrency: 1000000, rate: 100000000/s"
+	fresh_schema
+	enqueue "$n" noop >/dev/null
+	drain "$n" 1 "$dir/run.yaml"
+}
+sql -c "select pg_stat_statements_reset()" >/dev/null
+read -r flow_ref flow_idle <<<"$(paired "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" once_limits_idle)"
+[ -n "$flow_idle" ] || exit 1
+sed -i "\$ s|\$|limited claim: $(sql -c "select format('%s limited claims, %s rows each, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 3)) from pg_stat_statements where query like '%claim_limited%' order by calls desc limit 1")|" "$results"
 flow_conc=$(limited "binding global_concurrency 4" "global_concurrency: 4")
 flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
 # Per key (schema versions 24 and 25): jobs over 100 limit keys, a limit
@@ -279,10 +317,10 @@ console_stop() {
 	kill -TERM "$web_pid" 2>/dev/null || true
 	wait "$web_pid" 2>/dev/null || true
 }
-console() { # name busy
+console() { # busy: one 7d run beside the console; prints what drain() does
 	console_start
 	local poller= r
-	if [ "$2" = 1 ]; then
+	if [ "$1" = 1 ]; then
 		python3 - "$web_port" "$dir/web.polls" <<'PY' &
 import http.client, sys, threading, time
 port, out = int(sys.argv[1]), sys.argv[2]
@@ -302,15 +340,17 @@ threading.Event().wait()
 PY
 		poller=$!
 	fi
-	r=$(series "$1" 7d "$workers" "$conc" "$n" noop)
+	r=$(once_7d)
 	[ -n "$poller" ] && { kill "$poller" 2>/dev/null; wait "$poller" 2>/dev/null || true; }
 	console_stop
-	[ "$2" = 1 ] && sed -i "\$ s|\$|$(cat "$dir/web.polls" 2>/dev/null || echo 0) page requests answered meanwhile|" "$results"
 	echo "$r"
 }
-web_ref=$(ref7d)
-web_idle=$(console "web console open, idle (pgjob web, nobody looking)" 0)
-web_busy=$(console "web console busy (4 pages refreshed every second)" 1)
+console_idle() { console 0; }
+console_busy() { console 1; }
+read -r web_ref web_idle web_busy <<<"$(paired "web console open, idle (pgjob web, nobody looking)" console_idle \
+	"web console busy (4 pages refreshed every second)" console_busy)"
+[ -n "$web_busy" ] || exit 1
+sed -i "\$ s|\$|$(cat "$dir/web.polls" 2>/dev/null || echo 0) page requests answered meanwhile (its last run)|" "$results"
 
 # The attempt history (docs/operations.md): while jobs succeed nothing is
 # written (the 7d row); here every job fails its first attempt, retried at
@@ -343,10 +383,8 @@ workflow() { # name jobs setup-sql latency-sql
 # failed (on_parent_failure 'wait' keeps them until it is retried) while
 # the 7d row's jobs drain beside them: what unfinished workflows cost the
 # claims of everything else.
-wf_ref=$(ref7d)
-config "$dir/run.yaml" "$workers" "$conc" 7d
-wf_rates=""
-for r in $(seq "$runs"); do
+workflows_idle() {
+	config "$dir/run.yaml" "$workers" "$conc" 7d
 	fresh_schema
 	sql -c "do \$\$ declare r bigint; begin
 			r := pgjob.enqueue('noop');
@@ -355,15 +393,13 @@ for r in $(seq "$runs"); do
 			update pgjob.jobs set state = 'dead', finished_at = now(), last_error = 'bench' where id = r;
 		end \$\$" >/dev/null
 	enqueue "$n" noop >/dev/null
-	read -r a b c d <<<"$(drain "$n" 1 "$dir/run.yaml")"
-	wf_rates="$wf_rates $a"
-	wf_waiting=$(sql -c "select count(*) from pgjob.jobs where state = 'waiting'")
-	[ "$wf_waiting" = "$fan" ] || { echo "suite: $wf_waiting of $fan workflow steps still waiting" >&2; exit 1; }
-done
-wf_idle=$(tr ' ' '\n' <<<"$wf_rates" | grep . | median)
-row "workflows on but idle ($wf_waiting steps waiting beside the jobs)" "$wf_idle" \
-	"$(tr ' ' '\n' <<<"$wf_rates" | grep . | sort -n | head -1)" \
-	"$(tr ' ' '\n' <<<"$wf_rates" | grep . | sort -n | tail -1)" "$b" "$c" "$d"
+	drain "$n" 1 "$dir/run.yaml"
+	local waiting
+	waiting=$(sql -c "select count(*) from pgjob.jobs where state = 'waiting'")
+	[ "$waiting" = "$fan" ] || { echo "suite: $waiting of $fan workflow steps still waiting" >&2; exit 1; }
+}
+read -r wf_ref wf_idle <<<"$(paired "workflows on but idle ($fan steps waiting beside the jobs)" workflows_idle)"
+[ -n "$wf_idle" ] || exit 1
 
 wf_fan=$(workflow "workflow: 1 job, $fan children after it, 1 job after them all" $((fan + 2)) \
 	"do \$\$ declare r bigint; ids bigint[]; begin
@@ -617,11 +653,11 @@ awk -F'\t' -v c="$ceil_update" '{
 	printf "| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", $1, $2, $3, $4, $2 / c, $5, $6, $7 }' "$results"
 echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
-echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$flow_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs before it (medians of $runs); binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s; per_key_concurrency 20 over 100 keys (never binding): $flow_key_idle jobs/s; binding per_key_concurrency 2: $flow_key jobs/s"
-echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs before it, busy $(awk -v a="$web_busy" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x (medians of $runs)"
+echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$flow_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with it (medians of $runs); binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s; per_key_concurrency 20 over 100 keys (never binding): $flow_key_idle jobs/s; binding per_key_concurrency 2: $flow_key jobs/s"
+echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with them, busy $(awk -v a="$web_busy" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x (medians of $runs)"
 r() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo "- scale, $scale_n jobs, every process with the 2-worker row's config: 16 x 1 $(r "$scale_16x1" "$scale_ref") x, 4 x 4 $(r "$scale_4x4" "$scale_ref") x, 1 x 16 $(r "$scale_1x16" "$scale_ref") x the $workers-worker rate ($scale_ref jobs/s); total concurrency held, $split each: 16 x 1 $(r "$split_16x1" "$split_ref") x $workers workers at $split each ($split_ref jobs/s, $(r "$split_ref" "$scale_ref") x at $conc)"
-echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$wf_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs before it (medians of $runs); busy: the fan-out and chain rows"
+echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$wf_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with it (medians of $runs); busy: the fan-out and chain rows"
 echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate in jobs/s (each job two attempts)"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
 echo "- fresh database under a feed: its first $fresh_s s did $fresh_done jobs/s of the $fresh_fed fed ($(awk -v a="$fresh_done" -v b="$fresh_fed" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') x)"
