@@ -140,9 +140,22 @@ select pg_temp.rewrite('claim_limited', array[
 	crows pgjob.claim_row[];
 	tids tid[];', '1',
 
-	-- The parallel scan keeps where each candidate lies: an unlocked
-	-- claim updates them by TID, as the daemon's claim does (no descent
-	-- of jobs_pkey; 9.0 buffers a job against 6.2 without).
+	-- Each branch keeps where its candidates lie, in their order: an
+	-- unlocked claim updates them by TID, as the daemon's claim does (no
+	-- descent of jobs_pkey: 6.9 buffers a job, 9.0 by id).
+	'coalesce(array_agg(a.cost), ''{}'')
+			  into got, costs
+			  from (select j.id, j.cost from pgjob.jobs j',
+	'coalesce(array_agg(a.cost), ''{}''), array_agg(a.ctid)
+			  into got, costs, tids
+			  from (select j.id, j.cost, j.ctid from pgjob.jobs j', '1',
+	'a.run_at, a.id), ''{}'')
+			  into got, costs
+',
+	'a.run_at, a.id), ''{}''),
+			       array_agg(a.ctid order by a.priority, a.run_at, a.id)
+			  into got, costs, tids
+', '1',
 	'(array_agg(a.run_at))[count(*)::int]',
 	'(array_agg(a.run_at))[count(*)::int], array_agg(a.ctid)', '1',
 	'into got, costs, b, last_pr, last_id, last_ra',
@@ -197,12 +210,7 @@ select pg_temp.rewrite('claim_limited', array[
 			-- from here to the commit.  A bound that no longer admits
 			-- them undoes their claim; the worker claims again.
 			-- What the bucket let start: a prefix of the candidates.
-			if tids is null then
-				tids := array(select j.ctid from pgjob.jobs j
-					where j.id = any(ids));
-			else
-				tids := tids[1:cardinality(ids)];
-			end if;
+			tids := coalesce(tids[1:cardinality(ids)], ''{}'');
 			begin
 				with u as (
 					update pgjob.jobs j set state = ''running'',
