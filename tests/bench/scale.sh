@@ -145,7 +145,10 @@ run() { # instances workers [setup file]
 		pids="$pids $!"
 	done
 	if [ "$warm" = 1 ]; then
+		local waited=0
 		until [ "$(sql -c "select count(*) from pgjob.workers")" -ge $(($1 * $2)) ]; do
+			waited=$((waited + 1))
+			[ "$waited" -le 1200 ] || { echo "scale: $(sql -c "select count(*) from pgjob.workers") of $(($1 * $2)) workers registered after 60 s: $dir/pgjobd.log" >&2; exit 1; }
 			sleep 0.05
 		done
 		sleep 0.5 # past their start: connected, prepared, waiting

@@ -250,9 +250,9 @@ limited() { # name limits
 # in the next).  So each "on but idle" row runs in turn with 7d runs of its
 # own: RUNS rounds of a 7d run and one run of each feature, then a row of
 # medians for each (paired).  A run is a function that prints what
-# drain() does.
-once_7d() {
-	config "$dir/run.yaml" "$workers" "$conc" 7d
+# drain() does, and nothing if it went wrong.
+once_7d() { # [flow-control settings]
+	config "$dir/run.yaml" "$workers" "$conc" 7d "${1:-}"
 	fresh_schema
 	enqueue "$n" noop >/dev/null
 	drain "$n" 1 "$dir/run.yaml"
@@ -280,12 +280,7 @@ paired() { # name run [name run ...]: rows, then the medians, 7d first
 	done
 	echo "$meds"
 }
-once_limits_idle() {
-	config "$dir/run.yaml" "$workers" "$conc" 7d "global_concurrency: 1000000, rate: 100000000/s"
-	fresh_schema
-	enqueue "$n" noop >/dev/null
-	drain "$n" 1 "$dir/run.yaml"
-}
+once_limits_idle() { once_7d "global_concurrency: 1000000, rate: 100000000/s"; }
 sql -c "select pg_stat_statements_reset()" >/dev/null
 read -r flow_ref flow_idle <<<"$(paired "limits set, never binding (global_concurrency 1000000, rate 100000000/s)" once_limits_idle)"
 [ -n "$flow_idle" ] || exit 1
@@ -393,10 +388,11 @@ workflows_idle() {
 			update pgjob.jobs set state = 'dead', finished_at = now(), last_error = 'bench' where id = r;
 		end \$\$" >/dev/null
 	enqueue "$n" noop >/dev/null
-	drain "$n" 1 "$dir/run.yaml"
-	local waiting
+	local out waiting
+	out=$(drain "$n" 1 "$dir/run.yaml")
 	waiting=$(sql -c "select count(*) from pgjob.jobs where state = 'waiting'")
-	[ "$waiting" = "$fan" ] || { echo "suite: $waiting of $fan workflow steps still waiting" >&2; exit 1; }
+	[ "$waiting" = "$fan" ] || { echo "suite: $waiting of $fan workflow steps still waiting" >&2; return 1; }
+	echo "$out"
 }
 read -r wf_ref wf_idle <<<"$(paired "workflows on but idle ($fan steps waiting beside the jobs)" workflows_idle)"
 [ -n "$wf_idle" ] || exit 1
