@@ -324,7 +324,14 @@ static const char finish_delete_end_sql[] =
 	"('pgjob.claim_stop_' || ((hashtext(" q ") & 31) * 2 + " l             \
 	"))::regclass"
 
-#define CLAIM_NPARAMS 15
+/* The sequence that holds when queue q (an SQL expression) was last swept
+ * by a worker of the claim's kinds ($1): one of 32, by the hash of both
+ * (sql/029_sweep_tickets.sql). */
+#define SWEEP_SEQ(q)                                                           \
+	"('pgjob.sweep_at_' || (hashtext(" q " || ' ' || $1::text[]::text)"    \
+	" & 31))::regclass"
+
+#define CLAIM_NPARAMS 17
 
 /* clang-format off */
 static const char claim_sql[] =
@@ -334,22 +341,36 @@ static const char claim_sql[] =
 	 * since the epoch: exact, and never a time the host could have
 	 * written (the fault suite's clock scenario checks for those).  ha:
 	 * whether to read ahead; tn: whether this claim takes its turn, and
-	 * so says where it stopped. */
-	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, tn, qi) as ("
+	 * so says where it stopped; sw: whether it asks for the queue's
+	 * sweep ticket. */
+	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, tn, sw, qi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
 	"   $7::smallint[], $8::bigint[], $9::bigint[], $11::bool[],"
-	"   $12::smallint[], $13::bigint[], $14::bool[]) with ordinality),"
+	"   $12::smallint[], $13::bigint[], $14::bool[], $16::bool[])"
+	"   with ordinality),"
+	/* The sweep tickets granted: of each queue asked for whose last
+	 * sweep by a worker of these kinds is $17 ms old or older, now
+	 * (sql/029_sweep_tickets.sql).  This claim reads it from its head,
+	 * the sweep, and says so ('s' rows).  A CASE: the sequence is set
+	 * only where the test holds; a CTE of its own, run once. */
+	" tk as (select qa.qi, case when qa.sw"
+	"   and coalesce(pg_sequence_last_value(" SWEEP_SEQ("qa.name") "), 0)"
+	"    <= (extract(epoch from statement_timestamp()) * 1000)::bigint"
+	"     - $17::bigint"
+	"   then setval(" SWEEP_SEQ("qa.name") ","
+	"    (extract(epoch from statement_timestamp()) * 1000)::bigint)"
+	"   end is not null as swept from qa),"
 	/* A queue with a row in pgjob.limits is claimed by
 	 * pgjob.claim_limited() alone, whatever the worker believes: this
 	 * claim leaves it, and says so ('l' rows). */
-	" ql as (select qa.*, exists (select 1 from pgjob.limits l"
+	" ql as (select qa.*, tk.swept, exists (select 1 from pgjob.limits l"
 	"   where l.queue = qa.name) as limited,"
 	/* Where the last claim in its turn stopped: read here, once, and
 	 * a value the lookup below can use (the function is volatile). */
-	"  case when qa.ha then array["
+	"  case when qa.ha and not tk.swept then array["
 	"   pg_sequence_last_value(" STOP_SEQ("qa.name", "0") "),"
 	"   pg_sequence_last_value(" STOP_SEQ("qa.name", "1") ")]"
-	"  end as hs from qa),"
+	"  end as hs from qa join tk on tk.qi = qa.qi),"
 	/* With ha, the scan starts past the job where the last claim in
 	 * its turn stopped (its queue's sequences, STOP_SEQ), if that job
 	 * is still that claim's (its lease taken in the last 200 ms), further
@@ -359,8 +380,10 @@ static const char claim_sql[] =
 	 * would let the planner read the queue's running jobs from
 	 * jobs_running_idx instead. */
 	" q as (select ql.name, ql.lim, ql.mode,"
-	"   coalesce(h.m[1]::smallint, ql.hp) as hp,"
-	"   coalesce(h.m[2], ql.hr) as hr, coalesce(h.m[3], ql.hi) as hi,"
+	"   case when not ql.swept then coalesce(h.m[1]::smallint, ql.hp)"
+	"    end as hp,"
+	"   case when not ql.swept then coalesce(h.m[2], ql.hr) end as hr,"
+	"   case when not ql.swept then coalesce(h.m[3], ql.hi) end as hi,"
 	"   ql.tn, ql.qi"
 	"  from ql left join lateral ("
 	/* Of the two lanes' stops that hold, the further: the greatest
@@ -494,7 +517,10 @@ static const char claim_tail_sql[] =
 	"    where q.tn) o) n"
 	" union all"
 	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
-	"  null, null, null, null from ql where ql.limited";
+	"  null, null, null, null from ql where ql.limited"
+	" union all"
+	" select 's', null, null, ql.name, null, null, null, null, null, null,"
+	"  null, null, null, null from ql where ql.swept";
 /* clang-format on */
 
 static int
@@ -780,6 +806,21 @@ claimed_flow(const PGresult *res, const struct db_call *c,
 	}
 }
 
+/* The sweep tickets the claim was granted ('s' rows): ticket[k] for queue k
+ * of the request. */
+static void
+claimed_tickets(const PGresult *res, const struct db_call *c, bool *ticket)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		if (*PQgetvalue(res, i, 0) != 's')
+			continue;
+		const char *q = PQgetvalue(res, i, 3);
+		for (size_t k = 0; k < c->n; k++)
+			if (strcmp(c->names[k], q) == 0)
+				ticket[k] = true;
+	}
+}
+
 /* The claim's answer; c->names are the queues asked for, in order. */
 static void
 read_claim_turn(const struct db_call *c, const struct db_status *st,
@@ -788,15 +829,18 @@ read_claim_turn(const struct db_call *c, const struct db_status *st,
 	struct queue_position *pos = xcalloc(c->n + 1, sizeof(*pos));
 	bool *has = xcalloc(c->n + 1, sizeof(bool));
 	struct queue_flow_said *flow = xcalloc(c->n + 1, sizeof(*flow));
+	bool *ticket = xcalloc(c->n + 1, sizeof(bool));
 	struct queue_claimed out = {.pos = pos,
 				    .has_pos = has,
 				    .flow = flow,
+				    .ticket = ticket,
 				    .turn_wait_ms = turn_wait_ms};
 	int *queue_of = NULL;
 	if (st->error == DB_OK) {
 		out.jobs = claimed_jobs(res, &out.njobs);
 		claimed_positions(res, c, pos, has);
 		claimed_flow(res, c, flow);
+		claimed_tickets(res, c, ticket);
 		queue_of = xcalloc((size_t)out.njobs + 1, sizeof(int));
 		for (int i = 0; i < out.njobs; i++) {
 			queue_of[i] = -1;
@@ -813,6 +857,7 @@ read_claim_turn(const struct db_call *c, const struct db_status *st,
 	free(pos);
 	free(has);
 	free(flow);
+	free(ticket);
 }
 
 static void
@@ -905,6 +950,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	const char **tn = xcalloc(nq + 1, sizeof(char *));
 	const char **cp = xcalloc(nq + 1, sizeof(char *));
 	const char **cr = xcalloc(nq + 1, sizeof(char *));
+	const char **sw = xcalloc(nq + 1, sizeof(char *));
 	for (size_t i = 0; i < nq; i++) {
 		lim[i] = req->limits[i];
 		/* No position: NULL, from the head. */
@@ -921,6 +967,7 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 			req->until ? req->until[i] : NULL;
 		cp[i] = u ? u->priority : NULL;
 		cr[i] = u ? u->run_at : NULL;
+		sw[i] = req->sweep_ask && req->sweep_ask[i] ? "t" : "f";
 	}
 	char *a[CLAIM_NPARAMS];
 	a[0] = db_text_array(req->kinds, req->nkinds);
@@ -938,7 +985,10 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	a[12] = db_text_array(cr, nq);
 	a[13] = db_text_array(tn, nq);
 	a[14] = xasprintf("%d", req->lane);
+	a[15] = db_text_array(sw, nq);
+	a[16] = xasprintf("%lld", (long long)req->sweep_every_ms);
 	free(lim);
+	free(sw);
 	free(fp);
 	free(fr);
 	free(fi);

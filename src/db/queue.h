@@ -77,6 +77,15 @@ struct queue_claim_req {
 	const struct queue_position *const *until;
 	/* The claimer's lane: claims of a queue take turns per lane. */
 	int lane;
+	/*
+	 * Per queue, whether the claim asks for its sweep ticket: granted
+	 * when no worker of the same kinds swept the queue in the last
+	 * sweep_every_ms (sql/029_sweep_tickets.sql), and then the answer
+	 * says so (queue_claimed's ticket) and the ticket's time is now.
+	 * NULL: none.
+	 */
+	const bool *sweep_ask;
+	int64_t sweep_every_ms;
 	/* > 0: the claim is stopped after this many ms (statement_timeout,
 	 * set before it and reset after it), and fails with SQLSTATE
 	 * 57014. */
@@ -131,6 +140,9 @@ struct queue_claimed {
 	const struct queue_position *pos;
 	const bool *has_pos;
 	const struct queue_flow_said *flow; /* per queue of the request */
+	/* Per queue of the request: its sweep ticket was granted (see
+	 * queue_claim_req's sweep_ask). */
+	const bool *ticket;
 	/* How long the claim waited for its turn, in ms; -1: it took none. */
 	int turn_wait_ms;
 };

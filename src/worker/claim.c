@@ -64,7 +64,8 @@ struct ends {
 /* A claim in flight: when it was sent and what it asked of each queue (its
  * index in cfg->queues and its limit), in the order of the request;
  * limited: a claim of one limited queue (pgjob.claim_limited()); head:
- * it read every queue from its head and looked for expired leases. */
+ * it asked for its queues' sweep tickets, and sweeps those it is granted
+ * (from_positions()). */
 struct claim {
 	struct worker *w;
 	int64_t sent_ms;
@@ -416,7 +417,12 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	 * not the server's (the fault suite's freeze once waited 2 minutes
 	 * for its last 2 jobs): its last cost stands. */
 	int64_t cost = backoff_limited_cost(own, c->limit_ms, 0);
-	if (c->head)
+	/* It asked for its queues' sweep tickets: a sweep if granted one,
+	 * else a claim like the others. */
+	int swept = 0;
+	for (size_t k = 0; c->head && k < c->nq; k++)
+		swept |= r->ticket[k];
+	if (swept)
 		w->sweep_stops = 0;
 	/* A connection's first claim also built the prepared statement's
 	 * generic plan (built at its first run): its round trip says nothing
@@ -425,9 +431,9 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	 * sanitizer pass, where test_sweep_time_limit then saw no sweep). */
 	if (!w->claim_planned)
 		w->claim_planned = 1;
-	else if (c->head && cost >= 0)
+	else if (swept && cost >= 0)
 		w->head_cost_ms = cost;
-	else if (!c->head)
+	else if (!swept)
 		w->claim_avg_us += (own * 1000 - w->claim_avg_us) / 8;
 	int *got = xcalloc(c->nq + 1, sizeof(int));
 	for (int i = 0; i < r->njobs; i++)
@@ -468,40 +474,56 @@ out:
 /*
  * Where each queue of a claim is read from: past the worker's position in
  * it; from where a NOTIFY said new jobs sort before it (rescan_from()); or
- * from its head (no position yet, or a NOTIFY without a key).  And, once a
- * second, every queue from its head with the search for jobs whose lease
- * expired (c->head, the sweep): a job can come to sort behind a position
+ * from its head (no position yet, or a NOTIFY without a key).  And, about
+ * once a second per queue in the whole cluster, from its head by the
+ * claim that is granted its sweep ticket (the sweep), which also takes
+ * jobs whose lease expired: a job can come to sort behind a position
  * without a NOTIFY that says so (another claimer gave it back, or a lock
  * left its xmax: see claim_sql in src/db/queue.c).  That bounds how long
  * such a job is passed over.
  *
+ * The ticket: once a second, a worker's claim asks for the tickets of its
+ * queues (c->head; ask[k], every), and the server grants those that no
+ * worker of the same kinds swept within that time, and reads them from
+ * their head (sql/029_sweep_tickets.sql).  Every worker used to sweep
+ * every second: 16 workers swept 16 times a second, each past every
+ * running job, and each locked the rows claimed since its snapshot that
+ * it met, so that their ends waited for its commit (docs/performance.md,
+ * "One sweep a second").
+ *
  * Under a snapshot held open elsewhere, the sweep reads every dead index
- * entry the snapshot keeps, and its cost grows with them: it comes no
- * sooner than 50 of its round trips after the last one, so it takes about
- * 2 % of the worker's time at most, and it stops after its time limit
- * (sweep_limit_ms(), sweep_timed_out()); such jobs wait longer instead
- * (docs/performance.md, "An old snapshot").
+ * entry the snapshot keeps, and its cost grows with them: a worker asks
+ * no sooner than 50 of its last sweep's round trips after it asked last,
+ * and the ticket is granted no sooner than that after the last sweep, so
+ * sweeps take about 2 % of a worker's time at most; a claim that asks is
+ * stopped after the sweep's time limit (sweep_limit_ms(),
+ * sweep_timed_out()); such jobs wait longer instead (docs/performance.md,
+ * "An old snapshot").
  *
  * A claim from the position takes its turn in the queue, and reads ahead
  * past the last claim's jobs (queue_claim_req's ahead), but not as far as
  * a job a NOTIFY since the last claim said came (until, read_until()).
+ * A claim that asks for a ticket takes its turn too, and reads from its
+ * head those it is granted.
  */
 static void
 from_positions(struct worker *w, struct claim *c,
 	       const struct queue_position **from, bool *turn, bool *ahead,
 	       const struct queue_position **until,
-	       struct queue_position *until_pos)
+	       struct queue_position *until_pos, bool *ask, int64_t *every_ms)
 {
 	int64_t now = util_now_ms();
 	int64_t every = 50 * w->head_cost_ms;
 	if (every < 1000)
 		every = 1000;
+	*every_ms = every;
 	c->head = c->nq && now - w->head_scan_ms >= every;
 	if (c->head)
 		w->head_scan_ms = now;
 	for (size_t k = 0; k < c->nq; k++) {
 		size_t i = c->qidx[k];
-		if (c->head || !w->pos_valid[i] || w->rescan[i] == RESCAN_HEAD)
+		ask[k] = c->head;
+		if (!w->pos_valid[i] || w->rescan[i] == RESCAN_HEAD)
 			from[k] = NULL;
 		else if (w->rescan[i] == RESCAN_FROM)
 			from[k] = &w->rescan_from[i];
@@ -590,13 +612,14 @@ send_claim(struct worker *w, struct claim *c)
 	const char *queues[c->nq + 1], *modes[c->nq + 1];
 	const struct queue_position *from[c->nq + 1], *until[c->nq + 1];
 	struct queue_position until_pos[c->nq + 1];
-	bool turn[c->nq + 1], ahead[c->nq + 1];
+	bool turn[c->nq + 1], ahead[c->nq + 1], ask[c->nq + 1];
+	int64_t every;
 	for (size_t k = 0; k < c->nq; k++) {
 		const struct queue_conf *q = &cf->queues[c->qidx[k]];
 		queues[k] = q->name;
 		modes[k] = config_queue_mode_name(q->mode);
 	}
-	from_positions(w, c, from, turn, ahead, until, until_pos);
+	from_positions(w, c, from, turn, ahead, until, until_pos, ask, &every);
 	c->limit_ms = c->head ? sweep_limit_ms(w) : 0;
 	struct queue_claim_req req = {
 		.kinds = w->kinds,
@@ -612,6 +635,8 @@ send_claim(struct worker *w, struct claim *c)
 		.ahead = ahead,
 		.lane = w->slot % TURN_LANES,
 		.until = until,
+		.sweep_ask = ask,
+		.sweep_every_ms = every,
 		.timeout_ms = c->limit_ms,
 		.max_payload_bytes = cf->max_payload_bytes,
 	};

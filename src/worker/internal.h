@@ -153,9 +153,9 @@ struct worker {
 	 * how many sweeps in a row did (sweep_timed_out()). */
 	int64_t sweep_warned_ms;
 	int sweep_stops;
-	/* The last claim that read every queue from its head and looked for
-	 * expired leases (monotonic ms), and its round trip (ms): the next
-	 * one comes a second later, or 50 round trips later, whichever is
+	/* When this worker last asked for its queues' sweep tickets
+	 * (monotonic ms), and its last sweep's round trip (ms): it asks
+	 * again a second later, or 50 round trips later, whichever is
 	 * later (see from_positions()). */
 	int64_t head_scan_ms, head_cost_ms;
 	/* The moving mean of the other claims' round trips (µs, 1/8 weight

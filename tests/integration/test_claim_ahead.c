@@ -1,5 +1,9 @@
 /*
  * Integration: where a claim that takes its turn starts (claim_sql's ha,
+ * in src/db/queue.c), and what it says of where it stopped (tn); and the
+ * sweep tickets (sw: sql/029_sweep_tickets.sql).
+ *
+ * Where a claim that takes its turn starts (claim_sql's ha,
  * in src/db/queue.c), and what it says of where it stopped (tn).  The
  * worker's own claim statement, prepared as the worker prepares it, run
  * against rows set up by hand: a claim from a position may start past the
@@ -55,8 +59,9 @@ claim(PGconn *c, const char *kinds, const char *limit, int ahead,
 	char *cr_a = xasprintf("{%s}", cr ? cr : "NULL");
 	const char *p[] = {kinds,	 "{default}", lim_a, "me:9", "30000",
 			   "{parallel}", hp_a,	      hr_a,  "{0}",  "1000000",
-			   ha_a,	 cp_a,	      cr_a,  "{t}",  "1"};
-	PGresult *r = PQexecPrepared(c, "pgjob_claim", 15, p, NULL, NULL, 0);
+			   ha_a,	 cp_a,	      cr_a,  "{t}",  "1",
+			   "{f}",	 "1000"};
+	PGresult *r = PQexecPrepared(c, "pgjob_claim", 17, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		fail_msg("claim: %s", PQresultErrorMessage(r));
 	PQclear(r);
@@ -196,11 +201,139 @@ test_claim_reads_ahead(void **state)
 	free(ci);
 }
 
+/*
+ * The sweep ticket: a claim that asks for it reads the queue from its head
+ * when no worker of the same kinds swept it within the interval asked
+ * ($17), and says so ('s'); else from its position.  Here the queue holds
+ * job 1, whose lease expired (its worker died), and job 2, available,
+ * and the position is past job 1: only a sweep takes job 1.
+ */
+
+/* Runs the claim of queue tq as worker me:9 with kinds, one job, from the
+ * position past job 1, asking for the ticket (ask) with every ms; returns
+ * the claimed jobs' numbers and "s" if the ticket was granted, as
+ * "{1} s", and gives the jobs back as they were. */
+static char *
+swept(PGconn *c, const char *kinds, int ask, const char *every)
+{
+	char *hr = t_value(c,
+			   "select (extract(epoch from run_at) * 1000000)"
+			   "::bigint from pgjob.jobs where id = %lld + 1",
+			   base);
+	char *hr_a = xasprintf("{%s}", hr);
+	char *hi_a = xasprintf("{%lld}", base + 1);
+	const char *p[] = {kinds,    "{tq}",	   "{1}", "me:9",
+			   "30000",  "{parallel}", "{0}", hr_a,
+			   hi_a,     "1000000",	   "{f}", "{NULL}",
+			   "{NULL}", "{t}",	   "0",	  ask ? "{t}" : "{f}",
+			   every};
+	PGresult *r = PQexecPrepared(c, "pgjob_claim", 17, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("claim: %s", PQresultErrorMessage(r));
+	int granted = 0;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (*PQgetvalue(r, i, 0) == 's') {
+			assert_string_equal(PQgetvalue(r, i, 3), "tq");
+			granted++;
+		}
+	assert_true(granted <= 1);
+	PQclear(r);
+	char *ids = t_value(c,
+			    "select coalesce(array_agg(id - %lld order by"
+			    " id)::text, '{}') from pgjob.jobs where"
+			    " locked_by = 'me:9'",
+			    base);
+	char *got = xasprintf("%s%s", ids, granted ? " s" : "");
+	t_exec(c,
+	       "update pgjob.jobs set state = case when id = %lld + 1 then"
+	       " 'running' else 'available' end, locked_by = case when"
+	       " id = %lld + 1 then 'gone:3' end, locked_until = case when"
+	       " id = %lld + 1 then now() - interval '1 s' end,"
+	       " lost_attempts = 0 where queue = 'tq'",
+	       base, base, base);
+	free(ids);
+	free(hr);
+	free(hr_a);
+	free(hi_a);
+	return got;
+}
+
+static void
+sweeps(PGconn *c, const char *kinds, int ask, const char *every,
+       const char *want)
+{
+	char *got = swept(c, kinds, ask, every);
+	assert_string_equal(got, want);
+	free(got);
+}
+
+static void
+test_sweep_tickets(void **state)
+{
+	char *ci = t_db_migrated("t_claim_sweep");
+	PGconn *c = t_connect(ci);
+	base = t_long(c, "select coalesce(max(id), 0) from pgjob.jobs");
+	t_exec(c,
+	       "insert into pgjob.jobs (id, queue, kind, state, run_at,"
+	       " priority) select %lld + g, 'tq', 'a', 'available',"
+	       " timestamptz '2026-01-01' + g * interval '1 s', 0"
+	       " from generate_series(1, 2) g",
+	       base);
+	t_exec(c,
+	       "update pgjob.jobs set state = 'running', locked_by = 'gone:3',"
+	       " lease_token = 1, locked_until = now() - interval '1 s'"
+	       " where id = %lld + 1",
+	       base);
+	int n;
+	char *text = queue_statement("pgjob_claim", &n);
+	PGresult *r = PQprepare(c, "pgjob_claim", text, n, NULL);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fail_msg("prepare: %s", PQresultErrorMessage(r));
+	PQclear(r);
+	free(text);
+	/* The tickets of (tq, {a}) and (tq, {a,c}) are in sequences of their
+	 * own (they could meet: 32 of them, by a hash). */
+	const char *seq_a = "('pgjob.sweep_at_' || (hashtext('tq {a}') & 31))"
+			    "::regclass";
+	assert_int_equal(t_long(c, "select ((hashtext('tq {a}') & 31) <>"
+				   " (hashtext('tq {a,c}') & 31))::int"),
+			 1);
+
+	/* Not asking: from the position, job 2. */
+	sweeps(c, "{a}", 0, "1000", "{2}");
+	/* Asking, never swept: granted, from the head; the expired lease is
+	 * taken, and counted lost. */
+	long long t0 = t_long(c, "select (extract(epoch from"
+				 " statement_timestamp()) * 1000)::bigint");
+	char *got = swept(c, "{a}", 1, "60000");
+	assert_string_equal(got, "{1} s");
+	free(got);
+	long long at = t_long(c, "select pg_sequence_last_value(%s)", seq_a);
+	assert_true(at >= t0 && at <= t0 + 60000);
+	/* Asking again within the minute: not granted, from the position;
+	 * the ticket keeps its time. */
+	sweeps(c, "{a}", 1, "60000", "{2}");
+	assert_int_equal(t_long(c, "select pg_sequence_last_value(%s)", seq_a),
+			 at);
+	/* A worker that also handles c has a ticket of its own. */
+	sweeps(c, "{a,c}", 1, "60000", "{1} s");
+	sweeps(c, "{a,c}", 1, "60000", "{2}");
+	/* The last sweep a minute ago (as if): granted again. */
+	t_exec(c, "select setval(%s, pg_sequence_last_value(%s) - 60000)",
+	       seq_a, seq_a);
+	sweeps(c, "{a}", 1, "60000", "{1} s");
+	/* Within the interval of another asker (0 ms): granted. */
+	sweeps(c, "{a}", 1, "0", "{1} s");
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_claim_reads_ahead),
+		cmocka_unit_test(test_sweep_tickets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
