@@ -119,6 +119,15 @@ YAML
 # shows there, not as work per job.
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 steal() { awk '/^cpu / {print $9}' /proc/stat; }
+# jiffies the processes named $1 alive now have used (user and system):
+# pgjobd's supervisors and workers, or the server's processes.  Between a
+# read after the resume and one before the instances stop (a warm run)
+# every such process is alive at both; a cold run's instances start after
+# the first read, and their start counts.
+proc_cpu() {
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } |
+		awk -v c="($1)" '$2 == c {t += $14 + $15} END {print t + 0}'
+}
 
 # One run: prints its report, and "RATE" last.
 run() { # instances workers [setup file]
@@ -130,14 +139,14 @@ run() { # instances workers [setup file]
 		-c "truncate scale_bench.samples" >/dev/null
 	sql -c "call scale_bench.sample(100000)" >/dev/null 2>&1 &
 	sampler=$!
-	local l0 c0 c1 s0 s1 wal before
+	local l0 c0 c1 s0 s1 d0 d1 p0 p1 wal before
 	l0=$(sql -c "select pg_current_wal_lsn()")
 	rm -f "$dir/ready"
 	PGJOBD_BENCH_READY="$dir/ready" "$build/pgjobd_bench_tool" wait "$db" 900 >"$dir/wait.out" &
 	local watch=$!
 	until [ -e "$dir/ready" ] || ! kill -0 "$watch" 2>/dev/null; do sleep 0.01; done
 	[ "$warm" = 1 ] && sql -c "select pgjob.pause('default')" >/dev/null
-	c0=$(busy) s0=$(steal)
+	c0=$(busy) s0=$(steal) d0=$(proc_cpu pgjobd) p0=$(proc_cpu postgres)
 	before=$(wc -l <"$dir/pgjobd.log")
 	pids=
 	for _ in $(seq "$1"); do
@@ -152,11 +161,11 @@ run() { # instances workers [setup file]
 			sleep 0.05
 		done
 		sleep 0.5 # past their start: connected, prepared, waiting
-		c0=$(busy) s0=$(steal)
+		c0=$(busy) s0=$(steal) d0=$(proc_cpu pgjobd) p0=$(proc_cpu postgres)
 		sql -c "select pgjob.resume('default')" >/dev/null
 	fi
 	wait "$watch"
-	c1=$(busy) s1=$(steal)
+	c1=$(busy) s1=$(steal) d1=$(proc_cpu pgjobd) p1=$(proc_cpu postgres)
 	wal=$(sql -c "select round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0') / $n)")
 	for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
@@ -171,6 +180,9 @@ run() { # instances workers [setup file]
 	awk -v c=$((c1 - c0)) -v s=$((s1 - s0)) -v n="$n" -v hz="$(getconf CLK_TCK)" -v w="$wal" -v e="$errs" 'BEGIN {
 		printf "machine CPU %.1f s, %.1f us/job (steal %.1f s); WAL %d B/job; log warnings/errors %d\n",
 			c / hz, c / hz * 1e6 / n, s / hz, w, e }'
+	awk -v d=$((d1 - d0)) -v p=$((p1 - p0)) -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+		printf "CPU us/job: pgjobd processes %.2f, PostgreSQL processes %.2f\n",
+			d / hz * 1e6 / n, p / hz * 1e6 / n }'
 	echo "statement | calls | mean ms | rows/call | buffers hit/call"
 	sql -F ' | ' -c "select case when query like 'with qa(name%' then 'claim'
 			when query like 'with fd as%' then 'finish'
