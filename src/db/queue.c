@@ -351,15 +351,21 @@ static const char claim_sql[] =
 	/* The sweep tickets granted: of each queue asked for whose last
 	 * sweep by a worker of these kinds is $17 ms old or older, now
 	 * (sql/029_sweep_tickets.sql).  This claim reads it from its head,
-	 * the sweep, and says so ('s' rows).  A CASE: the sequence is set
-	 * only where the test holds; a CTE of its own, run once. */
-	" tk as (select qa.qi, case when qa.sw"
-	"   and coalesce(pg_sequence_last_value(" SWEEP_SEQ("qa.name") "), 0)"
+	 * the sweep, and says so ('s' rows).  CASEs: the sequence is set
+	 * only where the test holds; a CTE of its own, run once.  A role
+	 * not granted the sequence (an upgrade whose grants were not run
+	 * again, docs/security.md) sweeps whenever it asks, as every
+	 * worker did before version 29, rather than fail its claim. */
+	" tk as (select qa.qi, case when not qa.sw then false"
+	"   when not has_sequence_privilege(" SWEEP_SEQ("qa.name") ","
+	"    'select, update') then true"
+	"   else case when coalesce(pg_sequence_last_value("
+	"     " SWEEP_SEQ("qa.name") "), 0)"
 	"    <= (extract(epoch from statement_timestamp()) * 1000)::bigint"
 	"     - $17::bigint"
 	"   then setval(" SWEEP_SEQ("qa.name") ","
 	"    (extract(epoch from statement_timestamp()) * 1000)::bigint)"
-	"   end is not null as swept from qa),"
+	"    is not null else false end end as swept from qa),"
 	/* A queue with a row in pgjob.limits is claimed by
 	 * pgjob.claim_limited() alone, whatever the worker believes: this
 	 * claim leaves it, and says so ('l' rows). */

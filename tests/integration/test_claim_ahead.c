@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "db/queue.h"
@@ -324,6 +325,26 @@ test_sweep_tickets(void **state)
 	sweeps(c, "{a}", 1, "60000", "{1} s");
 	/* Within the interval of another asker (0 ms): granted. */
 	sweeps(c, "{a}", 1, "0", "{1} s");
+	/* A worker role not granted the ticket's sequence (an upgrade whose
+	 * grants were not run again): every ask is a sweep, as before
+	 * version 29, and the claim does not fail. */
+	char role[64];
+	snprintf(role, sizeof(role), "t_sweep_%d", (int)getpid());
+	t_exec(c, "create role %s", role);
+	t_exec(c, "grant usage on schema pgjob to %s", role);
+	t_exec(c, "grant select, update on all tables in schema pgjob to %s",
+	       role);
+	t_exec(c, "grant select, update on all sequences in schema pgjob to %s",
+	       role);
+	char *name = t_value(c, "select %s::text", seq_a);
+	t_exec(c, "revoke all on sequence %s from %s", name, role);
+	free(name);
+	t_exec(c, "set role %s", role);
+	sweeps(c, "{a}", 1, "60000", "{1} s");
+	sweeps(c, "{a}", 1, "60000", "{1} s");
+	t_exec(c, "reset role");
+	t_exec(c, "drop owned by %s", role);
+	t_exec(c, "drop role %s", role);
 	PQfinish(c);
 	free(ci);
 }
