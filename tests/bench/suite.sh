@@ -595,7 +595,8 @@ fresh_done=$f_done fresh_fed=$f_fed
 # per-process concurrency: a claim takes at most that many jobs, and what
 # smaller batches cost shows apart from what more processes cost.
 scale_n=$((3 * n))
-scale() { # instances workers concurrency
+# One drain: "rate statements/job WAL/job dead errors server-errors|claim".
+scale_once() { # instances workers concurrency
 	local c=$3
 	fresh_schema
 	enqueue "$scale_n" noop
@@ -611,18 +612,46 @@ scale() { # instances workers concurrency
 	server_errs=$(grep -c -E 'deadlock detected|could not serialize' "$(cat "$dir/tmpdata" 2>/dev/null || echo "$dir/data")/server.log" || true)
 	local claim
 	claim=$(sql -c "select format('%s statements, %s rows per statement, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 2)) from pg_stat_statements where query like 'with qa(name%' order by calls desc limit 1")
-	row "$scale_n jobs: $1 instance(s) x $2 worker(s), concurrency $c each" "$a" "$a" "$a" "$b" "$c2" "$d" \
-		"log warnings/errors: $errs; server deadlocks/serialization failures: $server_errs; claim: $claim"
-	echo "$a"
+	echo "$a $b $c2 $d $errs $server_errs|$claim"
 }
-scale_ref=$(scale 1 "$workers" "$conc")
-scale_16x1=$(scale 16 1 "$conc")
-scale_4x4=$(scale 4 4 "$conc")
-scale_1x16=$(scale 1 16 "$conc")
+# Shapes "IxW" at one concurrency, ROUNDS rounds of all of them in turn (so
+# that each shape's runs meet the same minutes of the machine: one run of
+# a row beside one run of another moved by a tenth with nothing changed);
+# a row each, the median of its runs (its last run's claim figures, the
+# errors of all); prints the medians in order.
+scale_rows() { # concurrency rounds shape...
+	local c=$1 rounds=$2 r i out
+	shift 2
+	local -a shapes=("$@") rates=() last=() errs=() serrs=()
+	for r in $(seq "$rounds"); do
+		for i in "${!shapes[@]}"; do
+			out=$(scale_once "${shapes[i]%x*}" "${shapes[i]#*x}" "$c")
+			read -r a b c2 d e se <<<"${out%%|*}"
+			rates[i]="${rates[i]:-} $a"
+			last[i]=$out
+			errs[i]=$((${errs[i]:-0} + e))
+			serrs[i]=$((${serrs[i]:-0} + se))
+		done
+	done
+	local meds="" how=""
+	[ "$rounds" -gt 1 ] && how=", median of $rounds in turn"
+	for i in "${!shapes[@]}"; do
+		local med lo hi
+		med=$(tr ' ' '\n' <<<"${rates[i]}" | grep . | median)
+		lo=$(tr ' ' '\n' <<<"${rates[i]}" | grep . | sort -n | head -1)
+		hi=$(tr ' ' '\n' <<<"${rates[i]}" | grep . | sort -n | tail -1)
+		read -r a b c2 d _ <<<"${last[i]%%|*}"
+		row "$scale_n jobs: ${shapes[i]%x*} instance(s) x ${shapes[i]#*x} worker(s), concurrency $c each$how" \
+			"$med" "$lo" "$hi" "$b" "$c2" "$d" \
+			"log warnings/errors: ${errs[i]}; server deadlocks/serialization failures: ${serrs[i]}; claim (its last run): ${last[i]#*|}"
+		meds="$meds $med"
+	done
+	echo "$meds"
+}
+read -r scale_ref scale_16x1 scale_4x4 scale_1x16 <<<"$(scale_rows "$conc" "$runs" "1x$workers" 16x1 4x4 1x16)"
 split=$((conc * workers / 16))
 [ "$split" -lt 1 ] && split=1
-split_ref=$(scale 1 "$workers" "$split")
-split_16x1=$(scale 16 1 "$split")
+read -r split_ref split_16x1 <<<"$(scale_rows "$split" 1 "1x$workers" 16x1)"
 
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
