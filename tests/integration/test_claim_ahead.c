@@ -92,6 +92,19 @@ claims(PGconn *c, const char *kinds, const char *limit, int ahead,
 	free(got);
 }
 
+/* Prepares the worker's claim statement on c, as the worker does. */
+static void
+prepare_claim(PGconn *c)
+{
+	int n;
+	char *text = queue_statement("pgjob_claim", &n);
+	PGresult *r = PQprepare(c, "pgjob_claim", text, n, NULL);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fail_msg("prepare: %s", PQresultErrorMessage(r));
+	PQclear(r);
+	free(text);
+}
+
 /* Slot 7's leases as if just taken (job 5's last): the start past them
  * counts only leases taken in the last 200 ms. */
 static void
@@ -128,13 +141,7 @@ test_claim_reads_ahead(void **state)
 	       " + (id - %lld) * interval '1 ms'"
 	       " where id - %lld in (1, 4, 5, 7)",
 	       base, base);
-	int n;
-	char *text = queue_statement("pgjob_claim", &n);
-	PGresult *r = PQprepare(c, "pgjob_claim", text, n, NULL);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		fail_msg("prepare: %s", PQresultErrorMessage(r));
-	PQclear(r);
-	free(text);
+	prepare_claim(c);
 
 	/* Not ahead: from the position. */
 	claims(c, "{a}", "1", 0, NULL, NULL, "{2}");
@@ -285,13 +292,7 @@ test_sweep_tickets(void **state)
 	       " lease_token = 1, locked_until = now() - interval '1 s'"
 	       " where id = %lld + 1",
 	       base);
-	int n;
-	char *text = queue_statement("pgjob_claim", &n);
-	PGresult *r = PQprepare(c, "pgjob_claim", text, n, NULL);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		fail_msg("prepare: %s", PQresultErrorMessage(r));
-	PQclear(r);
-	free(text);
+	prepare_claim(c);
 	/* The tickets of (tq, {a}) and (tq, {a,c}) are in sequences of their
 	 * own (they could meet: 32 of them, by a hash). */
 	const char *seq_a = "('pgjob.sweep_at_' || (hashtext('tq {a}') & 31))"
