@@ -13,10 +13,10 @@
 -- ends waiting on Lock:transactionid in 10-17 % of their samples.
 --
 -- Now a worker whose second has come asks for the queue's ticket in its
--- claim, and sweeps in its next claim only if no worker of its kinds has
--- swept the queue within that second: the ticket is the time of the last
--- sweep, in milliseconds since the epoch, in a sequence (setval() when
--- granted; see claim_sql).  Two workers that read it at once may both
+-- claim, which reads the queue from its head only if no worker of its
+-- kinds has swept it within that second: the ticket is the time of the
+-- last sweep, in milliseconds since the epoch, in a sequence (setval()
+-- when granted; see claim_sql in src/db/queue.c).  Two workers that read it at once may both
 -- sweep: harmless, as two sweeps always were.
 --
 -- A sequence, not a row: not transactional, no row version left behind

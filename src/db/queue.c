@@ -341,13 +341,12 @@ static const char claim_sql[] =
 	 * since the epoch: exact, and never a time the host could have
 	 * written (the fault suite's clock scenario checks for those).  ha:
 	 * whether to read ahead; tn: whether this claim takes its turn, and
-	 * so says where it stopped; sw: whether it asks for the queue's
-	 * sweep ticket. */
-	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, tn, sw, qi) as ("
+	 * so says where it stopped.  $16: whether it asks for its queues'
+	 * sweep tickets. */
+	"with qa(name, lim, mode, hp, hr, hi, ha, cp, cr, tn, qi) as ("
 	"  select * from unnest($2::text[], $3::int[], $6::text[],"
 	"   $7::smallint[], $8::bigint[], $9::bigint[], $11::bool[],"
-	"   $12::smallint[], $13::bigint[], $14::bool[], $16::bool[])"
-	"   with ordinality),"
+	"   $12::smallint[], $13::bigint[], $14::bool[]) with ordinality),"
 	/* The sweep tickets granted: of each queue asked for whose last
 	 * sweep by a worker of these kinds is $17 ms old or older, now
 	 * (sql/029_sweep_tickets.sql).  This claim reads it from its head,
@@ -356,7 +355,7 @@ static const char claim_sql[] =
 	 * not granted the sequence (an upgrade whose grants were not run
 	 * again, docs/security.md) sweeps whenever it asks, as every
 	 * worker did before version 29, rather than fail its claim. */
-	" tk as (select qa.qi, case when not qa.sw then false"
+	" tk as (select qa.qi, case when not $16::bool then false"
 	"   when not has_sequence_privilege(" SWEEP_SEQ("qa.name") ","
 	"    'select, update') then true"
 	"   else case when coalesce(pg_sequence_last_value("
@@ -956,7 +955,6 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	const char **tn = xcalloc(nq + 1, sizeof(char *));
 	const char **cp = xcalloc(nq + 1, sizeof(char *));
 	const char **cr = xcalloc(nq + 1, sizeof(char *));
-	const char **sw = xcalloc(nq + 1, sizeof(char *));
 	for (size_t i = 0; i < nq; i++) {
 		lim[i] = req->limits[i];
 		/* No position: NULL, from the head. */
@@ -973,7 +971,6 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 			req->until ? req->until[i] : NULL;
 		cp[i] = u ? u->priority : NULL;
 		cr[i] = u ? u->run_at : NULL;
-		sw[i] = req->sweep_ask && req->sweep_ask[i] ? "t" : "f";
 	}
 	char *a[CLAIM_NPARAMS];
 	a[0] = db_text_array(req->kinds, req->nkinds);
@@ -991,10 +988,9 @@ queue_claim(struct dbev *d, const struct queue_claim_req *req,
 	a[12] = db_text_array(cr, nq);
 	a[13] = db_text_array(tn, nq);
 	a[14] = xasprintf("%d", req->lane);
-	a[15] = db_text_array(sw, nq);
+	a[15] = xstrdup(req->sweep_ask ? "t" : "f");
 	a[16] = xasprintf("%lld", (long long)req->sweep_every_ms);
 	free(lim);
-	free(sw);
 	free(fp);
 	free(fr);
 	free(fi);

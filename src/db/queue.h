@@ -78,13 +78,13 @@ struct queue_claim_req {
 	/* The claimer's lane: claims of a queue take turns per lane. */
 	int lane;
 	/*
-	 * Per queue, whether the claim asks for its sweep ticket: granted
-	 * when no worker of the same kinds swept the queue in the last
-	 * sweep_every_ms (sql/029_sweep_tickets.sql), and then the answer
-	 * says so (queue_claimed's ticket) and the ticket's time is now.
-	 * NULL: none.
+	 * Whether the claim asks for its queues' sweep tickets: a queue's is
+	 * granted when no worker of the same kinds swept it in the last
+	 * sweep_every_ms (sql/029_sweep_tickets.sql); the claim then reads
+	 * it from its head, the answer says so (queue_claimed's ticket), and
+	 * the ticket's time is now.
 	 */
-	const bool *sweep_ask;
+	bool sweep_ask;
 	int64_t sweep_every_ms;
 	/* > 0: the claim is stopped after this many ms (statement_timeout,
 	 * set before it and reset after it), and fails with SQLSTATE

@@ -483,7 +483,7 @@ out:
  * such a job is passed over.
  *
  * The ticket: once a second, a worker's claim asks for the tickets of its
- * queues (c->head; ask[k], every), and the server grants those that no
+ * queues (c->head, sweep_every_ms()), and the server grants those that no
  * worker of the same kinds swept within that time, and reads them from
  * their head (sql/029_sweep_tickets.sql).  Every worker used to sweep
  * every second: 16 workers swept 16 times a second, each past every
@@ -506,23 +506,28 @@ out:
  * A claim that asks for a ticket takes its turn too, and reads from its
  * head those it is granted.
  */
+/* How long after its last ask a worker asks for its sweep tickets again,
+ * and how old the last sweep of a queue must be for a ticket: a second, or
+ * 50 of this worker's last sweep's round trips (see from_positions()). */
+static int64_t
+sweep_every_ms(const struct worker *w)
+{
+	int64_t every = 50 * w->head_cost_ms;
+	return every < 1000 ? 1000 : every;
+}
+
 static void
 from_positions(struct worker *w, struct claim *c,
 	       const struct queue_position **from, bool *turn, bool *ahead,
 	       const struct queue_position **until,
-	       struct queue_position *until_pos, bool *ask, int64_t *every_ms)
+	       struct queue_position *until_pos)
 {
 	int64_t now = util_now_ms();
-	int64_t every = 50 * w->head_cost_ms;
-	if (every < 1000)
-		every = 1000;
-	*every_ms = every;
-	c->head = c->nq && now - w->head_scan_ms >= every;
+	c->head = c->nq && now - w->head_scan_ms >= sweep_every_ms(w);
 	if (c->head)
 		w->head_scan_ms = now;
 	for (size_t k = 0; k < c->nq; k++) {
 		size_t i = c->qidx[k];
-		ask[k] = c->head;
 		if (!w->pos_valid[i] || w->rescan[i] == RESCAN_HEAD)
 			from[k] = NULL;
 		else if (w->rescan[i] == RESCAN_FROM)
@@ -612,14 +617,13 @@ send_claim(struct worker *w, struct claim *c)
 	const char *queues[c->nq + 1], *modes[c->nq + 1];
 	const struct queue_position *from[c->nq + 1], *until[c->nq + 1];
 	struct queue_position until_pos[c->nq + 1];
-	bool turn[c->nq + 1], ahead[c->nq + 1], ask[c->nq + 1];
-	int64_t every;
+	bool turn[c->nq + 1], ahead[c->nq + 1];
 	for (size_t k = 0; k < c->nq; k++) {
 		const struct queue_conf *q = &cf->queues[c->qidx[k]];
 		queues[k] = q->name;
 		modes[k] = config_queue_mode_name(q->mode);
 	}
-	from_positions(w, c, from, turn, ahead, until, until_pos, ask, &every);
+	from_positions(w, c, from, turn, ahead, until, until_pos);
 	c->limit_ms = c->head ? sweep_limit_ms(w) : 0;
 	struct queue_claim_req req = {
 		.kinds = w->kinds,
@@ -635,8 +639,8 @@ send_claim(struct worker *w, struct claim *c)
 		.ahead = ahead,
 		.lane = w->slot % TURN_LANES,
 		.until = until,
-		.sweep_ask = ask,
-		.sweep_every_ms = every,
+		.sweep_ask = c->head,
+		.sweep_every_ms = sweep_every_ms(w),
 		.timeout_ms = c->limit_ms,
 		.max_payload_bytes = cf->max_payload_bytes,
 	};

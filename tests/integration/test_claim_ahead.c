@@ -61,7 +61,7 @@ claim(PGconn *c, const char *kinds, const char *limit, int ahead,
 	const char *p[] = {kinds,	 "{default}", lim_a, "me:9", "30000",
 			   "{parallel}", hp_a,	      hr_a,  "{0}",  "1000000",
 			   ha_a,	 cp_a,	      cr_a,  "{t}",  "1",
-			   "{f}",	 "1000"};
+			   "f",		 "1000"};
 	PGresult *r = PQexecPrepared(c, "pgjob_claim", 17, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		fail_msg("claim: %s", PQresultErrorMessage(r));
@@ -230,11 +230,10 @@ swept(PGconn *c, const char *kinds, int ask, const char *every)
 			   base);
 	char *hr_a = xasprintf("{%s}", hr);
 	char *hi_a = xasprintf("{%lld}", base + 1);
-	const char *p[] = {kinds,    "{tq}",	   "{1}", "me:9",
-			   "30000",  "{parallel}", "{0}", hr_a,
-			   hi_a,     "1000000",	   "{f}", "{NULL}",
-			   "{NULL}", "{t}",	   "0",	  ask ? "{t}" : "{f}",
-			   every};
+	const char *p[] = {
+		kinds,	  "{tq}", "{1}", "me:9",	  "30000", "{parallel}",
+		"{0}",	  hr_a,	  hi_a,	 "1000000",	  "{f}",   "{NULL}",
+		"{NULL}", "{t}",  "0",	 ask ? "t" : "f", every};
 	PGresult *r = PQexecPrepared(c, "pgjob_claim", 17, p, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		fail_msg("claim: %s", PQresultErrorMessage(r));

@@ -41,7 +41,7 @@ static const struct {
 			" '{parallel,serial,per_key}', '{NULL,NULL,NULL}',"
 			" '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', 1000000,"
 			" '{t,f,f}', '{NULL,NULL,NULL}', '{NULL,NULL,NULL}',"
-			" '{t,f,f}', 1, '{t,f,f}', 1000"},
+			" '{t,f,f}', 1, true, 1000"},
 	{"pgjob_finish",
 	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '{x}',"
 	 " '{0,100}', '{f,f}', false, '{1,1}', '{1,1}', '{1,1}',"
@@ -68,7 +68,7 @@ static const struct {
 	{"pgjob_claim",
 	 "'{k}', '{default}', '{1000}', 'w', 30000, '{parallel}', '{0}',"
 	 " '{1796365557454039}', '{5124400}', 1048576, '{f}',"
-	 " '{NULL}', '{NULL}', '{t}', 0, '{f}', 1000"},
+	 " '{NULL}', '{NULL}', '{t}', 0, false, 1000"},
 };
 enum { PRUNE = 6, JOIN = 7, ONE_QUEUE = 8 };
 
