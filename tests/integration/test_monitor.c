@@ -95,6 +95,7 @@ test_reads_on_their_own_connection(void **state)
 	t_wait_until(c, 30,
 		     "select count(*) = 1 from pg_stat_activity where"
 		     " application_name = 'pgjobd monitor' and"
+		     " datname = current_database() and"
 		     " wait_event_type = 'Lock'");
 	t_exec(c, "select pgjob.enqueue('ok') from generate_series(1, 5)");
 	t_wait_done(c, 5, 15);
@@ -103,7 +104,8 @@ test_reads_on_their_own_connection(void **state)
 	assert_int_equal(t_log_count("monown", "database connection lost"), 0);
 
 	long long before = t_long(c, "select pid from pg_stat_activity where"
-				     " application_name = 'pgjobd monitor'");
+				     " application_name = 'pgjobd monitor'"
+				     " and datname = current_database()");
 	t_exec(c, "select pg_terminate_backend(%lld)", before);
 	t_wait_log("monown", "the queue figures' own connection:", 1, 30);
 	enqueue_later(c, 1);
@@ -112,7 +114,8 @@ test_reads_on_their_own_connection(void **state)
 		   "the queue figures have their own connection again", 1, 60);
 	t_wait_until(c, 30,
 		     "select count(*) = 1 from pg_stat_activity where"
-		     " application_name = 'pgjobd monitor' and pid <> %lld",
+		     " application_name = 'pgjobd monitor' and"
+		     " datname = current_database() and pid <> %lld",
 		     before);
 	t_exec(c, "select pgjob.enqueue('ok')");
 	t_wait_done(c, 6, 15);
