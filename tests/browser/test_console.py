@@ -168,14 +168,15 @@ class Console:
             'fetch("/api/session").then(r => r.json()).then(done);')
 
     def forge(self, path, body):
-        """A POST from the page's own context with its CSRF token: what a
-        crafted request of a logged-in user can do."""
+        """A POST from the page's own context with the token the page kept
+        (GET /api/session no longer hands it out): what a crafted request
+        of a logged-in user can do."""
         return self.d.execute_async_script(
             'const [path, body, done] = arguments;'
-            'fetch("/api/session").then(r => r.json()).then(s =>'
-            ' fetch(path, {method: "POST", headers: {'
+            'fetch(path, {method: "POST", headers: {'
             '  "Content-Type": "application/json",'
-            '  "X-CSRF-Token": s.csrf}, body: JSON.stringify(body)}))'
+            '  "X-CSRF-Token": localStorage.getItem("pgjob_csrf")},'
+            '  body: JSON.stringify(body)})'
             '.then(r => done(r.status), e => done(String(e)));',
             path, body)
 
@@ -507,6 +508,15 @@ def steps(c, ids, flaky):
     c.d.refresh()
     errs = c.errors()
     assert not errs, 'JavaScript errors: %r' % errs
+    # After a reload the page still reads and acts: the token it kept
+    # (GET /api/session, which the reload asks, no longer hands it out).
+    s = c.session()
+    assert s['user'] == OP[0] and 'csrf' not in s, s
+    c.go('queues')
+    c.one('#queues tbody tr')
+    assert c.forge('/api/queues/pause', {'queue': 'default'}) == 200
+    assert c.forge('/api/queues/resume', {'queue': 'default'}) == 200
+    log('after a reload: reads, and acts with the token it kept')
 
     # --- the read-only user --------------------------------------------------
     c.logout()
