@@ -45,9 +45,9 @@
  * all), each dropped after CONN_TIMEOUT_S idle seconds, and MEMORY_MAX
  * bytes for a request's headers.  A request's head must be whole within
  * HEAD_S of the connection (for the next request on it: of the last
- * answer, plus the idle time), however steadily its bytes trickle in: an
- * idle timeout alone lets a byte every few seconds hold a connection for
- * ever (slowloris).
+ * answer, plus the idle time), and its body within BODY_S of its head,
+ * however steadily their bytes trickle in: an idle timeout alone lets a
+ * byte every few seconds hold a connection for ever (slowloris).
  */
 #define POOL_THREADS   4
 #define BODY_MAX       (64 * 1024)
@@ -57,6 +57,7 @@
 #define PER_IP_MAX     16
 #define CONN_TIMEOUT_S 30
 #define HEAD_S	       10
+#define BODY_S	       30
 #define MEMORY_MAX     (32 * 1024)
 
 #define COOKIE_NAME "pgjob_session"
@@ -95,16 +96,16 @@ static _Thread_local int conn_index = -1;
 static bool db_down;
 
 /*
- * The head deadline of each connection, kept here because libmicrohttpd
- * has only an idle timeout.  A watchdog thread shuts down the socket of a
- * connection past its deadline; libmicrohttpd then closes it as any that
- * its peer dropped.  An entry is freed (under the lock) when
- * libmicrohttpd says the connection closed, before it closes the socket,
+ * The deadline of each connection's request (its head, then its body),
+ * kept here because libmicrohttpd has only an idle timeout.  A watchdog thread
+ * shuts down the socket of a connection past its deadline; libmicrohttpd then
+ * closes it as any that its peer dropped.  An entry is freed (under the lock)
+ * when libmicrohttpd says the connection closed, before it closes the socket,
  * so the watchdog never touches a descriptor that was reused.
  */
 struct watch {
 	int fd;		     /* -1: a free entry */
-	int64_t deadline_ms; /* 0: its head is in */
+	int64_t deadline_ms; /* 0: none (its request is in) */
 };
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watch_stop_cond = PTHREAD_COND_INITIALIZER;
@@ -146,7 +147,7 @@ watch_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 	pthread_mutex_unlock(&watch_lock);
 }
 
-/* Sets the head deadline of connection c: ms from now, 0 for none. */
+/* Sets the deadline of connection c: ms from now, 0 for none. */
 static void
 watch_set(struct MHD_Connection *c, int64_t ms)
 {
@@ -734,7 +735,7 @@ answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 		 * knows the body (none for a GET), so that the connection can
 		 * stay open for the page's next request. */
 		*state = rq = xcalloc(1, sizeof(*rq));
-		watch_set(c, 0); /* its head is in */
+		watch_set(c, BODY_S * 1000LL); /* its head is in */
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     "Content-Length");
 		if (!cl || strtoull(cl, NULL, 10) <= BODY_REFUSE)
@@ -751,6 +752,7 @@ answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 		*size = 0;
 		return MHD_YES;
 	}
+	watch_set(c, 0); /* the whole request is in */
 	route(c, url, method, rq, &r);
 	return send_reply(c, &r);
 }

@@ -12,7 +12,7 @@ each against a real `pgjob web`, the test PostgreSQL and real HTTP
   still acts.
 - slowloris: connections that send their head a byte at a time, from three
   addresses, do not keep a legitimate request from its answer, and one is
-  closed before its head is whole.
+  closed before its head is whole; a body likewise.
 - public_url_without_users: refused by `pgjobd --check-config` and `pgjob
   web`, at its place in the file.
 - open_console_start_line: the open console's start line says that every
@@ -381,6 +381,30 @@ def test_slowloris():
     check(sent < len(HEAD) and not got.startswith(b"HTTP/1.1 200"),
           f"a head sent a byte each half second is cut off: {sent} of "
           f"{len(HEAD)} bytes sent, answer {got[:40]!r}")
+
+    # A body likewise, its head sent whole.
+    body = b'{"queue": "abuseq", "pad": "' + b"x" * 100 + b'"}'
+    s = socket.create_connection(("127.0.0.1", w.port))
+    s.settimeout(DEADLINE_S)
+    s.sendall(f"POST /api/queues/pause HTTP/1.1\r\n"
+              f"Host: 127.0.0.1:{w.port}\r\n"
+              f"Content-Type: application/json\r\n"
+              f"Content-Length: {len(body)}\r\n\r\n".encode())
+    sent, got = 0, b""
+    while sent < len(body):
+        try:
+            s.send(body[sent:sent + 1])
+            sent += 1
+        except OSError:
+            break
+        r, _, _ = select_one(s, 0.5)
+        if r:
+            got = s.recv(4096)
+            break
+    s.close()
+    check(sent < len(body) and not got.startswith(b"HTTP/1.1"),
+          f"a body sent a byte each half second is cut off: {sent} of "
+          f"{len(body)} bytes sent, answer {got[:40]!r}")
     w.stop()
 
 
