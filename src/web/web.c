@@ -3,9 +3,10 @@
  * internal pool of POOL_THREADS threads; each request is answered in one of
  * them, start to end, with that thread's own database connection.  The
  * decisions about access are all in answer() and the functions it calls, in
- * the order a request meets them: Host, size, the static page, the session,
- * then for a POST the CSRF token, Content-Type, Origin and role; only then
- * does api.c see it (docs/security.md, "The web console").
+ * the order a request meets them: Host, size, the static page, the session
+ * (with users, and its token: the cookie alone reads nothing), then for a
+ * POST the CSRF token, Content-Type, Origin and role; only then does api.c
+ * see it (docs/security.md, "The web console").
  */
 #include "web/web.h"
 
