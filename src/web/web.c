@@ -651,12 +651,19 @@ api(struct MHD_Connection *c, const char *method, const char *path,
 		reply_error(r, 405, "GET or POST");
 		return;
 	}
+	const char *token =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-CSRF-Token");
 	if (strcmp(path, "session") == 0) {
-		bool fresh = !have || MHD_lookup_connection_value(
-					      c, MHD_GET_ARGUMENT_KIND, "new");
 		/* A new anonymous session (before a login, so that the
-		 * login POST has a CSRF token too), for a page that has no
-		 * token for the one its cookie names. */
+		 * login POST has a CSRF token too) for a request without a
+		 * session, or from a page that has no token for the session
+		 * its cookie names (?new=1) or not its token (the server
+		 * restarted): it is not the cookie's session, so its token
+		 * can be handed out. */
+		bool fresh = !have ||
+			     MHD_lookup_connection_value(
+				     c, MHD_GET_ARGUMENT_KIND, "new") ||
+			     (token && !auth_equal(token, s.csrf));
 		if (fresh && auth_session_new(&s) < 0) {
 			reply_error(r, 500, "no session could be made");
 			return;
@@ -672,8 +679,6 @@ api(struct MHD_Connection *c, const char *method, const char *path,
 	}
 	/* With users, a read needs the page's token as a POST does: the
 	 * cookie alone, which a page of another port gets, reads nothing. */
-	const char *token =
-		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-CSRF-Token");
 	if (srv.login_required && (!token || !auth_equal(token, s.csrf))) {
 		reply_error(r, 401,
 			    "missing or wrong X-CSRF-Token: log in "

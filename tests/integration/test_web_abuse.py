@@ -273,6 +273,15 @@ def test_session_other_port(alice):
     st, _, d = w.req("GET", "/api/overview", cookie=cookie,
                      headers={"X-CSRF-Token": csrf})
     check(st == 200, f"the page reads with its token: {st} {d}")
+    # A token that is not the session's (a page that kept one from before
+    # a restart) gets a new session, not the cookie's: the cookie's own is
+    # left as it was.
+    st, h, s4 = w.req("GET", "/api/session", cookie=cookie,
+                      headers={"X-CSRF-Token": "0" * 64})
+    check(st == 200 and s4["user"] is None and s4.get("csrf") not in
+          (None, csrf) and "pgjob_session=" in h.get("set-cookie", "") and
+          cookie not in h["set-cookie"],
+          f"a wrong token's GET /api/session: a new session: {st} {s4} {h}")
     st, _, d = w.post("/api/queues/pause", {"queue": "abuseq"}, cookie, csrf)
     check(st == 200 and paused("abuseq"), f"the page's pause: {st} {d}")
     st, _, _ = w.post("/api/queues/resume", {"queue": "abuseq"}, cookie,
@@ -280,6 +289,18 @@ def test_session_other_port(alice):
     check(st == 200 and not paused("abuseq"), f"resume: {st}")
     w.stop()
     log = w.text()
+
+    # An open console restarted: the token a page kept is no longer its
+    # session's, and GET /api/session hands it a new one.
+    o = Web(name="open_restart")
+    oc, os1 = o.session()
+    o.stop()
+    o = Web(name="open_restart2")
+    st, h, os2 = o.req("GET", "/api/session", cookie=oc,
+                       headers={"X-CSRF-Token": os1["csrf"]})
+    check(st == 200 and os2.get("csrf") and os2["csrf"] != os1["csrf"],
+          f"after a restart, a new session for the kept token: {os2}")
+    o.stop()
     check("pause by alice: 403" in log and "pause by alice: 200" in log,
           "the log: the other port's pause refused, the page's done")
 

@@ -294,8 +294,10 @@
 			const msg = data && typeof data.error === 'string' ?
 				data.error : 'HTTP ' + r.status;
 			/* The session is gone, or its token is not the one kept
-			 * (another tab logged in): a new one, and the login form. */
-			if (r.status === 401 && path !== '/api/login') {
+			 * (the server restarted): a new one (and the login form,
+			 * with users). */
+			if (path !== '/api/login' && (r.status === 401 ||
+				(r.status === 403 && /X-CSRF-Token/.test(msg)))) {
 				keepToken('');
 				S.session = null;
 				setTimeout(start, 0);
@@ -351,7 +353,8 @@
 	/* --- session and login ----------------------------------------- */
 
 	/* The session of the cookie, with the token this origin kept; or, with
-	 * none kept (or fresh), a new session and its token. */
+	 * none kept, or one that is not the session's (the server answers
+	 * that with a new session), or fresh, a new session and its token. */
 	async function session(fresh) {
 		const kept = fresh ? '' : token();
 		const s = (await get('/api/session' + (kept ? '' :
