@@ -25,8 +25,9 @@
  * Sessions: the table holds logged-in sessions only, SESSIONS_MAX at once
  * (a full table drops the expired, then the least recently used).  A
  * session without a user (before a login; an open console's operator) is
- * kept nowhere: its token is any 64 hex digits the server handed out, and
- * its CSRF token an HMAC of it under a key made at start, so that
+ * kept nowhere: its token is 64 hex digits (any such; it has no user and
+ * no power but to log in, or, in an open console, what anyone local has),
+ * and its CSRF token an HMAC of it under a key made at start, so that
  * anyone may make as many as they like without pushing out anybody's
  * (docs/security.md, "Sessions").
  */
@@ -73,6 +74,7 @@ struct failures {
 	int64_t at[GLOBAL_FAILURES];
 	size_t next;
 };
+_Static_assert(USER_FAILURES <= GLOBAL_FAILURES, "a ring holds either");
 static struct failures global_failures, *user_failures;
 /* The key of the anonymous sessions' CSRF tokens. */
 static unsigned char anon_key[32];
