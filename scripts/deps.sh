@@ -25,7 +25,7 @@ pkgs+=(chromium chromium-driver python3-selenium)
 
 # The web console (pgjob web, src/web/): its HTTP server and the yescrypt
 # password hashes of its users.
-pkgs+=(libmicrohttpd-dev libcrypt-dev)
+pkgs+=(libmicrohttpd-dev libcrypt-dev libssl-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

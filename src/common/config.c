@@ -1268,6 +1268,30 @@ add_default_queue(struct config *c)
 }
 
 /*
+ * web.public_url without web.users would serve an open console to whoever
+ * reaches the reverse proxy: refused, as pgjob web refuses an open console
+ * off loopback.
+ */
+static void
+check_web(struct yaml_doc *d, const struct config *c,
+	  const struct yaml_walk *top)
+{
+	const struct ynode *web = yaml_walked(top, "web"), *at = web;
+
+	if (!c->web.public_url || c->web.nusers > 0 || !web ||
+	    web->type != YNODE_MAP)
+		return;
+	for (size_t i = 0; i < web->n; i++)
+		if (web->pairs[i].key->text &&
+		    strcmp(web->pairs[i].key->text, "public_url") == 0)
+			at = web->pairs[i].value;
+	yaml_doc_error(d, at, "web.public_url",
+		       "needs web.users: a reverse proxy would serve an open "
+		       "console (anyone an operator) to everyone who reaches "
+		       "it");
+}
+
+/*
  * Reads the document into c.  The sections come last, in the order that lets
  * each check the names it uses: queues, handlers, then schedules.
  */
@@ -1294,6 +1318,7 @@ load_document(struct yaml_doc *d, struct config *c, bool cli)
 		load_section(d, c, &top, "schedules", load_schedule);
 		load_section(d, c, &top, "tasks", load_task);
 	}
+	check_web(d, c, &top);
 	workers = yaml_walked(&top, "workers");
 	if (workers && c->workers > c->max_slots)
 		yaml_doc_error(d, workers, "workers",

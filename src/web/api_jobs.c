@@ -16,6 +16,7 @@
  * primary key in the hope of a page soon, through the whole table when
  * nothing matches, so with those the windows apply too.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -606,15 +607,19 @@ api_job_get(struct db_conn *db, const char *rest, struct web_response *out)
 /*
  * What each action takes.  Retry: dead, cancelled, failed and waiting for
  * their next attempt, as `pgjob retry`, and done (run again).  Cancel:
- * waiting and available jobs, not running ones (`pgjob cancel` stops a
- * running job too; from a bulk action of the console that would stop
- * work in flight by surprise).  Delete: any job not running, except those
- * that only the pruning duty may take, as it keeps the counts of their
- * workflow or batch and the edges of their parents and children
- * (prune.c): a step of a workflow, a job of a batch, a parent or a child.
+ * waiting and available jobs, not running ones (from a bulk action of the
+ * console that would stop work in flight by surprise); with
+ * "stop_running", which a job's page sends after its own confirmation,
+ * running ones too, as `pgjob cancel` does (its states, and its
+ * statement: the worker stops the job at its next lease renewal).  Delete: any
+ * job not running, except those that only the pruning duty may take, as it
+ * keeps the counts of their workflow or batch and the edges of their parents
+ * and children (prune.c): a step of a workflow, a job of a batch, a parent or a
+ * child.
  */
 static const char RETRY_STATES[] = "{dead,cancelled,available,done}";
 static const char CANCEL_STATES[] = "{waiting,available}";
+static const char CANCEL_RUNNING_STATES[] = "{waiting,available,running}";
 static const char DELETE_STATES[] = "{available,done,dead,cancelled}";
 
 /* A delete by hand, from either table (a plain job done is in
@@ -650,7 +655,7 @@ step(struct db_conn *db, struct web_response *out, const char *sql,
  */
 static int
 act_batch(struct db_conn *db, const char *action, const char *ids,
-	  long long *affected, struct web_response *out)
+	  bool stop_running, long long *affected, struct web_response *out)
 {
 	struct db_rows *res = step(db, out, "begin", NULL, NULL), *pick = NULL;
 	long long n = 0;
@@ -686,7 +691,9 @@ act_batch(struct db_conn *db, const char *action, const char *ids,
 			db_rows_free(pick);
 	} else if (res && strcmp(action, "cancel") == 0) {
 		db_rows_free(res);
-		res = step(db, out, jobctl_cancel_sql, ids, CANCEL_STATES);
+		res = step(db, out, jobctl_cancel_sql, ids,
+			   stop_running ? CANCEL_RUNNING_STATES
+					: CANCEL_STATES);
 		n = res ? db_rows_affected(res) : 0;
 	} else if (res) {
 		db_rows_free(res);
@@ -745,23 +752,58 @@ static const char BATCH_SQL[] =
 	"   and state = any($11::text[])"
 	"  order by id desc limit $12::int) s";
 
-/* Every match of the filter, a batch per transaction, from the newest
- * down: jobs enqueued meanwhile are not among them. */
+/* How many of a filter's matches the action may take ($11: its states),
+ * and the newest of them. */
+static const char TAKES_SQL[] =
+	"select count(*), max(id) + 1 from pgjob.all_jobs where" FILTER_WHERE
+	"   and ($10::bigint is null or id < $10::bigint)"
+	"   and state = any($11::text[])";
+
+/*
+ * Every match of the filter, a batch per transaction, from the newest
+ * down, and never more than expect, the number the operator confirmed:
+ * when more would be taken now, nothing is done and the answer is 409 with
+ * that count, to be confirmed again.  Jobs enqueued meanwhile are not
+ * among them.
+ */
 static int
 act_filter(struct db_conn *db, const char *action, const struct filter *f,
-	   long long *affected, struct web_response *out)
+	   long long expect, long long *affected, struct web_response *out)
 {
 	const char *p[12];
 	char cursor[24] = "", limit[16];
 	filter_params(f, p);
+	p[9] = NULL;
 	p[10] = strcmp(action, "retry") == 0	? RETRY_STATES
 		: strcmp(action, "cancel") == 0 ? CANCEL_STATES
 						: DELETE_STATES;
-	snprintf(limit, sizeof(limit), "%d", BATCH);
-	p[11] = limit;
+	struct db_rows *res = api_query(db, out, TAKES_SQL, 11, p);
+	if (!res)
+		return -1;
+	long long takes = atoll(db_rows_text(res, 0, 0));
+	snprintf(cursor, sizeof(cursor), "%s", db_rows_text(res, 0, 1));
+	db_rows_free(res);
+	if (takes > expect) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "error",
+					"more jobs match than were confirmed: "
+					"confirm the new count");
+		cJSON_AddNumberToObject(o, "count", (double)takes);
+		web_response_json(out, o);
+		out->status = 409;
+		return -1;
+	}
+	if (takes == 0)
+		return 0;
 	for (;;) {
+		long long left = expect - *affected;
+		if (left <= 0)
+			return 0;
+		snprintf(limit, sizeof(limit), "%lld",
+			 left < BATCH ? left : (long long)BATCH);
+		p[11] = limit;
 		p[9] = *cursor ? cursor : NULL;
-		struct db_rows *res = api_query(db, out, BATCH_SQL, 12, p);
+		res = api_query(db, out, BATCH_SQL, 12, p);
 		if (!res)
 			return -1;
 		long long n = atoll(db_rows_text(res, 0, 1));
@@ -769,12 +811,24 @@ act_filter(struct db_conn *db, const char *action, const struct filter *f,
 			snprintf(cursor, sizeof(cursor), "%s",
 				 db_rows_text(res, 0, 2));
 		int rc = n > 0 ? act_batch(db, action, db_rows_text(res, 0, 0),
-					   affected, out)
+					   false, affected, out)
 			       : 0;
 		db_rows_free(res);
-		if (rc < 0 || n < BATCH)
+		if (rc < 0 || n < atoll(limit))
 			return rc;
 	}
+}
+
+/* A bulk action's "expect": an integer from 0; -1 when it is not. */
+static long long
+expect_of(const cJSON *body)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(body, "expect");
+	double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
+
+	if (v < 0 || v > 9007199254740991.0 || v != (double)(long long)v)
+		return -1;
+	return (long long)v;
 }
 
 void
@@ -783,13 +837,23 @@ api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
 {
 	const cJSON *ids = cJSON_GetObjectItemCaseSensitive(body, "ids");
 	const cJSON *fo = cJSON_GetObjectItemCaseSensitive(body, "filter");
-	long long affected = 0;
+	const cJSON *stop =
+		cJSON_GetObjectItemCaseSensitive(body, "stop_running");
+	long long affected = 0, expect;
+	bool stop_running = cJSON_IsTrue(stop);
 	int rc;
 
 	if ((ids != NULL) == (fo != NULL)) {
 		web_response_error(out, 400,
 				   "expected {\"ids\": [job ids]} or "
 				   "{\"filter\": {...}, \"expect\": n}");
+		return;
+	}
+	if (stop &&
+	    (!cJSON_IsBool(stop) || strcmp(action, "cancel") != 0 || !ids)) {
+		web_response_error(out, 400,
+				   "stop_running: true or false, in a cancel "
+				   "by ids only");
 		return;
 	}
 	if (ids) {
@@ -800,7 +864,7 @@ api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
 					   "integers)");
 			return;
 		}
-		rc = act_batch(db, action, text, &affected, out);
+		rc = act_batch(db, action, text, stop_running, &affected, out);
 		free(text);
 	} else {
 		struct filter f;
@@ -810,10 +874,16 @@ api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
 					   "of /api/jobs");
 			return;
 		}
+		if ((expect = expect_of(body)) < 0) {
+			web_response_error(out, 400,
+					   "expect: the number of jobs "
+					   "confirmed, an integer from 0");
+			return;
+		}
 		if (filter_strict(fo, out) < 0 ||
 		    filter_read(&f, json_get, (void *)fo, out) < 0)
 			return;
-		rc = act_filter(db, action, &f, &affected, out);
+		rc = act_filter(db, action, &f, expect, &affected, out);
 	}
 	if (rc < 0)
 		return;

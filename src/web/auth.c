@@ -8,6 +8,8 @@
 #include "web/auth.h"
 
 #include <crypt.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,26 +22,33 @@
 #include "common/util.h"
 
 /*
- * Bounds.  Sessions: at most SESSIONS_MAX at once; a full table first drops
- * the expired, then the oldest session that has not logged in (anyone can
- * make those with GET /api/session, so they must never push out a user's).
- * A session before its login lasts PRELOGIN_TTL_MS.
+ * Sessions: the table holds logged-in sessions only, SESSIONS_MAX at once
+ * (a full table drops the expired, then the least recently used).  A
+ * session without a user (before a login; an open console's operator) is
+ * kept nowhere: its token is 64 hex digits (any such; it has no user and
+ * no power but to log in, or, in an open console, what anyone local has),
+ * and its CSRF token an HMAC of it under a key made at start, so that
+ * anyone may make as many as they like without pushing out anybody's
+ * (docs/security.md, "Sessions").
  */
-#define SESSIONS_MAX	1024
-#define PRELOGIN_TTL_MS (15 * 60 * 1000LL)
+#define SESSIONS_MAX 1024
 /*
  * Failed logins: per client address, FAILURES_FREE of them, then each one
- * blocks the address for BLOCK_FIRST_MS, doubling up to BLOCK_MAX_MS; and
- * no more than GLOBAL_FAILURES in any GLOBAL_WINDOW_MS from everyone, so
- * that many addresses cannot guess faster together.  CLIENTS_MAX addresses
- * are remembered (the oldest forgotten first).
+ * blocks the address for BLOCK_FIRST_MS, doubling up to BLOCK_MAX_MS.
+ * Besides, at most USER_FAILURES in any WINDOW_MS at one user's name, and
+ * GLOBAL_FAILURES from everyone, so that many addresses cannot guess
+ * faster together; those two refuse only an address that has failed
+ * itself, so that the people who know their password still log in while
+ * someone else guesses (a lockout of everyone would be the attack).
+ * CLIENTS_MAX addresses are remembered (the oldest forgotten first).
  */
-#define FAILURES_FREE	 5
-#define BLOCK_FIRST_MS	 (30 * 1000LL)
-#define BLOCK_MAX_MS	 (15 * 60 * 1000LL)
-#define GLOBAL_FAILURES	 20
-#define GLOBAL_WINDOW_MS (60 * 1000LL)
-#define CLIENTS_MAX	 4096
+#define FAILURES_FREE	5
+#define BLOCK_FIRST_MS	(30 * 1000LL)
+#define BLOCK_MAX_MS	(15 * 60 * 1000LL)
+#define USER_FAILURES	10
+#define GLOBAL_FAILURES 20
+#define WINDOW_MS	(60 * 1000LL)
+#define CLIENTS_MAX	4096
 
 struct session {
 	struct auth_session s;
@@ -59,9 +68,16 @@ static const struct web_conf *conf;
 static char *dummy_hash;
 static struct session *sessions; /* SESSIONS_MAX */
 static struct client *clients;	 /* CLIENTS_MAX */
-/* The times of the last GLOBAL_FAILURES failed logins, a ring. */
-static int64_t global_failures[GLOBAL_FAILURES];
-static size_t global_next;
+/* The times of the last failed logins, rings: everyone's, and each
+ * configured user's (conf->users' order). */
+struct failures {
+	int64_t at[GLOBAL_FAILURES];
+	size_t next;
+};
+_Static_assert(USER_FAILURES <= GLOBAL_FAILURES, "a ring holds either");
+static struct failures global_failures, *user_failures;
+/* The key of the anonymous sessions' CSRF tokens. */
+static unsigned char anon_key[32];
 
 static int64_t
 now_ms(void)
@@ -146,6 +162,12 @@ auth_init(const struct web_conf *web)
 	conf = web;
 	sessions = xcalloc(SESSIONS_MAX, sizeof(*sessions));
 	clients = xcalloc(CLIENTS_MAX, sizeof(*clients));
+	user_failures = xcalloc(web->nusers + 1, sizeof(*user_failures));
+	memset(&global_failures, 0, sizeof(global_failures));
+	if (getrandom(anon_key, sizeof(anon_key), 0) != sizeof(anon_key)) {
+		log_error("web: getrandom");
+		return -1;
+	}
 	if (web->nusers == 0)
 		return 0;
 	/* An unknown user's login is checked against this, so that it
@@ -167,44 +189,33 @@ auth_shutdown(void)
 		explicit_bzero(sessions, SESSIONS_MAX * sizeof(*sessions));
 	free(sessions);
 	free(clients);
+	free(user_failures);
 	free(dummy_hash);
+	explicit_bzero(anon_key, sizeof(anon_key));
 	sessions = NULL;
 	clients = NULL;
+	user_failures = NULL;
 	dummy_hash = NULL;
 }
 
 /* The place for a new session (lock held): a free one, else an expired
- * one, else the oldest before its login, else the oldest of all. */
+ * one, else the least recently used. */
 static struct session *
 session_slot(int64_t now)
 {
-	struct session *oldest_anon = NULL, *oldest = NULL;
+	struct session *oldest = NULL;
 
 	for (size_t i = 0; i < SESSIONS_MAX; i++) {
 		struct session *e = &sessions[i];
 		if (!e->live || e->expires_ms <= now)
 			return e;
-		if (e->s.role == AUTH_NONE &&
-		    (!oldest_anon || e->used_ms < oldest_anon->used_ms))
-			oldest_anon = e;
 		if (!oldest || e->used_ms < oldest->used_ms)
 			oldest = e;
 	}
-	return oldest_anon ? oldest_anon : oldest;
+	return oldest;
 }
 
-static int64_t
-session_ttl(enum auth_role role)
-{
-	int64_t ttl = conf->session_ttl_ms;
-	/* A login form left open: short.  In an open console the anonymous
-	 * session is the operator's own. */
-	if (role == AUTH_NONE && ttl > PRELOGIN_TTL_MS)
-		ttl = PRELOGIN_TTL_MS;
-	return ttl;
-}
-
-/* Adds a session of user (NULL: none) with role (lock held). */
+/* Adds a logged-in session of user with role (lock held). */
 static int
 session_add(const char *user, enum auth_role role, struct auth_session *out)
 {
@@ -215,26 +226,56 @@ session_add(const char *user, enum auth_role role, struct auth_session *out)
 	if (random_hex(out->token, AUTH_TOKEN_LEN / 2) < 0 ||
 	    random_hex(out->csrf, AUTH_TOKEN_LEN / 2) < 0)
 		return -1;
-	if (user)
-		snprintf(out->user, sizeof(out->user), "%s", user);
+	snprintf(out->user, sizeof(out->user), "%s", user);
 	out->role = role;
 	e = session_slot(now);
 	*e = (struct session){
 		.s = *out,
-		.expires_ms = now + session_ttl(role),
+		.expires_ms = now + conf->session_ttl_ms,
 		.used_ms = now,
 		.live = true,
 	};
 	return 0;
 }
 
-int
-auth_session_new(enum auth_role role, struct auth_session *out)
+static bool
+is_token(const char *token)
 {
-	pthread_mutex_lock(&lock);
-	int rc = session_add(NULL, role, out);
-	pthread_mutex_unlock(&lock);
-	return rc;
+	size_t n = strspn(token, "0123456789abcdef");
+	return n == AUTH_TOKEN_LEN && !token[n];
+}
+
+/* An anonymous session of token: its role and its CSRF token. */
+static void
+anonymous(const char *token, struct auth_session *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->token, sizeof(out->token), "%s", token);
+	if (!HMAC(EVP_sha256(), anon_key, sizeof(anon_key),
+		  (const unsigned char *)token, AUTH_TOKEN_LEN, mac, &n) ||
+	    n * 2 < AUTH_TOKEN_LEN)
+		abort(); /* no SHA-256: nothing here can work */
+	for (size_t i = 0; i < AUTH_TOKEN_LEN / 2; i++) {
+		out->csrf[2 * i] = hex[mac[i] >> 4];
+		out->csrf[2 * i + 1] = hex[mac[i] & 15];
+	}
+	out->role = conf->nusers > 0 ? AUTH_NONE : AUTH_OPERATOR;
+	out->anonymous = true;
+}
+
+int
+auth_session_new(struct auth_session *out)
+{
+	char token[AUTH_TOKEN_LEN + 1];
+
+	if (random_hex(token, AUTH_TOKEN_LEN / 2) < 0)
+		return -1;
+	anonymous(token, out);
+	return 0;
 }
 
 /* The live session of token (lock held), or NULL. */
@@ -264,11 +305,18 @@ auth_session_find(const char *token, struct auth_session *out)
 	pthread_mutex_lock(&lock);
 	if ((e = session_get(token, now))) {
 		e->used_ms = now;
-		e->expires_ms = now + session_ttl(e->s.role);
+		e->expires_ms = now + conf->session_ttl_ms;
 		*out = e->s;
 	}
 	pthread_mutex_unlock(&lock);
-	return e ? 0 : -1;
+	if (e)
+		return 0;
+	/* Not a user's (any more): an anonymous session, if it is one the
+	 * server may have made. */
+	if (!is_token(token))
+		return -1;
+	anonymous(token, out);
+	return 0;
 }
 
 void
@@ -310,28 +358,51 @@ seconds_until(int64_t ms, int64_t now)
 	return s < 1 ? 1 : (int)s;
 }
 
-/* Whether addr may try a login now (lock held); else sets *retry_after. */
+/* Whether a ring of max failures is full within the window; *until is
+ * when it is not. */
 static bool
-login_allowed(const char *addr, int64_t now, int *retry_after)
+ring_full(const struct failures *f, size_t max, int64_t now, int64_t *until)
+{
+	/* The oldest of the last max failures. */
+	int64_t oldest = f->at[f->next % max];
+	*until = oldest + WINDOW_MS;
+	return oldest && now < *until;
+}
+
+static void
+ring_add(struct failures *f, size_t max, int64_t now)
+{
+	f->at[f->next % max] = now;
+	f->next = (f->next + 1) % max;
+}
+
+/* Whether addr may try a login as user u (NULL: unknown) now (lock held);
+ * else sets *retry_after. */
+static bool
+login_allowed(const char *addr, const struct web_user_conf *u, int64_t now,
+	      int *retry_after)
 {
 	struct client *c = client_get(addr);
-	/* The oldest of the last GLOBAL_FAILURES failures. */
-	int64_t oldest = global_failures[global_next];
+	int64_t until;
 
 	if (c->failures >= FAILURES_FREE && now < c->blocked_until_ms) {
 		*retry_after = seconds_until(c->blocked_until_ms, now);
 		return false;
 	}
-	if (oldest && now - oldest < GLOBAL_WINDOW_MS) {
-		*retry_after = seconds_until(oldest + GLOBAL_WINDOW_MS, now);
+	if (c->failures == 0)
+		return true;
+	if ((u && ring_full(&user_failures[u - conf->users], USER_FAILURES, now,
+			    &until)) ||
+	    ring_full(&global_failures, GLOBAL_FAILURES, now, &until)) {
+		*retry_after = seconds_until(until, now);
 		return false;
 	}
 	return true;
 }
 
-/* Counts a failure of addr (lock held). */
+/* Counts a failure of addr, as user u (NULL: unknown) (lock held). */
 static void
-login_failed(const char *addr, int64_t now)
+login_failed(const char *addr, const struct web_user_conf *u, int64_t now)
 {
 	struct client *c = client_get(addr);
 
@@ -346,8 +417,9 @@ login_failed(const char *addr, int64_t now)
 			block = BLOCK_MAX_MS;
 		c->blocked_until_ms = now + block;
 	}
-	global_failures[global_next] = now;
-	global_next = (global_next + 1) % GLOBAL_FAILURES;
+	ring_add(&global_failures, GLOBAL_FAILURES, now);
+	if (u)
+		ring_add(&user_failures[u - conf->users], USER_FAILURES, now);
 }
 
 static const struct web_user_conf *
@@ -369,7 +441,7 @@ auth_login(const char *addr, const char *user, const char *password,
 	int ok;
 
 	pthread_mutex_lock(&lock);
-	allowed = login_allowed(addr, now, retry_after);
+	allowed = login_allowed(addr, u, now, retry_after);
 	pthread_mutex_unlock(&lock);
 	char *name = text_safe(user, NULL, NULL);
 	if (strlen(name) > 64)
@@ -388,7 +460,7 @@ auth_login(const char *addr, const char *user, const char *password,
 	pthread_mutex_lock(&lock);
 	enum auth_login rc = AUTH_LOGIN_OK;
 	if (!ok) {
-		login_failed(addr, now_ms());
+		login_failed(addr, u, now_ms());
 		rc = AUTH_LOGIN_FAILED;
 	} else {
 		client_get(addr)->failures = 0;

@@ -1,9 +1,9 @@
 /*
  * auth: who may use the web console.  Password hashes (libxcrypt's
  * yescrypt), the table of sessions (in memory, behind a mutex: every server
- * thread uses it), and the bounds on failed logins, per client address and
- * for the whole console.  No HTTP here: web.c turns these answers into
- * statuses and headers (docs/security.md, "The web console").
+ * thread uses it), and the bounds on failed logins, per client address, per
+ * user name and for the whole console.  No HTTP here: web.c turns these answers
+ * into statuses and headers (docs/security.md, "The web console").
  */
 #ifndef PGJOBD_WEB_AUTH_H
 #define PGJOBD_WEB_AUTH_H
@@ -29,6 +29,7 @@ struct auth_session {
 	char csrf[AUTH_TOKEN_LEN + 1];	/* X-CSRF-Token of its POSTs */
 	char user[65];			/* "" before a login */
 	enum auth_role role;
+	bool anonymous; /* no user: kept nowhere (auth.c) */
 };
 
 /*
@@ -49,14 +50,16 @@ char *auth_hash_password(const char *password, const char **err);
 int auth_verify(const char *password, const char *hash);
 
 /*
- * A new session with no user (before a login; in an open console, the
- * anonymous operator's: role as given).  Fills out; returns 0, or -1 when
- * no random bytes could be had (logged).
+ * A new session with no user: before a login, or, in an open console
+ * (no web.users), the anonymous operator's.  The server keeps nothing of
+ * it.  Fills out; returns 0, or -1 when no random bytes could be had
+ * (logged).
  */
-int auth_session_new(enum auth_role role, struct auth_session *out);
+int auth_session_new(struct auth_session *out);
 /*
- * The session of token, its expiry pushed back (sliding).  Returns 0 with
- * out filled, or -1 when there is none or it expired.
+ * The session of token: a logged-in one, its expiry pushed back (sliding),
+ * else the anonymous session of a token of the right form.  Returns 0
+ * with out filled, or -1 when there is none.
  */
 int auth_session_find(const char *token, struct auth_session *out);
 /* Ends the session of token, if any. */

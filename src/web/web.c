@@ -3,9 +3,10 @@
  * internal pool of POOL_THREADS threads; each request is answered in one of
  * them, start to end, with that thread's own database connection.  The
  * decisions about access are all in answer() and the functions it calls, in
- * the order a request meets them: Host, size, the static page, the session,
- * then for a POST the CSRF token, Content-Type, Origin and role; only then
- * does api.c see it (docs/security.md, "The web console").
+ * the order a request meets them: Host, size, the static page, the session
+ * (with users, and its token: the cookie alone reads nothing), then for a
+ * POST the CSRF token, Content-Type, Origin and role; only then does api.c
+ * see it (docs/security.md, "The web console").
  */
 #include "web/web.h"
 
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -40,16 +42,23 @@
  * Bounds on what a peer may send: a POST body of BODY_MAX bytes (413 past
  * it; one announced past BODY_REFUSE is refused before a byte is read), a
  * URL with its query of URL_MAX (414), CONN_MAX connections at once
- * (PER_IP_MAX from one address), each dropped after CONN_TIMEOUT_S idle
- * seconds, and MEMORY_MAX bytes for a request's headers.
+ * (PER_IP_MAX from one address, so that a few addresses cannot take them
+ * all), each dropped after CONN_TIMEOUT_S idle seconds, and MEMORY_MAX
+ * bytes for a request's headers.  A request's head must be whole within
+ * HEAD_S of the connection (for the next request on it: of the last
+ * answer, plus the idle time), and its body within BODY_S of its head,
+ * however steadily their bytes trickle in: an idle timeout alone lets a
+ * byte every few seconds hold a connection for ever (slowloris).
  */
 #define POOL_THREADS   4
 #define BODY_MAX       (64 * 1024)
 #define BODY_REFUSE    (1024 * 1024)
 #define URL_MAX	       (8 * 1024)
-#define CONN_MAX       64
-#define PER_IP_MAX     32
+#define CONN_MAX       256
+#define PER_IP_MAX     16
 #define CONN_TIMEOUT_S 30
+#define HEAD_S	       10
+#define BODY_S	       30
 #define MEMORY_MAX     (32 * 1024)
 
 #define COOKIE_NAME "pgjob_session"
@@ -86,6 +95,98 @@ static _Thread_local int conn_index = -1;
 /* A connection failed and none has been made since: the log says so once,
  * not once a request (the page asks every 2 seconds). */
 static bool db_down;
+
+/*
+ * The deadline of each connection's request (its head, then its body),
+ * kept here because libmicrohttpd has only an idle timeout.  A watchdog thread
+ * shuts down the socket of a connection past its deadline; libmicrohttpd then
+ * closes it as any that its peer dropped.  An entry is freed (under the lock)
+ * when libmicrohttpd says the connection closed, before it closes the socket,
+ * so the watchdog never touches a descriptor that was reused.
+ */
+struct watch {
+	int fd;		     /* -1: a free entry */
+	int64_t deadline_ms; /* 0: none (its request is in) */
+};
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watch_stop_cond = PTHREAD_COND_INITIALIZER;
+static struct watch watches[CONN_MAX + POOL_THREADS * 2];
+static bool watch_stop;
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+watch_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+		 enum MHD_ConnectionNotificationCode code)
+{
+	struct watch *w = *socket_context;
+	const union MHD_ConnectionInfo *ci;
+
+	pthread_mutex_lock(&watch_lock);
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (w)
+			w->fd = -1;
+		*socket_context = NULL;
+	} else if ((ci = MHD_get_connection_info(
+			    c, MHD_CONNECTION_INFO_CONNECTION_FD))) {
+		for (size_t i = 0; i < sizeof(watches) / sizeof(*watches);
+		     i++) {
+			if (watches[i].fd >= 0)
+				continue;
+			watches[i].fd = ci->connect_fd;
+			watches[i].deadline_ms = mono_ms() + HEAD_S * 1000;
+			*socket_context = &watches[i];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&watch_lock);
+}
+
+/* Sets the deadline of connection c: ms from now, 0 for none. */
+static void
+watch_set(struct MHD_Connection *c, int64_t ms)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct watch *w = ci ? ci->socket_context : NULL;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&watch_lock);
+	w->deadline_ms = ms ? mono_ms() + ms : 0;
+	pthread_mutex_unlock(&watch_lock);
+}
+
+static void *
+watchdog(void *arg)
+{
+	struct timespec at;
+
+	pthread_mutex_lock(&watch_lock);
+	while (!watch_stop) {
+		int64_t now = mono_ms();
+		for (size_t i = 0; i < sizeof(watches) / sizeof(*watches);
+		     i++) {
+			struct watch *w = &watches[i];
+			if (w->fd >= 0 && w->deadline_ms &&
+			    now >= w->deadline_ms) {
+				shutdown(w->fd, SHUT_RDWR);
+				w->deadline_ms = 0;
+			}
+		}
+		clock_gettime(CLOCK_REALTIME, &at);
+		at.tv_sec += 1;
+		pthread_cond_timedwait(&watch_stop_cond, &watch_lock, &at);
+	}
+	pthread_mutex_unlock(&watch_lock);
+	return arg;
+}
 
 /* One request's state across libmicrohttpd's calls. */
 struct request {
@@ -238,9 +339,14 @@ cookie_for(const char *token)
 			 token, secure);
 }
 
-/* GET /api/session's answer, and /api/login's. */
+/*
+ * GET /api/session's answer, and /api/login's.  The CSRF token only in the
+ * answer that makes a session (a login, or a new anonymous one): a request
+ * that only carries the cookie, which a page of any port of this host gets
+ * sent, never learns it (docs/security.md, "Sessions").
+ */
 static void
-reply_session(struct reply *r, const struct auth_session *s)
+reply_session(struct reply *r, const struct auth_session *s, bool csrf)
 {
 	cJSON *o = cJSON_CreateObject();
 	const char *role = s->role == AUTH_OPERATOR    ? "operator"
@@ -256,7 +362,8 @@ reply_session(struct reply *r, const struct auth_session *s)
 	else
 		cJSON_AddNullToObject(o, "role");
 	cJSON_AddBoolToObject(o, "login_required", srv.login_required);
-	cJSON_AddStringToObject(o, "csrf", s->csrf);
+	if (csrf)
+		cJSON_AddStringToObject(o, "csrf", s->csrf);
 	cJSON_AddStringToObject(o, "version", PGJOBD_VERSION);
 	if (srv.database)
 		cJSON_AddStringToObject(o, "database", srv.database);
@@ -437,7 +544,7 @@ login(struct MHD_Connection *c, const struct auth_session *s, const cJSON *body,
 	switch (auth_login(addr, user->valuestring, pw->valuestring, s->token,
 			   &now, &r->retry_after)) {
 	case AUTH_LOGIN_OK:
-		reply_session(r, &now);
+		reply_session(r, &now, true);
 		r->set_cookie = cookie_for(now.token);
 		break;
 	case AUTH_LOGIN_FAILED:
@@ -544,27 +651,38 @@ api(struct MHD_Connection *c, const char *method, const char *path,
 		reply_error(r, 405, "GET or POST");
 		return;
 	}
+	const char *token =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-CSRF-Token");
 	if (strcmp(path, "session") == 0) {
-		if (!have) {
-			/* Before any login, so that the login POST has a
-			 * CSRF token too. */
-			if (auth_session_new(srv.login_required ? AUTH_NONE
-								: AUTH_OPERATOR,
-					     &s) < 0) {
-				reply_error(r, 500,
-					    "no session could "
-					    "be made");
-				return;
-			}
-			r->set_cookie = cookie_for(s.token);
-		}
-		{
-			reply_session(r, &s);
+		/* A new anonymous session (before a login, so that the
+		 * login POST has a CSRF token too) for a request without a
+		 * session, or from a page that has no token for the session
+		 * its cookie names (?new=1) or not its token (the server
+		 * restarted): it is not the cookie's session, so its token
+		 * can be handed out. */
+		bool fresh = !have ||
+			     MHD_lookup_connection_value(
+				     c, MHD_GET_ARGUMENT_KIND, "new") ||
+			     (token && !auth_equal(token, s.csrf));
+		if (fresh && auth_session_new(&s) < 0) {
+			reply_error(r, 500, "no session could be made");
 			return;
 		}
+		if (fresh)
+			r->set_cookie = cookie_for(s.token);
+		reply_session(r, &s, fresh);
+		return;
 	}
 	if (srv.login_required && (!have || s.role == AUTH_NONE)) {
 		reply_error(r, 401, "log in first");
+		return;
+	}
+	/* With users, a read needs the page's token as a POST does: the
+	 * cookie alone, which a page of another port gets, reads nothing. */
+	if (srv.login_required && (!token || !auth_equal(token, s.csrf))) {
+		reply_error(r, 401,
+			    "missing or wrong X-CSRF-Token: log in "
+			    "again");
 		return;
 	}
 	api_get(c, path, r);
@@ -623,6 +741,7 @@ answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 		 * knows the body (none for a GET), so that the connection can
 		 * stay open for the page's next request. */
 		*state = rq = xcalloc(1, sizeof(*rq));
+		watch_set(c, BODY_S * 1000LL); /* its head is in */
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     "Content-Length");
 		if (!cl || strtoull(cl, NULL, 10) <= BODY_REFUSE)
@@ -639,6 +758,7 @@ answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 		*size = 0;
 		return MHD_YES;
 	}
+	watch_set(c, 0); /* the whole request is in */
 	route(c, url, method, rq, &r);
 	return send_reply(c, &r);
 }
@@ -649,6 +769,8 @@ completed(void *cls, struct MHD_Connection *c, void **state,
 {
 	struct request *rq = *state;
 
+	/* The next request's head: within the idle time and HEAD_S. */
+	watch_set(c, (CONN_TIMEOUT_S + HEAD_S) * 1000LL);
 	if (!rq)
 		return;
 	buf_free(&rq->body);
@@ -727,6 +849,7 @@ web_run(const struct web_options *o)
 {
 	struct sockaddr_storage bound = {0};
 	struct MHD_Daemon *d;
+	pthread_t dog;
 	sigset_t stop, old;
 	char host[INET6_ADDRSTRLEN + 2];
 	int fd, port, sig, rc;
@@ -774,6 +897,9 @@ web_run(const struct web_options *o)
 		return 1;
 	}
 
+	for (size_t i = 0; i < sizeof(watches) / sizeof(*watches); i++)
+		watches[i].fd = -1;
+	watch_stop = false;
 	/* SIGINT and SIGTERM wait for sigwait() below: blocked before the
 	 * server's threads start, so that they inherit the mask. */
 	sigemptyset(&stop);
@@ -792,7 +918,9 @@ web_run(const struct web_options *o)
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)PER_IP_MAX,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_MAX,
-		MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+		MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, watch_connection, NULL,
+		MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "pgjob: web: the HTTP server did not start\n");
 		close(fd);
@@ -800,11 +928,13 @@ web_run(const struct web_options *o)
 		cleanup();
 		return 1;
 	}
+	pthread_create(&dog, NULL, watchdog, NULL);
 	log_info("web: console at http://%s:%d/ (database %s; %s)", host, port,
 		 srv.database ? srv.database : "?",
-		 srv.login_required ? "users log in"
-				    : "open: no web.users, anyone who reaches "
-				      "it is an operator");
+		 srv.login_required
+			 ? "users log in"
+			 : "open: no web.users, every local user of this host "
+			   "is an operator (docs/console.md)");
 	do {
 		if (sigwait(&stop, &sig) != 0)
 			sig = SIGTERM;
@@ -813,6 +943,11 @@ web_run(const struct web_options *o)
 	/* Closes the listening socket and every connection, and joins the
 	 * threads: after it, no request is running. */
 	MHD_stop_daemon(d);
+	pthread_mutex_lock(&watch_lock);
+	watch_stop = true;
+	pthread_cond_signal(&watch_stop_cond);
+	pthread_mutex_unlock(&watch_lock);
+	pthread_join(dog, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	cleanup();
 	return 0;

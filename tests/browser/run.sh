@@ -99,6 +99,7 @@ defaults:
 queues:
   default: { concurrency: 4 }
   mail: { concurrency: 2 }
+  slow: { concurrency: 1 }
 handlers:
   hello:
     type: exec
@@ -107,6 +108,10 @@ handlers:
     type: exec
     command: ["/bin/echo", '{"sent": true}']
     queue: mail
+  sleeper:
+    type: exec
+    command: ["/bin/sleep", "3600"]
+    queue: slow
   flaky:
     type: exec
     command: ["$src/tests/browser/flaky.sh", "$marker"]

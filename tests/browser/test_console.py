@@ -7,7 +7,9 @@ checks the outcome in the database, not only on the page.
 
 Steps: log in; filter to the failing kind; open a job and read its
 attempt errors; create the marker, retry it and see it done; bulk-cancel a
-filter's matches (the confirmation states the count); pause a queue and see
+filter's matches (the confirmation states the count, and asks again when
+more match by the time the server acts); stop a running job from its page;
+pause a queue and see
 that no job of it starts, resume it and see the job run; hostile payloads,
 kinds, queues and errors show as text and run nothing; the read-only user
 sees no action and a forged POST from the page's own context gets 403 with
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from selenium import webdriver
 from selenium.common.exceptions import (NoAlertPresentException,
@@ -168,14 +171,15 @@ class Console:
             'fetch("/api/session").then(r => r.json()).then(done);')
 
     def forge(self, path, body):
-        """A POST from the page's own context with its CSRF token: what a
-        crafted request of a logged-in user can do."""
+        """A POST from the page's own context with the token the page kept
+        (GET /api/session no longer hands it out): what a crafted request
+        of a logged-in user can do."""
         return self.d.execute_async_script(
             'const [path, body, done] = arguments;'
-            'fetch("/api/session").then(r => r.json()).then(s =>'
-            ' fetch(path, {method: "POST", headers: {'
+            'fetch(path, {method: "POST", headers: {'
             '  "Content-Type": "application/json",'
-            '  "X-CSRF-Token": s.csrf}, body: JSON.stringify(body)}))'
+            '  "X-CSRF-Token": localStorage.getItem("pgjob_csrf")},'
+            '  body: JSON.stringify(body)})'
             '.then(r => done(r.status), e => done(String(e)));',
             path, body)
 
@@ -274,6 +278,11 @@ def steps(c, ids, flaky):
     c.click('#login button[type=submit]')
     wait_for('the wrong password refused',
              lambda: 'Wrong user or password' in c.text('#banner'))
+    # A flood of new sessions meanwhile (anyone may ask for them) does not
+    # end the login this page has begun.
+    for _ in range(1100):
+        with urllib.request.urlopen(URL + 'api/session', timeout=60) as r:
+            r.read()
     c.login(*OP)
     assert c.text('#role') == 'operator'
     log('logged in as the operator')
@@ -357,12 +366,35 @@ def steps(c, ids, flaky):
     wait_for('the later jobs', lambda: len(c.css(
         '#jobs tbody tr[data-id]')) == 8)
     c.click('#bulk button[data-action=cancel-all]')
-    c.confirm('all 8 jobs')
+    a = wait_for('a confirmation', c.alert)
+    assert 'all 8 jobs' in a.text, a.text
+    # One more matches while the operator reads the question: the server
+    # takes no more than the 8 confirmed (409, with the new count), and
+    # the page asks again.
+    sql("select pgjob.enqueue('later', '{}', run_at => now() + interval"
+        " '30 days')")
+    a.accept()
+    c.confirm('Now 9 jobs match, not 8. Cancel all 9 jobs')
     wait_for('the answer in the banner',
-             lambda: '8 jobs cancelled' in c.text('#banner'))
+             lambda: '9 jobs cancelled' in c.text('#banner'))
     assert sql1("select count(*) from pgjob.all_jobs where kind = 'later'"
-                " and state = 'cancelled'") == '8'
-    log('bulk cancel: 8 of 8')
+                " and state = 'cancelled'") == '9'
+    log('bulk cancel: 8 confirmed, 9 by then: asked again, 9 cancelled')
+
+    # --- stop a running job from its page, as pgjob cancel does ----------
+    sleeper = sql1("select pgjob.enqueue('sleeper', '{}', queue => 'slow')")
+    wait_for('the sleeper running', lambda: sql1(
+        'select state from pgjob.all_jobs where id = :a1', sleeper) == 'running')
+    c.go('job/' + sleeper)
+    wait_for('its page says running', lambda: 'running' in c.text('main h1'))
+    c.click('#job-actions button[data-action=cancel]')
+    c.confirm('Job %s is running: stop it?' % sleeper)
+    wait_for('the sleeper cancelled', lambda: sql1(
+        'select state from pgjob.all_jobs where id = :a1', sleeper) ==
+        'cancelled')
+    wait_for('the answer in the banner',
+             lambda: 'its worker stops it' in c.text('#banner'))
+    log('running job %s cancelled from its page' % sleeper)
 
     # --- pause a queue: no job of it starts --------------------------------
     c.go('queues')
@@ -507,9 +539,23 @@ def steps(c, ids, flaky):
     c.d.refresh()
     errs = c.errors()
     assert not errs, 'JavaScript errors: %r' % errs
+    # After a reload the page still reads and acts: the token it kept
+    # (GET /api/session, which the reload asks, no longer hands it out).
+    s = c.session()
+    assert s['user'] == OP[0] and 'csrf' not in s, s
+    c.go('queues')
+    c.one('#queues tbody tr')
+    assert c.forge('/api/queues/pause', {'queue': 'default'}) == 200
+    assert c.forge('/api/queues/resume', {'queue': 'default'}) == 200
+    log('after a reload: reads, and acts with the token it kept')
 
     # --- the read-only user --------------------------------------------------
     c.logout()
+    # A token kept that is not the session's (the server restarted, or
+    # another tab logged in): the login makes a new session and goes
+    # through.
+    c.d.execute_script('localStorage.setItem("pgjob_csrf", "0".repeat(64))')
+    c.d.refresh()
     c.login(*RO)
     assert c.text('#role') == 'read-only'
     dead = sql1("select id from pgjob.all_jobs where state = 'dead'"

@@ -592,10 +592,11 @@ test_actions(void **state)
 	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", run);
 	assert_int_equal(affected(post(db, 1, "jobs/cancel", body, 200)), 0);
 	assert_int_equal(affected(post(db, 1, "jobs/delete", body, 200)), 0);
-	assert_int_equal(
-		affected(post(db, 1, "jobs/cancel",
-			      "{\"filter\": {\"kind\": \"runner\"}}", 200)),
-		0);
+	assert_int_equal(affected(post(db, 1, "jobs/cancel",
+				       "{\"filter\": {\"kind\": \"runner\"}, "
+				       "\"expect\": 1}",
+				       200)),
+			 0);
 	t_assert_job(c, run, "state", "running");
 	snprintf(path, sizeof(path), "job/%lld", run);
 	j = get(db, path, NULL, 200);
@@ -681,7 +682,8 @@ test_actions(void **state)
 		" and state = 'cancelled'");
 	assert_int_equal(affected(post(db, 1, "jobs/delete",
 				       "{\"filter\": {\"kind\": \"later\", "
-				       "\"state\": \"cancelled\"}}",
+				       "\"state\": \"cancelled\"}, "
+				       "\"expect\": 30}",
 				       200)),
 			 30);
 	t_assert_value(
@@ -694,11 +696,13 @@ test_actions(void **state)
 		       "%lld",
 		       id);
 	/* A filter that would act on more than it says: refused. */
-	j = post(db, 1, "jobs/delete", "{\"filter\": {\"kinds\": \"x\"}}", 400);
+	j = post(db, 1, "jobs/delete",
+		 "{\"filter\": {\"kinds\": \"x\"}, \"expect\": 1}", 400);
 	assert_non_null(strstr(str(j, "error"), "unknown key \"kinds\""));
 	cJSON_Delete(j);
 	cJSON_Delete(post(db, 1, "jobs/delete",
-			  "{\"filter\": {\"workflow\": 5}}", 400));
+			  "{\"filter\": {\"workflow\": 5}, \"expect\": 1}",
+			  400));
 	cJSON_Delete(post(db, 1, "jobs/cancel", "{\"ids\": [1.5]}", 400));
 	cJSON_Delete(post(db, 1, "jobs/cancel", "{}", 400));
 

@@ -69,29 +69,48 @@ static void
 test_sessions(void **state)
 {
 	struct auth_session a, b, found;
+	int retry = 0;
 
-	assert_int_equal(auth_session_new(AUTH_NONE, &a), 0);
-	assert_int_equal(auth_session_new(AUTH_OPERATOR, &b), 0);
+	/* Anonymous sessions: kept nowhere, their CSRF token a keyed hash of
+	 * their token; as many as anyone likes. */
+	assert_int_equal(auth_session_new(&a), 0);
+	assert_int_equal(auth_session_new(&b), 0);
 	assert_int_equal(strlen(a.token), AUTH_TOKEN_LEN);
 	assert_int_equal(strlen(a.csrf), AUTH_TOKEN_LEN);
 	assert_string_not_equal(a.token, b.token);
+	assert_string_not_equal(a.csrf, b.csrf);
 	assert_string_not_equal(a.token, a.csrf);
+	assert_true(a.anonymous);
+	for (int i = 0; i < 5000; i++)
+		assert_int_equal(auth_session_new(&b), 0);
 	assert_int_equal(auth_session_find(a.token, &found), 0);
 	assert_string_equal(found.csrf, a.csrf);
 	assert_int_equal(found.role, AUTH_NONE);
 	assert_string_equal(found.user, "");
-	assert_int_equal(auth_session_find(b.token, &found), 0);
-	assert_int_equal(found.role, AUTH_OPERATOR);
-	/* Not a prefix, not another length, not the CSRF token. */
-	assert_int_equal(auth_session_find(a.csrf, &found), -1);
+	/* Not a prefix, not another length, not upper case. */
 	assert_int_equal(auth_session_find("", &found), -1);
-	char shorter[AUTH_TOKEN_LEN];
-	memcpy(shorter, a.token, sizeof(shorter) - 1);
-	shorter[sizeof(shorter) - 1] = '\0';
-	assert_int_equal(auth_session_find(shorter, &found), -1);
-	auth_session_end(a.token);
-	assert_int_equal(auth_session_find(a.token, &found), -1);
+	char other[AUTH_TOKEN_LEN + 1];
+	memcpy(other, a.token, sizeof(other));
+	other[AUTH_TOKEN_LEN - 1] = '\0';
+	assert_int_equal(auth_session_find(other, &found), -1);
+	memcpy(other, a.token, sizeof(other));
+	other[0] = 'G';
+	assert_int_equal(auth_session_find(other, &found), -1);
+
+	/* A user's session ends with its logout; its token is then worth an
+	 * anonymous session, which has no user. */
+	assert_int_equal(auth_login("10.0.9.1", "alice", "alice pw", a.token,
+				    &b, &retry),
+			 AUTH_LOGIN_OK);
+	assert_false(b.anonymous);
+	assert_int_equal(auth_session_find(b.token, &found), 0);
+	assert_string_equal(found.user, "alice");
+	assert_string_equal(found.csrf, b.csrf);
 	auth_session_end(b.token);
+	assert_int_equal(auth_session_find(b.token, &found), 0);
+	assert_string_equal(found.user, "");
+	assert_int_equal(found.role, AUTH_NONE);
+	assert_string_not_equal(found.csrf, b.csrf);
 }
 
 static void
@@ -100,15 +119,13 @@ test_login(void **state)
 	struct auth_session pre, s, found;
 	int retry = 0;
 
-	assert_int_equal(auth_session_new(AUTH_NONE, &pre), 0);
+	assert_int_equal(auth_session_new(&pre), 0);
 	assert_int_equal(auth_login("10.0.0.1", "alice", "alice pw", pre.token,
 				    &s, &retry),
 			 AUTH_LOGIN_OK);
 	assert_string_equal(s.user, "alice");
 	assert_int_equal(s.role, AUTH_OPERATOR);
-	/* The session the login came from is gone; the new one has new
-	 * tokens. */
-	assert_int_equal(auth_session_find(pre.token, &found), -1);
+	/* The new session has new tokens. */
 	assert_string_not_equal(s.token, pre.token);
 	assert_string_not_equal(s.csrf, pre.csrf);
 	assert_int_equal(auth_session_find(s.token, &found), 0);
@@ -149,19 +166,51 @@ test_bounds(void **state)
 		assert_int_equal(auth_login("10.0.0.3", "alice", "guess", NULL,
 					    &s, &retry),
 				 AUTH_LOGIN_FAILED);
-	/* Everyone together: 20 failures a minute. */
 	char addr[32];
-	for (int a = 10; failures < 20; a++) {
+	/* Everyone together: 20 failures a minute, again for those that
+	 * failed only; alice's name has 4 of them. */
+	for (int a = 20; failures < 20; a++) {
 		snprintf(addr, sizeof(addr), "10.0.1.%d", a);
-		for (int i = 0; i < 4 && failures < 20; i++, failures++)
+		assert_int_equal(
+			auth_login(addr, "carol", "guess", NULL, &s, &retry),
+			AUTH_LOGIN_FAILED);
+		failures++;
+	}
+	assert_int_equal(
+		auth_login("10.0.1.20", "alice", "alice pw", NULL, &s, &retry),
+		AUTH_LOGIN_THROTTLED);
+	assert_int_equal(
+		auth_login("10.0.2.2", "alice", "alice pw", NULL, &s, &retry),
+		AUTH_LOGIN_OK);
+}
+
+/* Many addresses guessing at one name. */
+static void
+test_name_bound(void **state)
+{
+	struct auth_session s;
+	int retry = 0;
+
+	auth_shutdown();
+	assert_int_equal(auth_init(&conf), 0);
+	/* At one name: 10 failures a minute, for addresses that failed
+	 * (the tables are new: no failure yet). */
+	char addr[32];
+	for (int a = 10; a < 15; a++) {
+		snprintf(addr, sizeof(addr), "10.0.1.%d", a);
+		for (int i = 0; i < 2; i++)
 			assert_int_equal(auth_login(addr, "bob", "guess", NULL,
 						    &s, &retry),
 					 AUTH_LOGIN_FAILED);
 	}
 	assert_int_equal(
-		auth_login("10.0.2.1", "bob", "bob pw", NULL, &s, &retry),
+		auth_login("10.0.1.10", "bob", "bob pw", NULL, &s, &retry),
 		AUTH_LOGIN_THROTTLED);
 	assert_true(retry >= 1 && retry <= 60);
+	/* An address that has not failed logs in. */
+	assert_int_equal(
+		auth_login("10.0.2.1", "bob", "bob pw", NULL, &s, &retry),
+		AUTH_LOGIN_OK);
 }
 
 int
@@ -172,6 +221,7 @@ main(void)
 		cmocka_unit_test(test_sessions),
 		cmocka_unit_test(test_login),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_name_bound),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

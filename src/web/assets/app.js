@@ -15,8 +15,13 @@
  * never as markup; control and invisible characters are shown as \uXXXX
  * (showText).  Nothing here uses innerHTML.
  *
- * Every POST carries the session's CSRF token (X-CSRF-Token) and
- * Content-Type: application/json; the server checks both and the role.
+ * Every request carries the session's token (X-CSRF-Token), and every
+ * POST Content-Type: application/json; the server checks both and the
+ * role.  The token comes only in the answer that makes a session (a login,
+ * GET /api/session?new=1), never to a request with only the cookie, which
+ * a page of any other port of this host is sent too: the page keeps it in
+ * localStorage, which is this origin's alone (its port included), so that
+ * a reload and the console's other tabs have it (docs/security.md).
  * For a read-only user the page draws no action at all.
  */
 'use strict';
@@ -31,6 +36,27 @@
 		['schedules', 'Schedules'], ['tasks', 'Tasks'],
 		['workflows', 'Workflows'], ['dead', 'Dead jobs'],
 	];
+
+	const TOKEN_KEY = 'pgjob_csrf';
+
+	function token() {
+		try {
+			return localStorage.getItem(TOKEN_KEY) || '';
+		} catch (e) {
+			return '';
+		}
+	}
+
+	function keepToken(t) {
+		try {
+			if (t)
+				localStorage.setItem(TOKEN_KEY, t);
+			else
+				localStorage.removeItem(TOKEN_KEY);
+		} catch (e) {
+			/* storage off: this page's life only (S.session.csrf) */
+		}
+	}
 
 	const S = {
 		session: null, /* GET /api/session */
@@ -230,10 +256,11 @@
 	/* --- talking to the server ------------------------------------- */
 
 	class ApiError extends Error {
-		constructor(status, message, retryAfter) {
+		constructor(status, message, retryAfter, data) {
 			super(message);
 			this.status = status;
 			this.retryAfter = retryAfter;
+			this.data = data;
 		}
 	}
 
@@ -242,9 +269,11 @@
 	async function call(method, path, body) {
 		const opt = {method: method, credentials: 'same-origin',
 			headers: {Accept: 'application/json'}};
+		const t = S.session && S.session.csrf ? S.session.csrf : token();
+		if (t)
+			opt.headers['X-CSRF-Token'] = t;
 		if (method === 'POST') {
 			opt.headers['Content-Type'] = 'application/json';
-			opt.headers['X-CSRF-Token'] = S.session ? S.session.csrf : '';
 			opt.body = JSON.stringify(body || {});
 		}
 		let r;
@@ -264,10 +293,17 @@
 		if (!r.ok) {
 			const msg = data && typeof data.error === 'string' ?
 				data.error : 'HTTP ' + r.status;
-			if (r.status === 401 && path !== '/api/login')
+			/* The session is gone, or its token is not the one kept
+			 * (the server restarted): a new one (and the login form,
+			 * with users). */
+			if (path !== '/api/login' && (r.status === 401 ||
+				(r.status === 403 && /X-CSRF-Token/.test(msg)))) {
+				keepToken('');
+				S.session = null;
 				setTimeout(start, 0);
+			}
 			throw new ApiError(r.status, msg,
-				r.headers.get('Retry-After'));
+				r.headers.get('Retry-After'), data);
 		}
 		if (data === null)
 			throw new ApiError(r.status, 'the answer is not JSON');
@@ -316,9 +352,24 @@
 
 	/* --- session and login ----------------------------------------- */
 
+	/* The session of the cookie, with the token this origin kept; or, with
+	 * none kept, or one that is not the session's (the server answers
+	 * that with a new session), or fresh, a new session and its token. */
+	async function session(fresh) {
+		const kept = fresh ? '' : token();
+		const s = (await get('/api/session' + (kept ? '' :
+			'?new=1'))).data;
+		if (s.csrf)
+			keepToken(s.csrf);
+		else
+			s.csrf = kept;
+		return s;
+	}
+
 	async function start() {
 		try {
-			S.session = (await get('/api/session')).data;
+			S.session = null;
+			S.session = await session(false);
 		} catch (e) {
 			S.session = null;
 			drawWho();
@@ -375,9 +426,21 @@
 			h('button', {type: 'submit', class: 'primary'}, 'Log in'));
 		form.addEventListener('submit', async (ev) => {
 			ev.preventDefault();
+			const body = {user: user.value, password: pass.value};
 			try {
-				const r = await post('/api/login', {user: user.value,
-					password: pass.value});
+				let r;
+				try {
+					r = await post('/api/login', body);
+				} catch (e) {
+					/* The session or token this form had is not the
+					 * server's any more (a restart, another tab): once
+					 * more with a new one. */
+					if (e.status !== 403)
+						throw e;
+					S.session = await session(true);
+					r = await post('/api/login', body);
+				}
+				keepToken(r.data.csrf);
 				S.session = r.data;
 				say('', '');
 				drawWho();
@@ -403,6 +466,7 @@
 		} catch (e) {
 			sayError(e, 'action');
 		}
+		keepToken('');
 		start();
 	}
 
@@ -873,21 +937,41 @@
 		for (const k of FILTERS)
 			if (f[k])
 				filter[k] = f[k];
-		let n;
+		let n, again = '';
 		try {
 			n = (await get('/api/jobs/count' + query(filter))).data.count;
 		} catch (e) {
 			sayError(e, 'action');
 			return;
 		}
-		if (!confirm(cap(a) + ' all ' + n + ' job' + (n === 1 ? '' : 's') +
-			' matching this filter?' + (Object.keys(filter).length ? '' :
-			' (No filter: that is every job.)')))
-			return;
-		p.sel.clear();
-		act('/api/jobs/' + a, {filter: filter, expect: n}, (d) =>
-			num(d.affected) + ' jobs ' + PAST[a] + ' (' + n +
-			' matched when asked).');
+		/* The server takes no more than the count confirmed: when more
+		 * match by then, it answers 409 with their number, asked here
+		 * again. */
+		for (;;) {
+			if (!confirm(again + cap(a) + ' all ' + n + ' job' +
+				(n === 1 ? '' : 's') + ' matching this filter?' +
+				(Object.keys(filter).length ? '' :
+					' (No filter: that is every job.)')))
+				return;
+			p.sel.clear();
+			try {
+				const r = await post('/api/jobs/' + a, {filter: filter,
+					expect: n});
+				say('info', num(r.data.affected) + ' jobs ' + PAST[a] +
+					' (' + n + ' matched when asked).');
+			} catch (e) {
+				if (e.status === 409 && e.data &&
+					Number.isSafeInteger(e.data.count)) {
+					again = 'Now ' + e.data.count + ' jobs match, not ' +
+						n + '. ';
+					n = e.data.count;
+					continue;
+				}
+				sayError(e, 'action');
+			}
+			break;
+		}
+		refresh(true);
 	}
 
 	/* --- one job ---------------------------------------------------- */
@@ -906,19 +990,31 @@
 					'Job ' + id + ' cannot be retried in its state.')},
 		'Retry'),
 		h('button', {type: 'button', 'data-action': 'cancel',
-			onclick: () => confirm('Cancel job ' + id + '?') &&
-				act('/api/jobs/cancel', {ids: [id]}, (d) => d.affected ?
-					'Job ' + id + ' cancelled.' : 'Job ' + id +
-					' cannot be cancelled in its state.')}, 'Cancel')) :
+			onclick: () => cancelJob(p, id)}, 'Cancel')) :
 			null;
 		const out = region('job');
 		main.append(title, actions, out);
 		p.url = () => '/api/job/' + id;
 		p.render = (d) => {
+			p.state = d.job.state;
 			title.replaceChildren('Job ' + id + ' ', badge(d.job.state));
 			out.replaceChildren(...jobView(p, id, d));
 		};
 	};
+
+	/* A running job too, as `pgjob cancel` does: its worker stops it at
+	 * its next lease renewal.  A confirmation that says so. */
+	function cancelJob(p, id) {
+		const running = p.state === 'running';
+		if (!confirm(running ? 'Job ' + id + ' is running: stop it? Its ' +
+			'worker stops it at its next lease renewal.' :
+			'Cancel job ' + id + '?'))
+			return;
+		act('/api/jobs/cancel', running ? {ids: [id], stop_running: true} :
+			{ids: [id]}, (d) => d.affected ? 'Job ' + id + (running ?
+			' cancelled: its worker stops it.' : ' cancelled.') :
+			'Job ' + id + ' cannot be cancelled in its state.');
+	}
 
 	const JOB_SKIP = ['payload', 'result', 'payload_truncated',
 		'payload_text', 'payload_bytes', 'result_truncated', 'result_text',
@@ -991,13 +1087,36 @@
 				num(a.max_rss_kb) + ' kB']), 'attempts');
 	}
 
+	/* A download needs the token too (a link cannot send it): fetched,
+	 * then saved from memory. */
+	async function save(path, file) {
+		try {
+			const r = await fetch(path, {credentials: 'same-origin',
+				headers: {'X-CSRF-Token': S.session.csrf || token()}});
+			if (!r.ok)
+				throw new ApiError(r.status, 'HTTP ' + r.status);
+			const url = URL.createObjectURL(await r.blob());
+			const a = h('a', {href: url, download: file});
+			document.body.appendChild(a);
+			a.click();
+			a.remove();
+			setTimeout(() => URL.revokeObjectURL(url), 60000);
+		} catch (e) {
+			sayError(e, 'action');
+		}
+	}
+
 	/* A payload or result: pretty JSON as text; cut above SHOW_MAX
 	 * characters (or above the server's 64 KiB) with the whole document as
 	 * a download. */
 	function doc(p, id, name, j) {
+		const file = 'job-' + id + '-' + name + '.json';
 		const download = h('a', {href: '/api/job/' + id + '/' + name,
-			download: 'job-' + id + '-' + name + '.json',
-			id: name + '-download'}, 'download all');
+			download: file, id: name + '-download',
+			onclick: (ev) => {
+				ev.preventDefault();
+				save('/api/job/' + id + '/' + name, file);
+			}}, 'download all');
 		if (j[name + '_truncated'])
 			return h('div', null, h('p', {class: 'muted'},
 				'The first 64 KiB of ' + num(j[name + '_bytes']) +
