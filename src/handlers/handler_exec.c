@@ -271,8 +271,13 @@ child_main(void *arg)
 	for (int sig = 1; sig < NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			sigaction(sig, &dfl, NULL); /* glibc's own: EINVAL */
-	if (setpgid(0, 0) < 0)
-		child_fail(a, "setpgid");
+	/* A session of its own, and so a process group of its own (the
+	 * group the worker and the supervisor kill): no controlling
+	 * terminal, so that a command, even one run as another user, cannot
+	 * reach the terminal pgjobd was started from (TIOCSTI injects
+	 * keystrokes into it; docs/security.md). */
+	if (setsid() < 0)
+		child_fail(a, "setsid");
 	/* The group is known to the supervisor from here on, before the
 	 * command can start anything in it: were the worker to die as
 	 * clone() returns, before it could record the group itself, the
