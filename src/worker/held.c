@@ -89,8 +89,6 @@ decide(struct held *h)
 	struct handler_result *r = &h->res;
 	const struct handler_conf *hc = h->job.handler;
 	int max = h->job.max_attempts;
-	char dur[32];
-	struct log_job l = held_log(h);
 
 	h->fin = (struct queue_finish){.id = h->job.id,
 				       .token = h->job.lease_token,
@@ -118,8 +116,6 @@ decide(struct held *h)
 	int failed = h->job.attempt - h->job.lost_attempts;
 	if (r->outcome == OUTCOME_DEAD || failed >= max) {
 		h->fin.state = JOB_DEAD;
-		log_job(LOG_WARN, &l, "dead after %d failed attempts of %d: %s",
-			failed, max, r->error ? r->error : "(no error text)");
 		return;
 	}
 	h->fin.state = JOB_AVAILABLE;
@@ -129,9 +125,31 @@ decide(struct held *h)
 			: backoff_job_delay(hc->backoff.base_ms,
 					    hc->backoff.max_ms, h->job.attempt,
 					    backoff_random());
-	log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
-		duration_format(h->fin.delay_ms, dur, sizeof(dur)),
-		r->error ? r->error : "(no error text)");
+}
+
+/*
+ * The line of a failed attempt's end, once the database took it: before,
+ * it could be the end of a job that another worker now holds (this one
+ * was frozen past its lease), which is not this worker's to retry or to
+ * declare dead; that one logs the lease loss alone (held_written()).
+ */
+static void
+log_end(struct held *h)
+{
+	const char *err = h->fin.error ? h->fin.error : "(no error text)";
+	struct log_job l = held_log(h);
+	char dur[32];
+
+	if (h->release)
+		return;
+	if (h->fin.state == JOB_DEAD)
+		log_job(LOG_WARN, &l, "dead after %d failed attempts of %d: %s",
+			h->job.attempt - h->job.lost_attempts,
+			h->job.max_attempts, err);
+	else if (h->fin.state == JOB_AVAILABLE)
+		log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
+			duration_format(h->fin.delay_ms, dur, sizeof(dur)),
+			err);
 }
 
 /* Counts the handler's run time. */
@@ -482,9 +500,11 @@ held_written(struct worker *w, struct held **held, size_t n,
 				"lease lost: the database refused the end of "
 				"this attempt (%s), result discarded",
 				job_state_name(h->fin.state));
-		else
+		else if (h->fin.state == JOB_DONE)
 			log_job(LOG_DEBUG, &l, "%s",
 				job_state_name(h->fin.state));
+		else
+			log_end(h);
 		held_unlink(w, h);
 	}
 }
