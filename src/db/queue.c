@@ -1098,7 +1098,10 @@ queue_throttle(struct dbev *d, const char *queue, int64_t ms)
 /* clang-format off */
 static const char renew_sql[] =
 	"with u as (update pgjob.jobs j"
-	"  set locked_until = now() + $3::bigint * interval '1 millisecond'"
+	"  set locked_until = now() + $3::bigint * interval '1 millisecond',"
+	/* The holder's name: a worker that reconnected to another slot
+	 * moves its jobs there (session.c's slot_acquire()). */
+	"   locked_by = $4::text"
 	"  where j.id = any($1::bigint[])"
 	"   and j.lease_token = " AT("$2", "bigint[]")
 	/* Not j.state = 'running': the planner, which believes few jobs
@@ -1143,7 +1146,8 @@ read_renew(const struct db_call *c, const struct db_status *st,
 
 int
 queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
-	    int64_t lease_ms, queue_renew_fn *cb, void *arg)
+	    int64_t lease_ms, const char *locked_by, queue_renew_fn *cb,
+	    void *arg)
 {
 	/* In id order, each token beside its id (renew_sql); cmp_id
 	 * compares the first of a pair. */
@@ -1166,10 +1170,10 @@ queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 	free(stok);
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
-	const char *p[] = {a, b, lease};
+	const char *p[] = {a, b, lease, locked_by};
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_RENEW_SEND, FP_RENEW_RESULT);
-	int rc = dbev_call(d, "pgjob_renew", 1, 3, p, read_renew, &call);
+	int rc = dbev_call(d, "pgjob_renew", 1, 4, p, read_renew, &call);
 	free(a);
 	free(b);
 	return rc;
@@ -1206,7 +1210,7 @@ queue_statement(const char *name, int *nparams)
 		return xasprintf("%s%s%s%s", finish_fd_range_sql,
 				 finish_delete_sql, finish_tail_sql,
 				 finish_delete_end_sql);
-	*nparams = 3;
+	*nparams = 4;
 	if (strcmp(name, "pgjob_renew") == 0)
 		return xstrdup(renew_sql);
 	*nparams = 0;
@@ -1230,7 +1234,7 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 		free(sql);
 	}
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
-	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
+	dbev_prepare(d, "pgjob_renew", renew_sql, 4);
 	dbev_prepare(d, "pgjob_claim_limited",
 		     /* Column 13, as pgjob_claim's: a claimed job's time
 		      * in the queue, which the function gives in c_ra of

@@ -229,9 +229,12 @@ typedef void queue_renew_fn(void *arg, const struct db_status *st,
 			    const struct queue_renewal *r, size_t n);
 
 /* Extends the lease of every (ids[i], tokens[i]) still held to now() +
- * lease_ms; one renewal per job asked for. */
+ * lease_ms, and names locked_by (host:slot) its holder: a worker that
+ * reconnected on another slot moves its jobs there.  One renewal per job
+ * asked for. */
 int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
-		size_t n, int64_t lease_ms, queue_renew_fn *cb, void *arg);
+		size_t n, int64_t lease_ms, const char *locked_by,
+		queue_renew_fn *cb, void *arg);
 
 /* How an sql handler's transaction ended. */
 enum queue_sql_end {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -114,12 +115,114 @@ test_frozen_worker_logs_lease_loss_only(void **state)
 	free(ci);
 }
 
+/*
+ * A worker holding jobs loses its connection, and its slot is taken by
+ * another session before it reconnects: it gets another slot, and the jobs
+ * it holds must name it there (locked_by host:2), where their lease token
+ * still holds, so that `pgjob status` and the attempt history count them
+ * on their real worker, not on the next holder of slot 1.
+ */
+static void
+test_reslot_moves_locked_by(void **state)
+{
+	char *ci = t_db_migrated("t_edges_reslot");
+	PGconn *c = t_connect(ci);
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/reslot", t_tmpdir());
+	mkdir(dir, 0700);
+	pid_t p = t_start("reslot", ci,
+			  "workers: 1\nlease: 30s\nhandlers:\n"
+			  "  s: { type: exec, command: [\"/bin/sh\", \"-c\","
+			  " \"touch %s/$PGJOB_JOB_ID; while [ ! -e %s/go ]; do"
+			  " sleep 0.1; done; echo '{}'\"] }\n",
+			  dir, dir);
+	pid_t w = t_worker_pid(c, p);
+	assert_int_equal(t_long(c, "select slot from pgjob.workers"), 1);
+	t_exec(c, "select pgjob.enqueue('s') from generate_series(1, 4)");
+	t_wait_running(c, 4, 30);
+	char *host = t_value(c, "select host from pgjob.workers");
+	t_assert_value(c, "4",
+		       "select count(*) from pgjob.jobs where locked_by = "
+		       "'%s:1'",
+		       host);
+	/* As test_daemon_faults' test_reconnect_other_slot: this session
+	 * queues for slot 1's lock as the worker's session ends. */
+	t_exec(c,
+	       "do $$ begin"
+	       " perform pg_terminate_backend(pid) from pg_stat_activity"
+	       "  where application_name = 'pgjobd'"
+	       "  and datname = current_database();"
+	       " perform pg_advisory_lock(%d, 1); end $$",
+	       CONFIG_DEFAULT_LOCK_CLASS);
+	t_wait_log("reslot", "slot changed from 1 to 2", 1, 30);
+	t_wait_until(c, 30,
+		     "select count(*) = 1 from pgjob.workers where pid = %d "
+		     "and slot = 2",
+		     (int)w);
+	/* Its held jobs follow it to slot 2 (the renewal after the
+	 * reconnect writes it, by token). */
+	t_wait_until(c, 30,
+		     "select count(*) = 4 from pgjob.jobs where state = "
+		     "'running' and locked_by = '%s:2' and lease_token = 1",
+		     host);
+	char go[600];
+	snprintf(go, sizeof(go), "%s/go", dir);
+	t_write_file(go, "");
+	t_wait_done(c, 4, 60);
+	/* Done where they ran: slot 2, no attempt lost. */
+	t_assert_value(c, "4",
+		       "select count(*) from pgjob.all_jobs where locked_by = "
+		       "'%s:2' and attempts = 1",
+		       host);
+	t_exec(c, "select pg_advisory_unlock(%d, 1)",
+	       CONFIG_DEFAULT_LOCK_CLASS);
+	t_stop_clean(p);
+	free(host);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A worker that reconnects takes its last slot again when it is free,
+ * though a lower one is free too: it started on slot 2 (this session held
+ * 1), slot 1 is given back, and its session is ended.
+ */
+static void
+test_reconnect_keeps_slot(void **state)
+{
+	char *ci = t_db_migrated("t_edges_keepslot");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "select pg_advisory_lock(%d, 1)", CONFIG_DEFAULT_LOCK_CLASS);
+	pid_t p = t_start("keepslot", ci,
+			  "workers: 1\nhandlers:\n"
+			  "  s: { type: exec, command: [\"/bin/true\"] }\n");
+	pid_t w = t_worker_pid(c, p);
+	assert_int_equal(t_long(c, "select slot from pgjob.workers"), 2);
+	t_exec(c, "select pg_advisory_unlock(%d, 1)",
+	       CONFIG_DEFAULT_LOCK_CLASS);
+	/* Waits for the old session to be gone, and its lock with it. */
+	t_exec(c, "select pg_terminate_backend(pid, 30000)"
+		  " from pg_stat_activity where application_name = 'pgjobd'"
+		  " and datname = current_database()");
+	t_wait_log("keepslot", "connected again", 1, 30);
+	t_wait_until(c, 30,
+		     "select count(*) = 1 from pgjob.workers where pid = %d",
+		     (int)w);
+	t_assert_value(c, "2", "select slot from pgjob.workers");
+	assert_int_equal(t_log_count("keepslot", "slot changed"), 0);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exec_own_session),
 		cmocka_unit_test(test_frozen_worker_logs_lease_loss_only),
+		cmocka_unit_test(test_reslot_moves_locked_by),
+		cmocka_unit_test(test_reconnect_keeps_slot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
