@@ -1347,8 +1347,9 @@ read_depths(const struct db_call *c, const struct db_status *st,
 		n = (int)c->n;
 	struct queue_depth *q = xcalloc((size_t)n + 1, sizeof(*q));
 	for (int i = 0; i < n; i++) {
+		q[i].other = PQgetisnull(res, i, 0);
 		snprintf(q[i].name, sizeof(q[i].name), "%s",
-			 PQgetvalue(res, i, 0));
+			 q[i].other ? QUEUE_OTHER : PQgetvalue(res, i, 0));
 		q[i].due = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 		q[i].running = strtoll(PQgetvalue(res, i, 2), NULL, 10);
 		q[i].oldest_due_ms = strtoll(PQgetvalue(res, i, 3), NULL, 10);
@@ -1372,15 +1373,24 @@ read_depths(const struct db_call *c, const struct db_status *st,
  * The scans read the available and the running rows once each, along the
  * partial claim and running indexes; scheduled and unhandled are two more
  * filters on the same rows, not a scan of their own.
+ *
+ * The configured queues ($3) come first and each has a row (up to max - 1
+ * of them, by name); every other queue, one that only a client named, is
+ * summed into the last row, with a NULL name: any role that may enqueue
+ * can make queues, and by name alone 32 of them sorting before the real
+ * ones took every row.  pgjob.limit_waiting() runs for the configured
+ * queues only.
  */
 int
-queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
-	     int64_t timeout_ms, queue_depths_fn *cb, void *arg)
+queue_depths(struct dbev *d, int max, const char *const *queues, size_t nqueues,
+	     const char *const *kinds, size_t nkinds, int64_t timeout_ms,
+	     queue_depths_fn *cb, void *arg)
 {
 	char lim[16];
 	snprintf(lim, sizeof(lim), "%d", max);
 	char *k = db_text_array(kinds, nkinds);
-	const char *p[] = {lim, k};
+	char *own = db_text_array(queues, nqueues);
+	const char *p[] = {lim, k, own};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
 	if (timeout_ms > 0)
@@ -1403,21 +1413,37 @@ queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
 		" from (select queue, state, run_at, kind from pgjob.jobs"
 		"   where finished_at is null"
 		"    and coalesce(parents_left, 0) = 0) j"
-		" group by queue)"
-		" select coalesce(d.queue, l.queue), coalesce(d.due, 0),"
-		"  coalesce(d.running, 0), coalesce(d.oldest, 0),"
-		"  l.queue is not null, coalesce(l.paused, false),"
+		" group by queue),"
+		" q as (select coalesce(d.queue, l.queue) as queue,"
+		"  coalesce(d.due, 0) as due, coalesce(d.running, 0) as "
+		"running,"
+		"  coalesce(d.oldest, 0) as oldest, l.queue is not null as lim,"
+		"  coalesce(l.paused, false) as paused,"
+		"  coalesce(d.scheduled, 0) as scheduled,"
+		"  coalesce(d.unhandled, 0) as unhandled,"
+		/* The aggregate's label: a queue of that name is summed. */
+		"  coalesce(d.queue, l.queue) = any($3::text[])"
+		"   and coalesce(d.queue, l.queue) <> '" QUEUE_OTHER "' as own"
+		" from d full join pgjob.limits l on l.queue = d.queue),"
+		" o as (select q.*, own and row_number() over (partition by own"
+		"   order by queue) < $1::int as shown from q)"
+		" select o.queue, o.due, o.running, o.oldest, o.lim, o.paused,"
 		"  w.paused, w.throttled, w.concurrency, w.rate,"
 		"  w.key_concurrency, (w.tokens * 1000)::bigint,"
-		"  coalesce(d.scheduled, 0), coalesce(d.unhandled, 0)"
-		" from d full join pgjob.limits l on l.queue = d.queue"
-		" cross join lateral pgjob.limit_waiting(coalesce(d.queue,"
-		"  l.queue)) w"
-		" order by 1 limit $1",
-		0, 2, p, read_depths, &call);
+		"  o.scheduled, o.unhandled"
+		" from o cross join lateral pgjob.limit_waiting(o.queue) w"
+		" where o.shown"
+		" union all"
+		" select null, sum(due), sum(running), max(oldest), false, "
+		"false,"
+		"  0, 0, 0, 0, 0, null, sum(scheduled), sum(unhandled)"
+		" from o where not shown having count(*) > 0"
+		" order by 1 nulls last",
+		0, 3, p, read_depths, &call);
 	if (timeout_ms > 0)
 		time_limit_end(d);
 	free(k);
+	free(own);
 	return rc;
 }
 
@@ -1431,7 +1457,8 @@ read_dead(const struct db_call *c, const struct db_status *st,
 	struct queue_dead *q = xcalloc((size_t)n + 1, sizeof(*q));
 	for (int i = 0; i < n; i++) {
 		snprintf(q[i].name, sizeof(q[i].name), "%s",
-			 PQgetvalue(res, i, 0));
+			 PQgetisnull(res, i, 0) ? QUEUE_OTHER
+						: PQgetvalue(res, i, 0));
 		q[i].dead = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 	}
 	((queue_dead_fn *)c->cb)(c->arg, st, q, (size_t)n);
@@ -1441,21 +1468,34 @@ read_dead(const struct db_call *c, const struct db_status *st,
 /*
  * Dead rows are read along jobs_dead_idx (where dead, a column generated
  * from the state: schema 27).  The worker runs it once a minute, not per
- * scrape (docs/operations.md).
+ * scrape (docs/operations.md).  As queue_depths(): the configured queues
+ * ($2) each have a row, the others are summed into one with a NULL name.
  */
 int
-queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg)
+queue_dead(struct dbev *d, int max, const char *const *queues, size_t nqueues,
+	   queue_dead_fn *cb, void *arg)
 {
 	char lim[16];
 	snprintf(lim, sizeof(lim), "%d", max);
-	const char *p[] = {lim};
+	char *own = db_text_array(queues, nqueues);
+	const char *p[] = {lim, own};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
-	return dbev_call(d,
-			 "select queue, count(*) from pgjob.jobs"
-			 " where dead group by queue"
-			 " order by 1 limit $1",
-			 0, 1, p, read_dead, &call);
+	int rc = dbev_call(
+		d,
+		"with q as (select queue, count(*) as n,"
+		"  queue = any($2::text[]) and queue <> '" QUEUE_OTHER
+		"' as own"
+		"  from pgjob.jobs where dead group by queue),"
+		" o as (select q.*, own and row_number() over (partition by own"
+		"   order by queue) < $1::int as shown from q)"
+		" select queue, n from o where shown"
+		" union all select null, sum(n) from o where not shown"
+		"  having count(*) > 0"
+		" order by 1 nulls last",
+		0, 2, p, read_dead, &call);
+	free(own);
+	return rc;
 }
 
 static void

@@ -255,9 +255,14 @@ typedef void queue_sql_fn(void *arg, enum queue_sql_end end, const char *error);
 int queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		  int64_t timeout_ms, queue_sql_fn *cb, void *arg);
 
+/* The name that queue_depths() and queue_dead() give the sum of the queues
+ * that are not configured (docs/operations.md, "Metrics"). */
+#define QUEUE_OTHER "(other)"
+
 /* One queue's depth across the cluster. */
 struct queue_depth {
 	char name[64];
+	bool other; /* the sum of the queues not configured (QUEUE_OTHER) */
 	int64_t due, running;
 	int64_t oldest_due_ms; /* age of the oldest due job */
 	/* Flow control: whether it has a row in pgjob.limits, is paused,
@@ -273,12 +278,17 @@ struct queue_depth {
 };
 typedef void queue_depths_fn(void *arg, const struct db_status *st,
 			     const struct queue_depth *q, size_t n);
-/* The depth of every queue with unfinished jobs or limits, at most max of
- * them, by name; kinds[0..nkinds) are the kinds this instance handles.
- * timeout_ms > 0 stops the read after that long (SQLSTATE 57014). */
-int queue_depths(struct dbev *d, int max, const char *const *kinds,
-		 size_t nkinds, int64_t timeout_ms, queue_depths_fn *cb,
-		 void *arg);
+/*
+ * The depth of every queue with unfinished jobs or limits, at most max
+ * rows: one per queue of queues[0..nqueues) (the configured ones, at most
+ * max - 1, by name), then one (other set, named QUEUE_OTHER) that sums
+ * every other queue, if there is any; kinds[0..nkinds) are the kinds this
+ * instance handles.  timeout_ms > 0 stops the read after that long
+ * (SQLSTATE 57014).
+ */
+int queue_depths(struct dbev *d, int max, const char *const *queues,
+		 size_t nqueues, const char *const *kinds, size_t nkinds,
+		 int64_t timeout_ms, queue_depths_fn *cb, void *arg);
 
 /* Dead jobs of one queue. */
 struct queue_dead {
@@ -287,8 +297,10 @@ struct queue_dead {
 };
 typedef void queue_dead_fn(void *arg, const struct db_status *st,
 			   const struct queue_dead *q, size_t n);
-/* Dead jobs per queue, at most max queues, by name. */
-int queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg);
+/* Dead jobs per queue, at most max rows, as queue_depths(): the configured
+ * queues each, the others summed under QUEUE_OTHER. */
+int queue_dead(struct dbev *d, int max, const char *const *queues,
+	       size_t nqueues, queue_dead_fn *cb, void *arg);
 
 /* Workflows (docs/workflows.md): running now, and done and failed since
  * the schema was made, pruned ones included. */

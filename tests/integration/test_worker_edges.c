@@ -215,6 +215,105 @@ test_reconnect_keeps_slot(void **state)
 	free(ci);
 }
 
+/* /metrics from port, once it holds every line of want (each a whole
+ * line); fails after 60 s with the last text seen.  Caller frees. */
+static char *
+metrics_with(int port, const char *const *want)
+{
+	char *m = NULL;
+	for (int i = 0; i < 600; i++) {
+		free(m);
+		m = t_http_get(port, "/metrics");
+		int all = m != NULL;
+		for (const char *const *w = want; all && *w; w++) {
+			char line[512];
+			snprintf(line, sizeof(line), "\n%s\n", *w);
+			all = strstr(m, line) != NULL;
+		}
+		if (all)
+			return m;
+		t_sleep_ms(100);
+	}
+	for (const char *const *w = want; m && *w; w++) {
+		char line[512];
+		snprintf(line, sizeof(line), "\n%s\n", *w);
+		if (!strstr(m, line))
+			fail_msg(
+				"/metrics never held \"%s\"; its due jobs:\n%s",
+				*w, strstr(m, "\npgjobd_queue_due{"));
+	}
+	fail_msg("/metrics never answered");
+	return NULL;
+}
+
+/*
+ * A client enqueues into 40 queues whose names sort before the configured
+ * one ("!00".."!39"), and into queues with hostile names (a quote, a
+ * newline, a brace, 300 bytes): the configured queue keeps its series with
+ * its own figures, the others are summed into one series, queue="(other)",
+ * and no hostile name reaches the text.
+ */
+static void
+test_metrics_hostile_queues(void **state)
+{
+	char *ci = t_db_migrated("t_edges_metrics");
+	PGconn *c = t_connect(ci);
+	int port = t_free_port();
+	pid_t p = t_start("metrics", ci,
+			  "workers: 1\n"
+			  "queues: { real: {} }\n"
+			  "metrics: { listen: \"127.0.0.1:%d\" }\n"
+			  "handlers:\n"
+			  "  k: { type: exec, queue: real, command: "
+			  "[\"/bin/true\"] }\n",
+			  port);
+	t_wait_workers(c, 1, 30);
+	/* Kind z has no handler: its jobs stay due. */
+	t_exec(c, "select pgjob.enqueue('z', '{}', 'real')"
+		  " from generate_series(1, 3)");
+	t_exec(c, "select pgjob.enqueue('z', '{}', 'real', now() +"
+		  " interval '1 hour')");
+	t_exec(c, "select pgjob.enqueue('z', '{}', '!' || lpad(i::text, 2,"
+		  " '0')) from generate_series(0, 39) i");
+	t_exec(c, "select pgjob.enqueue('z', '{}', q) from unnest(array["
+		  "E'x\"} 1\\npgjobd_fake 1', repeat('long', 75), chr(92) || "
+		  "chr(13)]) q");
+	/* Dead jobs, in the real queue and in 40 hostile ones. */
+	t_exec(c, "select pgjob.enqueue('z', '{}', 'real')"
+		  " from generate_series(1, 2)");
+	t_exec(c, "select pgjob.enqueue('z', '{}', '!d' || lpad(i::text, 2,"
+		  " '0')) from generate_series(0, 39) i");
+	t_exec(c, "update pgjob.jobs set state = 'dead', finished_at = now()"
+		  " where id in (select id from pgjob.jobs where queue = 'real'"
+		  " order by id desc limit 2) or queue like '!d%%'");
+	const char *want[] = {
+		"pgjobd_queue_due{queue=\"real\"} 3",
+		"pgjobd_queue_scheduled{queue=\"real\"} 1",
+		"pgjobd_queue_unhandled{queue=\"real\"} 4",
+		"pgjobd_queue_dead{queue=\"real\"} 2",
+		"pgjobd_queue_due{queue=\"(other)\"} 43",
+		"pgjobd_queue_dead{queue=\"(other)\"} 40",
+		NULL,
+	};
+	char *m = metrics_with(port, want);
+	if (strstr(m, "queue=\"!") || strstr(m, "pgjobd_fake") ||
+	    strstr(m, "longlong"))
+		fail_msg("a client's queue name in /metrics:\n%s", m);
+	/* Another instance may handle the others' kinds: not reported. */
+	assert_null(strstr(m, "pgjobd_queue_unhandled{queue=\"(other)\"}"));
+	/* The queue gauges have the real queue, "(other)" and nothing else. */
+	for (const char *l = m; (l = strstr(l, "\npgjobd_queue_due{"));) {
+		l++;
+		if (strncmp(l, "pgjobd_queue_due{queue=\"real\"}", 30) &&
+		    strncmp(l, "pgjobd_queue_due{queue=\"(other)\"}", 33))
+			fail_msg("an unexpected series: %.80s", l);
+	}
+	free(m);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -223,6 +322,7 @@ main(void)
 		cmocka_unit_test(test_frozen_worker_logs_lease_loss_only),
 		cmocka_unit_test(test_reslot_moves_locked_by),
 		cmocka_unit_test(test_reconnect_keeps_slot),
+		cmocka_unit_test(test_metrics_hostile_queues),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
