@@ -95,9 +95,20 @@
  * ends that stay in pgjob.jobs, the retries and failures.  Its name comes
  * from a constant array of five.
  */
-#define STATE_AT    AT("$3", "smallint[]")
-#define STATE_NAMES "'{available,running,done,dead,cancelled}'::text[]"
-#define STATE_NAME  "(" STATE_NAMES ")[" STATE_AT " + 1]"
+#define STATE_AT AT("$3", "smallint[]")
+#define STATE_NAMES                                                            \
+	"'{available,running,done,dead,cancelled,available}'::text[]"
+#define STATE_NAME "(" STATE_NAMES ")[" STATE_AT " + 1]"
+/*
+ * A snooze (struct queue_finish's snooze) travels as state 5, one past
+ * enum job_state, and is written available, or dead past the cap: its
+ * count is on the row (snoozes, sql/031_snoozes.sql), which the worker
+ * does not read.
+ */
+#define SNOOZE_CODE "5"
+#define SNOOZE_CAPPED                                                          \
+	"(" STATE_AT " = " SNOOZE_CODE                                         \
+	" and j.snoozes >= " QUEUE_MAX_SNOOZES_S ")"
 _Static_assert(JOB_AVAILABLE == 0 && JOB_RUNNING == 1 && JOB_DONE == 2 &&
 		       JOB_DEAD == 3 && JOB_CANCELLED == 4,
 	       "STATE_NAMES lists enum job_state in its order");
@@ -190,9 +201,12 @@ static const char finish_delete_sql[] =
 /* clang-format off */
 static const char finish_tail_sql[] =
 	" f as ("
-	"  update pgjob.jobs j set state = " STATE_NAME ","
+	"  update pgjob.jobs j set state = case when " SNOOZE_CAPPED
+	"    then 'dead' else " STATE_NAME " end,"
 	"   result = " RESULT_AT(POS) ","
-	"   last_error = coalesce(" ERROR_AT(POS) ", j.last_error),"
+	"   last_error = case when " SNOOZE_CAPPED " then 'snoozed "
+	QUEUE_MAX_SNOOZES_S " times, the most a job may'"
+	"    else coalesce(" ERROR_AT(POS) ", j.last_error) end,"
 	/* What the attempt used (sql/012_attempt_usage.sql). */
 	"   last_wall_ms = " FIGURE_AT("$9", POS) ","
 	"   last_cpu_ms = " FIGURE_AT("$10", POS) ","
@@ -200,13 +214,16 @@ static const char finish_tail_sql[] =
 	"   last_status = " FIGURE_AT("$12", POS) ","
 	/* Not available: the attempt ended the job (done, failed, dead,
 	 * cancelled); available: a retry, after its delay. */
-	"   finished_at = case when " STATE_AT " <> 0"
-	"    then now() end,"
-	"   run_at = case when " STATE_AT " = 0"
+	"   finished_at = case when " STATE_AT " <> 0 and (" STATE_AT " <> "
+	SNOOZE_CODE " or " SNOOZE_CAPPED ") then now() end,"
+	"   run_at = case when " STATE_AT " in (0, " SNOOZE_CODE ")"
 	"    then now() + " AT("$6", "bigint[]") " * interval '1 millisecond'"
 	"    else j.run_at end,"
+	"   snoozes = j.snoozes + case when " STATE_AT " = " SNOOZE_CODE
+	"    then 1 else 0 end,"
 	"   attempts = j.attempts"
-	"    - case when " AT("$7", "bool[]") " then 1 else 0 end,"
+	"    - case when " AT("$7", "bool[]") " and not " SNOOZE_CAPPED
+	"     then 1 else 0 end,"
 	"   locked_until = null"
 	/* Not the ids fd deleted: each would be looked up again in
 	 * jobs_pkey and its heap row read, to be left (every CTE sees the
@@ -223,13 +240,17 @@ static const char finish_tail_sql[] =
 	 * would then prefer to read every running job from
 	 * jobs_running_idx (dead entries too). */
 	"   and coalesce(j.state, '') = 'running'"
-	"  returning j.id)";
+	/* A snooze past the cap: written dead (returned 's'). */
+	"  returning j.id, " STATE_AT " = " SNOOZE_CODE
+	"   and j.state = 'dead' as capped)";
 /* clang-format on */
 
 static const char finish_end_sql[] =
-	" select 'f', id from f union all select 'f', id from fd";
+	" select case when capped then 's' else 'f' end, id from f"
+	" union all select 'f', id from fd";
 static const char finish_delete_end_sql[] =
-	" select 'f', id from f union all select 'f', fd.id from fd, fa";
+	" select case when capped then 's' else 'f' end, id from f"
+	" union all select 'f', fd.id from fd, fa";
 
 /*
  * The claim, per queue (q.name, up to q.lim jobs, in mode q.mode), of the
@@ -539,15 +560,23 @@ static void
 read_finish(const struct db_call *c, const struct db_status *st,
 	    const PGresult *res)
 {
-	size_t n = 0;
+	size_t n = 0, nc = 0;
 	int rows = st->error == DB_OK ? PQntuples(res) : 0;
 	int64_t *ids = xcalloc((size_t)rows + 1, sizeof(int64_t));
-	for (int i = 0; i < rows; i++)
-		if (*PQgetvalue(res, i, 0) == 'f')
-			ids[n++] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	int64_t *capped = xcalloc((size_t)rows + 1, sizeof(int64_t));
+	for (int i = 0; i < rows; i++) {
+		char t = *PQgetvalue(res, i, 0);
+		int64_t id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		if (t == 'f' || t == 's')
+			ids[n++] = id;
+		if (t == 's')
+			capped[nc++] = id;
+	}
 	qsort(ids, n, sizeof(int64_t), cmp_id);
-	((queue_finish_fn *)c->cb)(c->arg, st, ids, n);
+	qsort(capped, nc, sizeof(int64_t), cmp_id);
+	((queue_finish_fn *)c->cb)(c->arg, st, ids, n, capped, nc);
 	free(ids);
+	free(capped);
 }
 
 /*
@@ -624,7 +653,8 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 		ids[i] = f->id;
 		tokens[i] = f->token;
 		delays[i] = f->delay_ms;
-		states[i] = (int64_t)f->state; /* STATE_AT */
+		/* STATE_AT; a snooze is SNOOZE_CODE. */
+		states[i] = f->snooze ? 5 : (int64_t)f->state;
 		/* Compact: see RESULT_AT and ERROR_AT. */
 		if (f->result) {
 			buf_append(&res, nr ? "," : "[", 1);

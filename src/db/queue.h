@@ -194,7 +194,10 @@ struct queue_finish {
 	const char *result;   /* JSON text or NULL */
 	const char *error;    /* or NULL: keep the last error */
 	int64_t delay_ms;     /* available: run again after this long */
-	int refund;	      /* give the attempt back (shutdown) */
+	int refund;	      /* give the attempt back (shutdown, snooze) */
+	/* A snooze (state available, refund set, no error): counted on the
+	 * row; past QUEUE_MAX_SNOOZES it is written dead instead. */
+	int snooze;
 	/* What the attempt used (sql/012_attempt_usage.sql): wall time and
 	 * CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
 	int64_t wall_ms, cpu_ms, max_rss_kb;
@@ -203,11 +206,18 @@ struct queue_finish {
 	int64_t status;
 };
 
+/* The most snoozes a job may have (docs/handlers.md, "Snoozing"); the
+ * same as text for the statements. */
+#define QUEUE_MAX_SNOOZES   1000
+#define QUEUE_MAX_SNOOZES_S "1000"
+
 /* The ids whose end was written, sorted (borrowed for the call); an end
- * whose id is missing had lost its lease.  Look one up with
- * queue_id_in(). */
+ * whose id is missing had lost its lease.  capped (sorted, a subset of
+ * written): the snoozes written dead, past QUEUE_MAX_SNOOZES.  Look one up
+ * with queue_id_in(). */
 typedef void queue_finish_fn(void *arg, const struct db_status *st,
-			     const int64_t *written, size_t n);
+			     const int64_t *written, size_t n,
+			     const int64_t *capped, size_t ncapped);
 
 /*
  * Writes the nf ends f in one statement, each only where id, token and state

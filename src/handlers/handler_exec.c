@@ -724,6 +724,7 @@ make_result(struct exec_run *x, int status, const char *what,
 
 	res->outcome = OUTCOME_RETRY;
 	res->retry_in_ms = -1;
+	res->snooze = false;
 	if (!x->why && status >= 0 && WIFEXITED(status)) {
 		switch (WEXITSTATUS(status)) {
 		case 0:
@@ -735,6 +736,8 @@ make_result(struct exec_run *x, int status, const char *what,
 			break;
 		case 75: /* EX_TEMPFAIL */
 			res->retry_in_ms = stdout_retry_in(x);
+			/* With a retry_in it chose when: a snooze. */
+			res->snooze = res->retry_in_ms >= 0;
 			break;
 		}
 	}

@@ -401,6 +401,7 @@ take(const struct plugin *pl, const struct log_job *lj, int oc,
 	const char *name = pl->p->name ? pl->p->name : pl->conf->symbol;
 
 	res->retry_in_ms = -1;
+	res->snooze = false;
 	if (out->error)
 		pgtext_sanitize(out->error, strlen(out->error));
 	if (oc == PGJOBD_DONE) {
@@ -416,6 +417,10 @@ take(const struct plugin *pl, const struct log_job *lj, int oc,
 			out->result = NULL;
 		}
 	} else if (oc == PGJOBD_RETRY || oc == PGJOBD_FAIL) {
+		/* It chose when, and said nothing failed: a snooze.  With
+		 * an error it is a failure that chose its delay. */
+		res->snooze = oc == PGJOBD_RETRY && out->retry_in_ms >= 0 &&
+			      !out->error;
 		res->outcome =
 			oc == PGJOBD_RETRY ? OUTCOME_RETRY : OUTCOME_DEAD;
 		res->error = out->error

@@ -314,6 +314,138 @@ test_metrics_hostile_queues(void **state)
 	free(ci);
 }
 
+/* "attempt|outcome|status|error" of job id's attempt rows, oldest first. */
+#define HISTORY_SQL                                                            \
+	"select string_agg(attempt || '|' || outcome || '|' ||"                \
+	"  coalesce(status::text, '-') || '|' || coalesce(error, '-'),"        \
+	"  E'\\n' order by token) from pgjob.attempts where job_id = %lld"
+
+/*
+ * An exec handler snoozes once (exit 75 with retry_in), then succeeds:
+ * with max_attempts 1 the job still ends done, at attempt 1, without an
+ * error, and its history has one snoozed attempt, not a failed one.  A
+ * snooze after a real failure leaves that failure's last_error as it was.
+ */
+static void
+test_snooze_once_then_done(void **state)
+{
+	char *ci = t_db_migrated("t_edges_snooze");
+	PGconn *c = t_connect(ci);
+	char *script = xasprintf("%s/snooze.sh", t_tmpdir());
+	/* Per job: runs counted in a file named after it; argument N says
+	 * what run N does ("snooze", "fail"; none: succeed). */
+	char *text = xasprintf(
+		"f=%s/snooze.$PGJOB_JOB_ID\n"
+		"n=$(cat $f 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "
+		"$f\n"
+		"eval \"what=\\${$n:-}\"\n"
+		"case \"$what\" in\n"
+		"snooze) echo '{\"retry_in\": \"10ms\"}'; echo busy >&2;"
+		" exit 75;;\n"
+		"fail) echo boom >&2; exit 3;;\n"
+		"*) echo '{}';;\n"
+		"esac\n",
+		t_tmpdir());
+	t_write_file(script, text);
+	free(text);
+	pid_t p = t_start("snooze", ci,
+			  "workers: 1\n"
+			  "defaults: { backoff: { base: 10ms, max: 10ms } }\n"
+			  "handlers:\n"
+			  "  once: { type: exec, max_attempts: 1, command:"
+			  " [\"/bin/sh\", \"%s\", \"snooze\"] }\n"
+			  "  after: { type: exec, max_attempts: 2, command:"
+			  " [\"/bin/sh\", \"%s\", \"fail\", \"snooze\"] }\n",
+			  script, script);
+	long long id = t_long(c, "select pgjob.enqueue('once')");
+	t_wait_ended(c, 1, 60);
+	t_assert_job(c, id,
+		     "state || '|' || attempts || '|' || "
+		     "coalesce(last_error, '-')",
+		     "done|1|-");
+	t_assert_value(c, "1|snoozed|-|-", HISTORY_SQL, id);
+
+	long long id2 = t_long(c, "select pgjob.enqueue('after')");
+	t_wait_ended(c, 2, 60);
+	t_assert_job(c, id2, "state || '|' || attempts", "done|2");
+	t_assert_value(c,
+		       "1|failed|3|exit status 3: boom\n"
+		       "2|snoozed|-|-",
+		       HISTORY_SQL, id2);
+	t_stop_clean(p);
+	free(script);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * A plugin that snoozes every time (PGJOBD_RETRY with retry_in_ms 0) stops
+ * at the cap: the job ends dead after 1,000 snoozes, with last_error
+ * saying why; max_attempts 1 did not end it at the first.
+ */
+static void
+test_snooze_forever_capped(void **state)
+{
+	char *ci = t_db_migrated("t_edges_snoozecap");
+	PGconn *c = t_connect(ci);
+	pid_t p = t_start("snoozecap", ci,
+			  "workers: 1\nhandlers:\n"
+			  "  p: { type: plugin, max_attempts: 1, library: "
+			  "\"%s\", symbol: pgjobd_example }\n",
+			  t_bin("pgjobd_example.so"));
+	long long id = t_long(c, "select pgjob.enqueue('p', "
+				 "'{\"retry_in\": 0}')");
+	t_wait_state(c, id, "dead", 240);
+	t_assert_job(c, id, "last_error",
+		     "snoozed 1000 times, the most a job may");
+	t_assert_value(c, "1000|1",
+		       "select count(*) filter (where outcome = 'snoozed')"
+		       " || '|' || count(*) filter (where outcome = 'dead')"
+		       " from pgjob.attempts where job_id = %lld",
+		       id);
+	t_wait_log("snoozecap", "dead: snoozed 1000 times", 1, 30);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * An http handler's server answers 503 with Retry-After: 0, every time:
+ * each is a snooze, so the job with max_attempts 1 keeps coming back
+ * instead of ending dead at the first answer.
+ */
+static void
+test_http_retry_after_snoozes(void **state)
+{
+	int in_fd;
+	pid_t srv;
+	int port = t_httpd_start(&in_fd, &srv);
+	char *ci = t_db_migrated("t_edges_httpsnooze");
+	PGconn *c = t_connect(ci);
+	pid_t p = t_start("httpsnooze", ci,
+			  "workers: 1\nhandlers:\n"
+			  "  hook: { type: http, max_attempts: 1,"
+			  " url: \"http://127.0.0.1:%d/retry-after/0\" }\n",
+			  port);
+	long long id = t_long(c, "select pgjob.enqueue('hook')");
+	t_wait_until(c, 60,
+		     "select count(*) >= 3 from pgjob.attempts where job_id = "
+		     "%lld and outcome = 'snoozed'",
+		     id);
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.attempts where job_id = "
+		       "%lld and outcome <> 'snoozed'",
+		       id);
+	t_stop_clean(p);
+	t_assert_value(c, "t",
+		       "select state <> 'dead' and last_error is null from "
+		       "pgjob.jobs where id = %lld",
+		       id);
+	t_httpd_stop(in_fd, srv);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -323,6 +455,9 @@ main(void)
 		cmocka_unit_test(test_reslot_moves_locked_by),
 		cmocka_unit_test(test_reconnect_keeps_slot),
 		cmocka_unit_test(test_metrics_hostile_queues),
+		cmocka_unit_test(test_snooze_once_then_done),
+		cmocka_unit_test(test_snooze_forever_capped),
+		cmocka_unit_test(test_http_retry_after_snoozes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
