@@ -779,9 +779,12 @@ log_attempt(const struct exec_run *x, const char *what, const struct rusage *ru,
 				x->why ? ", " : "", what);
 	else
 		how = xasprintf("%s%s%s -> %s", x->why ? x->why : "",
-				x->why ? ", " : "", what, names[res->outcome]);
+				x->why ? ", " : "", what,
+				res->snooze ? "snooze" : names[res->outcome]);
 	xlog(x,
-	     res->outcome == OUTCOME_DONE || x->stopped ? LOG_INFO : LOG_WARN,
+	     res->outcome == OUTCOME_DONE || x->stopped || res->snooze
+		     ? LOG_INFO
+		     : LOG_WARN,
 	     "%s, wall %lld ms, cpu %lld ms, max rss %ld KiB", how,
 	     (long long)(util_now_ms() - x->start_ms), (long long)cpu,
 	     ru->ru_maxrss);

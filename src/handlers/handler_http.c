@@ -934,9 +934,11 @@ log_attempt(const struct http_run *x, CURLcode rc,
 			(long long)(util_now_ms() - x->start_ms));
 		return;
 	}
-	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &x->lj,
-		"POST %s: %s -> %s%s%s, wall %lld ms, %zu bytes%s", x->target,
-		status ? what : res->error, names[res->outcome],
+	log_job(res->outcome == OUTCOME_DONE || res->snooze ? LOG_INFO
+							    : LOG_WARN,
+		&x->lj, "POST %s: %s -> %s%s%s, wall %lld ms, %zu bytes%s",
+		x->target, status ? what : res->error,
+		res->snooze ? "snooze" : names[res->outcome],
 		d[0] ? " in " : "", d, (long long)(util_now_ms() - x->start_ms),
 		x->body_total,
 		x->body_total > x->body.len ? " (over 1 MiB: not kept)" : "");

@@ -481,9 +481,11 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	res->measured = true;
 	res->cpu_ms = wall_us < 1000 ? 0 : (cpu_us() - c0) / 1000;
 	res->max_rss_kb = -1; /* the worker's, not the call's */
-	int level = res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN;
+	int level = res->outcome == OUTCOME_DONE || res->snooze ? LOG_INFO
+								: LOG_WARN;
 	const char *name = pl->p->name ? pl->p->name : pl->conf->symbol;
 	long long wall = (long long)(wall_us / 1000);
 	log_job(level, &lj, "plugin %s -> %s, wall %lld ms, cpu %lld ms", name,
-		names[res->outcome], wall, (long long)res->cpu_ms);
+		res->snooze ? "snooze" : names[res->outcome], wall,
+		(long long)res->cpu_ms);
 }
