@@ -200,10 +200,14 @@ test_reconnect_keeps_slot(void **state)
 	assert_int_equal(t_long(c, "select slot from pgjob.workers"), 2);
 	t_exec(c, "select pg_advisory_unlock(%d, 1)",
 	       CONFIG_DEFAULT_LOCK_CLASS);
-	/* Waits for the old session to be gone, and its lock with it. */
+	/* The worker is stopped while its session is ended, and the end
+	 * waited for: when it sees the loss and reconnects, slot 2's lock
+	 * has surely gone with the old session. */
+	kill(w, SIGSTOP);
 	t_exec(c, "select pg_terminate_backend(pid, 30000)"
 		  " from pg_stat_activity where application_name = 'pgjobd'"
 		  " and datname = current_database()");
+	kill(w, SIGCONT);
 	t_wait_log("keepslot", "connected again", 1, 30);
 	t_wait_until(c, 30,
 		     "select count(*) = 1 from pgjob.workers where pid = %d",
