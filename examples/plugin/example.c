@@ -13,7 +13,7 @@
  *   {} or anything else    done, result {"ok":true}
  *   {"fail": "retry"}      retry, with an error
  *   {"fail": "dead"}       fail: the job is dead at once
- *   {"retry_in": 30}       retry in 30 seconds
+ *   {"retry_in": 30}       snooze: run again in 30 seconds
  *   {"sleep_ms": 500}      sleeps first (a slow job; a timeout test)
  *   {"crash": true}        raises SIGSEGV (a crash test: kills the worker)
  *
@@ -133,7 +133,7 @@ example_run(void *state, const struct pgjobd_job *job,
 		return PGJOBD_RETRY;
 	}
 	if ((n = get_number(payload, "retry_in")) >= 0) {
-		out->error = copy("example: asked to retry later");
+		/* A delay and no error: a snooze, not a failed attempt. */
 		out->retry_in_ms = (int64_t)n * 1000;
 		return PGJOBD_RETRY;
 	}

@@ -101,7 +101,10 @@ struct pgjobd_result {
 	 * Keep it to a line or two; invalid UTF-8 is replaced by '?'. */
 	char *error;
 	/* For PGJOBD_RETRY: milliseconds until the next attempt; -1 lets the
-	 * handler's backoff decide. */
+	 * handler's backoff decide.  Set without an error, it is a snooze:
+	 * the attempt does not count towards max_attempts (docs/handlers.md,
+	 * "Snoozing"); with an error, a failed attempt that chose its
+	 * delay. */
 	int64_t retry_in_ms;
 };
 

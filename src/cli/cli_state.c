@@ -81,7 +81,7 @@ static const char RETRY_DEAD_SQL[] =
 	"   group by d.unique_key),"
 	" upd as ("
 	"  update pgjob.jobs j set state = 'available', run_at = now(),"
-	"   attempts = 0, lost_attempts = 0, finished_at = null,"
+	"   attempts = 0, lost_attempts = 0, snoozes = 0, finished_at = null,"
 	"   locked_by = null,"
 	"   locked_until = null"
 	"  from pick where j.id = pick.id returning j.id)"

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
+
 int
 metrics_parse_listen(const char *s, char **host, char **port)
 {
@@ -43,19 +45,31 @@ metrics_parse_listen(const char *s, char **host, char **port)
 	return 0;
 }
 
-/* Appends s with \ and newline escaped, and " too when quote is set. */
+/*
+ * Appends s with \ and newline escaped, and " too when quote is set (a
+ * label value).  A label value is also made valid UTF-8 without control
+ * characters: a byte that is not UTF-8 (a name cut inside a character)
+ * and a control character other than newline read '?'.  The text format
+ * must be UTF-8, and a scraper refuses the whole page for one bad byte:
+ * a queue's name is the only place where such a byte could come from.
+ */
 static void
 escape(struct buf *b, const char *s, int quote)
 {
-	for (; *s; s++) {
+	while (*s) {
+		uint32_t cp;
+		size_t n = quote ? text_char(s, &cp) : 1;
 		if (*s == '\\')
 			buf_append(b, "\\\\", 2);
 		else if (*s == '\n')
 			buf_append(b, "\\n", 2);
 		else if (*s == '"' && quote)
 			buf_append(b, "\\\"", 2);
+		else if (quote && (n == 0 || text_is_control(cp)))
+			buf_append(b, "?", 1);
 		else
-			buf_append(b, s, 1);
+			buf_append(b, s, n);
+		s += n ? n : 1;
 	}
 }
 

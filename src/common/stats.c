@@ -343,22 +343,23 @@ static const struct {
 	const char *name, *help;
 	size_t off; /* of an int64_t in struct stats_queue */
 	double scale;
+	int mine; /* 1: not for "(other)", the sum of the others' queues */
 } queue_gauges[] = {
 	{"pgjobd_queue_due", "Available jobs that are due, per queue.",
-	 offsetof(struct stats_queue, due), 1},
+	 offsetof(struct stats_queue, due), 1, 0},
 	{"pgjobd_queue_running", "Running jobs, per queue, across the cluster.",
-	 offsetof(struct stats_queue, running), 1},
+	 offsetof(struct stats_queue, running), 1, 0},
 	{"pgjobd_queue_oldest_due_seconds",
 	 "Age of the oldest due job, per queue.",
-	 offsetof(struct stats_queue, oldest_due_ms), 1e-3},
+	 offsetof(struct stats_queue, oldest_due_ms), 1e-3, 0},
 	/* Scheduled and unhandled jobs. */
 	{"pgjobd_queue_scheduled",
 	 "Available jobs not due yet (run_at in the future), per queue.",
-	 offsetof(struct stats_queue, scheduled), 1},
+	 offsetof(struct stats_queue, scheduled), 1, 0},
 	{"pgjobd_queue_unhandled",
 	 "Available jobs of kinds this instance's config has no handler for, "
 	 "per queue.",
-	 offsetof(struct stats_queue, unhandled), 1},
+	 offsetof(struct stats_queue, unhandled), 1, 1},
 };
 
 const char *const stats_limit_names[STATS_LIMITS] = {
@@ -420,6 +421,8 @@ render_queues(struct buf *out, const struct stats *s)
 			const int64_t *v =
 				(const int64_t *)((const char *)&s->queues[i] +
 						  queue_gauges[g].off);
+			if (queue_gauges[g].mine && s->queues[i].other)
+				continue;
 			buf_reset(&l);
 			metrics_label(&l, "queue", s->queues[i].name);
 			metrics_gauge(out, queue_gauges[g].name, NULL, l.data,

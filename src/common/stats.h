@@ -16,9 +16,11 @@
 
 #include "common/util.h"
 
-#define STATS_MAX_WORKERS  256
-#define STATS_MAX_KINDS	   64
-#define STATS_MAX_QUEUES   32
+#define STATS_MAX_WORKERS 256
+#define STATS_MAX_KINDS	  64
+/* Queue series: the config's queues each (up to one less than this), and
+ * one that sums every other queue (docs/operations.md, "Metrics"). */
+#define STATS_MAX_QUEUES   128
 #define STATS_NAME	   64
 #define STATS_BUCKETS	   12
 #define STATS_MAX_HANDLERS 512 /* exec process groups tracked per worker */
@@ -88,6 +90,10 @@ struct stats_queue {
 	/* Available jobs not due yet (run_at in the future), and
 	 * of kinds this instance's config has no handler for. */
 	int64_t scheduled, unhandled;
+	/* 1: the sum of the queues this instance's config does not define,
+	 * named "(other)" (its unhandled jobs go unreported: another
+	 * instance may handle them). */
+	int64_t other;
 };
 
 struct stats_worker {

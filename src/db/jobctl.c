@@ -39,7 +39,7 @@ const char jobctl_retry_sql[] =
 	"    from pgjob.parents_of(array[j.id]) x), '{}'))"
 	"   else j.payload end,"
 	"  run_at = now(),"
-	"  attempts = 0, lost_attempts = 0, finished_at = null,"
+	"  attempts = 0, lost_attempts = 0, snoozes = 0, finished_at = null,"
 	"  locked_by = null,"
 	"  locked_until = null"
 	" from e where j.id = e.id returning j.state, j.id";

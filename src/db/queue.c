@@ -95,9 +95,20 @@
  * ends that stay in pgjob.jobs, the retries and failures.  Its name comes
  * from a constant array of five.
  */
-#define STATE_AT    AT("$3", "smallint[]")
-#define STATE_NAMES "'{available,running,done,dead,cancelled}'::text[]"
-#define STATE_NAME  "(" STATE_NAMES ")[" STATE_AT " + 1]"
+#define STATE_AT AT("$3", "smallint[]")
+#define STATE_NAMES                                                            \
+	"'{available,running,done,dead,cancelled,available}'::text[]"
+#define STATE_NAME "(" STATE_NAMES ")[" STATE_AT " + 1]"
+/*
+ * A snooze (struct queue_finish's snooze) travels as state 5, one past
+ * enum job_state, and is written available, or dead past the cap: its
+ * count is on the row (snoozes, sql/031_snoozes.sql), which the worker
+ * does not read.
+ */
+#define SNOOZE_CODE "5"
+#define SNOOZE_CAPPED                                                          \
+	"(" STATE_AT " = " SNOOZE_CODE                                         \
+	" and j.snoozes >= " QUEUE_MAX_SNOOZES_S ")"
 _Static_assert(JOB_AVAILABLE == 0 && JOB_RUNNING == 1 && JOB_DONE == 2 &&
 		       JOB_DEAD == 3 && JOB_CANCELLED == 4,
 	       "STATE_NAMES lists enum job_state in its order");
@@ -190,9 +201,12 @@ static const char finish_delete_sql[] =
 /* clang-format off */
 static const char finish_tail_sql[] =
 	" f as ("
-	"  update pgjob.jobs j set state = " STATE_NAME ","
+	"  update pgjob.jobs j set state = case when " SNOOZE_CAPPED
+	"    then 'dead' else " STATE_NAME " end,"
 	"   result = " RESULT_AT(POS) ","
-	"   last_error = coalesce(" ERROR_AT(POS) ", j.last_error),"
+	"   last_error = case when " SNOOZE_CAPPED " then 'snoozed "
+	QUEUE_MAX_SNOOZES_S " times, the most a job may'"
+	"    else coalesce(" ERROR_AT(POS) ", j.last_error) end,"
 	/* What the attempt used (sql/012_attempt_usage.sql). */
 	"   last_wall_ms = " FIGURE_AT("$9", POS) ","
 	"   last_cpu_ms = " FIGURE_AT("$10", POS) ","
@@ -200,13 +214,16 @@ static const char finish_tail_sql[] =
 	"   last_status = " FIGURE_AT("$12", POS) ","
 	/* Not available: the attempt ended the job (done, failed, dead,
 	 * cancelled); available: a retry, after its delay. */
-	"   finished_at = case when " STATE_AT " <> 0"
-	"    then now() end,"
-	"   run_at = case when " STATE_AT " = 0"
+	"   finished_at = case when " STATE_AT " <> 0 and (" STATE_AT " <> "
+	SNOOZE_CODE " or " SNOOZE_CAPPED ") then now() end,"
+	"   run_at = case when " STATE_AT " in (0, " SNOOZE_CODE ")"
 	"    then now() + " AT("$6", "bigint[]") " * interval '1 millisecond'"
 	"    else j.run_at end,"
+	"   snoozes = j.snoozes + case when " STATE_AT " = " SNOOZE_CODE
+	"    then 1 else 0 end,"
 	"   attempts = j.attempts"
-	"    - case when " AT("$7", "bool[]") " then 1 else 0 end,"
+	"    - case when " AT("$7", "bool[]") " and not " SNOOZE_CAPPED
+	"     then 1 else 0 end,"
 	"   locked_until = null"
 	/* Not the ids fd deleted: each would be looked up again in
 	 * jobs_pkey and its heap row read, to be left (every CTE sees the
@@ -223,13 +240,17 @@ static const char finish_tail_sql[] =
 	 * would then prefer to read every running job from
 	 * jobs_running_idx (dead entries too). */
 	"   and coalesce(j.state, '') = 'running'"
-	"  returning j.id)";
+	/* A snooze past the cap: written dead (returned 's'). */
+	"  returning j.id, " STATE_AT " = " SNOOZE_CODE
+	"   and j.state = 'dead' as capped)";
 /* clang-format on */
 
 static const char finish_end_sql[] =
-	" select 'f', id from f union all select 'f', id from fd";
+	" select case when capped then 's' else 'f' end, id from f"
+	" union all select 'f', id from fd";
 static const char finish_delete_end_sql[] =
-	" select 'f', id from f union all select 'f', fd.id from fd, fa";
+	" select case when capped then 's' else 'f' end, id from f"
+	" union all select 'f', fd.id from fd, fa";
 
 /*
  * The claim, per queue (q.name, up to q.lim jobs, in mode q.mode), of the
@@ -539,15 +560,23 @@ static void
 read_finish(const struct db_call *c, const struct db_status *st,
 	    const PGresult *res)
 {
-	size_t n = 0;
+	size_t n = 0, nc = 0;
 	int rows = st->error == DB_OK ? PQntuples(res) : 0;
 	int64_t *ids = xcalloc((size_t)rows + 1, sizeof(int64_t));
-	for (int i = 0; i < rows; i++)
-		if (*PQgetvalue(res, i, 0) == 'f')
-			ids[n++] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	int64_t *capped = xcalloc((size_t)rows + 1, sizeof(int64_t));
+	for (int i = 0; i < rows; i++) {
+		char t = *PQgetvalue(res, i, 0);
+		int64_t id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		if (t == 'f' || t == 's')
+			ids[n++] = id;
+		if (t == 's')
+			capped[nc++] = id;
+	}
 	qsort(ids, n, sizeof(int64_t), cmp_id);
-	((queue_finish_fn *)c->cb)(c->arg, st, ids, n);
+	qsort(capped, nc, sizeof(int64_t), cmp_id);
+	((queue_finish_fn *)c->cb)(c->arg, st, ids, n, capped, nc);
 	free(ids);
+	free(capped);
 }
 
 /*
@@ -624,7 +653,8 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 		ids[i] = f->id;
 		tokens[i] = f->token;
 		delays[i] = f->delay_ms;
-		states[i] = (int64_t)f->state; /* STATE_AT */
+		/* STATE_AT; a snooze is SNOOZE_CODE. */
+		states[i] = f->snooze ? 5 : (int64_t)f->state;
 		/* Compact: see RESULT_AT and ERROR_AT. */
 		if (f->result) {
 			buf_append(&res, nr ? "," : "[", 1);
@@ -1098,7 +1128,10 @@ queue_throttle(struct dbev *d, const char *queue, int64_t ms)
 /* clang-format off */
 static const char renew_sql[] =
 	"with u as (update pgjob.jobs j"
-	"  set locked_until = now() + $3::bigint * interval '1 millisecond'"
+	"  set locked_until = now() + $3::bigint * interval '1 millisecond',"
+	/* The holder's name: a worker that reconnected to another slot
+	 * moves its jobs there (session.c's slot_acquire()). */
+	"   locked_by = $4::text"
 	"  where j.id = any($1::bigint[])"
 	"   and j.lease_token = " AT("$2", "bigint[]")
 	/* Not j.state = 'running': the planner, which believes few jobs
@@ -1143,7 +1176,8 @@ read_renew(const struct db_call *c, const struct db_status *st,
 
 int
 queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
-	    int64_t lease_ms, queue_renew_fn *cb, void *arg)
+	    int64_t lease_ms, const char *locked_by, queue_renew_fn *cb,
+	    void *arg)
 {
 	/* In id order, each token beside its id (renew_sql); cmp_id
 	 * compares the first of a pair. */
@@ -1166,10 +1200,10 @@ queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens, size_t n,
 	free(stok);
 	char lease[24];
 	snprintf(lease, sizeof(lease), "%lld", (long long)lease_ms);
-	const char *p[] = {a, b, lease};
+	const char *p[] = {a, b, lease, locked_by};
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_RENEW_SEND, FP_RENEW_RESULT);
-	int rc = dbev_call(d, "pgjob_renew", 1, 3, p, read_renew, &call);
+	int rc = dbev_call(d, "pgjob_renew", 1, 4, p, read_renew, &call);
 	free(a);
 	free(b);
 	return rc;
@@ -1206,7 +1240,7 @@ queue_statement(const char *name, int *nparams)
 		return xasprintf("%s%s%s%s", finish_fd_range_sql,
 				 finish_delete_sql, finish_tail_sql,
 				 finish_delete_end_sql);
-	*nparams = 3;
+	*nparams = 4;
 	if (strcmp(name, "pgjob_renew") == 0)
 		return xstrdup(renew_sql);
 	*nparams = 0;
@@ -1230,7 +1264,7 @@ queue_prepare(struct dbev *d, int serial, int per_key)
 		free(sql);
 	}
 	dbev_prepare(d, "pgjob_claim", claim, CLAIM_NPARAMS);
-	dbev_prepare(d, "pgjob_renew", renew_sql, 3);
+	dbev_prepare(d, "pgjob_renew", renew_sql, 4);
 	dbev_prepare(d, "pgjob_claim_limited",
 		     /* Column 13, as pgjob_claim's: a claimed job's time
 		      * in the queue, which the function gives in c_ra of
@@ -1343,8 +1377,9 @@ read_depths(const struct db_call *c, const struct db_status *st,
 		n = (int)c->n;
 	struct queue_depth *q = xcalloc((size_t)n + 1, sizeof(*q));
 	for (int i = 0; i < n; i++) {
+		q[i].other = PQgetisnull(res, i, 0);
 		snprintf(q[i].name, sizeof(q[i].name), "%s",
-			 PQgetvalue(res, i, 0));
+			 q[i].other ? QUEUE_OTHER : PQgetvalue(res, i, 0));
 		q[i].due = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 		q[i].running = strtoll(PQgetvalue(res, i, 2), NULL, 10);
 		q[i].oldest_due_ms = strtoll(PQgetvalue(res, i, 3), NULL, 10);
@@ -1368,15 +1403,24 @@ read_depths(const struct db_call *c, const struct db_status *st,
  * The scans read the available and the running rows once each, along the
  * partial claim and running indexes; scheduled and unhandled are two more
  * filters on the same rows, not a scan of their own.
+ *
+ * The configured queues ($3) come first and each has a row (up to max - 1
+ * of them, by name); every other queue, one that only a client named, is
+ * summed into the last row, with a NULL name: any role that may enqueue
+ * can make queues, and by name alone 32 of them sorting before the real
+ * ones took every row.  pgjob.limit_waiting() runs for the configured
+ * queues only.
  */
 int
-queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
-	     int64_t timeout_ms, queue_depths_fn *cb, void *arg)
+queue_depths(struct dbev *d, int max, const char *const *queues, size_t nqueues,
+	     const char *const *kinds, size_t nkinds, int64_t timeout_ms,
+	     queue_depths_fn *cb, void *arg)
 {
 	char lim[16];
 	snprintf(lim, sizeof(lim), "%d", max);
 	char *k = db_text_array(kinds, nkinds);
-	const char *p[] = {lim, k};
+	char *own = db_text_array(queues, nqueues);
+	const char *p[] = {lim, k, own};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
 	if (timeout_ms > 0)
@@ -1399,21 +1443,37 @@ queue_depths(struct dbev *d, int max, const char *const *kinds, size_t nkinds,
 		" from (select queue, state, run_at, kind from pgjob.jobs"
 		"   where finished_at is null"
 		"    and coalesce(parents_left, 0) = 0) j"
-		" group by queue)"
-		" select coalesce(d.queue, l.queue), coalesce(d.due, 0),"
-		"  coalesce(d.running, 0), coalesce(d.oldest, 0),"
-		"  l.queue is not null, coalesce(l.paused, false),"
+		" group by queue),"
+		" q as (select coalesce(d.queue, l.queue) as queue,"
+		"  coalesce(d.due, 0) as due, coalesce(d.running, 0) as "
+		"running,"
+		"  coalesce(d.oldest, 0) as oldest, l.queue is not null as lim,"
+		"  coalesce(l.paused, false) as paused,"
+		"  coalesce(d.scheduled, 0) as scheduled,"
+		"  coalesce(d.unhandled, 0) as unhandled,"
+		/* The aggregate's label: a queue of that name is summed. */
+		"  coalesce(d.queue, l.queue) = any($3::text[])"
+		"   and coalesce(d.queue, l.queue) <> '" QUEUE_OTHER "' as own"
+		" from d full join pgjob.limits l on l.queue = d.queue),"
+		" o as (select q.*, own and row_number() over (partition by own"
+		"   order by queue) < $1::int as shown from q)"
+		" select o.queue, o.due, o.running, o.oldest, o.lim, o.paused,"
 		"  w.paused, w.throttled, w.concurrency, w.rate,"
 		"  w.key_concurrency, (w.tokens * 1000)::bigint,"
-		"  coalesce(d.scheduled, 0), coalesce(d.unhandled, 0)"
-		" from d full join pgjob.limits l on l.queue = d.queue"
-		" cross join lateral pgjob.limit_waiting(coalesce(d.queue,"
-		"  l.queue)) w"
-		" order by 1 limit $1",
-		0, 2, p, read_depths, &call);
+		"  o.scheduled, o.unhandled"
+		" from o cross join lateral pgjob.limit_waiting(o.queue) w"
+		" where o.shown"
+		" union all"
+		" select null, sum(due), sum(running), max(oldest), false, "
+		"false,"
+		"  0, 0, 0, 0, 0, null, sum(scheduled), sum(unhandled)"
+		" from o where not shown having count(*) > 0"
+		" order by 1 nulls last",
+		0, 3, p, read_depths, &call);
 	if (timeout_ms > 0)
 		time_limit_end(d);
 	free(k);
+	free(own);
 	return rc;
 }
 
@@ -1427,7 +1487,8 @@ read_dead(const struct db_call *c, const struct db_status *st,
 	struct queue_dead *q = xcalloc((size_t)n + 1, sizeof(*q));
 	for (int i = 0; i < n; i++) {
 		snprintf(q[i].name, sizeof(q[i].name), "%s",
-			 PQgetvalue(res, i, 0));
+			 PQgetisnull(res, i, 0) ? QUEUE_OTHER
+						: PQgetvalue(res, i, 0));
 		q[i].dead = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 	}
 	((queue_dead_fn *)c->cb)(c->arg, st, q, (size_t)n);
@@ -1437,21 +1498,34 @@ read_dead(const struct db_call *c, const struct db_status *st,
 /*
  * Dead rows are read along jobs_dead_idx (where dead, a column generated
  * from the state: schema 27).  The worker runs it once a minute, not per
- * scrape (docs/operations.md).
+ * scrape (docs/operations.md).  As queue_depths(): the configured queues
+ * ($2) each have a row, the others are summed into one with a NULL name.
  */
 int
-queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg)
+queue_dead(struct dbev *d, int max, const char *const *queues, size_t nqueues,
+	   queue_dead_fn *cb, void *arg)
 {
 	char lim[16];
 	snprintf(lim, sizeof(lim), "%d", max);
-	const char *p[] = {lim};
+	char *own = db_text_array(queues, nqueues);
+	const char *p[] = {lim, own};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
-	return dbev_call(d,
-			 "select queue, count(*) from pgjob.jobs"
-			 " where dead group by queue"
-			 " order by 1 limit $1",
-			 0, 1, p, read_dead, &call);
+	int rc = dbev_call(
+		d,
+		"with q as (select queue, count(*) as n,"
+		"  queue = any($2::text[]) and queue <> '" QUEUE_OTHER
+		"' as own"
+		"  from pgjob.jobs where dead group by queue),"
+		" o as (select q.*, own and row_number() over (partition by own"
+		"   order by queue) < $1::int as shown from q)"
+		" select queue, n from o where shown"
+		" union all select null, sum(n) from o where not shown"
+		"  having count(*) > 0"
+		" order by 1 nulls last",
+		0, 2, p, read_dead, &call);
+	free(own);
+	return rc;
 }
 
 static void

@@ -194,7 +194,10 @@ struct queue_finish {
 	const char *result;   /* JSON text or NULL */
 	const char *error;    /* or NULL: keep the last error */
 	int64_t delay_ms;     /* available: run again after this long */
-	int refund;	      /* give the attempt back (shutdown) */
+	int refund;	      /* give the attempt back (shutdown, snooze) */
+	/* A snooze (state available, refund set, no error): counted on the
+	 * row; past QUEUE_MAX_SNOOZES it is written dead instead. */
+	int snooze;
 	/* What the attempt used (sql/012_attempt_usage.sql): wall time and
 	 * CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
 	int64_t wall_ms, cpu_ms, max_rss_kb;
@@ -203,11 +206,18 @@ struct queue_finish {
 	int64_t status;
 };
 
+/* The most snoozes a job may have (docs/handlers.md, "Snoozing"); the
+ * same as text for the statements. */
+#define QUEUE_MAX_SNOOZES   1000
+#define QUEUE_MAX_SNOOZES_S "1000"
+
 /* The ids whose end was written, sorted (borrowed for the call); an end
- * whose id is missing had lost its lease.  Look one up with
- * queue_id_in(). */
+ * whose id is missing had lost its lease.  capped (sorted, a subset of
+ * written): the snoozes written dead, past QUEUE_MAX_SNOOZES.  Look one up
+ * with queue_id_in(). */
 typedef void queue_finish_fn(void *arg, const struct db_status *st,
-			     const int64_t *written, size_t n);
+			     const int64_t *written, size_t n,
+			     const int64_t *capped, size_t ncapped);
 
 /*
  * Writes the nf ends f in one statement, each only where id, token and state
@@ -229,9 +239,12 @@ typedef void queue_renew_fn(void *arg, const struct db_status *st,
 			    const struct queue_renewal *r, size_t n);
 
 /* Extends the lease of every (ids[i], tokens[i]) still held to now() +
- * lease_ms; one renewal per job asked for. */
+ * lease_ms, and names locked_by (host:slot) its holder: a worker that
+ * reconnected on another slot moves its jobs there.  One renewal per job
+ * asked for. */
 int queue_renew(struct dbev *d, const int64_t *ids, const int64_t *tokens,
-		size_t n, int64_t lease_ms, queue_renew_fn *cb, void *arg);
+		size_t n, int64_t lease_ms, const char *locked_by,
+		queue_renew_fn *cb, void *arg);
 
 /* How an sql handler's transaction ended. */
 enum queue_sql_end {
@@ -252,9 +265,14 @@ typedef void queue_sql_fn(void *arg, enum queue_sql_end end, const char *error);
 int queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		  int64_t timeout_ms, queue_sql_fn *cb, void *arg);
 
+/* The name that queue_depths() and queue_dead() give the sum of the queues
+ * that are not configured (docs/operations.md, "Metrics"). */
+#define QUEUE_OTHER "(other)"
+
 /* One queue's depth across the cluster. */
 struct queue_depth {
 	char name[64];
+	bool other; /* the sum of the queues not configured (QUEUE_OTHER) */
 	int64_t due, running;
 	int64_t oldest_due_ms; /* age of the oldest due job */
 	/* Flow control: whether it has a row in pgjob.limits, is paused,
@@ -270,12 +288,17 @@ struct queue_depth {
 };
 typedef void queue_depths_fn(void *arg, const struct db_status *st,
 			     const struct queue_depth *q, size_t n);
-/* The depth of every queue with unfinished jobs or limits, at most max of
- * them, by name; kinds[0..nkinds) are the kinds this instance handles.
- * timeout_ms > 0 stops the read after that long (SQLSTATE 57014). */
-int queue_depths(struct dbev *d, int max, const char *const *kinds,
-		 size_t nkinds, int64_t timeout_ms, queue_depths_fn *cb,
-		 void *arg);
+/*
+ * The depth of every queue with unfinished jobs or limits, at most max
+ * rows: one per queue of queues[0..nqueues) (the configured ones, at most
+ * max - 1, by name), then one (other set, named QUEUE_OTHER) that sums
+ * every other queue, if there is any; kinds[0..nkinds) are the kinds this
+ * instance handles.  timeout_ms > 0 stops the read after that long
+ * (SQLSTATE 57014).
+ */
+int queue_depths(struct dbev *d, int max, const char *const *queues,
+		 size_t nqueues, const char *const *kinds, size_t nkinds,
+		 int64_t timeout_ms, queue_depths_fn *cb, void *arg);
 
 /* Dead jobs of one queue. */
 struct queue_dead {
@@ -284,8 +307,10 @@ struct queue_dead {
 };
 typedef void queue_dead_fn(void *arg, const struct db_status *st,
 			   const struct queue_dead *q, size_t n);
-/* Dead jobs per queue, at most max queues, by name. */
-int queue_dead(struct dbev *d, int max, queue_dead_fn *cb, void *arg);
+/* Dead jobs per queue, at most max rows, as queue_depths(): the configured
+ * queues each, the others summed under QUEUE_OTHER. */
+int queue_dead(struct dbev *d, int max, const char *const *queues,
+	       size_t nqueues, queue_dead_fn *cb, void *arg);
 
 /* Workflows (docs/workflows.md): running now, and done and failed since
  * the schema was made, pruned ones included. */

@@ -22,22 +22,42 @@ failed(PGconn *conn, PGresult *res, const char *what, char **err)
 	return -1;
 }
 
-/* The lowest free slot 1..max_slots, 0 when every one is taken, or -1 on a
- * database error (*err set). */
+/*
+ * The slot prev (a reconnecting worker's last one) if it is free, else the
+ * lowest free slot 1..max_slots; 0 when every one is taken, or -1 on a
+ * database error (*err set).  Keeping its slot keeps a worker's name
+ * (host:slot) on the jobs it holds across a reconnect; when the slot still
+ * changes, the next renewal moves them (queue_renew()).
+ */
 static int
-slot_acquire(PGconn *conn, int64_t lock_class, int max_slots, char **err)
+slot_acquire(PGconn *conn, int64_t lock_class, int max_slots, int prev,
+	     char **err)
 {
-	char cls[24], max[16];
+	char cls[24], max[16], pr[16];
 	snprintf(cls, sizeof(cls), "%lld", (long long)lock_class);
 	snprintf(max, sizeof(max), "%d", max_slots);
+	snprintf(pr, sizeof(pr), "%d", prev);
+	PGresult *res;
+	if (prev > 0 && prev <= max_slots) {
+		const char *pp[] = {cls, pr};
+		res = PQexecParams(conn,
+				   "select pg_try_advisory_lock($1::int,"
+				   " $2::int)",
+				   2, NULL, pp, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			return failed(conn, res, "taking a slot", err);
+		int got = PQntuples(res) && *PQgetvalue(res, 0, 0) == 't';
+		PQclear(res);
+		if (got)
+			return prev;
+	}
 	const char *p[] = {cls, max};
 	/* The filter runs row by row in order and LIMIT stops at the first
 	 * lock taken, so at most one slot is locked: the lowest free one. */
-	PGresult *res =
-		PQexecParams(conn,
-			     "select n from generate_series(1, $2::int) n"
-			     " where pg_try_advisory_lock($1::int, n) limit 1",
-			     2, NULL, p, NULL, NULL, 0);
+	res = PQexecParams(conn,
+			   "select n from generate_series(1, $2::int) n"
+			   " where pg_try_advisory_lock($1::int, n) limit 1",
+			   2, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return failed(conn, res, "taking a slot", err);
 	int slot = PQntuples(res) ? atoi(PQgetvalue(res, 0, 0)) : 0;
@@ -141,7 +161,8 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 		return PQstatus(conn) == CONNECTION_OK ? EXIT_CONFIG : -1;
 	*slot = FAILPOINT(FP_SLOT_LOCK)
 			? (*err = xstrdup("taking a slot: failpoint"), -1)
-			: slot_acquire(conn, w->lock_class, w->max_slots, err);
+			: slot_acquire(conn, w->lock_class, w->max_slots,
+				       w->prev_slot, err);
 	if (*slot < 0)
 		return -1;
 	if (*slot == 0) {

@@ -271,8 +271,13 @@ child_main(void *arg)
 	for (int sig = 1; sig < NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			sigaction(sig, &dfl, NULL); /* glibc's own: EINVAL */
-	if (setpgid(0, 0) < 0)
-		child_fail(a, "setpgid");
+	/* A session of its own, and so a process group of its own (the
+	 * group the worker and the supervisor kill): no controlling
+	 * terminal, so that a command, even one run as another user, cannot
+	 * reach the terminal pgjobd was started from (TIOCSTI injects
+	 * keystrokes into it; docs/security.md). */
+	if (setsid() < 0)
+		child_fail(a, "setsid");
 	/* The group is known to the supervisor from here on, before the
 	 * command can start anything in it: were the worker to die as
 	 * clone() returns, before it could record the group itself, the
@@ -719,6 +724,7 @@ make_result(struct exec_run *x, int status, const char *what,
 
 	res->outcome = OUTCOME_RETRY;
 	res->retry_in_ms = -1;
+	res->snooze = false;
 	if (!x->why && status >= 0 && WIFEXITED(status)) {
 		switch (WEXITSTATUS(status)) {
 		case 0:
@@ -730,6 +736,8 @@ make_result(struct exec_run *x, int status, const char *what,
 			break;
 		case 75: /* EX_TEMPFAIL */
 			res->retry_in_ms = stdout_retry_in(x);
+			/* With a retry_in it chose when: a snooze. */
+			res->snooze = res->retry_in_ms >= 0;
 			break;
 		}
 	}
@@ -771,9 +779,12 @@ log_attempt(const struct exec_run *x, const char *what, const struct rusage *ru,
 				x->why ? ", " : "", what);
 	else
 		how = xasprintf("%s%s%s -> %s", x->why ? x->why : "",
-				x->why ? ", " : "", what, names[res->outcome]);
+				x->why ? ", " : "", what,
+				res->snooze ? "snooze" : names[res->outcome]);
 	xlog(x,
-	     res->outcome == OUTCOME_DONE || x->stopped ? LOG_INFO : LOG_WARN,
+	     res->outcome == OUTCOME_DONE || x->stopped || res->snooze
+		     ? LOG_INFO
+		     : LOG_WARN,
 	     "%s, wall %lld ms, cpu %lld ms, max rss %ld KiB", how,
 	     (long long)(util_now_ms() - x->start_ms), (long long)cpu,
 	     ru->ru_maxrss);

@@ -877,6 +877,7 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 
 	res->outcome = OUTCOME_RETRY;
 	res->retry_in_ms = -1;
+	res->snooze = false;
 	if (rc != CURLE_OK) {
 		res->error = curl_error_text(x, rc);
 		/* The handler's timeout, not a host that did not answer. */
@@ -904,6 +905,10 @@ make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 		res->retry_in_ms = retry_after(x);
 		if ((status == 429 || status == 503) && res->retry_in_ms > 0)
 			res->throttle_ms = res->retry_in_ms;
+		/* Too many requests, or unavailable until then: the server
+		 * said when to come back (RFC 9110, 10.2.3), a snooze. */
+		res->snooze = (status == 429 || status == 503) &&
+			      res->retry_in_ms >= 0;
 	}
 }
 
@@ -929,9 +934,11 @@ log_attempt(const struct http_run *x, CURLcode rc,
 			(long long)(util_now_ms() - x->start_ms));
 		return;
 	}
-	log_job(res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN, &x->lj,
-		"POST %s: %s -> %s%s%s, wall %lld ms, %zu bytes%s", x->target,
-		status ? what : res->error, names[res->outcome],
+	log_job(res->outcome == OUTCOME_DONE || res->snooze ? LOG_INFO
+							    : LOG_WARN,
+		&x->lj, "POST %s: %s -> %s%s%s, wall %lld ms, %zu bytes%s",
+		x->target, status ? what : res->error,
+		res->snooze ? "snooze" : names[res->outcome],
 		d[0] ? " in " : "", d, (long long)(util_now_ms() - x->start_ms),
 		x->body_total,
 		x->body_total > x->body.len ? " (over 1 MiB: not kept)" : "");

@@ -401,6 +401,7 @@ take(const struct plugin *pl, const struct log_job *lj, int oc,
 	const char *name = pl->p->name ? pl->p->name : pl->conf->symbol;
 
 	res->retry_in_ms = -1;
+	res->snooze = false;
 	if (out->error)
 		pgtext_sanitize(out->error, strlen(out->error));
 	if (oc == PGJOBD_DONE) {
@@ -416,6 +417,10 @@ take(const struct plugin *pl, const struct log_job *lj, int oc,
 			out->result = NULL;
 		}
 	} else if (oc == PGJOBD_RETRY || oc == PGJOBD_FAIL) {
+		/* It chose when, and said nothing failed: a snooze.  With
+		 * an error it is a failure that chose its delay. */
+		res->snooze = oc == PGJOBD_RETRY && out->retry_in_ms >= 0 &&
+			      !out->error;
 		res->outcome =
 			oc == PGJOBD_RETRY ? OUTCOME_RETRY : OUTCOME_DEAD;
 		res->error = out->error
@@ -476,9 +481,11 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	res->measured = true;
 	res->cpu_ms = wall_us < 1000 ? 0 : (cpu_us() - c0) / 1000;
 	res->max_rss_kb = -1; /* the worker's, not the call's */
-	int level = res->outcome == OUTCOME_DONE ? LOG_INFO : LOG_WARN;
+	int level = res->outcome == OUTCOME_DONE || res->snooze ? LOG_INFO
+								: LOG_WARN;
 	const char *name = pl->p->name ? pl->p->name : pl->conf->symbol;
 	long long wall = (long long)(wall_us / 1000);
 	log_job(level, &lj, "plugin %s -> %s, wall %lld ms, cpu %lld ms", name,
-		names[res->outcome], wall, (long long)res->cpu_ms);
+		res->snooze ? "snooze" : names[res->outcome], wall,
+		(long long)res->cpu_ms);
 }

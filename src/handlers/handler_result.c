@@ -14,6 +14,7 @@ handler_result_clear(struct handler_result *r)
 	r->result = NULL;
 	r->error = NULL;
 	r->retry_in_ms = -1;
+	r->snooze = false;
 	r->throttle_ms = 0;
 	r->measured = false;
 	r->cpu_ms = -1;

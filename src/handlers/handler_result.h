@@ -15,6 +15,11 @@ struct handler_result {
 	char *result;	     /* JSON text or NULL; owned */
 	char *error;	     /* message or NULL; owned */
 	int64_t retry_in_ms; /* -1: the worker's backoff decides */
+	/* With OUTCOME_RETRY: the handler asked for the job to run again
+	 * after retry_in_ms, and nothing failed (docs/handlers.md,
+	 * "Snoozing"): the attempt is given back, last_error is left as it
+	 * was, and the snooze is counted instead, up to a cap. */
+	bool snooze;
 	/* > 0: the server asked every caller to wait this long (an http
 	 * 429 or 503 with Retry-After): an adaptive queue throttles. */
 	int64_t throttle_ms;

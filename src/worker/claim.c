@@ -115,7 +115,8 @@ cycle_done(struct worker *w)
 }
 
 static void
-on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n)
+on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n,
+	const int64_t *capped, size_t ncapped)
 {
 	struct ends *e = arg;
 	struct worker *w = e->w;
@@ -125,7 +126,7 @@ on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n)
 	snprintf(what, sizeof(what), "writing %zu job ends", e->n);
 	if (st->answered)
 		conn_ok(w, st, what);
-	held_written(w, e->held, e->n, st, written, n);
+	held_written(w, e->held, e->n, st, written, n, capped, ncapped);
 	free(e);
 }
 
@@ -354,7 +355,7 @@ sweep_timed_out(struct worker *w, int64_t limit_ms)
 
 static void
 on_given_back(void *arg, const struct db_status *st, const int64_t *written,
-	      size_t n)
+	      size_t n, const int64_t *capped, size_t ncapped)
 {
 	cycle_done(arg);
 }

@@ -89,8 +89,6 @@ decide(struct held *h)
 	struct handler_result *r = &h->res;
 	const struct handler_conf *hc = h->job.handler;
 	int max = h->job.max_attempts;
-	char dur[32];
-	struct log_job l = held_log(h);
 
 	h->fin = (struct queue_finish){.id = h->job.id,
 				       .token = h->job.lease_token,
@@ -110,6 +108,17 @@ decide(struct held *h)
 		h->fin.state = JOB_DONE;
 		return;
 	}
+	/* A snooze gives the attempt back and leaves last_error alone: it
+	 * is not a failure, whatever max_attempts says.  The database counts
+	 * it, and past the cap writes it dead (queue_finish()). */
+	if (r->outcome == OUTCOME_RETRY && r->snooze && r->retry_in_ms >= 0) {
+		h->fin.state = JOB_AVAILABLE;
+		h->fin.snooze = 1;
+		h->fin.refund = 1;
+		h->fin.error = NULL;
+		h->fin.delay_ms = r->retry_in_ms;
+		return;
+	}
 	/* A failure keeps its status with its attempt (the done path
 	 * sends none: sql/013_attempts.sql). */
 	if (r->has_status)
@@ -118,8 +127,6 @@ decide(struct held *h)
 	int failed = h->job.attempt - h->job.lost_attempts;
 	if (r->outcome == OUTCOME_DEAD || failed >= max) {
 		h->fin.state = JOB_DEAD;
-		log_job(LOG_WARN, &l, "dead after %d failed attempts of %d: %s",
-			failed, max, r->error ? r->error : "(no error text)");
 		return;
 	}
 	h->fin.state = JOB_AVAILABLE;
@@ -129,9 +136,41 @@ decide(struct held *h)
 			: backoff_job_delay(hc->backoff.base_ms,
 					    hc->backoff.max_ms, h->job.attempt,
 					    backoff_random());
-	log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
-		duration_format(h->fin.delay_ms, dur, sizeof(dur)),
-		r->error ? r->error : "(no error text)");
+}
+
+/*
+ * The line of a failed attempt's end, once the database took it: before,
+ * it could be the end of a job that another worker now holds (this one
+ * was frozen past its lease), which is not this worker's to retry or to
+ * declare dead; that one logs the lease loss alone (held_written()).
+ */
+static void
+log_end(struct held *h, int capped)
+{
+	const char *err = h->fin.error ? h->fin.error : "(no error text)";
+	/* A snooze's reason, which is not written as an error. */
+	const char *why = h->res.error ? h->res.error : "the handler asked";
+	struct log_job l = held_log(h);
+	char dur[32];
+
+	if (h->release)
+		return;
+	if (h->fin.snooze && capped)
+		log_job(LOG_WARN, &l,
+			"dead: snoozed %d times, the most a job may (%s)",
+			QUEUE_MAX_SNOOZES, why);
+	else if (h->fin.snooze)
+		log_job(LOG_INFO, &l, "snoozed, next run in %s (%s)",
+			duration_format(h->fin.delay_ms, dur, sizeof(dur)),
+			why);
+	else if (h->fin.state == JOB_DEAD)
+		log_job(LOG_WARN, &l, "dead after %d failed attempts of %d: %s",
+			h->job.attempt - h->job.lost_attempts,
+			h->job.max_attempts, err);
+	else if (h->fin.state == JOB_AVAILABLE)
+		log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
+			duration_format(h->fin.delay_ms, dur, sizeof(dur)),
+			err);
 }
 
 /* Counts the handler's run time. */
@@ -168,12 +207,14 @@ static void
 count_end(struct held *h, enum job_state state, int written)
 {
 	struct lease_totals *t = &h->w->ended;
+	/* A snooze that stayed one is neither failed nor retried: it
+	 * would count in the failure rate (docs/operations.md). */
+	int retried = state == JOB_AVAILABLE && !h->release && !h->fin.snooze;
 	if (written && state == JOB_DONE)
 		t->done++;
-	else if (written &&
-		 (state == JOB_DEAD || (state == JOB_AVAILABLE && !h->release)))
+	else if (written && (state == JOB_DEAD || retried))
 		t->failed++;
-	if (written && state == JOB_AVAILABLE && !h->release)
+	if (written && retried)
 		t->retried++;
 	if (!h->sk)
 		return;
@@ -183,7 +224,7 @@ count_end(struct held *h, enum job_state state, int written)
 		stats_add(&h->sk->done, 1);
 	else if (state == JOB_DEAD)
 		stats_add(&h->sk->dead, 1);
-	else if (state == JOB_AVAILABLE && !h->release)
+	else if (retried)
 		stats_add(&h->sk->retried, 1);
 	/* Also in retried or dead: the timeouts apart. */
 	if (written && h->res.timed_out && state != JOB_DONE)
@@ -466,7 +507,7 @@ write_failed(struct worker *w, struct held *h, size_t n,
 void
 held_written(struct worker *w, struct held **held, size_t n,
 	     const struct db_status *st, const int64_t *written,
-	     size_t nwritten)
+	     size_t nwritten, const int64_t *capped, size_t ncapped)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct held *h = held[i];
@@ -475,16 +516,20 @@ held_written(struct worker *w, struct held **held, size_t n,
 			continue;
 		}
 		int ok = queue_id_in(written, nwritten, h->job.id);
+		int cap = ok && h->fin.snooze &&
+			  queue_id_in(capped, ncapped, h->job.id);
 		struct log_job l = held_log(h);
-		count_end(h, h->fin.state, ok);
+		count_end(h, cap ? JOB_DEAD : h->fin.state, ok);
 		if (!ok)
 			log_job(LOG_WARN, &l,
 				"lease lost: the database refused the end of "
 				"this attempt (%s), result discarded",
 				job_state_name(h->fin.state));
-		else
+		else if (h->fin.state == JOB_DONE)
 			log_job(LOG_DEBUG, &l, "%s",
 				job_state_name(h->fin.state));
+		else
+			log_end(h, cap);
 		held_unlink(w, h);
 	}
 }

@@ -243,10 +243,11 @@ void held_unlink(struct worker *w, struct held *h);
 /* A held job's handler has reported: decide how the attempt ends. */
 void held_ended(struct held *h, struct handler_result *res);
 /* The statement that carried the ends of these jobs answered (st; written:
- * the ids the database wrote, sorted). */
+ * the ids the database wrote, sorted; capped: the snoozes among them that
+ * it wrote dead, past the cap). */
 void held_written(struct worker *w, struct held **held, size_t n,
 		  const struct db_status *st, const int64_t *written,
-		  size_t nwritten);
+		  size_t nwritten, const int64_t *capped, size_t ncapped);
 /* Starts the sql job that has waited longest, when the connection is
  * free. */
 void held_sql_next(struct worker *w);

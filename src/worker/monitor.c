@@ -123,6 +123,7 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 		stats_set(&sq->tokens_milli, q[i].tokens_milli);
 		stats_set(&sq->scheduled, q[i].scheduled);
 		stats_set(&sq->unhandled, q[i].unhandled);
+		stats_set(&sq->other, q[i].other);
 	}
 	__atomic_store_n(&s->nqueues, (uint32_t)n, __ATOMIC_RELEASE);
 	stats_set(&s->queues_at_ms, util_now_ms());
@@ -202,17 +203,24 @@ send_round(struct worker *w, struct dbev *d)
 {
 	w->reads_on = d;
 	w->depth_sent_ms = util_now_ms();
-	queue_depths(d, STATS_MAX_QUEUES, w->kinds, w->nkinds, DEPTH_TIMEOUT_MS,
-		     on_depths, w);
+	/* The config's queues each have their series; the others, which any
+	 * client that may enqueue can name, are summed into one. */
+	size_t nq = w->cfg->nqueues;
+	const char **names = xcalloc(nq + 1, sizeof(*names));
+	for (size_t i = 0; i < nq; i++)
+		names[i] = w->cfg->queues[i].name;
+	queue_depths(d, STATS_MAX_QUEUES, names, nq, w->kinds, w->nkinds,
+		     DEPTH_TIMEOUT_MS, on_depths, w);
 	queue_workflows(d, on_workflows, w);
 	uint64_t dead = dead_here(w->stats);
 	if (w->dead_rounds == 0 || w->dead_rounds >= DEAD_EVERY ||
 	    (dead != w->dead_seen && w->dead_rounds >= DEAD_AFTER)) {
-		queue_dead(d, STATS_MAX_QUEUES, on_dead, w);
+		queue_dead(d, STATS_MAX_QUEUES, names, nq, on_dead, w);
 		w->dead_seen = dead;
 		w->dead_rounds = 0;
 	}
 	w->dead_rounds++;
+	free(names);
 	schedule_round(d, w->cfg->lease_ms, on_ticks, w);
 }
 

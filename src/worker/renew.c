@@ -95,7 +95,8 @@ renew_all(struct worker *w)
 	struct renewal *rn = xcalloc(1, sizeof(*rn));
 	rn->w = w;
 	rn->sent_ms = util_now_ms();
-	queue_renew(w->db, ids, tokens, n, w->cfg->lease_ms, on_renew, rn);
+	queue_renew(w->db, ids, tokens, n, w->cfg->lease_ms, w->locked_by,
+		    on_renew, rn);
 	free(ids);
 	free(tokens);
 }

@@ -130,13 +130,13 @@ test_retries_and_exit_codes(void **state)
 	t_wait_state(c, d, "dead", 30);
 	t_assert_job_has(c, d, "attempts || '|' || last_error",
 			 "1|exit status 65", "bad data");
-	/* exit 75 with retry_in: back to available, due in 10 minutes. */
-	t_wait_until(
-		c, 30,
-		"select attempts = 1 and state = 'available' and run_at > "
-		"now() + interval '9 minutes' from pgjob.all_jobs where id = "
-		"%lld",
-		r);
+	/* exit 75 with retry_in: a snooze, back to available, due in 10
+	 * minutes, the attempt given back and no error written. */
+	t_wait_until(c, 30,
+		     "select attempts = 0 and snoozes = 1 and state = "
+		     "'available' and last_error is null and run_at > now() + "
+		     "interval '9 minutes' from pgjob.jobs where id = %lld",
+		     r);
 	/* exit 3: retried after 2s, then 4s (less up to 25 % jitter: the
 	 * waits left, read a little later, are at most that and not much
 	 * less), then dead after max_attempts 3. */

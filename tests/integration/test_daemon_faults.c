@@ -282,11 +282,21 @@ test_sigstop_past_lease(void **state)
 {
 	char *ci = t_db_migrated("t_fault_sigstop");
 	PGconn *c = t_connect(ci);
-	pid_t p = t_start("sigstop", ci, "workers: 2\nlease: 2s\nhandlers:\n%s",
-			  slow_handler);
+	char mark[512];
+	snprintf(mark, sizeof(mark), "%s/sigstop.started", t_tmpdir());
+	unlink(mark);
+	pid_t p = t_start("sigstop", ci,
+			  "workers: 2\nlease: 2s\nhandlers:\n"
+			  "  slow: { type: exec, command: [\"/bin/sh\", \"-c\","
+			  " \"touch %s; sleep 2; echo '{\\\"ok\\\": 1}'\"] }\n",
+			  mark);
 	t_wait_workers(c, 2, 30);
 	long long id = t_long(c, "select pgjob.enqueue('slow')");
 	t_wait_state(c, id, "running", 30);
+	/* Its handler started: "running" is the claim's commit, and a worker
+	 * stopped before it read the claim's answer never knew it held the
+	 * job, and has no lease to lose (CI once stopped it there). */
+	t_wait_file(mark, 30);
 	pid_t w = t_holder_pid(c, id);
 	kill(w, SIGSTOP);
 	/* The other worker takes the job over once the lease expired, with
@@ -562,11 +572,11 @@ test_lost_attempts_do_not_retire(void **state)
 }
 
 /*
- * A job that fails with a retry delay of 0 is claimed again by the same
- * worker at once, often while a renewal for its old lease token is in
- * flight.  That renewal's answer (not renewed: the token moved on) used
- * to be matched by job id alone and stopped the new attempt as "lease
- * lost".
+ * A job that snoozes with a retry delay of 0 (fewer times than the cap on
+ * snoozes, docs/handlers.md) is claimed again by the same worker at once, often
+ * while a renewal for its old lease token is in flight.  That renewal's answer
+ * (not renewed: the token moved on) used to be matched by job id alone and
+ * stopped the new attempt as "lease lost".
  */
 static void
 test_stale_renewal_answer(void **state)
@@ -578,7 +588,7 @@ test_stale_renewal_answer(void **state)
 		"stalerenew", ci,
 		"workers: 1\nlease: 1s\nhandlers:\n"
 		"  k: { type: exec, max_attempts: 100000, command:"
-		" [\"/bin/sh\", \"-c\", \"[ $PGJOB_ATTEMPT -gt 1500 ] && "
+		" [\"/bin/sh\", \"-c\", \"[ $PGJOB_LEASE_TOKEN -gt 900 ] && "
 		"exit 0; echo '{\\\"retry_in\\\": 0}'; exit 75\"] }\n");
 	t_wait_state(c, id, "done", 120);
 	assert_int_equal(t_log_count("stalerenew", "lease lost"), 0);

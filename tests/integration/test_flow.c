@@ -710,9 +710,10 @@ test_adaptive_throttle(void **state)
 		 port);
 	const char *cfg = t_config("adaptive", ci, body);
 	pid_t p = t_daemon(cfg, 0, "adaptive");
-	long long id = t_long(c, "select pgjob.enqueue('call', '{}', 'api')");
-	t_wait_state(c, id, "dead", 20);
-	t_wait_until(c, 5,
+	/* Its 503 with Retry-After is a snooze (docs/handlers.md): it comes
+	 * back after the throttle, which is what is checked here. */
+	t_exec(c, "select pgjob.enqueue('call', '{}', 'api')");
+	t_wait_until(c, 20,
 		     "select throttled_until is not null from pgjob.limits"
 		     " where queue = 'api'");
 	t_exec(c, "select pgjob.enqueue('other', '{}', 'api') from"
@@ -724,7 +725,7 @@ test_adaptive_throttle(void **state)
 	/* None of them started before the server's two seconds were up. */
 	t_assert_value(
 		c, "t",
-		"select min(s.at) >= (select a.at + interval '1900 ms'"
+		"select min(s.at) >= (select min(a.at) + interval '1900 ms'"
 		" from t_starts a join pgjob.all_jobs j on j.id = a.id"
 		" where j.kind = 'call') from t_starts s join"
 		" pgjob.all_jobs j on j.id = s.id where j.kind = 'other'");

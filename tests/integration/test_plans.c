@@ -58,7 +58,7 @@ static const struct {
 	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '{x}',"
 	 " '{0,100}', '{f,f}', true, '{1,1}', '{1,1}', '{1,1}',"
 	 " '{-1,1}', 0, '{t,f}', '{1,0}', '{0,1}', 1, 1"},
-	{"pgjob_renew", "'{1,2}', '{1,1}', 30000"},
+	{"pgjob_renew", "'{1,2}', '{1,1}', 30000, 'h:1'"},
 	/* The prune of finished jobs, a duty's (prune.c). */
 	{"prune_jobs", "NULL, 604800000, 10000"},
 	/* Not the worker's: the control (JOIN). */

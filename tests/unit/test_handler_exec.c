@@ -223,6 +223,8 @@ check_retry_in(const char *value, int64_t want)
 	run_mode("retry_in", value, 10000, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_int_equal(o.res.retry_in_ms, want);
+	/* A readable retry_in is a snooze; without one, a failure. */
+	assert_int_equal(o.res.snooze, want >= 0);
 	assert_string_equal(o.res.error, "exit status 75");
 	assert_null(o.res.result);
 	handler_result_clear(&o.res);

@@ -282,6 +282,17 @@ test_2xx(void **state)
 	check_done("/big", NULL); /* a JSON string, but over 1 MiB */
 }
 
+/* Whether path's answer is a snooze: a 429 or 503 with a Retry-After. */
+static void
+check_snooze(const char *path, bool snooze)
+{
+	struct outcome o = {0};
+
+	run_path(path, 10000, &o);
+	assert_int_equal(o.res.snooze, snooze);
+	handler_result_clear(&o.res);
+}
+
 /* path ends in outcome with error and retry_in_ms. */
 static void
 check(const char *path, enum handler_outcome outcome, const char *error,
@@ -324,6 +335,10 @@ test_retry_after(void **state)
 
 	check("/retry-after/7", OUTCOME_RETRY, "HTTP 503: busy", 7000);
 	check("/retry-after/0", OUTCOME_RETRY, "HTTP 503: busy", 0);
+	check_snooze("/retry-after/7", true);
+	check_snooze("/retry-after-in/30", true);
+	check_snooze("/retry-after-bad", false);
+	check_snooze("/status/500", false);
 	/* An HTTP-date counts from the response's Date (in 1994). */
 	check("/retry-after-date", OUTCOME_RETRY, "HTTP 503: busy", 120000);
 	check("/retry-after-bad", OUTCOME_RETRY, "HTTP 503: busy", -1);

@@ -203,6 +203,8 @@ test_job_fields(void **state)
 			    "id=42 kind=echo_job queue=default attempt=3 "
 			    "token=777 slot=4 len=8 payload={\"x\": 1}");
 	assert_int_equal(o.res.retry_in_ms, 1500);
+	/* A delay with an error: a failure that chose it, not a snooze. */
+	assert_false(o.res.snooze);
 	handler_result_clear(&o.res);
 }
 

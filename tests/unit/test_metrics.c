@@ -568,6 +568,22 @@ test_listen_forms(void **state)
 
 /* ---- the text format ---- */
 
+/* A label value is valid UTF-8 without control characters whatever it
+ * holds: a byte that is not UTF-8 (a name cut inside a character, say) and
+ * a control character read '?', so that one hostile or truncated name
+ * cannot make the whole scrape unparseable. */
+static void
+test_label_sanitised(void **state)
+{
+	struct buf l = {0};
+
+	metrics_label(&l, "queue", "a\r\tb\x1b[2J\xc3\xa9\xc3");
+	metrics_label(&l, "kind", "\xff\xfe\xe2\x82\xac\x7f");
+	assert_string_equal(l.data, "queue=\"a??b?[2J\xc3\xa9?\","
+				    "kind=\"??\xe2\x82\xac?\"");
+	buf_free(&l);
+}
+
 static void
 test_text(void **state)
 {
@@ -1033,6 +1049,7 @@ main(void)
 						teardown),
 		cmocka_unit_test(test_parse_listen),
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_label_sanitised),
 		cmocka_unit_test(test_histogram),
 		cmocka_unit_test(test_bucket),
 		cmocka_unit_test(test_dur_bounds),
