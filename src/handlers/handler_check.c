@@ -242,7 +242,7 @@ handler_check_config(const struct config *c, struct config_errors *errs)
 	for (size_t i = 0; i < c->nhandlers; i++) {
 		const struct handler_conf *h = &c->handlers[i];
 
-		if (h->type == HANDLER_EXEC)
+		if (h->type == HANDLER_EXEC || h->type == HANDLER_PROCESS)
 			check_program(errs, c, "handlers", h->kind, &h->command,
 				      &h->env, h->at_program);
 		else if (h->type == HANDLER_PLUGIN)

@@ -1,0 +1,318 @@
+/*
+ * Process handlers (docs/handlers.md, "process"): long-running programs
+ * that speak protocol 1 on their standard streams, here the Python client
+ * (clients/python) running tests/fixtures/process/handlers.py, against the
+ * real daemon and database.  Faults kill the program, hang it and make it
+ * write garbage; the worker must survive each and the job run again.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "testlib.h"
+
+/* The handler entry for kind: the fixture program, with extra YAML. */
+static char *
+handler(const char *kind, const char *extra)
+{
+	return xasprintf("  %s: { type: process, command: [\"python3\", "
+			 "\"%s\"], env: [\"PYTHONPATH=%s\", \"MARKS=%s\"]%s%s "
+			 "}\n",
+			 kind, t_src("tests/fixtures/process/handlers.py"),
+			 t_src("clients/python"), t_tmpdir(), extra ? ", " : "",
+			 extra ? extra : "");
+}
+
+/* A config of one worker with the handlers given (NULL-terminated pairs
+ * kind, extra). */
+static pid_t
+start(const char *name, const char *ci, const char *top, ...)
+{
+	va_list ap;
+	struct buf b = {0};
+	const char *kind;
+	pid_t p;
+
+	buf_appendf(&b,
+		    "workers: 1\n%s"
+		    "defaults: { backoff: { base: 100ms, max: 200ms } }\n"
+		    "handlers:\n",
+		    top ? top : "");
+	va_start(ap, top);
+	while ((kind = va_arg(ap, const char *))) {
+		char *h = handler(kind, va_arg(ap, const char *));
+		buf_appendf(&b, "%s", h);
+		free(h);
+	}
+	va_end(ap);
+	p = t_start(name, ci, "%s", b.data);
+	buf_free(&b);
+	return p;
+}
+
+static char *
+mark_path(const char *name)
+{
+	return xasprintf("%s/%s", t_tmpdir(), name);
+}
+
+static void
+unmark(const char *name)
+{
+	char *p = mark_path(name);
+	unlink(p);
+	free(p);
+}
+
+static void
+test_basics(void **state)
+{
+	char *ci = t_db_migrated("t_process_basics");
+	PGconn *c = t_connect(ci);
+	long long n = t_long(c, "select pgjob.enqueue('noop', '{\"n\": 7}')");
+	long long f = t_long(c, "select pgjob.enqueue('fail', '{\"n\": 3}')");
+	long long s = t_long(c, "select pgjob.enqueue('snooze')");
+	long long g = t_long(c, "select pgjob.enqueue('progress')");
+	pid_t p = start("basics", ci, "log: { level: debug }\n", "noop", NULL,
+			"fail", "max_attempts: 1", "snooze", NULL, "progress",
+			NULL, NULL);
+
+	t_wait_state(c, n, "done", 30);
+	t_assert_job(c, n, "result->>'n'", "7");
+	/* An exception: its message first, then the traceback. */
+	t_wait_state(c, f, "dead", 30);
+	t_assert_job_has(c, f, "last_error", "ValueError: bad input 3",
+			 "Traceback (most recent call last)", "handlers.py");
+	/* A snooze: back to available, due in ten minutes. */
+	t_wait_until(c, 30,
+		     "select state = 'available' and run_at > now() + "
+		     "interval '9 minutes' from pgjob.all_jobs where id = %lld",
+		     s);
+	t_assert_job_has(c, s, "last_error", "snoozed for 10m");
+	t_wait_state(c, g, "done", 30);
+	t_wait_log("basics", "progress {\\\"done\\\":1,\\\"of\\\":2}", 1, 10);
+	/* stderr (print()) reached the log with the job's context. */
+	char *needle = xasprintf("job=%lld kind=fail", f);
+	t_wait_log("basics", needle, 1, 10);
+	t_wait_log("basics", "about to fail job", 1, 10);
+	free(needle);
+	/* A drain ends the copies with a shutdown message: they exit by
+	 * themselves (the fixture marks a clean end). */
+	char *pid = t_job(c, n, "result->>'pid'");
+	char *name = xasprintf("shutdown.%s", pid);
+	unmark(name);
+	t_stop_clean(p);
+	char *path = mark_path(name);
+	t_wait_file(path, 10);
+	assert_int_equal(t_log_count("basics", "sending SIGTERM"), 0);
+	free(path);
+	free(name);
+	free(pid);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_asyncio_concurrency(void **state)
+{
+	char *ci = t_db_migrated("t_process_together");
+	PGconn *c = t_connect(ci);
+	for (int i = 0; i < 4; i++)
+		t_exec(c, "select pgjob.enqueue('together', '{\"n\": 4}')");
+	pid_t p = start("together", ci, NULL, "together",
+			"copies: 1, concurrency: 4", NULL);
+	/* Each job waits until all four are in flight at once, in one copy:
+	 * one process. */
+	t_wait_done(c, 4, 60);
+	t_assert_value(c, "1",
+		       "select count(distinct result->>'pid') from "
+		       "pgjob.all_jobs");
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_killed_mid_job(void **state)
+{
+	char *ci = t_db_migrated("t_process_killed");
+	PGconn *c = t_connect(ci);
+	unmark("crashy.pid");
+	long long id = t_long(c, "select pgjob.enqueue('crashy')");
+	pid_t p = start("killed", ci, NULL, "crashy", NULL, NULL);
+	char *path = mark_path("crashy.pid");
+	pid_t copy = t_pid_in_file(path, 30);
+	pid_t worker = t_holder_pid(c, id);
+	kill(copy, SIGKILL);
+	/* The attempt ends as failed and runs again, in a new copy. */
+	t_wait_state(c, id, "done", 30);
+	t_assert_job(c, id, "attempts", "2");
+	t_assert_value(c, "killed by signal 9",
+		       "select substring(error from 'killed by signal 9') "
+		       "from pgjob.attempts where job_id = %lld and "
+		       "attempt = 1",
+		       id);
+	char *pid = t_job(c, id, "result->>'pid'");
+	assert_int_not_equal(atoi(pid), copy);
+	/* The same worker throughout. */
+	assert_true(t_alive(worker));
+	t_assert_value(c, "1", "select count(*) from pgjob.workers");
+	free(pid);
+	free(path);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_timeouts(void **state)
+{
+	char *ci = t_db_migrated("t_process_timeout");
+	PGconn *c = t_connect(ci);
+	unmark("hang_sync.pid");
+	unmark("hang_async.pid");
+	unmark("hang_async.cancel");
+	long long hs = t_long(c, "select pgjob.enqueue('hang_sync')");
+	long long ha = t_long(c, "select pgjob.enqueue('hang_async')");
+	pid_t p = start("timeout", ci, NULL, "hang_sync", "timeout: 1s",
+			"hang_async", "timeout: 1s", NULL);
+	char *sp = mark_path("hang_sync.pid"),
+	     *ap = mark_path("hang_async.pid");
+	pid_t scopy = t_pid_in_file(sp, 30);
+	pid_t acopy = t_pid_in_file(ap, 30);
+	pid_t worker = t_holder_pid(c, hs);
+
+	/* A coroutine gets the cancel and ends: its copy stays. */
+	t_wait_state(c, ha, "done", 30);
+	char *cancel = mark_path("hang_async.cancel");
+	char *reason = t_read_file(cancel);
+	assert_non_null(reason);
+	assert_string_equal(reason, "timeout");
+	char *pid = t_job(c, ha, "result->>'pid'");
+	assert_int_equal(atoi(pid), acopy);
+	t_assert_value(c, "t",
+		       "select error like 'timed out after 1s%%' from "
+		       "pgjob.attempts where job_id = %lld and attempt = 1",
+		       ha);
+	/* A thread cannot be cancelled: a second later its copy is killed,
+	 * and the job runs again in a new one. */
+	t_wait_state(c, hs, "done", 30);
+	t_assert_value(c, "t",
+		       "select error like 'timed out after 1s; its process "
+		       "handler was killed%%' from pgjob.attempts where "
+		       "job_id = %lld and attempt = 1",
+		       hs);
+	t_wait_gone(scopy, 10);
+	t_wait_log("timeout", "still running 1s after its cancel", 1, 10);
+	assert_true(t_alive(worker));
+	free(pid);
+	free(reason);
+	free(cancel);
+	free(sp);
+	free(ap);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_malformed_reply(void **state)
+{
+	char *ci = t_db_migrated("t_process_garbage");
+	PGconn *c = t_connect(ci);
+	unmark("garbage.pid");
+	long long id = t_long(c, "select pgjob.enqueue('garbage')");
+	pid_t p = start("garbage", ci, NULL, "garbage", NULL, NULL);
+	char *path = mark_path("garbage.pid");
+	pid_t copy = t_pid_in_file(path, 30);
+	pid_t worker = t_holder_pid(c, id);
+
+	t_wait_state(c, id, "done", 30);
+	t_assert_job(c, id, "attempts", "2");
+	t_assert_value(c, "t",
+		       "select error like 'process handler ended: protocol "
+		       "violation: a line that is not one JSON object%%' "
+		       "from pgjob.attempts where job_id = %lld and "
+		       "attempt = 1",
+		       id);
+	t_wait_gone(copy, 10);
+	assert_true(t_alive(worker));
+	free(path);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_cancel_reaches_it(void **state)
+{
+	char *ci = t_db_migrated("t_process_cancel");
+	PGconn *c = t_connect(ci);
+	struct t_run r;
+	char ids[32];
+	unmark("hang_async.pid");
+	unmark("hang_async.cancel");
+	long long id = t_long(c, "select pgjob.enqueue('hang_async')");
+	pid_t p = start("cancel", ci, "lease: 3s\n", "hang_async", NULL, NULL);
+	char *path = mark_path("hang_async.pid");
+	t_pid_in_file(path, 30);
+	snprintf(ids, sizeof(ids), "%lld", id);
+	t_pgjob(&r, ci, "cancel", ids, NULL);
+	assert_int_equal(r.status, 0);
+	t_run_free(&r);
+	/* At its next renewal the worker sees it and tells the copy. */
+	char *cancel = mark_path("hang_async.cancel");
+	t_wait_file(cancel, 30);
+	char *reason = t_read_file(cancel);
+	assert_string_equal(reason, "cancelled");
+	t_assert_job(c, id, "state", "cancelled");
+	free(reason);
+	free(cancel);
+	free(path);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_drain_finishes_jobs(void **state)
+{
+	char *ci = t_db_migrated("t_process_drain");
+	PGconn *c = t_connect(ci);
+	unmark("slow.started");
+	long long id = t_long(c, "select pgjob.enqueue('slow', '{\"s\": 1}')");
+	pid_t p = start("drain", ci, NULL, "slow", NULL, NULL);
+	char *path = mark_path("slow.started");
+	pid_t copy = t_pid_in_file(path, 30);
+	/* SIGTERM while it runs: the job finishes, then the copy is told to
+	 * shut down, and pgjobd exits 0. */
+	t_stop_clean(p);
+	t_assert_job(c, id, "state", "done");
+	t_wait_gone(copy, 5);
+	char *name = xasprintf("%s/shutdown.%d", t_tmpdir(), (int)copy);
+	char *clean = t_read_file(name);
+	assert_non_null(clean);
+	free(clean);
+	free(name);
+	free(path);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_basics),
+		cmocka_unit_test(test_asyncio_concurrency),
+		cmocka_unit_test(test_killed_mid_job),
+		cmocka_unit_test(test_timeouts),
+		cmocka_unit_test(test_malformed_reply),
+		cmocka_unit_test(test_cancel_reaches_it),
+		cmocka_unit_test(test_drain_finishes_jobs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
