@@ -628,6 +628,7 @@ answer(struct proc_copy *c, struct proc_job *pj, const char *type,
 	maybe_recycle(c);
 	end_job(pj, &r);
 	maybe_shutdown(c);
+	dispatch(c->pool); /* its place is free */
 }
 
 static void

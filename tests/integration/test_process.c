@@ -302,6 +302,53 @@ test_drain_finishes_jobs(void **state)
 	free(ci);
 }
 
+static void
+test_crash_loop(void **state)
+{
+	char *ci = t_db_migrated("t_process_crashloop");
+	PGconn *c = t_connect(ci);
+	long long id = t_long(c, "select pgjob.enqueue('broken')");
+	pid_t p =
+		t_start("crashloop", ci,
+			"workers: 1\n"
+			"defaults: { backoff: { base: 100ms, max: 200ms } }\n"
+			"handlers:\n"
+			"  broken: { type: process, max_attempts: 3, command: "
+			"[\"/bin/sh\", \"-c\", \"echo boom at start >&2; exit "
+			"3\"] }\n");
+	/* A program that dies before its hello fails the job waiting for
+	 * it, with its stderr, each start later than the one before. */
+	t_wait_state(c, id, "dead", 30);
+	t_assert_job_has(c, id, "last_error",
+			 "process handler could not start: exit status 3: "
+			 "boom at start");
+	t_wait_log("crashloop", "crash loop: its program ended 3 times", 1, 10);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_recycled_after_max_jobs(void **state)
+{
+	char *ci = t_db_migrated("t_process_recycle");
+	PGconn *c = t_connect(ci);
+	for (int i = 0; i < 3; i++)
+		t_exec(c, "select pgjob.enqueue('noop')");
+	pid_t p = start("recycle", ci, NULL, "noop", "copies: 1, max_jobs: 2",
+			NULL);
+	/* One copy at a time, two jobs each: two processes for three
+	 * jobs. */
+	t_wait_done(c, 3, 30);
+	t_assert_value(c, "2",
+		       "select count(distinct result->>'pid') from "
+		       "pgjob.all_jobs");
+	t_wait_log("recycle", "recycled after 2 jobs", 1, 10);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -313,6 +360,8 @@ main(void)
 		cmocka_unit_test(test_malformed_reply),
 		cmocka_unit_test(test_cancel_reaches_it),
 		cmocka_unit_test(test_drain_finishes_jobs),
+		cmocka_unit_test(test_crash_loop),
+		cmocka_unit_test(test_recycled_after_max_jobs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
