@@ -312,3 +312,9 @@ handler_set_pgid_table(int32_t *table, int n)
 {
 	handler_exec_set_pgid_table(table, n);
 }
+
+void
+handler_set_crash_counter(uint64_t *counter)
+{
+	handler_process_set_crash_counter(counter);
+}

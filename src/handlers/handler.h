@@ -67,6 +67,9 @@ void handler_fini(void);
  * borrowed (it lives in memory shared with the supervisor); NULL: none.
  */
 void handler_set_pgid_table(int32_t *table, int n);
+/* Where the process handler counts its copies that ended unasked
+ * (borrowed, shared with the supervisor's /metrics); NULL: nowhere. */
+void handler_set_crash_counter(uint64_t *counter);
 
 /*
  * Starts the command of a leased task (its partition, under the lease's

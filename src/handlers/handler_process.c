@@ -139,6 +139,13 @@ struct proc_job {
 static const struct config *cfg;
 static int worker_slot;
 static struct proc_pool *pools; /* one per handler of cfg, by index */
+static uint64_t *crashes;	/* /metrics: pgjobd_process_crashes_total */
+
+void
+handler_process_set_crash_counter(uint64_t *counter)
+{
+	crashes = counter;
+}
 
 static void dispatch(struct proc_pool *p);
 static void copy_kill(struct proc_copy *c, char *why);
@@ -972,6 +979,8 @@ note_failure(struct proc_pool *p, const char *why)
 	char d[32];
 
 	p->fails++;
+	if (crashes)
+		__atomic_add_fetch(crashes, 1, __ATOMIC_RELAXED);
 	delay = (int64_t)BACKOFF_MIN_MS << (p->fails < 8 ? p->fails - 1 : 7);
 	if (delay > BACKOFF_MAX_MS)
 		delay = BACKOFF_MAX_MS;

@@ -6,6 +6,8 @@
 #ifndef PGJOBD_HANDLER_PROCESS_H
 #define PGJOBD_HANDLER_PROCESS_H
 
+#include <stdint.h>
+
 #include "common/job.h"
 #include "handlers/handler_result.h"
 
@@ -16,6 +18,8 @@ struct proc_job;
 /* The protocol version this pgjobd speaks (the hello's "protocol"). */
 #define HANDLER_PROCESS_PROTOCOL 1
 
+/* Where copies that ended unasked are counted (see handler.h). */
+void handler_process_set_crash_counter(uint64_t *counter);
 /* Per worker: cfg is borrowed until handler_process_fini(). */
 void handler_process_init(const struct config *cfg);
 /*

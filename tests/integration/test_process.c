@@ -308,14 +308,16 @@ test_crash_loop(void **state)
 	char *ci = t_db_migrated("t_process_crashloop");
 	PGconn *c = t_connect(ci);
 	long long id = t_long(c, "select pgjob.enqueue('broken')");
-	pid_t p =
-		t_start("crashloop", ci,
-			"workers: 1\n"
-			"defaults: { backoff: { base: 100ms, max: 200ms } }\n"
-			"handlers:\n"
-			"  broken: { type: process, max_attempts: 3, command: "
-			"[\"/bin/sh\", \"-c\", \"echo boom at start >&2; exit "
-			"3\"] }\n");
+	int port = t_free_port();
+	pid_t p = t_start(
+		"crashloop", ci,
+		"workers: 1\n"
+		"metrics: { listen: \"127.0.0.1:%d\" }\n"
+		"defaults: { backoff: { base: 100ms, max: 200ms } }\n"
+		"handlers:\n"
+		"  broken: { type: process, max_attempts: 3, command: "
+		"[\"/bin/sh\", \"-c\", \"echo boom at start >&2; exit 3\"] }\n",
+		port);
 	/* A program that dies before its hello fails the job waiting for
 	 * it, with its stderr, each start later than the one before. */
 	t_wait_state(c, id, "dead", 30);
@@ -323,6 +325,11 @@ test_crash_loop(void **state)
 			 "process handler could not start: exit status 3: "
 			 "boom at start");
 	t_wait_log("crashloop", "crash loop: its program ended 3 times", 1, 10);
+	/* Counted for /metrics. */
+	char *m = t_http_get(port, "/metrics");
+	assert_non_null(m);
+	assert_non_null(strstr(m, "\npgjobd_process_crashes_total 3\n"));
+	free(m);
 	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
