@@ -356,6 +356,77 @@ test_recycled_after_max_jobs(void **state)
 	free(ci);
 }
 
+/* The Node and Ruby clients: done, failed with the message, snooze, and a
+ * copy killed mid-job.  prog: the interpreter; client: the client file. */
+static void
+other_language(const char *db, const char *lang, const char *prog,
+	       const char *fixture, const char *client)
+{
+	char *ci = t_db_migrated(db);
+	PGconn *c = t_connect(ci);
+	char *pidname = xasprintf("%s.crashy.pid", lang);
+	char *pidpath = mark_path(pidname);
+	struct buf b = {0};
+	const char *kinds[] = {"noop", "fail", "snooze", "crashy"};
+
+	unlink(pidpath);
+	long long n = t_long(c, "select pgjob.enqueue('noop', '{\"n\": 5}')");
+	long long f = t_long(c, "select pgjob.enqueue('fail', '{\"n\": 2}')");
+	long long s = t_long(c, "select pgjob.enqueue('snooze')");
+	long long k = t_long(c, "select pgjob.enqueue('crashy')");
+	buf_appendf(&b, "workers: 1\n"
+			"defaults: { backoff: { base: 100ms, max: 200ms } }\n"
+			"handlers:\n");
+	for (size_t i = 0; i < 4; i++)
+		buf_appendf(&b,
+			    "  %s: { type: process, command: [\"%s\", \"%s\"],"
+			    " env: [\"CLIENT=%s\", \"MARKS=%s\"]%s }\n",
+			    kinds[i], prog, t_src(fixture), t_src(client),
+			    t_tmpdir(), i == 1 ? ", max_attempts: 1" : "");
+	pid_t p = t_start(lang, ci, "%s", b.data);
+
+	t_wait_state(c, n, "done", 30);
+	t_assert_job(c, n, "result->>'n'", "5");
+	t_wait_state(c, f, "dead", 30);
+	t_assert_job_has(c, f, "last_error", "bad input 2");
+	t_wait_until(c, 30,
+		     "select state = 'available' and run_at > now() + "
+		     "interval '9 minutes' from pgjob.all_jobs where id = %lld",
+		     s);
+	pid_t copy = t_pid_in_file(pidpath, 30);
+	kill(copy, SIGKILL);
+	t_wait_state(c, k, "done", 30);
+	t_assert_job(c, k, "attempts", "2");
+	t_assert_value(c, "killed by signal 9",
+		       "select substring(error from 'killed by signal 9') "
+		       "from pgjob.attempts where job_id = %lld and "
+		       "attempt = 1",
+		       k);
+	t_wait_log(lang, "about to fail job", 1, 10);
+	t_stop_clean(p);
+	buf_free(&b);
+	free(pidpath);
+	free(pidname);
+	PQfinish(c);
+	free(ci);
+}
+
+static void
+test_node_client(void **state)
+{
+	other_language("t_process_node", "node", "node",
+		       "tests/fixtures/process/handlers.js",
+		       "clients/node/pgjobd-handler.js");
+}
+
+static void
+test_ruby_client(void **state)
+{
+	other_language("t_process_ruby", "ruby", "ruby",
+		       "tests/fixtures/process/handlers.rb",
+		       "clients/ruby/pgjobd_handler.rb");
+}
+
 int
 main(void)
 {
@@ -369,6 +440,8 @@ main(void)
 		cmocka_unit_test(test_drain_finishes_jobs),
 		cmocka_unit_test(test_crash_loop),
 		cmocka_unit_test(test_recycled_after_max_jobs),
+		cmocka_unit_test(test_node_client),
+		cmocka_unit_test(test_ruby_client),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
