@@ -427,6 +427,109 @@ test_ruby_client(void **state)
 		       "clients/ruby/pgjobd_handler.rb");
 }
 
+/* What a copy writes is checked: each violation ends that copy only, and
+ * the job's attempt says which.  A place for every job at once: copies
+ * that keep ending without an answer are restarted ever later. */
+static void
+test_protocol_violations(void **state)
+{
+	static const struct {
+		const char *line, *error;
+	} cases[] = {
+		{"{\"type\":\"done\",\"id\":{id},\"result\":{\"ok\":true}}",
+		 NULL},
+		{"{\"type\":\"done\",\"id\":999999}",
+		 "id 999999 is not a job this copy holds"},
+		{"{\"type\":\"done\"}", "done without a numeric id"},
+		{"{\"type\":\"failed\",\"id\":{id}}",
+		 "failed without an error string"},
+		{"{\"type\":\"failed\",\"id\":{id},\"error\":\"x\","
+		 "\"retry_in\":\"soon\"}",
+		 "retry_in is not seconds or a duration"},
+		{"{\"type\":\"snooze\",\"id\":{id},\"in\":-1}",
+		 "snooze without \"in\" as seconds or a duration"},
+		{"{\"type\":\"bogus\",\"id\":{id}}",
+		 "unknown message type bogus"},
+		{"{\"id\":{id}}", "a message without a type"},
+		{"[1, 2]", "a line that is not one JSON object"},
+		{"{\"type\":\"done\",\"id\":{id}} {}",
+		 "a line that is not one JSON object"},
+		{"{\"type\":\"hello\",\"protocol\":1,\"kinds\":[\"raw\"]}",
+		 "a second hello"},
+	};
+	size_t n = sizeof(cases) / sizeof(cases[0]);
+	long long ids[16], lg, h2, hk, nh;
+	char *ci = t_db_migrated("t_process_protocol");
+	PGconn *c = t_connect(ci);
+	const char *raw = t_src("tests/fixtures/process/raw.py");
+
+	for (size_t i = 0; i < n; i++) {
+		PGresult *r;
+		const char *v[1] = {cases[i].line};
+		r = PQexecParams(c,
+				 "select pgjob.enqueue('raw', "
+				 "jsonb_build_object('line', $1::text))",
+				 1, NULL, v, NULL, NULL, 0);
+		assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+		ids[i] = atoll(PQgetvalue(r, 0, 0));
+		PQclear(r);
+	}
+	lg = t_long(c, "select pgjob.enqueue('raw', '{\"long\": 5000}')");
+	h2 = t_long(c, "select pgjob.enqueue('hello2')");
+	hk = t_long(c, "select pgjob.enqueue('hellokind')");
+	nh = t_long(c, "select pgjob.enqueue('nohello')");
+	pid_t p = t_start(
+		"protocol", ci,
+		"workers: 1\n"
+		"queues: { default: { concurrency: 16 } }\n"
+		"handlers:\n"
+		"  raw: { type: process, command: [python3, \"%s\"],"
+		" max_line_bytes: 1024, max_attempts: 1, copies: 16 }\n"
+		"  hello2: { type: process, max_attempts: 1, command: [python3,"
+		" \"%s\", '{\"type\":\"hello\",\"protocol\":2,\"kinds\":"
+		"[\"hello2\"]}'] }\n"
+		"  hellokind: { type: process, max_attempts: 1, command: "
+		"[python3, \"%s\", '{\"type\":\"hello\",\"protocol\":1,"
+		"\"kinds\":[\"other\"]}'] }\n"
+		"  nohello: { type: process, max_attempts: 1, command: "
+		"[python3,"
+		" \"%s\", '{\"type\":\"done\",\"id\":1}'] }\n",
+		raw, raw, raw, raw);
+
+	t_wait_state(c, ids[0], "done", 30);
+	t_assert_job(c, ids[0], "result::text", "{\"ok\": true}");
+	for (size_t i = 1; i < n; i++) {
+		char *want = xasprintf("process handler ended: protocol "
+				       "violation: %s",
+				       cases[i].error);
+		t_wait_state(c, ids[i], "dead", 30);
+		t_assert_job_has(c, ids[i], "last_error", want);
+		free(want);
+	}
+	t_wait_state(c, lg, "dead", 30);
+	t_assert_job_has(c, lg, "last_error",
+			 "protocol violation: a line longer than "
+			 "max_line_bytes (1024)");
+	t_wait_state(c, h2, "dead", 30);
+	t_assert_job_has(c, h2, "last_error",
+			 "process handler could not start: protocol "
+			 "violation: protocol 2 is not one this pgjobd speaks "
+			 "(1)");
+	t_wait_state(c, hk, "dead", 30);
+	t_assert_job_has(c, hk, "last_error",
+			 "the program does not handle kind hellokind");
+	t_wait_state(c, nh, "dead", 30);
+	t_assert_job_has(c, nh, "last_error", "done before hello");
+	/* One worker throughout. */
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.attempts where outcome = "
+		       "'lost'");
+	assert_int_equal(t_log_count("protocol", "exited with status"), 0);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -440,6 +543,7 @@ main(void)
 		cmocka_unit_test(test_drain_finishes_jobs),
 		cmocka_unit_test(test_crash_loop),
 		cmocka_unit_test(test_recycled_after_max_jobs),
+		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_node_client),
 		cmocka_unit_test(test_ruby_client),
 	};
