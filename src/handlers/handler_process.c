@@ -445,6 +445,8 @@ violation(struct proc_copy *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	msg = xvasprintf(fmt, ap);
 	va_end(ap);
+	/* It may quote what the copy wrote, and goes to the job's error. */
+	pgtext_sanitize(msg, strlen(msg));
 	copy_log(c, LOG_WARN, "protocol violation: %s; ending this copy", msg);
 	copy_kill(c, xasprintf("protocol violation: %s", msg));
 	free(msg);
@@ -1062,13 +1064,14 @@ copy_gone(struct proc_copy *c)
 	if (r < 0)
 		status = -1;
 	c->pid = 0;
+	/* Out of its place first: a hello read now must not bring it jobs. */
+	unlink_copy(c);
 	/* Answers written before it went still count. */
 	if (!c->why)
 		read_fd(c, &c->out_fd, &c->out_w, 4 * READ_ROUNDS);
 	read_fd(c, &c->err_fd, &c->err_w, 4 * READ_ROUNDS);
 	if (c->errlen)
 		err_line(c);
-	unlink_copy(c);
 	what = describe_status(status);
 	tail = tail_text(c);
 	bool crashed = !c->planned;

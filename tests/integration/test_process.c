@@ -458,7 +458,7 @@ test_protocol_violations(void **state)
 		 "a second hello"},
 	};
 	size_t n = sizeof(cases) / sizeof(cases[0]);
-	long long ids[16], lg, h2, hk, nh;
+	long long ids[16], lg, bin, h2, hk, nh;
 	char *ci = t_db_migrated("t_process_protocol");
 	PGconn *c = t_connect(ci);
 	const char *raw = t_src("tests/fixtures/process/raw.py");
@@ -475,6 +475,7 @@ test_protocol_violations(void **state)
 		PQclear(r);
 	}
 	lg = t_long(c, "select pgjob.enqueue('raw', '{\"long\": 5000}')");
+	bin = t_long(c, "select pgjob.enqueue('raw', '{\"binary\": 1}')");
 	h2 = t_long(c, "select pgjob.enqueue('hello2')");
 	hk = t_long(c, "select pgjob.enqueue('hellokind')");
 	nh = t_long(c, "select pgjob.enqueue('nohello')");
@@ -510,6 +511,11 @@ test_protocol_violations(void **state)
 	t_assert_job_has(c, lg, "last_error",
 			 "protocol violation: a line longer than "
 			 "max_line_bytes (1024)");
+	/* Quoted in the error as text PostgreSQL takes. */
+	t_wait_state(c, bin, "dead", 30);
+	t_assert_job_has(c, bin, "last_error",
+			 "protocol violation: a line that is not one JSON "
+			 "object");
 	t_wait_state(c, h2, "dead", 30);
 	t_assert_job_has(c, h2, "last_error",
 			 "process handler could not start: protocol "
