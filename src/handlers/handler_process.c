@@ -46,7 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
 #include <ev.h>
 
 #include "common/config.h"
@@ -55,15 +54,15 @@
 #include "common/pgtext.h"
 #include "common/util.h"
 #include "handlers/handler_exec.h"
+#include "handlers/handler_process_proto.h"
 
 #define KILL_GRACE_MS	  5000
 #define SHUTDOWN_GRACE_MS 5000
 #define TERM_GRACE_MS	  1000
 #define READ_CHUNK	  65536
 #define READ_ROUNDS	  16
-#define STDERR_LINE	  2048	/* longer stderr lines are cut */
-#define STDERR_TAIL	  2048	/* kept for the error of a copy that ended */
-#define ERROR_MAX	  16384 /* of a failed reply's error: its end kept */
+#define STDERR_LINE	  2048 /* longer stderr lines are cut */
+#define STDERR_TAIL	  2048 /* kept for the error of a copy that ended */
 #define BACKOFF_MIN_MS	  250
 #define BACKOFF_MAX_MS	  30000
 #define CRASH_LOOP	  3 /* ends in a row without an answer: logged */
@@ -298,29 +297,6 @@ in_cb(struct ev_loop *loop, ev_io *w, int revents)
 	flush_out(w->data);
 }
 
-/* Queues line (one JSON object, no newline) and a newline. */
-static void
-send_line(struct proc_copy *c, const char *line, size_t len)
-{
-	if (c->in_fd < 0)
-		return;
-	buf_append(&c->wbuf, line, len);
-	buf_append(&c->wbuf, "\n", 1);
-	flush_out(c);
-}
-
-/* s as a JSON string (quoted, escaped); caller frees. */
-static char *
-json_str(const char *s)
-{
-	cJSON *j = cJSON_CreateString(s ? s : "");
-	char *out = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	if (!out)
-		abort();
-	return out;
-}
-
 static int64_t
 wall_ms(void)
 {
@@ -329,48 +305,35 @@ wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Writes what was appended to c->wbuf since from, or drops it when the
+ * copy's stdin is closed. */
+static void
+send_from(struct proc_copy *c, size_t from)
+{
+	if (c->in_fd < 0) {
+		c->wbuf.len = from;
+		if (c->wbuf.data)
+			c->wbuf.data[from] = '\0';
+		return;
+	}
+	flush_out(c);
+}
+
 static void
 send_job(struct proc_copy *c, struct proc_job *pj)
 {
-	const struct job *j = pj->job;
-	char *kind = json_str(j->kind), *queue = json_str(j->queue);
-	struct buf b = {0};
-	size_t from;
-
-	buf_appendf(&b,
-		    "{\"type\":\"job\",\"id\":%lld,\"kind\":%s,\"queue\":%s,"
-		    "\"attempt\":%d,\"max_attempts\":%d,\"timeout_ms\":%lld,"
-		    "\"deadline_ms\":%lld,\"lease_ms\":%lld,\"payload\":",
-		    (long long)j->id, kind, queue, j->attempt, j->max_attempts,
-		    (long long)pj->timeout_ms,
-		    (long long)(wall_ms() + pj->timeout_ms),
-		    (long long)cfg->lease_ms);
-	from = b.len;
-	buf_append(&b, j->payload ? j->payload : "{}",
-		   strlen(j->payload ? j->payload : "{}"));
-	/* jsonb's text has no raw line break (one inside a string would be
-	 * invalid JSON); one outside a string is white space: the line
-	 * stays one line whatever the text. */
-	for (size_t i = from; i < b.len; i++)
-		if (b.data[i] == '\n' || b.data[i] == '\r')
-			b.data[i] = ' ';
-	buf_append(&b, "}", 1);
-	send_line(c, b.data, b.len);
-	buf_free(&b);
-	free(kind);
-	free(queue);
+	size_t from = c->wbuf.len;
+	handler_process_proto_job(&c->wbuf, pj->job, pj->timeout_ms,
+				  wall_ms() + pj->timeout_ms, cfg->lease_ms);
+	send_from(c, from);
 }
 
 static void
 send_cancel(struct proc_copy *c, struct proc_job *pj, const char *reason)
 {
-	char *r = json_str(reason);
-	char *line =
-		xasprintf("{\"type\":\"cancel\",\"id\":%lld,\"reason\":%s}",
-			  (long long)pj->job->id, r);
-	send_line(c, line, strlen(line));
-	free(line);
-	free(r);
+	size_t from = c->wbuf.len;
+	handler_process_proto_cancel(&c->wbuf, pj->job->id, reason);
+	send_from(c, from);
 }
 
 /* --- timeouts and stops -------------------------------------------------- */
@@ -452,56 +415,15 @@ violation(struct proc_copy *c, const char *fmt, ...)
 	free(msg);
 }
 
+/* The job of id in c, or NULL (a violation: the copy is ended). */
 static struct proc_job *
-find_job(struct proc_copy *c, const cJSON *msg)
+find_job(struct proc_copy *c, const struct proto_msg *m)
 {
-	const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-
-	if (!cJSON_IsNumber(id)) {
-		violation(c, "%s without a numeric id",
-			  cJSON_GetObjectItemCaseSensitive(msg, "type")
-				  ->valuestring);
-		return NULL;
-	}
 	for (struct proc_job *pj = c->jobs; pj; pj = pj->next)
-		if ((double)pj->job->id == id->valuedouble)
+		if (pj->job->id == m->id)
 			return pj;
-	violation(c, "id %.0f is not a job this copy holds", id->valuedouble);
+	violation(c, "id %lld is not a job this copy holds", (long long)m->id);
 	return NULL;
-}
-
-/* A delay as the protocol writes it: seconds (a number) or a duration
- * string ("30s", "5m").  Returns 0, or -1. */
-static int
-read_delay(const cJSON *v, int64_t *ms)
-{
-	if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 1e10) {
-		*ms = (int64_t)(v->valuedouble * 1000. + 0.5);
-		return 0;
-	}
-	if (cJSON_IsString(v) && duration_parse(v->valuestring, ms, NULL) == 0)
-		return 0;
-	return -1;
-}
-
-/* A failed reply's error: sanitized, its end kept when long (a
- * traceback's last lines say the most); caller frees. */
-static char *
-error_text(const char *s)
-{
-	size_t n = strlen(s);
-	char *e;
-
-	if (n > ERROR_MAX) {
-		e = xasprintf("...%s", s + n - ERROR_MAX);
-		n = strlen(e);
-	} else {
-		e = xstrdup(s);
-	}
-	while (n && (e[n - 1] == '\n' || e[n - 1] == ' '))
-		e[--n] = '\0';
-	pgtext_sanitize(e, n);
-	return e;
 }
 
 /* After an answer: a copy past max_jobs or max_memory leaves. */
@@ -549,74 +471,39 @@ leave:
 static void
 maybe_shutdown(struct proc_copy *c)
 {
-	static const char line[] = "{\"type\":\"shutdown\"}";
+	size_t from = c->wbuf.len;
 
 	if (c->state != COPY_LEAVING || c->njobs > 0 || c->kill_step > 0)
 		return;
-	send_line(c, line, sizeof(line) - 1);
+	handler_process_proto_shutdown(&c->wbuf);
+	send_from(c, from);
 	c->kill_step = 1;
 	ev_timer_set(&c->kill_w, SHUTDOWN_GRACE_MS / 1000., 0.);
 	ev_timer_start(c->pool->loop, &c->kill_w);
 }
 
-/* done, failed or snooze for pj: its end. */
+/* done, failed or snooze for pj: its end.  m's strings are taken. */
 static void
-answer(struct proc_copy *c, struct proc_job *pj, const char *type,
-       const cJSON *msg)
+answer(struct proc_copy *c, struct proc_job *pj, struct proto_msg *m)
 {
 	struct handler_result r = {.outcome = OUTCOME_DONE, .retry_in_ms = -1};
-	const cJSON *v;
 	char d[32];
 
-	if (!strcmp(type, "done")) {
-		v = cJSON_GetObjectItemCaseSensitive(msg, "result");
-		if (v && !cJSON_IsNull(v)) {
-			char *t = cJSON_PrintUnformatted(v);
-			if (t && pgtext_is_jsonb(t, strlen(t)))
-				r.result = t;
-			else {
-				log_job(LOG_WARN, &pj->lj,
-					"result is not JSON that PostgreSQL "
-					"accepts; done without it");
-				free(t);
-			}
-		}
-	} else if (!strcmp(type, "failed")) {
-		v = cJSON_GetObjectItemCaseSensitive(msg, "error");
-		if (!cJSON_IsString(v)) {
-			violation(c, "failed without an error string");
-			return;
-		}
-		r.outcome = OUTCOME_RETRY;
-		r.error = error_text(v->valuestring);
-		v = cJSON_GetObjectItemCaseSensitive(msg, "retry_in");
-		if (v && !cJSON_IsNull(v) &&
-		    read_delay(v, &r.retry_in_ms) < 0) {
-			free(r.error);
-			{
-				violation(c, "retry_in is not seconds or a "
-					     "duration");
-				return;
-			}
-		}
-		v = cJSON_GetObjectItemCaseSensitive(msg, "dead");
-		if (v && !cJSON_IsBool(v)) {
-			free(r.error);
-			{
-				violation(c, "dead is not true or false");
-				return;
-			}
-		}
-		if (cJSON_IsTrue(v))
-			r.outcome = OUTCOME_DEAD;
+	if (m->type == PROTO_DONE) {
+		r.result = m->result;
+		m->result = NULL;
+		if (m->result_refused)
+			log_job(LOG_WARN, &pj->lj,
+				"result is not JSON that PostgreSQL accepts; "
+				"done without it");
+	} else if (m->type == PROTO_FAILED) {
+		r.outcome = m->dead ? OUTCOME_DEAD : OUTCOME_RETRY;
+		r.error = m->error;
+		m->error = NULL;
+		r.retry_in_ms = m->delay_ms;
 	} else { /* snooze */
-		v = cJSON_GetObjectItemCaseSensitive(msg, "in");
-		if (read_delay(v, &r.retry_in_ms) < 0) {
-			violation(c, "snooze without \"in\" as seconds "
-				     "or a duration");
-			return;
-		}
 		r.outcome = OUTCOME_RETRY;
+		r.retry_in_ms = m->delay_ms;
 		r.error =
 			xasprintf("snoozed for %s",
 				  duration_format(r.retry_in_ms, d, sizeof(d)));
@@ -633,105 +520,45 @@ answer(struct proc_copy *c, struct proc_job *pj, const char *type,
 		r.timed_out = pj->timed_out;
 	}
 	log_job(r.outcome == OUTCOME_DONE ? LOG_DEBUG : LOG_INFO, &pj->lj,
-		"%s (copy %u)", type, c->number);
+		"%s (copy %u)", handler_process_proto_name(m->type), c->number);
 	maybe_recycle(c);
 	end_job(pj, &r);
 	maybe_shutdown(c);
 	dispatch(c->pool); /* its place is free */
 }
 
-static void
-hello(struct proc_copy *c, const cJSON *msg)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, "protocol");
-	const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(msg, "kinds");
-	const cJSON *k;
-	bool found = false;
-
-	if (c->state != COPY_STARTING) {
-		violation(c, "a second hello");
-		return;
-	}
-	if (!cJSON_IsNumber(v)) {
-		violation(c, "hello without a numeric protocol");
-		return;
-	}
-	if (v->valuedouble != HANDLER_PROCESS_PROTOCOL) {
-		violation(c,
-			  "protocol %g is not one this pgjobd speaks "
-			  "(%d)",
-			  v->valuedouble, HANDLER_PROCESS_PROTOCOL);
-		return;
-	}
-	if (!cJSON_IsArray(kinds)) {
-		violation(c, "hello without a list of kinds");
-		return;
-	}
-	cJSON_ArrayForEach(k, kinds)
-	{
-		if (!cJSON_IsString(k)) {
-			violation(c, "hello's kinds are not strings");
-			return;
-		}
-		if (!strcmp(k->valuestring, c->pool->h->kind))
-			found = true;
-	}
-	if (!found) {
-		violation(c,
-			  "the program does not handle kind %s (its "
-			  "hello does not list it)",
-			  c->pool->h->kind);
-		return;
-	}
-	ev_timer_stop(c->pool->loop, &c->start_w);
-	c->state = COPY_READY;
-	copy_log(c, LOG_INFO, "ready (protocol %d)", HANDLER_PROCESS_PROTOCOL);
-	dispatch(c->pool);
-}
-
-static void
-progress(struct proc_job *pj, const cJSON *msg)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, "progress");
-	char *t = v ? cJSON_PrintUnformatted(v) : NULL;
-
-	if (log_enabled(LOG_DEBUG))
-		log_job(LOG_DEBUG, &pj->lj, "progress %.200s", t ? t : "");
-	free(t);
-}
-
 /* One line from the copy (without its newline). */
 static void
 on_line(struct proc_copy *c, const char *s, size_t len)
 {
-	const char *end = NULL;
-	cJSON *msg = cJSON_ParseWithLengthOpts(s, len, &end, false);
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(msg, "type");
+	struct proto_msg m;
 	struct proc_job *pj;
+	char *why;
 
-	while (end && end < s + len &&
-	       (*end == ' ' || *end == '\t' || *end == '\r'))
-		end++;
-	if (!msg || !cJSON_IsObject(msg) || end != s + len)
-		violation(c, "a line that is not one JSON object (%.60s%s)", s,
-			  len > 60 ? "..." : "");
-	else if (!cJSON_IsString(t))
-		violation(c, "a message without a type");
-	else if (!strcmp(t->valuestring, "hello"))
-		hello(c, msg);
-	else if (c->state == COPY_STARTING)
-		violation(c, "%s before hello", t->valuestring);
-	else if (!strcmp(t->valuestring, "done") ||
-		 !strcmp(t->valuestring, "failed") ||
-		 !strcmp(t->valuestring, "snooze")) {
-		if ((pj = find_job(c, msg)))
-			answer(c, pj, t->valuestring, msg);
-	} else if (!strcmp(t->valuestring, "progress")) {
-		if ((pj = find_job(c, msg)))
-			progress(pj, msg);
-	} else
-		violation(c, "unknown message type %.40s", t->valuestring);
-	cJSON_Delete(msg);
+	if (handler_process_proto_parse(s, len, c->pool->h->kind, &m, &why) <
+	    0) {
+		violation(c, "%s", why);
+		free(why);
+		return;
+	}
+	if (m.type == PROTO_HELLO && c->state != COPY_STARTING) {
+		violation(c, "a second hello");
+	} else if (m.type == PROTO_HELLO) {
+		ev_timer_stop(c->pool->loop, &c->start_w);
+		c->state = COPY_READY;
+		copy_log(c, LOG_INFO, "ready (protocol %d)",
+			 HANDLER_PROCESS_PROTOCOL);
+		dispatch(c->pool);
+	} else if (c->state == COPY_STARTING) {
+		violation(c, "%s before hello",
+			  handler_process_proto_name(m.type));
+	} else if ((pj = find_job(c, &m)) && m.type == PROTO_PROGRESS) {
+		log_job(LOG_DEBUG, &pj->lj, "progress %.200s",
+			m.progress ? m.progress : "null");
+	} else if (pj) {
+		answer(c, pj, &m);
+	}
+	handler_process_proto_free(&m);
 }
 
 /* Splits what was read into lines; false once the copy is condemned. */

@@ -15,9 +15,6 @@ struct ev_loop;
 struct config;
 struct proc_job;
 
-/* The protocol version this pgjobd speaks (the hello's "protocol"). */
-#define HANDLER_PROCESS_PROTOCOL 1
-
 /* Where copies that ended unasked are counted (see handler.h). */
 void handler_process_set_crash_counter(uint64_t *counter);
 /* Per worker: cfg is borrowed until handler_process_fini(). */
