@@ -352,6 +352,20 @@ test_recycled_after_max_jobs(void **state)
 		       "pgjob.all_jobs");
 	t_wait_log("recycle", "recycled after 2 jobs", 1, 10);
 	t_stop_clean(p);
+	/* Past max_memory (a Python's resident set is more than 1 MiB):
+	 * a new program for every job. */
+	for (int i = 0; i < 2; i++)
+		t_exec(c, "select pgjob.enqueue('noop_mem')");
+	p = start("recycle_mem", ci, NULL, "noop_mem",
+		  "copies: 1, max_memory: 1MiB", NULL);
+	t_wait_until(c, 30,
+		     "select count(*) = 2 from pgjob.all_jobs where state = "
+		     "'done' and kind = 'noop_mem'");
+	t_assert_value(c, "2",
+		       "select count(distinct result->>'pid') from "
+		       "pgjob.all_jobs where kind = 'noop_mem'");
+	t_wait_log("recycle_mem", "over max_memory", 2, 10);
+	t_stop_clean(p);
 	PQfinish(c);
 	free(ci);
 }
@@ -536,6 +550,32 @@ test_protocol_violations(void **state)
 	free(ci);
 }
 
+/* A second stop signal: the copy gets the cancel, does not end the job,
+ * is killed after the grace, and the job goes back to the queue with its
+ * attempt given back. */
+static void
+test_stop_now(void **state)
+{
+	char *ci = t_db_migrated("t_process_stopnow");
+	PGconn *c = t_connect(ci);
+	unmark("hang_sync.pid");
+	long long id = t_long(c, "select pgjob.enqueue('hang_sync')");
+	pid_t p = start("stopnow", ci, NULL, "hang_sync", "timeout: 60s", NULL);
+	char *path = mark_path("hang_sync.pid");
+	pid_t copy = t_pid_in_file(path, 30);
+
+	kill(p, SIGTERM);
+	t_wait_log("stopnow", "draining: 1 jobs held", 1, 10);
+	kill(p, SIGTERM);
+	assert_int_equal(t_wait(p, 30), 0);
+	t_wait_gone(copy, 5);
+	t_assert_job(c, id, "state || '|' || attempts", "available|0");
+	t_wait_log("stopnow", "still running 5s after its cancel", 1, 1);
+	free(path);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -547,6 +587,7 @@ main(void)
 		cmocka_unit_test(test_malformed_reply),
 		cmocka_unit_test(test_cancel_reaches_it),
 		cmocka_unit_test(test_drain_finishes_jobs),
+		cmocka_unit_test(test_stop_now),
 		cmocka_unit_test(test_crash_loop),
 		cmocka_unit_test(test_recycled_after_max_jobs),
 		cmocka_unit_test(test_protocol_violations),
