@@ -73,6 +73,9 @@ check_program(struct config_errors *errs, const struct config *c,
 	if (argv->n == 0)
 		return;
 	path = handler_exec_resolve(argv->v[0], env->v ? env->v : none, &err);
+	/* Found: what resolve set err to while it looked counts no more. */
+	if (path)
+		err = 0;
 	/* A path as written is not looked at by resolve: exec will. */
 	if (path && stat(path, &st) < 0)
 		err = errno;

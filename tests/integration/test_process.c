@@ -576,6 +576,60 @@ test_stop_now(void **state)
 	free(ci);
 }
 
+/* A program that never says hello is killed at startup_timeout, and the
+ * job waiting for it fails with that. */
+static void
+test_startup_timeout(void **state)
+{
+	char *ci = t_db_migrated("t_process_startup");
+	PGconn *c = t_connect(ci);
+	long long id = t_long(c, "select pgjob.enqueue('mute')");
+	pid_t p =
+		t_start("startup", ci,
+			"workers: 1\n"
+			"handlers:\n"
+			"  mute: { type: process, max_attempts: 1,"
+			" startup_timeout: 1s, command: [/bin/sleep, 60] }\n");
+	t_wait_state(c, id, "dead", 30);
+	t_assert_job_has(c, id, "last_error",
+			 "process handler could not start: no hello within "
+			 "startup_timeout (1s)");
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+/* A reload retires the old worker: once it holds no job, its copies get
+ * the shutdown message and exit by themselves; the new worker starts its
+ * own. */
+static void
+test_reload(void **state)
+{
+	char *ci = t_db_migrated("t_process_reload");
+	PGconn *c = t_connect(ci);
+	long long a = t_long(c, "select pgjob.enqueue('noop')");
+	pid_t p = start("reload", ci, NULL, "noop", NULL, NULL);
+
+	t_wait_state(c, a, "done", 30);
+	char *pid = t_job(c, a, "result->>'pid'");
+	char *name = xasprintf("shutdown.%s", pid);
+	char *path = mark_path(name);
+	unlink(path);
+	kill(p, SIGHUP);
+	t_wait_file(path, 30);
+	long long b = t_long(c, "select pgjob.enqueue('noop')");
+	t_wait_state(c, b, "done", 30);
+	char *pid2 = t_job(c, b, "result->>'pid'");
+	assert_string_not_equal(pid, pid2);
+	t_stop_clean(p);
+	free(pid2);
+	free(path);
+	free(name);
+	free(pid);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -588,6 +642,8 @@ main(void)
 		cmocka_unit_test(test_cancel_reaches_it),
 		cmocka_unit_test(test_drain_finishes_jobs),
 		cmocka_unit_test(test_stop_now),
+		cmocka_unit_test(test_startup_timeout),
+		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_crash_loop),
 		cmocka_unit_test(test_recycled_after_max_jobs),
 		cmocka_unit_test(test_protocol_violations),
