@@ -24,8 +24,8 @@ pkgs+=(iproute2 python3)
 pkgs+=(chromium chromium-driver python3-selenium)
 
 # The clients of process handlers (clients/) and their tests
-# (tests/integration/test_process.c): Python, Node and Ruby.
-pkgs+=(python3 nodejs ruby)
+# (tests/integration/test_process.c): Python (above), Node and Ruby.
+pkgs+=(nodejs ruby)
 
 # The web console (pgjob web, src/web/): its HTTP server and the yescrypt
 # password hashes of its users.
