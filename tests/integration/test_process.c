@@ -630,6 +630,24 @@ test_reload(void **state)
 	free(ci);
 }
 
+/* A job in a copy is held as any: its lease is renewed while it runs
+ * longer than the lease. */
+static void
+test_lease_renewed(void **state)
+{
+	char *ci = t_db_migrated("t_process_lease");
+	PGconn *c = t_connect(ci);
+	long long id = t_long(c, "select pgjob.enqueue('slow', '{\"s\": 3}')");
+	pid_t p = start("lease", ci, "lease: 1s\n", "slow", NULL, NULL);
+
+	t_wait_state(c, id, "done", 30);
+	t_assert_job(c, id, "attempts || '|' || lease_token", "1|1");
+	assert_int_equal(t_log_count("lease", "lease lost"), 0);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -644,6 +662,7 @@ main(void)
 		cmocka_unit_test(test_stop_now),
 		cmocka_unit_test(test_startup_timeout),
 		cmocka_unit_test(test_reload),
+		cmocka_unit_test(test_lease_renewed),
 		cmocka_unit_test(test_crash_loop),
 		cmocka_unit_test(test_recycled_after_max_jobs),
 		cmocka_unit_test(test_protocol_violations),
