@@ -63,6 +63,12 @@ class Job {
   }
 }
 
+// Lone surrogates would make a line that is not valid JSON for pgjobd.
+function wellFormed(s) {
+  s = String(s);
+  return typeof s.toWellFormed === "function" ? s.toWellFormed() : s;
+}
+
 function errorText(e) {
   if (e instanceof Error) {
     const head = `${e.name}: ${e.message}`;
@@ -112,11 +118,11 @@ class Handler {
         reply.in = e.seconds;
       } else if (e instanceof Retry) {
         reply.type = "failed";
-        reply.error = e.message;
+        reply.error = wellFormed(e.message);
         if (e.seconds !== undefined) reply.retry_in = e.seconds;
       } else {
         reply.type = "failed";
-        reply.error = job.cancelled ? `cancelled: ${job.signal.reason}` : errorText(e);
+        reply.error = wellFormed(job.cancelled ? `cancelled: ${job.signal.reason}` : errorText(e));
         if (e instanceof Dead) reply.dead = true;
       }
     }

@@ -91,10 +91,16 @@ class Job:
                                  "progress": value})
 
 
+def _text(s):
+    # Lone surrogates (from undecodable file names, say) would make a line
+    # that is not valid JSON for pgjobd.
+    return str(s).encode("utf-8", "replace").decode("utf-8")
+
+
 def _error_text(e):
     head = "%s: %s" % (type(e).__name__, e)
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    return head + "\n\n" + tb
+    return _text(head + "\n\n" + tb)
 
 
 class Handler:
@@ -121,7 +127,9 @@ class Handler:
     # --- writing -------------------------------------------------------
 
     def _send(self, msg):
-        data = (json.dumps(msg, separators=(",", ":")) + "\n").encode()
+        # allow_nan=False: NaN and Infinity are not JSON.
+        data = (json.dumps(msg, separators=(",", ":"), allow_nan=False)
+                + "\n").encode()
         view = memoryview(data)
         while view:
             n = os.write(self._out_fd, view)
@@ -147,12 +155,13 @@ class Handler:
                 result = await fn(job)
             else:
                 result = await self._loop.run_in_executor(self._pool, fn, job)
-            json.dumps(result)  # not JSON: fails the attempt below
+            # Not JSON (an object, NaN): fails the attempt below.
+            json.dumps(result, allow_nan=False)
             reply.update(type="done", result=result)
         except Snooze as e:
             reply.update({"type": "snooze", "in": e.seconds})
         except Retry as e:
-            reply.update(type="failed", error=str(e), retry_in=e.seconds)
+            reply.update(type="failed", error=_text(e), retry_in=e.seconds)
         except Dead as e:
             reply.update(type="failed", error=_error_text(e), dead=True)
         except asyncio.CancelledError:

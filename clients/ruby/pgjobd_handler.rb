@@ -124,6 +124,11 @@ module PgjobdHandler
 
     private
 
+    # Valid UTF-8, so that JSON.generate takes it.
+    def text(s)
+      s.to_s.dup.force_encoding(Encoding::UTF_8).scrub("?")
+    end
+
     def run_job(job)
       block = @kinds[job.kind]
       reply = { "id" => job.id }
@@ -136,12 +141,12 @@ module PgjobdHandler
       rescue Snooze => e
         reply.merge!("type" => "snooze", "in" => e.seconds)
       rescue Retry => e
-        reply.merge!("type" => "failed", "error" => e.message,
+        reply.merge!("type" => "failed", "error" => text(e.message),
                      "retry_in" => e.seconds)
       rescue StandardError, ScriptError => e
         reply.delete("result")
-        text = "#{e.class}: #{e.message}\n\n#{(e.backtrace || []).join("\n")}"
-        reply.merge!("type" => "failed", "error" => text)
+        msg = "#{e.class}: #{e.message}\n\n#{(e.backtrace || []).join("\n")}"
+        reply.merge!("type" => "failed", "error" => text(msg))
         reply["dead"] = true if e.is_a?(Dead)
       end
       @lock.synchronize { @jobs.delete(job.id) }

@@ -76,9 +76,12 @@ test_basics(void **state)
 	long long f = t_long(c, "select pgjob.enqueue('fail', '{\"n\": 3}')");
 	long long s = t_long(c, "select pgjob.enqueue('snooze')");
 	long long g = t_long(c, "select pgjob.enqueue('progress')");
+	long long x = t_long(c, "select pgjob.enqueue('nan')");
+	long long u = t_long(c, "select pgjob.enqueue('surrogate')");
 	pid_t p = start("basics", ci, "log: { level: debug }\n", "noop", NULL,
 			"fail", "max_attempts: 1", "snooze", NULL, "progress",
-			NULL, NULL);
+			NULL, "nan", "max_attempts: 1", "surrogate",
+			"max_attempts: 1", NULL);
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "7");
@@ -93,6 +96,12 @@ test_basics(void **state)
 		     s);
 	t_assert_job_has(c, s, "last_error", "snoozed for 10m");
 	t_wait_state(c, g, "done", 30);
+	/* What JSON cannot carry fails the job, not the program. */
+	t_wait_state(c, x, "dead", 30);
+	t_assert_job_has(c, x, "last_error", "not JSON compliant");
+	t_wait_state(c, u, "dead", 30);
+	t_assert_job_has(c, u, "last_error", "ValueError: bad name ?");
+	assert_int_equal(t_log_count("basics", "protocol violation"), 0);
 	t_wait_log("basics", "progress {\\\"done\\\":1,\\\"of\\\":2}", 1, 10);
 	/* stderr (print()) reached the log with the job's context. */
 	char *needle = xasprintf("job=%lld kind=fail", f);
