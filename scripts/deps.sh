@@ -23,6 +23,10 @@ pkgs+=(iproute2 python3)
 # chromium driven by selenium.
 pkgs+=(chromium chromium-driver python3-selenium)
 
+# The clients of process handlers (clients/) and their tests
+# (tests/integration/test_process.c): Python (above), Node and Ruby.
+pkgs+=(nodejs ruby)
+
 # The web console (pgjob web, src/web/): its HTTP server and the yescrypt
 # password hashes of its users.
 pkgs+=(libmicrohttpd-dev libcrypt-dev libssl-dev)

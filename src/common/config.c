@@ -35,9 +35,9 @@
 #include "common/yaml.h"
 
 static const char *const handler_types[] = {
-	[HANDLER_EXEC] = "exec",     [HANDLER_SQL] = "sql",
-	[HANDLER_HTTP] = "http",     [HANDLER_PLUGIN] = "plugin",
-	[HANDLER_PLUGIN + 1] = NULL,
+	[HANDLER_EXEC] = "exec",       [HANDLER_SQL] = "sql",
+	[HANDLER_HTTP] = "http",       [HANDLER_PLUGIN] = "plugin",
+	[HANDLER_PROCESS] = "process", [HANDLER_PROCESS + 1] = NULL,
 };
 static const char *const queue_modes[] = {
 	[QUEUE_PARALLEL] = "parallel",
@@ -488,6 +488,7 @@ check_conninfo(const char *s)
 #define SQL	(1u << HANDLER_SQL)
 #define HTTP	(1u << HANDLER_HTTP)
 #define PLUGIN	(1u << HANDLER_PLUGIN)
+#define PROCESS (1u << HANDLER_PROCESS)
 
 static const struct yaml_field backoff_fields[] = {
 	F("base", YF_DURATION, backoff, base_ms, NOLIMIT),
@@ -707,16 +708,30 @@ static const struct yaml_field handler_fields[] = {
 	  .max = INT_MAX),
 	F("backoff", YF_MAP, handler_conf, backoff, .sub = backoff_fields),
 	F("command", YF_READ, handler_conf, command, .read = read_argv,
-	  .only = EXEC, .required = true),
-	F("env", YF_READ, handler_conf, env, .read = read_env, .only = EXEC),
+	  .only = EXEC | PROCESS, .required = true),
+	F("env", YF_READ, handler_conf, env, .read = read_env,
+	  .only = EXEC | PROCESS),
 	F("user", YF_READ, handler_conf, run_as, .read = read_user,
-	  .only = EXEC),
+	  .only = EXEC | PROCESS),
 	F("group", YF_READ, handler_conf, run_as, .read = read_group,
-	  .only = EXEC),
-	/* Only exec: the other types run inside their worker, whose limits
-	 * would bound every job of the worker at once. */
+	  .only = EXEC | PROCESS),
+	/* Only programs of their own: the other types run inside their
+	 * worker, whose limits would bound every job of the worker at
+	 * once. */
 	F("limits", YF_MAP, handler_conf, limits, .sub = limits_fields,
-	  .only = EXEC),
+	  .only = EXEC | PROCESS),
+	F("copies", YF_INT, handler_conf, copies, .min = 1, .max = 1000,
+	  .only = PROCESS),
+	F("concurrency", YF_INT, handler_conf, concurrency, .min = 1,
+	  .max = 10000, .only = PROCESS),
+	F("max_jobs", YF_INT, handler_conf, max_jobs, .min = 1, NOLIMIT,
+	  .only = PROCESS),
+	F("max_memory", YF_READ, handler_conf, max_memory, .read = read_size,
+	  .only = PROCESS),
+	F("startup_timeout", YF_DURATION, handler_conf, startup_timeout_ms,
+	  .min = 1, NOLIMIT, .only = PROCESS),
+	F("max_line_bytes", YF_INT, handler_conf, max_line_bytes, .min = 1024,
+	  .max = 1LL << 31, .only = PROCESS),
 	F("statement", YF_STRING, handler_conf, statement, .only = SQL,
 	  .required = true, .check = check_nonempty),
 	F("url", YF_STRING, handler_conf, url, .only = HTTP, .required = true,
@@ -896,7 +911,7 @@ peek_type(const struct ynode *map)
 			continue;
 		if (v->type == YNODE_SCALAR &&
 		    (s = env_expand(v->text, &why))) {
-			for (t = HANDLER_PLUGIN; t >= 0; t--)
+			for (t = HANDLER_PROCESS; t >= 0; t--)
 				if (!strcmp(handler_types[t], s))
 					break;
 			free(s);
@@ -932,6 +947,22 @@ resolve_handler(const struct config *c, struct handler_conf *h)
 		h->backoff.max_ms = q->backoff.max_ms >= 0
 					    ? q->backoff.max_ms
 					    : c->default_backoff.max_ms;
+	if (h->type != HANDLER_PROCESS)
+		return;
+	if (h->concurrency <= 0)
+		h->concurrency = 1;
+	/* Enough places for what the worker claims of the queue at once,
+	 * as exec would run: copies x concurrency >= the queue's. */
+	if (h->copies <= 0) {
+		int want = q->concurrency > 0 ? q->concurrency : 8;
+		h->copies = (want + h->concurrency - 1) / h->concurrency;
+	}
+	if (h->startup_timeout_ms <= 0)
+		h->startup_timeout_ms = 30000;
+	/* A job line carries the payload, a reply line its result: room
+	 * for the largest payload and a megabyte more. */
+	if (h->max_line_bytes <= 0)
+		h->max_line_bytes = c->max_payload_bytes + 1024 * 1024;
 }
 
 /* ms as "24s", "1500ms", "5m"; into buf (at least 32 bytes). */
@@ -1583,7 +1614,7 @@ config_queue(const struct config *c, const char *name)
 const char *
 config_handler_type_name(enum handler_type t)
 {
-	return (unsigned)t <= HANDLER_PLUGIN ? handler_types[t] : "unknown";
+	return (unsigned)t <= HANDLER_PROCESS ? handler_types[t] : "unknown";
 }
 
 const char *

@@ -28,6 +28,7 @@ enum handler_type {
 	HANDLER_SQL,
 	HANDLER_HTTP,
 	HANDLER_PLUGIN,
+	HANDLER_PROCESS,
 };
 
 struct backoff {
@@ -120,6 +121,14 @@ struct handler_conf {
 	char *symbol;
 	char *plugin_config; /* JSON text of the handler's `config:` map, or
 				"{}" */
+	/* process (docs/handlers.md, "process"); command, env, user, group
+	 * and limits as exec's. */
+	int copies;		    /* per worker; resolved, at least 1 */
+	int concurrency;	    /* jobs a copy holds at once; default 1 */
+	int64_t max_jobs;	    /* recycled after that many; 0: never */
+	int64_t max_memory;	    /* recycled past this RSS; 0: never */
+	int64_t startup_timeout_ms; /* to say hello; default 30s */
+	int64_t max_line_bytes;	    /* resolved: max_payload_bytes + 1 MiB */
 	int line, column;
 	/* The values that handler_check_config() checks: command[0], url,
 	 * library and symbol. */

@@ -628,10 +628,11 @@ static void
 render_monitoring(struct buf *out, const struct stats *s, int n,
 		  const struct sum *k, size_t m)
 {
-	uint64_t fails = 0;
+	uint64_t fails = 0, crashes = 0;
 	int up = 0;
 	for (int i = 0; i < n; i++) {
 		fails += ld(&s->w[i].connect_failures);
+		crashes += ld(&s->w[i].process_crashes);
 		up |= __atomic_load_n(&s->w[i].connected, __ATOMIC_RELAXED);
 	}
 	render_wait(out, k, m);
@@ -640,6 +641,11 @@ render_monitoring(struct buf *out, const struct stats *s, int n,
 			"Attempts to connect to the database (and start a "
 			"session) that failed.",
 			NULL, (double)fails);
+	metrics_counter(out, "pgjobd_process_crashes_total",
+			"Programs of process handlers that ended unasked (a "
+			"crash, a kill, a protocol violation) or could not "
+			"start.",
+			NULL, (double)crashes);
 	metrics_gauge(out, "pgjobd_db_up",
 		      "1 while at least one worker has a live database "
 		      "connection.",

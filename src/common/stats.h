@@ -103,7 +103,10 @@ struct stats_worker {
 	int32_t tasks_held;
 	int64_t last_ok_ms; /* CLOCK_MONOTONIC ms of the last good result */
 	uint64_t reconnects;
-	uint64_t connect_failures;     /* attempts to connect that failed */
+	uint64_t connect_failures; /* attempts to connect that failed */
+	/* Copies of process handlers that ended unasked (a crash, a kill
+	 * after a timeout, a protocol violation) or could not start. */
+	uint64_t process_crashes;
 	uint64_t claim[STATS_BUCKETS]; /* claim round-trip times */
 	uint64_t claim_count, claim_sum_us;
 	uint32_t nkinds;

@@ -843,13 +843,31 @@ field_index(const struct yaml_field *t, const char *key)
 	return -1;
 }
 
+/* The variants of only: "exec", "exec or process"; static storage. */
 static const char *
 variant_name(const struct yaml_walk *w, unsigned only)
 {
+	static char names[128];
+	size_t len = 0;
+	int n = 0, total = 0;
+
 	for (int i = 0; w->variants && w->variants[i]; i++)
-		if (only & (1u << i))
-			return w->variants[i];
-	return "other";
+		total += (only & (1u << i)) != 0;
+	names[0] = '\0';
+	for (int i = 0; w->variants && w->variants[i]; i++) {
+		if (!(only & (1u << i)))
+			continue;
+		n++;
+		len += (size_t)snprintf(names + len, sizeof(names) - len,
+					"%s%s",
+					n == 1	     ? ""
+					: n == total ? " or "
+						     : ", ",
+					w->variants[i]);
+		if (len >= sizeof(names))
+			break;
+	}
+	return n ? names : "other";
 }
 
 void

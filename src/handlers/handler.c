@@ -28,12 +28,14 @@
 #include "handlers/handler_exec.h"
 #include "handlers/handler_http.h"
 #include "handlers/handler_plugin.h"
+#include "handlers/handler_process.h"
 
 enum run_kind {
 	RUN_DEFERRED, /* the result is in run->res already */
 	RUN_PLUGIN,   /* the plugin is called from the zero timer */
 	RUN_EXEC,     /* a child process; handler_exec.c finishes it */
 	RUN_HTTP,     /* a request; handler_http.c finishes it */
+	RUN_PROCESS,  /* a job given to a copy; handler_process.c finishes it */
 };
 
 struct handler_run {
@@ -45,6 +47,7 @@ struct handler_run {
 	enum run_kind kind;
 	struct exec_run *exec; /* RUN_EXEC; owned */
 	struct http_run *http; /* RUN_HTTP; owned */
+	struct proc_job *proc; /* RUN_PROCESS; owned */
 	ev_timer later;	       /* RUN_DEFERRED, RUN_PLUGIN */
 	struct handler_result res;
 	bool stopped;
@@ -58,6 +61,7 @@ handler_init(const struct config *cfg)
 
 	handler_fini();
 	rc = handler_plugin_load_all(cfg);
+	handler_process_init(cfg);
 	if (handler_http_init(cfg) < 0)
 		rc = -1;
 	return rc;
@@ -68,6 +72,7 @@ handler_fini(void)
 {
 	handler_plugin_unload_all();
 	handler_http_fini();
+	handler_process_fini();
 }
 
 static void finish(struct handler_run *run, struct handler_result *res);
@@ -249,6 +254,10 @@ handler_start(struct ev_loop *loop, struct job *job, int slot,
 		run->kind = run->http ? RUN_HTTP : RUN_DEFERRED;
 	} else if (h->type == HANDLER_PLUGIN) {
 		run->kind = RUN_PLUGIN;
+	} else if (h->type == HANDLER_PROCESS) {
+		run->proc = handler_process_start(run, loop, job, slot,
+						  finish_cb, &run->res);
+		run->kind = run->proc ? RUN_PROCESS : RUN_DEFERRED;
 	} else {
 		defer_retry(run,
 			    xasprintf("%s handlers are not implemented yet",
@@ -269,6 +278,8 @@ handler_stop(struct handler_run *run, const char *why)
 		handler_exec_stop(run->exec, why);
 	} else if (run->kind == RUN_HTTP) {
 		handler_http_stop(run->http, why);
+	} else if (run->kind == RUN_PROCESS) {
+		handler_process_stop(run->proc, why);
 	} else if (run->kind == RUN_PLUGIN) {
 		/* Not yet called: it will not be. */
 		defer_retry(run, xasprintf("stopped: %s", why));
@@ -291,6 +302,8 @@ finish(struct handler_run *run, struct handler_result *res)
 		handler_exec_free(run->exec);
 	if (run->http)
 		handler_http_free(run->http);
+	if (run->proc)
+		handler_process_free(run->proc);
 	free(run);
 }
 
@@ -298,4 +311,10 @@ void
 handler_set_pgid_table(int32_t *table, int n)
 {
 	handler_exec_set_pgid_table(table, n);
+}
+
+void
+handler_set_crash_counter(uint64_t *counter)
+{
+	handler_process_set_crash_counter(counter);
 }

@@ -7,9 +7,11 @@
  * handler_stop()), and owns the run.  handler_exec.c runs exec handlers
  * (clone and execve, pidfd, pipes); handler_http.c POSTs to webhooks
  * (libcurl's multi interface on the loop); handler_plugin.c loads and calls
- * plugins (include/pgjobd/plugin.h); each has a header of its own, which
- * only handler.c includes.  The protocols are described in
- * docs/handlers.md.
+ * plugins (include/pgjobd/plugin.h); handler_process.c gives jobs to
+ * long-running programs it starts and supervises; each has a header of its
+ * own, which only handler.c includes (and handler_process.c the headers of
+ * its two helpers, handler_process_copy.c and handler_process_proto.c).  The
+ * protocols are described in docs/handlers.md.
  *
  * Ownership: the worker owns each struct job and keeps it alive until the
  * done callback of its run has returned; the run only borrows it.  A struct
@@ -67,6 +69,9 @@ void handler_fini(void);
  * borrowed (it lives in memory shared with the supervisor); NULL: none.
  */
 void handler_set_pgid_table(int32_t *table, int n);
+/* Where the process handler counts its copies that ended unasked
+ * (borrowed, shared with the supervisor's /metrics); NULL: nowhere. */
+void handler_set_crash_counter(uint64_t *counter);
 
 /*
  * Starts the command of a leased task (its partition, under the lease's

@@ -73,6 +73,9 @@ check_program(struct config_errors *errs, const struct config *c,
 	if (argv->n == 0)
 		return;
 	path = handler_exec_resolve(argv->v[0], env->v ? env->v : none, &err);
+	/* Found: what resolve set err to while it looked counts no more. */
+	if (path)
+		err = 0;
 	/* A path as written is not looked at by resolve: exec will. */
 	if (path && stat(path, &st) < 0)
 		err = errno;
@@ -242,7 +245,7 @@ handler_check_config(const struct config *c, struct config_errors *errs)
 	for (size_t i = 0; i < c->nhandlers; i++) {
 		const struct handler_conf *h = &c->handlers[i];
 
-		if (h->type == HANDLER_EXEC)
+		if (h->type == HANDLER_EXEC || h->type == HANDLER_PROCESS)
 			check_program(errs, c, "handlers", h->kind, &h->command,
 				      &h->env, h->at_program);
 		else if (h->type == HANDLER_PLUGIN)

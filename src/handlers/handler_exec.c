@@ -357,11 +357,11 @@ prepare_limits(struct spawn_args *a, const struct exec_limits *l)
  * that failed (NULL: the execve).
  */
 static int
-spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
-      const char **step)
+spawn_child(const struct run_as *as, const struct exec_limits *limits,
+	    const char *path, char *const *argv, char *const *env,
+	    struct exec_child *c, const char **step)
 {
 	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
-	const struct run_as *as = x->run_as;
 	struct spawn_args a = {
 		.path = path,
 		.argv = argv,
@@ -373,8 +373,9 @@ spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
 	int rc = 0;
 
 	*step = NULL;
-	if (x->limits)
-		prepare_limits(&a, x->limits);
+	c->pid = 0;
+	if (limits)
+		prepare_limits(&a, limits);
 	for (int i = 0; i < 3 && rc == 0; i++)
 		if (make_pipe(p[i]) < 0)
 			rc = errno;
@@ -386,9 +387,9 @@ spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
 	if (rc == 0) {
 		sigfillset(&all);
 		sigprocmask(SIG_SETMASK, &all, &old);
-		x->pid = clone(child_main, spawn_stack + sizeof(spawn_stack),
+		c->pid = clone(child_main, spawn_stack + sizeof(spawn_stack),
 			       CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-		rc = x->pid < 0 ? errno : 0;
+		rc = c->pid < 0 ? errno : 0;
 		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
 	if (rc == 0 && a.err) {
@@ -396,12 +397,12 @@ spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
 		 * as far as recording it) and reap it. */
 		rc = a.err;
 		*step = a.step;
-		note_pgid(x->pid, 0);
-		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
+		note_pgid(c->pid, 0);
+		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
 	if (rc == 0 && FAILPOINT(FP_EXEC_CRASH))
-		kill(x->pid, SIGKILL);
+		kill(c->pid, SIGKILL);
 	if (rc == 0 && FAILPOINT(FP_EXEC_WORKER_DIES)) {
 		/* The command has had a second to start children of its own
 		 * (which its parent-death signal does not reach). */
@@ -413,20 +414,61 @@ spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
 	close_fd(&p[0][0]);
 	close_fd(&p[1][1]);
 	close_fd(&p[2][1]);
-	x->in_fd = p[0][1];
-	x->out_fd = p[1][0];
-	x->err_fd = p[2][0];
+	c->in_fd = p[0][1];
+	c->out_fd = p[1][0];
+	c->err_fd = p[2][0];
 	if (rc != 0) {
-		x->pid = 0;
-		close_fd(&x->in_fd);
-		close_fd(&x->out_fd);
-		close_fd(&x->err_fd);
+		c->pid = 0;
+		close_fd(&c->in_fd);
+		close_fd(&c->out_fd);
+		close_fd(&c->err_fd);
 		return rc;
 	}
-	fcntl(x->in_fd, F_SETFL, O_NONBLOCK);
-	fcntl(x->out_fd, F_SETFL, O_NONBLOCK);
-	fcntl(x->err_fd, F_SETFL, O_NONBLOCK);
+	fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
+	fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
+	fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
 	return 0;
+}
+
+static int
+spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
+      const char **step)
+{
+	struct exec_child c;
+	int rc = spawn_child(x->run_as, x->limits, path, argv, env, &c, step);
+
+	x->pid = c.pid;
+	x->in_fd = c.in_fd;
+	x->out_fd = c.out_fd;
+	x->err_fd = c.err_fd;
+	return rc;
+}
+
+int
+handler_exec_spawn(char *const *argv, char *const *env, const struct run_as *as,
+		   const struct exec_limits *limits, struct exec_child *c,
+		   char **err)
+{
+	const char *step = NULL;
+	int rc = 0;
+	char *path = handler_exec_resolve(argv[0], env, &rc);
+
+	*c = (struct exec_child){0, -1, -1, -1};
+	if (path)
+		rc = spawn_child(as && as->set ? as : NULL, limits, path, argv,
+				 env, c, &step);
+	free(path);
+	if (rc == 0)
+		return 0;
+	*err = xasprintf("could not start %s: %s%s%s", argv[0],
+			 step ? step : "", step ? ": " : "", strerror(rc));
+	return -1;
+}
+
+void
+handler_exec_forget(pid_t pid)
+{
+	note_pgid(pid, 0);
 }
 
 /* Signals the child's process group, and the child in case it left it. */

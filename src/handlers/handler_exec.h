@@ -7,6 +7,7 @@
 #define PGJOBD_HANDLER_EXEC_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/log.h"
 #include "handlers/handler_result.h"
@@ -61,6 +62,25 @@ struct exec_run *handler_exec_start(void *run, struct ev_loop *loop,
 void handler_exec_stop(struct exec_run *x, const char *why);
 /* Stops every watcher, closes every descriptor; the child must be reaped. */
 void handler_exec_free(struct exec_run *x);
+
+/*
+ * A long-running program (a process handler's copy, handler_process.c),
+ * started as an exec handler's command is: its own process group (recorded
+ * for the supervisor, see below), the user, group and limits given,
+ * SIGKILL when the worker dies, pipes on 0, 1 and 2 whose other ends here
+ * are non-blocking and close-on-exec.  Returns 0, or -1 with *err set
+ * (caller frees).  The caller watches, kills and reaps the child; once it
+ * has exited, handler_exec_forget(pid) before it is reaped.
+ */
+struct exec_child {
+	pid_t pid; /* also the process group id */
+	int in_fd, out_fd, err_fd;
+};
+int handler_exec_spawn(char *const *argv, char *const *env,
+		       const struct run_as *as,
+		       const struct exec_limits *limits, struct exec_child *c,
+		       char **err);
+void handler_exec_forget(pid_t pid);
 
 /*
  * Where the commands' process groups are recorded (a table of n entries,

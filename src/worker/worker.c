@@ -529,6 +529,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	struct stats_worker own = {0};
 	w.st = stats && index < STATS_MAX_WORKERS ? &stats->w[index] : &own;
 	handler_set_pgid_table(w.st->handler_pgids, STATS_MAX_HANDLERS);
+	handler_set_crash_counter(&w.st->process_crashes);
 
 	log_init("worker", cfg->log_level, cfg->log_format == LOG_FORMAT_JSON);
 	log_set_worker(number, 0);

@@ -4,8 +4,8 @@
 #
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]
 #
-# SECONDS is the time per target (default 60); TARGET is config or cron
-# (default both).  The working corpus grows in $FUZZ_BUILD/corpus/TARGET
+# SECONDS is the time per target (default 60); TARGET is config, cron or
+# process_proto (default all three).  The working corpus grows in $FUZZ_BUILD/corpus/TARGET
 # (default build folder: build-fuzz beside this source tree's build
 # folders), seeded each run from the seed corpus.  A crash stops the run
 # with exit 1 and leaves the input as $FUZZ_BUILD/artifacts/TARGET/crash-*:
@@ -21,12 +21,12 @@ src=$(cd "$here/../.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(config cron)
+[ ${#targets[@]} -eq 0 ] && targets=(config cron process_proto)
 build=${FUZZ_BUILD:-$src/build-fuzz}
 
 case $seconds in
 '' | *[!0-9]*)
-	echo "usage: run.sh [SECONDS] [config|cron...]" >&2
+	echo "usage: run.sh [SECONDS] [config|cron|process_proto...]" >&2
 	exit 2
 	;;
 esac

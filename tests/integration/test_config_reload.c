@@ -305,6 +305,26 @@ test_check_config(void **state)
 	free(plugins);
 }
 
+/* A program named without a path, found in the child's PATH, passes the
+ * host check (--check-config and every reload). */
+static void
+test_check_config_bare_name(void **state)
+{
+	const char *cfg =
+		t_config("bare", "dbname=x",
+			 "handlers:\n"
+			 "  a: { type: exec, command: [sh, -c, true] }\n"
+			 "  b: { type: process, command: [cat] }\n");
+	const char *deep[] = {t_bin("pgjobd"), "-c", cfg, "--check-config",
+			      NULL};
+	struct t_run r;
+
+	t_run(&r, 30, NULL, deep);
+	if (r.status != 0)
+		fail_msg("--check-config: exit %d: %s", r.status, r.err);
+	t_run_free(&r);
+}
+
 /* pgjob -c leaves the handlers unread: a handler's secret that is missing
  * does not stop `pgjob status`. */
 static void
@@ -393,6 +413,7 @@ main(void)
 		cmocka_unit_test(test_reload_refused),
 		cmocka_unit_test(test_reload_names_what_it_keeps),
 		cmocka_unit_test(test_check_config),
+		cmocka_unit_test(test_check_config_bare_name),
 		cmocka_unit_test(test_pgjob_without_handler_secrets),
 		cmocka_unit_test(test_plugin_by_name),
 		cmocka_unit_test(test_example_empty_environment),

@@ -454,18 +454,28 @@ static const struct bad bad_configs[] = {
 	  "\"type\""}},
 	{"handlers:\n  x: {type: ftp}\n",
 	 {"t.yaml:2:13: handlers.x.type: unknown handler type \"ftp\" (use "
-	  "exec, sql, http or plugin)"}},
+	  "exec, sql, http, plugin or process)"}},
 	{"handlers:\n  x: {type: sql, statement: \"select 1\", queue: "
 	 "billing}\n",
 	 {"t.yaml:2:48: handlers.x.queue: unknown queue \"billing\""}},
 	{"handlers:\n  x: {type: sql, statement: x, command: [/bin/true]}\n",
-	 {"t.yaml:2:32: handlers.x.command: command is only for exec "
-	  "handlers"}},
+	 {"t.yaml:2:32: handlers.x.command: command is only for exec or "
+	  "process handlers"}},
 	{"handlers:\n  x: {type: exec, command: [/bin/true], url: http://x/, "
 	 "config: {}}\n",
 	 {"t.yaml:2:41: handlers.x.url: url is only for http handlers",
 	  "t.yaml:2:57: handlers.x.config: config is only for plugin "
 	  "handlers"}},
+	/* process handlers: their own keys, checked as any. */
+	{"handlers:\n  p: {type: process, command: [/bin/cat], copies: 0,"
+	 " concurrency: x}\n"
+	 "  e: {type: exec, command: [/bin/true], max_jobs: 3}\n"
+	 "  f: {type: process}\n",
+	 {"t.yaml:2:51: handlers.p.copies: must be at least 1",
+	  "t.yaml:2:67: handlers.p.concurrency: expected an integer",
+	  "t.yaml:3:41: handlers.e.max_jobs: max_jobs is only for process "
+	  "handlers",
+	  "t.yaml:4:3: handlers.f: missing required key \"command\""}},
 	{"handlers:\n  p: {type: plugin, library: p.so}\n",
 	 {"t.yaml:2:3: handlers.p: missing required key \"symbol\""}},
 	{"handlers:\n  h: {type: http, url: ftp://x}\n",
@@ -675,7 +685,8 @@ static const struct bad bad_configs[] = {
 	 {"t.yaml:5:12: tasks.t.group: unknown group "
 	  "\"no-such-group-pgjobd\""}},
 	{"handlers:\n  x: {type: sql, statement: x, user: nobody}\n",
-	 {"t.yaml:2:32: handlers.x.user: user is only for exec handlers"}},
+	 {"t.yaml:2:32: handlers.x.user: user is only for exec or process "
+	  "handlers"}},
 	{"handlers:\n  x: {type: exec, command: [/bin/true], group: ~}\n",
 	 {"t.yaml:2:48: handlers.x.group: expected a string"}},
 	/* Flow control: each limit alone, then together. */
@@ -737,10 +748,12 @@ static const struct bad bad_configs[] = {
 	 "  p: {type: plugin, library: x.so, symbol: s,\n"
 	 "      limits: {memory: 1GiB}}\n"
 	 "  h: {type: http, url: \"http://x\", limits: {}}\n",
-	 {"t.yaml:2:32: handlers.s.limits: limits is only for exec handlers",
-	  "t.yaml:4:7: handlers.p.limits: limits is only for exec handlers",
-	  "t.yaml:5:36: handlers.h.limits: limits is only for exec "
-	  "handlers"}},
+	 {"t.yaml:2:32: handlers.s.limits: limits is only for exec or process "
+	  "handlers",
+	  "t.yaml:4:7: handlers.p.limits: limits is only for exec or process "
+	  "handlers",
+	  "t.yaml:5:36: handlers.h.limits: limits is only for exec or "
+	  "process handlers"}},
 	/* Every schedule error, in document order. */
 	{"schedules:\n"
 	 "  nightly:\n"
@@ -898,6 +911,56 @@ test_plugin_timeout(void **state)
 }
 
 /* An exec handler's limits, read; absent ones stay 0 (no limit). */
+/* process handlers: their keys, defaults and the values they resolve. */
+static void
+test_process_handler(void **state)
+{
+	struct config *c =
+		load_ok("max_payload_bytes: 1000\n"
+			"queues: { q: { concurrency: 6 } }\n"
+			"handlers:\n"
+			"  a:\n"
+			"    type: process\n"
+			"    command: [python3, /srv/h.py]\n"
+			"    env: [\"A=1\"]\n"
+			"    copies: 2\n"
+			"    concurrency: 16\n"
+			"    max_jobs: 1000\n"
+			"    max_memory: 512MiB\n"
+			"    startup_timeout: 5s\n"
+			"    max_line_bytes: 65536\n"
+			"    limits: { open_files: 100 }\n"
+			"  b: {type: process, command: [/bin/cat], queue: q,"
+			" concurrency: 4}\n"
+			"  c: {type: process, command: [/bin/cat]}\n");
+	const struct handler_conf *a = config_handler(c, "a");
+	const struct handler_conf *b = config_handler(c, "b");
+	const struct handler_conf *d = config_handler(c, "c");
+
+	assert_int_equal(a->type, HANDLER_PROCESS);
+	assert_string_equal(a->command.v[1], "/srv/h.py");
+	assert_int_equal(a->copies, 2);
+	assert_int_equal(a->concurrency, 16);
+	assert_int_equal(a->max_jobs, 1000);
+	assert_int_equal(a->max_memory, 512LL << 20);
+	assert_int_equal(a->startup_timeout_ms, 5000);
+	assert_int_equal(a->max_line_bytes, 65536);
+	assert_int_equal(a->limits.open_files, 100);
+	/* Copies enough for the queue's concurrency (6 / 4, rounded up). */
+	assert_int_equal(b->copies, 2);
+	/* The defaults: one job a copy, the default queue's 8 copies, the
+	 * payload limit and a MiB a line. */
+	assert_int_equal(d->concurrency, 1);
+	assert_int_equal(d->copies, 8);
+	assert_int_equal(d->max_jobs, 0);
+	assert_int_equal(d->max_memory, 0);
+	assert_int_equal(d->startup_timeout_ms, 30000);
+	assert_int_equal(d->max_line_bytes, 1000 + (1 << 20));
+	assert_string_equal(config_handler_type_name(HANDLER_PROCESS),
+			    "process");
+	config_free(c);
+}
+
 static void
 test_exec_limits(void **state)
 {
@@ -1720,6 +1783,7 @@ main(void)
 		cmocka_unit_test(test_flow_limits),
 		cmocka_unit_test(test_plugin_timeout),
 		cmocka_unit_test(test_exec_limits),
+		cmocka_unit_test(test_process_handler),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_run_as),
 		cmocka_unit_test(test_scalars),

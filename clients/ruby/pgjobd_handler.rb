@@ -1,0 +1,156 @@
+# pgjobd_handler: write pgjobd process handlers in Ruby (protocol 1,
+# docs/handlers.md "process").  Standard library only.
+#
+#   require_relative "pgjobd_handler"
+#   handler = PgjobdHandler::Handler.new
+#   handler.kind("resize") { |job| { "width" => job.payload["size"] } }
+#   handler.run
+#
+# The block's value is the job's result; an exception fails the attempt
+# with its message and backtrace; Retry, Dead and Snooze ask for the other
+# answers.  Each job runs in a thread of its own.  puts goes to stderr,
+# which pgjobd logs: stdout belongs to the protocol.
+require "json"
+
+module PgjobdHandler
+  PROTOCOL = 1
+
+  # Fails the attempt; the job runs again after seconds (nil: the
+  # handler's backoff decides).
+  class Retry < StandardError
+    attr_reader :seconds
+
+    def initialize(message = "retry", seconds = nil)
+      super(message)
+      @seconds = seconds
+    end
+  end
+
+  # Fails the job for good.
+  class Dead < StandardError; end
+
+  # Puts the job back; it runs again in seconds.
+  class Snooze < StandardError
+    attr_reader :seconds
+
+    def initialize(seconds)
+      super("snooze #{seconds} s")
+      @seconds = seconds
+    end
+  end
+
+  class Job
+    attr_reader :id, :kind, :queue, :attempt, :max_attempts, :payload,
+                :timeout, :deadline, :cancel_reason
+
+    def initialize(handler, msg)
+      @handler = handler
+      @id = msg.fetch("id")
+      @kind = msg.fetch("kind")
+      @queue = msg["queue"]
+      @attempt = msg.fetch("attempt")
+      @max_attempts = msg["max_attempts"]
+      @payload = msg.fetch("payload")
+      @timeout = msg.fetch("timeout_ms", 0) / 1000.0
+      @deadline = Time.at(msg.fetch("deadline_ms", 0) / 1000.0)
+      @cancel_reason = nil
+    end
+
+    # True once pgjobd asked to stop it: the block should return.
+    def cancelled?
+      !@cancel_reason.nil?
+    end
+
+    def cancel(reason)
+      @cancel_reason = reason
+    end
+
+    # Reports progress (any JSON value); pgjobd logs it.
+    def progress(value = nil)
+      @handler.send_message("type" => "progress", "id" => @id,
+                            "progress" => value)
+    end
+  end
+
+  class Handler
+    def initialize
+      @kinds = {}
+      @jobs = {}
+      @lock = Mutex.new
+      @out = nil
+    end
+
+    # Registers the block for kind name.
+    def kind(name, &block)
+      @kinds[name] = block
+      self
+    end
+
+    def send_message(msg)
+      line = JSON.generate(msg) + "\n"
+      @lock.synchronize do
+        @out.write(line)
+        @out.flush
+      end
+    end
+
+    # Runs until pgjobd says shut down (or closes stdin).
+    def run
+      @out = $stdout.dup
+      @out.sync = true
+      $stdout.reopen($stderr)
+      send_message("type" => "hello", "protocol" => PROTOCOL,
+                   "kinds" => @kinds.keys.sort)
+      threads = []
+      $stdin.each_line do |line|
+        next if line.strip.empty?
+
+        msg = JSON.parse(line)
+        case msg["type"]
+        when "job"
+          job = Job.new(self, msg)
+          @lock.synchronize { @jobs[job.id] = job }
+          threads << Thread.new { run_job(job) }
+        when "cancel"
+          job = @lock.synchronize { @jobs[msg["id"]] }
+          job&.cancel(msg["reason"] || "cancelled")
+        when "shutdown"
+          break
+        end
+        threads.select!(&:alive?)
+      end
+      threads.each(&:join)
+    end
+
+    private
+
+    # Valid UTF-8, so that JSON.generate takes it.
+    def text(s)
+      s.to_s.dup.force_encoding(Encoding::UTF_8).scrub("?")
+    end
+
+    def run_job(job)
+      block = @kinds[job.kind]
+      reply = { "id" => job.id }
+      begin
+        raise Dead, "this program has no handler for kind #{job.kind}" unless block
+
+        result = block.call(job)
+        JSON.generate(result) # not JSON: fails the attempt below
+        reply.merge!("type" => "done", "result" => result)
+      rescue Snooze => e
+        reply.merge!("type" => "snooze", "in" => e.seconds)
+      rescue Retry => e
+        reply.merge!("type" => "failed", "error" => text(e.message),
+                     "retry_in" => e.seconds)
+      rescue StandardError, ScriptError => e
+        reply.delete("result")
+        msg = "#{e.class}: #{e.message}\n\n#{(e.backtrace || []).join("\n")}"
+        reply.merge!("type" => "failed", "error" => text(msg))
+        reply["dead"] = true if e.is_a?(Dead)
+      end
+      @lock.synchronize { @jobs.delete(job.id) }
+      send_message(reply)
+    end
+  end
+end
