@@ -317,7 +317,6 @@ static void
 answer(struct proc_copy *c, struct proc_job *pj, struct proto_msg *m)
 {
 	struct handler_result r = {.outcome = OUTCOME_DONE, .retry_in_ms = -1};
-	char d[32];
 
 	if (m->type == PROTO_DONE) {
 		r.result = m->result;
@@ -331,12 +330,10 @@ answer(struct proc_copy *c, struct proc_job *pj, struct proto_msg *m)
 		r.error = m->error;
 		m->error = NULL;
 		r.retry_in_ms = m->delay_ms;
-	} else { /* snooze */
+	} else { /* snooze: not a failure, the attempt is given back */
 		r.outcome = OUTCOME_RETRY;
 		r.retry_in_ms = m->delay_ms;
-		r.error =
-			xasprintf("snoozed for %s",
-				  duration_format(r.retry_in_ms, d, sizeof(d)));
+		r.snooze = true;
 	}
 	c->answered++;
 	c->pool->fails = 0;
