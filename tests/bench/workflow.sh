@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What pgjob.enqueue_workflow() costs on large shapes (docs/performance.md,
-# "Workflows in one call"):
+# "Who enqueued, and workflows in one pass"):
 #
 #   tests/bench/workflow.sh             10,000 steps of each shape
+#   tests/bench/workflow.sh --short     1,000 steps: what the suite's --short runs
 #   tests/bench/workflow.sh --steps N   N steps instead
 #
 # It starts its own PostgreSQL (scripts/testpg.sh), migrates it, and prints
