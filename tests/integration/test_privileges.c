@@ -293,6 +293,31 @@ test_foreign_ids(void **state)
 		       " from pgjob.jobs where id = %lld",
 		       moved, child);
 
+	/* The same through a real end: a worker runs a plain job of
+	 * role_a's, which moves to pgjob.jobs_done with its owner. */
+	long long ran = t_long(a, "select pgjob.enqueue('plain')");
+	pid_t p =
+		t_start("owner_moved", ci,
+			"workers: 1\n"
+			"handlers:\n"
+			"  plain: { type: exec, command: [\"/bin/true\"] }\n");
+	t_wait_until(c, 60,
+		     "select exists (select from pgjob.jobs_done where id ="
+		     " %lld)",
+		     ran);
+	t_stop_clean(p);
+	t_assert_value(c, "t",
+		       "select enqueued_by = '%s'::regrole from"
+		       " pgjob.jobs_done where id = %lld",
+		       role_a, ran);
+	same_as_missing(b, "23503",
+			"select pgjob.enqueue('k', depends_on => array[ID])",
+			ran, none);
+	child = t_long(
+		a, "select pgjob.enqueue('k', depends_on => array[%lld])", ran);
+	t_assert_value(c, "available",
+		       "select state from pgjob.jobs where id = %lld", child);
+
 	/* The worker role reads every job: it acts on any. */
 	PGconn *w = connect_as(ci, role_worker);
 	assert_true(t_long(w,
