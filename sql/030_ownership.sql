@@ -39,7 +39,7 @@
 --
 -- Workflows.  enqueue_workflow() enqueued its steps one by one through
 -- attach(), whose look-up of the parents in pgjob.jobs_done cost a chain of
--- 10,000 steps 22 s (and up to 99 s on a busier table).  The parents of a
+-- 10,000 steps 22 s on the test machine (99 s where issue 46 measured).  The parents of a
 -- new workflow's steps are its own steps, none of them ended: the steps
 -- and their edges now go in with one INSERT each.
 
@@ -52,22 +52,23 @@ alter table pgjob.limit_holds add column held_by oid;
 
 -- Whether the session may act on what the role owner made, for a session
 -- that reads pgjob.jobs (reads) or not.  A role that was dropped, or null
--- (made before version 30), is no one's.
+-- (made before version 30), is no one's.  (No SET clause, so that a query
+-- inlines it: it names every object with its schema.)
 create function pgjob.session_may(owner oid, reads boolean) returns boolean
 language sql
 stable
-set search_path = pg_catalog, pg_temp
 as $$
-	select reads or coalesce(pg_has_role(session_user, owner, 'USAGE'), false)
+	select reads or coalesce(pg_catalog.pg_has_role(session_user, owner,
+		'USAGE'), false)
 $$;
 
 -- Whether the session's role reads every job: it may act on any.
 create function pgjob.session_reads() returns boolean
 language sql
 stable
-set search_path = pg_catalog, pg_temp
 as $$
-	select has_table_privilege(session_user, 'pgjob.jobs', 'SELECT')
+	select pg_catalog.has_table_privilege(session_user, 'pgjob.jobs',
+		'SELECT')
 $$;
 
 -- A plain job done back into pgjob.jobs, with its owner.
