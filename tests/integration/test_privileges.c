@@ -232,6 +232,24 @@ test_foreign_ids(void **state)
 	t_assert_value(c, "0",
 		       "select count(*) from pgjob.jobs where children"
 		       " or payload::text like '%%secret%%'");
+	/* The other functions it may call take no id of a job: in an
+	 * array (enqueue_many()) or a workflow an id is refused, or names no
+	 * step. */
+	char *m = t_expect_sqlstate(b, "22023",
+				    "select pgjob.enqueue_many('[{\"kind\":"
+				    " \"k\", \"depends_on\": [%lld]}]')",
+				    done);
+	assert_non_null(strstr(m, "depends_on"));
+	free(m);
+	free(t_expect_sqlstate(b, "22023",
+			       "select pgjob.enqueue_many('[{\"kind\":"
+			       " \"k\", \"batch_id\": %lld}]')",
+			       open));
+	free(t_expect_sqlstate(b, "23503",
+			       "select pgjob.enqueue_workflow('{\"steps\":"
+			       " [{\"name\": \"a\", \"kind\": \"k\","
+			       " \"after\": [\"%lld\"]}]}')",
+			       done));
 	/* Nor is its batch: it can neither seal it nor keep it open. */
 	same_as_missing(b, "23503", "select pgjob.batch_seal(ID)", batch, none);
 	same_as_missing(b, "23503",
