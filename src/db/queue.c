@@ -166,7 +166,7 @@ static const char finish_move_sql[] =
 	"   created_at, finished_at, lost_attempts, limit_key, cost,"
 	"   attempted_at, children, parents_left, on_parent_failure,"
 	"   workflow_id, step, batch_id, last_wall_ms, last_cpu_ms,"
-	"   last_max_rss_kb, last_status, ring)"
+	"   last_max_rss_kb, last_status, enqueued_by, ring)"
 	"  select id, queue, kind, payload, priority, run_at, 'done',"
 	"   attempts - case when ($7::bool[])[r_i] then 1 else 0 end,"
 	"   max_attempts, locked_by, null, lease_token, unique_key,"
@@ -176,6 +176,7 @@ static const char finish_move_sql[] =
 	"   parents_left, on_parent_failure, workflow_id, step, batch_id,"
 	"   " FIGURE_AT("$9", "r_i") ", " FIGURE_AT("$10", "r_i") ","
 	"   " FIGURE_AT("$11", "r_i") ", " FIGURE_AT("$12", "r_i") ","
+	"   enqueued_by,"
 	/* Once per statement, not per row. */
 	"   (select pgjob.done_ring(now(), $13::bigint))"
 	"  from fd where not $8),";

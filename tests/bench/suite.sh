@@ -700,6 +700,14 @@ else
 	bash "$root/tests/bench/enqueue.sh" || fail=1
 fi
 
+# pgjob.enqueue_workflow() of 10,000 steps as a chain, a fan-out, a fan-in
+# and a DAG (tests/bench/workflow.sh, its own PostgreSQL; seconds).
+if [ "$short" = 1 ]; then
+	bash "$root/tests/bench/workflow.sh" --short || fail=1
+else
+	bash "$root/tests/bench/workflow.sh" || fail=1
+fi
+
 # The web console's pages with a million jobs (tests/bench/web.sh, its own
 # PostgreSQL; about a minute): full form only.
 if [ "$short" = 0 ]; then

@@ -416,6 +416,9 @@ test_cancel_and_prune(void **state)
 	t_exec(c, "create role t_attempts_deleter");
 	t_exec(c, "grant usage on schema pgjob to t_attempts_deleter");
 	t_exec(c, "grant select, delete on pgjob.jobs to t_attempts_deleter");
+	/* Not PUBLIC's since schema version 30 (docs/operations.md). */
+	t_exec(c, "grant execute on function pgjob.forget_attempts"
+		  " to t_attempts_deleter");
 	t_exec(c, "set role t_attempts_deleter");
 	t_assert_value(c, "0", "select pgjob.forget_attempts('{2,3}')");
 	t_assert_value(c, "1",
@@ -428,6 +431,8 @@ test_cancel_and_prune(void **state)
 		       "select string_agg(job_id::text, ',')"
 		       " from pgjob.attempts");
 	t_exec(c, "revoke all on pgjob.jobs from t_attempts_deleter");
+	t_exec(c, "revoke all on function pgjob.forget_attempts"
+		  " from t_attempts_deleter");
 	t_exec(c, "revoke all on schema pgjob from t_attempts_deleter");
 	t_exec(c, "drop role t_attempts_deleter");
 	PQfinish(c);

@@ -285,6 +285,94 @@ test_upgrade_from_10(void **state)
 }
 
 /*
+ * An upgrade from schema version 29 to 30 (EXECUTE taken from PUBLIC, jobs
+ * owned by their role), with the roles an older deployment made: a worker
+ * role granted the tables only (it called every function through PUBLIC),
+ * a read-only role on pgjob.all_jobs and an application granted enqueue()
+ * by name.  Each keeps what it could do, but PUBLIC's functions, and a job
+ * from before the upgrade has no owner: the application cannot make it a
+ * parent, the worker role can.
+ */
+static void
+test_upgrade_from_29(void **state)
+{
+	const char *ci = t_db_create("t_migrate_from_29");
+	PGconn *c = t_connect(ci);
+	install_up_to(c, 29);
+	const char *roles[] = {"t_worker_29", "t_reader_29", "t_app_29"};
+	for (size_t i = 0; i < 3; i++)
+		t_exec(c,
+		       "do $$ begin create role %s login; exception when"
+		       " duplicate_object then null; end $$",
+		       roles[i]);
+	t_exec(c, "grant usage on schema pgjob to t_worker_29, t_reader_29,"
+		  " t_app_29");
+	t_exec(c, "grant select, insert, update, delete on pgjob.jobs,"
+		  " pgjob.jobs_done, pgjob.limits to t_worker_29");
+	t_exec(c, "grant select on pgjob.all_jobs, pgjob.worker_minutes"
+		  " to t_reader_29");
+	t_exec(c, "grant execute on function pgjob.enqueue to t_app_29");
+	long long old = t_long(c, "insert into pgjob.jobs (kind, state, result,"
+				  " finished_at) values ('old', 'done',"
+				  " '{\"x\": 1}', now()) returning id");
+	t_migrate(ci);
+	t_assert_value(
+		c, "t|t|t|t|f|t|f|f|f",
+		"select concat_ws('|', has_function_privilege('t_worker_29',"
+		" 'pgjob.prune_done(timestamptz, int)', 'execute'),"
+		" has_function_privilege('t_worker_29', 'pgjob.key_candidates("
+		"text, text, text[], text[], timestamptz, int, text)',"
+		" 'execute'),"
+		" has_function_privilege('t_worker_29', 'pgjob.enqueue(text,"
+		" jsonb, text, timestamptz, int, int, text, text, text,"
+		" int, bigint[], text, bigint)', 'execute'),"
+		" has_function_privilege('t_reader_29',"
+		" 'pgjob.throughput(interval)', 'execute'),"
+		" has_function_privilege('t_reader_29',"
+		" 'pgjob.prune_done(timestamptz, int)', 'execute'),"
+		" has_function_privilege('t_app_29', 'pgjob.enqueue(text,"
+		" jsonb, text, timestamptz, int, int, text, text, text,"
+		" int, bigint[], text, bigint)', 'execute'),"
+		" has_function_privilege('t_app_29',"
+		" 'pgjob.prune_done(timestamptz, int)', 'execute'),"
+		" has_function_privilege('public',"
+		" 'pgjob.prune_done(timestamptz, int)', 'execute'),"
+		" has_function_privilege('public',"
+		" 'pgjob.forget_attempts(bigint[])', 'execute'))");
+	char cs[1200];
+	snprintf(cs, sizeof(cs), "%s user=t_reader_29", ci);
+	PGconn *r = t_connect(cs);
+	t_assert_value(r, "1", "select count(*) from pgjob.all_jobs");
+	t_exec(r, "select * from pgjob.throughput('1 hour')");
+	PQfinish(r);
+	snprintf(cs, sizeof(cs), "%s user=t_app_29", ci);
+	PGconn *a = t_connect(cs);
+	char *m = t_expect_sqlstate(
+		a, "23503",
+		"select pgjob.enqueue('new', depends_on => array[%lld])", old);
+	assert_non_null(strstr(m, "no job"));
+	free(m);
+	assert_true(t_long(a, "select pgjob.enqueue('new')") > 0);
+	PQfinish(a);
+	snprintf(cs, sizeof(cs), "%s user=t_worker_29", ci);
+	PGconn *w = t_connect(cs);
+	long long child = t_long(
+		w, "select pgjob.enqueue('new', depends_on => array[%lld])",
+		old);
+	t_exec(w, "select pgjob.prune_done(now(), 0)");
+	PQfinish(w);
+	t_assert_value(c, "available|1",
+		       "select state || '|' || (payload -> 'pgjob' -> 'parents'"
+		       " -> '%lld' ->> 'x') from pgjob.jobs where id = %lld",
+		       old, child);
+	for (size_t i = 0; i < 3; i++) {
+		t_exec(c, "drop owned by %s", roles[i]);
+		t_exec(c, "drop role %s", roles[i]);
+	}
+	PQfinish(c);
+}
+
+/*
  * An upgrade from schema version 25 to 26 (an unfinished job waits exactly
  * when it has parents left), with rows written by hand that break it: each
  * is mended by its state, then the check holds.
@@ -435,6 +523,7 @@ main(void)
 		cmocka_unit_test(test_status_and_dry_run),
 		cmocka_unit_test(test_upgrade_from_10),
 		cmocka_unit_test(test_upgrade_from_25),
+		cmocka_unit_test(test_upgrade_from_29),
 		cmocka_unit_test(test_upgrade_from_11),
 		cmocka_unit_test(test_upgrade_from_12),
 		cmocka_unit_test(test_concurrent),

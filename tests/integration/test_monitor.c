@@ -141,7 +141,10 @@ test_falls_back_to_the_workers_connection(void **state)
 	t_exec(c, "alter role t_monitor_one connection limit 1;"
 		  "grant usage on schema pgjob to t_monitor_one;"
 		  "grant select, insert, update, delete on all tables in"
-		  " schema pgjob to t_monitor_one");
+		  " schema pgjob to t_monitor_one;"
+		  /* PUBLIC's no more since schema version 30. */
+		  "grant execute on all functions in schema pgjob to"
+		  " t_monitor_one");
 	char role_ci[1200];
 	snprintf(role_ci, sizeof(role_ci), "%s user=t_monitor_one", ci);
 	int port = t_free_port();
