@@ -61,8 +61,9 @@ web_response_json(struct web_response *out, cJSON *item)
  * five characters of text): what the request asked for is wrong (22: bad
  * data, such as a time that does not parse or a limit of the wrong type),
  * names nothing (42704: no such queue or schedule, 404), forbidden in the state
- * things are in (55000, 23: a constraint), or the database failed (57014:
- * statement_timeout).
+ * things are in (55000, 23: a constraint), not granted to the console's role
+ * (42501, 403: docs/security.md gives the grants), or the database failed
+ * (57014: statement_timeout).
  */
 static int
 status_of(struct db_conn *db, const char *text)
@@ -73,6 +74,8 @@ status_of(struct db_conn *db, const char *text)
 		return 400;
 	if (strncmp(text, "42704", 5) == 0)
 		return 404;
+	if (strncmp(text, "42501", 5) == 0)
+		return 403;
 	if (strncmp(text, "23", 2) == 0 || strncmp(text, "55000", 5) == 0 ||
 	    strncmp(text, "55P03", 5) == 0)
 		return 409;
