@@ -1,0 +1,5 @@
+-- PLACEHOLDER of branch h-ops, not a migration: version 30 belongs to
+-- another branch, and the migrations must be numbered without a gap
+-- (cmake/embed_sql.cmake).  Delete this file when that branch's
+-- sql/030_*.sql is merged.
+select 1;
