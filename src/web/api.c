@@ -417,6 +417,12 @@ health_json(struct db_conn *db, struct web_response *out)
 static const char RATES_SQL[] =
 	"select * from pgjob.throughput(interval '1 hour')";
 
+/* The jobs no live worker serves, by kind and queue (pgjob.unserved(),
+ * sql/032): the overview warns of them.  At most 100 pairs. */
+static const char UNSERVED_SQL[] =
+	"select kind, queue, jobs, due, oldest_due_at, kind_handled"
+	" from pgjob.unserved() limit 100";
+
 static void
 get_overview(struct db_conn *db, struct web_response *out)
 {
@@ -440,6 +446,11 @@ get_overview(struct db_conn *db, struct web_response *out)
 	if (!(part = health_json(db, out)))
 		goto fail;
 	cJSON_AddItemToObject(o, "health", part);
+	if (!(res = api_query_optional(db, out, UNSERVED_SQL, 0, NULL,
+				       &missing)))
+		goto fail;
+	cJSON_AddItemToObject(o, "unserved", api_rows_array(res));
+	db_rows_free(res);
 	cJSON_AddBoolToObject(o, "estimates", capped);
 	web_response_json(out, o);
 	return;

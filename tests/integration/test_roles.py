@@ -296,6 +296,12 @@ def test_enqueue_role():
     may(e, "enqueue", "--file", jobfile)
     may(e, "workflow", "submit", wf_file)
     may(e, "version")
+    # A queue no live worker serves: enqueued, with a warning (the role
+    # may ask pgjob.queue_served(), and nothing else of the workers).
+    rc, out, err = pgjob(e, "enqueue", "ok", "{}", "--queue", "nosuch")
+    check(rc == 0 and out.strip().isdigit() and
+          'warning: no live worker serves queue "nosuch"' in err,
+          f"{e}: enqueue to an unserved queue: exit {rc}: {out}{err}")
     for args in (["status"], ["jobs"], ["show", job], ["limits"],
                  ["schedules"], ["top", "--once"], ["workflow", "show", "1"],
                  ["retry", job], ["retry", "--dead"], ["cancel", job],
