@@ -207,7 +207,7 @@ WORKFLOW = json.dumps({"name": "roles", "steps": [
     {"name": "b", "kind": "ok", "after": ["a"]}]})
 
 
-def test_worker_role(daemon):
+def test_worker_role():
     w = WORKER
     jobfile = os.path.join(WORK, "jobs.jsonl")
     with open(jobfile, "w") as f:
@@ -329,10 +329,15 @@ def main():
     setup()
     try:
         daemon = start_daemon()
-        test_worker_role(daemon)
+        test_worker_role()
         test_enqueue_role()
         daemon.send_signal(signal.SIGTERM)
         check(daemon.wait(60) == 0, "pgjobd stopped cleanly")
+        # pgjobd ran as the worker role: every duty and claim had its
+        # rights (a missing one is logged as 42501).
+        text = open(os.path.join(WORK, "pgjobd.log")).read()
+        check("42501" not in text and "permission denied" not in text,
+              f"pgjobd as {WORKER} lacked a right: {text}")
     finally:
         stop_all()
         subprocess.run(["psql", CI, "-qAtX", "-c",
