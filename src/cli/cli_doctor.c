@@ -516,6 +516,50 @@ check_kinds(struct doctor *d)
 	db_rows_free(r);
 }
 
+/*
+ * Jobs that no live worker serves (pgjob.unserved(), sql/032): a kind no
+ * live worker handles, or a queue that no live worker of the kind claims
+ * from (a typo at enqueue, a handler moved to another queue).  Unlike the
+ * check above, this needs no config: it reads what the workers registered.
+ */
+static const char UNSERVED_SQL[] =
+	"select kind, queue, jobs, kind_handled"
+	" from pgjob.unserved($1::bigint * interval '1 ms') limit 100";
+
+static void
+check_unserved(struct doctor *d)
+{
+	char lease[24];
+	snprintf(lease, sizeof(lease), "%lld", (long long)d->lease_ms);
+	const char *p[] = {lease};
+	struct db_rows *r =
+		query(d, "jobs no worker serves", UNSERVED_SQL, 1, p);
+	if (!r)
+		return;
+	for (int i = 0; i < db_rows_count(r); i++) {
+		char *k = quoted(db_rows_text(r, i, 0));
+		char *q = quoted(db_rows_text(r, i, 1));
+		int handled = db_rows_text(r, i, 3)[0] == 't';
+		add(d, ST_WARN, "jobs no worker serves",
+		    "check the queue's name (a typo at enqueue?), give a "
+		    "worker a handler for the kind in that queue, or cancel "
+		    "them (pgjob jobs --queue QUEUE --kind KIND --state "
+		    "available)",
+		    "kind %s in queue %s: %s jobs wait, %s", k, q,
+		    db_rows_text(r, i, 2),
+		    handled ? "and no live worker takes that kind from that "
+			      "queue"
+			    : "and no live worker handles that kind");
+		free(q);
+		free(k);
+	}
+	if (db_rows_count(r) == 0)
+		add(d, ST_OK, "jobs no worker serves", NULL,
+		    "a live worker serves the kind and queue of every waiting "
+		    "job");
+	db_rows_free(r);
+}
+
 /* --- instances --------------------------------------------------------- */
 
 static const char STALE_SQL[] =
@@ -690,6 +734,7 @@ run_checks(struct doctor *d)
 	if (schema) {
 		check_running(d);
 		check_kinds(d);
+		check_unserved(d);
 		check_instances(d);
 	}
 	check_pooler(d);

@@ -1,8 +1,8 @@
 /*
  * cli_status: `pgjob status [--json]`, the cluster at a glance: workers by
  * host and instance, queues (and which are paused, limited or throttled),
- * kinds that wait because no live worker handles them, and the leases of
- * cluster-wide tasks and duties.
+ * jobs that wait because no live worker serves their kind and queue, and
+ * the leases of cluster-wide tasks and duties.
  *
  * One statement per section, each its own snapshot: the sections can
  * disagree by what happened between them, which is fine for a status view.
@@ -136,6 +136,21 @@ static const char NO_HANDLER_SQL[] =
 	"  and j.state = 'available'"
 	"  and not exists (select 1 from live where live.kind = j.kind)"
 	" group by j.kind order by j.kind";
+
+/* Column numbers of UNSERVED_SQL. */
+enum { U_KIND, U_QUEUE, U_JOBS, U_DUE, U_OLDEST, U_HANDLED };
+
+/*
+ * The jobs no live worker serves, by kind and queue (pgjob.unserved(),
+ * sql/032): a kind no live worker handles, or one that is handled, but
+ * not in the job's queue (a worker claims a kind only from the queues of
+ * its handlers).
+ */
+static const char UNSERVED_SQL[] =
+	"select kind, queue, jobs, due,"
+	"  round(extract(epoch from now() - oldest_due_at)::numeric, 3)"
+	"   as oldest_due_age_s, kind_handled"
+	" from pgjob.unserved()";
 
 /* Column numbers of LEASES_SQL. */
 enum { L_NAME, L_HOLDER, L_TOKEN, L_EXPIRES_IN, L_EXPIRES_AT };
@@ -295,22 +310,30 @@ cli_status_print_queues(const struct db_rows *res, FILE *f)
 }
 
 static void
-print_no_handler(const struct db_rows *res, FILE *f)
+print_unserved(const struct db_rows *res, FILE *f)
 {
-	static const char *const head[] = {"KIND", "JOBS", "DUE", "OLDEST DUE"};
+	static const char *const head[] = {"KIND", "QUEUE",	 "JOBS",
+					   "DUE",  "OLDEST DUE", "WHY"};
 	struct cli_table t;
 
-	fputs("waiting, no handler\n", f);
+	fputs("waiting, no live worker serves them\n", f);
 	if (db_rows_count(res) == 0) {
-		fputs("  none: a live worker handles every waiting kind\n", f);
+		fputs("  none: a live worker serves the kind and queue of "
+		      "every waiting job\n",
+		      f);
 		return;
 	}
-	cli_table_init(&t, 4, head, "lrrr");
+	cli_table_init(&t, 6, head, "llrrrl");
 	for (int i = 0; i < db_rows_count(res); i++) {
 		char a[32];
-		const char *row[] = {val(res, i, N_KIND), val(res, i, N_JOBS),
-				     val(res, i, N_DUE),
-				     age(res, i, N_OLDEST, a, sizeof(a))};
+		const char *row[] = {val(res, i, U_KIND),
+				     val(res, i, U_QUEUE),
+				     val(res, i, U_JOBS),
+				     val(res, i, U_DUE),
+				     age(res, i, U_OLDEST, a, sizeof(a)),
+				     db_rows_text(res, i, U_HANDLED)[0] == 't'
+					     ? "queue not served"
+					     : "no handler"};
 		cli_table_add(&t, row);
 	}
 	cli_table_print(&t, f, "  ");
@@ -393,7 +416,7 @@ cli_status_queues_json(const struct db_rows *res)
 }
 
 static cJSON *
-status_json(struct db_rows *const res[4])
+status_json(struct db_rows *const res[5])
 {
 	cJSON *o = cJSON_CreateObject();
 	int live, stale;
@@ -404,6 +427,8 @@ status_json(struct db_rows *const res[4])
 	cJSON_AddItemToObject(o, "queues", cli_status_queues_json(res[1]));
 	cJSON_AddItemToObject(o, "no_handler",
 			      json_rows(res[2], db_rows_columns(res[2])));
+	cJSON_AddItemToObject(o, "unserved",
+			      json_rows(res[4], db_rows_columns(res[4])));
 	cJSON_AddItemToObject(o, "leases",
 			      json_rows(res[3], db_rows_columns(res[3])));
 	return o;
@@ -430,7 +455,7 @@ parse(int argc, char **argv, int *json)
 static int
 status_one(struct cli *cli, int json, cJSON **out)
 {
-	struct db_rows *res[4] = {NULL};
+	struct db_rows *res[5] = {NULL};
 	struct db_conn *conn;
 	int rc;
 
@@ -438,9 +463,11 @@ status_one(struct cli *cli, int json, cJSON **out)
 		return rc;
 	if (!(res[0] = cli_exec(conn, "workers", WORKERS_SQL, 0, NULL)) ||
 	    !(res[1] = cli_status_queues(conn)) ||
-	    !(res[2] = cli_exec(conn, "waiting kinds", NO_HANDLER_SQL, 0,
-				NULL)) ||
-	    !(res[3] = cli_exec(conn, "leases", LEASES_SQL, 0, NULL))) {
+	    /* The kinds alone: --json's no_handler, older than unserved. */
+	    (json && !(res[2] = cli_exec(conn, "waiting kinds", NO_HANDLER_SQL,
+					 0, NULL))) ||
+	    !(res[3] = cli_exec(conn, "leases", LEASES_SQL, 0, NULL)) ||
+	    !(res[4] = cli_exec(conn, "waiting jobs", UNSERVED_SQL, 0, NULL))) {
 		rc = CLI_EXIT_FAILED;
 		goto out;
 	}
@@ -451,12 +478,12 @@ status_one(struct cli *cli, int json, cJSON **out)
 		fputc('\n', stdout);
 		cli_status_print_queues(res[1], stdout);
 		fputc('\n', stdout);
-		print_no_handler(res[2], stdout);
+		print_unserved(res[4], stdout);
 		fputc('\n', stdout);
 		print_leases(res[3], stdout);
 	}
 out:
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		db_rows_free(res[i]);
 	db_close(conn);
 	return rc;

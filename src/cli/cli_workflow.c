@@ -199,10 +199,13 @@ cmd_submit(struct cli *cli, int argc, char **argv)
 				"workflow submit: %s is not a JSON object",
 				path);
 	}
-	struct db_conn *conn = NULL;
-	if ((rc = cli_open(cli, &conn))) {
+	/* cli_connect(), not cli_open(): the enqueue-only role, which may
+	 * call pgjob.enqueue_workflow(), may not read the schema version
+	 * (as with pgjob enqueue). */
+	struct db_conn *conn = cli_connect(cli);
+	if (!conn) {
 		free(text);
-		return rc;
+		return CLI_EXIT_FAILED;
 	}
 	if (json) {
 		rc = submit_json(conn, text);

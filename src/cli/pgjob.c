@@ -48,9 +48,9 @@ usage(FILE *f)
 	      "stdin), one JSON\n"
 	      "                         object per line, all or none; "
 	      "print their ids\n"
-	      "  status [--json]        workers, queues, kinds no live worker "
-	      "handles,\n"
-	      "                         leases\n"
+	      "  status [--json]        workers, queues, jobs no live worker "
+	      "serves\n"
+	      "                         (kind and queue), leases\n"
 	      "  jobs [--state S] [--queue Q] [--kind K] [--limit N] [--json]\n"
 	      "                         list jobs, newest first (50 by "
 	      "default)\n"
@@ -60,7 +60,9 @@ usage(FILE *f)
 	      "it again now\n"
 	      "  retry --dead [--kind K] [--json]\n"
 	      "                         every dead job (of one kind)\n"
-	      "  cancel ID [--json]     cancel a job that waits to run\n"
+	      "  cancel ID [--json]     cancel a job that waits or runs (its "
+	      "worker\n"
+	      "                         stops a running one)\n"
 	      "  prune [--older-than DUR] [--json]\n"
 	      "                         delete jobs finished before DUR ago\n"
 	      "                         (default: the config's retention, "
@@ -106,8 +108,8 @@ usage(FILE *f)
 	      "                         tick it again, or skip its ticks\n"
 	      "  doctor [--json]        check the database's health (xmin "
 	      "horizon, vacuum,\n"
-	      "                         bloat, stuck jobs, kinds without a "
-	      "handler, stale\n"
+	      "                         bloat, stuck jobs, jobs no worker "
+	      "serves, stale\n"
 	      "                         instances): OK, WARN or FAIL, each "
 	      "with a fix;\n"
 	      "                         exit 0 OK, 1 a warning, 2 a failure\n"
@@ -525,6 +527,35 @@ static const char EXISTING_SQL[] =
 	" from pgjob.jobs where id = $1) as existing";
 
 /*
+ * After an enqueue: a warning on stderr when the job's queue is one that no
+ * live worker serves, which is most often a typo (--queue defualt) and
+ * otherwise leaves the job waiting in silence.  pgjob.queue_served()
+ * (sql/032) says null while no worker is live at all: then every queue
+ * would be unknown, and the warning would only be noise (workers down for
+ * a deploy, an enqueue before the first start); pgjob status and pgjob
+ * doctor report the jobs.  A schema without the function, or a role that
+ * may not call it, gets no warning: the job is enqueued all the same.
+ */
+static void
+warn_unserved(struct db_conn *conn, const char *queue, const char *id)
+{
+	const char *q = queue ? queue : "default";
+	const char *p[] = {q};
+	char *err = NULL;
+	struct db_rows *r =
+		db_query(conn, "select pgjob.queue_served($1)", 1, p, &err);
+	if (r && db_rows_count(r) == 1 && db_rows_value(r, 0, 0) &&
+	    db_rows_text(r, 0, 0)[0] == 'f')
+		fprintf(stderr,
+			"pgjob: warning: no live worker serves queue \"%s\": "
+			"job %s waits until one does (a typo? pgjob status "
+			"lists the jobs no worker serves)\n",
+			q, id);
+	db_rows_free(r);
+	free(err);
+}
+
+/*
  * enqueue --json: {"id": N, "existing": false}, existing true when the id
  * is that of the job that holds --unique-key.  Without --unique-key nothing
  * can exist already: one statement.  With it, the enqueue and the check run
@@ -565,6 +596,7 @@ enqueue_json(struct db_conn *conn, const struct enqueue_args *a)
 	else
 		cJSON_AddNullToObject(o, "existing");
 print:
+	warn_unserved(conn, a->p[2], db_rows_text(res, 0, 0));
 	cli_json_print(o);
 	db_rows_free(ex);
 	db_rows_free(res);
@@ -599,8 +631,10 @@ cmd_enqueue(struct cli *cli, int argc, char **argv)
 		return rc;
 	}
 	struct db_rows *res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 13, a.p);
-	if (res)
+	if (res) {
 		printf("%s\n", db_rows_text(res, 0, 0));
+		warn_unserved(conn, a.p[2], db_rows_text(res, 0, 0));
+	}
 	rc = res ? 0 : CLI_EXIT_FAILED;
 	db_rows_free(res);
 	db_close(conn);

@@ -624,6 +624,36 @@ render_dead_and_schedules(struct buf *out, const struct stats *s)
 	buf_free(&l);
 }
 
+/* Jobs no live worker serves, per queue: like the dead jobs, each queue
+ * of the depths at 0 once counted, so that an alert sees it start. */
+static void
+render_unserved(struct buf *out, const struct stats *s)
+{
+	struct buf l = {0};
+	uint32_t n = __atomic_load_n(&s->nunserved, __ATOMIC_ACQUIRE);
+	uint32_t nq = __atomic_load_n(&s->nqueues, __ATOMIC_ACQUIRE);
+	metrics_header(out, "pgjobd_queue_unserved", "gauge",
+		       "Available jobs whose kind and queue no live worker "
+		       "serves, per queue (counted once a minute).");
+	for (uint32_t i = 0; i < n; i++) {
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->unserved[i].name);
+		metrics_gauge(out, "pgjobd_queue_unserved", NULL, l.data,
+			      (double)s->unserved[i].n);
+	}
+	for (uint32_t i = 0; i < nq && s->unserved_at_ms; i++) {
+		uint32_t j = 0;
+		while (j < n && strcmp(s->unserved[j].name, s->queues[i].name))
+			j++;
+		if (j < n)
+			continue;
+		buf_reset(&l);
+		metrics_label(&l, "queue", s->queues[i].name);
+		metrics_gauge(out, "pgjobd_queue_unserved", NULL, l.data, 0);
+	}
+	buf_free(&l);
+}
+
 static void
 render_monitoring(struct buf *out, const struct stats *s, int n,
 		  const struct sum *k, size_t m)
@@ -637,6 +667,7 @@ render_monitoring(struct buf *out, const struct stats *s, int n,
 	}
 	render_wait(out, k, m);
 	render_dead_and_schedules(out, s);
+	render_unserved(out, s);
 	metrics_counter(out, "pgjobd_db_connect_failures_total",
 			"Attempts to connect to the database (and start a "
 			"session) that failed.",

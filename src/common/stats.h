@@ -190,6 +190,15 @@ struct stats {
 		char name[STATS_NAME];
 		int64_t n;
 	} dead[STATS_MAX_QUEUES];
+	/* Available jobs per queue that no live worker serves (their kind
+	 * and queue: pgjob.unserved()), counted with the dead ones;
+	 * unserved_at_ms: when (0: not yet). */
+	int64_t unserved_at_ms;
+	uint32_t nunserved;
+	struct {
+		char name[STATS_NAME];
+		int64_t n;
+	} unserved[STATS_MAX_QUEUES];
 	/* Schedules that have ticked (pgjob.schedules), read with the
 	 * depths: the last tick and the next one after it by its cron (Unix
 	 * seconds; next 0: not known on this host). */

@@ -1530,6 +1530,47 @@ queue_dead(struct dbev *d, int max, const char *const *queues, size_t nqueues,
 }
 
 static void
+read_counts(const struct db_call *c, const struct db_status *st,
+	    const PGresult *res)
+{
+	int n = st->error == DB_OK ? PQntuples(res) : 0;
+	if (n > (int)c->n)
+		n = (int)c->n;
+	struct queue_count *q = xcalloc((size_t)n + 1, sizeof(*q));
+	for (int i = 0; i < n; i++) {
+		snprintf(q[i].name, sizeof(q[i].name), "%s",
+			 PQgetvalue(res, i, 0));
+		q[i].n = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	}
+	((queue_count_fn *)c->cb)(c->arg, st, q, (size_t)n);
+	free(q);
+}
+
+/* Read with the dead jobs, once a minute: it reads every available job's
+ * row, as the depths do (src/worker/monitor.c). */
+int
+queue_unserved(struct dbev *d, int max, int64_t live_ms, queue_count_fn *cb,
+	       void *arg)
+{
+	char lim[16], live[24];
+	snprintf(lim, sizeof(lim), "%d", max);
+	snprintf(live, sizeof(live), "%lld", (long long)live_ms);
+	const char *p[] = {lim, live};
+	struct db_call call = DB_CALL(cb, arg);
+	call.n = (size_t)max;
+	return dbev_call(d,
+			 "with u as (select queue, sum(jobs)::bigint as n"
+			 "   from pgjob.unserved($2::bigint * interval '1 ms')"
+			 "   group by queue),"
+			 " r as (select queue, n, row_number() over"
+			 "   (order by n desc, queue) as rn from u)"
+			 " select case when rn < $1 then queue"
+			 "   else '(other)' end, sum(n)::bigint"
+			 " from r group by 1 order by 1",
+			 0, 2, p, read_counts, &call);
+}
+
+static void
 read_workflows(const struct db_call *c, const struct db_status *st,
 	       const PGresult *res)
 {

@@ -312,6 +312,19 @@ typedef void queue_dead_fn(void *arg, const struct db_status *st,
 int queue_dead(struct dbev *d, int max, const char *const *queues,
 	       size_t nqueues, queue_dead_fn *cb, void *arg);
 
+/* A count of one queue. */
+struct queue_count {
+	char name[64];
+	int64_t n;
+};
+typedef void queue_count_fn(void *arg, const struct db_status *st,
+			    const struct queue_count *q, size_t n);
+/* Available jobs per queue whose kind and queue no live worker serves
+ * (pgjob.unserved(), sql/032; live: a heartbeat within live_ms), at most
+ * max queues, by name; queues without such jobs are left out. */
+int queue_unserved(struct dbev *d, int max, int64_t live_ms, queue_count_fn *cb,
+		   void *arg);
+
 /* Workflows (docs/workflows.md): running now, and done and failed since
  * the schema was made, pruned ones included. */
 struct queue_workflows {

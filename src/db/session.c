@@ -89,23 +89,27 @@ worker_register(PGconn *conn, const struct session_worker *w, int slot,
 	snprintf(pid, sizeof(pid), "%d", w->pid);
 	snprintf(spid, sizeof(spid), "%d", w->supervisor_pid);
 	char *kinds = db_text_array(w->kinds, w->nkinds);
-	const char *p[] = {sl, w->host, pid, spid, w->version, kinds, prev};
+	char *queues = db_text_array(w->queues, w->nqueues);
+	const char *p[] = {sl,	       w->host, pid,  spid,
+			   w->version, kinds,	prev, queues};
 	PGresult *res = PQexecParams(
 		conn,
 		"with gone as (delete from pgjob.workers where slot = $7::int"
 		"  and slot <> $1::int and host = $2 and pid = $3::int)"
 		" insert into pgjob.workers (slot, host, pid, supervisor_pid,"
-		"  version, kinds)"
-		" values ($1, $2, $3, $4, $5, $6::text[])"
+		"  version, kinds, queues)"
+		" values ($1, $2, $3, $4, $5, $6::text[], $8::text[])"
 		" on conflict (slot) do update set host = excluded.host,"
 		"  pid = excluded.pid, supervisor_pid = "
 		"excluded.supervisor_pid,"
 		"  version = excluded.version, kinds = excluded.kinds,"
+		"  queues = excluded.queues,"
 		"  tasks = '{}', schedules = '{}', defined_at = null,"
 		"  started_at = now(), heartbeat_at = now(),"
 		"  done_total = 0, failed_total = 0, retried_total = 0",
-		7, NULL, p, NULL, NULL, 0);
+		8, NULL, p, NULL, NULL, 0);
 	free(kinds);
+	free(queues);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		return failed(conn, res, "registering the worker", err);
 	PQclear(res);

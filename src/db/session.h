@@ -28,6 +28,9 @@ struct session_worker {
 	const char *version;
 	const char *const *kinds; /* the kinds it handles */
 	size_t nkinds;
+	/* The queues it claims from: those of its handlers. */
+	const char *const *queues;
+	size_t nqueues;
 	/* Its config's queues and their limits, for pgjob.publish_limits()
 	 * (config_limits_json()). */
 	const char *limits;

@@ -61,8 +61,9 @@ web_response_json(struct web_response *out, cJSON *item)
  * five characters of text): what the request asked for is wrong (22: bad
  * data, such as a time that does not parse or a limit of the wrong type),
  * names nothing (42704: no such queue or schedule, 404), forbidden in the state
- * things are in (55000, 23: a constraint), or the database failed (57014:
- * statement_timeout).
+ * things are in (55000, 23: a constraint), not granted to the console's role
+ * (42501, 403: docs/security.md gives the grants), or the database failed
+ * (57014: statement_timeout).
  */
 static int
 status_of(struct db_conn *db, const char *text)
@@ -73,6 +74,8 @@ status_of(struct db_conn *db, const char *text)
 		return 400;
 	if (strncmp(text, "42704", 5) == 0)
 		return 404;
+	if (strncmp(text, "42501", 5) == 0)
+		return 403;
 	if (strncmp(text, "23", 2) == 0 || strncmp(text, "55000", 5) == 0 ||
 	    strncmp(text, "55P03", 5) == 0)
 		return 409;
@@ -414,6 +417,12 @@ health_json(struct db_conn *db, struct web_response *out)
 static const char RATES_SQL[] =
 	"select * from pgjob.throughput(interval '1 hour')";
 
+/* The jobs no live worker serves, by kind and queue (pgjob.unserved(),
+ * sql/032): the overview warns of them.  At most 100 pairs. */
+static const char UNSERVED_SQL[] =
+	"select kind, queue, jobs, due, oldest_due_at, kind_handled"
+	" from pgjob.unserved() limit 100";
+
 static void
 get_overview(struct db_conn *db, struct web_response *out)
 {
@@ -437,6 +446,11 @@ get_overview(struct db_conn *db, struct web_response *out)
 	if (!(part = health_json(db, out)))
 		goto fail;
 	cJSON_AddItemToObject(o, "health", part);
+	if (!(res = api_query_optional(db, out, UNSERVED_SQL, 0, NULL,
+				       &missing)))
+		goto fail;
+	cJSON_AddItemToObject(o, "unserved", api_rows_array(res));
+	db_rows_free(res);
 	cJSON_AddBoolToObject(o, "estimates", capped);
 	web_response_json(out, o);
 	return;

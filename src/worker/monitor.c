@@ -1,8 +1,9 @@
 /*
  * monitor: what the depth reader (one worker per instance, named by the
  * supervisor) reads for /metrics: the queue depths, the workflows, dead
- * jobs per queue, and the schedules' last and next ticks.  They go to the
- * shared stats area, which the supervisor renders (common/stats.c).
+ * jobs and jobs no live worker serves per queue, and the schedules' last
+ * and next ticks.  They go to the shared stats area, which the supervisor
+ * renders (common/stats.c).
  *
  * The reads go on a connection of their own ("pgjobd monitor" in
  * pg_stat_activity), made without blocking the worker's loop
@@ -161,6 +162,24 @@ on_dead(void *arg, const struct db_status *st, const struct queue_dead *q,
 	__atomic_store_n(&s->dead_at_ms, util_now_ms(), __ATOMIC_RELEASE);
 }
 
+static void
+on_unserved(void *arg, const struct db_status *st, const struct queue_count *q,
+	    size_t n)
+{
+	struct worker *w = arg;
+	struct stats *s = w->stats;
+	if (!st->answered || !read_ok(w, st, "counting jobs no worker serves"))
+		return;
+	__atomic_store_n(&s->nunserved, 0, __ATOMIC_RELEASE);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(s->unserved[i].name, sizeof(s->unserved[i].name), "%s",
+			 q[i].name);
+		stats_set(&s->unserved[i].n, q[i].n);
+	}
+	__atomic_store_n(&s->nunserved, (uint32_t)n, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->unserved_at_ms, util_now_ms(), __ATOMIC_RELEASE);
+}
+
 /* The schedule rows of a scheduler round (the same statement): those that
  * have ticked, with the next tick after the last one by their cron.  The
  * round's last read: its answer ends the round. */
@@ -216,6 +235,8 @@ send_round(struct worker *w, struct dbev *d)
 	if (w->dead_rounds == 0 || w->dead_rounds >= DEAD_EVERY ||
 	    (dead != w->dead_seen && w->dead_rounds >= DEAD_AFTER)) {
 		queue_dead(d, STATS_MAX_QUEUES, names, nq, on_dead, w);
+		queue_unserved(d, STATS_MAX_QUEUES, w->cfg->lease_ms,
+			       on_unserved, w);
 		w->dead_seen = dead;
 		w->dead_rounds = 0;
 	}

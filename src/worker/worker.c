@@ -199,6 +199,11 @@ check_pooler(struct db_conn *conn)
 static int
 setup_session(struct worker *w, struct db_conn *conn)
 {
+	const char *queues[w->cfg->nqueues + 1];
+	size_t nq = 0;
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (w->serves[i])
+			queues[nq++] = w->cfg->queues[i].name;
 	struct session_worker sw = {
 		.lock_class = w->cfg->lock_class,
 		.max_slots = w->cfg->max_slots,
@@ -209,6 +214,8 @@ setup_session(struct worker *w, struct db_conn *conn)
 		.version = PGJOBD_VERSION,
 		.kinds = w->kinds,
 		.nkinds = w->nkinds,
+		.queues = queues,
+		.nqueues = nq,
 	};
 	char *err;
 	int slot = 0;

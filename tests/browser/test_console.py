@@ -294,6 +294,14 @@ def steps(c, ids, flaky):
              lambda: 'Instances and workers' in c.text() and
              'heartbeat' in c.text())
     assert HOSTILE_HTML in c.text(), 'the hostile queue name as text'
+    # Jobs no live worker serves (kind "later", and the hostile job's kind
+    # and queue): a warning, the names as text.
+    wait_for('the warning of jobs no worker serves',
+             lambda: c.css('#unserved'))
+    assert 'later' in c.text('#unserved') and \
+        HOSTILE_HTML in c.text('#unserved') and \
+        HOSTILE_IMG in c.text('#unserved'), c.text('#unserved')
+    assert not c.css('#unserved script, #unserved img'), 'markup from a name'
 
     # --- jobs: filter to the failing kind --------------------------------
     c.go('jobs')

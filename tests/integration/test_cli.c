@@ -281,10 +281,10 @@ test_status_text(void **state)
 	assert_line(r.out, "default 2 1 3 1 2h00m 2");
 	assert_line(r.out, "billing 2 1 0 1 3h00m 0");
 
-	assert_line(r.out, "waiting, no handler");
-	assert_line(r.out, "KIND JOBS DUE OLDEST DUE");
-	assert_line(r.out, "charge 2 1 1h00m");
-	assert_line(r.out, "report 1 1 3h00m");
+	assert_line(r.out, "waiting, no live worker serves them");
+	assert_line(r.out, "KIND QUEUE JOBS DUE OLDEST DUE WHY");
+	assert_line(r.out, "charge billing 2 1 1h00m no handler");
+	assert_line(r.out, "report billing 1 1 3h00m no handler");
 	assert_false(has_line(r.out, "email "));
 
 	assert_line(r.out, "duty:prune app2:3 12 expired 2h00m ago");

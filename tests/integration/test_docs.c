@@ -12,7 +12,12 @@
  *   commands; the lines after one are its output.  "[exit N]" there is the
  *   exit code it must end with (else 0), and an output line that starts
  *   with "pgjob: " or "pgjobd: " is an error message that must be on its
- *   stderr.  Other output is not compared: ids and times vary.
+ *   stderr.  Other output is compared only in a block marked
+ *   <!-- output --> (the whole output, stdout then stderr, with every run
+ *   of digits made one "0" and every run of blanks one space, since ids,
+ *   times, pids and column widths vary), but every schema version number
+ *   in it must be the one this build ships, in any block that is not a
+ *   fragment: a fragment is an excerpt, whose numbers are not checked.
  * - ```yaml: a whole config, written to a file and checked with
  *   `pgjobd -c FILE --check-config=static` (exit 0: the file; its commands
  *   and plugins are examples, not programs of this host), with each
@@ -64,6 +69,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "db/migrate.h"
 
 /*
  * The placeholders of the docs, and what stands in for them.  Replacements
@@ -286,6 +292,10 @@ struct cmd {
 	int want;   /* the exit code it must end with */
 	char *errors[8];
 	int nerrors;
+	/* The output the doc shows under it, "[exit N]" left out. */
+	const char **shown;
+	int *shown_lines;
+	int nshown;
 };
 
 /*
@@ -395,12 +405,22 @@ extract_commands(void)
 			int code;
 			char end;
 			if (sscanf(l, "[exit %d%c", &code, &end) == 2 &&
-			    end == ']')
+			    end == ']') {
 				c->want = code;
-			else if ((strncmp(l, "pgjob: ", 7) == 0 ||
-				  strncmp(l, "pgjobd: ", 8) == 0) &&
-				 c->nerrors < 8)
+				continue;
+			}
+			if ((strncmp(l, "pgjob: ", 7) == 0 ||
+			     strncmp(l, "pgjobd: ", 8) == 0) &&
+			    c->nerrors < 8)
 				c->errors[c->nerrors++] = xstrdup(l);
+			if (!c->shown) {
+				c->shown = xcalloc((size_t)b->n,
+						   sizeof(*c->shown));
+				c->shown_lines =
+					xcalloc((size_t)b->n, sizeof(int));
+			}
+			c->shown_lines[c->nshown] = b->linenos[i];
+			c->shown[c->nshown++] = l;
 		}
 	}
 }
@@ -577,6 +597,81 @@ run_daemon(const struct cmd *c, const char *text)
 	return status;
 }
 
+/* s as the comparison sees it: each run of digits one "0", each run of
+ * blanks one space, no blank at either end.  A new string. */
+static char *
+masked(const char *s, size_t n)
+{
+	char *out = xcalloc(n + 1, 1), *o = out;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (isdigit((unsigned char)ch)) {
+			*o++ = '0';
+			while (i + 1 < n && isdigit((unsigned char)s[i + 1]))
+				i++;
+			continue;
+		}
+		if (ch == ' ' || ch == '\t') {
+			if (o > out && o[-1] != ' ')
+				*o++ = ' ';
+			continue;
+		}
+		*o++ = ch;
+	}
+	while (o > out && o[-1] == ' ')
+		o--;
+	*o = '\0';
+	return out;
+}
+
+/* The n-th line (from 0) of text, masked, or NULL past its end. */
+static char *
+masked_line(const char *text, int n)
+{
+	const char *p = text;
+	for (; n > 0 && p && *p; n--) {
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (!p || !*p)
+		return NULL;
+	return masked(p, strcspn(p, "\n"));
+}
+
+/*
+ * A command of a block marked <!-- output -->: what the doc shows under it
+ * is what it printed (stdout, then stderr), line for line, with numbers
+ * and blanks made alike (masked()).
+ */
+static void
+compare_output(const struct cmd *c, const struct t_run *r)
+{
+	char *all = xasprintf("%s%s", r->out, r->err);
+	int i = 0;
+	for (;; i++) {
+		char *got = masked_line(all, i);
+		char *want = i < c->nshown
+				     ? masked(c->shown[i], strlen(c->shown[i]))
+				     : NULL;
+		int same = (!got && !want) ||
+			   (got && want && strcmp(got, want) == 0);
+		if (!same)
+			problem("%s:%d: %s: the doc shows \"%s\", it printed "
+				"\"%s\" (numbers and blanks masked)\nits "
+				"output was:\n%s",
+				c->file,
+				i < c->nshown ? c->shown_lines[i] : c->line,
+				c->text, want ? want : "(nothing more)",
+				got ? got : "(nothing more)", all);
+		free(got);
+		free(want);
+		if (!same || i >= c->nshown)
+			break;
+	}
+	free(all);
+}
+
 static void
 run_command(const struct cmd *c)
 {
@@ -612,6 +707,8 @@ run_command(const struct cmd *c)
 			problem("%s:%d: %s: stderr lacks the doc's \"%s\"; "
 				"it was: %s",
 				c->file, c->line, c->text, c->errors[i], r.err);
+	if (strcmp(c->block->mark, "output") == 0)
+		compare_output(c, &r);
 	t_run_free(&r);
 	free(script);
 	free(text);
@@ -706,9 +803,17 @@ test_markers(void **state)
 			problem("%s:%d: <!-- run --> means nothing before a "
 				"```%s block",
 				b->file, b->line, type);
-		else if (b->mark[0] && strcmp(b->mark, "run") != 0)
+		else if (strcmp(b->mark, "output") == 0 &&
+			 (yaml || sql || is_type(b, sh_types) || b->ncmds == 0))
+			problem("%s:%d: <!-- output --> means something only "
+				"before a block of \"$ \" commands and their "
+				"output",
+				b->file, b->line);
+		else if (b->mark[0] && strcmp(b->mark, "run") != 0 &&
+			 strcmp(b->mark, "output") != 0)
 			problem("%s:%d: <!-- %s --> is no marker: use <!-- run "
-				"--> or <!-- fragment: why it cannot run -->",
+				"-->, <!-- output --> or <!-- fragment: why it "
+				"cannot run -->",
 				b->file, b->line, b->mark);
 		else if (yaml || sql || is_usage(b))
 			continue;
@@ -724,6 +829,52 @@ test_markers(void **state)
 				"-->",
 				b->file, b->line, type);
 	}
+	check_problems();
+}
+
+/*
+ * Every schema version that a command's output shows, in a block that is
+ * not a fragment, is the one this build ships: such output is what the
+ * command prints today (a fragment is an excerpt, not checked).  Prose may
+ * name older versions ("since schema version 8").
+ */
+static void
+test_versions(void **state)
+{
+	static const char *const before[] = {
+		"schema version ", "schema version: ",	  "applies up to ",
+		"(version ",	   "\"schema_version\":", "\"latest\":",
+		"{\"version\":",
+	};
+	int seen = 0;
+	for (int i = 0; i < ncmds; i++) {
+		const struct cmd *c = &cmds[i];
+		for (int k = 0; k < c->nshown; k++)
+			for (size_t b = 0; b < sizeof(before) / sizeof(*before);
+			     b++) {
+				const char *l = c->shown[k];
+				size_t n = strlen(before[b]);
+				for (const char *p = l;
+				     (p = strstr(p, before[b])) != NULL;
+				     p += n) {
+					if (!isdigit((unsigned char)p[n]))
+						continue;
+					seen++;
+					int v = atoi(p + n);
+					if (v != migrate_latest())
+						problem("%s:%d: %s: the output "
+							"shows schema version "
+							"%d; this build's is "
+							"%d",
+							c->file,
+							c->shown_lines[k],
+							c->text, v,
+							migrate_latest());
+				}
+			}
+	}
+	/* docs/cli.md shows pgjob -V and migrate --status. */
+	assert_true(seen >= 2);
 	check_problems();
 }
 
@@ -1129,9 +1280,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_markers), cmocka_unit_test(test_commands),
-		cmocka_unit_test(test_configs), cmocka_unit_test(test_sql),
-		cmocka_unit_test(test_usage),	cmocka_unit_test(test_links),
+		cmocka_unit_test(test_markers),
+		cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_configs),
+		cmocka_unit_test(test_sql),
+		cmocka_unit_test(test_usage),
+		cmocka_unit_test(test_links),
+		cmocka_unit_test(test_versions),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -95,10 +95,11 @@ test_basics(void **state)
 		     "interval '9 minutes' from pgjob.all_jobs where id = %lld",
 		     s);
 	/* Not a failure: the attempt given back, no error written. */
-	t_wait_until(c, 30,
-		     "select attempts = 0 and snoozes = 1 and last_error is null"
-		     " from pgjob.jobs where id = %lld",
-		     s);
+	t_wait_until(
+		c, 30,
+		"select attempts = 0 and snoozes = 1 and last_error is null"
+		" from pgjob.jobs where id = %lld",
+		s);
 	t_wait_state(c, g, "done", 30);
 	/* What JSON cannot carry fails the job, not the program. */
 	t_wait_state(c, x, "dead", 30);

@@ -571,12 +571,26 @@
 		main.append(h('h1', null, 'Overview'), out);
 		p.url = () => '/api/overview';
 		p.render = (d) => out.replaceChildren(
-			totals(d), section('Throughput, last hour (jobs per second)',
+			totals(d), unserved(d.unserved || []),
+			section('Throughput, last hour (jobs per second)',
 				chart(d.rates || [])),
 			section('Queues', queueTable(d.queues || [], false)),
 			section('Instances and workers', instances(d.instances || [])),
 			section('Database health', health(d.health || {})));
 	};
+
+	/* Jobs that wait for a worker that will not come: their kind and
+	 * queue are served by no live worker (a typo in the queue, say). */
+	function unserved(list) {
+		if (!list.length)
+			return null;
+		return h('p', {class: 'warn', id: 'unserved'},
+			'Waiting, no live worker serves them: ',
+			list.map((u, i) => [i ? '; ' : '', 'kind ', showText(u.kind),
+				' in queue ', queueLink(u.queue), ' (' + num(u.jobs) +
+				(u.kind_handled ? ', queue not served)' :
+					', no handler)')]));
+	}
 
 	function totals(d) {
 		const sum = {available: 0, scheduled: 0, running: 0, waiting: 0,
