@@ -1547,27 +1547,36 @@ read_counts(const struct db_call *c, const struct db_status *st,
 }
 
 /* Read with the dead jobs, once a minute: it reads every available job's
- * row, as the depths do (src/worker/monitor.c). */
+ * row, as the depths do (src/worker/monitor.c).  As queue_dead(): the
+ * config's queues each have their row, every other queue (a name any
+ * client that may enqueue can write) is summed into QUEUE_OTHER's. */
 int
-queue_unserved(struct dbev *d, int max, int64_t live_ms, queue_count_fn *cb,
-	       void *arg)
+queue_unserved(struct dbev *d, int max, const char *const *queues,
+	       size_t nqueues, int64_t live_ms, queue_count_fn *cb, void *arg)
 {
 	char lim[16], live[24];
 	snprintf(lim, sizeof(lim), "%d", max);
 	snprintf(live, sizeof(live), "%lld", (long long)live_ms);
-	const char *p[] = {lim, live};
+	char *own = db_text_array(queues, nqueues);
+	const char *p[] = {lim, live, own};
 	struct db_call call = DB_CALL(cb, arg);
 	call.n = (size_t)max;
-	return dbev_call(d,
-			 "with u as (select queue, sum(jobs)::bigint as n"
-			 "   from pgjob.unserved($2::bigint * interval '1 ms')"
-			 "   group by queue),"
-			 " r as (select queue, n, row_number() over"
-			 "   (order by n desc, queue) as rn from u)"
-			 " select case when rn < $1 then queue"
-			 "   else '(other)' end, sum(n)::bigint"
-			 " from r group by 1 order by 1",
-			 0, 2, p, read_counts, &call);
+	int rc = dbev_call(
+		d,
+		"with u as (select queue, sum(jobs)::bigint as n,"
+		"  queue = any($3::text[]) and queue <> '" QUEUE_OTHER
+		"' as own"
+		"  from pgjob.unserved($2::bigint * interval '1 ms')"
+		"  group by queue),"
+		" o as (select u.*, own and row_number() over (partition by own"
+		"   order by queue) < $1::int as shown from u)"
+		" select queue, n from o where shown"
+		" union all select '" QUEUE_OTHER "', sum(n)::bigint from o"
+		"  where not shown having count(*) > 0"
+		" order by 1",
+		0, 3, p, read_counts, &call);
+	free(own);
+	return rc;
 }
 
 static void

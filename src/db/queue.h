@@ -265,7 +265,8 @@ typedef void queue_sql_fn(void *arg, enum queue_sql_end end, const char *error);
 int queue_run_sql(struct dbev *d, const struct job *job, const char *statement,
 		  int64_t timeout_ms, queue_sql_fn *cb, void *arg);
 
-/* The name that queue_depths() and queue_dead() give the sum of the queues
+/* The name that queue_depths(), queue_dead() and queue_unserved() give the
+ * sum of the queues
  * that are not configured (docs/operations.md, "Metrics"). */
 #define QUEUE_OTHER "(other)"
 
@@ -320,9 +321,11 @@ struct queue_count {
 typedef void queue_count_fn(void *arg, const struct db_status *st,
 			    const struct queue_count *q, size_t n);
 /* Available jobs per queue whose kind and queue no live worker serves
- * (pgjob.unserved(), sql/032; live: a heartbeat within live_ms), at most
- * max queues, by name; queues without such jobs are left out. */
-int queue_unserved(struct dbev *d, int max, int64_t live_ms, queue_count_fn *cb,
+ * (pgjob.unserved(), sql/032; live: a heartbeat within live_ms): the
+ * configured queues (at most max - 1) by name, every other queue summed
+ * as QUEUE_OTHER; queues without such jobs are left out. */
+int queue_unserved(struct dbev *d, int max, const char *const *queues,
+		   size_t nqueues, int64_t live_ms, queue_count_fn *cb,
 		   void *arg);
 
 /* Workflows (docs/workflows.md): running now, and done and failed since

@@ -235,7 +235,7 @@ send_round(struct worker *w, struct dbev *d)
 	if (w->dead_rounds == 0 || w->dead_rounds >= DEAD_EVERY ||
 	    (dead != w->dead_seen && w->dead_rounds >= DEAD_AFTER)) {
 		queue_dead(d, STATS_MAX_QUEUES, names, nq, on_dead, w);
-		queue_unserved(d, STATS_MAX_QUEUES, w->cfg->lease_ms,
+		queue_unserved(d, STATS_MAX_QUEUES, names, nq, w->cfg->lease_ms,
 			       on_unserved, w);
 		w->dead_seen = dead;
 		w->dead_rounds = 0;

@@ -212,7 +212,9 @@ test_unserved(void **state)
 	assert_null(pair(j, "report", "default"));
 	cJSON_Delete(j);
 
-	wait_metric(port, "pgjobd_queue_unserved{queue=\"defualt\"}", 2);
+	/* The configured queue by name; the typo, a name a client wrote,
+	 * in the sum of the others (so no client's names can hide it). */
+	wait_metric(port, "pgjobd_queue_unserved{queue=\"(other)\"}", 2);
 	wait_metric(port, "pgjobd_queue_unserved{queue=\"reports\"}", 1);
 
 	/* A worker whose config has the queue comes: the jobs run, and
@@ -239,7 +241,7 @@ test_unserved(void **state)
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "unserved")),
 			 0);
 	cJSON_Delete(j);
-	wait_metric(port, "pgjobd_queue_unserved{queue=\"defualt\"}", 0);
+	wait_metric(port, "pgjobd_queue_unserved{queue=\"(other)\"}", 0);
 
 	t_stop_clean(e);
 	t_stop_clean(d);
