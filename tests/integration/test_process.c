@@ -78,13 +78,19 @@ test_basics(void **state)
 	long long g = t_long(c, "select pgjob.enqueue('progress')");
 	long long x = t_long(c, "select pgjob.enqueue('nan')");
 	long long u = t_long(c, "select pgjob.enqueue('surrogate')");
+	long long i = t_long(c, "select pgjob.enqueue('inline')");
 	pid_t p = start("basics", ci, "log: { level: debug }\n", "noop", NULL,
 			"fail", "max_attempts: 1", "snooze", NULL, "progress",
 			NULL, "nan", "max_attempts: 1", "surrogate",
-			"max_attempts: 1", NULL);
+			"max_attempts: 1", "inline", NULL, NULL);
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "7");
+	/* A plain function runs in the client's threads; one registered
+	 * inline=True on its loop, the main thread. */
+	t_assert_job(c, n, "result->>'main'", "false");
+	t_wait_state(c, i, "done", 30);
+	t_assert_job(c, i, "result->>'main'", "true");
 	/* An exception: its message first, then the traceback. */
 	t_wait_state(c, f, "dead", 30);
 	t_assert_job_has(c, f, "last_error", "ValueError: bad input 3",
@@ -95,10 +101,11 @@ test_basics(void **state)
 		     "interval '9 minutes' from pgjob.all_jobs where id = %lld",
 		     s);
 	/* Not a failure: the attempt given back, no error written. */
-	t_wait_until(c, 30,
-		     "select attempts = 0 and snoozes = 1 and last_error is null"
-		     " from pgjob.jobs where id = %lld",
-		     s);
+	t_wait_until(
+		c, 30,
+		"select attempts = 0 and snoozes = 1 and last_error is null"
+		" from pgjob.jobs where id = %lld",
+		s);
 	t_wait_state(c, g, "done", 30);
 	/* What JSON cannot carry fails the job, not the program. */
 	t_wait_state(c, x, "dead", 30);
