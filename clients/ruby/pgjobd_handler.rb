@@ -81,6 +81,8 @@ module PgjobdHandler
       @pending = +""
       @queue = Queue.new
       @write_lock = Mutex.new
+      @wake = ConditionVariable.new
+      @closing = false
     end
 
     # Registers the block for kind name.
@@ -111,6 +113,7 @@ module PgjobdHandler
           end
         end
       end
+      flusher = Thread.new { flush_later }
       $stdin.each_line do |line|
         next if line.strip.empty?
 
@@ -129,16 +132,48 @@ module PgjobdHandler
       end
       @queue.close
       threads.each(&:join)
+      @lock.synchronize do
+        @closing = true
+        @wake.signal
+      end
+      flusher.join
       flush
     end
 
     private
 
-    # Answers wait in @pending, and the thread that writes takes all of
-    # them: answers that come together go out in one write.
+    # A progress line goes out at once.
     def send_line(line)
       @lock.synchronize { @pending << line }
       flush
+    end
+
+    # A job's answer.  The answer of the last job in hand goes out at once,
+    # with those that wait; others wait a moment for it (flush_later), so
+    # that the answers of jobs sent together go out together, in one write,
+    # and pgjobd ends them in one turn.
+    def answer(id, line)
+      last = @lock.synchronize do
+        @jobs.delete(id)
+        @pending << line
+        @wake.signal unless @jobs.empty?
+        @jobs.empty?
+      end
+      flush if last
+    end
+
+    # Writes the answers that wait, half a millisecond after the first of
+    # them: a job still running does not hold back the others' answers.
+    def flush_later
+      loop do
+        @lock.synchronize do
+          @wake.wait(@lock) while @pending.empty? && !@closing
+        end
+        return if @closing
+
+        sleep 0.0005
+        flush
+      end
     end
 
     def flush
@@ -179,8 +214,7 @@ module PgjobdHandler
         reply.merge!("type" => "failed", "error" => text(msg))
         reply["dead"] = true if e.is_a?(Dead)
       end
-      @lock.synchronize { @jobs.delete(job.id) }
-      line ? send_line(line) : send_message(reply)
+      answer(job.id, line || (JSON.generate(reply) << "\n"))
     end
   end
 end
