@@ -12,7 +12,8 @@ was enqueued, its payload's t, to its start) for a job of the latency run.
   drive.py latency FIFO COUNT PAUSE_MS TIMEOUT_S -- ENQUEUER...
       Starts ENQUEUER, which enqueues one job (its payload's t the time)
       for each line it reads; sends COUNT lines, each after the previous
-      job started and a pause; prints "p50_ms p99_ms".
+      job started and a pause (one more first, not counted); prints
+      "p50_ms p99_ms".
 """
 import os
 import random
@@ -105,7 +106,9 @@ def latency(fifo, count, pause_ms, timeout, enqueuer):
     p = subprocess.Popen(enqueuer, stdin=subprocess.PIPE)
     buf = b""
     samples = []
-    for i in range(count):
+    # One more job first, not counted: the enqueuer's connection made and
+    # its code warm, as an application's would be.
+    for i in range(-1, count):
         p.stdin.write(b"go\n")
         p.stdin.flush()
         deadline = time.monotonic() + timeout
@@ -114,7 +117,8 @@ def latency(fifo, count, pause_ms, timeout, enqueuer):
                 sys.exit("drive: job %d did not start in %d s" % (i, timeout))
             buf += os.read(fd, 4096)
         line, buf = buf.split(b"\n", 1)
-        samples.append(int(line.lstrip(b".L")) / 1000.0)
+        if i >= 0:
+            samples.append(int(line.lstrip(b".L")) / 1000.0)
         # Pauses of 0.5 to 1.5 times PAUSE_MS: the queue is idle at each
         # enqueue, and no poll interval is hit in step.
         time.sleep(pause_ms / 1000.0 * (0.5 + random.random()))
