@@ -222,7 +222,9 @@ class Handler:
     def _call(self, fn, job):
         try:
             result = fn(job)
-        except Exception as e:  # noqa: BLE001 - any failure fails the job
+        # Any failure fails the job; SystemExit too, which would otherwise
+        # end a thread of the pool with the job unanswered.
+        except BaseException as e:  # noqa: BLE001
             self._answer(job, exc=e)
         else:
             self._answer(job, result)

@@ -79,10 +79,12 @@ test_basics(void **state)
 	long long x = t_long(c, "select pgjob.enqueue('nan')");
 	long long u = t_long(c, "select pgjob.enqueue('surrogate')");
 	long long i = t_long(c, "select pgjob.enqueue('inline')");
+	long long e = t_long(c, "select pgjob.enqueue('sysexit')");
 	pid_t p = start("basics", ci, "log: { level: debug }\n", "noop", NULL,
 			"fail", "max_attempts: 1", "snooze", NULL, "progress",
 			NULL, "nan", "max_attempts: 1", "surrogate",
-			"max_attempts: 1", "inline", NULL, NULL);
+			"max_attempts: 1", "inline", NULL, "sysexit",
+			"max_attempts: 1", NULL);
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "7");
@@ -91,6 +93,9 @@ test_basics(void **state)
 	t_assert_job(c, n, "result->>'main'", "false");
 	t_wait_state(c, i, "done", 30);
 	t_assert_job(c, i, "result->>'main'", "true");
+	/* sys.exit() in a plain function fails its job, not the copy. */
+	t_wait_state(c, e, "dead", 30);
+	t_assert_job_has(c, e, "last_error", "SystemExit: 3");
 	/* An exception: its message first, then the traceback. */
 	t_wait_state(c, f, "dead", 30);
 	t_assert_job_has(c, f, "last_error", "ValueError: bad input 3",
