@@ -208,7 +208,9 @@ module PgjobdHandler
       rescue Retry => e
         reply.merge!("type" => "failed", "error" => text(e.message),
                      "retry_in" => e.seconds)
-      rescue StandardError, ScriptError => e
+      # Any exception, not only a StandardError: one that went through
+      # would end this thread of the pool with the job unanswered.
+      rescue Exception => e # rubocop:disable Lint/RescueException
         reply.delete("result")
         msg = "#{e.class}: #{e.message}\n\n#{(e.backtrace || []).join("\n")}"
         reply.merge!("type" => "failed", "error" => text(msg))
