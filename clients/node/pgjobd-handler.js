@@ -48,13 +48,27 @@ class Job {
     this.payload = msg.payload;
     this.timeoutMs = msg.timeout_ms;
     this.deadline = new Date(msg.deadline_ms || 0);
-    this._abort = new AbortController();
-    // Aborted when pgjobd cancels the job (its reason: signal.reason).
-    this.signal = this._abort.signal;
+    this._abort = null; // made when first asked for: most jobs never are
+    this._reason = undefined;
+  }
+
+  // Aborted when pgjobd cancels the job (its reason: signal.reason).
+  get signal() {
+    if (!this._abort) {
+      this._abort = new AbortController();
+      if (this._reason !== undefined) this._abort.abort(this._reason);
+    }
+    return this._abort.signal;
   }
 
   get cancelled() {
-    return this.signal.aborted;
+    return this._reason !== undefined;
+  }
+
+  _cancel(reason) {
+    if (this._reason !== undefined) return;
+    this._reason = reason;
+    if (this._abort) this._abort.abort(reason);
   }
 
   // Reports progress (any JSON value); pgjobd logs it.
@@ -82,6 +96,8 @@ class Handler {
     this._kinds = new Map();
     this._jobs = new Map();
     this._out = 1; // the protocol's descriptor: stdout
+    this._pending = [];
+    this._flushBound = () => this._flush();
   }
 
   // Registers fn (a function or an async function of the job) for kind.
@@ -91,8 +107,20 @@ class Handler {
   }
 
   _send(msg) {
-    // Synchronous writes, a line at a time: lines never interleave.
-    let buf = Buffer.from(JSON.stringify(msg) + "\n");
+    this._sendLine(JSON.stringify(msg) + "\n");
+  }
+
+  // Lines wait here and go out together, in one write, once the current
+  // batch of messages has been handled.
+  _sendLine(line) {
+    this._pending.push(line);
+    if (this._pending.length === 1) setImmediate(this._flushBound);
+  }
+
+  _flush() {
+    if (!this._pending.length) return;
+    let buf = Buffer.from(this._pending.join(""));
+    this._pending.length = 0;
     while (buf.length) {
       try {
         buf = buf.subarray(fs.writeSync(this._out, buf));
@@ -102,31 +130,53 @@ class Handler {
     }
   }
 
-  async _run(job) {
+  _run(job) {
     const fn = this._kinds.get(job.kind);
-    const reply = { id: job.id };
+    let result;
     try {
       if (!fn) throw new Dead(`this program has no handler for kind ${job.kind}`);
-      const result = await fn(job);
-      reply.type = "done";
-      reply.result = result === undefined ? null : result;
-      JSON.stringify(reply); // not JSON: fails the attempt below
+      result = fn(job);
     } catch (e) {
-      delete reply.result;
-      if (e instanceof Snooze) {
-        reply.type = "snooze";
-        reply.in = e.seconds;
-      } else if (e instanceof Retry) {
-        reply.type = "failed";
-        reply.error = wellFormed(e.message);
-        if (e.seconds !== undefined) reply.retry_in = e.seconds;
-      } else {
-        reply.type = "failed";
-        reply.error = wellFormed(job.cancelled ? `cancelled: ${job.signal.reason}` : errorText(e));
-        if (e instanceof Dead) reply.dead = true;
-      }
+      this._failed(job, e);
+      return;
     }
+    // A plain value is answered at once; a promise when it settles.
+    if (result !== null && typeof result === "object" && typeof result.then === "function")
+      result.then((r) => this._done(job, r), (e) => this._failed(job, e));
+    else this._done(job, result);
+  }
+
+  _done(job, result) {
     this._jobs.delete(job.id);
+    if (result === undefined || result === null) {
+      this._sendLine(`{"id":${job.id},"type":"done","result":null}\n`);
+      return;
+    }
+    let line;
+    try {
+      line = JSON.stringify({ id: job.id, type: "done", result });
+    } catch (e) {
+      this._failed(job, e); // not JSON: fails the attempt
+      return;
+    }
+    this._sendLine(line + "\n");
+  }
+
+  _failed(job, e) {
+    this._jobs.delete(job.id);
+    const reply = { id: job.id };
+    if (e instanceof Snooze) {
+      reply.type = "snooze";
+      reply.in = e.seconds;
+    } else if (e instanceof Retry) {
+      reply.type = "failed";
+      reply.error = wellFormed(e.message);
+      if (e.seconds !== undefined) reply.retry_in = e.seconds;
+    } else {
+      reply.type = "failed";
+      reply.error = wellFormed(job.cancelled ? `cancelled: ${job._reason}` : errorText(e));
+      if (e instanceof Dead) reply.dead = true;
+    }
     this._send(reply);
   }
 
@@ -137,7 +187,7 @@ class Handler {
       this._run(job);
     } else if (msg.type === "cancel") {
       const job = this._jobs.get(msg.id);
-      if (job) job._abort.abort(msg.reason || "cancelled");
+      if (job) job._cancel(msg.reason || "cancelled");
     } else if (msg.type === "shutdown") {
       return false;
     }
@@ -149,16 +199,32 @@ class Handler {
     console.log = console.error;
     console.info = console.error;
     this._send({ type: "hello", protocol: PROTOCOL, kinds: [...this._kinds.keys()].sort() });
-    const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+    this._flush();
+    let stopped = false;
     const stop = () => {
-      rl.close();
-      const wait = () => (this._jobs.size ? setTimeout(wait, 10) : process.exit(0));
+      if (stopped) return;
+      stopped = true;
+      process.stdin.pause();
+      const wait = () => {
+        if (this._jobs.size) return setTimeout(wait, 10);
+        this._flush();
+        process.exit(0);
+      };
       wait();
     };
-    rl.on("line", (line) => {
-      if (line.length && !this._onMessage(JSON.parse(line))) stop();
+    // Many lines a read: each chunk is split here, the partial last line
+    // kept for the next.
+    let rest = "";
+    process.stdin.setEncoding("utf8");
+    process.stdin.on("data", (chunk) => {
+      if (stopped) return;
+      const lines = (rest + chunk).split("\n");
+      rest = lines.pop();
+      for (const line of lines) {
+        if (line.length && !this._onMessage(JSON.parse(line))) return stop();
+      }
     });
-    rl.on("close", stop);
+    process.stdin.on("end", stop);
   }
 }
 

@@ -8,7 +8,7 @@
 #
 # The block's value is the job's result; an exception fails the attempt
 # with its message and backtrace; Retry, Dead and Snooze ask for the other
-# answers.  Each job runs in a thread of its own.  puts goes to stderr,
+# answers.  Jobs run in PGJOB_CONCURRENCY threads.  puts goes to stderr,
 # which pgjobd logs: stdout belongs to the protocol.
 require "json"
 
@@ -78,6 +78,11 @@ module PgjobdHandler
       @jobs = {}
       @lock = Mutex.new
       @out = nil
+      @pending = +""
+      @queue = Queue.new
+      @write_lock = Mutex.new
+      @wake = ConditionVariable.new
+      @closing = false
     end
 
     # Registers the block for kind name.
@@ -87,11 +92,7 @@ module PgjobdHandler
     end
 
     def send_message(msg)
-      line = JSON.generate(msg) + "\n"
-      @lock.synchronize do
-        @out.write(line)
-        @out.flush
-      end
+      send_line(JSON.generate(msg) << "\n")
     end
 
     # Runs until pgjobd says shut down (or closes stdin).
@@ -101,7 +102,18 @@ module PgjobdHandler
       $stdout.reopen($stderr)
       send_message("type" => "hello", "protocol" => PROTOCOL,
                    "kinds" => @kinds.keys.sort)
-      threads = []
+      flush
+      # PGJOB_CONCURRENCY threads take the jobs in turn: several in flight,
+      # no thread started per job.
+      n = [ENV.fetch("PGJOB_CONCURRENCY", "4").to_i, 1].max
+      threads = Array.new(n) do
+        Thread.new do
+          while (job = @queue.pop)
+            run_job(job)
+          end
+        end
+      end
+      flusher = Thread.new { flush_later }
       $stdin.each_line do |line|
         next if line.strip.empty?
 
@@ -110,19 +122,68 @@ module PgjobdHandler
         when "job"
           job = Job.new(self, msg)
           @lock.synchronize { @jobs[job.id] = job }
-          threads << Thread.new { run_job(job) }
+          @queue << job
         when "cancel"
           job = @lock.synchronize { @jobs[msg["id"]] }
           job&.cancel(msg["reason"] || "cancelled")
         when "shutdown"
           break
         end
-        threads.select!(&:alive?)
       end
+      @queue.close
       threads.each(&:join)
+      @lock.synchronize do
+        @closing = true
+        @wake.signal
+      end
+      flusher.join
+      flush
     end
 
     private
+
+    # A progress line goes out at once.
+    def send_line(line)
+      @lock.synchronize { @pending << line }
+      flush
+    end
+
+    # A job's answer.  The answer of the last job in hand goes out at once,
+    # with those that wait; others wait a moment for it (flush_later), so
+    # that the answers of jobs sent together go out together, in one write,
+    # and pgjobd ends them in one turn.
+    def answer(id, line)
+      last = @lock.synchronize do
+        @jobs.delete(id)
+        @pending << line
+        @wake.signal unless @jobs.empty?
+        @jobs.empty?
+      end
+      flush if last
+    end
+
+    # Writes the answers that wait, half a millisecond after the first of
+    # them: a job still running does not hold back the others' answers.
+    def flush_later
+      loop do
+        @lock.synchronize do
+          @wake.wait(@lock) while @pending.empty? && !@closing
+        end
+        return if @closing
+
+        sleep 0.0005
+        flush
+      end
+    end
+
+    def flush
+      data = @lock.synchronize do
+        d = @pending
+        @pending = +""
+        d
+      end
+      @write_lock.synchronize { @out.write(data) } unless data.empty?
+    end
 
     # Valid UTF-8, so that JSON.generate takes it.
     def text(s)
@@ -136,21 +197,26 @@ module PgjobdHandler
         raise Dead, "this program has no handler for kind #{job.kind}" unless block
 
         result = block.call(job)
-        JSON.generate(result) # not JSON: fails the attempt below
-        reply.merge!("type" => "done", "result" => result)
+        line = if result.nil?
+                 "{\"id\":#{job.id},\"type\":\"done\",\"result\":null}\n"
+               else
+                 # not JSON: fails the attempt below
+                 JSON.generate(reply.merge!("type" => "done", "result" => result)) << "\n"
+               end
       rescue Snooze => e
         reply.merge!("type" => "snooze", "in" => e.seconds)
       rescue Retry => e
         reply.merge!("type" => "failed", "error" => text(e.message),
                      "retry_in" => e.seconds)
-      rescue StandardError, ScriptError => e
+      # Any exception, not only a StandardError: one that went through
+      # would end this thread of the pool with the job unanswered.
+      rescue Exception => e # rubocop:disable Lint/RescueException
         reply.delete("result")
         msg = "#{e.class}: #{e.message}\n\n#{(e.backtrace || []).join("\n")}"
         reply.merge!("type" => "failed", "error" => text(msg))
         reply["dead"] = true if e.is_a?(Dead)
       end
-      @lock.synchronize { @jobs.delete(job.id) }
-      send_message(reply)
+      answer(job.id, line || (JSON.generate(reply) << "\n"))
     end
   end
 end

@@ -90,6 +90,13 @@ in_cb(struct ev_loop *loop, ev_io *w, int revents)
 	flush_out(w->data);
 }
 
+static void
+prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	ev_prepare_stop(loop, w);
+	flush_out(w->data);
+}
+
 /* Splits what was read into lines; false once the copy is condemned. */
 static bool
 take_stdout(struct proc_copy *c, const char *p, size_t n)
@@ -361,7 +368,9 @@ handler_process_copy_flush(struct proc_copy *c, size_t from)
 			c->wbuf.data[from] = '\0';
 		return;
 	}
-	flush_out(c);
+	/* Behind a full pipe, in_w writes it when the pipe has room. */
+	if (!ev_is_active(&c->in_w))
+		ev_prepare_start(c->loop, &c->flush_w);
 }
 
 void
@@ -457,6 +466,7 @@ handler_process_copy_free(struct proc_copy *c)
 	ev_timer_stop(loop, &c->start_w);
 	ev_timer_stop(loop, &c->kill_w);
 	ev_timer_stop(loop, &c->poll_w);
+	ev_prepare_stop(loop, &c->flush_w);
 	close_fd(&c->pidfd);
 	close_fd(&c->in_fd);
 	close_fd(&c->out_fd);
@@ -526,8 +536,9 @@ handler_process_copy_start(struct proc_pool *pool, struct ev_loop *loop,
 		      (double)h->startup_timeout_ms / 1000., 0.);
 	ev_init(&c->kill_w, kill_cb);
 	ev_timer_init(&c->poll_w, poll_cb, 0.05, 0.05);
+	ev_prepare_init(&c->flush_w, prep_cb);
 	c->in_w.data = c->out_w.data = c->err_w.data = c->start_w.data =
-		c->kill_w.data = c->poll_w.data = c;
+		c->kill_w.data = c->poll_w.data = c->flush_w.data = c;
 	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
 	if (c->pidfd >= 0) {
 		ev_io_init(&c->pid_w, pid_cb, c->pidfd, EV_READ);
@@ -553,6 +564,9 @@ handler_process_copy_stop_all(struct proc_copy **all, size_t n)
 	 * closed, which tells a copy the same. */
 	for (size_t i = 0; i < n; i++) {
 		struct proc_copy *c = all[i];
+		ev_prepare_stop(c->loop, &c->flush_w);
+		if (c->in_fd >= 0 && c->woff < c->wbuf.len)
+			flush_out(c); /* lines of the last turn */
 		if (c->in_fd >= 0 && c->woff >= c->wbuf.len &&
 		    write(c->in_fd, line, sizeof(line) - 1) < 0)
 			handler_process_copy_log(c, LOG_DEBUG,

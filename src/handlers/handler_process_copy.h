@@ -59,9 +59,10 @@ struct proc_copy {
 	pid_t shown; /* its pid, for log lines */
 	int pidfd, in_fd, out_fd, err_fd;
 	ev_io pid_w, in_w, out_w, err_w;
-	ev_timer start_w; /* the startup deadline */
-	ev_timer kill_w;  /* after the shutdown message: SIGTERM, SIGKILL */
-	ev_timer poll_w;  /* exit polled without a pidfd */
+	ev_timer start_w;   /* the startup deadline */
+	ev_timer kill_w;    /* after the shutdown message: SIGTERM, SIGKILL */
+	ev_timer poll_w;    /* exit polled without a pidfd */
+	ev_prepare flush_w; /* writes wbuf before the loop waits */
 	int kill_step;
 	struct buf wbuf; /* lines not yet written to its stdin */
 	size_t woff;
@@ -90,7 +91,8 @@ struct proc_copy *handler_process_copy_start(struct proc_pool *pool,
 					     unsigned number, int slot,
 					     char **err);
 /* Writes what was appended to c->wbuf since from (dropped when its stdin
- * is closed). */
+ * is closed): before the loop next waits, so that the lines of one turn
+ * (the jobs sent after a batch of answers) go out in one write. */
 void handler_process_copy_flush(struct proc_copy *c, size_t from);
 /* The shutdown message, then SIGTERM after 5 s and SIGKILL 1 s later. */
 void handler_process_copy_shutdown(struct proc_copy *c);

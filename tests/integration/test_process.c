@@ -6,6 +6,7 @@
  * write garbage; the worker must survive each and the job run again.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,13 +79,24 @@ test_basics(void **state)
 	long long g = t_long(c, "select pgjob.enqueue('progress')");
 	long long x = t_long(c, "select pgjob.enqueue('nan')");
 	long long u = t_long(c, "select pgjob.enqueue('surrogate')");
+	long long i = t_long(c, "select pgjob.enqueue('inline')");
+	long long e = t_long(c, "select pgjob.enqueue('sysexit')");
 	pid_t p = start("basics", ci, "log: { level: debug }\n", "noop", NULL,
 			"fail", "max_attempts: 1", "snooze", NULL, "progress",
 			NULL, "nan", "max_attempts: 1", "surrogate",
+			"max_attempts: 1", "inline", NULL, "sysexit",
 			"max_attempts: 1", NULL);
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "7");
+	/* A plain function runs in the client's threads; one registered
+	 * inline=True on its loop, the main thread. */
+	t_assert_job(c, n, "result->>'main'", "false");
+	t_wait_state(c, i, "done", 30);
+	t_assert_job(c, i, "result->>'main'", "true");
+	/* sys.exit() in a plain function fails its job, not the copy. */
+	t_wait_state(c, e, "dead", 30);
+	t_assert_job_has(c, e, "last_error", "SystemExit: 3");
 	/* An exception: its message first, then the traceback. */
 	t_wait_state(c, f, "dead", 30);
 	t_assert_job_has(c, f, "last_error", "ValueError: bad input 3",
@@ -411,10 +423,25 @@ other_language(const char *db, const char *lang, const char *prog,
 			    " env: [\"CLIENT=%s\", \"MARKS=%s\"]%s }\n",
 			    kinds[i], prog, t_src(fixture), t_src(client),
 			    t_tmpdir(), i == 1 ? ", max_attempts: 1" : "");
+	/* Ruby: an Exception that is not a StandardError. */
+	bool ruby = strcmp(lang, "ruby") == 0;
+	long long e = 0;
+	if (ruby) {
+		e = t_long(c, "select pgjob.enqueue('exception')");
+		buf_appendf(&b,
+			    "  exception: { type: process, command: [\"%s\","
+			    " \"%s\"], env: [\"CLIENT=%s\"], max_attempts: 1,"
+			    " concurrency: 1 }\n",
+			    prog, t_src(fixture), t_src(client));
+	}
 	pid_t p = t_start(lang, ci, "%s", b.data);
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "5");
+	if (ruby) {
+		t_wait_state(c, e, "dead", 30);
+		t_assert_job_has(c, e, "last_error", "plain exception");
+	}
 	t_wait_state(c, f, "dead", 30);
 	t_assert_job_has(c, f, "last_error", "bad input 2");
 	t_wait_until(c, 30,
