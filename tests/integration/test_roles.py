@@ -17,7 +17,6 @@ PostgreSQL (the `pg` fixture).
 Roles belong to the server: their names carry this process's pid, and
 they are dropped at the end.
 """
-import atexit
 import http.client
 import json
 import os
@@ -28,47 +27,16 @@ import sys
 import tempfile
 import time
 
-BIN = os.environ["PGJOBD_TEST_BIN"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import webtest  # noqa: E402
+from webtest import BIN, CI, PGJOB, PGJOBD, check, psql, started  # noqa: E402,F401
+
 SRC = os.environ["PGJOBD_SOURCE"]
-PGJOB = os.path.join(BIN, "pgjob")
-PGJOBD = os.path.join(BIN, "pgjobd")
-CI = open(os.path.join(os.environ["PGJOBD_TESTPG"], "conninfo")).read().strip()
 DBNAME = "t_roles"
 DB = re.sub(r"dbname=\S+", "dbname=" + DBNAME, CI)
 WORK = tempfile.mkdtemp(prefix="test_roles.")
 WORKER = f"r_worker_{os.getpid()}"
 ENQUEUE = f"r_enqueue_{os.getpid()}"
-checks = 0
-started = []
-
-
-@atexit.register
-def stop_all():
-    for p in started:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        print(f"FAIL: {what}", file=sys.stderr)
-        sys.exit(1)
-
-
-def psql(conninfo, *sql):
-    args = ["psql", conninfo, "-qAtX", "-v", "ON_ERROR_STOP=1"]
-    for s in sql:
-        args += ["-c", s]
-    r = subprocess.run(args, capture_output=True, text=True)
-    check(r.returncode == 0, f"psql {sql}: {r.stderr}")
-    return r.stdout.strip()
 
 
 def as_role(role):
@@ -339,13 +307,13 @@ def main():
         check("42501" not in text and "permission denied" not in text,
               f"pgjobd as {WORKER} lacked a right: {text}")
     finally:
-        stop_all()
+        webtest.stop_all()
         subprocess.run(["psql", CI, "-qAtX", "-c",
                         f"drop database if exists {DBNAME}", "-c",
                         f"drop role if exists {WORKER}", "-c",
                         f"drop role if exists {ENQUEUE}"],
                        capture_output=True)
-    print(f"test_roles: {checks} checks passed")
+    print(f"test_roles: {webtest.checks} checks passed")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ each against a real `pgjob web`, the test PostgreSQL and real HTTP
 
 `python3 test_web_abuse.py NAME...` runs only those.
 """
-import atexit
 import http.client
 import http.server
 import json
@@ -43,40 +42,17 @@ import tempfile
 import threading
 import time
 
-BIN = os.environ["PGJOBD_TEST_BIN"]
-PGJOB = os.path.join(BIN, "pgjob")
-PGJOBD = os.path.join(BIN, "pgjobd")
-CI = open(os.path.join(os.environ["PGJOBD_TESTPG"], "conninfo")).read().strip()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import webtest  # noqa: E402
+from webtest import BIN, CI, PGJOB, PGJOBD, check, started  # noqa: E402,F401
+
 DB = CI.replace("dbname=postgres", "dbname=t_web_abuse")
 WORK = tempfile.mkdtemp(prefix="test_web_abuse.")
 DEADLINE_S = 120  # for anything waited for; never reached when it works
-checks = 0
-started = []
-
-
-@atexit.register
-def stop_all():
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        print(f"FAIL: {what}", file=sys.stderr)
-        sys.exit(1)
 
 
 def psql(*sql):
-    args = ["psql", DB, "-qAtX", "-v", "ON_ERROR_STOP=1"]
-    for s in sql:
-        args += ["-c", s]
-    r = subprocess.run(args, capture_output=True, text=True)
-    check(r.returncode == 0, f"psql {sql}: {r.stderr}")
-    return r.stdout.strip()
+    return webtest.psql(DB, *sql)
 
 
 def hash_password(pw):
@@ -608,7 +584,7 @@ def main():
     for name in sys.argv[1:] or tests:
         tests[name]()
         print(f"{name}: ok")
-    print(f"test_web_abuse: {checks} checks passed")
+    print(f"test_web_abuse: {webtest.checks} checks passed")
 
 
 if __name__ == "__main__":

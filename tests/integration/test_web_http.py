@@ -19,7 +19,6 @@ the failed logins, escaped, without a password or a session token.
 Several loopback source addresses (127.0.0.2, ...) stand for several
 clients: Linux routes all of 127/8 to lo.
 """
-import atexit
 import http.client
 import json
 import os
@@ -30,41 +29,15 @@ import sys
 import tempfile
 import time
 
-BIN = os.environ["PGJOBD_TEST_BIN"]
-PGJOB = os.path.join(BIN, "pgjob")
-CI = open(os.path.join(os.environ["PGJOBD_TESTPG"], "conninfo")).read().strip()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import webtest  # noqa: E402
+from webtest import BIN, CI, PGJOB, PGJOBD, check, psql, started  # noqa: E402,F401
+
 DB = CI.replace("dbname=postgres", "dbname=t_web_http")
 WORK = tempfile.mkdtemp(prefix="test_web_http.")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; "
        "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
        "form-action 'self'; frame-ancestors 'none'")
-checks = 0
-started = []  # every pgjob web, stopped at exit whatever happens
-
-
-@atexit.register
-def stop_all():
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        print(f"FAIL: {what}", file=sys.stderr)
-        sys.exit(1)
-
-
-def psql(conninfo, *sql):
-    args = ["psql", conninfo, "-qAtX", "-v", "ON_ERROR_STOP=1"]
-    for s in sql:
-        args += ["-c", s]
-    r = subprocess.run(args, capture_output=True, text=True)
-    check(r.returncode == 0, f"psql {sql}: {r.stderr}")
-    return r.stdout.strip()
 
 
 class Web:
@@ -466,7 +439,7 @@ def main():
     alice_hash = test_hash_password()
     test_users(alice_hash)
     test_public_url(alice_hash)
-    print(f"test_web_http: {checks} checks passed")
+    print(f"test_web_http: {webtest.checks} checks passed")
 
 
 if __name__ == "__main__":
