@@ -13,9 +13,13 @@
 #       N 20000 jobs, RUNS 3, LATENCY_SAMPLES 200; SYSTEMS a comma list of
 #       celery,sidekiq,bullmq,pgjobd-py,pgjobd-rb,pgjobd-js (all of them)
 #
-# Every system runs the same no-op job with the same parallelism: 2
-# processes (pgjobd's workers; Celery's prefork children; Sidekiq and
-# BullMQ processes) of 8 jobs at once each (Celery: its prefetch instead).
+# Every system runs the same no-op job on 2 processes (pgjobd's workers;
+# Celery's prefork children; Sidekiq and BullMQ processes), at each of
+# CONCURRENCY's jobs at once per process (default "8 64"; Celery, whose
+# children run one task at a time, keeps its prefetch of 64 and runs once):
+# 8 is close to each peer's default, 64 is past what each documents for
+# short jobs (Sidekiq: "not above 50"), and each system's best row is the
+# one to compare.
 # Each run of a system: N jobs enqueued first, then its workers started and
 # the drain timed from its first job to its Nth (tests/bench/incumbents/
 # drive.py: each handler writes a byte to a FIFO), with the CPU time its
@@ -37,6 +41,7 @@ n=${1:-20000}
 runs=${2:-3}
 lat_n=${3:-200}
 systems=${4:-celery,sidekiq,bullmq,pgjobd-py,pgjobd-rb,pgjobd-js}
+concurrency=${CONCURRENCY:-8 64}
 here=$root/tests/bench/incumbents
 # Debian's interpreters, whose packages the peers are (not a python3 that
 # PATH may find first, a pyenv's say).
@@ -128,13 +133,13 @@ start_workers() { # system
 		echo "peer * $workers" >>"$dir/pids.tmp" ;;
 	sidekiq)
 		for _ in 1 2; do
-			sidekiq -r "$here/sidekiq_app.rb" -c 8 -q default >>"$dir/sidekiq.log" 2>&1 &
+			sidekiq -r "$here/sidekiq_app.rb" -c "$conc" -q default >>"$dir/sidekiq.log" 2>&1 &
 			workers="$workers $!"
 			echo "peer * $!" >>"$dir/pids.tmp"
 		done ;;
 	bullmq)
 		for _ in 1 2; do
-			node "$here/bullmq.js" worker 8 >>"$dir/bullmq.log" 2>&1 &
+			node "$here/bullmq.js" worker "$conc" >>"$dir/bullmq.log" 2>&1 &
 			workers="$workers $!"
 			echo "peer * $!" >>"$dir/pids.tmp"
 		done ;;
@@ -148,37 +153,39 @@ start_workers() { # system
 	mv "$dir/pids.tmp" "$dir/pids"
 }
 
-cat >"$dir/pgjobd.yaml" <<YAML
+cat >"$dir/pgjobd.yaml.in" <<YAML
 workers: 2
 log: { level: warn }
-queues: { default: { concurrency: 8 } }
+queues: { default: { concurrency: CONC } }
 handlers:
   noop_py:
     type: process
     command: ["$py", "$here/pgjobd_noop.py"]
     env: ["PYTHONPATH=$root/clients/python", "BENCH_FIFO=$BENCH_FIFO"]
     copies: 1
-    concurrency: 8
+    concurrency: CONC
   noop_rb:
     type: process
     command: ["ruby", "$here/pgjobd_noop.rb"]
     env: ["PGJOBD_CLIENT=$root/clients/ruby/pgjobd_handler.rb", "BENCH_FIFO=$BENCH_FIFO"]
     copies: 1
-    concurrency: 8
+    concurrency: CONC
   noop_js:
     type: process
     command: ["node", "$here/pgjobd_noop.js"]
     env: ["PGJOBD_CLIENT=$PGJOBD_CLIENT_JS", "BENCH_FIFO=$BENCH_FIFO"]
     copies: 1
-    concurrency: 8
+    concurrency: CONC
 YAML
 
-# One run of a system on a setting (redis default|aof, or pg): appends
-# "rate cpu... p50 p99" to its results file.
-one() { # system setting
+# One run of a system on a setting (redis default|aof, or pg) at a
+# concurrency: appends "rate cpu... p50 p99" to its results file.
+one() { # system setting concurrency
 	local sys=$1 setting=$2 out
+	conc=$3
 	case $sys in
 	pgjobd-*)
+		sed "s/CONC/$conc/" "$dir/pgjobd.yaml.in" >"$dir/pgjobd.yaml"
 		sql -c "drop schema if exists pgjob cascade" 2>/dev/null
 		"$build/pgjob" -d "$db" migrate >/dev/null ;;
 	*) start_redis "$setting" ;;
@@ -195,35 +202,41 @@ one() { # system setting
 	out="$out $("$py" "$here/drive.py" latency "$BENCH_FIFO" "$lat_n" 50 60 -- bash -c "$(lines_cmd "$sys")")"
 	stop_workers
 	[ "$sys" = "${sys#pgjobd}" ] && stop_redis
-	echo "$out" >>"$dir/results.$sys.$setting"
-	echo "  $sys ($setting): $out"
+	echo "$out" >>"$dir/results.$sys.$setting.$conc"
+	echo "  $sys ($setting, $conc): $out"
 }
 
 rows=()
 IFS=, read -r -a list <<<"$systems"
 for s in "${list[@]}"; do
-	case $s in
-	celery | sidekiq | bullmq) rows+=("$s:default" "$s:aof") ;;
-	pgjobd-py | pgjobd-rb | pgjobd-js) rows+=("$s:pg") ;;
-	*) echo "incumbents: unknown system $s" >&2; exit 2 ;;
-	esac
+	for c in $concurrency; do
+		case $s in
+		celery) [ "$c" = "${concurrency%% *}" ] && rows+=("$s:default:64" "$s:aof:64") ;;
+		sidekiq | bullmq) rows+=("$s:default:$c" "$s:aof:$c") ;;
+		pgjobd-py | pgjobd-rb | pgjobd-js) rows+=("$s:pg:$c") ;;
+		*) echo "incumbents: unknown system $s" >&2; exit 2 ;;
+		esac
+	done
 done
 rm -f "$dir"/results.*
-echo "machine: $(nproc) cores; jobs=$n runs=$runs latency samples=$lat_n"
+echo "machine: $(nproc) cores; jobs=$n runs=$runs latency samples=$lat_n concurrency=$concurrency"
 for r in $(seq "$runs"); do
 	echo "round $r"
-	for row in "${rows[@]}"; do one "${row%%:*}" "${row#*:}"; done
+	for row in "${rows[@]}"; do
+		IFS=: read -r sys setting c <<<"$row"
+		one "$sys" "$setting" "$c"
+	done
 done
 
 # Medians: jobs/s, CPU us/job per process group, wake-up p50/p99 (ms).
 echo
-printf '%-10s %-13s %8s  %-44s %8s %8s\n' system storage "jobs/s" "CPU us/job" "p50 ms" "p99 ms"
+printf '%-10s %-13s %5s %8s  %-44s %8s %8s\n' system storage conc "jobs/s" "CPU us/job" "p50 ms" "p99 ms"
 for row in "${rows[@]}"; do
-	sys=${row%%:*} setting=${row#*:}
+	IFS=: read -r sys setting c <<<"$row"
 	case $setting in
 	default) storage="redis (rdb)" ;; aof) storage="redis fsync" ;; pg) storage="pg durable" ;;
 	esac
-	"$py" - "$dir/results.$sys.$setting" "$sys" "$storage" <<'PY'
+	"$py" - "$dir/results.$sys.$setting.$c" "$sys" "$storage" "$c" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 med = lambda xs: statistics.median(xs)
@@ -237,7 +250,7 @@ cpus = " ".join("%s %.0f" % (k, med(v)) for k, v in cpu.items())
 total = sum(med(v) for v in cpu.values())
 p50 = med([float(r[-2]) for r in rows])
 p99 = med([float(r[-1]) for r in rows])
-print("%-10s %-13s %8.0f  %-44s %8.2f %8.2f" % (sys.argv[2], sys.argv[3], rate,
+print("%-10s %-13s %5s %8.0f  %-44s %8.2f %8.2f" % (sys.argv[2], sys.argv[3], sys.argv[4], rate,
       "%s (all %.0f)" % (cpus, total), p50, p99))
 PY
 done

@@ -8,7 +8,9 @@
 #   tests/bench/peers.sh compare [N] [ROUNDS] [WORKERS] [CONCURRENCY]
 #
 # compare runs, ROUNDS times over, one run each of: pgjobd with retention
-# 0, pgjobd with retention 7d, graphile-worker and pg-boss at their fastest
+# 0, pgjobd with retention 7d, the same with the no-op job in a process
+# handler in each of $PROCESS_LANGS (default "python node ruby"; the
+# clients of clients/), graphile-worker and pg-boss at their fastest
 # settings and the SQL-only ceiling (update on finish, batches of 100, 4
 # clients), in turn, so that a slow minute of a shared machine falls on all
 # of them.  It prints each system's median, min and max, the ratios of
@@ -24,6 +26,8 @@ build=${PGJOBD_BUILD_DIR:-$root/build}
 peers=${PEERS_DIR:-$root/../shared/bench/peers}
 mode=${1:?usage: peers.sh throughput|latency ...}
 shift
+# Debian's interpreter, not whatever shim PATH puts first.
+py=$(command -v /usr/bin/python3 || command -v python3)
 
 cmake --build "$build" -j"$(nproc)" >/dev/null
 . "$peers/env.sh"
@@ -31,15 +35,22 @@ mkdir -p "$BENCH_DIR"
 workers=${3:-2}
 concurrency=${4:-200}
 # pgjobd.yaml with $BENCH_RETENTION (default 7d); compare writes one per
-# retention.
-write_config() { # file retention
+# retention, and one per language of the process handlers (the no-op job
+# in Python, Node or Ruby, one copy a worker holding its concurrency).
+write_config() { # file retention [python|node|ruby]
+	local handler="noop: { type: plugin, library: \"$build/pgjobd_bench.so\", symbol: pgjobd_bench }"
+	case ${3:-} in
+	python) handler="noop: { type: process, command: [\"$py\", \"$root/tests/bench/noop_process.py\"], env: [\"PYTHONPATH=$root/clients/python\", \"BENCH_KIND=noop\"], concurrency: $concurrency }" ;;
+	node) handler="noop: { type: process, command: [\"$(command -v node)\", \"$root/tests/bench/noop_process.js\"], env: [\"PGJOBD_CLIENT=$root/clients/node/pgjobd-handler.js\", \"BENCH_KIND=noop\"], concurrency: $concurrency }" ;;
+	ruby) handler="noop: { type: process, command: [\"$(command -v ruby)\", \"$root/tests/bench/noop_process.rb\"], env: [\"PGJOBD_CLIENT=$root/clients/ruby/pgjobd_handler.rb\", \"BENCH_KIND=noop\"], concurrency: $concurrency }" ;;
+	esac
 	cat >"$1" <<YAML
 workers: $workers
 log: { level: warn }
 retention: $2
 queues: { default: { concurrency: $concurrency } }
 handlers:
-  noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
+  $handler
 YAML
 }
 cfg="$BENCH_DIR/pgjobd.yaml"
@@ -64,6 +75,7 @@ export CMD_REMAINING_SQL="select count(*) from (select 1 from pgjob.jobs where f
 export CMD_LAT_ENQUEUE_SQL="select pgjob.enqueue('noop', jsonb_build_object('seq', \$1::int))"
 
 graphile_cfg="conc=24,lq=500,batch=0,procs=2"
+PROCESS_LANGS=${PROCESS_LANGS-python node ruby}
 # pg-boss at the fastest settings of ../shared/bench/peers/RESULTS.md: 4
 # work() loops fetching 5,000 jobs per poll, polled every 0.5 s (its
 # least).
@@ -206,6 +218,8 @@ compare() { # n rounds
 		{ echo "peers.sh: graphile-worker or pg-boss is missing; run $peers/setup_node.sh" >&2; exit 2; }
 	write_config "$BENCH_DIR/pgjobd-r0.yaml" 0
 	write_config "$BENCH_DIR/pgjobd-r7d.yaml" 7d
+	local lang
+	for lang in $PROCESS_LANGS; do write_config "$BENCH_DIR/pgjobd-$lang.yaml" 7d "$lang"; done
 	wrappers
 	: >"$out"
 	clean
@@ -213,6 +227,9 @@ compare() { # n rounds
 	for r in $(seq "$rounds"); do
 		printf "pgjobd, retention 0$tab%s\n" "$(one_run cmd "$BENCH_DIR/pgjobd-r0.yaml" "$n" | tr ' ' '\t')" >>"$out"
 		printf "pgjobd, retention 7d$tab%s\n" "$(one_run cmd "$BENCH_DIR/pgjobd-r7d.yaml" "$n" | tr ' ' '\t')" >>"$out"
+		for lang in $PROCESS_LANGS; do
+			printf "pgjobd, retention 7d, $lang process handler$tab%s\n" "$(one_run cmd "$BENCH_DIR/pgjobd-$lang.yaml" "$n" | tr ' ' '\t')" >>"$out"
+		done
 		printf "graphile-worker ($graphile_cfg)$tab%s\n" "$(one_run graphile "$graphile_cfg" "$n" | tr ' ' '\t')" >>"$out"
 		printf "pg-boss ($pgboss_cfg, poll 0.5 s)$tab%s\n" "$(one_run pgboss "$pgboss_cfg" "$n" | tr ' ' '\t')" >>"$out"
 		printf "SQL ceiling, update on finish, 100/batch, 4 clients (system: pgbench)$tab%s\n" "$(ceiling_run "$n" | tr ' ' '\t')" >>"$out"
@@ -254,6 +271,10 @@ print("CPU: PostgreSQL's backends and helpers (the poller's backend included); t
       "WAL: pg_current_wal_lsn() from the end of the harness's checkpoint to after the run, "
       "autovacuum included. Transactions: pg_stat_database xact_commit + xact_rollback over the "
       "same span, less the poller's polls and the measurement's own; autovacuum's included.")
+if any("process handler" in k for k in runs):
+    print("A process handler's copies run in sessions of their own (setsid), outside the process "
+          "group the harness times: its system CPU is pgjobd's alone; tests/bench/process.sh "
+          "reports the copies' CPU per job.")
 if n < 100000:
     print("pg-boss fetches 5,000 jobs at a time: below about 100,000 jobs its jobs/s (from the first "
           "completion seen to the last) rests on a few fetches; the 200,000-job default is the one to quote.")

@@ -14,6 +14,9 @@
 #   - pgjobd with the bench plugin, retention 7d (done jobs kept) and
 #     retention 0 (done jobs deleted), median, min and max of RUNS runs;
 #   - /bin/true through the exec handler against the plugin, same config;
+#   - no-op jobs through process handlers (docs/handlers.md) in Python
+#     (a coroutine), Node and Ruby, one copy a worker holding the same
+#     concurrency, against the same plugin row;
 #   - a backlog of BACKLOG jobs, and a run while another session holds an
 #     old snapshot open (vacuum can remove nothing), against the first row;
 #   - the web console open but idle, and busy (four pages refreshed every
@@ -41,6 +44,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PGJOBD_BUILD_DIR:-$root/build}
+# Debian's interpreter, not whatever shim PATH puts first.
+py=$(command -v /usr/bin/python3 || command -v python3)
 
 short=0 runs=3 n=200000 workers=2 conc=1000 backlog=1000000
 lat_count=200 lat_ms=20 load_rate=10000 load_s=30 fresh_s=60 exec_n=20000 exec_conc=50 fan=10000 chain=1000
@@ -121,6 +126,21 @@ queues: { default: { concurrency: $3${5:+, $5} } }
 handlers:
   noop: { type: plugin, library: "$build/pgjobd_bench.so", symbol: pgjobd_bench }
   true: { type: exec, command: ["/bin/true"] }
+  noop_async:
+    type: process
+    command: ["$py", "$root/tests/bench/noop_process.py"]
+    env: ["PYTHONPATH=$root/clients/python"]
+    concurrency: $3
+  noop_js:
+    type: process
+    command: ["node", "$root/tests/bench/noop_process.js"]
+    env: ["PGJOBD_CLIENT=$root/clients/node/pgjobd-handler.js"]
+    concurrency: $3
+  noop_rb:
+    type: process
+    command: ["ruby", "$root/tests/bench/noop_process.rb"]
+    env: ["PGJOBD_CLIENT=$root/clients/ruby/pgjobd_handler.rb"]
+    concurrency: $3
 YAML
 }
 
@@ -429,6 +449,11 @@ wf_chain=$(workflow "workflow: a chain of $chain jobs, each after the one before
 plug=$(runs=1 series "plugin, concurrency $exec_conc (reference for exec)" 7d "$workers" "$exec_conc" "$exec_n" noop)
 exe=$(runs=1 series "exec /bin/true, concurrency $exec_conc" 7d "$workers" "$exec_conc" "$exec_n" true)
 exec_overhead=$(awk -v p="$plug" -v e="$exe" 'BEGIN {printf "%.3f", 1000 / e - 1000 / p}')
+# Process handlers at the same concurrency: one copy a worker holds all of
+# it (the copies start with the first claim, inside the timed drain).
+proc_py=$(runs=1 series "process handler, Python coroutine, concurrency $exec_conc" 7d "$workers" "$exec_conc" "$exec_n" noop_async)
+proc_js=$(runs=1 series "process handler, Node, concurrency $exec_conc" 7d "$workers" "$exec_conc" "$exec_n" noop_js)
+proc_rb=$(runs=1 series "process handler, Ruby, concurrency $exec_conc" 7d "$workers" "$exec_conc" "$exec_n" noop_rb)
 
 # Latency and RSS at rest: an idle worker (one, as the peers' latency is
 # measured with one process), single enqueues.
@@ -656,7 +681,7 @@ read -r split_ref split_16x1 <<<"$(scale_rows "$split" 1 "1x$workers" 16x1)"
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 29 ] || { echo "suite: expected 29 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 32 ] || { echo "suite: expected 32 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 [ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
 	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
@@ -685,6 +710,7 @@ echo "- scale, $scale_n jobs, every process with the 2-worker row's config: 16 x
 echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$wf_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with it (medians of $runs); busy: the fan-out and chain rows"
 echo "- attempt history: every job failing once, $(awk -v a="$hist_busy" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the 7d rate in jobs/s (each job two attempts)"
 echo "- exec /bin/true per-job overhead over the plugin: $exec_overhead ms (1/rate, same workers and concurrency)"
+echo "- process handlers against the plugin at concurrency $exec_conc: Python $(r "$proc_py" "$plug") x, Node $(r "$proc_js" "$plug") x, Ruby $(r "$proc_rb" "$plug") x"
 echo "- fresh database under a feed: its first $fresh_s s did $fresh_done jobs/s of the $fresh_fed fed ($(awk -v a="$fresh_done" -v b="$fresh_fed" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}') x)"
 echo "- backlog of $backlog: $(awk -v a="$backlog_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x the $n-job rate; old snapshot: $(awk -v a="$snap_rate" -v b="$base_keep" 'BEGIN {printf "%.2f", a / b}') x"
 echo "- wake-up latency, one idle worker, $lat_count single enqueues ${lat_ms} ms apart (commit acknowledged to handler start): p50 $lat_p50 ms, p99 $lat_p99 ms ($lat_n matched); $lat_stmts claims and finishes per job"
