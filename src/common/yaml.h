@@ -5,8 +5,8 @@
  * that owes nothing to libyaml, and the getters below (yaml_value.c) read
  * typed values out of it.  Each getter that finds a problem records it on
  * the doc, with the node's position, as "file:line:column: key.path:
- * message", and returns failure;
- * the caller just moves on, so that one pass reports every error in a file.
+ * message", and returns failure; the caller just moves on, so that one
+ * pass reports every error in a file.
  *
  * String values have their references expanded when they are read
  * (env_expand(): ${NAME} from the environment, ${file:PATH} and
