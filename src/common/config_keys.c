@@ -254,7 +254,7 @@ check_url(const char *s)
 	return NULL;
 }
 
-/* ---- the key tables ---- */
+/* ---- the key tables (F() and its kin: config_internal.h) ---- */
 
 static const struct yaml_field backoff_fields[] = {
 	F("base", YF_DURATION, backoff, base_ms, NOLIMIT),
