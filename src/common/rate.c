@@ -18,10 +18,12 @@ static const struct {
 	{"hour", 3600000}, {"d", 86400000}, {"day", 86400000},
 };
 
+/* ASCII white space, as PostgreSQL's input functions skip it (a YAML
+ * block scalar ends with a line break): never a locale's wider idea. */
 static const char *
 skip_space(const char *s)
 {
-	while (*s == ' ' || *s == '\t')
+	while (*s && strchr(" \t\n\v\f\r", *s))
 		s++;
 	return s;
 }

@@ -1,9 +1,10 @@
 /*
  * rate: the grammar of rate limits, "COUNT/PERIOD": 10/s, 600/min, 100/10s,
- * 5/1.5h.  The period's unit is ms, s (sec, second), m (min, minute), h
- * (hour) or d (day), optionally after a number.  pgjob.parse_rate() in
- * sql/010_flow_control.sql reads the same grammar: a rate set with SQL
- * means what the same text means in the config.
+ * 5/1.5h (docs/queues.md, "The grammar of a rate").  This reader checks a
+ * config file without a database; pgjob.parse_rate() reads what is set
+ * with SQL.  Both answer the one table of cases tests/fixtures/rates.txt
+ * (unit.test_rate, int.test_rate_sql), the grammar's owner: a rate set
+ * with SQL means what the same text means in the config.
  */
 #ifndef PGJOBD_RATE_H
 #define PGJOBD_RATE_H

@@ -242,6 +242,9 @@ void stats_observe_usage(struct stats_kind *k, int64_t cpu_ms,
 void stats_observe_dur(const struct stats *s, struct stats_kind *k, int64_t us);
 /* The same into its time-in-queue histogram (stats_wait_bounds). */
 void stats_observe_wait(struct stats_kind *k, int64_t us);
+/* The handler duration bounds in force, *n of them: s's (set by the
+ * supervisor, stats_dur_bounds()), else stats_bounds. */
+const double *stats_dur_bounds_of(const struct stats *s, size_t *n);
 
 /* Where the earliest of a notification's jobs sorts in its queue's index:
  * its priority, and the earliest run_at of that priority (microseconds
@@ -272,14 +275,6 @@ int stats_notify_parse(const char *payload, uint64_t *xid, long long *due,
  */
 int stats_notify_take(struct stats *s, uint64_t xid, int be_pid, long long due,
 		      long long room);
-
-/*
- * Appends the Prometheus text of the first n workers' entries (summed by
- * kind and queue: the entries of workers that exited keep counting, so no
- * counter goes back) to out; configured is the worker count of the config.
- */
-void stats_render(const struct stats *s, int n, int configured,
-		  struct buf *out);
 
 /* The worker of entry index is gone (the supervisor reaped it): its gauges
  * (slot, connection, tasks) go to zero; its counters stay. */

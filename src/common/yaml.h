@@ -1,11 +1,12 @@
 /*
  * yaml: the YAML reader behind config, and the only user of libyaml.
  *
- * yaml_doc_load() parses a whole document into a tree of ynodes that owes
- * nothing to libyaml, and the getters below read typed values out of it.
- * Each getter that finds a problem records it on the doc, with the node's
- * position, as "file:line:column: key.path: message", and returns failure;
- * the caller just moves on, so that one pass reports every error in a file.
+ * yaml_doc_load() (yaml.c) parses a whole document into a tree of ynodes
+ * that owes nothing to libyaml, and the getters below (yaml_value.c) read
+ * typed values out of it.  Each getter that finds a problem records it on
+ * the doc, with the node's position, as "file:line:column: key.path:
+ * message", and returns failure; the caller just moves on, so that one
+ * pass reports every error in a file.
  *
  * String values have their references expanded when they are read
  * (env_expand(): ${NAME} from the environment, ${file:PATH} and
@@ -48,6 +49,10 @@ struct ynode {
 	struct ypair *pairs;  /* YNODE_MAP */
 	size_t n;	      /* items or pairs; 0 for a scalar */
 };
+
+/* Aliases can make a small file stand for a huge tree: the values that
+ * yaml_json() converts in one document are capped. */
+#define YAML_JSON_MAX_VALUES 100000
 
 struct yaml_error;
 

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "daemon/internal.h"
 #include "daemon/procmetrics.h"
+#include "daemon/prom.h"
 
 /* The stats entries of group g's active workers, for the health checks,
  * and their worker=N numbers (number may be NULL); returns how many. */
@@ -89,8 +90,8 @@ static void
 render_groups(const struct supervisor *s, struct buf *body)
 {
 	if (!s->cfg->ndatabases) {
-		stats_render(s->groups[0].stats, s->groups[0].sidx_high,
-			     supervisor_nworkers(s), body);
+		prom_render(s->groups[0].stats, s->groups[0].sidx_high,
+			    supervisor_nworkers(s), body);
 		return;
 	}
 	struct buf parts[s->ngroups];
@@ -98,8 +99,8 @@ render_groups(const struct supervisor *s, struct buf *body)
 	for (int g = 0; g < s->ngroups; g++) {
 		parts[g] = (struct buf){0};
 		names[g] = s->groups[g].name;
-		stats_render(s->groups[g].stats, s->groups[g].sidx_high,
-			     supervisor_group_workers(s, g), &parts[g]);
+		prom_render(s->groups[g].stats, s->groups[g].sidx_high,
+			    supervisor_group_workers(s, g), &parts[g]);
 	}
 	metrics_merge(body, "database", names, parts, (size_t)s->ngroups);
 	for (int g = 0; g < s->ngroups; g++)

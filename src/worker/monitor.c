@@ -3,7 +3,7 @@
  * supervisor) reads for /metrics: the queue depths, the workflows, dead
  * jobs and jobs no live worker serves per queue, and the schedules' last
  * and next ticks.  They go to the shared stats area, which the supervisor
- * renders (common/stats.c).
+ * renders (daemon/prom.c).
  *
  * The reads go on a connection of their own ("pgjobd monitor" in
  * pg_stat_activity), made without blocking the worker's loop

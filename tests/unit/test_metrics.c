@@ -3,7 +3,7 @@
  * steps (status codes, HEAD, oversize and malformed requests, slow clients,
  * the connection limit, fork), and the exact Prometheus text; the series of
  * monitoring (time in queue, timeouts, dead and scheduled jobs, schedules,
- * the database, process_*) as stats_render() and
+ * the database, process_*) as prom_render() and
  * procmetrics_render() write them. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +32,7 @@
 #include "common/stats.h"
 #include "daemon/httpd.h"
 #include "daemon/procmetrics.h"
+#include "daemon/prom.h"
 #include "common/util.h"
 
 #define BIG (1024 * 1024) /* a body far larger than a socket buffer */
@@ -688,7 +689,7 @@ test_health_series(void **state)
 	struct stats *s = stats_create();
 	struct buf out = {0};
 	assert_non_null(s);
-	stats_render(s, 0, 1, &out);
+	prom_render(s, 0, 1, &out);
 	assert_null(strstr(out.data, "pgjobd_db_xmin"));
 	assert_null(strstr(out.data, "pgjobd_db_dead_tuples"));
 	buf_reset(&out);
@@ -710,7 +711,7 @@ test_health_series(void **state)
 	h->nindexes = 1;
 	h->valid_ms = now + 30000;
 	h->at_ms = now;
-	stats_render(s, 0, 1, &out);
+	prom_render(s, 0, 1, &out);
 	static const char *const want[] = {
 		"pgjobd_db_xmin_horizon_age_seconds{holder=\"backend\"} "
 		"312.5\n",
@@ -732,7 +733,7 @@ test_health_series(void **state)
 
 	/* The holder stopped writing: three intervals later, gone. */
 	h->valid_ms = now - 1;
-	stats_render(s, 0, 1, &out);
+	prom_render(s, 0, 1, &out);
 	assert_null(strstr(out.data, "pgjobd_db_xmin"));
 	assert_null(strstr(out.data, "pgjobd_db_dead_tuples"));
 	buf_free(&out);
@@ -817,7 +818,7 @@ test_render_monitoring(void **state)
 	s->schedules[1].last_tick_s = 1700000060;
 	s->nschedules = 2;
 
-	stats_render(s, 2, 2, &b);
+	prom_render(s, 2, 2, &b);
 	const char *want[] = {
 		"# TYPE pgjobd_jobs_timed_out_total counter",
 		"pgjobd_jobs_timed_out_total{kind=\"a\",queue=\"q1\"} 3",
@@ -870,7 +871,7 @@ test_render_monitoring(void **state)
 	/* No live connection: down. */
 	s->w[1].connected = 0;
 	buf_reset(&b);
-	stats_render(s, 2, 2, &b);
+	prom_render(s, 2, 2, &b);
 	assert_line(b.data, "pgjobd_db_up 0");
 	buf_free(&b);
 	stats_destroy(s);
