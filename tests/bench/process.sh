@@ -28,6 +28,7 @@ if [ "${1:-}" = rss ]; then
 	shift
 fi
 n=${1:-20000}
+[ "$mode" = rss ] && n=${1:-1000000}
 exec_n=${2:-400}
 copies=${COPIES:-1}
 per_copy=$((8 / copies))
