@@ -2,8 +2,8 @@
  * handler_http_curl: libcurl is not linked but loaded with dlopen() the
  * first time it is needed: by handler_http_init() for a config with an
  * http handler, or by the first request.  libcurl and the libraries it
- * pulls in (a second TLS stack, HTTP/2, IDN, ssh, rtmp...) add about
- * 1.5 MiB to the resident set of every process that maps them, and most
+ * pulls in (a second TLS stack, HTTP/2, IDN, ssh, rtmp...) add a good
+ * share to the resident set of every process that maps them, and most
  * configs have no http handler (docs/daemon.md: a worker at rest stays
  * under 8 MiB).  Every libcurl call goes through the table lc, whose
  * members have the exact types of curl.h's declarations; curl.h is still
