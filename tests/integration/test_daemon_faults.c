@@ -184,12 +184,12 @@ test_sigterm_releases_long_jobs(void **state)
 		"workers: 1\nshutdown_timeout: 2s\n"
 		"queues: { default: { concurrency: 4 } }\n"
 		"handlers:\n"
-		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
+		"  long: { type: exec, command: [\"/bin/sleep\", \"600\"] }\n");
 	t_wait_running(c, 3, 30);
-	time_t t0 = time(NULL);
+	/* It does not wait for the jobs: it exits within t_stop_clean()'s
+	 * 30 s, long before their 10 minutes, and gives them back
+	 * (interrupted, below), with no clock read of its own. */
 	t_stop_clean(p);
-	/* Generous: the point is that it does not wait for the jobs. */
-	assert_true(time(NULL) - t0 < 15);
 	/* Given back: available now, no lease, the attempt refunded. */
 	t_assert_value(c, "available|0|true|true",
 		       "select string_agg(distinct state || '|' || attempts || "
