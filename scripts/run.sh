@@ -24,9 +24,11 @@ done
 say() { printf '\n== %s\n' "$*"; }
 
 say "installing missing packages and building"
-bash "$root/scripts/deps.sh"
-cmake -S "$root" -B "$build" >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
+# Only what building and running need: scripts/test.sh installs the test
+# tools and turns the tests back on in the same build folder.
+bash "$root/scripts/deps.sh" --run
+cmake -S "$root" -B "$build" -DPGJOBD_TESTS=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" --target pgjobd pgjob pgjobd_example >/dev/null
 pgjob=("$build/pgjob")
 pgjobd_args=()
 

@@ -18,8 +18,10 @@ if [ "${PGJOBD_SANITIZE:-0}" = 1 ]; then
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
 
+# Everything: building, running, and every test's tools (scripts/run.sh
+# installs only the first two, and builds without the tests).
 bash "$root/scripts/deps.sh"
-cmake -S "$root" -B "$build" -DPGJOBD_WERROR=ON "${extra[@]}" >/dev/null
+cmake -S "$root" -B "$build" -DPGJOBD_WERROR=ON -DPGJOBD_TESTS=ON "${extra[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 # Should ctest be killed half-way, the fixture's cleanup never runs.
 trap 'bash "$root/scripts/testpg.sh" stop "$build/testpg" >/dev/null 2>&1 || true' EXIT

@@ -25,6 +25,7 @@
 #include "common/duration.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "handlers/handler_child.h"
 #include "handlers/handler_exec.h"
 #include "handlers/handler_http.h"
 #include "handlers/handler_plugin.h"
@@ -158,7 +159,7 @@ job_env(const struct job *job, const struct handler_conf *h, int slot)
 	char **env = xcalloc(7 + h->env.n + 1, sizeof(char *));
 	size_t n = 0;
 
-	env[n++] = xstrdup("PATH=" HANDLER_EXEC_PATH);
+	env[n++] = xstrdup("PATH=" HANDLER_CHILD_PATH);
 	env[n++] = xasprintf("PGJOB_JOB_ID=%lld", (long long)job->id);
 	env[n++] = xasprintf("PGJOB_KIND=%s", job->kind ? job->kind : "");
 	env[n++] = xasprintf("PGJOB_QUEUE=%s", job->queue ? job->queue : "");
@@ -206,7 +207,7 @@ handler_start_task(struct ev_loop *loop, const struct task_conf *task,
 {
 	struct handler_run *run = run_new(loop, NULL, slot, done, arg);
 	char *env[] = {
-		xstrdup("PATH=" HANDLER_EXEC_PATH),
+		xstrdup("PATH=" HANDLER_CHILD_PATH),
 		xasprintf("PGJOB_TASK=%s", task->name),
 		xasprintf("PGJOB_PARTITION=%d", partition),
 		xasprintf("PGJOB_FENCING_TOKEN=%lld", (long long)token),
@@ -310,7 +311,7 @@ finish(struct handler_run *run, struct handler_result *res)
 void
 handler_set_pgid_table(int32_t *table, int n)
 {
-	handler_exec_set_pgid_table(table, n);
+	handler_child_set_pgid_table(table, n);
 }
 
 void

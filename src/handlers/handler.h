@@ -5,12 +5,14 @@
  * handler.c is the registry: it dispatches on the handler type, delivers
  * every result from the loop (never from inside handler_start() or
  * handler_stop()), and owns the run.  handler_exec.c runs exec handlers
- * (clone and execve, pidfd, pipes); handler_http.c POSTs to webhooks
- * (libcurl's multi interface on the loop); handler_plugin.c loads and calls
- * plugins (include/pgjobd/plugin.h); handler_process.c gives jobs to
- * long-running programs it starts and supervises; each has a header of its
- * own, which only handler.c includes (and handler_process.c the headers of
- * its two helpers, handler_process_copy.c and handler_process_proto.c).  The
+ * (pidfd, pipes; handler_child.c starts the child: clone and execve);
+ * handler_http.c POSTs to webhooks (libcurl's multi interface on the loop);
+ * handler_plugin.c loads and calls plugins (include/pgjobd/plugin.h);
+ * handler_process.c gives jobs to long-running programs it starts and
+ * supervises; each has a header of its own, which only handler.c includes
+ * (and handler_process.c the headers of its two helpers,
+ * handler_process_copy.c and handler_process_proto.c; the http handler's
+ * helpers are handler_http_curl.c and handler_http_result.c).  The
  * protocols are described in docs/handlers.md.
  *
  * Ownership: the worker owns each struct job and keeps it alive until the

@@ -5,7 +5,7 @@
  * job after job:
  *
  *   exec, tasks  the program exists and is executable, found as the exec
- *                handler finds it (handler_exec_resolve(): the path as
+ *                handler finds it (handler_child_resolve(): the path as
  *                written, or the command's own PATH);
  *   plugin       the library loads, has the symbol, with this ABI version
  *                and a run function: tried in a forked child, so that no
@@ -36,7 +36,7 @@
 #include "common/config.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "handlers/handler_exec.h"
+#include "handlers/handler_child.h"
 #include "handlers/handler_http.h"
 #include "handlers/handler_plugin.h"
 
@@ -72,7 +72,7 @@ check_program(struct config_errors *errs, const struct config *c,
 
 	if (argv->n == 0)
 		return;
-	path = handler_exec_resolve(argv->v[0], env->v ? env->v : none, &err);
+	path = handler_child_resolve(argv->v[0], env->v ? env->v : none, &err);
 	/* Found: what resolve set err to while it looked counts no more. */
 	if (path)
 		err = 0;

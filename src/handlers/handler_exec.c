@@ -6,8 +6,8 @@
  * environment (PATH and PGJOB_*, plus the handler's env), its own process
  * group, pipes on 0, 1 and 2 and no other descriptor, the handler's user
  * and group if it names them, its resource limits (setrlimit(), between
- * the clone and the execve), and SIGKILL when the worker dies (spawn()).
- * The payload is
+ * the clone and the execve), and SIGKILL when the worker dies
+ * (handler_child.c, which process handlers' copies share).  The payload is
  * written to its stdin without blocking; stdout is kept up to 1 MiB (the
  * rest is read and discarded so the child never blocks), stderr's last
  * 4 KiB become the error text.
@@ -21,23 +21,17 @@
  * pipes are not waited on for EOF, since a grandchild that left the group
  * may still hold them.
  */
-#include "common/failpoint.h"
-#include "common/duration.h"
 #include "handlers/handler_exec.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,16 +41,16 @@
 #include <ev.h>
 
 #include "common/config.h"
+#include "common/duration.h"
 #include "common/log.h"
 #include "common/pgtext.h"
 #include "common/size.h"
 #include "common/util.h"
+#include "handlers/handler_child.h"
 
 #define STDOUT_MAX    (1024 * 1024)
 #define STDERR_TAIL   4096
 #define KILL_GRACE_MS 5000
-#define READ_CHUNK    65536
-#define READ_ROUNDS   16 /* chunks per callback, so one child cannot hog */
 
 struct exec_run {
 	void *run; /* handler.c's, handed back to finish */
@@ -116,393 +110,40 @@ xlog(const struct exec_run *x, int level, const char *fmt, ...)
 		log_job(level, &x->lj, "%s", msg);
 }
 
-char *
-handler_exec_resolve(const char *argv0, char *const *env, int *err)
-{
-	const char *path = HANDLER_EXEC_PATH;
-
-	if (strchr(argv0, '/'))
-		return xstrdup(argv0);
-	for (size_t i = 0; env[i]; i++)
-		if (strncmp(env[i], "PATH=", 5) == 0)
-			path = env[i] + 5;
-	*err = ENOENT;
-	while (*path) {
-		size_t len = strcspn(path, ":");
-		char *cand = xasprintf("%.*s%s%s", (int)len, path,
-				       len ? "/" : "", argv0);
-		struct stat st;
-
-		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
-			if (access(cand, X_OK) == 0)
-				return cand;
-			*err = EACCES;
-		}
-		free(cand);
-		path += len + (path[len] == ':');
-	}
-	return NULL;
-}
-
-/* A pipe whose both ends are close-on-exec and above stderr. */
-static int
-make_pipe(int fds[2])
-{
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -1;
-	for (int i = 0; i < 2; i++) {
-		if (fds[i] > 2)
-			continue;
-		int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-		int e = errno;
-		close(fds[i]);
-		fds[i] = fd;
-		if (fd < 0) {
-			close(fds[1 - i]);
-			errno = e;
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static void
-close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
-/*
- * The process groups of this worker's running commands, in memory the
- * supervisor shares (handler_exec_set_pgid_table()): when the worker dies
- * without stopping them, the supervisor kills them.  A command's child
- * records its own group, before its execve() (see child_main()); the worker
- * forgets it once the command is reaped.
- */
-static int32_t *pgids;
-static int npgids;
-
-void
-handler_exec_set_pgid_table(int32_t *table, int n)
-{
-	pgids = table;
-	npgids = n;
-}
-
-/* Records (or forgets, with on = 0) pid as a running group.  Called in the
- * child of spawn() too: plain stores, no lock, nothing instrumented. */
-__attribute__((no_sanitize_address)) static void
-note_pgid(pid_t pid, int on)
-{
-	for (int i = 0; i < npgids; i++) {
-		int32_t want = on ? 0 : (int32_t)pid;
-		if (__atomic_load_n(&pgids[i], __ATOMIC_RELAXED) == want) {
-			__atomic_store_n(&pgids[i], on ? (int32_t)pid : 0,
-					 __ATOMIC_RELAXED);
-			return;
-		}
-	}
-}
-
-/*
- * What the child of spawn() needs, all prepared by the parent: the child
- * shares the worker's memory (CLONE_VM) until its execve(), on a stack of
- * its own, while the worker waits (CLONE_VFORK).  So it does system calls
- * only: no allocation, no lock, no stdio, and no handler of the worker's
- * may run in it (every signal is blocked until the dispositions are back
- * to their defaults).
- */
-struct spawn_args {
-	const char *path;
-	char *const *argv, *const *env;
-	int fds[3];		 /* become 0, 1, 2 */
-	pid_t parent;		 /* the worker */
-	const struct run_as *as; /* NULL: stay pgjobd's user */
-	/* setrlimit()'s, prepared: n of them. */
-	struct {
-		int resource;
-		struct rlimit rl;
-		const char *step;
-	} lim[5];
-	int nlim;
-	/* Written by the child when a step fails, read by the parent. */
-	int err;
-	const char *step; /* NULL: the execve itself */
-};
-
-/* The child's stack.  One spawn at a time: the worker is suspended until
- * the child has exec'd or exited. */
-static char spawn_stack[64 * 1024] __attribute__((aligned(64)));
-
-__attribute__((noreturn, no_sanitize_address)) static void
-child_fail(struct spawn_args *a, const char *step)
-{
-	a->err = errno;
-	a->step = step;
-	_exit(127);
-}
-
-/*
- * The child, from clone() to execve().  The order matters: credentials
- * change before PR_SET_PDEATHSIG, which a change of credentials clears;
- * then the check that the worker is still the parent, since it may have
- * died before PR_SET_PDEATHSIG was set (and the signal would never come).
- * The set*id calls are raw system calls: glibc's wrappers would signal
- * every thread of the process to change theirs too, and the worker's
- * threads (libcurl's resolver) are not this child's.  The limits come
- * before them, while a root worker's child still may raise a hard limit
- * (CAP_SYS_RESOURCE goes with the uid); RLIMIT_NPROC counts the real
- * uid's processes whenever the kernel checks it (the setresuid marks the
- * process, the execve then fails, and every fork of the command after),
- * so the order changes nothing there.  setrlimit() is one system call
- * (prlimit64) with no lock.  RLIMIT_AS here bounds only
- * what the child maps itself, and it maps nothing more before the execve,
- * which gives it an address space of its own.
- */
-__attribute__((no_sanitize_address)) static int
-child_main(void *arg)
-{
-	struct spawn_args *a = arg;
-	struct sigaction dfl = {.sa_handler = SIG_DFL};
-	sigset_t none;
-
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &dfl, NULL); /* glibc's own: EINVAL */
-	/* A session of its own, and so a process group of its own (the
-	 * group the worker and the supervisor kill): no controlling
-	 * terminal, so that a command, even one run as another user, cannot
-	 * reach the terminal pgjobd was started from (TIOCSTI injects
-	 * keystrokes into it; docs/security.md). */
-	if (setsid() < 0)
-		child_fail(a, "setsid");
-	/* The group is known to the supervisor from here on, before the
-	 * command can start anything in it: were the worker to die as
-	 * clone() returns, before it could record the group itself, the
-	 * command's parent-death signal would kill the command but not what
-	 * the command had started (the worker shares this memory while it
-	 * waits, and runs no other spawn meanwhile). */
-	note_pgid(getpid(), 1);
-	for (int i = 0; i < a->nlim; i++)
-		if (setrlimit(a->lim[i].resource, &a->lim[i].rl) < 0)
-			child_fail(a, a->lim[i].step);
-	if (a->as) {
-		const struct run_as *as = a->as;
-		if (syscall(SYS_setgroups, (size_t)as->ngroups, as->groups) < 0)
-			child_fail(a, "setgroups");
-		if (syscall(SYS_setresgid, as->gid, as->gid, as->gid) < 0)
-			child_fail(a, "setgid");
-		if (as->uid != (uid_t)-1 &&
-		    syscall(SYS_setresuid, as->uid, as->uid, as->uid) < 0)
-			child_fail(a, "setuid");
-	}
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-		child_fail(a, "prctl");
-	if (getppid() != a->parent)
-		_exit(127); /* the worker is gone: nobody to run it for */
-	for (int i = 0; i < 3; i++)
-		if (dup2(a->fds[i], i) < 0)
-			child_fail(a, "dup2");
-	closefrom(3);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	execve(a->path, a->argv, a->env);
-	child_fail(a, NULL);
-}
-
-/*
- * The handler's limits as setrlimit() arguments, for the child.  Soft and
- * hard are the same, so the command cannot raise them again; but cpu's hard
- * limit is a second later: at the soft one the kernel sends SIGXCPU, which
- * a command may catch to clean up, and at the hard one SIGKILL.
- */
-static void
-prepare_limits(struct spawn_args *a, const struct exec_limits *l)
-{
-	const struct {
-		int resource;
-		int64_t v;
-		const char *step;
-	} t[] = {
-		{RLIMIT_CPU, l->cpu_ms / 1000, "limits.cpu: setrlimit"},
-		{RLIMIT_AS, l->memory, "limits.memory: setrlimit"},
-		{RLIMIT_NOFILE, l->open_files, "limits.open_files: setrlimit"},
-		{RLIMIT_NPROC, l->processes, "limits.processes: setrlimit"},
-		{RLIMIT_FSIZE, l->file_size, "limits.file_size: setrlimit"},
-	};
-
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		if (t[i].v <= 0)
-			continue;
-		a->lim[a->nlim].resource = t[i].resource;
-		a->lim[a->nlim].rl.rlim_cur = (rlim_t)t[i].v;
-		a->lim[a->nlim].rl.rlim_max =
-			(rlim_t)t[i].v + (t[i].resource == RLIMIT_CPU);
-		a->lim[a->nlim].step = t[i].step;
-		a->nlim++;
-	}
-}
-
-/*
- * Starts path with the child's pipes on 0, 1, 2, every other descriptor
- * closed, its own process group, default signal dispositions (the worker
- * ignores SIGPIPE; a child must not inherit that), an empty signal mask,
- * the handler's user and group, and SIGKILL as its parent-death signal:
- * if the worker dies, even by SIGKILL, the command dies with it.  Like
- * glibc's posix_spawn, which cannot set that signal, it is a clone() with
- * CLONE_VM | CLONE_VFORK (no copy of the worker's page tables, as a
- * fork() would make).  Returns 0, or an errno with *step naming the step
- * that failed (NULL: the execve).
- */
-static int
-spawn_child(const struct run_as *as, const struct exec_limits *limits,
-	    const char *path, char *const *argv, char *const *env,
-	    struct exec_child *c, const char **step)
-{
-	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
-	struct spawn_args a = {
-		.path = path,
-		.argv = argv,
-		.env = env,
-		.parent = getpid(),
-		.as = as && as->set ? as : NULL,
-	};
-	sigset_t all, old;
-	int rc = 0;
-
-	*step = NULL;
-	c->pid = 0;
-	if (limits)
-		prepare_limits(&a, limits);
-	for (int i = 0; i < 3 && rc == 0; i++)
-		if (make_pipe(p[i]) < 0)
-			rc = errno;
-	a.fds[0] = p[0][0];
-	a.fds[1] = p[1][1];
-	a.fds[2] = p[2][1];
-	if (rc == 0 && FAILPOINT(FP_EXEC_SPAWN))
-		rc = EAGAIN;
-	if (rc == 0) {
-		sigfillset(&all);
-		sigprocmask(SIG_SETMASK, &all, &old);
-		c->pid = clone(child_main, spawn_stack + sizeof(spawn_stack),
-			       CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-		rc = c->pid < 0 ? errno : 0;
-		sigprocmask(SIG_SETMASK, &old, NULL);
-	}
-	if (rc == 0 && a.err) {
-		/* It exited before or at execve(): forget its group (if it got
-		 * as far as recording it) and reap it. */
-		rc = a.err;
-		*step = a.step;
-		note_pgid(c->pid, 0);
-		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
-	if (rc == 0 && FAILPOINT(FP_EXEC_CRASH))
-		kill(c->pid, SIGKILL);
-	if (rc == 0 && FAILPOINT(FP_EXEC_WORKER_DIES)) {
-		/* The command has had a second to start children of its own
-		 * (which its parent-death signal does not reach). */
-		struct timespec second = {.tv_sec = 1};
-		while (nanosleep(&second, &second) < 0 && errno == EINTR)
-			;
-		raise(SIGKILL);
-	}
-	close_fd(&p[0][0]);
-	close_fd(&p[1][1]);
-	close_fd(&p[2][1]);
-	c->in_fd = p[0][1];
-	c->out_fd = p[1][0];
-	c->err_fd = p[2][0];
-	if (rc != 0) {
-		c->pid = 0;
-		close_fd(&c->in_fd);
-		close_fd(&c->out_fd);
-		close_fd(&c->err_fd);
-		return rc;
-	}
-	fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
-	fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
-	fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
-	return 0;
-}
-
-static int
-spawn(struct exec_run *x, const char *path, char *const *argv, char *const *env,
-      const char **step)
-{
-	struct exec_child c;
-	int rc = spawn_child(x->run_as, x->limits, path, argv, env, &c, step);
-
-	x->pid = c.pid;
-	x->in_fd = c.in_fd;
-	x->out_fd = c.out_fd;
-	x->err_fd = c.err_fd;
-	return rc;
-}
-
-int
-handler_exec_spawn(char *const *argv, char *const *env, const struct run_as *as,
-		   const struct exec_limits *limits, struct exec_child *c,
-		   char **err)
-{
-	const char *step = NULL;
-	int rc = 0;
-	char *path = handler_exec_resolve(argv[0], env, &rc);
-
-	*c = (struct exec_child){0, -1, -1, -1};
-	if (path)
-		rc = spawn_child(as && as->set ? as : NULL, limits, path, argv,
-				 env, c, &step);
-	free(path);
-	if (rc == 0)
-		return 0;
-	*err = xasprintf("could not start %s: %s%s%s", argv[0],
-			 step ? step : "", step ? ": " : "", strerror(rc));
-	return -1;
-}
-
-void
-handler_exec_forget(pid_t pid)
-{
-	note_pgid(pid, 0);
-}
-
 /* Signals the child's process group, and the child in case it left it. */
 static void
 signal_all(struct exec_run *x, int sig)
 {
-	if (x->pid <= 0)
-		return;
-	kill(-x->pid, sig);
-	kill(x->pid, sig);
+	handler_child_signal(x->pid, sig);
 }
 
 /* True once the child has exited (it is not reaped). */
 static bool
 child_exited(struct exec_run *x)
 {
-	siginfo_t si = {0};
-
-	if (waitid(P_PID, (id_t)x->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-		return errno == ECHILD;
-	return si.si_pid != 0;
+	return handler_child_exited(x->pid);
 }
 
-static void
-keep(struct exec_run *x, bool is_out, const char *p, size_t n)
+/* stdout: kept up to STDOUT_MAX, the rest read and dropped. */
+static bool
+keep_out(void *arg, const char *p, size_t n)
 {
-	if (is_out) {
-		size_t room = STDOUT_MAX - x->out.len;
-		size_t k = n < room ? n : room;
-		if (k)
-			buf_append(&x->out, p, k);
-		x->out_dropped += n - k;
-		return;
-	}
+	struct exec_run *x = arg;
+	size_t room = STDOUT_MAX - x->out.len;
+	size_t k = n < room ? n : room;
+
+	if (k)
+		buf_append(&x->out, p, k);
+	x->out_dropped += n - k;
+	return true;
+}
+
+/* stderr: its last STDERR_TAIL bytes, in a ring. */
+static bool
+keep_err(void *arg, const char *p, size_t n)
+{
+	struct exec_run *x = arg;
+
 	if (n > STDERR_TAIL) {
 		x->err_total += n - STDERR_TAIL;
 		p += n - STDERR_TAIL;
@@ -513,6 +154,7 @@ keep(struct exec_run *x, bool is_out, const char *p, size_t n)
 	memcpy(x->err + pos, p, first);
 	memcpy(x->err, p + first, n - first);
 	x->err_total += n;
+	return true;
 }
 
 /*
@@ -522,43 +164,29 @@ keep(struct exec_run *x, bool is_out, const char *p, size_t n)
 static void
 drain(struct exec_run *x, int *fd, ev_io *w, int rounds)
 {
-	char chunk[READ_CHUNK];
-	bool is_out = fd == &x->out_fd;
-
-	while (*fd >= 0 && rounds-- > 0) {
-		ssize_t n = read(*fd, chunk, sizeof(chunk));
-		if (n > 0) {
-			keep(x, is_out, chunk, (size_t)n);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		ev_io_stop(x->loop, w);
-		close_fd(fd);
-	}
+	handler_child_read(x->loop, fd, w, rounds,
+			   fd == &x->out_fd ? keep_out : keep_err, x);
 }
 
 static void
 out_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct exec_run *x = w->data;
-	drain(x, &x->out_fd, &x->out_w, READ_ROUNDS);
+	drain(x, &x->out_fd, &x->out_w, HANDLER_CHILD_READ_ROUNDS);
 }
 
 static void
 err_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct exec_run *x = w->data;
-	drain(x, &x->err_fd, &x->err_w, READ_ROUNDS);
+	drain(x, &x->err_fd, &x->err_w, HANDLER_CHILD_READ_ROUNDS);
 }
 
 static void
 close_stdin(struct exec_run *x)
 {
 	ev_io_stop(x->loop, &x->in_w);
-	close_fd(&x->in_fd);
+	handler_child_close(&x->in_fd);
 }
 
 static void
@@ -846,7 +474,7 @@ child_gone(struct exec_run *x)
 
 	/* The zombie still holds the group id: nobody else can have it. */
 	kill(-x->pid, SIGKILL);
-	note_pgid(x->pid, 0);
+	handler_child_forget(x->pid);
 	do
 		r = wait4(x->pid, &status, 0, &ru);
 	while (r < 0 && errno == EINTR);
@@ -855,8 +483,8 @@ child_gone(struct exec_run *x)
 		memset(&ru, 0, sizeof(ru));
 	}
 	x->pid = 0;
-	drain(x, &x->out_fd, &x->out_w, 4 * READ_ROUNDS);
-	drain(x, &x->err_fd, &x->err_w, 4 * READ_ROUNDS);
+	drain(x, &x->out_fd, &x->out_w, 4 * HANDLER_CHILD_READ_ROUNDS);
+	drain(x, &x->err_fd, &x->err_w, 4 * HANDLER_CHILD_READ_ROUNDS);
 	char *what = limit_hit(x, status, &ru);
 	if (!what)
 		what = describe_status(status);
@@ -913,7 +541,7 @@ watch(struct exec_run *x)
 	if (x->in_len > 0)
 		ev_io_start(x->loop, &x->in_w);
 	else
-		close_fd(&x->in_fd);
+		handler_child_close(&x->in_fd);
 	ev_io_start(x->loop, &x->out_w);
 	ev_io_start(x->loop, &x->err_w);
 	if (x->timeout_ms > 0)
@@ -926,9 +554,7 @@ handler_exec_start(void *run, struct ev_loop *loop,
 		   struct handler_result *fail)
 {
 	struct exec_run *x;
-	char *path;
-	const char *step = NULL;
-	int rc = 0;
+	struct handler_child child;
 
 	if (!spec->argv || !spec->argv[0]) {
 		fail->outcome = OUTCOME_RETRY;
@@ -949,19 +575,17 @@ handler_exec_start(void *run, struct ev_loop *loop,
 	x->in_len = strlen(x->in);
 	x->pidfd = x->in_fd = x->out_fd = x->err_fd = -1;
 	x->start_ms = util_now_ms();
-	path = handler_exec_resolve(spec->argv[0], spec->env, &rc);
-	if (path)
-		rc = spawn(x, path, spec->argv, spec->env, &step);
-	free(path);
-	if (rc != 0) {
+	if (handler_child_start(spec->argv, spec->env, x->run_as, x->limits,
+				&child, &fail->error) < 0) {
 		fail->outcome = OUTCOME_RETRY;
-		fail->error = xasprintf("could not start %s: %s%s%s",
-					spec->argv[0], step ? step : "",
-					step ? ": " : "", strerror(rc));
 		xlog(x, LOG_WARN, "%s", fail->error);
 		free(x);
 		return NULL;
 	}
+	x->pid = child.pid;
+	x->in_fd = child.in_fd;
+	x->out_fd = child.out_fd;
+	x->err_fd = child.err_fd;
 	watch(x);
 	return x;
 }
@@ -978,14 +602,14 @@ handler_exec_free(struct exec_run *x)
 	ev_timer_stop(x->loop, &x->poll_w);
 	if (x->pid > 0) { /* not reached through child_gone(): no zombie */
 		signal_all(x, SIGKILL);
-		note_pgid(x->pid, 0);
+		handler_child_forget(x->pid);
 		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
-	close_fd(&x->pidfd);
-	close_fd(&x->in_fd);
-	close_fd(&x->out_fd);
-	close_fd(&x->err_fd);
+	handler_child_close(&x->pidfd);
+	handler_child_close(&x->in_fd);
+	handler_child_close(&x->out_fd);
+	handler_child_close(&x->err_fd);
 	buf_free(&x->out);
 	free(x->why);
 	free(x);

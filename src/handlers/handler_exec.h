@@ -17,18 +17,6 @@ struct run_as;
 struct exec_limits;
 struct exec_run;
 
-/* The PATH of every command, unless its env: sets another. */
-#define HANDLER_EXEC_PATH "/usr/local/bin:/usr/bin:/bin"
-
-/*
- * The program to run: argv0 itself when it has a slash, else the first
- * executable file named argv0 in the PATH of env, the child's whole
- * environment (HANDLER_EXEC_PATH when it sets none; never the worker's).
- * Returns a new string (caller frees), or NULL with *err set to an errno
- * (ENOENT, or EACCES for a file found but not executable).
- */
-char *handler_exec_resolve(const char *argv0, char *const *env, int *err);
-
 /* An exec run, whoever asks for it: a job's exec handler or a leased task.
  * Everything is borrowed: env and argv for the start, the rest until the
  * run is finished. */
@@ -62,32 +50,5 @@ struct exec_run *handler_exec_start(void *run, struct ev_loop *loop,
 void handler_exec_stop(struct exec_run *x, const char *why);
 /* Stops every watcher, closes every descriptor; the child must be reaped. */
 void handler_exec_free(struct exec_run *x);
-
-/*
- * A long-running program (a process handler's copy, handler_process.c),
- * started as an exec handler's command is: its own process group (recorded
- * for the supervisor, see below), the user, group and limits given,
- * SIGKILL when the worker dies, pipes on 0, 1 and 2 whose other ends here
- * are non-blocking and close-on-exec.  Returns 0, or -1 with *err set
- * (caller frees).  The caller watches, kills and reaps the child; once it
- * has exited, handler_exec_forget(pid) before it is reaped.
- */
-struct exec_child {
-	pid_t pid; /* also the process group id */
-	int in_fd, out_fd, err_fd;
-};
-int handler_exec_spawn(char *const *argv, char *const *env,
-		       const struct run_as *as,
-		       const struct exec_limits *limits, struct exec_child *c,
-		       char **err);
-void handler_exec_forget(pid_t pid);
-
-/*
- * Where the commands' process groups are recorded (a table of n entries,
- * 0 = free), so that the supervisor can kill them when their worker dies
- * without stopping them itself.  The table is borrowed (it lives in memory
- * shared with the supervisor); NULL: none.
- */
-void handler_exec_set_pgid_table(int32_t *table, int n);
 
 #endif

@@ -11,95 +11,34 @@
  * curl_multi_info_read() after each socket_action, so done is always called
  * from a loop callback and never from inside a libcurl callback.
  *
- * Outcomes (docs/handlers.md): 2xx is done, its body the result when it is
- * JSON; 408, 425, 429, 5xx and every transfer error (connect, DNS, TLS,
- * timeout) are retried, after Retry-After when the server sent one; 3xx is
- * not followed and is dead, as is every other 4xx.
+ * Outcomes (docs/handlers.md) are handler_http_result.c's: 2xx is done,
+ * 408, 425, 429, 5xx and transfer errors are retried, the rest is dead.
  *
  * Nothing here logs a header value, the URL's path or query, or a
  * response body: those can carry secrets (an Authorization header, a token
  * in the query).  Log lines and errors name the server as host:port.
  *
- * libcurl is not linked but loaded with dlopen() the first time it is
- * needed: by handler_http_init() for a config with an http handler, or by
- * the first request.  libcurl and the libraries it pulls in (a second TLS
- * stack, HTTP/2, IDN, ssh, rtmp...) add about 1.5 MiB to the resident set
- * of every process that maps them, and most configs have no http handler
- * (docs/daemon.md: a worker at rest stays under 8 MiB).  Every libcurl call
- * goes
- * through the table lc, whose members have the exact types of curl.h's
- * declarations; curl.h is still what the code is compiled against.
+ * libcurl is loaded when first needed (handler_http_curl.c): every
+ * libcurl call goes through its table lc.
  */
 #include "common/failpoint.h"
-#include "common/duration.h"
 #include "handlers/handler_http.h"
 
-#include <ctype.h>
-#include <dlfcn.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
-#include <curl/curl.h>
 #include <ev.h>
 
 #include "common/config.h"
 #include "common/log.h"
-#include "common/pgtext.h"
 #include "common/util.h"
+#include "handlers/handler_http_curl.h"
+#include "handlers/handler_http_result.h"
 
-#if LIBCURL_VERSION_NUM < 0x075500
-#error "the http handler needs libcurl 7.85 or later"
-#endif
-#define LIBCURL_MIN 0x075500 /* checked again at run time */
-/* libcurl's soname: libcurl.so.4 since 7.16 (2006). */
-#define LIBCURL_SONAME "libcurl.so.4"
-
-/* The libcurl functions used here, without their curl_ prefix. */
-#define LIBCURL_FUNCS(X)                                                       \
-	X(global_init)                                                         \
-	X(global_cleanup)                                                      \
-	X(version_info)                                                        \
-	X(easy_init)                                                           \
-	X(easy_cleanup)                                                        \
-	X(easy_setopt)                                                         \
-	X(easy_getinfo)                                                        \
-	X(easy_header)                                                         \
-	X(easy_strerror)                                                       \
-	X(multi_init)                                                          \
-	X(multi_cleanup)                                                       \
-	X(multi_setopt)                                                        \
-	X(multi_add_handle)                                                    \
-	X(multi_remove_handle)                                                 \
-	X(multi_assign)                                                        \
-	X(multi_socket_action)                                                 \
-	X(multi_timeout)                                                       \
-	X(multi_info_read)                                                     \
-	X(slist_append)                                                        \
-	X(slist_free_all)                                                      \
-	X(url)                                                                 \
-	X(url_set)                                                             \
-	X(url_get)                                                             \
-	X(url_cleanup)                                                         \
-	X(url_strerror)                                                        \
-	X(getdate)                                                             \
-	X(free)
-
-/* lc.easy_init is curl_easy_init, and so on; filled by libcurl_load(). */
-static struct {
-#define X(f) __typeof__(curl_##f) *f;
-	LIBCURL_FUNCS(X)
-#undef X
-} lc;
-
-#define BODY_MAX	   (1024 * 1024) /* response bytes kept */
-#define ERROR_BODY_MAX	   512		 /* of which, in an error text */
-#define CONNECT_TIMEOUT_MS 10000
-#define PROTOCOLS	   "http,https"
+#define PROTOCOLS "http,https"
 
 struct http_sock;
 
@@ -121,108 +60,9 @@ struct http_sock {
 	ev_io w;
 };
 
-/* One request; owned by the handler_run (handler.c), freed by
- * handler_http_free(). */
-struct http_run {
-	struct http_run *prev, *next; /* in m->runs */
-	void *run;		      /* handler.c's, handed back to finish */
-	handler_finish_fn *finish;
-	struct http_multi *m; /* NULL once abandoned by handler_http_fini() */
-	struct log_job lj;
-	CURL *easy;
-	struct curl_slist *headers;
-	char *target; /* "host:port" of the url, for messages */
-	bool https;
-	bool attached; /* the easy handle is in the multi */
-	int64_t timeout_ms;
-	int64_t start_ms;
-	struct buf body;   /* the first BODY_MAX bytes of the response */
-	size_t body_total; /* response body bytes received */
-	char errbuf[CURL_ERROR_SIZE];
-	char *why;	/* "stopped: ..." once stopped; owned */
-	ev_timer later; /* delivers a stop from the loop */
-};
-
 static struct http_multi *multis; /* one per loop that ran an http job */
-static bool global_ready;	  /* curl_global_init() done */
 
 static void check_done(struct http_multi *m);
-
-/* Allocation failure in libcurl is out of memory, as in util.c. */
-static struct curl_slist *
-slist_add(struct curl_slist *l, const char *s)
-{
-	struct curl_slist *n = lc.slist_append(l, s);
-
-	if (!n) {
-		log_errorx("out of memory (curl_slist_append)");
-		abort();
-	}
-	return n;
-}
-
-/*
- * Loads libcurl into lc, once per process; it is never unloaded (its TLS
- * libraries cannot be, and a worker that used it keeps using it).  Returns
- * NULL, or why it cannot be used (static storage): the same reason on
- * every later call.
- */
-static const char *
-libcurl_load(void)
-{
-	static void *dl;
-	static char why[512];
-
-	if (dl)
-		return NULL;
-	if (why[0])
-		return why;
-	dlerror();
-	void *h = dlopen(LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		snprintf(why, sizeof(why), "cannot load libcurl: %s",
-			 dlerror());
-		return why;
-	}
-#define X(f)                                                                   \
-	if (!why[0] && !(lc.f = (__typeof__(lc.f))dlsym(h, "curl_" #f)))       \
-		snprintf(why, sizeof(why),                                     \
-			 "%s has no curl_%s: libcurl %s or "                   \
-			 "later is needed",                                    \
-			 LIBCURL_SONAME, #f, "7.85");
-	LIBCURL_FUNCS(X)
-#undef X
-	const curl_version_info_data *v =
-		why[0] ? NULL : lc.version_info(CURLVERSION_NOW);
-	if (v && (unsigned)v->version_num < LIBCURL_MIN)
-		snprintf(why, sizeof(why),
-			 "libcurl %s is too old: 7.85 or later is needed",
-			 v->version);
-	if (why[0]) {
-		dlclose(h);
-		memset(&lc, 0, sizeof(lc));
-		return why;
-	}
-	dl = h;
-	return NULL;
-}
-
-/* libcurl_load() and curl_global_init(); NULL, or why libcurl cannot be
- * used. */
-static const char *
-global_init(void)
-{
-	const char *why = libcurl_load();
-
-	if (why || global_ready)
-		return why;
-	if (lc.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_errorx("curl_global_init failed");
-		abort();
-	}
-	global_ready = true;
-	return NULL;
-}
 
 static void io_cb(struct ev_loop *loop, ev_io *w, int revents);
 
@@ -423,7 +263,7 @@ handler_http_init(const struct config *cfg)
 				  h->kind);
 	}
 	/* Without an http handler, libcurl is not even loaded. */
-	const char *why = nhttp ? global_init() : NULL;
+	const char *why = nhttp ? handler_http_curl_init() : NULL;
 	if (why) {
 		log_errorx("http handlers: %s", why);
 		return -1;
@@ -439,9 +279,7 @@ handler_http_fini(void)
 		multis = m->next;
 		multi_free(m);
 	}
-	if (global_ready)
-		lc.global_cleanup();
-	global_ready = false;
+	handler_http_curl_cleanup();
 }
 
 static size_t
@@ -449,10 +287,11 @@ write_cb(char *p, size_t size, size_t n, void *arg)
 {
 	struct http_run *x = arg;
 	size_t len = size * n;
-	size_t room = BODY_MAX - x->body.len;
+	size_t room = HTTP_BODY_MAX - x->body.len;
 	size_t k = len < room ? len : room;
 
-	/* Past BODY_MAX the rest is read and dropped: the status counts. */
+	/* Past HTTP_BODY_MAX the rest is read and dropped: the status counts.
+	 */
 	if (k)
 		buf_append(&x->body, p, k);
 	x->body_total += len;
@@ -505,52 +344,24 @@ build_headers(const struct job *job, const struct handler_conf *h)
 		     j++)
 			skip = skip || header_is(h->headers.v[i], reserved[j]);
 		if (!skip)
-			l = slist_add(l, h->headers.v[i]);
+			l = handler_http_curl_slist_add(l, h->headers.v[i]);
 	}
 	for (size_t j = 0; j < sizeof(defaults) / sizeof(*defaults); j++)
 		if (!configured(h, defaults[j][0]))
-			l = slist_add(l, defaults[j][1]);
+			l = handler_http_curl_slist_add(l, defaults[j][1]);
 	snprintf(key, sizeof(key), "Idempotency-Key: %lld", (long long)job->id);
-	return slist_add(l, key);
-}
-
-/* "host:port" of url (port defaulted from the scheme), or NULL with *why
- * set to libcurl's reason.  Caller frees. */
-static char *
-target_of(const char *url, const char **why)
-{
-	CURLU *u = lc.url();
-	char *host = NULL, *port = NULL, *s = NULL;
-	CURLUcode rc;
-
-	if (!u) {
-		log_errorx("out of memory (curl_url)");
-		abort();
-	}
-	rc = lc.url_set(u, CURLUPART_URL, url, 0);
-	if (rc == CURLUE_OK)
-		rc = lc.url_get(u, CURLUPART_HOST, &host, 0);
-	if (rc == CURLUE_OK)
-		rc = lc.url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
-	if (rc == CURLUE_OK)
-		s = xasprintf("%s:%s", host, port);
-	else
-		*why = lc.url_strerror(rc);
-	lc.free(host);
-	lc.free(port);
-	lc.url_cleanup(u);
-	return s;
+	return handler_http_curl_slist_add(l, key);
 }
 
 const char *
 handler_http_check_url(const char *url)
 {
-	const char *why = libcurl_load();
+	const char *why = handler_http_curl_load();
 	char *target;
 
 	if (why)
 		return why;
-	if (!(target = target_of(url, &why)))
+	if (!(target = handler_http_curl_target(url, &why)))
 		return why;
 	free(target);
 	return NULL;
@@ -564,7 +375,7 @@ setup(struct http_run *x, const struct job *job, const struct handler_conf *h)
 	CURL *e = x->easy;
 	const char *body = job->payload ? job->payload : "";
 	long verify = h->tls_verify ? 1L : 0L;
-	int64_t connect_ms = CONNECT_TIMEOUT_MS;
+	int64_t connect_ms = HTTP_CONNECT_TIMEOUT_MS;
 	int bad = 0;
 
 	if (x->timeout_ms > 0 && x->timeout_ms < connect_ms)
@@ -624,12 +435,12 @@ handler_http_start(void *run, struct ev_loop *loop, const struct job *job,
 	x->start_ms = util_now_ms();
 	ev_timer_init(&x->later, later_cb, 0., 0.);
 	x->later.data = x;
-	const char *nolib = global_init();
+	const char *nolib = handler_http_curl_init();
 	if (nolib) {
 		start_failed(x, fail, xasprintf("http handler: %s", nolib));
 		return NULL;
 	}
-	if (!h->url || !(x->target = target_of(h->url, &why))) {
+	if (!h->url || !(x->target = handler_http_curl_target(h->url, &why))) {
 		start_failed(x, fail,
 			     xasprintf("http handler: bad url: %s", why));
 		return NULL;
@@ -666,284 +477,6 @@ handler_http_start(void *run, struct ev_loop *loop, const struct job *job,
 	return x;
 }
 
-/* body[0..len) with surrounding whitespace trimmed; sets *len. */
-static const char *
-trim(const char *s, size_t *len)
-{
-	while (*len && isspace((unsigned char)*s))
-		s++, (*len)--;
-	while (*len && isspace((unsigned char)s[*len - 1]))
-		(*len)--;
-	return s;
-}
-
-/* The response body when it was kept whole and is JSON; else NULL.
- * Caller frees. */
-static char *
-body_json(const struct http_run *x)
-{
-	size_t len = x->body.len;
-	const char *s = trim(x->body.data ? x->body.data : "", &len);
-
-	if (x->body_total > x->body.len || len == 0)
-		return NULL;
-	return pgtext_is_jsonb(s, len) ? xstrndup(s, len) : NULL;
-}
-
-/* "HTTP 503: <the body's first 512 bytes>", sanitized; caller frees. */
-static char *
-status_text(const struct http_run *x, long status)
-{
-	size_t len = x->body.len;
-	const char *s = trim(x->body.data ? x->body.data : "", &len);
-	bool cut = len > ERROR_BODY_MAX || x->body_total > x->body.len;
-	char *t;
-	int n;
-
-	if (len > ERROR_BODY_MAX) {
-		len = ERROR_BODY_MAX;
-		/* Not in the middle of a UTF-8 character. */
-		while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
-			len--;
-	}
-	if (len == 0)
-		return xasprintf("HTTP %ld", status);
-	/* Copied, not printed: the body may hold NUL bytes. */
-	t = xmalloc(len + 64);
-	n = snprintf(t, 60, "HTTP %ld: ", status);
-	memcpy(t + n, s, len);
-	pgtext_sanitize(t + n, len);
-	strcpy(t + n + len, cut ? "..." : "");
-	return t;
-}
-
-/*
- * For a 3xx: where it points (not followed), as host:port only.  The path
- * and query of a Location can carry what the configured url carried (a
- * token in the query), and user:password@ too; none of it goes into
- * last_error or a log line.  Nor does the body, which often repeats the
- * Location in full.
- */
-static char *
-redirect_text(const struct http_run *x, long status)
-{
-	char *loc = NULL, *where, *t;
-	const char *why;
-
-	lc.easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &loc);
-	if (!loc || !*loc || !(where = target_of(loc, &why)))
-		return xasprintf("HTTP %ld: redirect not followed", status);
-	t = xasprintf("HTTP %ld: redirect to %.*s not followed", status,
-		      ERROR_BODY_MAX, where);
-	pgtext_sanitize(t, strlen(t));
-	free(where);
-	return t;
-}
-
-/* A header of the final response, copied (caller frees), or NULL. */
-static char *
-header(const struct http_run *x, const char *name)
-{
-	struct curl_header *h;
-	size_t len;
-	const char *s;
-
-	if (lc.easy_header(x->easy, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
-		return NULL;
-	len = strlen(h->value);
-	s = trim(h->value, &len);
-	return xstrndup(s, len);
-}
-
-/*
- * Retry-After as a delay in ms: delta-seconds, or an HTTP-date taken
- * relative to the response's Date header (the server's clock), else to
- * this host's clock; a date in the past is 0.  -1 when absent or
- * unreadable: the backoff decides.
- */
-static int64_t
-retry_after(const struct http_run *x)
-{
-	char *ra = header(x, "Retry-After"), *date;
-	size_t digits;
-	time_t when, base = time(NULL), server_now;
-	int64_t ms = -1;
-
-	if (!ra)
-		return -1;
-	digits = strspn(ra, "0123456789");
-	if (digits > 0 && digits <= 10 && ra[digits] == '\0') {
-		ms = strtoll(ra, NULL, 10) * 1000;
-	} else if ((when = lc.getdate(ra, NULL)) >= 0) {
-		date = header(x, "Date");
-		if (date && (server_now = lc.getdate(date, NULL)) >= 0)
-			base = server_now;
-		free(date);
-		ms = when > base ? (int64_t)(when - base) * 1000 : 0;
-	} else {
-		log_job(LOG_WARN, &x->lj,
-			"Retry-After is neither seconds nor an HTTP-date; the "
-			"backoff decides");
-	}
-	free(ra);
-	return ms;
-}
-
-static bool
-is_tls_error(CURLcode rc)
-{
-	switch (rc) {
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_SSL_CIPHER:
-	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_ISSUER_ERROR:
-	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-	case CURLE_SSL_INVALIDCERTSTATUS:
-	case CURLE_SSL_CRL_BADFILE:
-	case CURLE_SSL_ENGINE_NOTFOUND:
-	case CURLE_SSL_ENGINE_SETFAILED:
-	case CURLE_SSL_ENGINE_INITFAILED:
-	case CURLE_USE_SSL_FAILED:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * Of a transfer that timed out: whether the connect timeout ended it (the
- * connection, or its TLS, was not up), rather than the handler's timeout.
- */
-static bool
-connect_timed_out(const struct http_run *x)
-{
-	curl_off_t tcp = 0, tls = 0;
-
-	if (x->timeout_ms > 0 && x->timeout_ms <= CONNECT_TIMEOUT_MS)
-		return false; /* the same limit: the handler's */
-	lc.easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &tcp);
-	lc.easy_getinfo(x->easy, CURLINFO_APPCONNECT_TIME_T, &tls);
-	return tcp == 0 || (x->https && tls == 0);
-}
-
-/* A timeout: before the connection was up (the connect timeout), or
- * after (the handler's timeout).  Caller frees. */
-static char *
-timeout_text(const struct http_run *x, const char *detail)
-{
-	char d[32];
-
-	if (connect_timed_out(x))
-		return xasprintf(
-			"could not connect to %s within %s (%s)", x->target,
-			duration_format(CONNECT_TIMEOUT_MS, d, sizeof(d)),
-			detail);
-	return xasprintf("timed out after %s (%s)",
-			 duration_format(x->timeout_ms, d, sizeof(d)), detail);
-}
-
-/* The error text of a transfer that failed; caller frees. */
-static char *
-curl_error_text(const struct http_run *x, CURLcode rc)
-{
-	const char *detail = x->errbuf[0] ? x->errbuf : lc.easy_strerror(rc);
-	long oserr = 0;
-	char *t;
-
-	if (rc == CURLE_COULDNT_CONNECT) {
-		lc.easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &oserr);
-		t = xasprintf("could not connect to %s: %s", x->target,
-			      oserr ? strerror((int)oserr) : detail);
-	} else if (rc == CURLE_COULDNT_RESOLVE_HOST) {
-		t = xasprintf("could not resolve %s: %s", x->target, detail);
-	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
-		t = timeout_text(x, detail);
-	} else if (is_tls_error(rc)) {
-		t = xasprintf("TLS error with %s: %s", x->target, detail);
-	} else {
-		t = xasprintf("request to %s failed: %s", x->target, detail);
-	}
-	pgtext_sanitize(t, strlen(t));
-	return t;
-}
-
-/* The outcome of a transfer that ended with rc. */
-static void
-make_result(struct http_run *x, CURLcode rc, struct handler_result *res)
-{
-	long status = 0;
-
-	res->outcome = OUTCOME_RETRY;
-	res->retry_in_ms = -1;
-	res->snooze = false;
-	if (rc != CURLE_OK) {
-		res->error = curl_error_text(x, rc);
-		/* The handler's timeout, not a host that did not answer. */
-		res->timed_out =
-			rc == CURLE_OPERATION_TIMEDOUT && !connect_timed_out(x);
-		return;
-	}
-	lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-	/* Kept with a failed attempt (sql/013_attempts.sql). */
-	res->has_status = status > 0 && status <= INT_MAX;
-	res->status = res->has_status ? (int)status : 0;
-	if (status >= 200 && status <= 299) {
-		res->outcome = OUTCOME_DONE;
-		res->result = body_json(x);
-	} else if (status >= 300 && status <= 399) {
-		res->outcome = OUTCOME_DEAD;
-		res->error = redirect_text(x, status);
-	} else if (status >= 400 && status <= 499 && status != 408 &&
-		   status != 425 && status != 429) {
-		res->outcome = OUTCOME_DEAD;
-		res->error = status_text(x, status);
-	} else {
-		/* 408, 425, 429, 5xx, and statuses HTTP does not define. */
-		res->error = status_text(x, status);
-		res->retry_in_ms = retry_after(x);
-		if ((status == 429 || status == 503) && res->retry_in_ms > 0)
-			res->throttle_ms = res->retry_in_ms;
-		/* Too many requests, or unavailable until then: the server
-		 * said when to come back (RFC 9110, 10.2.3), a snooze. */
-		res->snooze = (status == 429 || status == 503) &&
-			      res->retry_in_ms >= 0;
-	}
-}
-
-/* The attempt's one log line: how it ended, wall time, bytes. */
-static void
-log_attempt(const struct http_run *x, CURLcode rc,
-	    const struct handler_result *res)
-{
-	static const char *names[] = {"done", "retry", "dead"};
-	long status = 0;
-	char what[64], d[32] = "";
-
-	if (!x->why && rc == CURLE_OK)
-		lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-	if (status)
-		snprintf(what, sizeof(what), "HTTP %ld", status);
-	if (res->retry_in_ms >= 0)
-		duration_format(res->retry_in_ms, d, sizeof(d));
-	if (x->why) {
-		/* Stopped: the worker decides how the attempt ends. */
-		log_job(LOG_INFO, &x->lj, "POST %s: %s, wall %lld ms",
-			x->target, x->why,
-			(long long)(util_now_ms() - x->start_ms));
-		return;
-	}
-	log_job(res->outcome == OUTCOME_DONE || res->snooze ? LOG_INFO
-							    : LOG_WARN,
-		&x->lj, "POST %s: %s -> %s%s%s, wall %lld ms, %zu bytes%s",
-		x->target, status ? what : res->error,
-		res->snooze ? "snooze" : names[res->outcome],
-		d[0] ? " in " : "", d, (long long)(util_now_ms() - x->start_ms),
-		x->body_total,
-		x->body_total > x->body.len ? " (over 1 MiB: not kept)" : "");
-}
-
 /* The transfer of x has ended: report it (this frees x). */
 static void
 complete(struct http_run *x, CURLcode rc)
@@ -951,8 +484,8 @@ complete(struct http_run *x, CURLcode rc)
 	struct handler_result res = {.outcome = OUTCOME_RETRY,
 				     .retry_in_ms = -1};
 
-	make_result(x, rc, &res);
-	log_attempt(x, rc, &res);
+	handler_http_result(x, rc, &res);
+	handler_http_log_attempt(x, rc, &res);
 	detach(x);
 	x->finish(x->run, &res); /* frees x */
 }
@@ -985,7 +518,7 @@ later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 				     .error = xstrdup(x->why),
 				     .retry_in_ms = -1};
 
-	log_attempt(x, CURLE_OK, &res);
+	handler_http_log_attempt(x, CURLE_OK, &res);
 	x->finish(x->run, &res); /* frees x */
 }
 

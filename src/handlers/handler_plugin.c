@@ -256,10 +256,10 @@ find(const struct handler_conf *h)
  * past it sends the process SIGALRM with its default action, which ends
  * the worker.  Per run that is two atomic stores and no system call:
  * arming an itimer around each run (sigaction, sigprocmask and setitimer,
- * and setitimer and sigprocmask after) were five of the seven system
- * calls a no-op plugin job cost, and on a VM whose system calls trap to
- * the hypervisor a drain of no-op jobs ran 21 % faster without them
- * (docs/performance.md, "Plugin runs without system calls").
+ * and setitimer and sigprocmask after) were most of the system calls a
+ * no-op plugin job cost, and on a VM whose system calls trap to the
+ * hypervisor they weighed on every job (docs/performance-history.md,
+ * "Plugin runs without system calls").
  *
  * While a run is armed the thread looks every WATCH_TICK_MS, so a run is
  * stopped at most that long after its timeout; disarmed at a look, it

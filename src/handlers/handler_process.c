@@ -29,7 +29,7 @@
  * replaced when a job needs it, after a backoff that grows while copies
  * keep ending without answering a job (a crash loop, which is logged).
  * Processes are spawned and killed as exec's commands are
- * (handler_exec_spawn(): own process group, recorded for the supervisor,
+ * (handler_child_start(): own process group, recorded for the supervisor,
  * user, group and limits, SIGKILL when the worker dies).
  */
 #include "handlers/handler_process.h"
@@ -54,6 +54,25 @@
 #define BACKOFF_MAX_MS 30000
 #define CRASH_LOOP     3 /* ends in a row without an answer: logged */
 
+enum pj_state { PJ_WAITING, PJ_SENT, PJ_CANCELLED, PJ_ENDING };
+
+/* A job given to the handler: waiting for a place, or in a copy. */
+struct proc_job {
+	void *run;
+	handler_finish_fn *finish;
+	const struct job *job;
+	struct log_job lj;
+	struct proc_pool *pool;
+	struct proc_copy *copy; /* NULL while waiting */
+	struct proc_job *next, *prev;
+	enum pj_state state;
+	ev_timer timer; /* timeout, then the cancel's grace; or zero */
+	int64_t timeout_ms;
+	char *why; /* owned: "timed out after 1s", "stopped: ..." */
+	int timed_out;
+	bool stopped;
+};
+
 /* A handler's copies in this worker, and the jobs waiting for a place. */
 struct proc_pool {
 	const struct handler_conf *h;
@@ -69,12 +88,34 @@ struct proc_pool {
 	char *fail_why;	 /* owned: why no copy could start */
 };
 
+/* The pool whose copy c is (its owner, see handler_process_copy.h). */
+static struct proc_pool *
+pool_of(const struct proc_copy *c)
+{
+	return c->owner;
+}
+
 static const struct config *cfg;
 static int worker_slot;
 static struct proc_pool *pools; /* one per handler of cfg, by index */
 static uint64_t *crashes;	/* /metrics: pgjobd_process_crashes_total */
 
 static void dispatch(struct proc_pool *p);
+static void copy_line(struct proc_copy *c, const char *s, size_t len);
+static void copy_exit(struct proc_copy *c, int status);
+
+/* Its stderr lines carry the job's context when c holds one job. */
+static const struct log_job *
+copy_stderr_job(const struct proc_copy *c)
+{
+	return c->njobs == 1 ? &c->jobs->lj : NULL;
+}
+
+static const struct proc_copy_ops copy_ops = {
+	.on_line = copy_line,
+	.on_exit = copy_exit,
+	.stderr_job = copy_stderr_job,
+};
 
 void
 handler_process_set_crash_counter(uint64_t *counter)
@@ -262,7 +303,7 @@ find_job(struct proc_copy *c, const struct proto_msg *m)
 static void
 unlink_copy(struct proc_copy *c)
 {
-	struct proc_pool *p = c->pool;
+	struct proc_pool *p = pool_of(c);
 
 	for (int i = 0; i < p->h->copies; i++)
 		if (p->copies[i] == c)
@@ -300,8 +341,8 @@ maybe_recycle(struct proc_copy *c)
 	c->planned = true;
 	/* Its place goes to a new copy at once; it finishes its jobs. */
 	unlink_copy(c);
-	c->next_leaving = c->pool->leaving;
-	c->pool->leaving = c;
+	c->next_leaving = pool_of(c)->leaving;
+	pool_of(c)->leaving = c;
 }
 
 /* A leaving copy with no job left is told to shut down. */
@@ -336,7 +377,7 @@ answer(struct proc_copy *c, struct proc_job *pj, struct proto_msg *m)
 		r.snooze = true;
 	}
 	c->answered++;
-	c->pool->fails = 0;
+	pool_of(c)->fails = 0;
 	if (pj->why) {
 		/* Timed out or stopped: it ended after its cancel; the
 		 * attempt failed whatever it says. */
@@ -351,17 +392,18 @@ answer(struct proc_copy *c, struct proc_job *pj, struct proto_msg *m)
 	maybe_recycle(c);
 	end_job(pj, &r);
 	maybe_shutdown(c);
-	dispatch(c->pool); /* its place is free */
+	dispatch(pool_of(c)); /* its place is free */
 }
 
-void
-handler_process_on_line(struct proc_copy *c, const char *s, size_t len)
+/* A line c wrote (see struct proc_copy_ops). */
+static void
+copy_line(struct proc_copy *c, const char *s, size_t len)
 {
 	struct proto_msg m;
 	struct proc_job *pj;
 	char *why;
 
-	if (handler_process_proto_parse(s, len, c->pool->h->kind, &m, &why) <
+	if (handler_process_proto_parse(s, len, pool_of(c)->h->kind, &m, &why) <
 	    0) {
 		handler_process_copy_violation(c, "%s", why);
 		free(why);
@@ -370,11 +412,11 @@ handler_process_on_line(struct proc_copy *c, const char *s, size_t len)
 	if (m.type == PROTO_HELLO && c->state != COPY_STARTING) {
 		handler_process_copy_violation(c, "a second hello");
 	} else if (m.type == PROTO_HELLO) {
-		ev_timer_stop(c->pool->loop, &c->start_w);
+		ev_timer_stop(pool_of(c)->loop, &c->start_w);
 		c->state = COPY_READY;
 		handler_process_copy_log(c, LOG_INFO, "ready (protocol %d)",
 					 HANDLER_PROCESS_PROTOCOL);
-		dispatch(c->pool);
+		dispatch(pool_of(c));
 	} else if (c->state == COPY_STARTING) {
 		handler_process_copy_violation(
 			c, "%s before hello",
@@ -455,7 +497,7 @@ copy_start(struct proc_pool *p, int i)
 {
 	char *err = NULL;
 	struct proc_copy *c = handler_process_copy_start(
-		p, p->loop, p->h, p->started + 1, worker_slot, &err);
+		&copy_ops, p, p->loop, p->h, p->started + 1, worker_slot, &err);
 
 	if (!c) {
 		log_msg(LOG_WARN, "kind=%s: %s", p->h->kind, err);
@@ -469,10 +511,10 @@ copy_start(struct proc_pool *p, int i)
 }
 
 /* c has exited: its jobs' attempts end, a crash counts, it is freed. */
-void
-handler_process_on_exit(struct proc_copy *c, int status)
+static void
+copy_exit(struct proc_copy *c, int status)
 {
-	struct proc_pool *p = c->pool;
+	struct proc_pool *p = pool_of(c);
 	char *what = handler_process_copy_status(status);
 	char *tail = handler_process_copy_tail(c);
 
@@ -684,7 +726,7 @@ handler_process_fini(void)
 		while (c->jobs) {
 			struct proc_job *pj = c->jobs;
 			list_remove(&c->jobs, NULL, pj);
-			ev_timer_stop(c->pool->loop, &pj->timer);
+			ev_timer_stop(pool_of(c)->loop, &pj->timer);
 		}
 		handler_process_copy_free(c);
 	}

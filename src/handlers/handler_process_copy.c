@@ -1,6 +1,6 @@
 /*
  * handler_process_copy: one program of a process handler (see the header):
- * spawned as exec's commands are (handler_exec_spawn(): its own process
+ * spawned as exec's commands are (handler_child_start(): its own process
  * group, recorded for the supervisor, user, group and limits, SIGKILL when
  * the worker dies), read in bounded pieces (a stdout line up to
  * max_line_bytes, a stderr line up to 2 KiB, a bounded number of reads a
@@ -23,13 +23,11 @@
 #include "common/config.h"
 #include "common/duration.h"
 #include "common/pgtext.h"
-#include "handlers/handler_exec.h"
+#include "handlers/handler_child.h"
 #include "handlers/handler_process_proto.h"
 
 #define SHUTDOWN_GRACE_MS 5000
 #define TERM_GRACE_MS	  1000
-#define READ_CHUNK	  65536
-#define READ_ROUNDS	  16 /* chunks per callback, so one copy cannot hog */
 
 static void gone(struct proc_copy *c);
 
@@ -47,14 +45,6 @@ handler_process_copy_log(const struct proc_copy *c, int level, const char *fmt,
 	va_end(ap);
 	log_msg(level, "kind=%s copy=%u pid=%d: %s", c->h->kind, c->number,
 		(int)c->shown, msg);
-}
-
-static void
-close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
 }
 
 static void
@@ -76,7 +66,7 @@ flush_out(struct proc_copy *c)
 		/* EPIPE: it closed its stdin; it cannot take jobs, and its
 		 * exit (or its timeouts) will end them. */
 		ev_io_stop(c->loop, &c->in_w);
-		close_fd(&c->in_fd);
+		handler_child_close(&c->in_fd);
 		break;
 	}
 	ev_io_stop(c->loop, &c->in_w);
@@ -99,8 +89,9 @@ prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 
 /* Splits what was read into lines; false once the copy is condemned. */
 static bool
-take_stdout(struct proc_copy *c, const char *p, size_t n)
+take_stdout(void *arg, const char *p, size_t n)
 {
+	struct proc_copy *c = arg;
 	const struct handler_conf *h = c->h;
 
 	while (n > 0 && !c->why) {
@@ -117,7 +108,7 @@ take_stdout(struct proc_copy *c, const char *p, size_t n)
 		if (!nl)
 			break;
 		if (c->line.len > 0)
-			handler_process_on_line(c, c->line.data, c->line.len);
+			c->ops->on_line(c, c->line.data, c->line.len);
 		buf_reset(&c->line);
 		p += k + 1;
 		n -= k + 1;
@@ -144,11 +135,13 @@ tail_add(struct proc_copy *c, const char *s, size_t n)
 static void
 err_line(struct proc_copy *c)
 {
+	const struct log_job *lj = c->ops->stderr_job(c);
+
 	c->errline[c->errlen] = '\0';
 	pgtext_sanitize(c->errline, c->errlen);
-	if (c->njobs == 1)
-		log_job(LOG_INFO, &c->jobs->lj, "stderr (copy %u): %s%s",
-			c->number, c->errline, c->errcut ? "..." : "");
+	if (lj)
+		log_job(LOG_INFO, lj, "stderr (copy %u): %s%s", c->number,
+			c->errline, c->errcut ? "..." : "");
 	else
 		handler_process_copy_log(c, LOG_INFO, "stderr: %s%s",
 					 c->errline, c->errcut ? "..." : "");
@@ -157,9 +150,11 @@ err_line(struct proc_copy *c)
 	c->errcut = false;
 }
 
-static void
-take_stderr(struct proc_copy *c, const char *p, size_t n)
+static bool
+take_stderr(void *arg, const char *p, size_t n)
 {
+	struct proc_copy *c = arg;
+
 	for (size_t i = 0; i < n; i++) {
 		if (p[i] == '\n') {
 			err_line(c);
@@ -170,6 +165,7 @@ take_stderr(struct proc_copy *c, const char *p, size_t n)
 		else
 			c->errcut = true;
 	}
+	return true;
 }
 
 static void
@@ -196,50 +192,32 @@ out_closed(struct proc_copy *c)
 static void
 read_fd(struct proc_copy *c, int *fd, ev_io *w, int rounds)
 {
-	char chunk[READ_CHUNK];
 	bool is_out = fd == &c->out_fd;
 
-	while (*fd >= 0 && rounds-- > 0) {
-		ssize_t n = read(*fd, chunk, sizeof(chunk));
-		if (n > 0) {
-			if (!is_out)
-				take_stderr(c, chunk, (size_t)n);
-			else if (!take_stdout(c, chunk, (size_t)n))
-				return;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		ev_io_stop(c->loop, w);
-		close_fd(fd);
-		if (is_out && !c->why && c->pid > 0)
-			out_closed(c);
-	}
+	if (handler_child_read(c->loop, fd, w, rounds,
+			       is_out ? take_stdout : take_stderr, c) &&
+	    is_out && !c->why && c->pid > 0)
+		out_closed(c);
 }
 
 static void
 out_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct proc_copy *c = w->data;
-	read_fd(c, &c->out_fd, &c->out_w, READ_ROUNDS);
+	read_fd(c, &c->out_fd, &c->out_w, HANDLER_CHILD_READ_ROUNDS);
 }
 
 static void
 err_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct proc_copy *c = w->data;
-	read_fd(c, &c->err_fd, &c->err_w, READ_ROUNDS);
+	read_fd(c, &c->err_fd, &c->err_w, HANDLER_CHILD_READ_ROUNDS);
 }
 
 static void
 signal_all(struct proc_copy *c, int sig)
 {
-	if (c->pid <= 0)
-		return;
-	kill(-c->pid, sig);
-	kill(c->pid, sig);
+	handler_child_signal(c->pid, sig);
 }
 
 static void
@@ -283,20 +261,11 @@ pid_cb(struct ev_loop *loop, ev_io *w, int revents)
 	gone(w->data);
 }
 
-static bool
-exited(pid_t pid)
-{
-	siginfo_t si = {0};
-	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-		return errno == ECHILD;
-	return si.si_pid != 0;
-}
-
 static void
 poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct proc_copy *c = w->data;
-	if (exited(c->pid))
+	if (handler_child_exited(c->pid))
 		gone(c);
 }
 
@@ -308,7 +277,7 @@ copy_env(const struct handler_conf *h, int slot)
 	char **env = xcalloc(5 + h->env.n + 1, sizeof(char *));
 	size_t n = 0;
 
-	env[n++] = xstrdup("PATH=" HANDLER_EXEC_PATH);
+	env[n++] = xstrdup("PATH=" HANDLER_CHILD_PATH);
 	env[n++] = xasprintf("PGJOB_KIND=%s", h->kind);
 	env[n++] = xasprintf("PGJOB_QUEUE=%s", h->queue);
 	env[n++] = xasprintf("PGJOB_SLOT=%d", slot);
@@ -341,9 +310,9 @@ wait_all(struct proc_copy **all, size_t n, int64_t deadline)
 		for (size_t i = 0; i < n; i++) {
 			if (all[i]->pid <= 0)
 				continue;
-			if (exited(all[i]->pid)) {
+			if (handler_child_exited(all[i]->pid)) {
 				kill(-all[i]->pid, SIGKILL);
-				handler_exec_forget(all[i]->pid);
+				handler_child_forget(all[i]->pid);
 				while (waitpid(all[i]->pid, NULL, 0) < 0 &&
 				       errno == EINTR)
 					;
@@ -467,10 +436,10 @@ handler_process_copy_free(struct proc_copy *c)
 	ev_timer_stop(loop, &c->kill_w);
 	ev_timer_stop(loop, &c->poll_w);
 	ev_prepare_stop(loop, &c->flush_w);
-	close_fd(&c->pidfd);
-	close_fd(&c->in_fd);
-	close_fd(&c->out_fd);
-	close_fd(&c->err_fd);
+	handler_child_close(&c->pidfd);
+	handler_child_close(&c->in_fd);
+	handler_child_close(&c->out_fd);
+	handler_child_close(&c->err_fd);
 	buf_free(&c->wbuf);
 	buf_free(&c->line);
 	free(c->why);
@@ -485,33 +454,34 @@ gone(struct proc_copy *c)
 	pid_t pid = c->pid, r;
 
 	kill(-pid, SIGKILL); /* what it left in its group */
-	handler_exec_forget(pid);
+	handler_child_forget(pid);
 	do
 		r = waitpid(pid, &status, 0);
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
 		status = -1;
-	/* From here it takes no job (see best_copy() in handler_process.c),
+	/* From here it takes no job (its owner checks c->pid),
 	 * even if a hello is among its last lines. */
 	c->pid = 0;
 	/* Answers written before it went still count. */
 	if (!c->why)
-		read_fd(c, &c->out_fd, &c->out_w, 4 * READ_ROUNDS);
-	read_fd(c, &c->err_fd, &c->err_w, 4 * READ_ROUNDS);
+		read_fd(c, &c->out_fd, &c->out_w,
+			4 * HANDLER_CHILD_READ_ROUNDS);
+	read_fd(c, &c->err_fd, &c->err_w, 4 * HANDLER_CHILD_READ_ROUNDS);
 	if (c->errlen)
 		err_line(c);
-	handler_process_on_exit(c, status);
+	c->ops->on_exit(c, status);
 }
 
 struct proc_copy *
-handler_process_copy_start(struct proc_pool *pool, struct ev_loop *loop,
-			   const struct handler_conf *h, unsigned number,
-			   int slot, char **err)
+handler_process_copy_start(const struct proc_copy_ops *ops, void *owner,
+			   struct ev_loop *loop, const struct handler_conf *h,
+			   unsigned number, int slot, char **err)
 {
-	struct exec_child ch;
+	struct handler_child ch;
 	char **env = copy_env(h, slot);
-	int rc = handler_exec_spawn(h->command.v, env, &h->run_as, &h->limits,
-				    &ch, err);
+	int rc = handler_child_start(h->command.v, env, &h->run_as, &h->limits,
+				     &ch, err);
 	struct proc_copy *c;
 
 	for (size_t k = 0; env[k]; k++)
@@ -520,7 +490,8 @@ handler_process_copy_start(struct proc_pool *pool, struct ev_loop *loop,
 	if (rc < 0)
 		return NULL;
 	c = xcalloc(1, sizeof(*c));
-	c->pool = pool;
+	c->ops = ops;
+	c->owner = owner;
 	c->loop = loop;
 	c->h = h;
 	c->number = number;
@@ -571,7 +542,7 @@ handler_process_copy_stop_all(struct proc_copy **all, size_t n)
 		    write(c->in_fd, line, sizeof(line) - 1) < 0)
 			handler_process_copy_log(c, LOG_DEBUG,
 						 "shutdown message not sent");
-		close_fd(&c->in_fd);
+		handler_child_close(&c->in_fd);
 	}
 	wait_all(all, n, util_now_ms() + SHUTDOWN_GRACE_MS);
 	for (size_t i = 0; i < n; i++)

@@ -1,9 +1,9 @@
 /*
  * handler_process_copy: one program of a process handler (a "copy"): its
  * start, its three pipes, its stderr to the log, its kill and its reaping.
- * What its lines mean and what becomes of its jobs is handler_process.c's,
- * which this header is shared with (the only other user): both files see
- * the structures below.
+ * What its lines mean and what becomes of its jobs is its owner's
+ * (handler_process.c, the only user), told through the callbacks given at
+ * its start: this file calls nothing of its owner's by name.
  */
 #ifndef PGJOBD_HANDLER_PROCESS_COPY_H
 #define PGJOBD_HANDLER_PROCESS_COPY_H
@@ -22,7 +22,8 @@
 #define PROC_STDERR_TAIL 2048 /* kept for the error of a copy that ended */
 
 struct handler_conf;
-struct proc_pool; /* handler_process.c's */
+struct proc_copy;
+struct proc_job; /* the owner's: a job a copy holds */
 
 enum copy_state {
 	COPY_STARTING, /* spawned, no hello yet */
@@ -30,27 +31,19 @@ enum copy_state {
 	COPY_LEAVING,  /* recycled or shut down: takes no more */
 };
 
-enum pj_state { PJ_WAITING, PJ_SENT, PJ_CANCELLED, PJ_ENDING };
-
-/* A job given to the handler: waiting for a place, or in a copy. */
-struct proc_job {
-	void *run;
-	handler_finish_fn *finish;
-	const struct job *job;
-	struct log_job lj;
-	struct proc_pool *pool;
-	struct proc_copy *copy; /* NULL while waiting */
-	struct proc_job *next, *prev;
-	enum pj_state state;
-	ev_timer timer; /* timeout, then the cancel's grace; or zero */
-	int64_t timeout_ms;
-	char *why; /* owned: "timed out after 1s", "stopped: ..." */
-	int timed_out;
-	bool stopped;
+/* What a copy tells its owner, given at its start. */
+struct proc_copy_ops {
+	/* A line c wrote (without its newline). */
+	void (*on_line)(struct proc_copy *c, const char *s, size_t len);
+	/* c's exit (reaped, status as waitpid()'s); c is freed by it. */
+	void (*on_exit)(struct proc_copy *c, int status);
+	/* The job whose context c's stderr lines carry, or NULL. */
+	const struct log_job *(*stderr_job)(const struct proc_copy *c);
 };
 
 struct proc_copy {
-	struct proc_pool *pool;
+	const struct proc_copy_ops *ops;
+	void *owner; /* the owner's, for its callbacks */
 	struct ev_loop *loop;
 	const struct handler_conf *h;
 	unsigned number; /* for log lines: the pool's nth start */
@@ -72,7 +65,7 @@ struct proc_copy {
 	bool errcut;
 	char tail[PROC_STDERR_TAIL]; /* the last stderr lines */
 	size_t tail_len;
-	struct proc_job *jobs; /* in flight */
+	struct proc_job *jobs; /* in flight (the owner's list) */
 	int njobs;
 	int64_t answered;
 	bool planned; /* we asked it to go: not a crash */
@@ -81,12 +74,13 @@ struct proc_copy {
 };
 
 /*
- * Starts h's program for pool on loop, as copy number; slot is the
- * worker's (PGJOB_SLOT).  Returns the copy (freed with
- * handler_process_copy_free()), or NULL with *err set (caller frees).
+ * Starts h's program on loop, as copy number, for owner, whom it tells
+ * what happens through ops (borrowed); slot is the worker's (PGJOB_SLOT).
+ * Returns the copy (freed with handler_process_copy_free()), or NULL with
+ * *err set (caller frees).
  */
-struct proc_copy *handler_process_copy_start(struct proc_pool *pool,
-					     struct ev_loop *loop,
+struct proc_copy *handler_process_copy_start(const struct proc_copy_ops *ops,
+					     void *owner, struct ev_loop *loop,
 					     const struct handler_conf *h,
 					     unsigned number, int slot,
 					     char **err);
@@ -118,10 +112,5 @@ void handler_process_copy_free(struct proc_copy *c);
  * all[0..n), then SIGTERM after 5 s, SIGKILL 1 s later; reaps them all.
  */
 void handler_process_copy_stop_all(struct proc_copy **all, size_t n);
-
-/* handler_process.c's side: a line c wrote (without its newline), and
- * c's exit (reaped, status as waitpid()'s; c is freed by it). */
-void handler_process_on_line(struct proc_copy *c, const char *s, size_t len);
-void handler_process_on_exit(struct proc_copy *c, int status);
 
 #endif

@@ -203,7 +203,9 @@ test_pause_wait(void **state)
 		   "1 job of kind report of queue exports still "
 		   "running",
 		   1, 10);
-	t_sleep_ms(300);
+	/* In its loop now, which it leaves only once it sees no such job
+	 * running ("no job ... is running", below): the update's doing, not
+	 * the end of a fixed wait. */
 	assert_true(t_alive(pid));
 	t_exec(c,
 	       "update pgjob.jobs set state = 'done', finished_at = now(),"

@@ -68,11 +68,68 @@ unmark(const char *name)
 	free(p);
 }
 
+/* The pid a copy wrote to the mark name (unmarked before it started). */
+static pid_t
+copy_pid(const char *name)
+{
+	char *path = mark_path(name);
+	pid_t pid = t_pid_in_file(path, 30);
+
+	free(path);
+	return pid;
+}
+
+/*
+ * What every test here starts from, set up and taken down by cmocka
+ * (setup() and teardown(), main()): a migrated database of its own, named
+ * in main(), a connection to it, and the pgjobd the test starts, which
+ * teardown() stops cleanly unless the test did (stop()).
+ */
+struct ptest {
+	char *ci;
+	PGconn *c;
+	pid_t p; /* 0: none running */
+};
+
+static int
+setup(void **state)
+{
+	struct ptest *t = xcalloc(1, sizeof(*t));
+
+	t->ci = t_db_migrated(*state);
+	t->c = t_connect(t->ci);
+	*state = t;
+	return 0;
+}
+
+/* SIGTERM to t's pgjobd, which must exit 0. */
+static void
+stop(struct ptest *t)
+{
+	pid_t p = t->p;
+
+	t->p = 0;
+	t_stop_clean(p);
+}
+
+static int
+teardown(void **state)
+{
+	struct ptest *t = *state;
+
+	if (t->p > 0)
+		stop(t);
+	PQfinish(t->c);
+	free(t->ci);
+	free(t);
+	return 0;
+}
+
 static void
 test_basics(void **state)
 {
-	char *ci = t_db_migrated("t_process_basics");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	long long n = t_long(c, "select pgjob.enqueue('noop', '{\"n\": 7}')");
 	long long f = t_long(c, "select pgjob.enqueue('fail', '{\"n\": 3}')");
 	long long s = t_long(c, "select pgjob.enqueue('snooze')");
@@ -81,11 +138,11 @@ test_basics(void **state)
 	long long u = t_long(c, "select pgjob.enqueue('surrogate')");
 	long long i = t_long(c, "select pgjob.enqueue('inline')");
 	long long e = t_long(c, "select pgjob.enqueue('sysexit')");
-	pid_t p = start("basics", ci, "log: { level: debug }\n", "noop", NULL,
-			"fail", "max_attempts: 1", "snooze", NULL, "progress",
-			NULL, "nan", "max_attempts: 1", "surrogate",
-			"max_attempts: 1", "inline", NULL, "sysexit",
-			"max_attempts: 1", NULL);
+	t->p = start("basics", t->ci, "log: { level: debug }\n", "noop", NULL,
+		     "fail", "max_attempts: 1", "snooze", NULL, "progress",
+		     NULL, "nan", "max_attempts: 1", "surrogate",
+		     "max_attempts: 1", "inline", NULL, "sysexit",
+		     "max_attempts: 1", NULL);
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "7");
@@ -130,47 +187,42 @@ test_basics(void **state)
 	char *pid = t_job(c, n, "result->>'pid'");
 	char *name = xasprintf("shutdown.%s", pid);
 	unmark(name);
-	t_stop_clean(p);
+	stop(t);
 	char *path = mark_path(name);
 	t_wait_file(path, 10);
 	assert_int_equal(t_log_count("basics", "sending SIGTERM"), 0);
 	free(path);
 	free(name);
 	free(pid);
-	PQfinish(c);
-	free(ci);
 }
 
 static void
 test_asyncio_concurrency(void **state)
 {
-	char *ci = t_db_migrated("t_process_together");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	for (int i = 0; i < 4; i++)
 		t_exec(c, "select pgjob.enqueue('together', '{\"n\": 4}')");
-	pid_t p = start("together", ci, NULL, "together",
-			"copies: 1, concurrency: 4", NULL);
+	t->p = start("together", t->ci, NULL, "together",
+		     "copies: 1, concurrency: 4", NULL);
 	/* Each job waits until all four are in flight at once, in one copy:
 	 * one process. */
 	t_wait_done(c, 4, 60);
 	t_assert_value(c, "1",
 		       "select count(distinct result->>'pid') from "
 		       "pgjob.all_jobs");
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 static void
 test_killed_mid_job(void **state)
 {
-	char *ci = t_db_migrated("t_process_killed");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	unmark("crashy.pid");
 	long long id = t_long(c, "select pgjob.enqueue('crashy')");
-	pid_t p = start("killed", ci, NULL, "crashy", NULL, NULL);
-	char *path = mark_path("crashy.pid");
-	pid_t copy = t_pid_in_file(path, 30);
+	t->p = start("killed", t->ci, NULL, "crashy", NULL, NULL);
+	pid_t copy = copy_pid("crashy.pid");
 	pid_t worker = t_holder_pid(c, id);
 	kill(copy, SIGKILL);
 	/* The attempt ends as failed and runs again, in a new copy. */
@@ -187,28 +239,23 @@ test_killed_mid_job(void **state)
 	assert_true(t_alive(worker));
 	t_assert_value(c, "1", "select count(*) from pgjob.workers");
 	free(pid);
-	free(path);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 static void
 test_timeouts(void **state)
 {
-	char *ci = t_db_migrated("t_process_timeout");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	unmark("hang_sync.pid");
 	unmark("hang_async.pid");
 	unmark("hang_async.cancel");
 	long long hs = t_long(c, "select pgjob.enqueue('hang_sync')");
 	long long ha = t_long(c, "select pgjob.enqueue('hang_async')");
-	pid_t p = start("timeout", ci, NULL, "hang_sync", "timeout: 1s",
-			"hang_async", "timeout: 1s", NULL);
-	char *sp = mark_path("hang_sync.pid"),
-	     *ap = mark_path("hang_async.pid");
-	pid_t scopy = t_pid_in_file(sp, 30);
-	pid_t acopy = t_pid_in_file(ap, 30);
+	t->p = start("timeout", t->ci, NULL, "hang_sync", "timeout: 1s",
+		     "hang_async", "timeout: 1s", NULL);
+	pid_t scopy = copy_pid("hang_sync.pid");
+	pid_t acopy = copy_pid("hang_async.pid");
 	pid_t worker = t_holder_pid(c, hs);
 
 	/* A coroutine gets the cancel and ends: its copy stays. */
@@ -237,23 +284,18 @@ test_timeouts(void **state)
 	free(pid);
 	free(reason);
 	free(cancel);
-	free(sp);
-	free(ap);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 static void
 test_malformed_reply(void **state)
 {
-	char *ci = t_db_migrated("t_process_garbage");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	unmark("garbage.pid");
 	long long id = t_long(c, "select pgjob.enqueue('garbage')");
-	pid_t p = start("garbage", ci, NULL, "garbage", NULL, NULL);
-	char *path = mark_path("garbage.pid");
-	pid_t copy = t_pid_in_file(path, 30);
+	t->p = start("garbage", t->ci, NULL, "garbage", NULL, NULL);
+	pid_t copy = copy_pid("garbage.pid");
 	pid_t worker = t_holder_pid(c, id);
 
 	t_wait_state(c, id, "done", 30);
@@ -266,27 +308,23 @@ test_malformed_reply(void **state)
 		       id);
 	t_wait_gone(copy, 10);
 	assert_true(t_alive(worker));
-	free(path);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 static void
 test_cancel_reaches_it(void **state)
 {
-	char *ci = t_db_migrated("t_process_cancel");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	struct t_run r;
 	char ids[32];
 	unmark("hang_async.pid");
 	unmark("hang_async.cancel");
 	long long id = t_long(c, "select pgjob.enqueue('hang_async')");
-	pid_t p = start("cancel", ci, "lease: 3s\n", "hang_async", NULL, NULL);
-	char *path = mark_path("hang_async.pid");
-	t_pid_in_file(path, 30);
+	t->p = start("cancel", t->ci, "lease: 3s\n", "hang_async", NULL, NULL);
+	copy_pid("hang_async.pid");
 	snprintf(ids, sizeof(ids), "%lld", id);
-	t_pgjob(&r, ci, "cancel", ids, NULL);
+	t_pgjob(&r, t->ci, "cancel", ids, NULL);
 	assert_int_equal(r.status, 0);
 	t_run_free(&r);
 	/* At its next renewal the worker sees it and tells the copy. */
@@ -297,25 +335,21 @@ test_cancel_reaches_it(void **state)
 	t_assert_job(c, id, "state", "cancelled");
 	free(reason);
 	free(cancel);
-	free(path);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 static void
 test_drain_finishes_jobs(void **state)
 {
-	char *ci = t_db_migrated("t_process_drain");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	unmark("slow.started");
 	long long id = t_long(c, "select pgjob.enqueue('slow', '{\"s\": 1}')");
-	pid_t p = start("drain", ci, NULL, "slow", NULL, NULL);
-	char *path = mark_path("slow.started");
-	pid_t copy = t_pid_in_file(path, 30);
+	t->p = start("drain", t->ci, NULL, "slow", NULL, NULL);
+	pid_t copy = copy_pid("slow.started");
 	/* SIGTERM while it runs: the job finishes, then the copy is told to
 	 * shut down, and pgjobd exits 0. */
-	t_stop_clean(p);
+	stop(t);
 	t_assert_job(c, id, "state", "done");
 	t_wait_gone(copy, 5);
 	char *name = xasprintf("%s/shutdown.%d", t_tmpdir(), (int)copy);
@@ -323,20 +357,17 @@ test_drain_finishes_jobs(void **state)
 	assert_non_null(clean);
 	free(clean);
 	free(name);
-	free(path);
-	PQfinish(c);
-	free(ci);
 }
 
 static void
 test_crash_loop(void **state)
 {
-	char *ci = t_db_migrated("t_process_crashloop");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	long long id = t_long(c, "select pgjob.enqueue('broken')");
 	int port = t_free_port();
-	pid_t p = t_start(
-		"crashloop", ci,
+	t->p = t_start(
+		"crashloop", t->ci,
 		"workers: 1\n"
 		"metrics: { listen: \"127.0.0.1:%d\" }\n"
 		"defaults: { backoff: { base: 100ms, max: 200ms } }\n"
@@ -356,20 +387,18 @@ test_crash_loop(void **state)
 	assert_non_null(m);
 	assert_non_null(strstr(m, "\npgjobd_process_crashes_total 3\n"));
 	free(m);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 static void
 test_recycled_after_max_jobs(void **state)
 {
-	char *ci = t_db_migrated("t_process_recycle");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	for (int i = 0; i < 3; i++)
 		t_exec(c, "select pgjob.enqueue('noop')");
-	pid_t p = start("recycle", ci, NULL, "noop", "copies: 1, max_jobs: 2",
-			NULL);
+	t->p = start("recycle", t->ci, NULL, "noop", "copies: 1, max_jobs: 2",
+		     NULL);
 	/* One copy at a time, two jobs each: two processes for three
 	 * jobs. */
 	t_wait_done(c, 3, 30);
@@ -377,13 +406,13 @@ test_recycled_after_max_jobs(void **state)
 		       "select count(distinct result->>'pid') from "
 		       "pgjob.all_jobs");
 	t_wait_log("recycle", "recycled after 2 jobs", 1, 10);
-	t_stop_clean(p);
+	stop(t);
 	/* Past max_memory (a Python's resident set is more than 1 MiB):
 	 * a new program for every job. */
 	for (int i = 0; i < 2; i++)
 		t_exec(c, "select pgjob.enqueue('noop_mem')");
-	p = start("recycle_mem", ci, NULL, "noop_mem",
-		  "copies: 1, max_memory: 1MiB", NULL);
+	t->p = start("recycle_mem", t->ci, NULL, "noop_mem",
+		     "copies: 1, max_memory: 1MiB", NULL);
 	t_wait_until(c, 30,
 		     "select count(*) = 2 from pgjob.all_jobs where state = "
 		     "'done' and kind = 'noop_mem'");
@@ -391,19 +420,16 @@ test_recycled_after_max_jobs(void **state)
 		       "select count(distinct result->>'pid') from "
 		       "pgjob.all_jobs where kind = 'noop_mem'");
 	t_wait_log("recycle_mem", "over max_memory", 2, 10);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 /* The Node and Ruby clients: done, failed with the message, snooze, and a
  * copy killed mid-job.  prog: the interpreter; client: the client file. */
 static void
-other_language(const char *db, const char *lang, const char *prog,
+other_language(struct ptest *t, const char *lang, const char *prog,
 	       const char *fixture, const char *client)
 {
-	char *ci = t_db_migrated(db);
-	PGconn *c = t_connect(ci);
+	PGconn *c = t->c;
 	char *pidname = xasprintf("%s.crashy.pid", lang);
 	char *pidpath = mark_path(pidname);
 	struct buf b = {0};
@@ -434,7 +460,7 @@ other_language(const char *db, const char *lang, const char *prog,
 			    " concurrency: 1 }\n",
 			    prog, t_src(fixture), t_src(client));
 	}
-	pid_t p = t_start(lang, ci, "%s", b.data);
+	t->p = t_start(lang, t->ci, "%s", b.data);
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "5");
@@ -462,18 +488,16 @@ other_language(const char *db, const char *lang, const char *prog,
 		       "attempt = 1",
 		       k);
 	t_wait_log(lang, "about to fail job", 1, 10);
-	t_stop_clean(p);
+	stop(t);
 	buf_free(&b);
 	free(pidpath);
 	free(pidname);
-	PQfinish(c);
-	free(ci);
 }
 
 static void
 test_node_client(void **state)
 {
-	other_language("t_process_node", "node", "node",
+	other_language(*state, "node", "node",
 		       "tests/fixtures/process/handlers.js",
 		       "clients/node/pgjobd-handler.js");
 }
@@ -481,7 +505,7 @@ test_node_client(void **state)
 static void
 test_ruby_client(void **state)
 {
-	other_language("t_process_ruby", "ruby", "ruby",
+	other_language(*state, "ruby", "ruby",
 		       "tests/fixtures/process/handlers.rb",
 		       "clients/ruby/pgjobd_handler.rb");
 }
@@ -518,8 +542,8 @@ test_protocol_violations(void **state)
 	};
 	size_t n = sizeof(cases) / sizeof(cases[0]);
 	long long ids[16], lg, bin, h2, hk, nh;
-	char *ci = t_db_migrated("t_process_protocol");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	const char *raw = t_src("tests/fixtures/process/raw.py");
 
 	for (size_t i = 0; i < n; i++) {
@@ -538,8 +562,8 @@ test_protocol_violations(void **state)
 	h2 = t_long(c, "select pgjob.enqueue('hello2')");
 	hk = t_long(c, "select pgjob.enqueue('hellokind')");
 	nh = t_long(c, "select pgjob.enqueue('nohello')");
-	pid_t p = t_start(
-		"protocol", ci,
+	t->p = t_start(
+		"protocol", t->ci,
 		"workers: 1\n"
 		"queues: { default: { concurrency: 16 } }\n"
 		"handlers:\n"
@@ -590,9 +614,7 @@ test_protocol_violations(void **state)
 		       "select count(*) from pgjob.attempts where outcome = "
 		       "'lost'");
 	assert_int_equal(t_log_count("protocol", "exited with status"), 0);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 /* A second stop signal: the copy gets the cancel, does not end the job,
@@ -601,24 +623,21 @@ test_protocol_violations(void **state)
 static void
 test_stop_now(void **state)
 {
-	char *ci = t_db_migrated("t_process_stopnow");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	unmark("hang_sync.pid");
 	long long id = t_long(c, "select pgjob.enqueue('hang_sync')");
-	pid_t p = start("stopnow", ci, NULL, "hang_sync", "timeout: 60s", NULL);
-	char *path = mark_path("hang_sync.pid");
-	pid_t copy = t_pid_in_file(path, 30);
+	t->p = start("stopnow", t->ci, NULL, "hang_sync", "timeout: 60s", NULL);
+	pid_t copy = copy_pid("hang_sync.pid");
 
-	kill(p, SIGTERM);
+	kill(t->p, SIGTERM);
 	t_wait_log("stopnow", "draining: 1 jobs held", 1, 10);
-	kill(p, SIGTERM);
-	assert_int_equal(t_wait(p, 30), 0);
+	kill(t->p, SIGTERM);
+	assert_int_equal(t_wait(t->p, 30), 0);
+	t->p = 0;
 	t_wait_gone(copy, 5);
 	t_assert_job(c, id, "state || '|' || attempts", "available|0");
 	t_wait_log("stopnow", "still running 5s after its cancel", 1, 1);
-	free(path);
-	PQfinish(c);
-	free(ci);
 }
 
 /* A program that never says hello is killed at startup_timeout, and the
@@ -626,22 +645,19 @@ test_stop_now(void **state)
 static void
 test_startup_timeout(void **state)
 {
-	char *ci = t_db_migrated("t_process_startup");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	long long id = t_long(c, "select pgjob.enqueue('mute')");
-	pid_t p =
-		t_start("startup", ci,
-			"workers: 1\n"
-			"handlers:\n"
-			"  mute: { type: process, max_attempts: 1,"
-			" startup_timeout: 1s, command: [/bin/sleep, 60] }\n");
+	t->p = t_start("startup", t->ci,
+		       "workers: 1\n"
+		       "handlers:\n"
+		       "  mute: { type: process, max_attempts: 1,"
+		       " startup_timeout: 1s, command: [/bin/sleep, 60] }\n");
 	t_wait_state(c, id, "dead", 30);
 	t_assert_job_has(c, id, "last_error",
 			 "process handler could not start: no hello within "
 			 "startup_timeout (1s)");
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
 
 /* A reload retires the old worker: once it holds no job, its copies get
@@ -650,29 +666,27 @@ test_startup_timeout(void **state)
 static void
 test_reload(void **state)
 {
-	char *ci = t_db_migrated("t_process_reload");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	long long a = t_long(c, "select pgjob.enqueue('noop')");
-	pid_t p = start("reload", ci, NULL, "noop", NULL, NULL);
+	t->p = start("reload", t->ci, NULL, "noop", NULL, NULL);
 
 	t_wait_state(c, a, "done", 30);
 	char *pid = t_job(c, a, "result->>'pid'");
 	char *name = xasprintf("shutdown.%s", pid);
 	char *path = mark_path(name);
 	unlink(path);
-	kill(p, SIGHUP);
+	kill(t->p, SIGHUP);
 	t_wait_file(path, 30);
 	long long b = t_long(c, "select pgjob.enqueue('noop')");
 	t_wait_state(c, b, "done", 30);
 	char *pid2 = t_job(c, b, "result->>'pid'");
 	assert_string_not_equal(pid, pid2);
-	t_stop_clean(p);
+	stop(t);
 	free(pid2);
 	free(path);
 	free(name);
 	free(pid);
-	PQfinish(c);
-	free(ci);
 }
 
 /* A job in a copy is held as any: its lease is renewed while it runs
@@ -680,39 +694,41 @@ test_reload(void **state)
 static void
 test_lease_renewed(void **state)
 {
-	char *ci = t_db_migrated("t_process_lease");
-	PGconn *c = t_connect(ci);
+	struct ptest *t = *state;
+	PGconn *c = t->c;
 	long long id = t_long(c, "select pgjob.enqueue('slow', '{\"s\": 3}')");
-	pid_t p = start("lease", ci, "lease: 1s\n", "slow", NULL, NULL);
+	t->p = start("lease", t->ci, "lease: 1s\n", "slow", NULL, NULL);
 
 	t_wait_state(c, id, "done", 30);
 	t_assert_job(c, id, "attempts || '|' || lease_token", "1|1");
 	assert_int_equal(t_log_count("lease", "lease lost"), 0);
-	t_stop_clean(p);
-	PQfinish(c);
-	free(ci);
+	stop(t);
 }
+
+/* A test and the database setup() makes for it. */
+#define T(f, db)                                                               \
+	cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, db)
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basics),
-		cmocka_unit_test(test_asyncio_concurrency),
-		cmocka_unit_test(test_killed_mid_job),
-		cmocka_unit_test(test_timeouts),
-		cmocka_unit_test(test_malformed_reply),
-		cmocka_unit_test(test_cancel_reaches_it),
-		cmocka_unit_test(test_drain_finishes_jobs),
-		cmocka_unit_test(test_stop_now),
-		cmocka_unit_test(test_startup_timeout),
-		cmocka_unit_test(test_reload),
-		cmocka_unit_test(test_lease_renewed),
-		cmocka_unit_test(test_crash_loop),
-		cmocka_unit_test(test_recycled_after_max_jobs),
-		cmocka_unit_test(test_protocol_violations),
-		cmocka_unit_test(test_node_client),
-		cmocka_unit_test(test_ruby_client),
+		T(test_basics, "t_process_basics"),
+		T(test_asyncio_concurrency, "t_process_together"),
+		T(test_killed_mid_job, "t_process_killed"),
+		T(test_timeouts, "t_process_timeout"),
+		T(test_malformed_reply, "t_process_garbage"),
+		T(test_cancel_reaches_it, "t_process_cancel"),
+		T(test_drain_finishes_jobs, "t_process_drain"),
+		T(test_stop_now, "t_process_stopnow"),
+		T(test_startup_timeout, "t_process_startup"),
+		T(test_reload, "t_process_reload"),
+		T(test_lease_renewed, "t_process_lease"),
+		T(test_crash_loop, "t_process_crashloop"),
+		T(test_recycled_after_max_jobs, "t_process_recycle"),
+		T(test_protocol_violations, "t_process_protocol"),
+		T(test_node_client, "t_process_node"),
+		T(test_ruby_client, "t_process_ruby"),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

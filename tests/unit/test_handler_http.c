@@ -342,11 +342,15 @@ test_retry_after(void **state)
 	/* An HTTP-date counts from the response's Date (in 1994). */
 	check("/retry-after-date", OUTCOME_RETRY, "HTTP 503: busy", 120000);
 	check("/retry-after-bad", OUTCOME_RETRY, "HTTP 503: busy", -1);
-	/* Without a Date header, from now: 30 s, give or take a second. */
+	/* Without a Date header, from now: 30 s less what passed between
+	 * the server's clock read and ours (at most the request's time),
+	 * give or take a second (both in whole seconds): the bound moves
+	 * with the load instead of a fixed window. */
 	run_path("/retry-after-in/30", 10000, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error, "HTTP 429: slow down");
-	assert_in_range(o.res.retry_in_ms, 28000, 31000);
+	assert_true(o.res.retry_in_ms <= 31000);
+	assert_true(o.res.retry_in_ms >= 29000 - (o.end_ms - o.start_ms));
 	handler_result_clear(&o.res);
 }
 
@@ -478,7 +482,8 @@ test_timeout(void **state)
 		assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 		assert_memory_equal(o.res.error, prefix, strlen(prefix));
 		assert_int_equal(o.res.retry_in_ms, -1);
-		assert_in_range(o.end_ms - o.start_ms, 450, 5000);
+		/* Not before its timeout (load only makes it later). */
+		assert_true(o.end_ms - o.start_ms >= 450);
 		handler_result_clear(&o.res);
 	}
 }
@@ -519,7 +524,7 @@ test_connect_timeout(void **state)
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_memory_equal(o.res.error, "timed out after 500ms (", 23);
 	assert_int_equal(o.res.timed_out, 1);
-	assert_in_range(o.end_ms - o.start_ms, 450, 5000);
+	assert_true(o.end_ms - o.start_ms >= 450); /* not before it */
 	handler_result_clear(&o.res);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
@@ -534,22 +539,22 @@ test_stop(void **state)
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error, "stopped: lease lost");
 	assert_int_equal(o.res.retry_in_ms, -1);
-	assert_in_range(o.end_ms - o.start_ms, 150, 5000);
+	assert_true(o.end_ms - o.start_ms >= 150); /* at the stop, not before */
 	handler_result_clear(&o.res);
 
 	o = (struct outcome){.stop_why = "shutdown", .stop_now = true};
 	run_path("/hang", 10000, &o);
 	assert_int_equal(o.res.outcome, OUTCOME_RETRY);
 	assert_string_equal(o.res.error, "stopped: shutdown");
-	assert_in_range(o.end_ms - o.start_ms, 0, 5000);
 	handler_result_clear(&o.res);
 }
 
 /*
- * Many requests in flight on one loop: 20 /slow-bytes requests (about a
- * second each) take about as long together as one.  Measured as the ratio
- * of the total wall time to the sum of the requests' times: 1 when they run
- * one after the other, 1/20 when all at once.
+ * Many requests in flight on one loop: the test server answers 20
+ * requests for /together/20 only once all 20 are open at once, so each
+ * is done only if the loop had them all in flight together (one after the
+ * other, the first would wait for the rest until its timeout).  No clock
+ * read, which a loaded machine would stretch.
  */
 static void
 test_concurrent(void **state)
@@ -560,31 +565,23 @@ test_concurrent(void **state)
 	struct outcome o[N];
 	struct target t;
 	int pending = N;
-	int64_t t0 = util_now_ms(), sum = 0, total;
 
 	assert_int_equal(handler_init(&no_cfg), 0);
-	target_path(&t, "/slow-bytes", 10000);
+	target_path(&t, "/together/20", 10000);
 	for (int i = 0; i < N; i++) {
 		jobs[i] = job_for(&t.h, 100 + i, "{}");
 		o[i] = (struct outcome){.loop = loop, .pending = &pending};
-		o[i].start_ms = util_now_ms();
 		o[i].run = handler_start(loop, &jobs[i], 3, done_cb, &o[i]);
 	}
 	run_loop(loop);
-	total = util_now_ms() - t0;
 	handler_fini();
 	ev_loop_destroy(loop);
 	for (int i = 0; i < N; i++) {
 		assert_int_equal(o[i].calls, 1);
 		assert_int_equal(o[i].res.outcome, OUTCOME_DONE);
 		assert_string_equal(o[i].res.result, "[1,2]");
-		assert_true(o[i].end_ms - o[i].start_ms >= 600);
-		sum += o[i].end_ms - o[i].start_ms;
 		handler_result_clear(&o[i].res);
 	}
-	printf("%d requests: %lld ms in all, %lld ms summed, ratio %.3f\n", N,
-	       (long long)total, (long long)sum, (double)total / (double)sum);
-	assert_true((double)total / (double)sum < 0.25);
 }
 
 /* Runs fn with stderr going to a file; returns what was written. */

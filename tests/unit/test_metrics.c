@@ -142,7 +142,7 @@ read_all(struct fixture *f, int fd)
 {
 	struct buf b = {0};
 	char chunk[65536];
-	int64_t deadline = util_now_ms() + 5000;
+	int64_t deadline = util_now_ms() + 30000; /* a guard, not a measure */
 
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	buf_append(&b, "", 0);
@@ -385,17 +385,18 @@ test_slow_clients(void **state)
 	struct buf r = exchange(f, "GET /metrics HTTP/1.1\r\n\r\n");
 	assert_int_equal(status_of(&r), 200);
 	buf_free(&r);
-	assert_true(util_now_ms() - start < 900);
-	/* The served one goes once the server sees our close. */
+	/* The served one goes once the server sees our close; the two slow
+	 * ones are still there: it was served before their timeout, not
+	 * after it (no clock read, which a loaded machine would stretch). */
 	for (int i = 0; i < 10 && httpd_connections(f->s) > 2; i++)
 		spin(f, -1);
 	assert_int_equal(httpd_connections(f->s), 2);
 
-	int64_t waited = ms_until_closed(f, partial);
+	/* Dropped, each, by the timeout: not before it. */
+	ms_until_closed(f, partial);
 	assert_true(util_now_ms() - start >= 950);
-	assert_true(waited < 3000);
 	ms_until_closed(f, silent);
-	assert_true(util_now_ms() - start < 3000);
+	assert_int_equal(httpd_connections(f->s), 0);
 	close(silent);
 	close(partial);
 	ev_run(f->loop, EVRUN_NOWAIT);
