@@ -1,7 +1,7 @@
 /*
  * api_jobs: the console's jobs, one job, and what an operator does to
  * them (retry, cancel, delete), by ids or by everything a filter matches.
- * See api.h and api.c.
+ * See api_jobs.h.
  *
  * The list is newest first with a keyset cursor (id < before), never an
  * OFFSET.  Where no index serves the filter (text in payloads and errors,
@@ -26,7 +26,12 @@
 #include "common/util.h"
 #include "db/jobctl.h"
 #include "db/rowjson.h"
-#include "web/api_internal.h"
+#include "web/api_jobs.h"
+#include "web/api_response.h"
+
+/* Payloads and results above this many bytes are cut in job/ID (the
+ * download endpoints send them whole). */
+#define API_DOC_MAX 65536
 
 /* Ids a window reads; with a text search (a jsonb to text per row). */
 #define WINDOW	 20000
@@ -279,7 +284,7 @@ read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
 }
 
 void
-api_jobs_list(struct db_conn *db, const struct web_query *q,
+api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	      struct web_response *out)
 {
 	struct filter f;
@@ -325,7 +330,7 @@ api_jobs_list(struct db_conn *db, const struct web_query *q,
 }
 
 void
-api_jobs_count(struct db_conn *db, const struct web_query *q,
+api_jobs_count(struct db_conn *db, const char *rest, const struct web_query *q,
 	       struct web_response *out)
 {
 	struct filter f;
@@ -565,7 +570,8 @@ job_related(struct db_conn *db, const char *id, cJSON *o,
 }
 
 void
-api_job_get(struct db_conn *db, const char *rest, struct web_response *out)
+api_job_get(struct db_conn *db, const char *rest, const struct web_query *q,
+	    struct web_response *out)
 {
 	char id[24];
 	const char *slash = strchr(rest, '/');
@@ -832,7 +838,7 @@ expect_of(const cJSON *body)
 }
 
 void
-api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
+api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 	     struct web_response *out)
 {
 	const cJSON *ids = cJSON_GetObjectItemCaseSensitive(body, "ids");
