@@ -118,10 +118,10 @@ static const char QUEUES_SQL[] =
 	 * where claims take them (a running job was due when claimed); each
 	 * row's state is read from the heap, since no index holds running
 	 * or available jobs apart (schema 27: the claim writes no index
-	 * entry).  One window for both: with a window each, and a third for
-	 * the scheduled jobs, the overview of a million jobs took 124 ms
-	 * (34 ms before schema 27).  Scheduled jobs are all available (a
-	 * running job's run_at is past): counted along the index alone. */
+	 * entry).  One window for both: a window each, and a third for the
+	 * scheduled jobs, read the heap three times over.  Scheduled jobs
+	 * are all available (a running job's run_at is past): counted along
+	 * the index alone. */
 	" cross join lateral (select"
 	"  count(*) filter (where x.state = 'available') as available,"
 	"  count(*) filter (where x.state = 'running') as running,"
@@ -191,9 +191,9 @@ get_queues(struct db_conn *db, const char *rest, const struct web_query *q,
 
 /*
  * The workers, one row each, grouped into instances by the caller.  No
- * count of each one's running jobs: locked_by is not in jobs_running_idx,
- * and reading it from the rows of every running job cost 60 ms with
- * 20,000 of them spread through a million (the queues have the counts).
+ * count of each one's running jobs: locked_by is in no index, and reading
+ * it from the row of every running job, spread through the table, costs
+ * a heap page each (the queues have the counts).
  */
 static const char WORKERS_SQL[] =
 	"select w.host, w.supervisor_pid, w.version, w.slot, w.pid,"
@@ -507,9 +507,9 @@ get_workflow(struct db_conn *db, const char *id, const struct web_query *q,
  * The session's settings (api.h): every timestamp in one format, the one
  * rowjson.c makes RFC 3339; no statement longer than 5 s; and no JIT
  * compilation.  The planner's cost of the queues statement (a few small
- * index scans per queue) passes jit_above_cost, and compiling it took 700
- * ms of a 30 ms statement: nothing the console runs is long enough to win
- * it back.
+ * index scans per queue) passes jit_above_cost, and compiling it takes
+ * many times what the statement runs: nothing the console runs is long
+ * enough to win it back.
  */
 int
 web_api_session(struct db_conn *db, char **err)
