@@ -98,12 +98,14 @@ begin
 		 where j.id = any(ids) and pgjob.session_may(j.enqueued_by, reads)
 		 order by j.id
 		   for update),
-	-- The unfinished, released job that holds each key: one at most.
+	-- The unfinished, released job that holds each key: one at most
+	-- (along jobs_unique_key_idx, whose predicate this repeats).
 	k as (
 		select o.unique_key, o.id from pgjob.jobs o
 		 where o.unique_key in (select c.unique_key from c
 					 where c.takes and c.unique_key is not null)
-		   and o.finished_at is null and coalesce(o.parents_left, 0) = 0),
+		   and o.unique_key is not null and o.finished_at is null
+		   and coalesce(o.parents_left, 0) = 0),
 	n as (
 		select c.unique_key, max(c.id) as id from c
 		 where c.takes and c.unique_key is not null
