@@ -1,7 +1,8 @@
 /*
- * The supervisor's own structures, shared by its two files: supervisor.c
- * (fork, reap, restart, stop, reload) and report.c (what it reports:
- * /metrics, /healthz and systemd's STATUS= line).  Not for other layers.
+ * The supervisor's own structures, shared by supervisor.c (fork, reap,
+ * restart, stop, reload) and groups.c (its workers counted by group, and
+ * the snapshot of them that report.c reads: report.h).  Not for other
+ * layers.
  */
 #ifndef PGJOBD_DAEMON_INTERNAL_H
 #define PGJOBD_DAEMON_INTERNAL_H
@@ -82,6 +83,9 @@ struct supervisor {
 	int64_t last_status; /* when STATUS= was last sent */
 };
 
+struct report_snapshot;
+
+/* groups.c. */
 /* The workers of group g: -w, else its database's, else workers:. */
 int supervisor_group_workers(const struct supervisor *s, int g);
 /* All the workers: the groups' in turn, in s->children. */
@@ -90,22 +94,9 @@ int supervisor_nworkers(const struct supervisor *s);
 int supervisor_group_of(const struct supervisor *s, int index);
 /* Worker processes alive: active and retired. */
 int supervisor_running(const struct supervisor *s);
-
-/*
- * Whether every group's workers hold a slot and reached their database
- * within stale_ms (all: /healthz), or those of at least one group (any:
- * READY=1, so that one database down at start does not hold the others'
- * start back).  why (may be NULL) gets a line per group, each after
- * "database NAME: " with databases:.
- */
-int report_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
-		   struct buf *why);
-/* "2 workers, slots 1,2, 1234 jobs done" for STATUS=; with databases:,
- * "a: 2 workers, ...; b: ...". */
-void report_status_line(const struct supervisor *s, struct buf *b);
-/* The metrics server's handler (httpd.h): /metrics and /healthz; arg is
- * the struct supervisor. */
-int report_http(void *arg, const char *path, struct buf *body,
-		const char **content_type);
+/* What report.c reads (report.h), as s is now; undone by
+ * supervisor_snapshot_free(). */
+void supervisor_snapshot(const struct supervisor *s, struct report_snapshot *r);
+void supervisor_snapshot_free(struct report_snapshot *r);
 
 #endif

@@ -1,48 +1,32 @@
 /*
- * report: what the supervisor tells the outside about its workers, read
- * from the stats areas they write: /metrics (with databases:, each
- * database's series labelled database="NAME"; the supervisor's own, reloads
- * and process_*, once without it), /healthz, and systemd's
- * STATUS= line.  It reads; it never changes the supervisor's state.
+ * report: /metrics (with databases:, each database's series labelled
+ * database="NAME"; the supervisor's own, reloads and process_*, once
+ * without it), /healthz, and systemd's STATUS= line, from a snapshot of
+ * the supervisor (report.h).
  */
+#include "daemon/report.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 
-#include "common/config.h"
 #include "common/metrics.h"
 #include "common/stats.h"
-#include "common/util.h"
-#include "daemon/internal.h"
 #include "daemon/procmetrics.h"
 #include "daemon/prom.h"
 
-/* The stats entries of group g's active workers, for the health checks,
- * and their worker=N numbers (number may be NULL); returns how many. */
-static int
-active_entries(const struct supervisor *s, int g, int *idx, int *number)
-{
-	int n = 0;
-	for (int i = 0; i < supervisor_nworkers(s) && i < s->nchildren; i++)
-		if (supervisor_group_of(s, i) == g) {
-			if (number)
-				number[n] = i + 1;
-			idx[n++] = s->children[i].sidx;
-		}
-	return n;
-}
-
 int
-report_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
+report_healthy(const struct report_snapshot *s, int64_t stale_ms, bool all,
 	       struct buf *why)
 {
-	int idx[s->nchildren + 1], number[s->nchildren + 1], healthy = 0;
+	int healthy = 0;
 	char one[160]; /* stats_healthy() needs 128 */
 	for (int g = 0; g < s->ngroups; g++) {
-		int n = active_entries(s, g, idx, number);
-		healthy += stats_healthy(s->groups[g].stats, idx, number, n,
-					 stale_ms, one, sizeof(one));
+		const struct report_group *gr = &s->groups[g];
+		healthy +=
+			stats_healthy(gr->stats, gr->sidx, gr->number,
+				      gr->nactive, stale_ms, one, sizeof(one));
 		if (why && s->groups[g].name)
 			buf_appendf(why, "database %s: ", s->groups[g].name);
 		if (why)
@@ -54,21 +38,14 @@ report_healthy(const struct supervisor *s, int64_t stale_ms, bool all,
 /* build_info and process_*: the supervisor's own, and its live workers'
  * (daemon/procmetrics.c). */
 static void
-render_processes(const struct supervisor *s, struct buf *body)
+render_processes(const struct report_snapshot *s, struct buf *body)
 {
-	pid_t pids[s->nchildren + 1 + supervisor_running(s)];
-	int n = 0;
-	for (int i = 0; i < s->nchildren; i++)
-		if (s->children[i].pid > 0)
-			pids[n++] = s->children[i].pid;
-	for (const struct child *r = s->retired; r; r = r->next)
-		pids[n++] = r->pid;
-	procmetrics_render(body, pids, n);
+	procmetrics_render(body, s->pids, s->npids);
 }
 
 /* Reloads: one count for the process, never per database. */
 static void
-render_reloads(const struct supervisor *s, struct buf *body)
+render_reloads(const struct report_snapshot *s, struct buf *body)
 {
 	metrics_header(body, "pgjobd_config_reloads_total", "counter",
 		       "Config reloads (SIGHUP), by result.");
@@ -87,11 +64,11 @@ render_reloads(const struct supervisor *s, struct buf *body)
 /* Every group's series; with databases:, each labelled database="name"
  * (metrics_merge()).  One database keeps the series it always had. */
 static void
-render_groups(const struct supervisor *s, struct buf *body)
+render_groups(const struct report_snapshot *s, struct buf *body)
 {
-	if (!s->cfg->ndatabases) {
+	if (!s->labelled) {
 		prom_render(s->groups[0].stats, s->groups[0].sidx_high,
-			    supervisor_nworkers(s), body);
+			    s->groups[0].workers, body);
 		return;
 	}
 	struct buf parts[s->ngroups];
@@ -100,7 +77,7 @@ render_groups(const struct supervisor *s, struct buf *body)
 		parts[g] = (struct buf){0};
 		names[g] = s->groups[g].name;
 		prom_render(s->groups[g].stats, s->groups[g].sidx_high,
-			    supervisor_group_workers(s, g), &parts[g]);
+			    s->groups[g].workers, &parts[g]);
 	}
 	metrics_merge(body, "database", names, parts, (size_t)s->ngroups);
 	for (int g = 0; g < s->ngroups; g++)
@@ -108,10 +85,9 @@ render_groups(const struct supervisor *s, struct buf *body)
 }
 
 int
-report_http(void *arg, const char *path, struct buf *body,
+report_http(const struct report_snapshot *s, const char *path, struct buf *body,
 	    const char **content_type)
 {
-	struct supervisor *s = arg;
 	if (strcmp(path, "/metrics") == 0) {
 		*content_type = METRICS_CONTENT_TYPE;
 		render_groups(s, body);
@@ -122,8 +98,7 @@ report_http(void *arg, const char *path, struct buf *body,
 	if (strcmp(path, "/healthz") == 0) {
 		/* A worker reaches the database at least every heartbeat. */
 		int64_t stale =
-			3 * (s->cfg->lease_ms / 3 < 10000 ? s->cfg->lease_ms / 3
-							  : 10000);
+			3 * (s->lease_ms / 3 < 10000 ? s->lease_ms / 3 : 10000);
 		if (s->stopping) {
 			buf_appendf(body, "stopping\n");
 			return 503;
@@ -135,12 +110,12 @@ report_http(void *arg, const char *path, struct buf *body,
 }
 
 void
-report_status_line(const struct supervisor *s, struct buf *b)
+report_status_line(const struct report_snapshot *s, struct buf *b)
 {
-	int idx[s->nchildren + 1];
 	for (int g = 0; g < s->ngroups; g++) {
 		const struct stats *st = s->groups[g].stats;
-		int n = active_entries(s, g, idx, NULL);
+		const int *idx = s->groups[g].sidx;
+		int n = s->groups[g].nactive;
 		uint64_t done = 0;
 		if (s->groups[g].name)
 			buf_appendf(b, "%s%s: ", g ? "; " : "",

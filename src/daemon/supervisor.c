@@ -36,44 +36,13 @@
 #include "daemon/httpd.h"
 #include "daemon/internal.h"
 #include "daemon/notify.h"
+#include "daemon/report.h"
 #include "handlers/handler_check.h"
 #include "common/stats.h"
 #include "common/util.h"
 #include "worker/worker.h"
 
 #define STABLE_MS 60000 /* up this long: the restart backoff resets */
-
-/* The workers of group g: -w, else its database's, else workers:. */
-int
-supervisor_group_workers(const struct supervisor *s, int g)
-{
-	if (s->workers_override > 0)
-		return s->workers_override;
-	return s->cfg->ndatabases ? s->cfg->databases[g].workers
-				  : s->cfg->workers;
-}
-
-/* All the workers: the groups' in turn, in s->children. */
-int
-supervisor_nworkers(const struct supervisor *s)
-{
-	int n = 0;
-	for (int g = 0; g < s->ngroups; g++)
-		n += supervisor_group_workers(s, g);
-	return n;
-}
-
-/* The group of the worker at index in s->children (current config). */
-int
-supervisor_group_of(const struct supervisor *s, int index)
-{
-	for (int g = 0; g < s->ngroups; g++) {
-		if (index < supervisor_group_workers(s, g))
-			return g;
-		index -= supervisor_group_workers(s, g);
-	}
-	return s->ngroups - 1;
-}
 
 /* The stats area of c's group, or NULL. */
 static struct stats *
@@ -247,18 +216,6 @@ on_restart(struct ev_loop *loop, ev_timer *t, int revents)
 	struct child *c = t->data;
 	if (!c->s->stopping && c->index < supervisor_nworkers(c->s))
 		spawn(c->s, c);
-}
-
-/* Worker processes alive: active and retired. */
-int
-supervisor_running(const struct supervisor *s)
-{
-	int n = 0;
-	for (int i = 0; i < s->nchildren; i++)
-		n += s->children[i].pid > 0;
-	for (const struct child *r = s->retired; r; r = r->next)
-		n++;
-	return n;
 }
 
 static void
@@ -686,6 +643,18 @@ on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	roll_over(s);
 }
 
+/* The metrics server's handler (httpd.h): /metrics and /healthz. */
+static int
+on_http(void *arg, const char *path, struct buf *body,
+	const char **content_type)
+{
+	struct report_snapshot r;
+	supervisor_snapshot(arg, &r);
+	int status = report_http(&r, path, body, content_type);
+	supervisor_snapshot_free(&r);
+	return status;
+}
+
 /* The period of the status timer: READY=1, STATUS= and the watchdog. */
 #define STATUS_EVERY 0.5
 
@@ -695,19 +664,22 @@ on_status(struct ev_loop *loop, ev_timer *t, int revents)
 	struct supervisor *s = t->data;
 	int64_t now = util_now_ms();
 	struct buf line = {0};
+	struct report_snapshot r;
+	supervisor_snapshot(s, &r);
 	if (!s->ready && !s->stopping &&
-	    report_healthy(s, 60000, false, NULL)) {
+	    report_healthy(&r, 60000, false, NULL)) {
 		s->ready = 1;
 		s->last_status = now;
-		report_status_line(s, &line);
+		report_status_line(&r, &line);
 		notify_send("READY=1\nSTATUS=%s", line.data);
 		log_info("ready: %s", line.data);
 	} else if (s->ready && !s->stopping && now - s->last_status >= 5000) {
 		/* Keep `systemctl status` current. */
 		s->last_status = now;
-		report_status_line(s, &line);
+		report_status_line(&r, &line);
 		notify_send("STATUS=%s", line.data);
 	}
+	supervisor_snapshot_free(&r);
 	buf_free(&line);
 	if (s->watchdog_ms && now - s->last_watchdog >= s->watchdog_ms / 2) {
 		s->last_watchdog = now;
@@ -751,7 +723,7 @@ start_services(struct supervisor *s)
 	set_dur_bounds(s, s->cfg);
 	if (s->cfg->metrics_listen) {
 		s->metrics = httpd_listen(s->loop, s->cfg->metrics_listen,
-					  report_http, s, &err);
+					  on_http, s, &err);
 		if (!s->metrics) {
 			log_errorx("metrics.listen %s: %s",
 				   s->cfg->metrics_listen, err);

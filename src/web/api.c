@@ -29,138 +29,8 @@
 #include "db/health.h"
 #include "db/jobctl.h"
 #include "db/rowjson.h"
-#include "web/api_internal.h"
-
-void
-web_response_error(struct web_response *out, int status, const char *msg)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddItemToObject(o, "error", rowjson_string(msg));
-	web_response_json(out, o);
-	out->status = status;
-}
-
-void
-web_response_json(struct web_response *out, cJSON *item)
-{
-	char *text = cJSON_PrintUnformatted(item);
-	cJSON_Delete(item);
-	if (!text)
-		abort(); /* out of memory, as in xmalloc() */
-	free(out->body);
-	out->body = xstrdup(text);
-	cJSON_free(text);
-	out->len = strlen(out->body);
-	out->status = 200;
-	out->content_type = "application/json";
-	out->content_disposition = NULL;
-}
-
-/*
- * The HTTP status for a failed statement, from its SQLSTATE (the first
- * five characters of text): what the request asked for is wrong (22: bad
- * data, such as a time that does not parse or a limit of the wrong type),
- * names nothing (42704: no such queue or schedule, 404), forbidden in the state
- * things are in (55000, 23: a constraint), not granted to the console's role
- * (42501, 403: docs/security.md gives the grants), or the database failed
- * (57014: statement_timeout).
- */
-static int
-status_of(struct db_conn *db, const char *text)
-{
-	if (!db_connected(db))
-		return 503;
-	if (strncmp(text, "22", 2) == 0)
-		return 400;
-	if (strncmp(text, "42704", 5) == 0)
-		return 404;
-	if (strncmp(text, "42501", 5) == 0)
-		return 403;
-	if (strncmp(text, "23", 2) == 0 || strncmp(text, "55000", 5) == 0 ||
-	    strncmp(text, "55P03", 5) == 0)
-		return 409;
-	if (strncmp(text, "57014", 5) == 0)
-		return 503;
-	return 500;
-}
-
-/* The error as the page shows it: the message without its SQLSTATE and
- * the schema's "pgjob: " prefix, then the hint, if any. */
-static void
-fail_db(struct db_conn *db, struct web_response *out, const char *text)
-{
-	const char *msg = text;
-	const char *sep = strstr(text, ": ");
-	if (sep && sep - text == 5)
-		msg = sep + 2;
-	if (strncmp(msg, "pgjob: ", 7) == 0)
-		msg += 7;
-	const char *hint = db_connected(db) ? db_error_hint(db) : NULL;
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddItemToObject(o, "error", rowjson_string(msg));
-	if (hint)
-		cJSON_AddItemToObject(o, "hint", rowjson_string(hint));
-	int status = status_of(db, text);
-	web_response_json(out, o);
-	out->status = status;
-}
-
-struct db_rows *
-api_query(struct db_conn *db, struct web_response *out, const char *sql, int n,
-	  const char *const *p)
-{
-	char *err;
-	struct db_rows *res = db_query(db, sql, n, p, &err);
-	if (res)
-		return res;
-	fail_db(db, out, err);
-	free(err);
-	return NULL;
-}
-
-struct db_rows *
-api_query_optional(struct db_conn *db, struct web_response *out,
-		   const char *sql, int n, const char *const *p, int *missing)
-{
-	char *err;
-	*missing = 0;
-	struct db_rows *res = db_query(db, sql, n, p, &err);
-	if (res)
-		return res;
-	if (strncmp(err, "42P01", 5) == 0 || strncmp(err, "42883", 5) == 0) {
-		free(err);
-		*missing = 1;
-		return api_query(db, out, "select where false", 0, NULL);
-	}
-	fail_db(db, out, err);
-	free(err);
-	return NULL;
-}
-
-cJSON *
-api_rows_array(const struct db_rows *res)
-{
-	cJSON *a = cJSON_CreateArray();
-	for (int r = 0; r < db_rows_count(res); r++) {
-		cJSON *o = cJSON_CreateObject();
-		rowjson_add_columns(o, res, r, 0, db_rows_columns(res));
-		cJSON_AddItemToArray(a, o);
-	}
-	return a;
-}
-
-int
-api_parse_id(const char *s, char *buf, size_t len)
-{
-	char *end;
-	if (!s || *s < '1' || *s > '9' || strlen(s) > 18)
-		return -1;
-	long long v = strtoll(s, &end, 10);
-	if (*end || v <= 0)
-		return -1;
-	snprintf(buf, len, "%lld", v);
-	return 0;
-}
+#include "web/api_jobs.h"
+#include "web/api_response.h"
 
 /* A count past this is shown as "at least" (the answer's at_least). */
 #define COUNT_CAP "10000"
@@ -248,10 +118,10 @@ static const char QUEUES_SQL[] =
 	 * where claims take them (a running job was due when claimed); each
 	 * row's state is read from the heap, since no index holds running
 	 * or available jobs apart (schema 27: the claim writes no index
-	 * entry).  One window for both: with a window each, and a third for
-	 * the scheduled jobs, the overview of a million jobs took 124 ms
-	 * (34 ms before schema 27).  Scheduled jobs are all available (a
-	 * running job's run_at is past): counted along the index alone. */
+	 * entry).  One window for both: a window each, and a third for the
+	 * scheduled jobs, read the heap three times over.  Scheduled jobs
+	 * are all available (a running job's run_at is past): counted along
+	 * the index alone. */
 	" cross join lateral (select"
 	"  count(*) filter (where x.state = 'available') as available,"
 	"  count(*) filter (where x.state = 'running') as running,"
@@ -306,7 +176,8 @@ queues_json(struct db_conn *db, struct web_response *out, int *capped)
 }
 
 static void
-get_queues(struct db_conn *db, struct web_response *out)
+get_queues(struct db_conn *db, const char *rest, const struct web_query *q,
+	   struct web_response *out)
 {
 	int capped;
 	cJSON *a = queues_json(db, out, &capped);
@@ -320,9 +191,9 @@ get_queues(struct db_conn *db, struct web_response *out)
 
 /*
  * The workers, one row each, grouped into instances by the caller.  No
- * count of each one's running jobs: locked_by is not in jobs_running_idx,
- * and reading it from the rows of every running job cost 60 ms with
- * 20,000 of them spread through a million (the queues have the counts).
+ * count of each one's running jobs: locked_by is in no index, and reading
+ * it from the row of every running job, spread through the table, costs
+ * a heap page each (the queues have the counts).
  */
 static const char WORKERS_SQL[] =
 	"select w.host, w.supervisor_pid, w.version, w.slot, w.pid,"
@@ -376,7 +247,7 @@ health_json(struct db_conn *db, struct web_response *out)
 	struct health_report rep;
 	char *err;
 	if (health_read_now(db, 1, &rep, &err) < 0) {
-		fail_db(db, out, err);
+		api_fail(db, out, err);
 		free(err);
 		return NULL;
 	}
@@ -424,7 +295,8 @@ static const char UNSERVED_SQL[] =
 	" from pgjob.unserved() limit 100";
 
 static void
-get_overview(struct db_conn *db, struct web_response *out)
+get_overview(struct db_conn *db, const char *rest, const struct web_query *q,
+	     struct web_response *out)
 {
 	int missing, capped = 0;
 	cJSON *o = cJSON_CreateObject(), *part;
@@ -491,7 +363,8 @@ next_tick(const char *expr, const char *tz, long long since)
 }
 
 static void
-get_schedules(struct db_conn *db, struct web_response *out)
+get_schedules(struct db_conn *db, const char *rest, const struct web_query *q,
+	      struct web_response *out)
 {
 	struct db_rows *res = api_query(db, out, SCHEDULES_SQL, 0, NULL);
 	if (!res)
@@ -528,7 +401,8 @@ static const char DUTIES_SQL[] =
 	" from pgjob.leases where name !~ '^task:.*:[0-9]+$' order by name";
 
 static void
-get_tasks(struct db_conn *db, struct web_response *out)
+get_tasks(struct db_conn *db, const char *rest, const struct web_query *q,
+	  struct web_response *out)
 {
 	struct db_rows *t = api_query(db, out, TASKS_SQL, 0, NULL), *d = NULL;
 	if (!t || !(d = api_query(db, out, DUTIES_SQL, 0, NULL))) {
@@ -554,7 +428,7 @@ get_tasks(struct db_conn *db, struct web_response *out)
 	" from pgjob.workflows"
 
 static void
-get_workflows(struct db_conn *db, const struct web_query *q,
+get_workflows(struct db_conn *db, const char *rest, const struct web_query *q,
 	      struct web_response *out)
 {
 	char before[24], limit[8];
@@ -583,7 +457,8 @@ get_workflows(struct db_conn *db, const struct web_query *q,
 }
 
 static void
-get_workflow(struct db_conn *db, const char *id, struct web_response *out)
+get_workflow(struct db_conn *db, const char *id, const struct web_query *q,
+	     struct web_response *out)
 {
 	char wid[24];
 	if (api_parse_id(id, wid, sizeof(wid)) < 0) {
@@ -632,9 +507,9 @@ get_workflow(struct db_conn *db, const char *id, struct web_response *out)
  * The session's settings (api.h): every timestamp in one format, the one
  * rowjson.c makes RFC 3339; no statement longer than 5 s; and no JIT
  * compilation.  The planner's cost of the queues statement (a few small
- * index scans per queue) passes jit_above_cost, and compiling it took 700
- * ms of a 30 ms statement: nothing the console runs is long enough to win
- * it back.
+ * index scans per queue) passes jit_above_cost, and compiling it takes
+ * many times what the statement runs: nothing the console runs is long
+ * enough to win it back.
  */
 int
 web_api_session(struct db_conn *db, char **err)
@@ -643,35 +518,6 @@ web_api_session(struct db_conn *db, char **err)
 		       "set statement_timeout = '5s'; "
 		       "set datestyle = 'ISO, YMD'; set jit = off",
 		       err);
-}
-
-int
-web_api_get(struct db_conn *db, const char *path, const struct web_query *q,
-	    struct web_response *out)
-{
-	out->content_type = "application/json";
-	out->content_disposition = NULL;
-	if (strcmp(path, "overview") == 0)
-		get_overview(db, out);
-	else if (strcmp(path, "jobs") == 0)
-		api_jobs_list(db, q, out);
-	else if (strcmp(path, "jobs/count") == 0)
-		api_jobs_count(db, q, out);
-	else if (strncmp(path, "job/", 4) == 0)
-		api_job_get(db, path + 4, out);
-	else if (strcmp(path, "queues") == 0)
-		get_queues(db, out);
-	else if (strcmp(path, "schedules") == 0)
-		get_schedules(db, out);
-	else if (strcmp(path, "tasks") == 0)
-		get_tasks(db, out);
-	else if (strcmp(path, "workflows") == 0)
-		get_workflows(db, q, out);
-	else if (strncmp(path, "workflow/", 9) == 0)
-		get_workflow(db, path + 9, out);
-	else
-		web_response_error(out, 404, "no such page");
-	return db_connected(db) ? 0 : -1;
 }
 
 /* A string member of body, or NULL when absent or null; *bad is set when
@@ -729,7 +575,8 @@ post_pause(struct db_conn *db, const cJSON *body, const char *sql,
  * value of the wrong type (400, with the keys it knows).
  */
 static void
-post_limits(struct db_conn *db, const cJSON *body, struct web_response *out)
+post_limits(struct db_conn *db, const cJSON *body, const char *arg,
+	    struct web_response *out)
 {
 	int bad = 0;
 	const char *queue = member(body, "queue", &bad);
@@ -769,16 +616,16 @@ post_limits(struct db_conn *db, const cJSON *body, struct web_response *out)
 }
 
 /*
- * schedules/run {"name"}: pgjob.schedule_run(), the scheduler duty
- * enqueues one job of it at its next turn; schedules/enable {"name",
- * "enabled"}: pgjob.schedule_enable() (sql/014).  A name that no worker
- * defines is a 404 (42704).
+ * schedules/run {"name"} (what: "run"): pgjob.schedule_run(), the scheduler
+ * duty enqueues one job of it at its next turn; schedules/enable
+ * {"name", "enabled"} (what: "enable"): pgjob.schedule_enable() (sql/014).  A
+ * name that no worker defines is a 404 (42704).
  */
 static void
-post_schedule(struct db_conn *db, const cJSON *body, int run,
+post_schedule(struct db_conn *db, const cJSON *body, const char *what,
 	      struct web_response *out)
 {
-	int bad = 0;
+	int bad = 0, run = strcmp(what, "run") == 0;
 	const char *name = member(body, "name", &bad);
 	const cJSON *en = cJSON_GetObjectItemCaseSensitive(body, "enabled");
 	if (bad || !name || (!run && !cJSON_IsBool(en))) {
@@ -798,6 +645,56 @@ post_schedule(struct db_conn *db, const cJSON *body, int run,
 		    2, p);
 }
 
+/* The pages (GET): a path that ends in "/" takes what follows as rest
+ * ("job/42/payload": rest "42/payload"). */
+static const struct {
+	const char *path;
+	void (*fn)(struct db_conn *db, const char *rest,
+		   const struct web_query *q, struct web_response *out);
+} gets[] = {
+	{"overview", get_overview},	{"jobs", api_jobs_list},
+	{"jobs/count", api_jobs_count}, {"job/", api_job_get},
+	{"queues", get_queues},		{"schedules", get_schedules},
+	{"tasks", get_tasks},		{"workflows", get_workflows},
+	{"workflow/", get_workflow},
+};
+
+/* The actions (POST), each with the argument its function takes. */
+static const struct {
+	const char *path;
+	void (*fn)(struct db_conn *db, const cJSON *body, const char *arg,
+		   struct web_response *out);
+	const char *arg;
+} posts[] = {
+	{"jobs/retry", api_jobs_act, "retry"},
+	{"jobs/cancel", api_jobs_act, "cancel"},
+	{"jobs/delete", api_jobs_act, "delete"},
+	{"queues/pause", post_pause, jobctl_pause_sql},
+	{"queues/resume", post_pause, jobctl_resume_sql},
+	{"queues/limits", post_limits, NULL},
+	{"schedules/run", post_schedule, "run"},
+	{"schedules/enable", post_schedule, "enable"},
+};
+
+int
+web_api_get(struct db_conn *db, const char *path, const struct web_query *q,
+	    struct web_response *out)
+{
+	out->content_type = "application/json";
+	out->content_disposition = NULL;
+	for (size_t i = 0; i < sizeof(gets) / sizeof(gets[0]); i++) {
+		size_t n = strlen(gets[i].path);
+		if (gets[i].path[n - 1] == '/'
+			    ? strncmp(path, gets[i].path, n) == 0
+			    : strcmp(path, gets[i].path) == 0) {
+			gets[i].fn(db, path + n, q, out);
+			return db_connected(db) ? 0 : -1;
+		}
+	}
+	web_response_error(out, 404, "no such page");
+	return db_connected(db) ? 0 : -1;
+}
+
 int
 web_api_post(struct db_conn *db, const struct web_user *u, const char *path,
 	     const cJSON *body, struct web_response *out)
@@ -814,23 +711,11 @@ web_api_post(struct db_conn *db, const struct web_user *u, const char *path,
 		web_response_error(out, 400, "expected a JSON object");
 		return 0;
 	}
-	if (strcmp(path, "jobs/retry") == 0)
-		api_jobs_act(db, "retry", body, out);
-	else if (strcmp(path, "jobs/cancel") == 0)
-		api_jobs_act(db, "cancel", body, out);
-	else if (strcmp(path, "jobs/delete") == 0)
-		api_jobs_act(db, "delete", body, out);
-	else if (strcmp(path, "queues/pause") == 0)
-		post_pause(db, body, jobctl_pause_sql, out);
-	else if (strcmp(path, "queues/resume") == 0)
-		post_pause(db, body, jobctl_resume_sql, out);
-	else if (strcmp(path, "queues/limits") == 0)
-		post_limits(db, body, out);
-	else if (strcmp(path, "schedules/run") == 0)
-		post_schedule(db, body, 1, out);
-	else if (strcmp(path, "schedules/enable") == 0)
-		post_schedule(db, body, 0, out);
-	else
-		web_response_error(out, 404, "no such action");
+	for (size_t i = 0; i < sizeof(posts) / sizeof(posts[0]); i++)
+		if (strcmp(path, posts[i].path) == 0) {
+			posts[i].fn(db, body, posts[i].arg, out);
+			return db_connected(db) ? 0 : -1;
+		}
+	web_response_error(out, 404, "no such action");
 	return db_connected(db) ? 0 : -1;
 }

@@ -69,9 +69,4 @@ int web_api_post(struct db_conn *db, const struct web_user *u, const char *path,
  */
 int web_api_session(struct db_conn *db, char **err);
 
-/* out = status with {"error": msg} (msg escaped as JSON). */
-void web_response_error(struct web_response *out, int status, const char *msg);
-/* out = 200 with item printed (item freed). */
-void web_response_json(struct web_response *out, cJSON *item);
-
 #endif

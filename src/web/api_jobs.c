@@ -1,7 +1,7 @@
 /*
  * api_jobs: the console's jobs, one job, and what an operator does to
  * them (retry, cancel, delete), by ids or by everything a filter matches.
- * See api.h and api.c.
+ * See api_jobs.h.
  *
  * The list is newest first with a keyset cursor (id < before), never an
  * OFFSET.  Where no index serves the filter (text in payloads and errors,
@@ -24,9 +24,13 @@
 
 #include "common/text.h"
 #include "common/util.h"
-#include "db/jobctl.h"
 #include "db/rowjson.h"
-#include "web/api_internal.h"
+#include "web/api_jobs.h"
+#include "web/api_response.h"
+
+/* Payloads and results above this many bytes are cut in job/ID (the
+ * download endpoints send them whole). */
+#define API_DOC_MAX 65536
 
 /* Ids a window reads; with a text search (a jsonb to text per row). */
 #define WINDOW	 20000
@@ -279,7 +283,7 @@ read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
 }
 
 void
-api_jobs_list(struct db_conn *db, const struct web_query *q,
+api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	      struct web_response *out)
 {
 	struct filter f;
@@ -325,7 +329,7 @@ api_jobs_list(struct db_conn *db, const struct web_query *q,
 }
 
 void
-api_jobs_count(struct db_conn *db, const struct web_query *q,
+api_jobs_count(struct db_conn *db, const char *rest, const struct web_query *q,
 	       struct web_response *out)
 {
 	struct filter f;
@@ -565,7 +569,8 @@ job_related(struct db_conn *db, const char *id, cJSON *o,
 }
 
 void
-api_job_get(struct db_conn *db, const char *rest, struct web_response *out)
+api_job_get(struct db_conn *db, const char *rest, const struct web_query *q,
+	    struct web_response *out)
 {
 	char id[24];
 	const char *slash = strchr(rest, '/');
@@ -604,113 +609,60 @@ api_job_get(struct db_conn *db, const char *rest, struct web_response *out)
 	web_response_json(out, o);
 }
 
-/*
- * What each action takes.  Retry: dead, cancelled, failed and waiting for
- * their next attempt, as `pgjob retry`, and done (run again).  Cancel:
- * waiting and available jobs, not running ones (from a bulk action of the
- * console that would stop work in flight by surprise); with
- * "stop_running", which a job's page sends after its own confirmation,
- * running ones too, as `pgjob cancel` does (its states, and its
- * statement: the worker stops the job at its next lease renewal).  Delete: any
- * job not running, except those that only the pruning duty may take, as it
- * keeps the counts of their workflow or batch and the edges of their parents
- * and children (prune.c): a step of a workflow, a job of a batch, a parent or a
- * child.
- */
-static const char RETRY_STATES[] = "{dead,cancelled,available,done}";
-static const char CANCEL_STATES[] = "{waiting,available}";
-static const char CANCEL_RUNNING_STATES[] = "{waiting,available,running}";
-static const char DELETE_STATES[] = "{available,done,dead,cancelled}";
-
-/* A delete by hand, from either table (a plain job done is in
- * pgjob.jobs_done: sql/019_jobs_done.sql); the attempts go with their jobs
- * (sql/013_attempts.sql: a has one row, and the join makes it run). */
-static const char DELETE_SQL[] =
-	"with d as (delete from pgjob.jobs"
-	"  where id = any($1::bigint[]) and state = any($2::text[])"
-	"   and workflow_id is null and batch_id is null"
-	"   and children is not true and parents_left is null"
-	"  returning id),"
-	" dd as (delete from pgjob.jobs_done"
-	"  where id = any($1::bigint[]) and state = any($2::text[])"
-	"  returning id),"
-	" a as (select pgjob.forget_attempts(array(select id from d)) as n)"
-	" select (select count(*) from d) + (select count(*) from dd) from a";
-
-/* Runs sql in the open transaction with $1 arg and $2 take, the states
- * the action takes (NULL for none); its rows, or NULL (out filled). */
-static struct db_rows *
-step(struct db_conn *db, struct web_response *out, const char *sql,
-     const char *arg, const char *take)
-{
-	const char *p[] = {arg, take};
-	return api_query(db, out, sql, take ? 2 : arg ? 1 : 0, p);
-}
+/* The next batch b of a filter's matches below cursor $10 in the states
+ * that action $11 takes (pgjob.action_states()), newest first, at most
+ * $12: how many, the lowest, and (after this) how many the action
+ * changed. */
+#define BATCH_SQL(acted)                                                       \
+	"with b as (select id from pgjob.all_jobs where" FILTER_WHERE          \
+	"   and ($10::bigint is null or id < $10::bigint)"                     \
+	"   and state = any(pgjob.action_states($11))"                         \
+	"  order by id desc limit $12::int)"                                   \
+	" select (select count(*) from b), (select min(id) from b), " acted
 
 /*
- * Acts on the jobs of ids ("{1,2}") in one transaction, with the CLI's
- * statements (jobctl.h) and the console's states (above): adds how many
- * it moved to *affected.  Jobs in another state are left as they are.
- * Returns 0, or -1 after filling out (rolled back).
+ * The actions are the schema's functions (sql/033_job_actions.sql), which
+ * `pgjob retry` and `pgjob cancel` call too: the rules of each, which
+ * states it takes and what it leaves as it is, are there.  A request acts
+ * on its ids, or on a filter's matches a batch at a time, in one statement
+ * each (one round trip and one transaction: the statements below show it,
+ * and no test counts them), and answers how many jobs the action changed.
+ * From the console, cancel leaves running jobs alone (a bulk action would
+ * stop work in flight by surprise) unless a job's page asks with
+ * "stop_running", after its own confirmation.
  */
+static const struct {
+	const char *name;
+	/* $1 the ids (bigint[] text), $2 stop_running: how many acted on. */
+	const char *ids_sql;
+	/* BATCH_SQL: a batch of a filter's matches. */
+	const char *batch_sql;
+} actions[] = {
+	{"retry",
+	 "select count(*) filter (where state is not null)"
+	 " from pgjob.retry_jobs($1::bigint[])",
+	 BATCH_SQL("(select count(*) from pgjob.retry_jobs("
+		   "array(select id from b)) r where r.state is not null)")},
+	{"cancel",
+	 "select count(*) filter (where state is not null)"
+	 " from pgjob.cancel_jobs($1::bigint[], $2::boolean)",
+	 BATCH_SQL("(select count(*) from pgjob.cancel_jobs("
+		   "array(select id from b)) r where r.state is not null)")},
+	{"delete",
+	 "select count(*) filter (where deleted)"
+	 " from pgjob.delete_jobs($1::bigint[])",
+	 BATCH_SQL("(select count(*) from pgjob.delete_jobs("
+		   "array(select id from b)) r where r.deleted)")},
+};
+
+/* The action named name; -1 for none. */
 static int
-act_batch(struct db_conn *db, const char *action, const char *ids,
-	  bool stop_running, long long *affected, struct web_response *out)
+action_of(const char *name)
 {
-	struct db_rows *res = step(db, out, "begin", NULL, NULL), *pick = NULL;
-	long long n = 0;
-	/* A worker's sql handler keeps its job's row locked while it runs:
-	 * wait that long for a row lock at most, as the CLI does. */
-	if (res) {
-		db_rows_free(res);
-		res = step(db, out, "set local lock_timeout = '10s'", NULL,
-			   NULL);
-	}
-	if (res && strcmp(action, "retry") == 0) {
-		/* A done job kept in pgjob.jobs_done runs again from
-		 * pgjob.jobs: it goes back there first. */
-		db_rows_free(res);
-		res = step(db, out, jobctl_restore_done_sql, ids, NULL);
-		if (res) {
-			db_rows_free(res);
-			res = pick = step(db, out, jobctl_retry_pick_sql, ids,
-					  RETRY_STATES);
-		}
-		if (pick && strcmp(db_rows_text(pick, 0, 0), "{}") != 0) {
-			res = step(db, out, jobctl_retry_sql,
-				   db_rows_text(pick, 0, 0), NULL);
-			n = res ? db_rows_count(res) : 0;
-			if (res) {
-				db_rows_free(res);
-				res = step(db, out,
-					   "select pg_notify('pgjob', '')",
-					   NULL, NULL);
-			}
-		}
-		if (res != pick)
-			db_rows_free(pick);
-	} else if (res && strcmp(action, "cancel") == 0) {
-		db_rows_free(res);
-		res = step(db, out, jobctl_cancel_sql, ids,
-			   stop_running ? CANCEL_RUNNING_STATES
-					: CANCEL_STATES);
-		n = res ? db_rows_affected(res) : 0;
-	} else if (res) {
-		db_rows_free(res);
-		res = step(db, out, DELETE_SQL, ids, DELETE_STATES);
-		n = res ? atoll(db_rows_text(res, 0, 0)) : 0;
-	}
-	if (res) {
-		db_rows_free(res);
-		res = step(db, out, "commit", NULL, NULL);
-	}
-	if (!res) {
-		db_rollback(db);
-		return -1;
-	}
-	db_rows_free(res);
-	*affected += n;
-	return 0;
+	for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++)
+		if (strcmp(name, actions[i].name) == 0)
+			return (int)i;
+	return -1;
 }
 
 /* The ids of body's "ids" as "{1,2}" (caller frees); NULL when it is not
@@ -742,41 +694,29 @@ ids_text(const cJSON *ids)
 	return b.data;
 }
 
-/* The next batch of a filter's matches below cursor $10 that the action
- * may take ($11: its states), newest first: the ids, how many, the
- * lowest. */
-static const char BATCH_SQL[] =
-	"select coalesce(array_agg(id), '{}'), count(*), min(id) from ("
-	"  select id from pgjob.all_jobs where" FILTER_WHERE
-	"   and ($10::bigint is null or id < $10::bigint)"
-	"   and state = any($11::text[])"
-	"  order by id desc limit $12::int) s";
-
-/* How many of a filter's matches the action may take ($11: its states),
+/* How many of a filter's matches are in the states that action $11 takes,
  * and the newest of them. */
 static const char TAKES_SQL[] =
 	"select count(*), max(id) + 1 from pgjob.all_jobs where" FILTER_WHERE
 	"   and ($10::bigint is null or id < $10::bigint)"
-	"   and state = any($11::text[])";
+	"   and state = any(pgjob.action_states($11))";
 
 /*
- * Every match of the filter, a batch per transaction, from the newest
- * down, and never more than expect, the number the operator confirmed:
- * when more would be taken now, nothing is done and the answer is 409 with
- * that count, to be confirmed again.  Jobs enqueued meanwhile are not
- * among them.
+ * Every match of the filter in the states the action takes, a batch per
+ * statement, from the newest down, and never more than expect, the number
+ * the operator confirmed: when more would be taken now, nothing is done
+ * and the answer is 409 with that count, to be confirmed again.  Jobs
+ * enqueued meanwhile are not among them.
  */
 static int
-act_filter(struct db_conn *db, const char *action, const struct filter *f,
+act_filter(struct db_conn *db, int action, const struct filter *f,
 	   long long expect, long long *affected, struct web_response *out)
 {
 	const char *p[12];
 	char cursor[24] = "", limit[16];
 	filter_params(f, p);
 	p[9] = NULL;
-	p[10] = strcmp(action, "retry") == 0	? RETRY_STATES
-		: strcmp(action, "cancel") == 0 ? CANCEL_STATES
-						: DELETE_STATES;
+	p[10] = actions[action].name;
 	struct db_rows *res = api_query(db, out, TAKES_SQL, 11, p);
 	if (!res)
 		return -1;
@@ -803,19 +743,17 @@ act_filter(struct db_conn *db, const char *action, const struct filter *f,
 			 left < BATCH ? left : (long long)BATCH);
 		p[11] = limit;
 		p[9] = *cursor ? cursor : NULL;
-		res = api_query(db, out, BATCH_SQL, 12, p);
+		res = api_query(db, out, actions[action].batch_sql, 12, p);
 		if (!res)
 			return -1;
-		long long n = atoll(db_rows_text(res, 0, 1));
+		long long n = atoll(db_rows_text(res, 0, 0));
 		if (n > 0)
 			snprintf(cursor, sizeof(cursor), "%s",
-				 db_rows_text(res, 0, 2));
-		int rc = n > 0 ? act_batch(db, action, db_rows_text(res, 0, 0),
-					   false, affected, out)
-			       : 0;
+				 db_rows_text(res, 0, 1));
+		*affected += atoll(db_rows_text(res, 0, 2));
 		db_rows_free(res);
-		if (rc < 0 || n < atoll(limit))
-			return rc;
+		if (n < atoll(limit))
+			return 0;
 	}
 }
 
@@ -832,7 +770,7 @@ expect_of(const cJSON *body)
 }
 
 void
-api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
+api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 	     struct web_response *out)
 {
 	const cJSON *ids = cJSON_GetObjectItemCaseSensitive(body, "ids");
@@ -841,8 +779,14 @@ api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
 		cJSON_GetObjectItemCaseSensitive(body, "stop_running");
 	long long affected = 0, expect;
 	bool stop_running = cJSON_IsTrue(stop);
+	int act = action_of(action);
+	struct db_rows *res;
 	int rc;
 
+	if (act < 0) {
+		web_response_error(out, 404, "no such action");
+		return;
+	}
 	if ((ids != NULL) == (fo != NULL)) {
 		web_response_error(out, 400,
 				   "expected {\"ids\": [job ids]} or "
@@ -864,8 +808,15 @@ api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
 					   "integers)");
 			return;
 		}
-		rc = act_batch(db, action, text, stop_running, &affected, out);
+		const char *p[] = {text, stop_running ? "true" : "false"};
+		res = api_query(db, out, actions[act].ids_sql,
+				strcmp(action, "cancel") == 0 ? 2 : 1, p);
 		free(text);
+		if (!res)
+			return;
+		affected = atoll(db_rows_text(res, 0, 0));
+		db_rows_free(res);
+		rc = 0;
 	} else {
 		struct filter f;
 		if (!cJSON_IsObject(fo)) {
@@ -883,7 +834,7 @@ api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
 		if (filter_strict(fo, out) < 0 ||
 		    filter_read(&f, json_get, (void *)fo, out) < 0)
 			return;
-		rc = act_filter(db, action, &f, expect, &affected, out);
+		rc = act_filter(db, act, &f, expect, &affected, out);
 	}
 	if (rc < 0)
 		return;

@@ -36,6 +36,7 @@
 #include "web/api.h"
 #include "web/assets.h"
 #include "web/auth.h"
+#include "web/deadline.h"
 #include "web/listen.h"
 
 /*
@@ -95,98 +96,6 @@ static _Thread_local int conn_index = -1;
 /* A connection failed and none has been made since: the log says so once,
  * not once a request (the page asks every 2 seconds). */
 static bool db_down;
-
-/*
- * The deadline of each connection's request (its head, then its body),
- * kept here because libmicrohttpd has only an idle timeout.  A watchdog thread
- * shuts down the socket of a connection past its deadline; libmicrohttpd then
- * closes it as any that its peer dropped.  An entry is freed (under the lock)
- * when libmicrohttpd says the connection closed, before it closes the socket,
- * so the watchdog never touches a descriptor that was reused.
- */
-struct watch {
-	int fd;		     /* -1: a free entry */
-	int64_t deadline_ms; /* 0: none (its request is in) */
-};
-static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t watch_stop_cond = PTHREAD_COND_INITIALIZER;
-static struct watch watches[CONN_MAX + POOL_THREADS * 2];
-static bool watch_stop;
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-watch_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-		 enum MHD_ConnectionNotificationCode code)
-{
-	struct watch *w = *socket_context;
-	const union MHD_ConnectionInfo *ci;
-
-	pthread_mutex_lock(&watch_lock);
-	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-		if (w)
-			w->fd = -1;
-		*socket_context = NULL;
-	} else if ((ci = MHD_get_connection_info(
-			    c, MHD_CONNECTION_INFO_CONNECTION_FD))) {
-		for (size_t i = 0; i < sizeof(watches) / sizeof(*watches);
-		     i++) {
-			if (watches[i].fd >= 0)
-				continue;
-			watches[i].fd = ci->connect_fd;
-			watches[i].deadline_ms = mono_ms() + HEAD_S * 1000;
-			*socket_context = &watches[i];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&watch_lock);
-}
-
-/* Sets the deadline of connection c: ms from now, 0 for none. */
-static void
-watch_set(struct MHD_Connection *c, int64_t ms)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct watch *w = ci ? ci->socket_context : NULL;
-
-	if (!w)
-		return;
-	pthread_mutex_lock(&watch_lock);
-	w->deadline_ms = ms ? mono_ms() + ms : 0;
-	pthread_mutex_unlock(&watch_lock);
-}
-
-static void *
-watchdog(void *arg)
-{
-	struct timespec at;
-
-	pthread_mutex_lock(&watch_lock);
-	while (!watch_stop) {
-		int64_t now = mono_ms();
-		for (size_t i = 0; i < sizeof(watches) / sizeof(*watches);
-		     i++) {
-			struct watch *w = &watches[i];
-			if (w->fd >= 0 && w->deadline_ms &&
-			    now >= w->deadline_ms) {
-				shutdown(w->fd, SHUT_RDWR);
-				w->deadline_ms = 0;
-			}
-		}
-		clock_gettime(CLOCK_REALTIME, &at);
-		at.tv_sec += 1;
-		pthread_cond_timedwait(&watch_stop_cond, &watch_lock, &at);
-	}
-	pthread_mutex_unlock(&watch_lock);
-	return arg;
-}
 
 /* One request's state across libmicrohttpd's calls. */
 struct request {
@@ -741,7 +650,7 @@ answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 		 * knows the body (none for a GET), so that the connection can
 		 * stay open for the page's next request. */
 		*state = rq = xcalloc(1, sizeof(*rq));
-		watch_set(c, BODY_S * 1000LL); /* its head is in */
+		web_deadline_set(c, BODY_S * 1000LL); /* its head is in */
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     "Content-Length");
 		if (!cl || strtoull(cl, NULL, 10) <= BODY_REFUSE)
@@ -758,7 +667,7 @@ answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 		*size = 0;
 		return MHD_YES;
 	}
-	watch_set(c, 0); /* the whole request is in */
+	web_deadline_set(c, 0); /* the whole request is in */
 	route(c, url, method, rq, &r);
 	return send_reply(c, &r);
 }
@@ -770,7 +679,7 @@ completed(void *cls, struct MHD_Connection *c, void **state,
 	struct request *rq = *state;
 
 	/* The next request's head: within the idle time and HEAD_S. */
-	watch_set(c, (CONN_TIMEOUT_S + HEAD_S) * 1000LL);
+	web_deadline_set(c, (CONN_TIMEOUT_S + HEAD_S) * 1000LL);
 	if (!rq)
 		return;
 	buf_free(&rq->body);
@@ -849,7 +758,6 @@ web_run(const struct web_options *o)
 {
 	struct sockaddr_storage bound = {0};
 	struct MHD_Daemon *d;
-	pthread_t dog;
 	sigset_t stop, old;
 	char host[INET6_ADDRSTRLEN + 2];
 	int fd, port, sig, rc;
@@ -897,9 +805,6 @@ web_run(const struct web_options *o)
 		return 1;
 	}
 
-	for (size_t i = 0; i < sizeof(watches) / sizeof(*watches); i++)
-		watches[i].fd = -1;
-	watch_stop = false;
 	/* SIGINT and SIGTERM wait for sigwait() below: blocked before the
 	 * server's threads start, so that they inherit the mask. */
 	sigemptyset(&stop);
@@ -907,6 +812,9 @@ web_run(const struct web_options *o)
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	signal(SIGPIPE, SIG_IGN);
+	/* A connection of the pool's threads may close while its entry is
+	 * still taken, hence room for more than CONN_MAX. */
+	web_deadline_start(CONN_MAX + POOL_THREADS * 2, HEAD_S * 1000LL);
 	/* The logger first: MHD logs through whatever it has so far. */
 	d = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
@@ -919,16 +827,16 @@ web_run(const struct web_options *o)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_MAX,
 		MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-		MHD_OPTION_NOTIFY_CONNECTION, watch_connection, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, web_deadline_connection, NULL,
 		MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "pgjob: web: the HTTP server did not start\n");
+		web_deadline_stop();
 		close(fd);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		cleanup();
 		return 1;
 	}
-	pthread_create(&dog, NULL, watchdog, NULL);
 	log_info("web: console at http://%s:%d/ (database %s; %s)", host, port,
 		 srv.database ? srv.database : "?",
 		 srv.login_required
@@ -943,11 +851,7 @@ web_run(const struct web_options *o)
 	/* Closes the listening socket and every connection, and joins the
 	 * threads: after it, no request is running. */
 	MHD_stop_daemon(d);
-	pthread_mutex_lock(&watch_lock);
-	watch_stop = true;
-	pthread_cond_signal(&watch_stop_cond);
-	pthread_mutex_unlock(&watch_lock);
-	pthread_join(dog, NULL);
+	web_deadline_stop();
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	cleanup();
 	return 0;

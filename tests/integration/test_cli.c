@@ -652,12 +652,8 @@ test_retry(void **state)
 
 	const char *r4[] = {"retry", "4", NULL};
 	expect(r4, 1, "",
-	       "pgjob: job 4 is running: only dead, cancelled or failed jobs "
-	       "can be retried\n");
-	const char *r5[] = {"retry", "5", NULL};
-	expect(r5, 1, "",
-	       "pgjob: job 5 is done: only dead, cancelled or failed jobs "
-	       "can be retried\n");
+	       "pgjob: job 4 is running: only dead, cancelled, done or failed "
+	       "jobs can be retried\n");
 	const char *r6[] = {"retry", "6", NULL};
 	expect(r6, 1, "",
 	       "pgjob: job 6 has not failed: it waits for its first "
@@ -674,6 +670,22 @@ test_retry(void **state)
 						  "available|0", "dead|5"};
 		t_assert_job(c, id, "state || '|' || attempts", was[id - 4]);
 	}
+	assert_int_equal(t_notifications(listener), 0);
+
+	/* A done job runs again, as from the console (before schema 33
+	 * pgjob retry refused it); so does a plain job done, kept in
+	 * pgjob.jobs_done, which goes back to pgjob.jobs first. */
+	const char *r5[] = {"retry", "5", NULL};
+	expect(r5, 0, "retried job 5 (was done)\n", "");
+	t_assert_job(c, 5, "state || '|' || attempts", "available|0");
+	t_exec(c, "insert into pgjob.jobs_done (id, kind, state, attempts,"
+		  " finished_at, ring) values (50, 'k', 'done', 1, now(), 0)");
+	const char *r50[] = {"retry", "50", NULL};
+	expect(r50, 0, "retried job 50 (was done)\n", "");
+	t_assert_value(c, "available 0",
+		       "select (select state from pgjob.jobs where id = 50)"
+		       " || ' ' || (select count(*) from pgjob.jobs_done)");
+	assert_int_equal(t_notifications(listener), 2);
 	assert_int_equal(t_notifications(listener), 0);
 	PQfinish(listener);
 	PQfinish(c);

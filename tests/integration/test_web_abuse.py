@@ -25,6 +25,10 @@ each against a real `pgjob web`, the test PostgreSQL and real HTTP
   match than the operator confirmed, and a malformed expect (400).
 - cancel_running: the job page's cancel of a running job, as `pgjob
   cancel` does it.
+- retry_rules: the console's retry and `pgjob retry` follow one set of
+  rules (sql/033_job_actions.sql): a done job runs again; of the jobs with
+  one unique_key, the holder or else the newest is retried, never a second
+  holder, by ids and by a filter alike.
 
 `python3 test_web_abuse.py NAME...` runs only those.
 """
@@ -562,6 +566,62 @@ def test_cancel_running():
     w.stop()
 
 
+# ---- issue 48: one path for each operator action --------------------------
+
+def job_row(state, key, attempts=3):
+    ended = "null" if state == "available" else "now()"
+    key = f"'{key}'" if key else "null"
+    return int(psql(
+        "insert into pgjob.jobs (kind, queue, state, attempts, last_error, "
+        f"finished_at, unique_key) values ('retry_kind', 'retryq', "
+        f"'{state}', {attempts}, 'e', {ended}, {key}) returning id"))
+
+
+def pgjob_retry(job):
+    return subprocess.run([PGJOB, "--database", DB, "retry", str(job)],
+                          capture_output=True, text=True)
+
+
+def test_retry_rules():
+    w = Web(name="retry")
+    cookie, s = w.session()
+    csrf = s["csrf"]
+    # A done job runs again, from the console and from pgjob retry.
+    done = [job_row("done", None, 1) for _ in range(2)]
+    st, _, d = w.post("/api/jobs/retry", {"ids": [done[0]]}, cookie, csrf)
+    check(st == 200 and d.get("affected") == 1, f"retry done: {st} {d}")
+    r = pgjob_retry(done[1])
+    check(r.returncode == 0 and f"retried job {done[1]} (was done)" in r.stdout,
+          f"pgjob retry of a done job: {r.returncode} {r.stdout} {r.stderr}")
+    states = psql("select string_agg(state, ',' order by id) from pgjob.jobs "
+                  f"where id in ({done[0]}, {done[1]})")
+    check(states == "available,available", f"done jobs retried: {states}")
+    # The holder of a key (available after a failure) and a newer dead job
+    # with it: the holder is retried, the dead job stays (before schema 33
+    # the console picked the dead one and answered 409 from the index).
+    holder, dead = job_row("available", "rk-1"), job_row("dead", "rk-1")
+    st, _, d = w.post("/api/jobs/retry", {"ids": [holder, dead]},
+                      cookie, csrf)
+    check(st == 200 and d.get("affected") == 1,
+          f"retry a key's holder and a dead job with it: {st} {d}")
+    r = pgjob_retry(dead)
+    check(r.returncode == 1 and f"job {holder} holds its unique_key" in
+          r.stderr, f"pgjob retry of the dead one: {r.returncode} {r.stderr}")
+    # By a filter: of two dead jobs with one key, the newest.
+    pair = [job_row("dead", "rk-2") for _ in range(2)]
+    st, _, d = w.post("/api/jobs/retry",
+                      {"filter": {"kind": "retry_kind", "state": "dead"},
+                       "expect": 3}, cookie, csrf)
+    check(st == 200 and d.get("affected") == 1,
+          f"retry by a filter: {st} {d}")
+    states = psql("select string_agg(id || ':' || state, ',' order by id) "
+                  "from pgjob.jobs where unique_key in ('rk-1', 'rk-2')")
+    want = (f"{holder}:available,{dead}:dead,{pair[0]}:dead,"
+            f"{pair[1]}:available")
+    check(states == want, f"one holder per key: {states}, not {want}")
+    w.stop()
+
+
 def main():
     subprocess.run(["psql", CI, "-qAtX", "-c",
                     "drop database if exists t_web_abuse", "-c",
@@ -580,6 +640,7 @@ def main():
         "session_flood": lambda: test_session_flood(alice),
         "bulk_expect": test_bulk_expect,
         "cancel_running": test_cancel_running,
+        "retry_rules": test_retry_rules,
     }
     for name in sys.argv[1:] or tests:
         tests[name]()

@@ -519,7 +519,7 @@ test_actions(void **state)
 	assert_non_null(strchr(str(last, "worker"), ':'));
 	assert_true(cJSON_IsString(item(last, "finished_at")));
 	cJSON_Delete(j);
-	/* A done job retried runs again (the CLI's retry refuses it). */
+	/* A done job retried runs again (as `pgjob retry` does). */
 	long long token =
 		t_long(c,
 		       "select lease_token from pgjob.all_jobs where id = "
@@ -608,6 +608,59 @@ test_actions(void **state)
 		    "outcome"),
 		"running");
 	cJSON_Delete(j);
+	/* Unique keys (sql/033_job_actions.sql), in a queue no worker
+	 * serves: of the jobs of one request with one key, the one that
+	 * holds it now (available after a failure) is retried, or when none
+	 * does the newest, and never a second holder (before schema 33 the
+	 * newer dead job was picked over the holder, and the request failed
+	 * on jobs_unique_key_idx with a 409).  An available job that has not
+	 * failed is not retried.  `pgjob retry` follows the same rules. */
+	long long k1 = t_long(
+		c, "insert into pgjob.jobs (kind, queue, state, attempts,"
+		   " last_error, unique_key) values ('keyed', 'nowhere',"
+		   " 'available', 2, 'e', 'web-key') returning id");
+	long long k2 = t_long(
+		c,
+		"insert into pgjob.jobs (kind, queue, state, attempts,"
+		" last_error, finished_at, unique_key) values ('keyed',"
+		" 'nowhere', 'dead', 3, 'e', now(), 'web-key') returning id");
+	snprintf(body, sizeof(body), "{\"ids\": [%lld, %lld]}", k1, k2);
+	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
+	t_assert_job(c, k1, "state || '|' || attempts", "available|0");
+	t_assert_job(c, k2, "state", "dead");
+	long long k[2];
+	for (int i = 0; i < 2; i++)
+		k[i] = t_long(c, "insert into pgjob.jobs (kind, queue, state,"
+				 " attempts, finished_at, unique_key) values"
+				 " ('keyed', 'nowhere', 'dead', 3, now(),"
+				 " 'web-key-2') returning id");
+	long long k3 = k[0], k4 = k[1];
+	snprintf(body, sizeof(body), "{\"ids\": [%lld, %lld]}", k3, k4);
+	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
+	t_assert_job(c, k3, "state", "dead");
+	t_assert_job(c, k4, "state", "available");
+	long long fresh = t_long(
+		c, "insert into pgjob.jobs (kind, queue) values ('keyed',"
+		   " 'nowhere') returning id");
+	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", fresh);
+	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 0);
+	struct t_run r;
+	char n[24];
+	snprintf(n, sizeof(n), "%lld", k3);
+	t_pgjob(&r, ci, "retry", n, NULL);
+	assert_int_equal(r.status, 1);
+	char *msg = xasprintf("pgjob: job %lld cannot be retried: job %lld "
+			      "holds its unique_key \"web-key-2\"\n",
+			      k3, k4);
+	assert_string_equal(r.err, msg);
+	free(msg);
+	t_run_free(&r);
+	snprintf(n, sizeof(n), "%lld", fresh);
+	t_pgjob(&r, ci, "retry", n, NULL);
+	assert_int_equal(r.status, 1);
+	assert_non_null(strstr(r.err, "has not failed"));
+	t_run_free(&r);
+
 	snprintf(path, sizeof(path), "job/%lld", id);
 	snprintf(body, sizeof(body), "{\"ids\": [%lld]}", id);
 

@@ -1,19 +1,23 @@
 /*
- * What the files of the web console's API share (api.c: dispatch, the
+ * api_response: what the files of the console's API (api.c: routing, the
  * overview, queues, schedules, tasks and workflows; api_jobs.c: jobs, one
- * job, and the actions on jobs).  Not for web.c: api.h is its interface.
+ * job, and the actions on jobs) answer with.  Not for web.c: api.h is its
+ * interface.
  */
-#ifndef PGJOBD_WEB_API_INTERNAL_H
-#define PGJOBD_WEB_API_INTERNAL_H
+#ifndef PGJOBD_WEB_API_RESPONSE_H
+#define PGJOBD_WEB_API_RESPONSE_H
+
+#include <stddef.h>
 
 #include <cjson/cJSON.h>
 
 #include "db/db.h"
 #include "web/api.h"
 
-/* Payloads and results above this many bytes are cut in job/ID (the
- * download endpoints send them whole). */
-#define API_DOC_MAX 65536
+/* out = status with {"error": msg} (msg escaped as JSON). */
+void web_response_error(struct web_response *out, int status, const char *msg);
+/* out = 200 with item printed (item freed). */
+void web_response_json(struct web_response *out, cJSON *item);
 
 /*
  * Runs sql.  Returns the rows (caller frees), or NULL after filling out
@@ -29,6 +33,10 @@ struct db_rows *api_query(struct db_conn *db, struct web_response *out,
 struct db_rows *api_query_optional(struct db_conn *db, struct web_response *out,
 				   const char *sql, int n, const char *const *p,
 				   int *missing);
+/* out = the error text of a failed statement (SQLSTATE first) as the page
+ * shows it: the message without its SQLSTATE and the schema's "pgjob: "
+ * prefix, then the hint, if any, with api_query()'s status. */
+void api_fail(struct db_conn *db, struct web_response *out, const char *text);
 /* Every row of res as an object of its columns, in a new array. */
 cJSON *api_rows_array(const struct db_rows *res);
 /*
@@ -36,17 +44,5 @@ cJSON *api_rows_array(const struct db_rows *res);
  * is not one.
  */
 int api_parse_id(const char *s, char *buf, size_t len);
-
-/* The endpoints of api_jobs.c; each returns 0 with out filled. */
-void api_jobs_list(struct db_conn *db, const struct web_query *q,
-		   struct web_response *out);
-void api_jobs_count(struct db_conn *db, const struct web_query *q,
-		    struct web_response *out);
-/* job/ID, job/ID/payload, job/ID/result: rest is what follows "job/". */
-void api_job_get(struct db_conn *db, const char *rest,
-		 struct web_response *out);
-/* jobs/retry, jobs/cancel, jobs/delete: action is "retry" ... */
-void api_jobs_act(struct db_conn *db, const char *action, const cJSON *body,
-		  struct web_response *out);
 
 #endif
