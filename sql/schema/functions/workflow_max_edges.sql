@@ -1,0 +1,2 @@
+create or replace function pgjob.workflow_max_edges() returns int
+language sql immutable as $$ select 100000 $$;

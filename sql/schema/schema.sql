@@ -1,0 +1,2 @@
+-- The schema every pgjobd object lives in.
+create schema pgjob;

@@ -1,0 +1,7 @@
+create table pgjob.schema_version (
+	version integer not null,
+	name text not null,
+	applied_at timestamp with time zone default now() not null
+);
+
+alter table pgjob.schema_version add constraint schema_version_pkey primary key (version);

@@ -1,0 +1,17 @@
+-- pgjob.all_jobs with it (false for the plain jobs done).
+create or replace view pgjob.all_jobs as
+select id, queue, kind, payload, priority, run_at, state, attempts,
+	max_attempts, locked_by, locked_until, lease_token, unique_key,
+	ordering_key, last_error, result, created_at, finished_at,
+	lost_attempts, limit_key, cost, attempted_at, children, parents_left,
+	on_parent_failure, workflow_id, step, batch_id, last_wall_ms,
+	last_cpu_ms, last_max_rss_kb, last_status, dead
+  from pgjob.jobs
+union all
+select id, queue, kind, payload, priority, run_at, state, attempts,
+	max_attempts, locked_by, locked_until, lease_token, unique_key,
+	ordering_key, last_error, result, created_at, finished_at,
+	lost_attempts, limit_key, cost, attempted_at, children, parents_left,
+	on_parent_failure, workflow_id, step, batch_id, last_wall_ms,
+	last_cpu_ms, last_max_rss_kb, last_status, false
+  from pgjob.jobs_done;
