@@ -223,6 +223,8 @@ migrate_replay_to(struct db_conn *c, int to, char **err)
 	for (int i = version; i < migrate_count && i < to; i++)
 		if (apply(conn, &migrate_list[i], err) < 0)
 			goto fail;
+	if (to > MIGRATE_LAST_REPLAYED && run_schema(conn, 1, err) < 0)
+		goto fail;
 	if (exec(conn, "commit", "commit", err) < 0)
 		return -1;
 	return 0;

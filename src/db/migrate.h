@@ -54,10 +54,17 @@ void migrate_plan(int version,
 		  void *arg);
 
 /*
- * For tests: what the pgjob of release `version` made of a database at a
- * lower version, by replaying the released steps up to version only (no
- * restatement), in one transaction under the same lock.  0 or -1 with *err
- * set (caller frees).
+ * The last schema version whose pgjob built the schema by replaying every
+ * step from 1: the versions up to it are exactly their steps, replayed.
+ */
+#define MIGRATE_LAST_REPLAYED 32
+
+/*
+ * For tests: a database at version as its release's pgjob left it, from a
+ * lower version, in one transaction under the same lock: the released
+ * steps up to version, replayed; past MIGRATE_LAST_REPLAYED, then
+ * sql/schema/'s functions, views, triggers and grants restated (today's
+ * stand in for that release's).  0 or -1 with *err set (caller frees).
  */
 int migrate_replay_to(struct db_conn *conn, int version, char **err);
 

@@ -105,17 +105,19 @@ catalog(const char *ci)
 }
 
 /*
- * Fails the test when got differs from want, with a unified diff of the
- * two (their first 60 lines of it) and how to read it.
+ * Fails the test when got differs from want (what: how they were read,
+ * file: a name for the two files kept under t_tmpdir()), with the first
+ * 80 lines of a unified diff of the two on stderr.
  */
 static void
-same(const char *want, const char *got, const char *what, int v)
+same(const char *want, const char *got, const char *what, const char *file,
+     int v)
 {
 	if (strcmp(want, got) == 0)
 		return;
 	char a[512], b[512];
-	snprintf(a, sizeof(a), "%s/fresh.%s", t_tmpdir(), what);
-	snprintf(b, sizeof(b), "%s/upgraded-from-%d.%s", t_tmpdir(), v, what);
+	snprintf(a, sizeof(a), "%s/fresh.%s", t_tmpdir(), file);
+	snprintf(b, sizeof(b), "%s/upgraded-from-%d.%s", t_tmpdir(), v, file);
 	FILE *f = fopen(a, "w");
 	assert_non_null(f);
 	fputs(want, f);
@@ -128,14 +130,16 @@ same(const char *want, const char *got, const char *what, int v)
 	const char *argv[] = {"diff", "-u", a, b, NULL};
 	t_run(&r, 30, NULL, argv);
 	char *cut = r.out;
-	for (int n = 0; cut && n < 60; n++)
+	for (int n = 0; cut && n < 80; n++)
 		cut = strchr(cut + 1, '\n');
 	if (cut)
 		cut[1] = '\0';
+	fprintf(stderr, "%s", r.out);
+	t_run_free(&r);
 	fail_msg("schema version %d upgraded by pgjob migrate differs from a "
-		 "fresh install (%s): sql/schema/ and sql/upgrade/ disagree "
-		 "(sql/README.md)\n%s",
-		 v, what, r.out);
+		 "fresh install (%s; the diff above): sql/schema/ and "
+		 "sql/upgrade/ disagree (sql/README.md)",
+		 v, what);
 }
 
 static void
@@ -168,7 +172,7 @@ test_every_version_upgrades_to_the_fresh_schema(void **state)
 		if (v < migrate_latest())
 			t_migrate(ci);
 		char *s = dump(ci, "--schema-only");
-		same(schema, s, "pg_dump --schema-only", v);
+		same(schema, s, "pg_dump --schema-only", "schema.sql", v);
 		free(s);
 		s = dump(ci, "--data-only");
 		/* Up to schema_version's rows, whose applied_at differ. */
@@ -177,11 +181,11 @@ test_every_version_upgrades_to_the_fresh_schema(void **state)
 		*cut = '\0';
 		char saved = *sv;
 		*sv = '\0';
-		same(data, s, "pg_dump --data-only", v);
+		same(data, s, "pg_dump --data-only", "data.sql", v);
 		*sv = saved;
 		free(s);
 		s = catalog(ci);
-		same(objects, s, "owners, privileges, versions", v);
+		same(objects, s, "owners, privileges, versions", "catalog", v);
 		free(s);
 		db_drop(name);
 		free(ci);
