@@ -1,6 +1,9 @@
 -- Applies a limits object ({"global_concurrency": 5, "rate": "10/s", ...};
 -- a key set to null removes that limit) to q's row, as source src.  With
 -- replace, keys left out are removed too (a config says everything).
+-- A change of limits starts the counts again: the holders, busy_ub and
+-- running_ub (the bound of an unlocked claim, version 28) are cleared.
+-- (This text is the catalog's: versions 24 and 28 edited it in place.)
 create or replace function pgjob.apply_limits(
 	q text,
 	lim jsonb,

@@ -2,6 +2,26 @@
 -- expired-lease scans gone (a scan of the running jobs would read the
 -- whole backlog now): an expired lease is taken where it stands in the
 -- queue's order, in place, as the daemon's claim does.
+--
+-- A queue whose global_concurrency is far from binding keeps an upper
+-- bound of its running jobs (limits.running_ub: the jobs running at the
+-- last count, plus every job claimed since, plus every slot acquired
+-- since), version 28.  A claim of such a queue (or of one without
+-- global_concurrency), with no key limit, pause or throttle to keep and a
+-- rate's bucket holding at least what it asks, reads the row without
+-- locking it, claims, and only at its end adds what it took to the bound
+-- and takes its cost from the bucket as the row stands then, in a
+-- subtransaction undone when the row no longer admits it; the worker then
+-- claims again, and that claim takes the row in turn.  Once the bound
+-- comes near the limit, a claim in turn counts the queue's running jobs:
+-- far from the limit still, the bound starts again from that count; near
+-- it, the queue keeps holders as before (pgjob.limit_busy_tracked()).
+-- Exact whatever runs at once: every write of running_ub is made under the
+-- row's lock, the unlocked claims' as increments checked against the limit
+-- as the row stands then (test_flow's test_global_bound_sql and
+-- test_global_bound_concurrent).
+--
+-- (This text is the catalog's: version 28 edited version 27's in place.)
 create or replace function pgjob.claim_limited(
 	q text,
 	want integer,
@@ -10,7 +30,10 @@ create or replace function pgjob.claim_limited(
 	holder text,
 	lease_ms bigint,
 	max_payload bigint)
-returns table(c_t text, c_id bigint, c_kind text, c_queue text, c_payload text, c_attempts integer, c_max_attempts integer, c_token bigint, c_ordering_key text, c_pr smallint, c_ra bigint, c_lost integer, c_bytes bigint)
+returns table(c_t text, c_id bigint, c_kind text, c_queue text,
+	c_payload text, c_attempts integer, c_max_attempts integer,
+	c_token bigint, c_ordering_key text, c_pr smallint, c_ra bigint,
+	c_lost integer, c_bytes bigint)
 language plpgsql
 set plan_cache_mode to 'auto'
 as $$

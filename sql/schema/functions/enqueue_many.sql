@@ -1,4 +1,8 @@
 -- enqueue_many() with its jobs' owner.
+-- Its look-ups by unique key after an "on conflict do nothing" name the
+-- condition of jobs_unique_key_idx, not the state (version 27).  (This
+-- text is the catalog's: version 27 edited version 20's in place before
+-- version 30 restated it.)
 create or replace function pgjob.enqueue_many(jobs jsonb)
 returns setof bigint
 language plpgsql

@@ -1,8 +1,16 @@
-CREATE OR REPLACE FUNCTION pgjob.key_busy(l pgjob.limits, k text, clk timestamp with time zone, OUT busy integer, OUT first_expiry timestamp with time zone)
- RETURNS record
- LANGUAGE plpgsql
- SET plan_cache_mode TO 'force_generic_plan'
-AS $function$
+-- How many jobs and application holds of key k of the queue whose row is l
+-- hold a lease or a slot at clk, and when the first of them ends; the
+-- key's holders brought up to date in its pgjob.limit_keys row.
+create or replace function pgjob.key_busy(
+	l pgjob.limits,
+	k text,
+	clk timestamp with time zone,
+	out busy integer,
+	out first_expiry timestamp with time zone)
+returns record
+language plpgsql
+set plan_cache_mode to 'force_generic_plan'
+as $$
 declare
 	known bigint[];
 	hs bigint[];
@@ -49,4 +57,4 @@ begin
 	busy := cardinality(hs) + n2;
 	first_expiry := least(f1, f2);
 end
-$function$;
+$$;

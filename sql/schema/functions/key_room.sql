@@ -1,6 +1,10 @@
 -- How much more key k of the queue whose row is l may start at clk: room
 -- (jobs), ktok (the key's tokens, null without rate_per_key), and when
 -- room is 0, why and when to look again.
+-- A key's busy jobs are counted by pgjob.key_busy(), which counts its
+-- slots too (version 24: from the ids its claims let start, not through an
+-- index of running jobs).  (This text is the catalog's: version 24 edited
+-- version 10's in place.)
 create or replace function pgjob.key_room(
 	l pgjob.limits,
 	k text,

@@ -1,8 +1,16 @@
-CREATE OR REPLACE FUNCTION pgjob.limit_busy(q text, key text, clk timestamp with time zone, OUT busy integer, OUT first_expiry timestamp with time zone)
- RETURNS record
- LANGUAGE plpgsql
- STABLE
-AS $function$
+-- Running jobs and held slots of q (of key, when given) at clk, and when
+-- the first of them expires.  A job counts while its lease holds: a worker
+-- killed with its jobs gives their slots back when their leases expire.
+create or replace function pgjob.limit_busy(
+	q text,
+	key text,
+	clk timestamp with time zone,
+	out busy integer,
+	out first_expiry timestamp with time zone)
+returns record
+language plpgsql
+stable
+as $$
 #variable_conflict use_variable
 declare
 	n1 bigint;
@@ -26,4 +34,4 @@ begin
 	busy := n1 + n2;
 	first_expiry := least(f1, f2);
 end
-$function$;
+$$;

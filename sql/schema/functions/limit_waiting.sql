@@ -1,8 +1,19 @@
-CREATE OR REPLACE FUNCTION pgjob.limit_waiting(q text, OUT paused bigint, OUT throttled bigint, OUT concurrency bigint, OUT rate bigint, OUT key_concurrency bigint, OUT tokens double precision)
- RETURNS record
- LANGUAGE plpgsql
- STABLE
-AS $function$
+-- What holds q's due jobs back now, for /metrics: due jobs counted under the
+-- first limit that binds (paused, throttled, concurrency, rate; per key,
+-- the due jobs whose key is at its per_key_concurrency), and the tokens
+-- left (null: no rate).  All zero for a queue without a row.
+create or replace function pgjob.limit_waiting(
+	q text,
+	out paused bigint,
+	out throttled bigint,
+	out concurrency bigint,
+	out rate bigint,
+	out key_concurrency bigint,
+	out tokens double precision)
+returns record
+language plpgsql
+stable
+as $$
 declare
 	l pgjob.limits;
 	clk timestamptz := clock_timestamp();
@@ -48,4 +59,4 @@ begin
 			 group by 1 having count(*) >= l.per_key_concurrency);
 	end if;
 end
-$function$;
+$$;

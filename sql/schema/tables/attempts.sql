@@ -1,3 +1,12 @@
+-- The attempt history (docs/operations.md, "The attempt history"): one row
+-- per attempt that did not end done: failed (to be retried), dead, lost
+-- (its lease expired), cancelled (pgjob cancel while it ran), interrupted
+-- (the worker shut down and gave the attempt back).  The attempt that ends
+-- done has no row: its figures are on the job row.  Written by the AFTER
+-- UPDATE trigger jobs_attempt_ended (triggers/jobs.sql), so that every path
+-- that ends an attempt is caught, whoever wrote it; a job's rows go with it
+-- (pgjob.forget_attempts()).  sql/upgrade/013_attempts.sql says why at
+-- length.
 create table pgjob.attempts (
 	job_id bigint not null,
 	attempt integer not null,

@@ -1,3 +1,9 @@
+-- Idempotency keys for the application's own requests
+-- (docs/idempotency.md).  A client sends a key with each request that
+-- changes something; the application takes the key, makes the change and
+-- stores its response, all in one transaction.  The row is the lock: while
+-- the first request has not committed, its uncommitted row makes a second
+-- insert of the same key wait for it, so the same key never runs twice.
 create table pgjob.request_keys (
 	scope text default ''::text not null,
 	key text not null,

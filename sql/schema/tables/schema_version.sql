@@ -1,3 +1,6 @@
+-- The schema's version: max(version).  One row per released step of
+-- sql/upgrade/ the schema includes; a fresh install writes every one of
+-- them at once (sql/README.md).
 create table pgjob.schema_version (
 	version integer not null,
 	name text not null,

@@ -1,3 +1,6 @@
+-- What each worker ended per minute: increments, not running totals, so
+-- that pgjob.throughput() is a sum per minute over the rows of its window.
+-- The pruning duty deletes rows older than 2 hours.
 create table pgjob.worker_minutes (
 	slot integer not null,
 	worker_started_at timestamp with time zone not null,
