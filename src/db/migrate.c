@@ -26,8 +26,10 @@ static int
 exec(PGconn *conn, const char *sql, const char *what, char **err)
 {
 	PGresult *res = PQexec(conn, sql);
+	/* Empty: a step that is a comment alone (sql/README.md). */
 	if (PQresultStatus(res) == PGRES_COMMAND_OK ||
-	    PQresultStatus(res) == PGRES_TUPLES_OK) {
+	    PQresultStatus(res) == PGRES_TUPLES_OK ||
+	    PQresultStatus(res) == PGRES_EMPTY_QUERY) {
 		PQclear(res);
 		return 0;
 	}
@@ -170,6 +172,35 @@ begin_locked(PGconn *conn, int *version, char **err)
 	return 0;
 }
 
+/*
+ * The steps from version + 1 to `to`, and then, with restate, sql/schema/'s
+ * functions, views, triggers and grants again and the steps' after-parts:
+ * whatever an old step did to a function's text, the functions are now
+ * sql/schema/'s.
+ */
+static int
+upgrade(PGconn *conn, int version, int to, int restate, char **err)
+{
+	for (int i = version; i < to; i++)
+		if (apply(conn, &migrate_list[i], err) < 0)
+			return -1;
+	if (!restate)
+		return 0;
+	if (run_schema(conn, 1, err) < 0)
+		return -1;
+	for (int i = version; i < to; i++) {
+		const struct migration *m = &migrate_list[i];
+		if (!m->after)
+			continue;
+		char *what = xasprintf("migration %s, after", m->name);
+		int rc = exec(conn, m->after, what, err);
+		free(what);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int
 migrate_run(struct db_conn *c, int *applied, char **err)
 {
@@ -183,16 +214,8 @@ migrate_run(struct db_conn *c, int *applied, char **err)
 	if (version == 0) {
 		if (install(conn, err) < 0)
 			goto fail;
-		*applied = migrate_count;
 	} else if (version < migrate_latest()) {
-		for (int i = version; i < migrate_count; i++) {
-			if (apply(conn, &migrate_list[i], err) < 0)
-				goto fail;
-			(*applied)++;
-		}
-		/* Whatever an old step did to a function's text, the
-		 * functions are now sql/schema/'s. */
-		if (run_schema(conn, 1, err) < 0)
+		if (upgrade(conn, version, migrate_count, 1, err) < 0)
 			goto fail;
 	}
 	if (FAILPOINT(FP_MIGRATE)) {
@@ -200,13 +223,11 @@ migrate_run(struct db_conn *c, int *applied, char **err)
 			       "commits");
 		goto fail;
 	}
-	if (exec(conn, "commit", "commit", err) < 0) {
-		*applied = 0;
+	if (exec(conn, "commit", "commit", err) < 0)
 		return -1;
-	}
+	*applied = migrate_count - version;
 	return 0;
 fail:
-	*applied = 0;
 	PQclear(PQexec(conn, "rollback"));
 	return -1;
 }
@@ -218,19 +239,16 @@ migrate_replay_to(struct db_conn *c, int to, char **err)
 	int version;
 
 	*err = NULL;
+	if (to > migrate_count)
+		to = migrate_count;
 	if (begin_locked(conn, &version, err) < 0)
 		return -1;
-	for (int i = version; i < migrate_count && i < to; i++)
-		if (apply(conn, &migrate_list[i], err) < 0)
-			goto fail;
-	if (to > MIGRATE_LAST_REPLAYED && run_schema(conn, 1, err) < 0)
-		goto fail;
-	if (exec(conn, "commit", "commit", err) < 0)
+	if (version < to &&
+	    upgrade(conn, version, to, to > MIGRATE_LAST_REPLAYED, err) < 0) {
+		PQclear(PQexec(conn, "rollback"));
 		return -1;
-	return 0;
-fail:
-	PQclear(PQexec(conn, "rollback"));
-	return -1;
+	}
+	return exec(conn, "commit", "commit", err);
 }
 
 void
@@ -253,6 +271,13 @@ migrate_plan(int version,
 		snprintf(title, sizeof(title), "schema/%s",
 			 migrate_schema[i].name);
 		emit(title, migrate_schema[i].sql, arg);
+	}
+	for (int i = version; version > 0 && i < migrate_count; i++) {
+		if (!migrate_list[i].after)
+			continue;
+		snprintf(title, sizeof(title), "%d %s, after",
+			 migrate_list[i].version, migrate_list[i].name);
+		emit(title, migrate_list[i].after, arg);
 	}
 }
 

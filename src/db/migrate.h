@@ -14,6 +14,9 @@ struct migration {
 	int version;
 	const char *name;
 	const char *sql;
+	/* NNN_name.after.sql, run after sql/schema/ is restated (grants on
+	 * a function that the restatement created), or NULL. */
+	const char *after;
 };
 
 /* The released upgrade steps, sql/upgrade/NNN_name.sql: version N is
@@ -31,6 +34,11 @@ struct schema_file {
 
 extern const struct schema_file migrate_schema[];
 extern const int migrate_schema_count;
+
+/* "<latest version> <SHA-256 of the restated files>", and what
+ * sql/schema/restated.sum says: the test checks they are the same. */
+extern const char migrate_restated_sum[];
+extern const char migrate_restated_recorded[];
 
 /* The schema version this binary was built for (the newest migration). */
 #define migrate_latest() (migrate_count)

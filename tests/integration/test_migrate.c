@@ -237,7 +237,7 @@ install_up_to(PGconn *c, int version)
 }
 
 /* The last version that changes pgjob.jobs without rewriting it: 27 adds
- * a stored generated column (sql/027_hot_claim.sql), which does. */
+ * a stored generated column (sql/upgrade/027_hot_claim.sql), which does. */
 enum { LAST_NO_REWRITE = 26 };
 
 /*

@@ -195,10 +195,38 @@ test_every_version_upgrades_to_the_fresh_schema(void **state)
 	free(objects);
 }
 
+/*
+ * A database already at the latest version gets sql/schema/'s functions,
+ * views, triggers and grants only from an upgrade to a later one: a change
+ * of them comes with a new step of sql/upgrade/ (a comment alone will do),
+ * and sql/schema/restated.sum records the version and the SHA-256 of the
+ * restated files it goes with (sql/README.md).
+ */
+static void
+test_restated_sum_recorded(void **state)
+{
+	if (strcmp(migrate_restated_sum, migrate_restated_recorded) == 0)
+		return;
+	int v = atoi(migrate_restated_recorded);
+	if (v == migrate_latest())
+		fail_msg("sql/schema/'s functions, views, triggers or grants "
+			 "changed, but no step came with them: a database "
+			 "already at version %d would never get them.  Add "
+			 "sql/upgrade/%03d_name.sql (a comment saying what "
+			 "changed will do), then write \"%d %s\" into "
+			 "sql/schema/restated.sum (sql/README.md)",
+			 v, v + 1, v + 1,
+			 strchr(migrate_restated_sum, ' ') + 1);
+	fail_msg("sql/schema/restated.sum says \"%s\"; write \"%s\" "
+		 "into it (sql/README.md)",
+		 migrate_restated_recorded, migrate_restated_sum);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_restated_sum_recorded),
 		cmocka_unit_test(
 			test_every_version_upgrades_to_the_fresh_schema),
 	};

@@ -1,4 +1,4 @@
--- The attempt history (sql/013_attempts.sql) of a job in either table.
+-- The attempt history (sql/upgrade/013_attempts.sql) of a job in either table.
 create or replace function pgjob.job_attempts(j bigint)
 returns table (attempt int, started_at timestamptz, finished_at timestamptz,
 	worker text, outcome text, status int, error text, wall_ms int,
