@@ -1,3 +1,21 @@
+-- Enqueues a job; returns its id (docs/queues.md; the application calls it
+-- in its own transaction).  For a unique_key that an unfinished job already
+-- has, returns that job's id and writes nothing.
+--
+-- Every check is one expression, pgjob.check_job() (the payload under
+-- pgjob.settings' max_payload_bytes, run_at finite, priority, max_attempts
+-- and cost in range), which PL/pgSQL runs without a query of its own.  A job
+-- without a unique_key goes in with a plain INSERT: ON CONFLICT would have
+-- nothing to arbitrate, and its speculative insertion cost about 7 us a
+-- call.  A child (depends_on) goes through pgjob.enqueue_child(), a job of a
+-- batch through pgjob.enqueue_batched().  The job records the role that
+-- enqueued it (session_user: in a SECURITY DEFINER function current_user
+-- is the owner), which alone may act on it by id (docs/security.md, "Who
+-- may act on a job by its id").  SECURITY DEFINER with a pinned
+-- search_path: the enqueue role needs no right on the tables.
+--
+-- The statement trigger jobs_notify (triggers/jobs.sql) wakes the workers
+-- when the transaction commits.  Many jobs in one call: enqueue_many().
 create or replace function pgjob.enqueue(kind text,
 	payload jsonb default '{}', queue text default 'default',
 	run_at timestamptz default now(), priority int default 0,

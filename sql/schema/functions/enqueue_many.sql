@@ -1,4 +1,15 @@
--- enqueue_many() with its jobs' owner.
+-- Enqueues the jobs of a JSON array in one call, in order; returns their
+-- ids in the order of the elements (docs/getting-started.md, "Many jobs at
+-- once").  Each element is a job object checked as enqueue() checks a job
+-- (pgjob.check_job()); an error names the element, 0-based
+-- ("pgjob.enqueue_many: jobs[3]: ..."), and leaves nothing of the call.  depends_on, on_parent_failure and batch_id
+-- are refused: such jobs go one by one through enqueue().  The array goes
+-- in with one plain INSERT first, keys or not (keys are almost always new);
+-- only when a key is held (by an unfinished job, or by an earlier element)
+-- is that work undone and the array arbitrated element by element with ON
+-- CONFLICT: a held key's holder is the answer for its element (version 20).
+-- Each job records the role that enqueued it.
+--
 -- Its look-ups by unique key after an "on conflict do nothing" name the
 -- condition of jobs_unique_key_idx, not the state (version 27).  (This
 -- text is the catalog's: version 27 edited version 20's in place before

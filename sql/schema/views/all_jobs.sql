@@ -1,4 +1,8 @@
--- pgjob.all_jobs with it (false for the plain jobs done).
+-- Every job: pgjob.jobs and the plain jobs done of pgjob.jobs_done (dead is
+-- false for those).  `pgjob show`, `pgjob jobs`, the console and the
+-- attempt history read it; an application that reads a finished job's row
+-- (its result) reads it here.  A column of pgjob.jobs that a done job keeps
+-- is added to both selects.
 create or replace view pgjob.all_jobs as
 select id, queue, kind, payload, priority, run_at, state, attempts,
 	max_attempts, locked_by, locked_until, lease_token, unique_key,
