@@ -1,3 +1,11 @@
+-- Holds one of q's concurrency slots (and one of key's, with
+-- per_key_concurrency) until pgjob.release_slot(), or until ttl passes
+-- without pgjob.renew_slot(): the application's share of the limit its
+-- jobs obey.  Returns the hold's id, or null when the limit is reached.
+-- Like take_rate(), it locks q's limit row until the transaction ends.  A
+-- slot acquired counts against an unlocked claim's bound (running_ub) at
+-- once.  The hold records the role that took it (held_by): only it may
+-- release or renew it by id.
 create or replace function pgjob.acquire_slot(queue text, key text default null,
 	ttl interval default '1 minute', holder text default null)
 returns bigint

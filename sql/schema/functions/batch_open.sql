@@ -1,3 +1,8 @@
+-- Opens a batch (docs/workflows.md, "Batches"): its callback job, of kind
+-- callback_kind with callback_payload, is enqueued once the batch is
+-- sealed and all its jobs have ended; always, or only when all ended done
+-- (callback_on => 'success').  Returns the batch's id; the batch records
+-- the role that opened it (opened_by).
 create or replace function pgjob.batch_open(callback_kind text default null,
 	callback_payload jsonb default '{}', callback_on text default 'always',
 	callback_queue text default null, name text default null)

@@ -1,3 +1,6 @@
+-- No more jobs join batch b; its callback comes when the last has ended
+-- (at once, when they all have).  Sealing twice is harmless.  A batch the
+-- session may not act on is no batch to it.
 create or replace function pgjob.batch_seal(b bigint) returns void
 language plpgsql
 security definer

@@ -1,3 +1,5 @@
+-- A job with parents (pgjob.enqueue() with depends_on, or a step of a
+-- workflow), its arguments checked by the caller.
 create or replace function pgjob.enqueue_child(kind text, payload jsonb,
 	queue text, run_at timestamptz, priority int, max_attempts int,
 	ordering_key text, limit_key text, cost int, deps bigint[], pol text,

@@ -1,3 +1,6 @@
+-- Pauses queue, or only its jobs of kind (docs/queues.md, "Pause and
+-- resume"); resume() undoes it.  Its row's change is announced on channel
+-- pgjob_limits.
 create or replace function pgjob.pause(queue text, kind text default null)
 returns void
 language plpgsql
