@@ -1,9 +1,10 @@
 -- A queue's flow control (docs/queues.md, "Flow control"): pause,
 -- concurrency, rate limits and throttle, set from the config (source
 -- 'config') or by SQL ('sql'), and the claim's state of them (tokens,
--- holders, running_ub, the key cursor).  A row is deleted again when nothing is left in it, so that
--- the queue goes back to the ordinary claim.  Its changes are announced on
--- channel pgjob_limits (triggers/limits.sql).
+-- holders, running_ub, the key cursor).  A row is deleted again when
+-- nothing is left in it, so that the queue goes back to the ordinary
+-- claim.  Its changes are announced on channel pgjob_limits
+-- (triggers/limits.sql).
 create table pgjob.limits (
 	queue text not null,
 	paused boolean default false not null,
