@@ -11,7 +11,7 @@ if(NOT rc EQUAL 0)
 	message(FATAL_ERROR "cmake --install failed: ${rc}")
 endif()
 foreach(f usr/bin/pgjobd usr/bin/pgjob usr/include/pgjobd/plugin.h
-	usr/share/pgjobd/example.yaml usr/share/pgjobd/sql/001_init.sql
+	usr/share/pgjobd/example.yaml usr/share/pgjobd/sql/upgrade/001_init.sql usr/share/pgjobd/sql/schema/functions/enqueue.sql
 	usr/lib/systemd/system/pgjobd.service
 	usr/lib/systemd/system/pgjobd@.service
 	usr/lib/systemd/system/pgjob-web.service

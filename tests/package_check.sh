@@ -66,7 +66,7 @@ for f in ./usr/bin/pgjobd ./usr/bin/pgjob \
 	./usr/lib/sysusers.d/pgjobd.conf ./usr/lib/tmpfiles.d/pgjobd.conf \
 	./usr/share/man/man1/pgjob.1.gz ./usr/share/man/man5/pgjobd.yaml.5.gz \
 	./usr/share/man/man8/pgjobd.8.gz ./usr/share/pgjobd/example.yaml \
-	./usr/share/pgjobd/sql/001_init.sql ./usr/share/doc/pgjobd/copyright \
+	./usr/share/pgjobd/sql/upgrade/001_init.sql ./usr/share/pgjobd/sql/schema/order.txt ./usr/share/doc/pgjobd/copyright \
 	"./usr/lib/$triplet/pgjobd/examples/pgjobd_example.so" \
 	./usr/include/pgjobd/plugin.h "./usr/lib/$triplet/pkgconfig/pgjobd-plugin.pc"; do
 	grep -qxF -- "$f" <<<"$files" || fail "the packages lack $f"

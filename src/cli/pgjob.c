@@ -175,6 +175,14 @@ migrate_applied_json(int applied)
 	cli_json_print(o);
 }
 
+/* migrate --dry-run: one piece of SQL migrate would run, with its title. */
+static void
+print_sql(const char *title, const char *sql, void *arg)
+{
+	(void)arg;
+	printf("-- %s\n%s\n", title, sql);
+}
+
 /*
  * migrate [--status | --dry-run] [--json]: --status prints the database's
  * schema version and the migrations this pgjob would apply; --dry-run
@@ -237,15 +245,13 @@ cmd_migrate(struct cli *cli, int argc, char **argv)
 			printf("schema version %d; this pgjob applies up to "
 			       "%d\n",
 			       version, migrate_latest());
-		for (int i = 0; i < migrate_count; i++) {
-			const struct migration *m = &migrate_list[i];
-			if (m->version <= version)
-				continue;
-			if (status)
-				printf("pending: %d %s\n", m->version, m->name);
-			else
-				printf("-- %d %s\n%s\n", m->version, m->name,
-				       m->sql);
+		if (status) {
+			for (int i = version; i < migrate_count; i++)
+				printf("pending: %d %s\n",
+				       migrate_list[i].version,
+				       migrate_list[i].name);
+		} else {
+			migrate_plan(version, print_sql, NULL);
 		}
 		if (version > migrate_latest())
 			printf("the database is newer than this pgjob\n");

@@ -1,5 +1,8 @@
 /*
- * migrate: applies sql/NNN_*.sql (compiled into migrations.c) in order.
+ * migrate: installs schema pgjob from sql/schema/, or upgrades it with the
+ * released steps of sql/upgrade/ and then restates sql/schema/'s functions,
+ * views, triggers and grants (all compiled into migrations.c; sql/README.md
+ * says why).
  *
  * Everything happens in one transaction that first takes a transaction-level
  * advisory lock: a second `pgjob migrate` waits, then sees the first one's
@@ -23,8 +26,10 @@ static int
 exec(PGconn *conn, const char *sql, const char *what, char **err)
 {
 	PGresult *res = PQexec(conn, sql);
+	/* Empty: a step that is a comment alone (sql/README.md). */
 	if (PQresultStatus(res) == PGRES_COMMAND_OK ||
-	    PQresultStatus(res) == PGRES_TUPLES_OK) {
+	    PQresultStatus(res) == PGRES_TUPLES_OK ||
+	    PQresultStatus(res) == PGRES_EMPTY_QUERY) {
 		PQclear(res);
 		return 0;
 	}
@@ -66,15 +71,10 @@ read_version(PGconn *conn, int *version, char **err)
 	return 0;
 }
 
+/* Records that the schema includes step m. */
 static int
-apply(PGconn *conn, const struct migration *m, char **err)
+record(PGconn *conn, const struct migration *m, char **err)
 {
-	char *what = xasprintf("migration %s", m->name);
-	int rc = exec(conn, m->sql, what, err);
-	free(what);
-	if (rc < 0)
-		return -1;
-
 	char ver[16];
 	snprintf(ver, sizeof(ver), "%d", m->version);
 	const char *params[] = {ver, m->name};
@@ -93,49 +93,192 @@ apply(PGconn *conn, const struct migration *m, char **err)
 	return 0;
 }
 
-int
-migrate_run(struct db_conn *c, int *applied, char **err)
+static int
+apply(PGconn *conn, const struct migration *m, char **err)
 {
-	PGconn *conn = db_pgconn(c);
-	char lock[96];
-	int version;
+	char *what = xasprintf("migration %s", m->name);
+	int rc = exec(conn, m->sql, what, err);
+	free(what);
+	if (rc < 0)
+		return -1;
+	return record(conn, m, err);
+}
 
-	*applied = 0;
-	*err = NULL;
+/*
+ * Runs sql/schema/'s files: every one for a fresh install, the restated
+ * ones (functions, views, triggers, grants) after an upgrade.  A body is
+ * not checked as it is created (as pg_restore does), so a function may name
+ * a view created after it.
+ */
+static int
+run_schema(PGconn *conn, int restate_only, char **err)
+{
+	if (exec(conn, "set local check_function_bodies = off", "set", err) < 0)
+		return -1;
+	for (int i = 0; i < migrate_schema_count; i++) {
+		const struct schema_file *f = &migrate_schema[i];
+		if (restate_only && !f->restate)
+			continue;
+		char *what = xasprintf("sql/schema/%s", f->name);
+		int rc = exec(conn, f->sql, what, err);
+		free(what);
+		if (rc < 0)
+			return -1;
+	}
+	return exec(conn, "set local check_function_bodies = on", "set", err);
+}
+
+/*
+ * A fresh install: the schema from sql/schema/ alone, then one row per
+ * released step in schema_version, as a replay of them would have left:
+ * max(version) is the schema's version, and `migrate --status` has nothing
+ * pending.
+ */
+static int
+install(PGconn *conn, char **err)
+{
+	if (run_schema(conn, 0, err) < 0)
+		return -1;
+	for (int i = 0; i < migrate_count; i++)
+		if (record(conn, &migrate_list[i], err) < 0)
+			return -1;
+	return 0;
+}
+
+/* Begins the transaction, takes the lock and reads the version. */
+static int
+begin_locked(PGconn *conn, int *version, char **err)
+{
+	char lock[96];
+
 	snprintf(lock, sizeof(lock), "select pg_advisory_xact_lock(%d, 0)",
 		 MIGRATE_LOCK_CLASS);
 	if (exec(conn, "begin", "begin", err) < 0)
 		return -1;
 	if (exec(conn, "set local lock_timeout = '60s'", "set", err) < 0 ||
 	    exec(conn, lock, "taking the migration lock", err) < 0 ||
-	    read_version(conn, &version, err) < 0)
-		goto fail;
-	if (version > migrate_latest()) {
+	    read_version(conn, version, err) < 0) {
+		PQclear(PQexec(conn, "rollback"));
+		return -1;
+	}
+	if (*version > migrate_latest()) {
 		*err = xasprintf(
 			"the database schema is version %d, newer than "
 			"this pgjob (version %d): upgrade pgjobd",
-			version, migrate_latest());
-		goto fail;
+			*version, migrate_latest());
+		PQclear(PQexec(conn, "rollback"));
+		return -1;
 	}
-	for (int i = version; i < migrate_count; i++) {
+	return 0;
+}
+
+/*
+ * The steps from version + 1 to `to`, and then, with restate, sql/schema/'s
+ * functions, views, triggers and grants again and the steps' after-parts:
+ * whatever an old step did to a function's text, the functions are now
+ * sql/schema/'s.
+ */
+static int
+upgrade(PGconn *conn, int version, int to, int restate, char **err)
+{
+	for (int i = version; i < to; i++)
 		if (apply(conn, &migrate_list[i], err) < 0)
+			return -1;
+	if (!restate)
+		return 0;
+	if (run_schema(conn, 1, err) < 0)
+		return -1;
+	for (int i = version; i < to; i++) {
+		const struct migration *m = &migrate_list[i];
+		if (!m->after)
+			continue;
+		char *what = xasprintf("migration %s, after", m->name);
+		int rc = exec(conn, m->after, what, err);
+		free(what);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+migrate_run(struct db_conn *c, int *applied, char **err)
+{
+	PGconn *conn = db_pgconn(c);
+	int version;
+
+	*applied = 0;
+	*err = NULL;
+	if (begin_locked(conn, &version, err) < 0)
+		return -1;
+	if (version == 0) {
+		if (install(conn, err) < 0)
 			goto fail;
-		(*applied)++;
+	} else if (version < migrate_latest()) {
+		if (upgrade(conn, version, migrate_count, 1, err) < 0)
+			goto fail;
 	}
 	if (FAILPOINT(FP_MIGRATE)) {
 		*err = xstrdup("failpoint: the migration fails before it "
 			       "commits");
 		goto fail;
 	}
-	if (exec(conn, "commit", "commit", err) < 0) {
-		*applied = 0;
+	if (exec(conn, "commit", "commit", err) < 0)
 		return -1;
-	}
+	*applied = migrate_count - version;
 	return 0;
 fail:
-	*applied = 0;
 	PQclear(PQexec(conn, "rollback"));
 	return -1;
+}
+
+int
+migrate_replay_to(struct db_conn *c, int to, char **err)
+{
+	PGconn *conn = db_pgconn(c);
+	int version;
+
+	*err = NULL;
+	if (to > migrate_count)
+		to = migrate_count;
+	if (begin_locked(conn, &version, err) < 0)
+		return -1;
+	if (version < to &&
+	    upgrade(conn, version, to, to > MIGRATE_LAST_REPLAYED, err) < 0) {
+		PQclear(PQexec(conn, "rollback"));
+		return -1;
+	}
+	return exec(conn, "commit", "commit", err);
+}
+
+void
+migrate_plan(int version,
+	     void (*emit)(const char *title, const char *sql, void *arg),
+	     void *arg)
+{
+	char title[256];
+
+	if (version >= migrate_latest())
+		return;
+	for (int i = version; version > 0 && i < migrate_count; i++) {
+		snprintf(title, sizeof(title), "%d %s", migrate_list[i].version,
+			 migrate_list[i].name);
+		emit(title, migrate_list[i].sql, arg);
+	}
+	for (int i = 0; i < migrate_schema_count; i++) {
+		if (version > 0 && !migrate_schema[i].restate)
+			continue;
+		snprintf(title, sizeof(title), "schema/%s",
+			 migrate_schema[i].name);
+		emit(title, migrate_schema[i].sql, arg);
+	}
+	for (int i = version; version > 0 && i < migrate_count; i++) {
+		if (!migrate_list[i].after)
+			continue;
+		snprintf(title, sizeof(title), "%d %s, after",
+			 migrate_list[i].version, migrate_list[i].name);
+		emit(title, migrate_list[i].after, arg);
+	}
 }
 
 int

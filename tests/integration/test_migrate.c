@@ -167,8 +167,11 @@ test_status_and_dry_run(void **state)
 	t_run_free(&r);
 	t_pgjob(&r, ci, "migrate", "--dry-run", NULL);
 	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, "-- 1 001_init.sql\n"));
+	/* A fresh install runs sql/schema/'s files alone. */
+	assert_non_null(strstr(r.out, "-- schema/schema.sql\n"));
+	assert_non_null(strstr(r.out, "-- schema/tables/jobs.sql\n"));
 	assert_non_null(strstr(r.out, "create table pgjob.jobs"));
+	assert_null(strstr(r.out, "-- 1 001_init.sql\n"));
 	t_run_free(&r);
 	PGconn *c = t_connect(ci);
 	t_assert_value(c, "f", "select to_regnamespace('pgjob') is not null");
@@ -234,7 +237,7 @@ install_up_to(PGconn *c, int version)
 }
 
 /* The last version that changes pgjob.jobs without rewriting it: 27 adds
- * a stored generated column (sql/027_hot_claim.sql), which does. */
+ * a stored generated column (sql/upgrade/027_hot_claim.sql), which does. */
 enum { LAST_NO_REWRITE = 26 };
 
 /*
@@ -515,6 +518,38 @@ test_upgrade_from_12(void **state)
 	PQfinish(c);
 }
 
+/*
+ * migrate --dry-run on a database of an older version: the steps it lacks,
+ * then sql/schema/'s functions, views, triggers and grants restated, and
+ * none of its tables (sql/README.md).
+ */
+static void
+test_dry_run_upgrade(void **state)
+{
+	const char *ci = t_db_create("t_migrate_dry_31");
+	PGconn *c = t_connect(ci);
+	install_up_to(c, migrate_latest() - 1);
+	struct t_run r;
+	char want[96];
+	t_pgjob(&r, ci, "migrate", "--dry-run", NULL);
+	assert_int_equal(r.status, 0);
+	snprintf(want, sizeof(want), "-- %d %s\n", migrate_latest(),
+		 migrate_list[migrate_count - 1].name);
+	assert_non_null(strstr(r.out, want));
+	assert_non_null(strstr(r.out, "-- schema/functions/enqueue.sql\n"));
+	assert_non_null(strstr(r.out, "-- schema/views/all_jobs.sql\n"));
+	assert_non_null(strstr(r.out, "-- schema/triggers/jobs.sql\n"));
+	assert_non_null(strstr(r.out, "-- schema/grants.sql\n"));
+	assert_null(strstr(r.out, "-- schema/tables/"));
+	assert_null(strstr(r.out, "-- schema/schema.sql"));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "migrate", NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "(1 applied)"));
+	t_run_free(&r);
+	PQfinish(c);
+}
+
 int
 main(void)
 {
@@ -526,6 +561,7 @@ main(void)
 		cmocka_unit_test(test_upgrade_from_29),
 		cmocka_unit_test(test_upgrade_from_11),
 		cmocka_unit_test(test_upgrade_from_12),
+		cmocka_unit_test(test_dry_run_upgrade),
 		cmocka_unit_test(test_concurrent),
 		cmocka_unit_test(test_newer_database_refused),
 		cmocka_unit_test(test_unreachable),

@@ -1,0 +1,85 @@
+-- Attaches child to its parents deps.  A parent the session may not act on
+-- is no job to it: the same error as a parent that does not exist, before
+-- anything is read, moved or locked.
+create or replace function pgjob.attach(child bigint, deps bigint[], pol text,
+	out state text, out parents_left int, out why text, out add jsonb)
+language plpgsql
+as $$
+declare
+	p record;
+	n int := 0;
+	missing bigint;
+	failed boolean;
+	reads boolean := pgjob.session_reads();
+	dn text[] := '{}';      -- parents that ended done: names, results
+	dr jsonb[] := '{}';
+	fn_ text[] := '{}';     -- that failed, for a 'run' child
+	fo jsonb[] := '{}';
+begin
+	state := 'available';
+	parents_left := 0;
+	deps := array(select distinct d from unnest(deps) d where d is not null order by d);
+	select d into missing from unnest(deps) d
+	 where not exists (select 1 from pgjob.jobs j where j.id = d
+			     and pgjob.session_may(j.enqueued_by, reads))
+	   and not exists (select 1 from pgjob.jobs_done x where x.id = d
+			     and pgjob.session_may(x.enqueued_by, reads))
+	 limit 1;
+	if missing is null then
+		perform pgjob.restore_done(deps);
+		select d into missing from unnest(deps) d
+		 where not exists (select 1 from pgjob.jobs j where j.id = d) limit 1;
+	end if;
+	if missing is not null then
+		raise exception 'pgjob.enqueue: depends_on: no job %', missing
+			using errcode = '23503',
+			hint = 'A parent must exist when its child is enqueued: a pruned job is gone, and under retention 0 so is a job that ended done.';
+	end if;
+	for p in select j.id, j.state, j.result, j.last_error,
+			coalesce(j.step, j.id::text) as name
+		   from pgjob.jobs j where j.id = any(deps)
+		  order by j.id for update loop
+		n := n + 1;
+		failed := p.state in ('dead', 'cancelled');
+		if p.state in ('waiting', 'available', 'running')
+		   or (failed and pol = 'wait') then
+			parents_left := parents_left + 1;
+			insert into pgjob.job_deps values (p.id, child, null);
+		elsif failed and pol = 'cancel' then
+			state := 'cancelled';
+			why := coalesce(why, format('parent %s ended %s', p.name, p.state));
+			insert into pgjob.job_deps values (p.id, child, p.state);
+		else
+			insert into pgjob.job_deps values (p.id, child, p.state);
+			if failed then
+				fn_ := fn_ || p.name;
+				fo := fo || jsonb_build_object('state', p.state,
+					'error', p.last_error);
+			else
+				dn := dn || p.name;
+				dr := dr || p.result;
+			end if;
+		end if;
+	end loop;
+	add := case when cardinality(dn) > 0
+		then jsonb_build_object('parents', (select jsonb_object_agg(x.n, x.r)
+			from unnest(dn, dr) x(n, r)))
+		else '{}' end
+	    || case when cardinality(fn_) > 0
+		then jsonb_build_object('failed', (select jsonb_object_agg(x.n, x.o)
+			from unnest(fn_, fo) x(n, o)))
+		else '{}' end;
+	if n < cardinality(deps) then
+		-- Deleted while this waited for its lock (retention 0, a
+		-- prune, by hand).
+		raise exception 'pgjob.enqueue: depends_on: a parent was deleted'
+			using errcode = '23503',
+			hint = 'Under retention 0 a job that ended done is deleted: enqueue its children in the same transaction as the parent, or as a workflow.';
+	end if;
+	update pgjob.jobs j set children = true
+	 where j.id = any(deps) and j.children is not true;
+	if state <> 'cancelled' and parents_left > 0 then
+		state := 'waiting';
+	end if;
+end
+$$;

@@ -1,0 +1,26 @@
+-- What a child's payload gains from its ended parents, under "pgjob":
+-- {"parents": {name: result}} for those that ended done, {"failed":
+-- {name: {"state", "error"}}} for those that did not and that it runs
+-- after anyway; a key only when it has entries.  For many children at
+-- once: one pass over their edges, never a lookup per child (a plan made
+-- before job_deps had statistics would scan the whole table for each).
+create or replace function pgjob.parents_of(children bigint[])
+returns table (child bigint, add jsonb)
+language sql
+stable
+as $$
+	select d.child, case when bool_or(d.resolved = 'done')
+		then jsonb_build_object('parents',
+			jsonb_object_agg(coalesce(p.step, p.id::text), p.result)
+			filter (where d.resolved = 'done'))
+		else '{}' end
+	    || case when bool_or(d.resolved <> 'done')
+		then jsonb_build_object('failed',
+			jsonb_object_agg(coalesce(p.step, p.id::text),
+				jsonb_build_object('state', d.resolved, 'error', p.last_error))
+			filter (where d.resolved <> 'done'))
+		else '{}' end
+	  from pgjob.job_deps d join pgjob.jobs p on p.id = d.parent
+	 where d.child = any(parents_of.children) and d.resolved is not null
+	 group by d.child
+$$;

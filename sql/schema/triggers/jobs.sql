@@ -1,0 +1,37 @@
+-- The triggers of pgjob.jobs; their functions are in functions/, named
+-- after what the trigger calls.
+
+-- A statement's new jobs wake the workers of their queues
+-- (pgjob.jobs_notify()).
+create or replace trigger jobs_notify after insert on pgjob.jobs
+	referencing new table as new_jobs
+	for each statement execute function pgjob.jobs_notify();
+
+-- An attempt that ends other than done, or whose lease is taken over,
+-- goes to pgjob.attempts (pgjob.attempt_ended()).
+create or replace trigger jobs_attempt_ended
+	after update of state, lease_token on pgjob.jobs
+	for each row
+	when (old.state = 'running' and new.state <> 'done'
+	      and (new.state <> 'running'
+	           or new.lease_token <> old.lease_token))
+	execute function pgjob.attempt_ended();
+
+-- A parent, a workflow's step or a batch's job that ends counts for its
+-- children, workflow and batch (pgjob.jobs_ended()).
+create or replace trigger jobs_ended after update of state on pgjob.jobs
+	for each row
+	when ((new.children or new.workflow_id is not null
+	       or new.batch_id is not null)
+	      and new.state in ('done', 'dead', 'cancelled')
+	      and old.state not in ('done', 'dead', 'cancelled'))
+	execute function pgjob.jobs_ended();
+
+-- A job of a workflow or a batch that had ended runs again (pgjob retry):
+-- its end no longer counts (pgjob.jobs_reopened()).
+create or replace trigger jobs_reopened after update of state on pgjob.jobs
+	for each row
+	when ((new.workflow_id is not null or new.batch_id is not null)
+	      and old.state in ('done', 'dead', 'cancelled')
+	      and new.state not in ('done', 'dead', 'cancelled'))
+	execute function pgjob.jobs_reopened();
