@@ -1,0 +1,30 @@
+-- pgjobd schema, version 33: one path for each operator action.
+--
+-- Retry, cancel and delete by hand were statements of pgjob and of the web
+-- console, with rules of their own: the console retried done jobs and
+-- pgjob retry refused them; pgjob retry looked for the holder of a job's
+-- unique_key itself, and the console's bulk retry sent seven statements a
+-- batch.  Now each action is one function, which pgjob and the console
+-- call alike, one call per job (pgjob) or per batch of up to 10,000 ids
+-- (the console): its rules are here and nowhere else (docs/cli.md,
+-- "retry", "cancel"; docs/console.md, "Jobs").
+--
+-- Each takes ids, acts on those it may, leaves the others as they are, and
+-- answers one row per distinct id, in id order: was, the job's state
+-- before (null: no such job, or one the session may not act on); then
+-- what the action did.  Each runs with its caller's rights (no SECURITY
+-- DEFINER): a role acts on what its grants let it write, and on a job by
+-- its id only as version 30's functions do (pgjob.session_may(): its
+-- enqueuer, a member of that role, or a role that reads pgjob.jobs;
+-- docs/security.md, "Who may act on a job by its id").  Each locks the
+-- rows it decides about (FOR UPDATE, in id order, so that two bulk
+-- actions over the same jobs never deadlock), so that a claim (FOR UPDATE
+-- SKIP LOCKED) cannot take a job meanwhile; an sql handler keeps its job's
+-- row locked while it runs, which is waited for 10 s at most
+-- (lock_timeout: 55P03 after that).  last_error and lease_token stay: the
+-- error is the operator's evidence, and the token never goes back
+-- (docs/daemon.md, "Leases").
+--
+-- The functions are in sql/schema/functions/ (action_states, retry_jobs,
+-- cancel_jobs, delete_jobs): the restatement makes them; 033_job_actions.after.sql
+-- grants them to the roles that read the jobs.
