@@ -29,7 +29,10 @@ enum {
 	W_KINDS,
 	W_STARTED,
 	W_HEARTBEAT,
+	W_CRASHES,
+	W_CRASH_LOOPS,
 	W_KINDS_TEXT, /* human output only */
+	W_LOOPS_TEXT, /* human output only */
 };
 
 static const char WORKERS_SQL[] =
@@ -43,7 +46,9 @@ static const char WORKERS_SQL[] =
 	"  w.heartbeat_at < now() - interval '30 seconds' as stale,"
 	"  coalesce(r.n, 0) as running_jobs,"
 	"  array_to_json(w.kinds) as kinds, w.started_at, w.heartbeat_at,"
-	"  nullif(array_to_string(w.kinds, ', '), '')"
+	"  w.process_crashes, array_to_json(w.crash_loops) as crash_loops,"
+	"  nullif(array_to_string(w.kinds, ', '), ''),"
+	"  array_to_string(w.crash_loops, ', ')"
 	" from pgjob.workers w"
 	" left join r on r.locked_by = w.host || ':' || w.slot"
 	" order by w.host, w.supervisor_pid, w.slot";
@@ -225,6 +230,22 @@ print_workers(const struct db_rows *res, FILE *f)
 		cli_table_add(&t, row);
 	}
 	cli_table_print(&t, f, "  ");
+	/* A process handler in a crash loop (docs/handlers.md), said apart
+	 * from the table; the kinds are a config's, printed escaped. */
+	for (int i = 0; i < n; i++) {
+		if (!*db_rows_text(res, i, W_LOOPS_TEXT))
+			continue;
+		char *host = cli_one_line(db_rows_text(res, i, W_HOST), 200);
+		char *loops =
+			cli_one_line(db_rows_text(res, i, W_LOOPS_TEXT), 400);
+		fprintf(f,
+			"  crash loop: worker %s:%s, kind %s (%s copies ended "
+			"unasked)\n",
+			host, db_rows_text(res, i, W_SLOT), loops,
+			db_rows_text(res, i, W_CRASHES));
+		free(host);
+		free(loops);
+	}
 }
 
 struct db_rows *

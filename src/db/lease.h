@@ -24,12 +24,23 @@ struct lease_totals {
 	int64_t done, failed, retried;
 };
 
+/* What the heartbeat says of the worker's process handlers: their copies
+ * that ended unasked since it started, and the kinds in a crash loop now
+ * (borrowed). */
+struct lease_crashes {
+	int64_t total;
+	const char *const *loops;
+	size_t nloops;
+};
+
 /*
  * Sends the heartbeat for slot (pid guards against a slot's new owner),
- * with the worker's totals since it registered t (copied) for its row.
+ * with the worker's totals since it registered t and its process
+ * handlers' crashes cr (both copied) for its row.
  */
 int lease_worker_heartbeat(struct dbev *d, int slot, int pid,
-			   const struct lease_totals *t, lease_done_fn *cb,
+			   const struct lease_totals *t,
+			   const struct lease_crashes *cr, lease_done_fn *cb,
 			   void *arg);
 /*
  * Adds t (copied), what the worker ended since its last such write, to the

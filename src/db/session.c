@@ -106,7 +106,8 @@ worker_register(PGconn *conn, const struct session_worker *w, int slot,
 		"  queues = excluded.queues,"
 		"  tasks = '{}', schedules = '{}', defined_at = null,"
 		"  started_at = now(), heartbeat_at = now(),"
-		"  done_total = 0, failed_total = 0, retried_total = 0",
+		"  done_total = 0, failed_total = 0, retried_total = 0,"
+		"  crash_loops = null",
 		8, NULL, p, NULL, NULL, 0);
 	free(kinds);
 	free(queues);

@@ -319,3 +319,9 @@ handler_set_crash_counter(uint64_t *counter)
 {
 	handler_process_set_crash_counter(counter);
 }
+
+size_t
+handler_crash_loops(const char **kinds, size_t max)
+{
+	return handler_process_crash_loops(kinds, max);
+}

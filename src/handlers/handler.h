@@ -74,6 +74,10 @@ void handler_set_pgid_table(int32_t *table, int n);
 /* Where the process handler counts its copies that ended unasked
  * (borrowed, shared with the supervisor's /metrics); NULL: nowhere. */
 void handler_set_crash_counter(uint64_t *counter);
+/* The process handlers' kinds (borrowed from the config) whose program
+ * keeps ending without answering a job: a crash loop, now; at most max of
+ * them into kinds; how many. */
+size_t handler_crash_loops(const char **kinds, size_t max);
 
 /*
  * Starts the command of a leased task (its partition, under the lease's

@@ -123,6 +123,16 @@ handler_process_set_crash_counter(uint64_t *counter)
 	crashes = counter;
 }
 
+size_t
+handler_process_crash_loops(const char **kinds, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; pools && cfg && i < cfg->nhandlers && n < max; i++)
+		if (pools[i].fails >= CRASH_LOOP)
+			kinds[n++] = pools[i].h->kind;
+	return n;
+}
+
 void
 handler_process_init(const struct config *c)
 {

@@ -6,6 +6,7 @@
 #ifndef PGJOBD_HANDLER_PROCESS_H
 #define PGJOBD_HANDLER_PROCESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/job.h"
@@ -17,6 +18,9 @@ struct proc_job;
 
 /* Where copies that ended unasked are counted (see handler.h). */
 void handler_process_set_crash_counter(uint64_t *counter);
+/* The kinds (borrowed from the config) whose program is in a crash loop
+ * now, at most max of them into kinds; how many. */
+size_t handler_process_crash_loops(const char **kinds, size_t max);
 /* Per worker: cfg is borrowed until handler_process_fini(). */
 void handler_process_init(const struct config *cfg);
 /*

@@ -200,11 +200,12 @@ static const char WORKERS_SQL[] =
 	"  w.started_at,"
 	"  round(greatest(extract(epoch from now() - w.heartbeat_at), 0)"
 	"   ::numeric, 3) as heartbeat_age_seconds,"
-	"  array_to_json(w.kinds) as kinds"
+	"  array_to_json(w.kinds) as kinds, w.process_crashes,"
+	"  array_to_json(w.crash_loops) as crash_loops"
 	" from pgjob.workers w"
 	" order by w.host, w.supervisor_pid, w.slot";
 
-enum { W_HOST, W_SUP, W_VERSION, W_SLOT, W_END = W_SLOT + 5 };
+enum { W_HOST, W_SUP, W_VERSION, W_SLOT, W_END = W_SLOT + 7 };
 
 static cJSON *
 instances_json(struct db_conn *db, struct web_response *out)

@@ -144,7 +144,15 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 		lease_worker_minute(w->db, w->slot, w->pid, &add,
 				    on_minute_done, m);
 	}
-	lease_worker_heartbeat(w->db, w->slot, w->pid, &since,
+	/* The console and `pgjob status` show a crash loop from here. */
+	const char *loops[16];
+	struct lease_crashes cr = {
+		.total = (int64_t)__atomic_load_n(&w->st->process_crashes,
+						  __ATOMIC_RELAXED),
+		.loops = loops,
+		.nloops = handler_crash_loops(loops, 16),
+	};
+	lease_worker_heartbeat(w->db, w->slot, w->pid, &since, &cr,
 			       on_heartbeat_done, w);
 }
 

@@ -217,8 +217,10 @@ install_range(PGconn *c, int from, int to)
 		if (migrate_list[i].version < from)
 			continue;
 		PGresult *res = PQexec(c, migrate_list[i].sql);
+		/* A step may be a comment alone (sql/README.md): empty. */
 		if (PQresultStatus(res) != PGRES_COMMAND_OK &&
-		    PQresultStatus(res) != PGRES_TUPLES_OK)
+		    PQresultStatus(res) != PGRES_TUPLES_OK &&
+		    PQresultStatus(res) != PGRES_EMPTY_QUERY)
 			fail_msg("%s: %s", migrate_list[i].name,
 				 PQresultErrorMessage(res));
 		PQclear(res);

@@ -369,6 +369,7 @@ test_crash_loop(void **state)
 	t->p = t_start(
 		"crashloop", t->ci,
 		"workers: 1\n"
+		"lease: 3s\n"
 		"metrics: { listen: \"127.0.0.1:%d\" }\n"
 		"defaults: { backoff: { base: 100ms, max: 200ms } }\n"
 		"handlers:\n"
@@ -387,6 +388,25 @@ test_crash_loop(void **state)
 	assert_non_null(m);
 	assert_non_null(strstr(m, "\npgjobd_process_crashes_total 3\n"));
 	free(m);
+	/* Seen outside the host: the heartbeat writes the count and the kind
+	 * in a crash loop to the worker's row, which `pgjob status`, its
+	 * JSON and the console's overview read. */
+	t_wait_until(c, 30,
+		     "select process_crashes >= 3 and crash_loops = '{broken}'"
+		     " from pgjob.workers");
+	struct t_run r;
+	t_pgjob(&r, t->ci, "status", NULL);
+	assert_int_equal(r.status, 0);
+	if (!strstr(r.out, "crash loop: worker ") ||
+	    !strstr(r.out, ", kind broken ("))
+		fail_msg("pgjob status says no crash loop:\n%s", r.out);
+	t_run_free(&r);
+	t_pgjob(&r, t->ci, "status", "--json", NULL);
+	assert_int_equal(r.status, 0);
+	if (!strstr(r.out, "\"crash_loops\":[\"broken\"]") &&
+	    !strstr(r.out, "\"crash_loops\": [\"broken\"]"))
+		fail_msg("pgjob status --json has no crash_loops:\n%s", r.out);
+	t_run_free(&r);
 	stop(t);
 }
 

@@ -788,6 +788,12 @@ test_actions(void **state)
 	assert_int_equal(cJSON_GetArraySize(
 				 item(cJSON_GetArrayItem(inst, 0), "workers")),
 			 2);
+	/* Each worker's process handler crashes (test_process's crash loop
+	 * has the count and kinds written; none here). */
+	const cJSON *w0 = cJSON_GetArrayItem(
+		item(cJSON_GetArrayItem(inst, 0), "workers"), 0);
+	assert_true(cJSON_IsNumber(item(w0, "process_crashes")));
+	assert_true(cJSON_IsNull(item(w0, "crash_loops")));
 	assert_int_equal(cJSON_GetArraySize(item(j, "rates")), 60);
 	assert_true(cJSON_IsNumber(item(item(j, "health"), "dead_tuples")));
 	assert_true(cJSON_IsFalse(item(j, "estimates")));

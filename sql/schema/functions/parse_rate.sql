@@ -9,7 +9,10 @@ declare
 	num numeric;
 	unit_ms numeric;
 begin
-	m := regexp_match(spec, '^\s*([0-9]{1,9})\s*/\s*([0-9]{1,15}(\.[0-9]{1,6})?)?\s*([a-z]+)\s*$');
+	-- ASCII white space only, not \s: that follows the server's locale
+	-- (U+3000 is a space under C.UTF-8), and a rate must mean the same on
+	-- every server and in the config (tests/fixtures/rates.txt).
+	m := regexp_match(spec, '^[ \t\n\r\f\v]*([0-9]{1,9})[ \t\n\r\f\v]*/[ \t\n\r\f\v]*([0-9]{1,15}(\.[0-9]{1,6})?)?[ \t\n\r\f\v]*([a-z]+)[ \t\n\r\f\v]*$');
 	if m is null then
 		raise exception 'pgjob: rate "%" is not COUNT/PERIOD (10/s, 600/min, 100/10s)',
 			spec using errcode = '22023';

@@ -15,6 +15,11 @@ create table pgjob.workers (
 	failed_total bigint default 0 not null,
 	retried_total bigint default 0 not null,
 	queues text[],
+	-- A process handler's copies that ended unasked (the count /metrics
+	-- has) and the kinds in a crash loop now, from each heartbeat
+	-- (docs/handlers.md): pgjob status and the console show them.
+	process_crashes bigint default 0 not null,
+	crash_loops text[],
 	constraint workers_schedules_check check ((jsonb_typeof(schedules) = 'object'::text)),
 	constraint workers_tasks_check check ((jsonb_typeof(tasks) = 'object'::text))
 );

@@ -708,13 +708,26 @@
 					String(i.supervisor_pid || ''), ', pgjobd ',
 					showText(i.version || '', false), ', ',
 					String((i.workers || []).length), ' workers')),
-			table(['slot', 'pid', 'started', 'heartbeat', 'kinds'],
+			table(['slot', 'pid', 'started', 'heartbeat', 'kinds',
+				'handler crashes'],
 				(i.workers || []).map((w) => [String(w.slot),
 					String(w.pid), time(w.started_at),
 					h('span', {class: Number(w.heartbeat_age_seconds) >
 						30 ? 'warn' : null},
 					fmtSecs(w.heartbeat_age_seconds) + ' ago'),
-					kinds(w.kinds)]))));
+					kinds(w.kinds), crashes(w)]))));
+	}
+
+	// A process handler's copies that ended unasked, and the kinds whose
+	// program keeps ending without answering a job (docs/handlers.md).
+	function crashes(w) {
+		const loops = w.crash_loops || [];
+		return h('span', null,
+			h('span', {class: Number(w.process_crashes) > 0 ? 'warn' : 'muted'},
+				num(w.process_crashes || 0)),
+			loops.map((k) => h('span', {class: 'badge st-dead crash-loop',
+				title: 'its program keeps ending without answering a job'},
+			'crash loop: ', showText(k, false))));
 	}
 
 	function health(x) {
