@@ -32,7 +32,12 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "db/lease.h"
-#include "db/queue.h"
+#include "db/claim.h"
+#include "db/claim_limited.h"
+#include "db/finish.h"
+#include "db/monitor.h"
+#include "db/renew.h"
+#include "db/sqlhandler.h"
 #include "handlers/handler.h"
 
 struct config;

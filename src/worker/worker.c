@@ -29,6 +29,7 @@
 #include "db/dbev.h"
 #include "db/lease.h"
 #include "db/pooler.h"
+#include "db/queue.h"
 #include "db/session.h"
 #include "worker/duty.h"
 #include "worker/internal.h"
