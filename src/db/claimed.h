@@ -51,7 +51,7 @@ struct queue_flow_said {
 /*
  * What a claim took.  jobs[0..njobs) are the claimed jobs (handler left
  * NULL for the caller to resolve); the callee owns each (job_free(), or
- * kept) and sets the entries it takes to NULL or not, as it likes: queue.c
+ * kept) and sets the entries it takes to NULL or not, as it likes: claimed.c
  * frees the arrays, never the jobs.  queue_of[i] is the index in the
  * request of job i's queue (a job's queue may be another than its
  * handler's).  Per queue k of the request,
