@@ -8,7 +8,8 @@
  *   conn.c       statements' outcomes, and the connection lost
  *   claim.c      claims: when to claim, from where, what came back
  *   notify.c     the NOTIFYs the connection receives: whose turn a new
- *                job is, where it sorts; the limits changed
+ *                job is, where it sorts; the limits changed (the
+ *                payload's grammar: notify_payload.c, pure)
  *   flow.c       flow control of limited queues: holds and wake-ups
  *   held.c       the jobs it holds, from the claim to the end written: start,
  *                the handler's report, the end decided, sent, answered
@@ -46,7 +47,7 @@
 #include "db/renew.h"
 #include "db/sqlhandler.h"
 #include "handlers/handler.h"
-#include "worker/notify.h"
+#include "worker/notify_payload.h"
 
 struct config;
 struct db_status;

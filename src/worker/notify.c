@@ -1,75 +1,20 @@
 /*
  * notify: what a worker makes of the notifications its connection
  * receives.  On channel pgjob, the trigger pgjob.jobs_notify() announces
- * new jobs: their count, and where the earliest sorts (notify_parse()).
- * Whether this worker claims for them is decided among the workers of its
- * instance (answer_notify()); where its next claim reads each queue from
- * follows from where they sort against its positions (rescan_from, until;
- * claim.c reads those).  On pgjob_limits, a limit or pause changed.
+ * new jobs: their count, and where the earliest sorts (read by
+ * notify_payload.c).  Whether this worker claims for them is decided among
+ * the workers of its instance (answer_notify()); where its next claim
+ * reads each queue from follows from where they sort against its
+ * positions (rescan_from, until; claim.c reads those).  On pgjob_limits,
+ * a limit or pause changed.
  */
-#include "worker/notify.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/stats.h"
 #include "worker/internal.h"
-
-/* A signed decimal of at most 18 digits at *p, then the end or a space. */
-static int
-notify_number(const char **p, long long *v)
-{
-	const char *s = *p;
-	int neg = *s == '-', n = 0;
-	long long x = 0;
-	s += neg;
-	for (; *s >= '0' && *s <= '9' && n < 18; s++, n++)
-		x = x * 10 + (*s - '0');
-	if (n == 0 || (*s && *s != ' '))
-		return -1;
-	*v = neg ? -x : x;
-	*p = s;
-	return 0;
-}
-
-int
-notify_parse(const char *payload, uint64_t *xid, long long *due,
-	     struct notify_key *key)
-{
-	const char *p = payload;
-	uint64_t x = 0;
-	long long d = 0, pr, ra;
-	int nx = 0, nd = 0;
-
-	key->known = 0;
-	if (!p)
-		return -1;
-	for (; *p >= '0' && *p <= '9' && nx < 20; p++, nx++) {
-		if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
-			return -1;
-		x = x * 10 + (uint64_t)(*p - '0');
-	}
-	if (nx == 0 || *p++ != ' ')
-		return -1;
-	for (; *p >= '0' && *p <= '9'; p++, nd++)
-		if (d < NOTIFY_MAX_DUE)
-			d = d * 10 + (*p - '0');
-	if (nd == 0 || (*p && *p != ' ') || d <= 0)
-		return -1;
-	if (*p == ' ') {
-		p++;
-		if (notify_number(&p, &pr) == 0 && *p == ' ' && pr >= -32768 &&
-		    pr <= 32767) {
-			p++;
-			if (notify_number(&p, &ra) == 0 && !*p)
-				*key = (struct notify_key){1, (int)pr, ra};
-		}
-	}
-	*xid = x;
-	*due = d < NOTIFY_MAX_DUE ? d : NOTIFY_MAX_DUE;
-	return 0;
-}
+#include "worker/notify_payload.h"
 
 const struct queue_position *
 notify_key_position(const struct notify_key *key, struct queue_position *p)

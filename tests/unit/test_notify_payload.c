@@ -1,12 +1,12 @@
 /* Unit tests for the worker's reading of a NOTIFY pgjob payload
- * (src/worker/notify.c: notify_parse()). */
+ * (src/worker/notify_payload.c: notify_parse()). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "worker/notify.h"
+#include "worker/notify_payload.h"
 
 /* NOTIFY payloads of pgjob.jobs_notify(): the two numbers, the key of
  * schema 17 when it is whole, and nothing from anything else. */

@@ -1,10 +1,10 @@
 /*
- * notify: the payload of a NOTIFY pgjob, as the trigger pgjob.jobs_notify()
- * writes it.  Apart from the worker's other headers: a pure parse, with no
- * loop, for the unit tests (tests/unit/test_notify_payload.c).
+ * notify_payload: the payload of a NOTIFY pgjob, as the trigger
+ * pgjob.jobs_notify() writes it.  Apart from the worker's other headers: a
+ * pure parse, with no loop (tests/unit/test_notify_payload.c).
  */
-#ifndef PGJOBD_WORKER_NOTIFY_H
-#define PGJOBD_WORKER_NOTIFY_H
+#ifndef PGJOBD_NOTIFY_PAYLOAD_H
+#define PGJOBD_NOTIFY_PAYLOAD_H
 
 #include <stdint.h>
 
