@@ -7,7 +7,9 @@
  * (a parallel branch, and the serial and per_key ones a worker's queues
  * need), where a scan starts (positions, the turns of crowded claims, the
  * sweep tickets), and its sending.  Its answer is read in claimed.c, with
- * the limited claim's (claim_limited.c).
+ * the limited claim's (claim_limited.c).  A file of its own: it is the
+ * statement every job goes through, and each of its parts is shaped by a
+ * plan or a lock it must not get (the comments say which).
  */
 #include "db/claim.h"
 

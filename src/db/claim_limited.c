@@ -3,7 +3,9 @@
  * with a row in pgjob.limits is claimed by pgjob.claim_limited() alone,
  * one queue a statement, under its limits; its answer is read as the
  * ordinary claim's (claimed.c).  And the two writes a worker makes of
- * limits: the config's published again, a queue throttled.
+ * limits: the config's published again, a queue throttled.  Apart from
+ * the ordinary claim: the limits' rules live in the schema's function,
+ * and here is only their call.
  */
 #include "db/claim_limited.h"
 

@@ -3,7 +3,8 @@
  * (src/worker/monitor.c): queue depths with their flow control, dead jobs,
  * jobs that no live worker serves, workflows.  Read-only, bounded in rows
  * (the configured queues each, every other summed), each with its own
- * reader.
+ * reader.  Apart from the job statements: they read for a person, on the
+ * monitor's own connection, and never write.
  */
 #include "db/monitor.h"
 

@@ -1,7 +1,9 @@
 /*
  * renew: the renewal of every lease a worker holds, in one statement:
  * each (id, token) still held is extended, and the answer says, per
- * attempt, whether it was, and whether an operator cancelled it.
+ * attempt, whether it was, and whether an operator cancelled it.  Apart
+ * from the claim and the finish: it runs on its own timer, and touches
+ * only rows it holds.
  */
 #include "db/renew.h"
 

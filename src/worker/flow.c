@@ -3,7 +3,8 @@
  * (docs/queues.md), from what their claims said: a queue held back until
  * a time (an empty bucket, a throttle), a wake-up at a limit's hint, a
  * queue that gained or lost its limits.  The flow timer claims each at
- * its wake-up; the claims themselves are claim.c's.
+ * its wake-up; the claims themselves are claim.c's.  Apart from claim.c:
+ * the NOTIFY of a changed limit (notify.c) resets the same state.
  */
 #include "worker/internal.h"
 
