@@ -10,7 +10,7 @@
 struct handler_conf;
 
 /* The states of pgjob.jobs.state (its check constraint lists the same).
- * The finish sends an end's state as this code (STATE_AT in db/queue.c):
+ * The finish sends an end's state as this code (STATE_AT in db/finish.c):
  * keep the order. */
 enum job_state {
 	JOB_AVAILABLE, /* waiting: due at run_at */

@@ -118,8 +118,6 @@ struct stats_worker {
 
 /* Recent NOTIFYs, shared out among an instance's workers (worker.c). */
 #define STATS_NOTIFY_RING 64
-/* The most due jobs a notification is believed to announce. */
-#define STATS_NOTIFY_MAX_DUE 1000000
 
 /*
  * --- The database health guard (docs/operations.md, "Database health") ---
@@ -246,26 +244,6 @@ void stats_observe_wait(struct stats_kind *k, int64_t us);
  * supervisor, stats_dur_bounds()), else stats_bounds. */
 const double *stats_dur_bounds_of(const struct stats *s, size_t *n);
 
-/* Where the earliest of a notification's jobs sorts in its queue's index:
- * its priority, and the earliest run_at of that priority (microseconds
- * since the epoch).  known: 0 when the payload did not say. */
-struct stats_notify_key {
-	int known;
-	int priority;
-	int64_t run_at_us;
-};
-
-/*
- * Reads a NOTIFY payload of the trigger pgjob.jobs_notify(): "<transaction
- * id> <due jobs>", two decimal numbers, then, since schema 17, " <priority>
- * <run_at µs>" (sql/017_notify_key.sql).  Returns 0 with *xid and *due
- * (capped at STATS_NOTIFY_MAX_DUE) and *key set, or -1 for anything else
- * (an empty payload, from pgjob retry; or one that any role can send:
- * NOTIFY needs no privilege).  A tail that is not two such numbers leaves
- * key->known 0.
- */
-int stats_notify_parse(const char *payload, uint64_t *xid, long long *due,
-		       struct stats_notify_key *key);
 /*
  * Whether this worker takes its turn at notification (xid, be_pid) with
  * room free places: 1 when the workers that took it so far have too little

@@ -9,6 +9,7 @@
 
 #include "common/util.h"
 #include "db/internal.h"
+#include "db/sqlstate.h"
 
 /* A synchronous connection: libpq's, wrapped so that nothing above the
  * database layer needs libpq's header. */
@@ -378,12 +379,15 @@ db_classify(PGconn *conn, const PGresult *res)
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	if (!state)
 		return DB_LOST; /* libpq's own error: the connection broke */
-	if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P0", 4) == 0 ||
-	    strcmp(state, "25006") == 0)
+	if (sqlstate_is(state, SQLSTATE_CLASS_CONNECTION) ||
+	    sqlstate_is(state, SQLSTATE_PREFIX_SHUTDOWN) ||
+	    sqlstate_is(state, SQLSTATE_READ_ONLY_TRANSACTION))
 		return DB_LOST;
-	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
-	    strcmp(state, "55P03") == 0 || strcmp(state, "53300") == 0 ||
-	    strncmp(state, "53", 2) == 0)
+	/* The whole class 53 (SQLSTATE_TOO_MANY_CONNECTIONS among them). */
+	if (sqlstate_is(state, SQLSTATE_SERIALIZATION_FAILURE) ||
+	    sqlstate_is(state, SQLSTATE_DEADLOCK_DETECTED) ||
+	    sqlstate_is(state, SQLSTATE_LOCK_NOT_AVAILABLE) ||
+	    sqlstate_is(state, SQLSTATE_CLASS_RESOURCES))
 		return DB_TRANSIENT;
 	return DB_PERMANENT;
 }
@@ -448,6 +452,13 @@ db_conninfo_redacted(const char *conninfo)
 	if (!b.data)
 		return xstrdup("");
 	return b.data;
+}
+
+int
+db_cmp_int64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
 }
 
 char *

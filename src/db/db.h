@@ -4,7 +4,8 @@
  * src/db/ sees libpq: a connection is a struct db_conn, a result a struct
  * db_rows (copied out of libpq), an outcome a struct db_status.  The
  * worker's asynchronous connection on libev is dbev.h; the statements are
- * in queue.c, lease.c, session.c, schedule.c, prune.c and migrate.c.
+ * in the modules of their subjects (claim.c, finish.c, renew.c, lease.c,
+ * session.c, schedule.c, prune.c, migrate.c...; docs/architecture.md).
  */
 #ifndef PGJOBD_DB_H
 #define PGJOBD_DB_H

@@ -469,6 +469,22 @@ dbev_ignore(void *arg, PGresult *res)
 {
 }
 
+void
+dbev_time_limit(struct dbev *d, int64_t ms)
+{
+	char v[24];
+	snprintf(v, sizeof(v), "%lld", (long long)ms);
+	const char *p[] = {v};
+	dbev_send(d, "select set_config('statement_timeout', $1, false)", 1, p,
+		  dbev_ignore, NULL);
+}
+
+void
+dbev_time_limit_end(struct dbev *d)
+{
+	dbev_send(d, "reset statement_timeout", 0, NULL, dbev_ignore, NULL);
+}
+
 /* A call in flight: the module's reader and the caller's call. */
 struct pending_call {
 	db_read_fn *read;

@@ -9,8 +9,9 @@
  * result (in order), then on_lost is called once; the owner then frees the
  * dbev and reconnects.
  *
- * The statements themselves are sent by the modules of src/db/ (queue.c,
- * lease.c, schedule.c, prune.c), each with a callback of its own types;
+ * The statements themselves are sent by the modules of src/db/ (claim.c,
+ * finish.c, renew.c, lease.c, schedule.c, prune.c...), each with a
+ * callback of its own types;
  * the sending API with raw results is in db/internal.h.
  */
 #ifndef PGJOBD_DBEV_H

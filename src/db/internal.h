@@ -138,4 +138,39 @@ int dbev_call(struct dbev *d, const char *sql, int prepared, int nparams,
 /* A result callback that ignores the result. */
 void dbev_ignore(void *arg, PGresult *res);
 
+/* qsort() and bsearch() order of int64_t (of the first of a pair). */
+int db_cmp_int64(const void *a, const void *b);
+
+/*
+ * Row j's element of the array parameter param (of SQL type type), in a
+ * statement whose $1 is the ids it writes, sorted: j.id's position in $1,
+ * found by width_bucket(), a binary search, and read there (finish.c says
+ * why not a join).  Fixed-width elements without NULLs are read in
+ * constant time.
+ */
+#define DB_ID_POS	      "width_bucket(j.id, $1::bigint[])"
+#define DB_AT_ID(param, type) "(" param "::" type ")[" DB_ID_POS "]"
+
+/*
+ * A time limit on the next statement sent: statement_timeout set for the
+ * session before it (dbev_time_limit()) and reset after it
+ * (dbev_time_limit_end()).  Each statement has its own sync, the pipeline
+ * keeps their order, and the three go out in one call, so the limit covers
+ * that statement alone; past it, the statement fails with
+ * SQLSTATE_QUERY_CANCELED.
+ */
+void dbev_time_limit(struct dbev *d, int64_t ms);
+void dbev_time_limit_end(struct dbev *d);
+
+/*
+ * claimed.c: the answer of either claim (claim.c, claim_limited.c), read
+ * into a struct queue_claimed for the caller's queue_claim_fn; c->names are
+ * the queues asked for, in order.  turn_wait_ms: how long the claim waited
+ * for its turn, -1 when it took none (queue_claimed_read()).
+ */
+db_read_fn queue_claimed_read;
+void queue_claimed_read_turn(const struct db_call *c,
+			     const struct db_status *st, const PGresult *res,
+			     int turn_wait_ms);
+
 #endif

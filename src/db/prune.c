@@ -20,7 +20,7 @@
  * ids go to the delete as an array, looked up in jobs_pkey: as a semi-join
  * ("id in (...)"), on statistics that an ANALYZE took under a held
  * snapshot (a handful of live rows), the planner read jobs_pkey whole
- * for the outer side, dead entries and all (3.9 s, docs/performance.md).
+ * for the outer side, dead entries and all (docs/performance.md).
  */
 static const char prune_jobs_sql[] =
 	"with d as (delete from pgjob.jobs where id = any(array("

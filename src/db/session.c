@@ -131,8 +131,8 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 	PQclear(PQexec(conn, "set idle_in_transaction_session_timeout = "
 			     "'60s'"));
 	/* The claim's plan does not depend on its parameters: planning it
-	 * anew for every batch (PostgreSQL's custom plans) cost about a
-	 * tenth of the server's time per job.  And its estimated cost, which
+	 * anew for every batch (PostgreSQL's custom plans) is server time
+	 * spent on every job for nothing.  And its estimated cost, which
 	 * counts every branch of every mode, can pass jit_above_cost: JIT
 	 * compiling it took longer than running it.
 	 *
@@ -143,7 +143,7 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 	 * read the whole table, so the claim and the finish would look their
 	 * rows up by sequential scans, for every batch, of a table that
 	 * grows by thousands of rows a second (a fresh database under a feed
-	 * ran at a tenth of its speed until that ANALYZE).  Every statement
+	 * would crawl until that ANALYZE).  Every statement
 	 * of the worker is written for an index (each has one), so sequential
 	 * scans are off: its plans are the index plans whatever the table
 	 * held when they were made (docs/performance.md, "Plans that do not
@@ -153,8 +153,8 @@ session_start(struct db_conn *c, const struct session_worker *w, int *slot,
 	 * ANALYZE, and under a feed an ANALYZE can find few live rows
 	 * beside millions of dead ones.  Believing the queue held one job,
 	 * the claim then took the jobs past its position by a bitmap scan
-	 * and sorted them: every claim read the whole backlog, 0.7 to 3.5 s
-	 * each, until the next ANALYZE.  Without bitmap scans the walk of
+	 * and sorted them: every claim read the whole backlog, until the
+	 * next ANALYZE.  Without bitmap scans the walk of
 	 * jobs_claim_idx in its order, which stops at the batch's size, is
 	 * the cheapest plan whatever the estimate.  Every statement of the
 	 * worker looks up batches, not ranges, so none needs one.

@@ -2,12 +2,15 @@
  * held: the jobs a worker holds, from the claim to the end written.
  *
  * A claimed job starts its handler at once (an sql handler's job waits for
- * its turn on the connection: one statement on it at a time).  When the
- * handler reports, the attempt's end is decided here (done, a retry after
- * a delay, dead) and waits in state DONE until claim.c sends the ends of
- * the loop's turn in one statement; what the database wrote or refused
- * comes back to held_written().  Nothing here sends anything but an sql
- * handler's transaction.
+ * its turn on the connection, sqlhandler.c: one statement on it at a
+ * time).  When the handler reports, the attempt's end is decided here
+ * (done, a retry after a delay, dead) and waits in state DONE until the
+ * loop's turn (worker.c) has held_send_ends() send every end decided in
+ * one statement; what the database wrote or refused comes back here too
+ * (held_written()).  One path for every end: decided, sent and answered in
+ * this file.  An sql handler's end is the exception that proves it: it is
+ * written in the handler's own transaction, and only counted here
+ * (held_ended_written()).
  */
 #include "worker/internal.h"
 
@@ -21,6 +24,7 @@
 #include "common/stats.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/sqlstate.h"
 
 struct log_job
 held_log(const struct held *h)
@@ -71,13 +75,13 @@ claim_after_end(struct worker *w, size_t q, enum job_state state)
 {
 	if (w->draining)
 		return;
-	if (!(w->more[q] || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
+	if (!(w->wq[q].more || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
 	      state == JOB_AVAILABLE))
 		return;
 	/* A limited queue alone: its claim is a statement of its own, and
 	 * the others have nothing new. */
-	if (w->limited[q])
-		w->want_q[q] = 1;
+	if (w->wq[q].limited)
+		w->wq[q].want = 1;
 	else
 		w->want_claim = 1;
 }
@@ -260,7 +264,7 @@ held_ended(struct held *h, struct handler_result *res)
 				       .retry_in_ms = -1};
 	throttle(h);
 	h->state = HELD_DONE;
-	w->running[h->queue]--;
+	w->wq[h->queue].running--;
 	observe_run(h);
 	note_usage(h);
 	if (h->lost) {
@@ -284,83 +288,19 @@ on_handler_done(void *arg, struct handler_result *res)
 	held_ended(arg, res);
 }
 
-/* --- the sql handler's turn on the connection -------------------------- */
-
-static void
-on_sql_done(void *arg, enum queue_sql_end end, const char *error)
+/*
+ * An attempt whose end was written with its work (an sql handler's, in its
+ * transaction), or that found its lease gone before anything ran.
+ */
+void
+held_ended_written(struct held *h, int written)
 {
-	struct held *h = arg;
 	struct worker *w = h->w;
-	struct log_job l = held_log(h);
-	struct handler_result r = {.outcome = OUTCOME_RETRY, .retry_in_ms = -1};
-
-	if (w->sql_inflight > 0)
-		w->sql_inflight--;
-	switch (end) {
-	case QUEUE_SQL_DONE:
-		log_job(LOG_DEBUG, &l, "done");
-		observe_run(h);
-		count_end(h, JOB_DONE, 1);
-		break;
-	case QUEUE_SQL_LEASE:
-		observe_run(h);
-		count_end(h, JOB_DONE, 0);
-		log_job(LOG_WARN, &l,
-			"lease lost before the statement ran; "
-			"nothing was done");
-		break;
-	case QUEUE_SQL_FAILED:
-	case QUEUE_SQL_TIMED_OUT:
-	case QUEUE_SQL_CONN_LOST:
-		/* Rolled back (or, if the connection broke after the commit,
-		 * done: then the compare-and-set refuses this end). */
-		r.error = xstrdup(error);
-		r.timed_out = end == QUEUE_SQL_TIMED_OUT;
-		held_ended(h, &r);
-		handler_result_clear(&r);
-		held_sql_next(w);
-		return;
-	}
-	w->running[h->queue]--;
+	observe_run(h);
+	count_end(h, JOB_DONE, written);
+	w->wq[h->queue].running--;
 	claim_after_end(w, h->queue, JOB_DONE);
 	held_unlink(w, h);
-	held_sql_next(w);
-}
-
-/*
- * Sends the statement of an sql handler's job.  It holds the worker's only
- * connection: the renewals of its other jobs wait behind it, and a path
- * that stops answering must still be noticed within a lease.  So it gets at
- * most half a lease, and only one is on the connection at a time: what
- * waits ahead of a renewal is bounded by half a lease, however many sql
- * jobs the worker holds.
- */
-static void
-sql_start(struct worker *w, struct held *h)
-{
-	int64_t limit = w->cfg->lease_ms / 2;
-	if (h->job.handler->timeout_ms < limit)
-		limit = h->job.handler->timeout_ms;
-	h->state = HELD_RUNNING;
-	w->sql_inflight++;
-	/* Runs on this worker's connection, in the transaction that also
-	 * ends the job: see queue_run_sql(). */
-	queue_run_sql(w->db, &h->job, h->job.handler->statement, limit,
-		      on_sql_done, h);
-}
-
-void
-held_sql_next(struct worker *w)
-{
-	struct held *next = NULL;
-	if (w->sql_inflight > 0 || !w->online || w->stopping)
-		return;
-	/* The list is newest first: the last waiting one came first. */
-	for (struct held *h = w->head; h; h = h->next)
-		if (h->state == HELD_SQL_WAITING)
-			next = h;
-	if (next)
-		sql_start(w, next);
 }
 
 /* --- starting ------------------------------------------------------------ */
@@ -429,7 +369,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 		w->head->prev = h;
 	w->head = h;
 	w->nheld++;
-	w->running[h->queue]++;
+	w->wq[h->queue].running++;
 	if (h->job.max_attempts <= 0)
 		h->job.max_attempts = h->job.handler->max_attempts;
 	char why[160];
@@ -445,8 +385,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 		return;
 	}
 	if (h->job.handler->type == HANDLER_SQL) {
-		h->state = HELD_SQL_WAITING;
-		held_sql_next(w);
+		h->state = HELD_SQL_WAITING; /* sqlhandler_next() */
 		return;
 	}
 	h->state = HELD_RUNNING;
@@ -456,7 +395,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 /* --- ends written ------------------------------------------------------- */
 
 /*
- * A job's end that PostgreSQL refused for its data (SQLSTATE class 22):
+ * A job's end that PostgreSQL refused for its data (SQLSTATE_CLASS_DATA):
  * the result, which the handler printed and which passed our check, but
  * not jsonb's (a number past numeric's range, say).  The run succeeded: it
  * is written done without its result, and last_error says why, rather than
@@ -465,7 +404,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 static int
 drop_result(struct held *h, const struct db_status *st)
 {
-	if (!h->fin.result || strncmp(st->sqlstate, "22", 2) != 0)
+	if (!h->fin.result || !sqlstate_is(st->sqlstate, SQLSTATE_CLASS_DATA))
 		return 0;
 	char *note = xasprintf("result not stored: PostgreSQL refused it (%s)",
 			       st->text);
@@ -504,7 +443,10 @@ write_failed(struct worker *w, struct held *h, size_t n,
 	}
 }
 
-void
+/* The statement that carried the ends of these jobs answered (st; written:
+ * the ids the database wrote, sorted; capped: the snoozes among them that
+ * it wrote dead, past the cap). */
+static void
 held_written(struct worker *w, struct held **held, size_t n,
 	     const struct db_status *st, const int64_t *written,
 	     size_t nwritten, const int64_t *capped, size_t ncapped)
@@ -533,6 +475,109 @@ held_written(struct worker *w, struct held **held, size_t n,
 		held_unlink(w, h);
 	}
 }
+
+/* --- ends sent ---------------------------------------------------------- */
+
+/* A batch of ends in flight: the jobs it carries. */
+struct ends {
+	struct worker *w;
+	size_t n;
+	struct held *held[];
+};
+
+static void
+on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n,
+	const int64_t *capped, size_t ncapped)
+{
+	struct ends *e = arg;
+	struct worker *w = e->w;
+	char what[64];
+
+	cycle_done(w);
+	snprintf(what, sizeof(what), "writing %zu job ends", e->n);
+	if (st->answered)
+		conn_ok(w, st, what);
+	held_written(w, e->held, e->n, st, written, n, capped, ncapped);
+	free(e);
+}
+
+/* The ends waiting to be written (or one written alone, after its batch
+ * failed), marked WRITING; NULL when none waits. */
+static struct ends *
+ends_new(struct worker *w)
+{
+	size_t n = 0;
+	for (struct held *h = w->head; h; h = h->next)
+		n += h->state == HELD_DONE;
+	if (n == 0)
+		return NULL;
+	struct ends *e = xcalloc(1, sizeof(*e) + n * sizeof(struct held *));
+	e->w = w;
+	for (struct held *h = w->head; h; h = h->next) {
+		if (h->state != HELD_DONE)
+			continue;
+		/* A job whose batch failed is written alone, so one bad
+		 * result cannot block the others. */
+		if (h->solo && e->n > 0)
+			continue;
+		h->state = HELD_WRITING;
+		e->held[e->n++] = h;
+		if (h->solo)
+			break;
+	}
+	return e;
+}
+
+void
+held_send_ends(struct worker *w)
+{
+	struct ends *e = ends_new(w);
+	if (!e)
+		return;
+	struct queue_finish *f = xcalloc(e->n + 1, sizeof(*f));
+	for (size_t i = 0; i < e->n; i++)
+		f[i] = e->held[i]->fin;
+	w->cycle_inflight++;
+	queue_finish(w->db, f, e->n, w->cfg->retention_ms, on_ends, e);
+	free(f);
+}
+
+static void
+on_given_back(void *arg, const struct db_status *st, const int64_t *written,
+	      size_t n, const int64_t *capped, size_t ncapped)
+{
+	cycle_done(arg);
+}
+
+/*
+ * A claim that answers after the worker began to retire (a reload): its
+ * jobs go back to their queue as they are, unstarted and with the attempt
+ * refunded, for the workers on the new config.  Started here, they would
+ * run on the old one, or be left behind when the worker exits (their
+ * lease then has to expire first).
+ */
+void
+held_give_back(struct worker *w, struct queue_claimed *r)
+{
+	struct queue_finish *f = xcalloc((size_t)r->njobs + 1, sizeof(*f));
+	for (int i = 0; i < r->njobs; i++)
+		f[i] = (struct queue_finish){.id = r->jobs[i]->id,
+					     .token = r->jobs[i]->lease_token,
+					     .state = JOB_AVAILABLE,
+					     .refund = 1,
+					     .wall_ms = -1,
+					     .cpu_ms = -1,
+					     .max_rss_kb = -1,
+					     .status = -1};
+	w->cycle_inflight++;
+	queue_finish(w->db, f, (size_t)r->njobs, w->cfg->retention_ms,
+		     on_given_back, w);
+	free(f);
+	for (int i = 0; i < r->njobs; i++)
+		job_free(r->jobs[i]);
+}
+
+/* --- stopping now -------------------------------------------------------- */
 
 void
 held_stop_all(struct worker *w, const char *why)

@@ -1,16 +1,24 @@
 /*
  * worker internal: what the files of one worker process share.
  *
- *   worker.c  the process: its loop, signals, connection and session,
- *             heartbeat, the way out
- *   monitor.c the figures for /metrics that one worker per instance reads,
- *             on a connection of its own
- *   conn.c    statements' outcomes, and the connection lost
- *   claim.c   claims: when to claim, from where, what came back, NOTIFY
- *   held.c    the jobs it holds: start, end, decide, write the ends, the
- *             sql handler's turn on the connection
- *   renew.c   lease renewals and deadlines
- *   duty.c    the cluster duties (scheduler.c, tasks.c, prune.c)
+ *   worker.c     the process: its loop and its turn (ends, then claims),
+ *                signals, connection and session, heartbeat, the way out
+ *   monitor.c    the figures for /metrics that one worker per instance
+ *                reads, on a connection of its own
+ *   conn.c       statements' outcomes, and the connection lost
+ *   claim.c      claims: when to claim, from where, what came back
+ *   notify.c     the NOTIFYs the connection receives: whose turn a new
+ *                job is, where it sorts; the limits changed (the
+ *                payload's grammar: notify_payload.c, pure)
+ *   flow.c       flow control of limited queues: holds and wake-ups
+ *   held.c       the jobs it holds, from the claim to the end written: start,
+ *                the handler's report, the end decided, sent, answered
+ *   sqlhandler.c an sql handler's job: its turn on the connection
+ *   renew.c      lease renewals and deadlines
+ *   duty.c       the cluster duties (scheduler.c, tasks.c, prune.c)
+ *
+ * Who calls whom, top down, with no circle: worker.c; claim.c and
+ * renew.c; notify.c and sqlhandler.c; flow.c and held.c; conn.c.
  *
  * A job the worker holds is a struct held: RUNNING while its handler runs
  * (or SQL_WAITING for its turn on the connection), DONE once the handler
@@ -18,7 +26,7 @@
  * is in flight.  Writes and claims are gathered in an ev_prepare watcher,
  * which runs once per loop iteration just before the loop sleeps, so
  * everything that finished in one iteration is written in one statement
- * and the next claim goes out in the same pipeline.
+ * and the next claim goes out in the same pipeline (the turn: worker.c).
  */
 #ifndef PGJOBD_WORKER_INTERNAL_H
 #define PGJOBD_WORKER_INTERNAL_H
@@ -32,8 +40,14 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "db/lease.h"
-#include "db/queue.h"
+#include "db/claim.h"
+#include "db/claim_limited.h"
+#include "db/finish.h"
+#include "db/monitor.h"
+#include "db/renew.h"
+#include "db/sqlhandler.h"
 #include "handlers/handler.h"
+#include "worker/notify_payload.h"
 
 struct config;
 struct db_status;
@@ -67,6 +81,49 @@ enum { RESCAN_NONE, RESCAN_FROM, RESCAN_HEAD };
 #define SWEEP_TIMEOUT_CLAIMS 20
 #define SWEEP_TIMEOUT_MAX_MS 30000
 #define DEPTH_TIMEOUT_MS     5000
+
+/*
+ * What a worker keeps of one queue of its config (w->wq[i] for
+ * cfg->queues[i]): its jobs running, where its next claim reads from,
+ * and its flow control.
+ */
+struct wqueue {
+	int running; /* its jobs held and not ended */
+	int serves;  /* 1 when some handler of this worker uses it */
+	/* Where its next claim reads the index of available jobs from
+	 * (queue_claim_req), and whether it has such a place. */
+	struct queue_position pos;
+	int pos_valid;
+	/* Its last claim came back full, so more due jobs may be waiting
+	 * than a claim asked for (see claim_after_end() in held.c). */
+	int more;
+	/*
+	 * Flow control (flow.c).  limited: it has a row in pgjob.limits, and
+	 * only pgjob.claim_limited() claims it (the claims' answers keep this
+	 * up to date).  want: claim it at the next turn.  hold_until: no
+	 * claim could start a job of it before then (its rate, a throttle);
+	 * wake_at: claim it then (a limit's hint); monotonic ms, 0: none.
+	 * The flow timer fires at the first wake_at of all queues.
+	 */
+	int limited;
+	int want;
+	int64_t hold_until, wake_at;
+	/* What the NOTIFYs since its last claim said of new jobs that sort
+	 * before its position: RESCAN_NONE, RESCAN_FROM (the next claim
+	 * reads from rescan_from, the earliest of their keys) or RESCAN_HEAD
+	 * (a payload that did not say: from the head). */
+	int rescan;
+	struct queue_position rescan_from;
+	/* The earliest key of the NOTIFYs since its last claim was sent that
+	 * sort after its position (known: there was one): a claim from the
+	 * position reads ahead of it no further than there
+	 * (queue_claim_req's until). */
+	struct notify_key until;
+	/* Whether this worker's last turn in it waited: another claimer
+	 * shares its lane, and its claims read ahead (claim.c,
+	 * TURN_CROWDED_MS). */
+	int crowded;
+};
 
 struct held {
 	struct worker *w;
@@ -106,49 +163,15 @@ struct worker {
 	char *locked_by;
 	const char **kinds;
 	size_t nkinds;
-	int *running; /* per cfg->queues index */
-	int *serves;  /* per queue: 1 when some handler uses it */
+	struct wqueue *wq; /* per cfg->queues index */
 	struct held *head;
 	int nheld;
 	int want_claim, cycle_inflight;
-	int sql_inflight; /* sql handler statements on the connection */
-	int online;	  /* connected, slot held, statements can be sent */
-	int trimmed;	  /* the heap was trimmed since the worker went idle */
-	/* Per queue: where its next claim reads the index of available jobs
-	 * from (queue_claim_req), and whether it has such a place. */
-	struct queue_position *pos;
-	int *pos_valid;
-	/* Per queue: its last claim came back full, so more due jobs may be
-	 * waiting than a claim asked for (see claim_after_end()). */
-	int *more;
-	/*
-	 * Flow control, per queue.  limited: it has a row in pgjob.limits,
-	 * and only pgjob.claim_limited() claims it (the claims' answers keep
-	 * this up to date).  want_q: claim it at the next turn.  hold_until:
-	 * no claim could start a job of it before then (its rate, a
-	 * throttle); wake_at: claim it then (a limit's hint); monotonic ms,
-	 * 0: none.  The flow timer fires at the first wake_at.
-	 */
-	int *limited;
-	int *want_q;
-	int64_t *hold_until, *wake_at;
-	ev_timer flow;
+	int sql_inflight;  /* sql handler statements on the connection */
+	int online;	   /* connected, slot held, statements can be sent */
+	int trimmed;	   /* the heap was trimmed since the worker went idle */
+	ev_timer flow;	   /* flow.c: at the first wake_at of any queue */
 	char *limits_json; /* its config's limits (config_limits_json()) */
-	/* Per queue, what the NOTIFYs since its last claim said of new jobs
-	 * that sort before its position: RESCAN_NONE, RESCAN_FROM (the next
-	 * claim reads from rescan_from[i], the earliest of their keys) or
-	 * RESCAN_HEAD (a payload that did not say: from the head). */
-	int *rescan;
-	struct queue_position *rescan_from;
-	/* Per queue, the earliest key of the NOTIFYs since its last claim
-	 * was sent that sort after its position (known: there was one): a
-	 * claim from the position reads ahead of it no further than there
-	 * (queue_claim_req's until). */
-	struct stats_notify_key *until;
-	/* Per queue, whether this worker's last turn in it waited: another
-	 * claimer shares its lane, and its claims read ahead (claim.c,
-	 * TURN_CROWDED_MS). */
-	int *crowded;
 	/* When a sweep last ran out of time, for the warning's pace, and
 	 * how many sweeps in a row did (sweep_timed_out()). */
 	int64_t sweep_warned_ms;
@@ -230,11 +253,25 @@ int conn_ok(struct worker *w, const struct db_status *st, const char *what);
 /* The connection is lost (dbev's on_lost hook; arg: the worker). */
 void conn_lost(void *arg, const char *why);
 
+/*
+ * One turn of the loop sends ends and claims (worker.c); cycle_inflight
+ * counts its statements in flight, and a turn waits for the last one's
+ * answers.  Each answer calls this; on_lost() zeroes the count, and the
+ * statements of the lost link still report (lost) after it.
+ */
+static inline void
+cycle_done(struct worker *w)
+{
+	if (w->cycle_inflight > 0)
+		w->cycle_inflight--;
+}
+
 /* held.c */
 /* The job in its log lines. */
 struct log_job held_log(const struct held *h);
 /* Takes over a claimed job of queue q (a cfg->queues index) and starts
- * it; sent_ms: when its claim was sent. */
+ * it (an sql handler's job waits for sqlhandler_next()); sent_ms: when its
+ * claim was sent. */
 void held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms);
 /* The attempt (id, token) this worker holds, or NULL. */
 struct held *held_find(struct worker *w, int64_t id, int64_t token);
@@ -242,27 +279,56 @@ struct held *held_find(struct worker *w, int64_t id, int64_t token);
 void held_unlink(struct worker *w, struct held *h);
 /* A held job's handler has reported: decide how the attempt ends. */
 void held_ended(struct held *h, struct handler_result *res);
-/* The statement that carried the ends of these jobs answered (st; written:
- * the ids the database wrote, sorted; capped: the snoozes among them that
- * it wrote dead, past the cap). */
-void held_written(struct worker *w, struct held **held, size_t n,
-		  const struct db_status *st, const int64_t *written,
-		  size_t nwritten, const int64_t *capped, size_t ncapped);
-/* Starts the sql job that has waited longest, when the connection is
- * free. */
-void held_sql_next(struct worker *w);
+/* An attempt whose end was written with its work, in its own transaction
+ * (an sql handler's: written), or that found its lease gone before it ran
+ * (!written): counted, and forgotten. */
+void held_ended_written(struct held *h, int written);
+/* Sends the ends decided since the last turn in one statement (marked
+ * WRITING; or one alone, after its batch failed). */
+void held_send_ends(struct worker *w);
+/* The jobs of a claim that answered after the worker began to retire:
+ * back to their queue, unstarted. */
+void held_give_back(struct worker *w, struct queue_claimed *r);
 /* Stop now: every running handler is stopped, every waiting job given
  * back. */
 void held_stop_all(struct worker *w, const char *why);
 
+/* sqlhandler.c */
+/* Starts the sql job that has waited longest, when the connection is
+ * free. */
+void sqlhandler_next(struct worker *w);
+
 /* claim.c */
-/* Sends what waits: the ends to be written and, if wanted, a claim. */
-void claim_send_cycle(struct worker *w);
-/* The flow timer: claims the limited queues whose wake_at has come. */
-void claim_on_flow_timer(struct ev_loop *loop, ev_timer *t, int revents);
-/* The connection's NOTIFY hook. */
-void claim_on_notify(void *arg, const char *channel, const char *payload,
+/* The claims of the loop's turn: when all (the worker wants work), a claim
+ * of every queue without limits that has room; and the limited queues
+ * that want one (all: every one). */
+void claim_send(struct worker *w, int all);
+
+/* notify.c */
+/* The connection's NOTIFY hook (channels pgjob and pgjob_limits). */
+void notify_received(void *arg, const char *channel, const char *payload,
 		     int be_pid);
+/* Where key sorts against position p, by priority and then run_at: < 0
+ * before it, 0 at the same priority and run_at (where a smaller id may
+ * hide), > 0 after it. */
+int notify_key_cmp(const struct notify_key *key,
+		   const struct queue_position *p);
+/* The position just before every job of key's priority and run_at, in
+ * p. */
+const struct queue_position *notify_key_position(const struct notify_key *key,
+						 struct queue_position *p);
+/* Queue i's next claim reads from where key's jobs sort (from its head
+ * when the key is not known), or from further back. */
+void notify_rescan_from(struct worker *w, size_t i,
+			const struct notify_key *key);
+
+/* flow.c */
+/* The flow timer: claims the limited queues whose wake_at has come. */
+void flow_on_timer(struct ev_loop *loop, ev_timer *t, int revents);
+/* (Re)arms the flow timer for the first wake_at of any queue. */
+void flow_rearm(struct worker *w);
+/* What a claim said of queue i's flow control. */
+void flow_said(struct worker *w, size_t i, const struct queue_flow_said *f);
 
 /* renew.c */
 /* Renews every lease this worker holds, in one statement. */

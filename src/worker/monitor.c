@@ -27,6 +27,7 @@
 #include "db/db.h"
 #include "db/dbev.h"
 #include "db/schedule.h"
+#include "db/sqlstate.h"
 #include "worker/internal.h"
 
 /*
@@ -90,7 +91,7 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 	 * DEPTH_TIMEOUT_MS, which then counts as its cost
 	 * (backoff_limited_cost()): the figures stay as they were. */
 	int64_t now = util_now_ms();
-	int stopped = st->sqlstate && strcmp(st->sqlstate, "57014") == 0;
+	int stopped = sqlstate_is(st->sqlstate, SQLSTATE_QUERY_CANCELED);
 	/* Its own time, not the round trip: behind another statement in the
 	 * pipeline it would count that one's time too (dbev_answer_ms()). */
 	int64_t took = st->answered ? dbev_answer_ms(w->reads_on)

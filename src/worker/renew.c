@@ -48,7 +48,7 @@ lease_gone(struct worker *w, struct held *h, int cancelled)
 		return;
 	}
 	if (h->state == HELD_SQL_WAITING)
-		w->running[h->queue]--;
+		w->wq[h->queue].running--;
 	held_unlink(w, h);
 }
 

@@ -1,9 +1,11 @@
 /*
  * worker: one worker process, on one libev loop: its watchers and
  * signals, its connection and session, the heartbeat, and the way out
- * (drain, retire, stop now).  What it does with jobs is in claim.c, held.c
- * and renew.c; the cluster duties in duty.c; the figures for /metrics in
- * monitor.c.  See internal.h for how the files share the work.
+ * (drain, retire, stop now), and the loop's turn that sends ends and
+ * claims.  What it does with jobs is in claim.c, held.c, sqlhandler.c and
+ * renew.c, what it hears in notify.c; the cluster duties in duty.c; the
+ * figures for /metrics in monitor.c.  See internal.h for how the files
+ * share the work.
  *
  * Signal work happens on the loop (ev_signal), never in a signal handler:
  *   SIGTERM, SIGINT  first: drain (claim no more, finish what is held, up
@@ -29,19 +31,43 @@
 #include "db/dbev.h"
 #include "db/lease.h"
 #include "db/pooler.h"
+#include "db/queue.h"
 #include "db/session.h"
 #include "worker/duty.h"
 #include "worker/internal.h"
 
 static void connect_db(struct worker *w);
 
+/*
+ * The loop's turn, just before it sleeps: every end waiting to be written
+ * (held.c) and, when the worker wants work and has room, a claim for up to
+ * each queue's free places (claim.c).  Ends and claim go out as two
+ * transactions in one round trip (the pipeline keeps their order).  In one
+ * statement they could deadlock among many claimers: a claim that meets an
+ * older version of a row waits for whoever is updating its newest version,
+ * even under SKIP LOCKED, and a statement that also held its finished rows
+ * could be waited for in turn.  A transaction that only writes ends waits
+ * for no claim.  The next turn waits for this one's answers.
+ */
+static void
+send_turn(struct worker *w)
+{
+	if (!w->db || w->cycle_inflight)
+		return;
+	int all = w->want_claim && !w->draining;
+	if (all)
+		w->want_claim = 0;
+	held_send_ends(w);
+	claim_send(w, all);
+}
+
 static void
 on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 {
 	struct worker *w = p->data;
-	claim_send_cycle(w);
+	send_turn(w);
 	/* A retiring worker also waits for its claim in flight: its jobs go
-	 * back to the queue (give_back() in claim.c). */
+	 * back to the queue (held_give_back()). */
 	if (w->draining && w->nheld == 0 && duty_running(w->duty) == 0 &&
 	    !(w->retiring && w->cycle_inflight > 0))
 		ev_break(loop, EVBREAK_ALL);
@@ -210,7 +236,7 @@ setup_session(struct worker *w, struct db_conn *conn)
 	const char *queues[w->cfg->nqueues + 1];
 	size_t nq = 0;
 	for (size_t i = 0; i < w->cfg->nqueues; i++)
-		if (w->serves[i])
+		if (w->wq[i].serves)
 			queues[nq++] = w->cfg->queues[i].name;
 	struct session_worker sw = {
 		.lock_class = w->cfg->lock_class,
@@ -272,7 +298,7 @@ prepare_statements(struct worker *w)
 {
 	int serial = 0, per_key = 0;
 	for (size_t i = 0; i < w->cfg->nqueues; i++) {
-		if (!w->serves[i])
+		if (!w->wq[i].serves)
 			continue;
 		serial |= w->cfg->queues[i].mode == QUEUE_SERIAL;
 		per_key |= w->cfg->queues[i].mode == QUEUE_PER_KEY;
@@ -303,7 +329,7 @@ connect_db(struct worker *w)
 		ev_break(w->loop, EVBREAK_ALL);
 		return;
 	}
-	struct dbev_hooks hooks = {claim_on_notify, conn_lost, w};
+	struct dbev_hooks hooks = {notify_received, conn_lost, w};
 	if (rc < 0 || !(w->db = dbev_new(w->loop, conn, &hooks))) {
 		db_close(conn);
 		stats_add(&w->st->connect_failures, 1);
@@ -330,7 +356,7 @@ connect_db(struct worker *w)
 	w->want_claim = 1;
 	w->online = 1;
 	renew_all(w);
-	held_sql_next(w);
+	sqlhandler_next(w);
 }
 
 /* --- the way out -----------------------------------------------------------
@@ -430,25 +456,13 @@ setup_kinds(struct worker *w)
 {
 	const struct config *c = w->cfg;
 	w->kinds = xcalloc(c->nhandlers + 1, sizeof(char *));
-	w->running = xcalloc(c->nqueues, sizeof(int));
-	w->pos = xcalloc(c->nqueues, sizeof(*w->pos));
-	w->pos_valid = xcalloc(c->nqueues, sizeof(int));
-	w->rescan = xcalloc(c->nqueues, sizeof(int));
-	w->rescan_from = xcalloc(c->nqueues, sizeof(*w->rescan_from));
-	w->until = xcalloc(c->nqueues, sizeof(*w->until));
-	w->crowded = xcalloc(c->nqueues, sizeof(int));
-	w->more = xcalloc(c->nqueues, sizeof(int));
+	w->wq = xcalloc(c->nqueues + 1, sizeof(*w->wq));
 	for (size_t i = 0; i < c->nqueues; i++)
-		w->more[i] = 1;
-	w->serves = xcalloc(c->nqueues, sizeof(int));
-	w->limited = xcalloc(c->nqueues, sizeof(int));
-	w->want_q = xcalloc(c->nqueues, sizeof(int));
-	w->hold_until = xcalloc(c->nqueues, sizeof(int64_t));
-	w->wake_at = xcalloc(c->nqueues, sizeof(int64_t));
+		w->wq[i].more = 1;
 	w->limits_json = config_limits_json(c);
 	for (size_t i = 0; i < c->nhandlers; i++) {
 		w->kinds[w->nkinds++] = c->handlers[i].kind;
-		w->serves[c->handlers[i].queue_index] = 1;
+		w->wq[c->handlers[i].queue_index].serves = 1;
 	}
 }
 
@@ -480,7 +494,7 @@ init_watchers(struct worker *w, int parent_fd)
 	ev_timer_init(&w->shutdown, on_shutdown_timer, 0., 0.);
 	ev_timer_init(&w->final, on_final, 0., 0.);
 	ev_timer_init(&w->depth, monitor_on_timer, 1., 5.);
-	ev_timer_init(&w->flow, claim_on_flow_timer, 0., 0.);
+	ev_timer_init(&w->flow, flow_on_timer, 0., 0.);
 	w->depth.data = w->flow.data = w;
 	if (w->stats && w->cfg->metrics_listen)
 		ev_timer_start(l, &w->depth);
@@ -585,15 +599,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 		held_unlink(&w, w.head);
 	ev_loop_destroy(w.loop);
 	free(w.kinds);
-	free(w.running);
-	free(w.pos);
-	free(w.pos_valid);
-	free(w.rescan);
-	free(w.rescan_from);
-	free(w.until);
-	free(w.crowded);
-	free(w.more);
-	free(w.serves);
+	free(w.wq);
 	free(w.locked_by);
 	log_info("exiting with status %d", w.exit_code);
 	return w.exit_code;

@@ -1,10 +1,10 @@
 /*
  * Integration: where a claim that takes its turn starts (claim_sql's ha,
- * in src/db/queue.c), and what it says of where it stopped (tn); and the
+ * in src/db/claim.c), and what it says of where it stopped (tn); and the
  * sweep tickets (sw: sql/029_sweep_tickets.sql).
  *
  * Where a claim that takes its turn starts (claim_sql's ha,
- * in src/db/queue.c), and what it says of where it stopped (tn).  The
+ * in src/db/claim.c), and what it says of where it stopped (tn).  The
  * worker's own claim statement, prepared as the worker prepares it, run
  * against rows set up by hand: a claim from a position may start past the
  * job the last claim in its turn stopped at (its queue's sequence,

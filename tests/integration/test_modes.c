@@ -445,7 +445,7 @@ test_behind_position(void **state)
 /*
  * A job that a transaction locked and left (its row keeps the lock's xmax)
  * is passed over by the claims that read from a position (the xmax test of
- * claim_sql in src/db/queue.c); the claim from the head, once a second,
+ * claim_sql in src/db/claim.c); the claim from the head, once a second,
  * takes it as soon as it is the first in line.  2,000 jobs of 50 ms at 20
  * at a time, with the locked one after the first 1,000: it must end while
  * most of the second 1,000 still wait.

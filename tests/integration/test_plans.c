@@ -268,7 +268,7 @@ test_plans_after_a_misleading_analyze(void **state)
 			fail();
 		}
 		/* The range forms read jobs_pkey from $17 to $18 in one
-		 * scan (src/db/queue.c, finish_fd_range_sql). */
+		 * scan (src/db/finish.c, finish_fd_range_sql). */
 		if (strstr(statements[i].name, "_range") &&
 		    !range_of_pkey(plan)) {
 			fprintf(stderr, "%s: no range scan of jobs_pkey\n%s\n",

@@ -1,0 +1,184 @@
+/*
+ * claimed: the answer of either claim (claim.c, claim_limited.c), read
+ * into the project's types: the jobs taken ('c' rows), where each queue's
+ * parallel branch stopped ('p'), what each said of its queue's flow
+ * control ('l', 'u', 'w') and the sweep tickets granted ('s').  Apart from
+ * the claims: both statements answer in these rows.
+ */
+#include "db/claimed.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/job.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "db/internal.h"
+
+/* The claimed jobs of a claim's result, as new structs. */
+static struct job **
+claimed_jobs(const PGresult *res, int *n)
+{
+	int rows = PQntuples(res);
+	struct job **jobs = xcalloc((size_t)rows + 1, sizeof(*jobs));
+	*n = 0;
+	for (int i = 0; i < rows; i++) {
+		if (*PQgetvalue(res, i, 0) != 'c')
+			continue;
+		struct job *j = xcalloc(1, sizeof(*j));
+		j->id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		j->kind = xstrdup(PQgetvalue(res, i, 2));
+		j->queue = xstrdup(PQgetvalue(res, i, 3));
+		if (!PQgetisnull(res, i, 4))
+			j->payload = xstrdup(PQgetvalue(res, i, 4));
+		j->attempt = atoi(PQgetvalue(res, i, 5));
+		j->max_attempts = atoi(PQgetvalue(res, i, 6));
+		j->lease_token = strtoll(PQgetvalue(res, i, 7), NULL, 10);
+		if (!PQgetisnull(res, i, 8))
+			j->ordering_key = xstrdup(PQgetvalue(res, i, 8));
+		j->lost_attempts = atoi(PQgetvalue(res, i, 11));
+		/* NULL: over the limit, not sent (payload_bytes says how
+		 * big). */
+		j->payload_bytes = strtoll(PQgetvalue(res, i, 12), NULL, 10);
+		j->wait_ms =
+			PQgetisnull(res, i, 13)
+				? -1
+				: strtoll(PQgetvalue(res, i, 13), NULL, 10);
+		jobs[(*n)++] = j;
+	}
+	return jobs;
+}
+
+/* Per queue asked for, the position of the last job its parallel branch
+ * took ('p' rows name the queue). */
+static void
+claimed_positions(const PGresult *res, const struct db_call *c,
+		  struct queue_position *pos, bool *has)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		if (*PQgetvalue(res, i, 0) != 'p')
+			continue;
+		const char *q = PQgetvalue(res, i, 3);
+		for (size_t k = 0; k < c->n; k++) {
+			if (has[k] || strcmp(c->names[k], q) != 0)
+				continue;
+			snprintf(pos[k].priority, sizeof(pos[k].priority), "%s",
+				 PQgetvalue(res, i, 9));
+			snprintf(pos[k].run_at, sizeof(pos[k].run_at), "%s",
+				 PQgetvalue(res, i, 10));
+			snprintf(pos[k].id, sizeof(pos[k].id), "%s",
+				 PQgetvalue(res, i, 1));
+			has[k] = true;
+			break;
+		}
+	}
+}
+
+static const char *const wait_names[QUEUE_WAIT_N] = {
+	[QUEUE_WAIT_PAUSED] = "paused",
+	[QUEUE_WAIT_THROTTLED] = "throttled",
+	[QUEUE_WAIT_CONCURRENCY] = "concurrency",
+	[QUEUE_WAIT_RATE] = "rate",
+	[QUEUE_WAIT_KEY_CONCURRENCY] = "key_concurrency",
+	[QUEUE_WAIT_KEY_RATE] = "key_rate",
+	[QUEUE_WAIT_BUSY] = "busy",
+};
+
+const char *
+queue_wait_name(enum queue_wait w)
+{
+	return w < QUEUE_WAIT_N ? wait_names[w] : "?";
+}
+
+/* Per queue asked for, what the 'l', 'u' and 'w' rows say of its flow
+ * control (kind: why; pr... ra: the retry in ms). */
+static void
+claimed_flow(const PGresult *res, const struct db_call *c,
+	     struct queue_flow_said *flow)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		char t = *PQgetvalue(res, i, 0);
+		if (t != 'l' && t != 'u' && t != 'w')
+			continue;
+		const char *q = PQgetvalue(res, i, 3);
+		size_t k = 0;
+		while (k < c->n && strcmp(c->names[k], q) != 0)
+			k++;
+		if (k == c->n)
+			continue;
+		struct queue_flow_said *f = &flow[k];
+		f->flow = t == 'l'   ? QUEUE_FLOW_LIMITED
+			  : t == 'u' ? QUEUE_FLOW_UNLIMITED
+				     : QUEUE_FLOW_WAIT;
+		f->why = QUEUE_WAIT_BUSY;
+		for (int w = 0; w < QUEUE_WAIT_N; w++)
+			if (strcmp(PQgetvalue(res, i, 2), wait_names[w]) == 0)
+				f->why = (enum queue_wait)w;
+		f->retry_ms =
+			PQgetisnull(res, i, 10)
+				? -1
+				: strtoll(PQgetvalue(res, i, 10), NULL, 10);
+	}
+}
+
+/* The sweep tickets the claim was granted ('s' rows): ticket[k] for queue k
+ * of the request. */
+static void
+claimed_tickets(const PGresult *res, const struct db_call *c, bool *ticket)
+{
+	for (int i = 0; i < PQntuples(res); i++) {
+		if (*PQgetvalue(res, i, 0) != 's')
+			continue;
+		const char *q = PQgetvalue(res, i, 3);
+		for (size_t k = 0; k < c->n; k++)
+			if (strcmp(c->names[k], q) == 0)
+				ticket[k] = true;
+	}
+}
+
+void
+queue_claimed_read_turn(const struct db_call *c, const struct db_status *st,
+			const PGresult *res, int turn_wait_ms)
+{
+	struct queue_position *pos = xcalloc(c->n + 1, sizeof(*pos));
+	bool *has = xcalloc(c->n + 1, sizeof(bool));
+	struct queue_flow_said *flow = xcalloc(c->n + 1, sizeof(*flow));
+	bool *ticket = xcalloc(c->n + 1, sizeof(bool));
+	struct queue_claimed out = {.pos = pos,
+				    .has_pos = has,
+				    .flow = flow,
+				    .ticket = ticket,
+				    .turn_wait_ms = turn_wait_ms};
+	int *queue_of = NULL;
+	if (st->error == DB_OK) {
+		out.jobs = claimed_jobs(res, &out.njobs);
+		claimed_positions(res, c, pos, has);
+		claimed_flow(res, c, flow);
+		claimed_tickets(res, c, ticket);
+		queue_of = xcalloc((size_t)out.njobs + 1, sizeof(int));
+		for (int i = 0; i < out.njobs; i++) {
+			queue_of[i] = -1;
+			for (size_t k = 0; k < c->n && queue_of[i] < 0; k++)
+				if (strcmp(c->names[k], out.jobs[i]->queue) ==
+				    0)
+					queue_of[i] = (int)k;
+		}
+	}
+	out.queue_of = queue_of;
+	((queue_claim_fn *)c->cb)(c->arg, st, &out);
+	free(queue_of);
+	free(out.jobs);
+	free(pos);
+	free(has);
+	free(flow);
+	free(ticket);
+}
+
+void
+queue_claimed_read(const struct db_call *c, const struct db_status *st,
+		   const PGresult *res)
+{
+	queue_claimed_read_turn(c, st, res, -1);
+}
