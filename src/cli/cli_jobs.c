@@ -2,7 +2,7 @@
  * cli_jobs: reading jobs.  `pgjob jobs` lists them, newest first, with
  * filters; `pgjob show ID` prints one with every column of pgjob.jobs (a
  * column that a later migration adds shows up without a change here), then
- * its attempt history (sql/013_attempts.sql).
+ * its attempt history (sql/upgrade/013_attempts.sql).
  */
 #include "cli/cli.h"
 
@@ -227,7 +227,7 @@ enum {
 	A_NCOLS,
 };
 
-/* Job $1's attempts, oldest first (sql/013_attempts.sql).  The lease
+/* Job $1's attempts, oldest first (sql/upgrade/013_attempts.sql).  The lease
  * token orders them: attempt numbers can repeat (pgjob retry, a shutdown). */
 static const char ATTEMPTS_SQL[] =
 	"select attempt, started_at, finished_at, worker, outcome, status,"

@@ -1,6 +1,6 @@
 /*
  * cli_limits: `pgjob limits [QUEUE] [--json]` shows the rows of
- * pgjob.queue_limits (sql/010_flow_control.sql): which queues are paused
+ * pgjob.queue_limits (sql/upgrade/010_flow_control.sql): which queues are paused
  * or limited, by what, and where they stand now.  With a QUEUE, it
  * changes them:
  *

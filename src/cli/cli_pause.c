@@ -1,7 +1,7 @@
 /*
  * cli_pause: `pgjob pause QUEUE [--kind K] [--wait [--timeout DURATION]]`
  * and `pgjob resume QUEUE [--kind K]`, through pgjob.pause() and
- * pgjob.resume() (sql/010_flow_control.sql), which refuse a queue that no
+ * pgjob.resume() (sql/upgrade/010_flow_control.sql), which refuse a queue that no
  * config defines and no job uses, with the known ones as a hint.
  *
  * pause --wait is the drain before a deploy: once the pause has committed,

@@ -91,7 +91,7 @@ prune_until(struct db_conn *conn, const char *cutoff, prune_now_fn *prune,
 
 /* Deletes batch after batch (prune_jobs_now()) until one comes back
  * short; then the plain jobs done kept in pgjob.jobs_done
- * (sql/019_jobs_done.sql): its rings all before the cutoff emptied, the
+ * (sql/upgrade/019_jobs_done.sql): its rings all before the cutoff emptied, the
  * rest deleted in batches, until a call finds nothing left before it.
  * 0 or -1. */
 static int

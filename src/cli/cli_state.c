@@ -12,7 +12,7 @@
  * before, or for retry --dead the ids that came back and the count left.
  *
  * Each is one call of the schema's function for it, which the web console
- * calls too (sql/033_job_actions.sql holds the rules: which states each
+ * calls too (sql/upgrade/033_job_actions.sql holds the rules: which states each
  * takes, the unique key of a retried job, who may act on a job), in one
  * statement and so one transaction; a retry notifies channel pgjob in it,
  * so idle workers wake when it commits.  This file only words the answer.

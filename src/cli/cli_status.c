@@ -96,7 +96,7 @@ static const char QUEUES_SQL[] =
 	"   where (finished_at is null and coalesce(parents_left, 0) = 0)"
 	"    or dead"
 	"    or (finished_at > now() - interval '1 minute' and state = 'done')"
-	/* Plain jobs done: sql/019_jobs_done.sql. */
+	/* Plain jobs done: sql/upgrade/019_jobs_done.sql. */
 	"   union all select queue, 'done', null, n"
 	"   from pgjob.done_since(now() - interval '1 minute')) x"
 	"  group by queue),"

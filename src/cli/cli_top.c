@@ -52,7 +52,7 @@ static const char KINDS_SQL[] =
 	"    and (state = 'running' or run_at <= now()))"
 	"   or (finished_at > now() - $1::bigint * interval '1 millisecond'"
 	"    and state in ('done', 'dead'))"
-	/* Plain jobs done: sql/019_jobs_done.sql. */
+	/* Plain jobs done: sql/upgrade/019_jobs_done.sql. */
 	"  union all select kind, 'done', n from pgjob.done_since("
 	"   now() - $1::bigint * interval '1 millisecond')) x"
 	" group by kind order by kind";

@@ -38,7 +38,7 @@
  *
  * Every condition is in columns the claim does not write (finished_at,
  * parents_left, queue, run_at, priority, id, ordering_key), and every
- * index of pgjob.jobs is over such columns (sql/027_hot_claim.sql): the
+ * index of pgjob.jobs is over such columns (sql/upgrade/027_hot_claim.sql): the
  * claim's update can be HOT (fillfactor 40 leaves it room on the page),
  * and then writes no index entry.  An expired lease
  * behind a position is found by the next claim from the head (the sweep,
@@ -57,7 +57,7 @@
  * Lock:transactionid, with many claimers).  An xmax equal to the row's
  * xmin is a lock that the transaction which wrote this version took after
  * it (it would be a newer version otherwise): a workflow's released steps
- * (sql/011_workflows.sql leaves them so), a parent its children were
+ * (sql/upgrade/011_workflows.sql leaves them so), a parent its children were
  * enqueued after in the same transaction.  Those are taken: else the steps
  * a parent's end released would wait for the sweeps, one queue a second.
  * Another xmax can be a lock a transaction took and left (children
@@ -152,7 +152,7 @@ static const char claim_sql[] =
 	"   $12::smallint[], $13::bigint[], $14::bool[]) with ordinality),"
 	/* The sweep tickets granted: of each queue asked for whose last
 	 * sweep by a worker of these kinds is $17 ms old or older, now
-	 * (sql/029_sweep_tickets.sql).  This claim reads it from its head,
+	 * (sql/upgrade/029_sweep_tickets.sql).  This claim reads it from its head,
 	 * the sweep, and says so ('s' rows).  CASEs: the sequence is set
 	 * only where the test holds; a CTE of its own, run once.  A role
 	 * not granted the sequence (an upgrade whose grants were not run
@@ -243,7 +243,7 @@ static const char claim_sql[] =
  * "lease_token is not null", true of every row, is the predicate of the
  * serial head's index that nothing in the parallel branch implies: so the
  * parallel branch cannot read its queue along that index and sort it
- * (sql/021_serial_head_index.sql). */
+ * (sql/upgrade/021_serial_head_index.sql). */
 static const char claim_serial_sql[] =
 	"   union all"
 	"   select s.id, s.ctid, 's', null, null from ("

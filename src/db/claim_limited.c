@@ -21,7 +21,7 @@
 
 /* Column 13, as pgjob_claim's: a claimed job's time in the queue, which
  * the function gives in c_ra of its 'c' rows
- * (sql/018_claim_limited_wait.sql). */
+ * (sql/upgrade/018_claim_limited_wait.sql). */
 const char queue_claim_limited_sql[] =
 	"select c.*, case when c.c_t = 'c' then c.c_ra end"
 	" from pgjob.claim_limited($1, $2::int,"

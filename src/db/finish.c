@@ -26,19 +26,19 @@
  * done is deleted there and then (fd): no new row version, no index
  * entries in pgjob.jobs, nothing for the pruning duty to delete later.
  * With $8 (retention 0) that is all; but for a job with children
- * (sql/011_workflows.sql), which is written done so that its row trigger
+ * (sql/upgrade/011_workflows.sql), which is written done so that its row trigger
  * releases them, and pruned later.  With a retention, a plain job (done
  * at its first claim, no workflow, batch, parent or child: MOVED) gets a
  * copy of its row in pgjob.jobs_done (fm), in the ring of its end's period
- * for the retention $13 (sql/019_jobs_done.sql); every other end is
+ * for the retention $13 (sql/upgrade/019_jobs_done.sql); every other end is
  * written in place (f), as before.  fd's and f's conditions are each
  * other's complement for a done row: write them together.
- * $9, $10, $11: each attempt's figures (sql/012_attempt_usage.sql; the
+ * $9, $10, $11: each attempt's figures (sql/upgrade/012_attempt_usage.sql; the
  * rows deleted at retention 0 keep none).  $12: a failure's exit or HTTP
- * status, NULL for the rest (last_status, sql/013_attempts.sql).
+ * status, NULL for the rest (last_status, sql/upgrade/013_attempts.sql).
  * locked_by is left as it is: it names the worker of the job's last
  * attempt.  An attempt that did not end done gets its row of
- * pgjob.attempts from the trigger of sql/013_attempts.sql; a job deleted
+ * pgjob.attempts from the trigger of sql/upgrade/013_attempts.sql; a job deleted
  * at retention 0 takes its rows with it (fa), in the statement of a worker
  * with retention 0 only (pgjob_finish_delete): elsewhere it would call a
  * function at every finish to delete nothing.  A moved job has none: it
@@ -95,7 +95,7 @@
 /*
  * A snooze (struct queue_finish's snooze) travels as state 5, one past
  * enum job_state, and is written available, or dead past the cap: its
- * count is on the row (snoozes, sql/031_snoozes.sql), which the worker
+ * count is on the row (snoozes, sql/upgrade/031_snoozes.sql), which the worker
  * does not read.
  */
 #define SNOOZE_CODE "5"
@@ -176,7 +176,7 @@ static const char finish_move_sql[] =
 /* clang-format on */
 
 /* With retention 0: the attempt history of the jobs deleted done, if they
- * can have any (sql/013_attempts.sql); the function is not called for a
+ * can have any (sql/upgrade/013_attempts.sql); the function is not called for a
  * batch without one (the call of a security definer is not free, and a
  * batch of no-op jobs pays it for nothing).  fa has one row: the join
  * below makes it run, after fd. */
@@ -201,7 +201,7 @@ static const char finish_tail_sql[] =
 	"   last_error = case when " SNOOZE_CAPPED " then 'snoozed "
 	QUEUE_MAX_SNOOZES_S " times, the most a job may'"
 	"    else coalesce(" ERROR_AT(DB_ID_POS) ", j.last_error) end,"
-	/* What the attempt used (sql/012_attempt_usage.sql). */
+	/* What the attempt used (sql/upgrade/012_attempt_usage.sql). */
 	"   last_wall_ms = " FIGURE_AT("$9", DB_ID_POS) ","
 	"   last_cpu_ms = " FIGURE_AT("$10", DB_ID_POS) ","
 	"   last_max_rss_kb = " FIGURE_AT("$11", DB_ID_POS) ","
@@ -272,7 +272,7 @@ read_finish(const struct db_call *c, const struct db_status *st,
 /*
  * The int[] literal of an attempt figure (or status) of each end: -1 where
  * it was not measured (< 0), which the statement reads as NULL
- * (FIGURE_AT), 2^31-1 past that (sql/012_attempt_usage.sql).
+ * (FIGURE_AT), 2^31-1 past that (sql/upgrade/012_attempt_usage.sql).
  */
 static char *
 figure_array(const int64_t *v, size_t n)

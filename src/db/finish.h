@@ -25,11 +25,11 @@ struct queue_finish {
 	/* A snooze (state available, refund set, no error): counted on the
 	 * row; past QUEUE_MAX_SNOOZES it is written dead instead. */
 	int snooze;
-	/* What the attempt used (sql/012_attempt_usage.sql): wall time and
+	/* What the attempt used (sql/upgrade/012_attempt_usage.sql): wall time and
 	 * CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
 	int64_t wall_ms, cpu_ms, max_rss_kb;
 	/* A failure's exit status (exec) or HTTP status (http), -1: none
-	 * (sql/013_attempts.sql: last_status, and its attempt's row). */
+	 * (sql/upgrade/013_attempts.sql: last_status, and its attempt's row). */
 	int64_t status;
 };
 
@@ -50,7 +50,7 @@ typedef void queue_finish_fn(void *arg, const struct db_status *st,
  * Writes the nf ends f in one statement, each only where id, token and state
  * 'running' still match.  With retention_ms 0, a job that ends done is
  * deleted, not kept; otherwise a plain one is moved to pgjob.jobs_done
- * (sql/019_jobs_done.sql), the others written in place.
+ * (sql/upgrade/019_jobs_done.sql), the others written in place.
  */
 int queue_finish(struct dbev *d, const struct queue_finish *f, size_t nf,
 		 int64_t retention_ms, queue_finish_fn *cb, void *arg);

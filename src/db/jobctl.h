@@ -4,7 +4,7 @@
  * web console (src/web/api.c), so that a pause from a browser is the pause
  * of `pgjob pause`, word for word.  The actions on jobs (retry, cancel,
  * delete) are functions of the schema, which both call:
- * sql/033_job_actions.sql.
+ * sql/upgrade/033_job_actions.sql.
  */
 #ifndef PGJOBD_JOBCTL_H
 #define PGJOBD_JOBCTL_H

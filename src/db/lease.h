@@ -17,7 +17,7 @@ struct db_status;
 typedef void lease_done_fn(void *arg, const struct db_status *st);
 
 /*
- * Attempts a worker ended (sql/014_console_state.sql): done, failed
+ * Attempts a worker ended (sql/upgrade/014_console_state.sql): done, failed
  * (retried or dead) and retried (a part of failed).
  */
 struct lease_totals {

@@ -47,7 +47,7 @@ static const char prune_jobs_sql[] =
 	"   for update skip locked)) returning id, children,"
 	"   parents_left is not null as kid, workflow_id, batch_id,"
 	"   lease_token > 1 or state <> 'done' as tried),"
-	/* Their attempt history (sql/013_attempts.sql): a job done at its
+	/* Their attempt history (sql/upgrade/013_attempts.sql): a job done at its
 	 * first claim has none.  One row: the join at the end makes it
 	 * run. */
 	" a as (select pgjob.forget_attempts("
@@ -163,7 +163,7 @@ int
 prune_workers(struct dbev *d)
 {
 	/* And the minutes of pgjob.throughput() past its 2 hours (it counts
-	 * on this horizon: sql/014_console_state.sql). */
+	 * on this horizon: sql/upgrade/014_console_state.sql). */
 	return dbev_send(d,
 			 "with m as (delete from pgjob.worker_minutes"
 			 "  where at < now() - interval '2 hours')"

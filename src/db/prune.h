@@ -26,7 +26,7 @@ int prune_jobs(struct dbev *d, int64_t retention_ms, int batch, prune_fn *cb,
  * returns how many were deleted, or -1 with *err set (caller frees). */
 long long prune_jobs_now(struct db_conn *c, const char *cutoff, int batch,
 			 char **err);
-/* The plain jobs done kept in pgjob.jobs_done (sql/019_jobs_done.sql):
+/* The plain jobs done kept in pgjob.jobs_done (sql/upgrade/019_jobs_done.sql):
  * every ring of it whose jobs all finished more than retention_ms ago
  * is emptied whole (truncated; no row is deleted one by one). */
 int prune_done(struct dbev *d, int64_t retention_ms, prune_fn *cb, void *arg);

@@ -241,7 +241,7 @@ handler_http_result(struct http_run *x, CURLcode rc, struct handler_result *res)
 		return;
 	}
 	lc.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-	/* Kept with a failed attempt (sql/013_attempts.sql). */
+	/* Kept with a failed attempt (sql/upgrade/013_attempts.sql). */
 	res->has_status = status > 0 && status <= INT_MAX;
 	res->status = res->has_status ? (int)status : 0;
 	if (status >= 200 && status <= 299) {

@@ -35,7 +35,7 @@ struct handler_result {
 	int timed_out;
 	/* has_status: status is the command's exit status (exec) or the
 	 * answer's HTTP status (http), kept with a failed attempt
-	 * (sql/013_attempts.sql). */
+	 * (sql/upgrade/013_attempts.sql). */
 	bool has_status;
 	int status;
 };

@@ -42,12 +42,12 @@
  * paused).  Only partial indexes are read, never the table's other rows:
  * the queues of available, dead and waiting jobs by skipping from one
  * queue to the next along jobs_claim_idx, jobs_dead_idx
- * (sql/015_console.sql) and jobs_waiting_idx; per queue, its due jobs
+ * (sql/upgrade/015_console.sql) and jobs_waiting_idx; per queue, its due jobs
  * (available and running, one window of jobs_claim_idx), scheduled, dead
  * and waiting ones, each read up to COUNT_CAP + 1 rows at most, so that a
  * backlog of millions costs what ten thousand do; the jobs that finished
  * in the last minute exactly (jobs_finished_idx, and
- * pgjob.done_since() for the plain jobs done, sql/019_jobs_done.sql).
+ * pgjob.done_since() for the plain jobs done, sql/upgrade/019_jobs_done.sql).
  */
 /* clang-format off */
 #define SKIP_SCAN(name, cond)                                                  \
@@ -75,7 +75,7 @@ static const char QUEUES_SQL[] =
 	"   count(*) filter (where state <> 'done') as failed"
 	"  from pgjob.jobs where state in ('done', 'dead', 'cancelled')"
 	"   and finished_at > now() - interval '1 minute' group by queue"
-	/* Plain jobs done: sql/019_jobs_done.sql. */
+	/* Plain jobs done: sql/upgrade/019_jobs_done.sql. */
 	"  union all select queue, n, 0 from"
 	"   pgjob.done_since(now() - interval '1 minute')) x"
 	" group by queue),"
@@ -285,7 +285,7 @@ health_json(struct db_conn *db, struct web_response *out)
 }
 
 /* Done, failed and retried per minute over the last hour, oldest first
- * (pgjob.throughput(), sql/014_console_state.sql). */
+ * (pgjob.throughput(), sql/upgrade/014_console_state.sql). */
 static const char RATES_SQL[] =
 	"select * from pgjob.throughput(interval '1 hour')";
 

@@ -11,6 +11,7 @@
 
 #include "common/util.h"
 #include "db/rowjson.h"
+#include "db/sqlstate.h"
 
 void
 web_response_error(struct web_response *out, int status, const char *msg)
@@ -51,16 +52,17 @@ status_of(struct db_conn *db, const char *text)
 {
 	if (!db_connected(db))
 		return 503;
-	if (strncmp(text, "22", 2) == 0)
+	if (sqlstate_is(text, SQLSTATE_CLASS_DATA))
 		return 400;
-	if (strncmp(text, "42704", 5) == 0)
+	if (sqlstate_is(text, SQLSTATE_UNDEFINED_OBJECT))
 		return 404;
-	if (strncmp(text, "42501", 5) == 0)
+	if (sqlstate_is(text, SQLSTATE_INSUFFICIENT_PRIVILEGE))
 		return 403;
-	if (strncmp(text, "23", 2) == 0 || strncmp(text, "55000", 5) == 0 ||
-	    strncmp(text, "55P03", 5) == 0)
+	if (sqlstate_is(text, SQLSTATE_CLASS_INTEGRITY) ||
+	    sqlstate_is(text, SQLSTATE_NOT_IN_PREREQUISITE_STATE) ||
+	    sqlstate_is(text, SQLSTATE_LOCK_NOT_AVAILABLE))
 		return 409;
-	if (strncmp(text, "57014", 5) == 0)
+	if (sqlstate_is(text, SQLSTATE_QUERY_CANCELED))
 		return 503;
 	return 500;
 }
@@ -106,7 +108,8 @@ api_query_optional(struct db_conn *db, struct web_response *out,
 	struct db_rows *res = db_query(db, sql, n, p, &err);
 	if (res)
 		return res;
-	if (strncmp(err, "42P01", 5) == 0 || strncmp(err, "42883", 5) == 0) {
+	if (sqlstate_is(err, SQLSTATE_UNDEFINED_TABLE) ||
+	    sqlstate_is(err, SQLSTATE_UNDEFINED_FUNCTION)) {
 		free(err);
 		*missing = 1;
 		return api_query(db, out, "select where false", 0, NULL);

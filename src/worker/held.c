@@ -124,7 +124,7 @@ decide(struct held *h)
 		return;
 	}
 	/* A failure keeps its status with its attempt (the done path
-	 * sends none: sql/013_attempts.sql). */
+	 * sends none: sql/upgrade/013_attempts.sql). */
 	if (r->has_status)
 		h->fin.status = r->status;
 	/* Attempts lost with their worker do not count here. */
@@ -188,7 +188,7 @@ observe_run(struct held *h)
 
 /*
  * What the attempt used, for its row (last_wall_ms, last_cpu_ms,
- * last_max_rss_kb: sql/012_attempt_usage.sql) and the kind's counters: its
+ * last_max_rss_kb: sql/upgrade/012_attempt_usage.sql) and the kind's counters: its
  * wall time as the worker saw it, from the start to the report, and what
  * the handler measured (exec: CPU and peak RSS of its child; plugin: CPU
  * of the call); -1 where it measured nothing.  Counted even when the lease

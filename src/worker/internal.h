@@ -216,7 +216,7 @@ struct worker {
 	int64_t mon_retry_ms;
 	struct dbev *reads_on;
 	/*
-	 * The console's throughput (sql/014_console_state.sql): ended counts
+	 * The console's throughput (sql/upgrade/014_console_state.sql): ended counts
 	 * the attempts this process ended (held.c, where an end is written).
 	 * The heartbeat adds ended - sent to the current minute's row and
 	 * moves sent up to ended; a write that fails moves sent back down by

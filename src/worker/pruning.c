@@ -1,9 +1,9 @@
 /*
  * pruning: the holder of the pgjob:prune lease deletes, once a minute, a
  * batch of the finished jobs past retention, the rings of pgjob.jobs_done
- * whose jobs are all past it (sql/019_jobs_done.sql), a batch of expired
+ * whose jobs are all past it (sql/upgrade/019_jobs_done.sql), a batch of expired
  * request keys (docs/idempotency.md), the rows of workers gone for a day, and
- * the throughput minutes older than 2 hours (sql/014_console_state.sql).
+ * the throughput minutes older than 2 hours (sql/upgrade/014_console_state.sql).
  */
 #include "common/config.h"
 #include "common/log.h"
@@ -29,7 +29,7 @@ on_pruned(void *arg, const struct db_status *st, long long n)
 }
 
 /* The rings of pgjob.jobs_done emptied: their count is the statistics'
- * estimate (sql/019_jobs_done.sql). */
+ * estimate (sql/upgrade/019_jobs_done.sql). */
 static void
 on_rings(void *arg, const struct db_status *st, long long n)
 {

@@ -5,7 +5,7 @@
  * last tick, fenced by the lease's token (docs/schedules.md).  Every worker
  * may hold the lease: the holder only enqueues, and needs no handler for
  * the kinds.  The console and `pgjob schedule` steer a schedule through its
- * row (sql/014_console_state.sql): a disabled one has its ticks skipped
+ * row (sql/upgrade/014_console_state.sql): a disabled one has its ticks skipped
  * (last_tick moves on, nothing is enqueued), and a run asked for by hand is
  * enqueued at the next round, fenced the same way.
  */

@@ -1,5 +1,5 @@
 /*
- * Integration: the attempt history (sql/013_attempts.sql).  Real pgjobd
+ * Integration: the attempt history (sql/upgrade/013_attempts.sql).  Real pgjobd
  * processes run exec, http and sql handlers that fail, a worker is killed
  * mid-job, an operator cancels a running job; pgjob.attempts must hold one
  * row per attempt that did not end done, with its worker, outcome, status

@@ -1,7 +1,7 @@
 /*
  * Integration: where a claim that takes its turn starts (claim_sql's ha,
  * in src/db/claim.c), and what it says of where it stopped (tn); and the
- * sweep tickets (sw: sql/029_sweep_tickets.sql).
+ * sweep tickets (sw: sql/upgrade/029_sweep_tickets.sql).
  *
  * Where a claim that takes its turn starts (claim_sql's ha,
  * in src/db/claim.c), and what it says of where it stopped (tn).  The

@@ -1,6 +1,6 @@
 /*
  * Integration: what the web console reads and steers in the database
- * (sql/014_console_state.sql).  Workers' totals reach pgjob.workers and
+ * (sql/upgrade/014_console_state.sql).  Workers' totals reach pgjob.workers and
  * pgjob.worker_minutes at their heartbeats, and pgjob.throughput() gives
  * the right counts across a worker killed and restarted, and after a
  * missing grant is given (the heartbeat going on meanwhile); the function

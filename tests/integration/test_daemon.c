@@ -255,7 +255,7 @@ test_refused_result_keeps_success(void **state)
 	t_exec(c, "create trigger refuse before update on pgjob.jobs"
 		  " for each row execute function public.refuse()");
 	/* A plain job's success is a copy into pgjob.jobs_done
-	 * (sql/019_jobs_done.sql): refused there too. */
+	 * (sql/upgrade/019_jobs_done.sql): refused there too. */
 	t_exec(c, "create trigger refuse before insert on pgjob.jobs_done"
 		  " for each row execute function public.refuse()");
 	long long a = t_long(c, "select pgjob.enqueue('k')");

@@ -201,7 +201,7 @@ test_prune(void **state)
 
 /*
  * With a retention, a plain job done at its first claim is moved to
- * pgjob.jobs_done (sql/019_jobs_done.sql); a job done at a later claim, a
+ * pgjob.jobs_done (sql/upgrade/019_jobs_done.sql); a job done at a later claim, a
  * parent and a child stay in pgjob.jobs.  Every reader finds the moved
  * ones (pgjob show, the attempt history, pgjob status, pgjob.all_jobs).
  * The pruning duty empties a ring whose jobs are all past the retention,

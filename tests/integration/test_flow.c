@@ -833,7 +833,7 @@ test_claim_limited_sql(void **state)
 	assert_claim(c, "p", 4, "301 w:concurrency");
 	t_assert_job(c, 301, "attempts || ' ' || lost_attempts", "2 1");
 	/* Each claimed job's time since its run_at, in c_ra of its 'c' row
-	 * (sql/018_claim_limited_wait.sql): in queue order (a global limit)
+	 * (sql/upgrade/018_claim_limited_wait.sql): in queue order (a global limit)
 	 * and key by key (fair). */
 	t_exec(c, "insert into pgjob.queues (name) values ('g')");
 	t_exec(c,

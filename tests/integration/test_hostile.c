@@ -618,7 +618,7 @@ test_roles(void **state)
 	 * (their statement runs as it), the duties (pruning, schedules,
 	 * tasks).  A hundred jobs more, and room for 32 at a time: claims
 	 * from a position large enough to take their turn, which set where
-	 * they stopped (a sequence, sql/022_claim_stops.sql). */
+	 * they stopped (a sequence, sql/upgrade/022_claim_stops.sql). */
 	t_exec(c, "select pgjob.enqueue('k', jsonb_build_object('m', g))"
 		  " from generate_series(1, 100) g");
 	char cw[1200];

@@ -26,7 +26,7 @@ each against a real `pgjob web`, the test PostgreSQL and real HTTP
 - cancel_running: the job page's cancel of a running job, as `pgjob
   cancel` does it.
 - retry_rules: the console's retry and `pgjob retry` follow one set of
-  rules (sql/033_job_actions.sql): a done job runs again; of the jobs with
+  rules (sql/upgrade/033_job_actions.sql): a done job runs again; of the jobs with
   one unique_key, the holder or else the newest is retried, never a second
   holder, by ids and by a filter alike.
 

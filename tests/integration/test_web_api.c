@@ -532,7 +532,7 @@ test_actions(void **state)
 		     token, id);
 
 	/* A plain job done at its first attempt is kept in pgjob.jobs_done
-	 * (sql/019_jobs_done.sql): the console shows it, with its attempt;
+	 * (sql/upgrade/019_jobs_done.sql): the console shows it, with its attempt;
 	 * a retry brings it back to pgjob.jobs and runs it again; a delete
 	 * takes it from there. */
 	long long plain = t_long(c, "select pgjob.enqueue('ok')");
@@ -608,7 +608,7 @@ test_actions(void **state)
 		    "outcome"),
 		"running");
 	cJSON_Delete(j);
-	/* Unique keys (sql/033_job_actions.sql), in a queue no worker
+	/* Unique keys (sql/upgrade/033_job_actions.sql), in a queue no worker
 	 * serves: of the jobs of one request with one key, the one that
 	 * holds it now (available after a failure) is retried, or when none
 	 * does the newest, and never a second holder (before schema 33 the
