@@ -1,7 +1,7 @@
 /*
  * cli_limits: `pgjob limits [QUEUE] [--json]` shows the rows of
- * pgjob.queue_limits (sql/upgrade/010_flow_control.sql): which queues are paused
- * or limited, by what, and where they stand now.  With a QUEUE, it
+ * pgjob.queue_limits (sql/upgrade/010_flow_control.sql): which queues are
+ * paused or limited, by what, and where they stand now.  With a QUEUE, it
  * changes them:
  *
  *   --set KEY=VALUE ...   pgjob.set_limits(): VALUE none removes a limit

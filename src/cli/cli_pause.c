@@ -1,8 +1,8 @@
 /*
  * cli_pause: `pgjob pause QUEUE [--kind K] [--wait [--timeout DURATION]]`
  * and `pgjob resume QUEUE [--kind K]`, through pgjob.pause() and
- * pgjob.resume() (sql/upgrade/010_flow_control.sql), which refuse a queue that no
- * config defines and no job uses, with the known ones as a hint.
+ * pgjob.resume() (sql/upgrade/010_flow_control.sql), which refuse a queue that
+ * no config defines and no job uses, with the known ones as a hint.
  *
  * pause --wait is the drain before a deploy: once the pause has committed,
  * no claim starts a job of the queue (or kind), and it waits until none is

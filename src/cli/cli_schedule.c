@@ -6,9 +6,9 @@
  *
  * The definitions come from the workers' rows (pgjob.workers.schedules),
  * the state from pgjob.schedules, both through the view
- * pgjob.schedule_list (sql/upgrade/014_console_state.sql).  The next tick is worked
- * out here, by the cron code the scheduler uses: the first tick after the
- * last one enqueued (or, before the first, after now).  A next tick in the
+ * pgjob.schedule_list (sql/upgrade/014_console_state.sql).  The next tick is
+ * worked out here, by the cron code the scheduler uses: the first tick after
+ * the last one enqueued (or, before the first, after now).  A next tick in the
  * past is a tick due that no scheduler has enqueued yet: no worker holds
  * the scheduler lease, or its round is about to.
  *

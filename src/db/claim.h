@@ -52,9 +52,9 @@ struct queue_claim_req {
 	/*
 	 * Whether the claim asks for its queues' sweep tickets: a queue's is
 	 * granted when no worker of the same kinds swept it in the last
-	 * sweep_every_ms (sql/upgrade/029_sweep_tickets.sql); the claim then reads
-	 * it from its head, the answer says so (queue_claimed's ticket), and
-	 * the ticket's time is now.
+	 * sweep_every_ms (sql/upgrade/029_sweep_tickets.sql); the claim then
+	 * reads it from its head, the answer says so (queue_claimed's ticket),
+	 * and the ticket's time is now.
 	 */
 	bool sweep_ask;
 	int64_t sweep_every_ms;

@@ -26,8 +26,8 @@
  * done is deleted there and then (fd): no new row version, no index
  * entries in pgjob.jobs, nothing for the pruning duty to delete later.
  * With $8 (retention 0) that is all; but for a job with children
- * (sql/upgrade/011_workflows.sql), which is written done so that its row trigger
- * releases them, and pruned later.  With a retention, a plain job (done
+ * (sql/upgrade/011_workflows.sql), which is written done so that its row
+ * trigger releases them, and pruned later.  With a retention, a plain job (done
  * at its first claim, no workflow, batch, parent or child: MOVED) gets a
  * copy of its row in pgjob.jobs_done (fm), in the ring of its end's period
  * for the retention $13 (sql/upgrade/019_jobs_done.sql); every other end is
@@ -38,9 +38,9 @@
  * status, NULL for the rest (last_status, sql/upgrade/013_attempts.sql).
  * locked_by is left as it is: it names the worker of the job's last
  * attempt.  An attempt that did not end done gets its row of
- * pgjob.attempts from the trigger of sql/upgrade/013_attempts.sql; a job deleted
- * at retention 0 takes its rows with it (fa), in the statement of a worker
- * with retention 0 only (pgjob_finish_delete): elsewhere it would call a
+ * pgjob.attempts from the trigger of sql/upgrade/013_attempts.sql; a job
+ * deleted at retention 0 takes its rows with it (fa), in the statement of a
+ * worker with retention 0 only (pgjob_finish_delete): elsewhere it would call a
  * function at every finish to delete nothing.  A moved job has none: it
  * ended at its first attempt.
  * Rows: 'f' and the id of each job whose end was written.

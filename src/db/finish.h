@@ -25,11 +25,12 @@ struct queue_finish {
 	/* A snooze (state available, refund set, no error): counted on the
 	 * row; past QUEUE_MAX_SNOOZES it is written dead instead. */
 	int snooze;
-	/* What the attempt used (sql/upgrade/012_attempt_usage.sql): wall time and
-	 * CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
+	/* What the attempt used (sql/upgrade/012_attempt_usage.sql): wall time
+	 * and CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
 	int64_t wall_ms, cpu_ms, max_rss_kb;
 	/* A failure's exit status (exec) or HTTP status (http), -1: none
-	 * (sql/upgrade/013_attempts.sql: last_status, and its attempt's row). */
+	 * (sql/upgrade/013_attempts.sql: last_status, and its attempt's row).
+	 */
 	int64_t status;
 };
 

@@ -47,9 +47,9 @@ static const char prune_jobs_sql[] =
 	"   for update skip locked)) returning id, children,"
 	"   parents_left is not null as kid, workflow_id, batch_id,"
 	"   lease_token > 1 or state <> 'done' as tried),"
-	/* Their attempt history (sql/upgrade/013_attempts.sql): a job done at its
-	 * first claim has none.  One row: the join at the end makes it
-	 * run. */
+	/* Their attempt history (sql/upgrade/013_attempts.sql): a job done at
+	 * its first claim has none.  One row: the join at the end makes it run.
+	 */
 	" a as (select pgjob.forget_attempts("
 	"   array(select id from d where tried)) as n),"
 	/* Their edges, and the workflows whose last step this was. */

@@ -621,8 +621,8 @@ api_job_get(struct db_conn *db, const char *rest, const struct web_query *q,
 	" select (select count(*) from b), (select min(id) from b), " acted
 
 /*
- * The actions are the schema's functions (sql/upgrade/033_job_actions.sql), which
- * `pgjob retry` and `pgjob cancel` call too: the rules of each, which
+ * The actions are the schema's functions (sql/upgrade/033_job_actions.sql),
+ * which `pgjob retry` and `pgjob cancel` call too: the rules of each, which
  * states it takes and what it leaves as it is, are there.  A request acts
  * on its ids, or on a filter's matches a batch at a time, in one statement
  * each (one round trip and one transaction: the statements below show it,

@@ -54,8 +54,8 @@ flow_on_timer(struct ev_loop *loop, ev_timer *t, int revents)
  * (claim_after_end(), through more) or elsewhere (the poll), or when a
  * lease expires (the hint).  A claim that found the queue's row locked by
  * another, or whose claim without a turn the row no longer admitted at its
- * end (undone: sql/upgrade/028_limit_bound.sql), comes back in a few milliseconds,
- * at a time of its own.
+ * end (undone: sql/upgrade/028_limit_bound.sql), comes back in a few
+ * milliseconds, at a time of its own.
  */
 static void
 flow_wait(struct worker *w, size_t i, const struct queue_flow_said *f)

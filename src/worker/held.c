@@ -188,8 +188,8 @@ observe_run(struct held *h)
 
 /*
  * What the attempt used, for its row (last_wall_ms, last_cpu_ms,
- * last_max_rss_kb: sql/upgrade/012_attempt_usage.sql) and the kind's counters: its
- * wall time as the worker saw it, from the start to the report, and what
+ * last_max_rss_kb: sql/upgrade/012_attempt_usage.sql) and the kind's counters:
+ * its wall time as the worker saw it, from the start to the report, and what
  * the handler measured (exec: CPU and peak RSS of its child; plugin: CPU
  * of the call); -1 where it measured nothing.  Counted even when the lease
  * was lost: the time was spent.

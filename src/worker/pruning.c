@@ -1,9 +1,10 @@
 /*
  * pruning: the holder of the pgjob:prune lease deletes, once a minute, a
  * batch of the finished jobs past retention, the rings of pgjob.jobs_done
- * whose jobs are all past it (sql/upgrade/019_jobs_done.sql), a batch of expired
- * request keys (docs/idempotency.md), the rows of workers gone for a day, and
- * the throughput minutes older than 2 hours (sql/upgrade/014_console_state.sql).
+ * whose jobs are all past it (sql/upgrade/019_jobs_done.sql), a batch of
+ * expired request keys (docs/idempotency.md), the rows of workers gone for a
+ * day, and the throughput minutes older than 2 hours
+ * (sql/upgrade/014_console_state.sql).
  */
 #include "common/config.h"
 #include "common/log.h"

@@ -201,13 +201,13 @@ test_prune(void **state)
 
 /*
  * With a retention, a plain job done at its first claim is moved to
- * pgjob.jobs_done (sql/upgrade/019_jobs_done.sql); a job done at a later claim, a
- * parent and a child stay in pgjob.jobs.  Every reader finds the moved
- * ones (pgjob show, the attempt history, pgjob status, pgjob.all_jobs).
- * The pruning duty empties a ring whose jobs are all past the retention,
- * whole, and never one that holds a younger job; pgjob prune deletes the
- * old jobs of such a ring one by one.  A child enqueued after a moved
- * parent brings the parent back to pgjob.jobs, done, and gets its result.
+ * pgjob.jobs_done (sql/upgrade/019_jobs_done.sql); a job done at a later claim,
+ * a parent and a child stay in pgjob.jobs.  Every reader finds the moved ones
+ * (pgjob show, the attempt history, pgjob status, pgjob.all_jobs). The pruning
+ * duty empties a ring whose jobs are all past the retention, whole, and never
+ * one that holds a younger job; pgjob prune deletes the old jobs of such a ring
+ * one by one.  A child enqueued after a moved parent brings the parent back to
+ * pgjob.jobs, done, and gets its result.
  */
 static void
 test_done_rings(void **state)

@@ -833,8 +833,8 @@ test_claim_limited_sql(void **state)
 	assert_claim(c, "p", 4, "301 w:concurrency");
 	t_assert_job(c, 301, "attempts || ' ' || lost_attempts", "2 1");
 	/* Each claimed job's time since its run_at, in c_ra of its 'c' row
-	 * (sql/upgrade/018_claim_limited_wait.sql): in queue order (a global limit)
-	 * and key by key (fair). */
+	 * (sql/upgrade/018_claim_limited_wait.sql): in queue order (a global
+	 * limit) and key by key (fair). */
 	t_exec(c, "insert into pgjob.queues (name) values ('g')");
 	t_exec(c,
 	       "select pgjob.set_limits('g', '{\"global_concurrency\": 5}')");
@@ -1227,7 +1227,10 @@ test_rate_unlocked_sql(void **state)
 /*
  * Connections c[0..n-1] claim 50 at a time of queue q at once, nothing
  * ends, until three rounds take nothing and none is sent again; never more
- * than most run.  Returns the claims sent again (w:busy); *seen_bound
+ * than most run.  The leases are an hour long: a lease that expired
+ * while a loaded machine ran the rounds (a minute's lease did, in 590
+ * rounds) frees its place, rightly, and the count of running rows would
+ * then pass the limit.  Returns the claims sent again (w:busy); *seen_bound
  * says whether q's row kept a bound after some round.
  */
 static int
@@ -1245,7 +1248,7 @@ claim_together(PGconn **c, int n, const char *q, long long most,
 					" = 'c'), count(*) filter (where"
 					" c_kind = 'busy') from"
 					" pgjob.claim_limited($1, 50, '{k}',"
-					" 'parallel', 'me', 60000, 1000)",
+					" 'parallel', 'me', 3600000, 1000)",
 					1, NULL, &q, NULL, NULL, 0),
 				1);
 		long took = 0;

@@ -370,8 +370,8 @@ test_urgent_job_not_behind_position(void **state)
 /*
  * The same under a snapshot held open, for the two ways a job comes to sort
  * behind a busy queue's position: a NOTIFY whose key says so (a run_at an
- * hour ago: sql/upgrade/017_notify_key.sql), and none at all (a cancelled job made
- * available again by hand, which no trigger announces): the claim from the
+ * hour ago: sql/upgrade/017_notify_key.sql), and none at all (a cancelled job
+ * made available again by hand, which no trigger announces): the claim from the
  * head, at most a second apart while it is cheap, finds it
  * (from_positions() in src/worker/claim.c).  And the payload's key itself.
  */

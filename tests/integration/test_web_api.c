@@ -532,9 +532,9 @@ test_actions(void **state)
 		     token, id);
 
 	/* A plain job done at its first attempt is kept in pgjob.jobs_done
-	 * (sql/upgrade/019_jobs_done.sql): the console shows it, with its attempt;
-	 * a retry brings it back to pgjob.jobs and runs it again; a delete
-	 * takes it from there. */
+	 * (sql/upgrade/019_jobs_done.sql): the console shows it, with its
+	 * attempt; a retry brings it back to pgjob.jobs and runs it again; a
+	 * delete takes it from there. */
 	long long plain = t_long(c, "select pgjob.enqueue('ok')");
 	t_wait_until(c, 60,
 		     "select exists (select 1 from pgjob.jobs_done"

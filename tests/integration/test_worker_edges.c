@@ -197,6 +197,9 @@ test_reconnect_keeps_slot(void **state)
 			  "workers: 1\nhandlers:\n"
 			  "  s: { type: exec, command: [\"/bin/true\"] }\n");
 	pid_t w = t_worker_pid(c, p);
+	/* Its session set up whole (its row is written before its LISTEN):
+	 * a session ended halfway is a first connection's failure. */
+	t_wait_log("keepslot", "connected, slot 2", 1, 30);
 	assert_int_equal(t_long(c, "select slot from pgjob.workers"), 2);
 	t_exec(c, "select pg_advisory_unlock(%d, 1)",
 	       CONFIG_DEFAULT_LOCK_CLASS);
