@@ -11,3 +11,8 @@ alter table pgjob.workers
 -- And pgjob.parse_rate() (sql/schema/functions/parse_rate.sql) takes
 -- ASCII white space only around a rate's parts, as the config's reader
 -- does: \s followed the server's locale (tests/fixtures/rates.txt).
+
+-- And the limited claim (sql/schema/functions/claim_limited.sql): an
+-- unlocked claim spends a rate's tokens only at a clock not older than the
+-- bucket's last spend, so that over any stretch of start times the starts
+-- cost no more than the bucket allows.

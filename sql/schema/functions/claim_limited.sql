@@ -19,7 +19,13 @@
 -- Exact whatever runs at once: every write of running_ub is made under the
 -- row's lock, the unlocked claims' as increments checked against the limit
 -- as the row stands then (test_flow's test_global_bound_sql and
--- test_global_bound_concurrent).
+-- test_global_bound_concurrent).  So is the bucket, in the jobs' own start
+-- times: an unlocked claim spends only if its clock (its jobs'
+-- attempted_at) is not older than the bucket's last spend (tokens_at),
+-- so that spends are charged in the order of their starts; until version
+-- 34 it charged an older clock's spend at the newer time, and a loaded
+-- machine saw starts of 1.006 times the bucket's allowance over a stretch
+-- (test_flow's test_rate).
 --
 -- (This text is the catalog's: version 28 edited version 27's in place.)
 create or replace function pgjob.claim_limited(
@@ -306,8 +312,7 @@ begin
 							x.rate, x.rate_period_ms,
 							coalesce(x.burst, x.rate)) - spent end,
 					       tokens_at = case when x.rate is null
-						then x.tokens_at
-						else greatest(clk, x.tokens_at) end,
+						then x.tokens_at else clk end,
 					       pos_pr = l.pos_pr, pos_ra = l.pos_ra,
 					       pos_id = l.pos_id, pos_at = l.pos_at
 					 where x.queue = q and not x.paused
@@ -315,9 +320,10 @@ begin
 					   and x.rate is not distinct from l.rate
 					   and x.rate_period_ms is not distinct from l.rate_period_ms
 					   and x.burst is not distinct from l.burst
-					   and (x.rate is null or pgjob.bucket(x.tokens,
-						x.tokens_at, clk, x.rate, x.rate_period_ms,
-						coalesce(x.burst, x.rate)) >= spent)
+					   and (x.rate is null or (coalesce(x.tokens_at
+						<= clk, true) and pgjob.bucket(x.tokens, x.tokens_at, clk,
+						x.rate, x.rate_period_ms,
+						coalesce(x.burst, x.rate)) >= spent))
 					   and x.per_key_concurrency is null
 					   and x.rate_per_key is null and not x.fair
 					   and x.paused_kinds = l.paused_kinds
