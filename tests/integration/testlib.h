@@ -233,6 +233,19 @@ int t_free_port(void);
 /* GET path from 127.0.0.1:port; the whole response (caller frees), or NULL
  * when nothing listens. */
 char *t_http_get(int port, const char *path);
+/* The claims answered so far, from pgjobd_claim_seconds_count of the
+ * /metrics on port. */
+long long t_claims(int port);
+/*
+ * Waits until the workers of the instance whose /metrics is on port have
+ * answered a whole turn of claims sent after this call began: a claim that
+ * read every queue they serve after whatever the caller committed before.
+ * The event to wait for before asserting that a claim took nothing (a
+ * paused queue, a limit reached).  inflight: the most claims that may be
+ * on their way at the call (the workers times the statements of a turn:
+ * one for the unlimited queues, one per limited queue).  Fails after 30 s.
+ */
+void t_wait_claims_after(PGconn *conn, int port, int inflight);
 
 /* --- what the macros above call ------------------------------------- */
 
