@@ -825,17 +825,33 @@ t_worker_pid(PGconn *conn, pid_t sup)
 			     (int)sup);
 }
 
+/*
+ * The listener notifies itself, on a channel of its own: notifications are
+ * delivered in the order of their commits, so once its own has come, every
+ * one committed before the call has come too.
+ */
 int
 t_notifications(PGconn *listener)
 {
-	int n = 0;
-	PGnotify *note;
-	t_sleep_ms(100);
-	PQconsumeInput(listener);
-	while ((note = PQnotifies(listener)) != NULL) {
-		n += strcmp(note->relname, "pgjob") == 0;
-		PQfreemem(note);
+	int n = 0, seen = 0;
+	t_exec(listener, "listen t_notifications");
+	t_exec(listener, "notify t_notifications");
+	for (int i = 0; i < 300 && !seen; i++) {
+		PGnotify *note;
+		PQconsumeInput(listener);
+		while ((note = PQnotifies(listener)) != NULL) {
+			seen |= strcmp(note->relname, "t_notifications") == 0;
+			n += strcmp(note->relname, "pgjob") == 0;
+			PQfreemem(note);
+		}
+		if (!seen) {
+			struct pollfd pfd = {.fd = PQsocket(listener),
+					     .events = POLLIN};
+			poll(&pfd, 1, 100);
+		}
 	}
+	if (!seen)
+		fail_msg("the listener's own notification never came back");
 	return n;
 }
 

@@ -119,7 +119,8 @@ char *t_job(PGconn *conn, long long id, const char *expr);
 pid_t t_holder_pid(PGconn *conn, long long id);
 /* Waits for the one worker of supervisor sup to register; its pid. */
 pid_t t_worker_pid(PGconn *conn, pid_t sup);
-/* Notifications on channel pgjob that reached listener within 100 ms. */
+/* Notifications on channel pgjob that reached listener, every one
+ * committed before the call among them. */
 int t_notifications(PGconn *listener);
 
 /* --- files and builds ------------------------------------------------ */
