@@ -238,13 +238,15 @@ char *t_http_get(int port, const char *path);
  * /metrics on port. */
 long long t_claims(int port);
 /*
- * Waits until the workers of the instance whose /metrics is on port have
- * answered a whole turn of claims sent after this call began: a claim that
- * read every queue they serve after whatever the caller committed before.
- * The event to wait for before asserting that a claim took nothing (a
- * paused queue, a limit reached).  inflight: the most claims that may be
- * on their way at the call (the workers times the statements of a turn:
- * one for the unlimited queues, one per limited queue).  Fails after 30 s.
+ * Waits until a worker of the instance whose /metrics is on port has had
+ * a whole turn of claims answered that it sent after this call began, so
+ * after whatever the caller committed before: the event to wait for
+ * before asserting that a claim took nothing (a paused queue, a limit
+ * reached).  NOTIFY pgjob_limits, sent until then, makes every worker
+ * claim every queue that has room (docs/queues.md).  inflight: the most
+ * claims that may be on their way at the call (the workers times the
+ * statements of a turn: one for the unlimited queues, one per limited
+ * queue).  Fails after 30 s.
  */
 void t_wait_claims_after(PGconn *conn, int port, int inflight);
 
