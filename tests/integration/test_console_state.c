@@ -222,6 +222,31 @@ test_throughput_rows(void **state)
 }
 
 /* A schedule every minute, catching up every missed tick. */
+/*
+ * Waits until the scheduler has had two rounds that began after whatever
+ * the caller committed before: a round's statements are all answered
+ * before the next round reads the schedules (src/worker/scheduler.c), so
+ * of two runs of schedule name asked for by hand one after the other, the
+ * second is enqueued by a round that began once the first's had ended,
+ * which itself began after the call.  What those rounds wrote (a tick
+ * enqueued twice, a request run again) is then in the database.
+ */
+static void
+two_rounds_after(PGconn *c, const char *ci, const char *name)
+{
+	for (int i = 0; i < 2; i++) {
+		struct t_run r;
+		t_pgjob(&r, ci, "schedule", "run", name, NULL);
+		assert_int_equal(r.status, 0);
+		t_run_free(&r);
+		/* Cleared in the statement that enqueues the run. */
+		t_wait_until(c, 30,
+			     "select run_requested_at is null from"
+			     " pgjob.schedules where name = '%s'",
+			     name);
+	}
+}
+
 static const char sched_body[] =
 	"workers: 2\nlease: 3s\n"
 	"handlers:\n"
@@ -281,7 +306,9 @@ test_schedule_disable_enable(void **state)
 	t_wait_until(c, 90,
 		     "select count(*) >= 1 from pgjob.all_jobs"
 		     " where payload->>'from' = 'minutely'");
-	t_sleep_ms(2000);
+	/* The rounds after it (two runs by hand, after the tick) added no
+	 * skipped tick, and no tick twice. */
+	two_rounds_after(c, ci, "minutely");
 	t_assert_value(
 		c, "0",
 		"select count(*) from pgjob.all_jobs where run_at <= '%s'",
@@ -301,13 +328,13 @@ test_schedule_disable_enable(void **state)
 	free(ci);
 }
 
-/* Payload and key of the runs by hand, in id order. */
+/* Payload and key of the runs by hand of yearly, in id order. */
 static const char runs_sql[] =
 	"select string_agg(concat_ws(' ', state, payload->>'from',"
 	" payload->'pgjob'->>'schedule',"
 	" unique_key = 'schedule:yearly:run:' ||"
 	"  (payload->'pgjob'->>'run_requested_at')), ', ' order by id)"
-	" from pgjob.all_jobs";
+	" from pgjob.all_jobs where payload->'pgjob'->>'schedule' = 'yearly'";
 
 /*
  * Run now, with two instances (four workers) that may each hold the
@@ -326,10 +353,13 @@ test_schedule_run_once(void **state)
 			   "  tick: { type: exec, command: [\"/bin/true\"] }\n"
 			   "schedules:\n"
 			   "  yearly: { cron: \"0 0 1 1 *\", kind: tick,"
-			   " payload: { from: yearly } }\n"),
+			   " payload: { from: yearly } }\n"
+			   /* Run by hand to see rounds go by. */
+			   "  marker: { cron: \"0 0 1 1 *\", kind: tick,"
+			   " payload: { from: marker } }\n"),
 		  2, "run", p);
 	t_wait_workers(c, 4, 20);
-	t_wait_until(c, 20, "select count(*) = 1 from pgjob.schedules");
+	t_wait_until(c, 20, "select count(*) = 2 from pgjob.schedules");
 
 	struct t_run r;
 	t_pgjob(&r, ci, "schedule", "run", "yearly", "--json", NULL);
@@ -347,8 +377,8 @@ test_schedule_run_once(void **state)
 	t_wait_until(c, 10,
 		     "select run_requested_at is null from pgjob.schedules"
 		     " where name = 'yearly'");
-	/* Rounds go on a second apart: still one job. */
-	t_sleep_ms(3000);
+	/* The rounds after it ran it no more: still one job. */
+	two_rounds_after(c, ci, "marker");
 	t_assert_value(c, "done yearly yearly t", runs_sql);
 
 	/* A disabled schedule runs when asked to. */
@@ -362,12 +392,13 @@ test_schedule_run_once(void **state)
 	t_run_free(&r);
 	t_wait_until(c, 30,
 		     "select count(*) = 2 from pgjob.all_jobs where state = "
-		     "'done'");
-	t_sleep_ms(3000);
+		     "'done' and payload->>'from' = 'yearly'");
+	two_rounds_after(c, ci, "marker");
 	t_assert_value(c, "done yearly yearly t, done yearly yearly t",
 		       runs_sql);
 	assert_int_equal(t_long(c, "select count(distinct unique_key)"
-				   " from pgjob.all_jobs"),
+				   " from pgjob.all_jobs"
+				   " where payload->>'from' = 'yearly'"),
 			 2);
 	t_stop_clean(p[0]);
 	t_stop_clean(p[1]);

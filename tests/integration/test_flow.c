@@ -483,7 +483,8 @@ test_pause_resume(void **state)
 	t_exec(c, "select pgjob.pause('q')");
 	t_exec(c, "select pgjob.enqueue(k, '{}', 'q') from"
 		  " (values ('a'), ('b')) v(k), generate_series(1, 3)");
-	t_sleep_ms(1500);
+	/* Claims of the queue ran with the jobs there, and took none. */
+	t_wait_claims_after(c, port, 2);
 	assert_int_equal(attempted(c, "a") + attempted(c, "b"), 0);
 	/* The metrics say so. */
 	char *m = NULL;
@@ -503,7 +504,7 @@ test_pause_resume(void **state)
 	t_stop_clean(p);
 	p = t_daemon(cfg, 0, "pause");
 	t_wait_workers(c, 2, 30);
-	t_sleep_ms(1500);
+	t_wait_claims_after(c, port, 2);
 	assert_int_equal(attempted(c, "a") + attempted(c, "b"), 0);
 	/* Kind b paused, the queue resumed: a runs (within the NOTIFY's
 	 * round trip, not the 30 s poll), b waits. */
@@ -537,12 +538,16 @@ test_runtime_limits(void **state)
 {
 	char *ci = t_db_migrated("t_flow_runtime");
 	PGconn *c = t_connect(ci);
-	const char *cfg = t_config(
-		"runtime", ci,
-		"workers: 2\npoll_interval: 200ms\nshutdown_timeout: 1s\n"
-		"queues: { q: { concurrency: 4, global_concurrency: 1 } }\n"
-		"handlers:\n"
-		"  s: { type: exec, queue: q, command: [/bin/sleep, 30] }\n");
+	int port = t_free_port();
+	char body[512];
+	snprintf(body, sizeof(body),
+		 "workers: 2\npoll_interval: 200ms\nshutdown_timeout: 1s\n"
+		 "metrics: { listen: \"127.0.0.1:%d\" }\n"
+		 "queues: { q: { concurrency: 4, global_concurrency: 1 } }\n"
+		 "handlers:\n"
+		 "  s: { type: exec, queue: q, command: [/bin/sleep, 30] }\n",
+		 port);
+	const char *cfg = t_config("runtime", ci, body);
 	/* Paused before any worker came: the pause is the database's, the
 	 * limits are still the config's to publish. */
 	t_exec(c, "insert into pgjob.queues (name) values ('q')");
@@ -559,7 +564,9 @@ test_runtime_limits(void **state)
 	t_exec(c, "select pgjob.enqueue('s', '{}', 'q') from"
 		  " generate_series(1, 6)");
 	t_wait_running(c, 1, 10);
-	t_sleep_ms(500);
+	/* Claims with room for more came after it started: the limit held
+	 * them back. */
+	t_wait_claims_after(c, port, 2);
 	t_assert_value(c, "1",
 		       "select count(*) from pgjob.all_jobs where state = "
 		       "'running'");
@@ -631,7 +638,9 @@ test_application_budget(void **state)
 	t_exec(c, "select pgjob.enqueue('s', '{}', 'sl') from"
 		  " generate_series(1, 3)");
 	t_wait_running(c, 1, 10);
-	t_sleep_ms(600);
+	/* Claims of both queues, from both workers (four statements on
+	 * their way at most), came after it started. */
+	t_wait_claims_after(c, port, 4);
 	t_assert_value(c, "1",
 		       "select count(*) from pgjob.all_jobs where state = "
 		       "'running'");

@@ -493,8 +493,8 @@ no_password_in_output(const char *name, const char *conninfo,
 			  "workers: 1\n"
 			  "handlers: { k: { type: exec, command: "
 			  "[\"/bin/true\"] } }\n");
-	/* A few reconnect attempts (backoff from 200 ms). */
-	t_sleep_ms(2500);
+	/* A few reconnect attempts (backoff from 200 ms), each logged. */
+	t_wait_log(name, expect, 3, 60);
 	int st = t_stop(p, SIGTERM, 30);
 	char *log = t_read_file(t_log(name));
 	assert_non_null(log);
@@ -913,13 +913,20 @@ test_forged_notify(void **state)
 	char *ci = t_db_migrated("t_hostile_notify");
 	PGconn *c = t_connect(ci);
 	/* A poll too slow to hide the difference. */
+	int port = t_free_port();
 	pid_t p = t_start("notify", ci,
 			  "workers: 2\npoll_interval: 120s\n"
+			  "metrics: { listen: \"127.0.0.1:%d\" }\n"
 			  "handlers:\n"
-			  "  k: { type: exec, command: [\"/bin/true\"] }\n");
+			  "  k: { type: exec, command: [\"/bin/true\"] }\n",
+			  port);
 	t_wait_workers(c, 2, 30);
-	/* Wait out the claims of the start. */
-	t_sleep_ms(1500);
+	/* Wait out the claims of the start: one per worker, as it
+	 * connects. */
+	long long start = 0;
+	for (int i = 0; i < 300 && (start = t_claims(port)) < 2; i++)
+		t_sleep_ms(100);
+	assert_true(start >= 2);
 	/* Another session (any role may) announces the next 64 transaction
 	 * ids, one job each: every slot of the workers' shared table of
 	 * recent notifications. */
@@ -928,7 +935,10 @@ test_forged_notify(void **state)
 		       "::bigint + g)::text || ' 1') from "
 		       "generate_series(1, 64) g");
 	PQfinish(forger);
-	t_sleep_ms(500);
+	/* The workers took their turns on the forgery. */
+	for (int i = 0; i < 300 && t_claims(port) == start; i++)
+		t_sleep_ms(100);
+	assert_true(t_claims(port) > start);
 	long long id = t_long(c, "select pgjob.enqueue('k')");
 	t_wait_state(c, id, "done", 20);
 	/* Garbage in the payload costs a claim, nothing more. */

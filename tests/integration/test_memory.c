@@ -53,7 +53,7 @@ test_worker_memory_flat(void **state)
 #define WORKER_MAX_KIB	   8192
 
 /*
- * Starts 2 workers with handlers, waits for READY and a few heartbeats,
+ * Starts 2 workers with handlers, waits for READY and the start's duties,
  * prints the VmRSS of the supervisor and its workers and returns the
  * largest worker's; *sup is the supervisor's.
  */
@@ -66,7 +66,17 @@ rss_at_rest(const char *ci, PGconn *c, const char *name, const char *handlers,
 			  handlers);
 	assert_int_equal(t_wait_log(name, "ready: ", 1, 30), 1);
 	t_wait_workers(c, 2, 30);
-	t_sleep_ms(1500); /* at rest: past the first heartbeats */
+	/* At rest: the duties of the start done (their leases taken, the
+	 * pruning pass sent as its lease is), every connection idle. */
+	t_wait_until(c, 30,
+		     "select count(*) = 3 from pgjob.leases l where name in"
+		     " ('pgjob:prune', 'pgjob:scheduler', 'pgjob:health')"
+		     " and exists (select from pgjob.workers w"
+		     " where l.holder like '%%/' || w.pid)");
+	t_wait_until(c, 30,
+		     "select count(*) > 0 and bool_and(state = 'idle') from"
+		     " pg_stat_activity where application_name like 'pgjobd%%'"
+		     " and datname = current_database()");
 	*sup = t_proc_kb(p, "VmRSS");
 	long worst = 0;
 	for (int i = 0; i < 2; i++) {

@@ -309,7 +309,8 @@ test_cancel_running(void **state)
 	pid_t p = t_start(
 		"cancel", ci,
 		"workers: 1\nlease: 3s\nhandlers:\n"
-		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n");
+		"  long: { type: exec, command: [\"/bin/sleep\", \"60\"] }\n"
+		"  mark: { type: exec, command: [\"/bin/true\"] }\n");
 	t_wait_state(c, id, "running", 30);
 	char ids[24];
 	snprintf(ids, sizeof(ids), "%lld", id);
@@ -321,7 +322,12 @@ test_cancel_running(void **state)
 	 * nothing more: the job stays cancelled. */
 	t_wait_log("cancel", "stopped: cancelled", 1, 10);
 	assert_int_equal(t_log_count("cancel", "cancelled by an operator"), 1);
-	t_sleep_ms(500);
+	/* A job enqueued now is claimed in a turn of the worker's loop sent
+	 * after the handler's end was seen, and a turn writes the ends
+	 * waiting before it claims (src/worker/worker.c): once it is done,
+	 * an end of the cancelled job would have been written. */
+	long long mark = t_long(c, "select pgjob.enqueue('mark')");
+	t_wait_state(c, mark, "done", 30);
 	t_assert_job(c, id, "state", "cancelled");
 	t_stop_clean(p);
 	PQfinish(c);
@@ -393,9 +399,13 @@ test_behind_position(void **state)
 		  "from generate_series(1, 2000)");
 	/* The enqueue's payload: transaction, 1 due job, priority 5 and its
 	 * run_at in microseconds. */
-	t_sleep_ms(100);
-	PQconsumeInput(listener);
-	PGnotify *n = PQnotifies(listener);
+	PGnotify *n = NULL;
+	for (int i = 0; i < 600 && !n; i++) {
+		PQconsumeInput(listener);
+		n = PQnotifies(listener);
+		if (!n)
+			t_sleep_ms(50);
+	}
 	char *want = t_value(c,
 			     "select format('1 5 %%s', floor(extract(epoch "
 			     "from run_at) * 1000000)::bigint) from "

@@ -772,7 +772,9 @@ test_expiry_and_prune(void **state)
 	t_exec(c, "select pgjob.request_finish('k-short', null, 204, "
 		  "scope => 'ttl')");
 	t_exec(c, "commit");
-	t_sleep_ms(100);
+	t_wait_until(c, 10,
+		     "select expires_at < now() from pgjob.request_keys"
+		     " where scope = 'ttl' and key = 'k-short'");
 	t_exec(c, "begin");
 	t_assert_value(c, "new",
 		       "select state from pgjob.request_begin('k-short', "

@@ -720,7 +720,11 @@ test_batches(void **state)
 		 " where id = %lld",
 		 j2);
 	assert_int_equal(PQsendQuery(c2, q), 1);
-	t_sleep_ms(300);
+	/* Seen from a third session: c's transaction would read one
+	 * snapshot of pg_stat_activity. */
+	PGconn *watch = t_connect(ci);
+	t_wait_lock_wait(watch, PQbackendPID(c2), 20);
+	PQfinish(watch);
 	t_exec(c, "commit");
 	PGresult *res;
 	while ((res = PQgetResult(c2)))

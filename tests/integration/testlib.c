@@ -603,6 +603,46 @@ t_http_get(int port, const char *path)
 	return b.data ? b.data : xstrdup("");
 }
 
+long long
+t_claims(int port)
+{
+	char *r = t_http_get(port, "/metrics");
+	if (!r)
+		fail_msg("nothing answers /metrics on port %d", port);
+	const char *p = strstr(r, "\npgjobd_claim_seconds_count ");
+	if (!p)
+		fail_msg("no pgjobd_claim_seconds_count in /metrics:\n%s", r);
+	long long n = atoll(p + strlen("\npgjobd_claim_seconds_count "));
+	free(r);
+	return n;
+}
+
+/*
+ * Counted as each answer comes (src/worker/claim.c), before its jobs
+ * start.  When the count is read, each worker may have one turn on its
+ * way, sent before (inflight claims at most); a turn sent later may have
+ * been answered in part.  So once the count has grown by twice inflight
+ * and one, some worker has answered a whole turn sent after the read.
+ * NOTIFY pgjob_limits makes every worker claim every queue at once
+ * (docs/queues.md), and is sent again until it has: the workers of a
+ * long poll_interval, or of a queue that waits for a NOTIFY, claim
+ * nothing by themselves.
+ */
+void
+t_wait_claims_after(PGconn *conn, int port, int inflight)
+{
+	long long want = t_claims(port) + 2 * inflight + 1, now = 0;
+	for (int i = 0; i < 300; i++) {
+		now = t_claims(port);
+		if (now >= want)
+			return;
+		t_exec(conn, "select pg_notify('pgjob_limits', '')");
+		t_sleep_ms(100);
+	}
+	fail_msg("the claims counted reached %lld, not %lld, in 30 s", now,
+		 want);
+}
+
 /* --- running pgjob ---------------------------------------------------- */
 
 void
@@ -785,17 +825,33 @@ t_worker_pid(PGconn *conn, pid_t sup)
 			     (int)sup);
 }
 
+/*
+ * The listener notifies itself, on a channel of its own: notifications are
+ * delivered in the order of their commits, so once its own has come, every
+ * one committed before the call has come too.
+ */
 int
 t_notifications(PGconn *listener)
 {
-	int n = 0;
-	PGnotify *note;
-	t_sleep_ms(100);
-	PQconsumeInput(listener);
-	while ((note = PQnotifies(listener)) != NULL) {
-		n += strcmp(note->relname, "pgjob") == 0;
-		PQfreemem(note);
+	int n = 0, seen = 0;
+	t_exec(listener, "listen t_notifications");
+	t_exec(listener, "notify t_notifications");
+	for (int i = 0; i < 300 && !seen; i++) {
+		PGnotify *note;
+		PQconsumeInput(listener);
+		while ((note = PQnotifies(listener)) != NULL) {
+			seen |= strcmp(note->relname, "t_notifications") == 0;
+			n += strcmp(note->relname, "pgjob") == 0;
+			PQfreemem(note);
+		}
+		if (!seen) {
+			struct pollfd pfd = {.fd = PQsocket(listener),
+					     .events = POLLIN};
+			poll(&pfd, 1, 100);
+		}
 	}
+	if (!seen)
+		fail_msg("the listener's own notification never came back");
 	return n;
 }
 

@@ -119,7 +119,8 @@ char *t_job(PGconn *conn, long long id, const char *expr);
 pid_t t_holder_pid(PGconn *conn, long long id);
 /* Waits for the one worker of supervisor sup to register; its pid. */
 pid_t t_worker_pid(PGconn *conn, pid_t sup);
-/* Notifications on channel pgjob that reached listener within 100 ms. */
+/* Notifications on channel pgjob that reached listener, every one
+ * committed before the call among them. */
 int t_notifications(PGconn *listener);
 
 /* --- files and builds ------------------------------------------------ */
@@ -233,6 +234,21 @@ int t_free_port(void);
 /* GET path from 127.0.0.1:port; the whole response (caller frees), or NULL
  * when nothing listens. */
 char *t_http_get(int port, const char *path);
+/* The claims answered so far, from pgjobd_claim_seconds_count of the
+ * /metrics on port. */
+long long t_claims(int port);
+/*
+ * Waits until a worker of the instance whose /metrics is on port has had
+ * a whole turn of claims answered that it sent after this call began, so
+ * after whatever the caller committed before: the event to wait for
+ * before asserting that a claim took nothing (a paused queue, a limit
+ * reached).  NOTIFY pgjob_limits, sent until then, makes every worker
+ * claim every queue that has room (docs/queues.md).  inflight: the most
+ * claims that may be on their way at the call (the workers times the
+ * statements of a turn: one for the unlimited queues, one per limited
+ * queue).  Fails after 30 s.
+ */
+void t_wait_claims_after(PGconn *conn, int port, int inflight);
 
 /* --- what the macros above call ------------------------------------- */
 
