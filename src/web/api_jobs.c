@@ -61,8 +61,12 @@ struct filter {
  * jobs (schema 27: none names the state, so the state alone implies
  * none): jobs_claim_idx, jobs_waiting_idx, jobs_dead_idx. */
 #define FILTER_WHERE                                                           \
-	" ($1::text is null or state = $1)"                                    \
-	" and ($1::text is null or $1 not in ('available', 'running')"         \
+	" ($1::text is null or state = $1"                                     \
+	"  or ($1 in ('scheduled', 'retrying') and state = 'available'"        \
+	"   and ($1 <> 'scheduled' or run_at > now())"                         \
+	"   and ($1 <> 'retrying' or attempts > 0)))"                          \
+	" and ($1::text is null"                                               \
+	"  or $1 not in ('available', 'running', 'scheduled', 'retrying')"     \
 	"  or (finished_at is null and coalesce(parents_left, 0) = 0))"        \
 	" and ($1::text is distinct from 'waiting'"                            \
 	"  or (finished_at is null and parents_left > 0))"                     \
@@ -84,8 +88,12 @@ static const char *const filter_keys[] = {
 	"to",	 "limit_key", "ordering_key", "workflow",
 };
 
-static const char *const states[] = {"waiting", "available", "running",
-				     "done",	"dead",	     "cancelled"};
+/* The states of a job, and two filters of available jobs: "scheduled"
+ * (due later) and "retrying" (due again after a failed attempt). */
+static const char *const states[] = {"waiting",	  "available", "running",
+				     "done",	  "dead",      "cancelled",
+				     "scheduled", "retrying"};
+#define N_STATES (sizeof(states) / sizeof(states[0]))
 
 /* Where a filter's keys come from: a query string or a JSON object. */
 typedef const char *getter(void *ctx, const char *key);
@@ -143,12 +151,13 @@ filter_read(struct filter *f, getter *get, void *ctx, struct web_response *out)
 	}
 	if (f->state) {
 		size_t i = 0;
-		while (i < 6 && strcmp(f->state, states[i]) != 0)
+		while (i < N_STATES && strcmp(f->state, states[i]) != 0)
 			i++;
-		if (i == 6) {
+		if (i == N_STATES) {
 			web_response_error(out, 400,
 					   "state: one of waiting, available, "
-					   "running, done, dead, cancelled");
+					   "running, done, dead, cancelled, "
+					   "scheduled, retrying");
 			return -1;
 		}
 	}
@@ -162,6 +171,36 @@ filter_read(struct filter *f, getter *get, void *ctx, struct web_response *out)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Refuses a from or to that is not a time, with words of its own: the
+ * database's "invalid input syntax for type timestamp with time zone"
+ * names neither the field nor the form it takes.  0, or -1 (out filled).
+ */
+static int
+filter_times(struct db_conn *db, const struct filter *f,
+	     struct web_response *out)
+{
+	const char *p[] = {f->from, f->to};
+	char *err = NULL;
+	if (!f->from && !f->to)
+		return 0;
+	struct db_rows *res = db_query(
+		db, "select $1::timestamptz, $2::timestamptz", 2, p, &err);
+	if (res) {
+		db_rows_free(res);
+		return 0;
+	}
+	/* Class 22, data exception: the value, not the database. */
+	if (strncmp(err, "22", 2) == 0)
+		web_response_error(out, 400,
+				   "from, to: a date and time, as "
+				   "2026-01-31T14:00:00Z or 2026-01-31 14:00");
+	else
+		api_fail(db, out, err);
+	free(err);
+	return -1;
 }
 
 /* The filter as parameters $1 to $9 of p. */
@@ -194,7 +233,9 @@ indexed(const struct filter *f)
 
 static const char LIST_SQL[] =
 	"select id, queue, kind, state, attempts, max_attempts, priority,"
-	"  run_at, created_at, finished_at, left(last_error, 300) as last_error"
+	"  run_at, created_at, finished_at,"
+	/* Its end: a traceback's last line says what went wrong. */
+	"  right(last_error, 300) as last_error"
 	" from pgjob.all_jobs where" FILTER_WHERE
 	"  and ($10::bigint is null or id < $10::bigint)"
 	"  and ($11::bigint is null or id >= $11::bigint)"
@@ -293,7 +334,8 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	long long last = 0, searched_to;
 	long n = PAGE;
 
-	if (filter_read(&f, q->get, q->ctx, out) < 0)
+	if (filter_read(&f, q->get, q->ctx, out) < 0 ||
+	    filter_times(db, &f, out) < 0)
 		return;
 	if (b && *b && api_parse_id(b, before, sizeof(before)) < 0) {
 		web_response_error(out, 400, "before: not a job id");
@@ -328,22 +370,83 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	web_response_json(out, o);
 }
 
+/* Rows in the jobs' tables past which /api/jobs/count?estimate=1 gives
+ * the planner's estimate rather than count every match. */
+#define EXACT_MAX 1000000
+
+/* The planner's estimate of the rows of the count's statement; -1 when
+ * its plan cannot be read (out filled on an error). */
+static double
+estimate(struct db_conn *db, const char *const *p, struct web_response *out)
+{
+	struct db_rows *res =
+		api_query(db, out,
+			  "explain (format json) select 1 from pgjob.all_jobs"
+			  " where" FILTER_WHERE,
+			  9, p);
+	if (!res)
+		return -2;
+	cJSON *plan = cJSON_Parse(db_rows_text(res, 0, 0));
+	db_rows_free(res);
+	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(plan, 0),
+						 "Plan"),
+		"Plan Rows");
+	double n = cJSON_IsNumber(rows) ? rows->valuedouble : -1;
+	cJSON_Delete(plan);
+	return n;
+}
+
+/*
+ * The filter's matches: counted, or with estimate=1 and tables past
+ * EXACT_MAX rows (by the statistics), the planner's estimate, said so
+ * ("estimate": true): a page that shows how many match must not read ten
+ * million rows at every refresh.  A bulk action's confirmation asks
+ * without it, for the exact count.
+ */
 void
 api_jobs_count(struct db_conn *db, const char *rest, const struct web_query *q,
 	       struct web_response *out)
 {
 	struct filter f;
 	const char *p[9];
-	if (filter_read(&f, q->get, q->ctx, out) < 0)
+	const char *e = q->get(q->ctx, "estimate");
+	double guess = -1;
+	if (filter_read(&f, q->get, q->ctx, out) < 0 ||
+	    filter_times(db, &f, out) < 0)
 		return;
 	filter_params(&f, p);
+	if (e && strcmp(e, "1") == 0) {
+		struct db_rows *res = api_query(
+			db, out,
+			"select coalesce(sum(greatest(reltuples, 0)), 0)"
+			" from pg_class where oid in"
+			" ('pgjob.jobs'::regclass, "
+			"'pgjob.jobs_done'::regclass)",
+			0, NULL);
+		if (!res)
+			return;
+		double size = atof(db_rows_text(res, 0, 0));
+		db_rows_free(res);
+		if (size > EXACT_MAX && (guess = estimate(db, p, out)) < -1)
+			return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	if (guess >= 0) {
+		cJSON_AddNumberToObject(o, "count", (double)(long long)guess);
+		cJSON_AddTrueToObject(o, "estimate");
+		web_response_json(out, o);
+		return;
+	}
 	struct db_rows *res = api_query(
 		db, out,
 		"select count(*) from pgjob.all_jobs where" FILTER_WHERE, 9, p);
-	if (!res)
+	if (!res) {
+		cJSON_Delete(o);
 		return;
-	cJSON *o = cJSON_CreateObject();
+	}
 	cJSON_AddItemToObject(o, "count", rowjson_value(res, 0, 0));
+	cJSON_AddFalseToObject(o, "estimate");
 	db_rows_free(res);
 	web_response_json(out, o);
 }
@@ -706,16 +809,21 @@ static const char TAKES_SQL[] =
  * statement, from the newest down, and never more than expect, the number
  * the operator confirmed: when more would be taken now, nothing is done
  * and the answer is 409 with that count, to be confirmed again.  Jobs
- * enqueued meanwhile are not among them.
+ * enqueued meanwhile are not among them.  With a step (the page's
+ * "limit"), it stops after about that many and sets next to where to go
+ * on (as "before", expecting what is left), so that a page can show how
+ * far an action on a million jobs has come; before is "" or such a cursor.
  */
 static int
 act_filter(struct db_conn *db, int action, const struct filter *f,
-	   long long expect, long long *affected, struct web_response *out)
+	   long long expect, const char *before, long long step,
+	   long long *affected, long long *next, struct web_response *out)
 {
 	const char *p[12];
 	char cursor[24] = "", limit[16];
 	filter_params(f, p);
-	p[9] = NULL;
+	snprintf(cursor, sizeof(cursor), "%s", before);
+	p[9] = *cursor ? cursor : NULL;
 	p[10] = actions[action].name;
 	struct db_rows *res = api_query(db, out, TAKES_SQL, 11, p);
 	if (!res)
@@ -739,8 +847,14 @@ act_filter(struct db_conn *db, int action, const struct filter *f,
 		long long left = expect - *affected;
 		if (left <= 0)
 			return 0;
-		snprintf(limit, sizeof(limit), "%lld",
-			 left < BATCH ? left : (long long)BATCH);
+		if (step && *affected >= step) {
+			*next = atoll(cursor);
+			return 0;
+		}
+		long long lim = left < BATCH ? left : (long long)BATCH;
+		if (step && step - *affected < lim)
+			lim = step - *affected;
+		snprintf(limit, sizeof(limit), "%lld", lim);
 		p[11] = limit;
 		p[9] = *cursor ? cursor : NULL;
 		res = api_query(db, out, actions[action].batch_sql, 12, p);
@@ -777,7 +891,8 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 	const cJSON *fo = cJSON_GetObjectItemCaseSensitive(body, "filter");
 	const cJSON *stop =
 		cJSON_GetObjectItemCaseSensitive(body, "stop_running");
-	long long affected = 0, expect;
+	long long affected = 0, expect, step = 0, next = 0;
+	char before[24] = "";
 	bool stop_running = cJSON_IsTrue(stop);
 	int act = action_of(action);
 	struct db_rows *res;
@@ -825,6 +940,21 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 					   "of /api/jobs");
 			return;
 		}
+		const cJSON *st =
+			cJSON_GetObjectItemCaseSensitive(body, "limit");
+		const cJSON *bf =
+			cJSON_GetObjectItemCaseSensitive(body, "before");
+		if ((st && (!cJSON_IsNumber(st) || st->valuedouble < 1 ||
+			    st->valuedouble > 1e9)) ||
+		    (bf && (!cJSON_IsString(bf) ||
+			    api_parse_id(bf->valuestring, before,
+					 sizeof(before)) < 0))) {
+			web_response_error(out, 400,
+					   "limit: a number of jobs from 1; "
+					   "before: a job id, as a string");
+			return;
+		}
+		step = st ? (long long)st->valuedouble : 0;
 		if ((expect = expect_of(body)) < 0) {
 			web_response_error(out, 400,
 					   "expect: the number of jobs "
@@ -832,13 +962,19 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 			return;
 		}
 		if (filter_strict(fo, out) < 0 ||
-		    filter_read(&f, json_get, (void *)fo, out) < 0)
+		    filter_read(&f, json_get, (void *)fo, out) < 0 ||
+		    filter_times(db, &f, out) < 0)
 			return;
-		rc = act_filter(db, act, &f, expect, &affected, out);
+		rc = act_filter(db, act, &f, expect, before, step, &affected,
+				&next, out);
 	}
 	if (rc < 0)
 		return;
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "affected", (double)affected);
+	if (next)
+		cJSON_AddNumberToObject(o, "next", (double)next);
+	else
+		cJSON_AddNullToObject(o, "next");
 	web_response_json(out, o);
 }
