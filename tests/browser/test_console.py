@@ -51,7 +51,9 @@ MARKER = os.environ['PGJOB_MARKER']
 SHOTS = os.environ['PGJOB_SHOTS']
 OP = (os.environ['PGJOB_OP_USER'], os.environ['PGJOB_OP_PASS'])
 RO = (os.environ['PGJOB_RO_USER'], os.environ['PGJOB_RO_PASS'])
-WAIT = 90  # seconds: the bound of every wait, never a measured figure
+# seconds: the bound of every wait, never a measured figure (shorter to
+# see quickly where an old build fails)
+WAIT = int(os.environ.get('PGJOB_BROWSER_WAIT', '90'))
 
 HOSTILE_HTML = '<script>alert(1)</script>'
 HOSTILE_IMG = '<img src=x onerror=alert(1)>'
