@@ -25,6 +25,7 @@
 #include "common/text.h"
 #include "common/util.h"
 #include "db/rowjson.h"
+#include "web/api_filter.h"
 #include "web/api_jobs.h"
 #include "web/api_response.h"
 
@@ -44,180 +45,6 @@
 /* Jobs per transaction of an action on a filter's matches; ids in one
  * request's list. */
 #define BATCH 10000
-/* The text search: characters at most. */
-#define Q_MAX 200
-
-/* The filter of /api/jobs, /api/jobs/count and an action on a filter:
- * each NULL when not given (borrowed from the request). */
-struct filter {
-	const char *state, *queue, *kind, *q, *from, *to, *limit_key,
-		*ordering_key, *workflow;
-	char workflow_id[24];
-};
-
-/* The filter's terms, parameters $1 to $9.  libpq plans an unnamed
- * statement with its values, so a term whose value is null folds away,
- * and a state brings the predicate of the partial index that holds its
- * jobs (schema 27: none names the state, so the state alone implies
- * none): jobs_claim_idx, jobs_waiting_idx, jobs_dead_idx. */
-#define FILTER_WHERE                                                           \
-	" ($1::text is null or state = $1"                                     \
-	"  or ($1 in ('scheduled', 'retrying') and state = 'available'"        \
-	"   and ($1 <> 'scheduled' or run_at > now())"                         \
-	"   and ($1 <> 'retrying' or attempts > 0)))"                          \
-	" and ($1::text is null"                                               \
-	"  or $1 not in ('available', 'running', 'scheduled', 'retrying')"     \
-	"  or (finished_at is null and coalesce(parents_left, 0) = 0))"        \
-	" and ($1::text is distinct from 'waiting'"                            \
-	"  or (finished_at is null and parents_left > 0))"                     \
-	" and ($1::text is distinct from 'dead' or dead)"                      \
-	" and ($2::text is null or queue = $2)"                                \
-	" and ($3::text is null or kind = $3)"                                 \
-	" and ($4::text is null"                                               \
-	"  or strpos(lower(payload::text), lower($4)) > 0"                     \
-	"  or strpos(lower(last_error), lower($4)) > 0)"                       \
-	" and ($5::timestamptz is null or created_at >= $5::timestamptz)"      \
-	" and ($6::timestamptz is null or created_at < $6::timestamptz)"       \
-	" and ($7::text is null or limit_key = $7)"                            \
-	" and ($8::text is null or ordering_key = $8)"                         \
-	" and ($9::bigint is null or workflow_id = $9::bigint)"
-
-/* The keys of a filter, as /api/jobs takes them. */
-static const char *const filter_keys[] = {
-	"state", "queue",     "kind",	      "q",	  "from",
-	"to",	 "limit_key", "ordering_key", "workflow",
-};
-
-/* The states of a job, and two filters of available jobs: "scheduled"
- * (due later) and "retrying" (due again after a failed attempt). */
-static const char *const states[] = {"waiting",	  "available", "running",
-				     "done",	  "dead",      "cancelled",
-				     "scheduled", "retrying"};
-#define N_STATES (sizeof(states) / sizeof(states[0]))
-
-/* Where a filter's keys come from: a query string or a JSON object. */
-typedef const char *getter(void *ctx, const char *key);
-
-/*
- * Refuses a filter of an action with a key that is not a filter's, or a
- * value that is not a string (or null): ignored, a misspelt "kinds" or a
- * workflow given as a number would widen a bulk delete to every job.
- * Returns 0, or -1 after filling out with a 400.
- */
-static int
-filter_strict(const cJSON *fo, struct web_response *out)
-{
-	const cJSON *it;
-	cJSON_ArrayForEach(it, fo)
-	{
-		size_t i = 0, n = sizeof(filter_keys) / sizeof(filter_keys[0]);
-		while (i < n && strcmp(it->string, filter_keys[i]) != 0)
-			i++;
-		if (i == n || !(cJSON_IsString(it) || cJSON_IsNull(it))) {
-			char *msg = xasprintf(
-				"filter: %s \"%s\" (the keys of /api/jobs, "
-				"each a string)",
-				i == n ? "unknown key" : "not a string:",
-				it->string);
-			web_response_error(out, 400, msg);
-			free(msg);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* A string member of a JSON object, or NULL. */
-static const char *
-json_get(void *ctx, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(ctx, key);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* Reads the filter; 0, or -1 after filling out with a 400. */
-static int
-filter_read(struct filter *f, getter *get, void *ctx, struct web_response *out)
-{
-	const char **slot[] = {&f->state,     &f->queue,	&f->kind,
-			       &f->q,	      &f->from,		&f->to,
-			       &f->limit_key, &f->ordering_key, &f->workflow};
-	memset(f, 0, sizeof(*f));
-	for (size_t i = 0; i < sizeof(filter_keys) / sizeof(filter_keys[0]);
-	     i++) {
-		const char *v = get(ctx, filter_keys[i]);
-		/* An empty field of the page's form is no filter. */
-		*slot[i] = v && *v ? v : NULL;
-	}
-	if (f->state) {
-		size_t i = 0;
-		while (i < N_STATES && strcmp(f->state, states[i]) != 0)
-			i++;
-		if (i == N_STATES) {
-			web_response_error(out, 400,
-					   "state: one of waiting, available, "
-					   "running, done, dead, cancelled, "
-					   "scheduled, retrying");
-			return -1;
-		}
-	}
-	if (f->q && strlen(f->q) > Q_MAX) {
-		web_response_error(out, 400, "q: at most 200 bytes");
-		return -1;
-	}
-	if (f->workflow && api_parse_id(f->workflow, f->workflow_id,
-					sizeof(f->workflow_id)) < 0) {
-		web_response_error(out, 400, "workflow: not a workflow id");
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * Refuses a from or to that is not a time, with words of its own: the
- * database's "invalid input syntax for type timestamp with time zone"
- * names neither the field nor the form it takes.  0, or -1 (out filled).
- */
-static int
-filter_times(struct db_conn *db, const struct filter *f,
-	     struct web_response *out)
-{
-	const char *p[] = {f->from, f->to};
-	char *err = NULL;
-	if (!f->from && !f->to)
-		return 0;
-	struct db_rows *res = db_query(
-		db, "select $1::timestamptz, $2::timestamptz", 2, p, &err);
-	if (res) {
-		db_rows_free(res);
-		return 0;
-	}
-	/* Class 22, data exception: the value, not the database. */
-	if (strncmp(err, "22", 2) == 0)
-		web_response_error(out, 400,
-				   "from, to: a date and time, as "
-				   "2026-01-31T14:00:00Z or 2026-01-31 14:00");
-	else
-		api_fail(db, out, err);
-	free(err);
-	return -1;
-}
-
-/* The filter as parameters $1 to $9 of p. */
-static void
-filter_params(const struct filter *f, const char **p)
-{
-	p[0] = f->state;
-	p[1] = f->queue;
-	p[2] = f->kind;
-	p[3] = f->q;
-	p[4] = f->from;
-	p[5] = f->to;
-	p[6] = f->limit_key;
-	p[7] = f->ordering_key;
-	p[8] = f->workflow ? f->workflow_id : NULL;
-}
-
 /* 1 when a partial index serves the filter (see the top of the file). */
 static int
 indexed(const struct filter *f)
@@ -261,7 +88,7 @@ read_window(struct db_conn *db, const struct filter *f, long long cursor,
 	snprintf(before, sizeof(before), "%lld", cursor);
 	snprintf(low, sizeof(low), "%lld", lo);
 	snprintf(limit, sizeof(limit), "%ld", n);
-	filter_params(f, p);
+	api_filter_params(f, p);
 	p[9] = cursor ? before : NULL;
 	p[10] = lo ? low : NULL;
 	p[11] = limit;
@@ -334,8 +161,8 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	long long last = 0, searched_to;
 	long n = PAGE;
 
-	if (filter_read(&f, q->get, q->ctx, out) < 0 ||
-	    filter_times(db, &f, out) < 0)
+	if (api_filter_read(&f, q->get, q->ctx, out) < 0 ||
+	    api_filter_times(db, &f, out) < 0)
 		return;
 	if (b && *b && api_parse_id(b, before, sizeof(before)) < 0) {
 		web_response_error(out, 400, "before: not a job id");
@@ -412,10 +239,10 @@ api_jobs_count(struct db_conn *db, const char *rest, const struct web_query *q,
 	const char *p[9];
 	const char *e = q->get(q->ctx, "estimate");
 	double guess = -1;
-	if (filter_read(&f, q->get, q->ctx, out) < 0 ||
-	    filter_times(db, &f, out) < 0)
+	if (api_filter_read(&f, q->get, q->ctx, out) < 0 ||
+	    api_filter_times(db, &f, out) < 0)
 		return;
-	filter_params(&f, p);
+	api_filter_params(&f, p);
 	if (e && strcmp(e, "1") == 0) {
 		struct db_rows *res = api_query(
 			db, out,
@@ -821,7 +648,7 @@ act_filter(struct db_conn *db, int action, const struct filter *f,
 {
 	const char *p[12];
 	char cursor[24] = "", limit[16];
-	filter_params(f, p);
+	api_filter_params(f, p);
 	snprintf(cursor, sizeof(cursor), "%s", before);
 	p[9] = *cursor ? cursor : NULL;
 	p[10] = actions[action].name;
@@ -961,9 +788,9 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 					   "confirmed, an integer from 0");
 			return;
 		}
-		if (filter_strict(fo, out) < 0 ||
-		    filter_read(&f, json_get, (void *)fo, out) < 0 ||
-		    filter_times(db, &f, out) < 0)
+		if (api_filter_strict(fo, out) < 0 ||
+		    api_filter_read(&f, api_json_get, (void *)fo, out) < 0 ||
+		    api_filter_times(db, &f, out) < 0)
 			return;
 		rc = act_filter(db, act, &f, expect, before, step, &affected,
 				&next, out);
