@@ -199,7 +199,7 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 
 /* Rows in the jobs' tables past which /api/jobs/count?estimate=1 gives
  * the planner's estimate rather than count every match. */
-#define EXACT_MAX 1000000
+#define EXACT_MAX 300000
 
 /* The planner's estimate of the rows of the count's statement; -1 when
  * its plan cannot be read (out filled on an error). */

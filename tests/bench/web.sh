@@ -22,7 +22,7 @@
 # warm-up by pgjobd_bench_web (tests/bench/web_bench.c), on one connection
 # set up as pgjob web's: p50, p95 and max in ms, and the answer's size.
 # jobs/count is asked exact once by a bulk action's confirmation, and with
-# estimate=1 by a filtered jobs page at each refresh (past a million rows,
+# estimate=1 by a filtered jobs page at each refresh (past 300,000 rows,
 # the planner's estimate).  A filtered page that is not full asks /api/jobs
 # again from searched_to: each call here is one of those.  Figures are
 # printed, never asserted.

@@ -59,8 +59,12 @@ HOSTILE_HTML = '<script>alert(1)</script>'
 HOSTILE_IMG = '<img src=x onerror=alert(1)>'
 
 
+T0 = time.monotonic()
+
+
 def log(msg):
-    print('browser: ' + msg, flush=True)
+    # Seconds since the start: where the run's time goes, never asserted.
+    print('browser: [%5.1f s] %s' % (time.monotonic() - T0, msg), flush=True)
 
 
 def sql(query, *args):

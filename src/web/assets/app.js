@@ -937,7 +937,7 @@
 	 * request, until the page is full or the oldest job is reached, the
 	 * progress shown meanwhile; a search that has gone on for seconds
 	 * stops with a button to go on.  With a filter, how many match
-	 * (counted; past a million rows in the tables, the planner's
+	 * (counted; past 300,000 rows in the tables, the planner's
 	 * estimate, said so).
 	 */
 	async function fetchJobs(p, f, pager) {
