@@ -9,8 +9,9 @@
  * of WINDOW ids (Q_WINDOW with a text search) below its cursor, one after
  * the other until it has a page or has spent BUDGET_MS, so that a rare
  * match never makes one request read a million rows: the answer's
- * searched_to says where it stopped, and the page asks again from there
- * ("search older").  Waiting, available, running and dead jobs (of a
+ * searched_to says where it stopped, and the page asks again from there,
+ * request after request, until its page is full (a filter shows what
+ * matches, however deep).  Waiting, available, running and dead jobs (of a
  * queue, or all), and a workflow's, are read along their partial indexes,
  * whole: a kind or any other term more would let the planner walk the
  * primary key in the hope of a page soon, through the whole table when

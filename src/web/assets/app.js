@@ -4,10 +4,13 @@
  * Hash routes (#/, #/jobs?..., #/job/ID, #/queues, #/schedules, #/tasks,
  * #/workflows, #/workflow/ID, #/dead), each a function that builds the
  * page's fixed parts (forms, buttons) once and gives a url and a render
- * function for its data.  Every 2 s while the tab is visible the current
- * page's url is fetched again; when the answer changed, only the data part
- * is rebuilt, so an open form, the selection, the scroll position and the
- * focused control survive a refresh.
+ * function for its data.  Every 2 s (or 10, 30: the live bar, which also
+ * pauses) while the tab is visible the current page's url is fetched
+ * again; when the answer changed, only the data part is rebuilt, so an
+ * open form, the selection, the scroll position and the focused control
+ * survive a refresh; while the user selects text in the page or moves the
+ * pointer over its data, the redraw waits (holding()).  The bar says when
+ * the data shown was read, and marks it stale while the server fails.
  *
  * Everything an application or a handler wrote (kinds, queues, payloads,
  * errors, keys, step names) is hostile: it reaches the document only as
