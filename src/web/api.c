@@ -101,10 +101,15 @@ static const char QUEUES_SQL[] =
 	"   case when o.seen > " COUNT_CAP " then 'available' end,"
 	"   case when o.seen > " COUNT_CAP " then 'oldest_wait_seconds' end,"
 	"   case when s.n > " COUNT_CAP " then 'scheduled' end,"
-	"   case when o.seen > " COUNT_CAP " then 'running' end,"
 	"   case when w.n > " COUNT_CAP " then 'waiting' end,"
 	"   case when d.n > " COUNT_CAP " then 'dead' end], null))"
 	"   as at_least,"
+	/* Counted in a window that may not hold them all (running jobs
+	 * claimed before jobs of a higher priority came): near, not a
+	 * bound. */
+	"  to_json(array_remove(array["
+	"   case when o.seen > " COUNT_CAP " then 'running' end], null))"
+	"   as estimated,"
 	/* The limits, when the queue has a row. */
 	"  l.queue is not null as has_limits,"
 	"  l.global_concurrency, l.per_key_concurrency, l.rate,"
@@ -143,6 +148,7 @@ static const char QUEUES_SQL[] =
 enum {
 	Q_QUEUE,
 	Q_AT_LEAST = 11,
+	Q_ESTIMATED,
 	Q_HAS_LIMITS,
 	Q_LIMITS,
 	Q_END = Q_LIMITS + 11,
@@ -295,6 +301,47 @@ static const char UNSERVED_SQL[] =
 	"select kind, queue, jobs, due, oldest_due_at, kind_handled"
 	" from pgjob.unserved() limit 100";
 
+/* The overview's totals when a queue's count stopped at COUNT_CAP: the
+ * planner's estimate of each (the statistics of pgjob.jobs), which no
+ * count of ten million rows delays. */
+static const struct {
+	const char *name, *where;
+} TOTALS[] = {
+	{"available", "state = 'available' and run_at <= now()"},
+	{"scheduled", "state = 'available' and run_at > now()"},
+	{"running", "state = 'running'"},
+	{"waiting", "state = 'waiting'"},
+	{"dead", "dead"},
+};
+
+static cJSON *
+totals_json(struct db_conn *db, struct web_response *out)
+{
+	cJSON *o = cJSON_CreateObject();
+	for (size_t i = 0; i < sizeof(TOTALS) / sizeof(TOTALS[0]); i++) {
+		char *sql = xasprintf("explain (format json) select 1"
+				      " from pgjob.jobs where %s",
+				      TOTALS[i].where);
+		struct db_rows *res = api_query(db, out, sql, 0, NULL);
+		free(sql);
+		if (!res) {
+			cJSON_Delete(o);
+			return NULL;
+		}
+		cJSON *plan = cJSON_Parse(db_rows_text(res, 0, 0));
+		db_rows_free(res);
+		const cJSON *rows = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(
+				cJSON_GetArrayItem(plan, 0), "Plan"),
+			"Plan Rows");
+		cJSON_AddNumberToObject(o, TOTALS[i].name,
+					cJSON_IsNumber(rows) ? rows->valuedouble
+							     : 0);
+		cJSON_Delete(plan);
+	}
+	return o;
+}
+
 static void
 get_overview(struct db_conn *db, const char *rest, const struct web_query *q,
 	     struct web_response *out)
@@ -325,6 +372,11 @@ get_overview(struct db_conn *db, const char *rest, const struct web_query *q,
 	cJSON_AddItemToObject(o, "unserved", api_rows_array(res));
 	db_rows_free(res);
 	cJSON_AddBoolToObject(o, "estimates", capped);
+	if (capped) {
+		if (!(part = totals_json(db, out)))
+			goto fail;
+		cJSON_AddItemToObject(o, "estimated_totals", part);
+	}
 	web_response_json(out, o);
 	return;
 fail:

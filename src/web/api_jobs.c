@@ -9,8 +9,9 @@
  * of WINDOW ids (Q_WINDOW with a text search) below its cursor, one after
  * the other until it has a page or has spent BUDGET_MS, so that a rare
  * match never makes one request read a million rows: the answer's
- * searched_to says where it stopped, and the page asks again from there
- * ("search older").  Waiting, available, running and dead jobs (of a
+ * searched_to says where it stopped, and the page asks again from there,
+ * request after request, until its page is full (a filter shows what
+ * matches, however deep).  Waiting, available, running and dead jobs (of a
  * queue, or all), and a workflow's, are read along their partial indexes,
  * whole: a kind or any other term more would let the planner walk the
  * primary key in the hope of a page soon, through the whole table when
@@ -25,6 +26,7 @@
 #include "common/text.h"
 #include "common/util.h"
 #include "db/rowjson.h"
+#include "web/api_filter.h"
 #include "web/api_jobs.h"
 #include "web/api_response.h"
 
@@ -44,141 +46,6 @@
 /* Jobs per transaction of an action on a filter's matches; ids in one
  * request's list. */
 #define BATCH 10000
-/* The text search: characters at most. */
-#define Q_MAX 200
-
-/* The filter of /api/jobs, /api/jobs/count and an action on a filter:
- * each NULL when not given (borrowed from the request). */
-struct filter {
-	const char *state, *queue, *kind, *q, *from, *to, *limit_key,
-		*ordering_key, *workflow;
-	char workflow_id[24];
-};
-
-/* The filter's terms, parameters $1 to $9.  libpq plans an unnamed
- * statement with its values, so a term whose value is null folds away,
- * and a state brings the predicate of the partial index that holds its
- * jobs (schema 27: none names the state, so the state alone implies
- * none): jobs_claim_idx, jobs_waiting_idx, jobs_dead_idx. */
-#define FILTER_WHERE                                                           \
-	" ($1::text is null or state = $1)"                                    \
-	" and ($1::text is null or $1 not in ('available', 'running')"         \
-	"  or (finished_at is null and coalesce(parents_left, 0) = 0))"        \
-	" and ($1::text is distinct from 'waiting'"                            \
-	"  or (finished_at is null and parents_left > 0))"                     \
-	" and ($1::text is distinct from 'dead' or dead)"                      \
-	" and ($2::text is null or queue = $2)"                                \
-	" and ($3::text is null or kind = $3)"                                 \
-	" and ($4::text is null"                                               \
-	"  or strpos(lower(payload::text), lower($4)) > 0"                     \
-	"  or strpos(lower(last_error), lower($4)) > 0)"                       \
-	" and ($5::timestamptz is null or created_at >= $5::timestamptz)"      \
-	" and ($6::timestamptz is null or created_at < $6::timestamptz)"       \
-	" and ($7::text is null or limit_key = $7)"                            \
-	" and ($8::text is null or ordering_key = $8)"                         \
-	" and ($9::bigint is null or workflow_id = $9::bigint)"
-
-/* The keys of a filter, as /api/jobs takes them. */
-static const char *const filter_keys[] = {
-	"state", "queue",     "kind",	      "q",	  "from",
-	"to",	 "limit_key", "ordering_key", "workflow",
-};
-
-static const char *const states[] = {"waiting", "available", "running",
-				     "done",	"dead",	     "cancelled"};
-
-/* Where a filter's keys come from: a query string or a JSON object. */
-typedef const char *getter(void *ctx, const char *key);
-
-/*
- * Refuses a filter of an action with a key that is not a filter's, or a
- * value that is not a string (or null): ignored, a misspelt "kinds" or a
- * workflow given as a number would widen a bulk delete to every job.
- * Returns 0, or -1 after filling out with a 400.
- */
-static int
-filter_strict(const cJSON *fo, struct web_response *out)
-{
-	const cJSON *it;
-	cJSON_ArrayForEach(it, fo)
-	{
-		size_t i = 0, n = sizeof(filter_keys) / sizeof(filter_keys[0]);
-		while (i < n && strcmp(it->string, filter_keys[i]) != 0)
-			i++;
-		if (i == n || !(cJSON_IsString(it) || cJSON_IsNull(it))) {
-			char *msg = xasprintf(
-				"filter: %s \"%s\" (the keys of /api/jobs, "
-				"each a string)",
-				i == n ? "unknown key" : "not a string:",
-				it->string);
-			web_response_error(out, 400, msg);
-			free(msg);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* A string member of a JSON object, or NULL. */
-static const char *
-json_get(void *ctx, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(ctx, key);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* Reads the filter; 0, or -1 after filling out with a 400. */
-static int
-filter_read(struct filter *f, getter *get, void *ctx, struct web_response *out)
-{
-	const char **slot[] = {&f->state,     &f->queue,	&f->kind,
-			       &f->q,	      &f->from,		&f->to,
-			       &f->limit_key, &f->ordering_key, &f->workflow};
-	memset(f, 0, sizeof(*f));
-	for (size_t i = 0; i < sizeof(filter_keys) / sizeof(filter_keys[0]);
-	     i++) {
-		const char *v = get(ctx, filter_keys[i]);
-		/* An empty field of the page's form is no filter. */
-		*slot[i] = v && *v ? v : NULL;
-	}
-	if (f->state) {
-		size_t i = 0;
-		while (i < 6 && strcmp(f->state, states[i]) != 0)
-			i++;
-		if (i == 6) {
-			web_response_error(out, 400,
-					   "state: one of waiting, available, "
-					   "running, done, dead, cancelled");
-			return -1;
-		}
-	}
-	if (f->q && strlen(f->q) > Q_MAX) {
-		web_response_error(out, 400, "q: at most 200 bytes");
-		return -1;
-	}
-	if (f->workflow && api_parse_id(f->workflow, f->workflow_id,
-					sizeof(f->workflow_id)) < 0) {
-		web_response_error(out, 400, "workflow: not a workflow id");
-		return -1;
-	}
-	return 0;
-}
-
-/* The filter as parameters $1 to $9 of p. */
-static void
-filter_params(const struct filter *f, const char **p)
-{
-	p[0] = f->state;
-	p[1] = f->queue;
-	p[2] = f->kind;
-	p[3] = f->q;
-	p[4] = f->from;
-	p[5] = f->to;
-	p[6] = f->limit_key;
-	p[7] = f->ordering_key;
-	p[8] = f->workflow ? f->workflow_id : NULL;
-}
-
 /* 1 when a partial index serves the filter (see the top of the file). */
 static int
 indexed(const struct filter *f)
@@ -194,7 +61,9 @@ indexed(const struct filter *f)
 
 static const char LIST_SQL[] =
 	"select id, queue, kind, state, attempts, max_attempts, priority,"
-	"  run_at, created_at, finished_at, left(last_error, 300) as last_error"
+	"  run_at, created_at, finished_at,"
+	/* Its end: a traceback's last line says what went wrong. */
+	"  right(last_error, 300) as last_error"
 	" from pgjob.all_jobs where" FILTER_WHERE
 	"  and ($10::bigint is null or id < $10::bigint)"
 	"  and ($11::bigint is null or id >= $11::bigint)"
@@ -220,7 +89,7 @@ read_window(struct db_conn *db, const struct filter *f, long long cursor,
 	snprintf(before, sizeof(before), "%lld", cursor);
 	snprintf(low, sizeof(low), "%lld", lo);
 	snprintf(limit, sizeof(limit), "%ld", n);
-	filter_params(f, p);
+	api_filter_params(f, p);
 	p[9] = cursor ? before : NULL;
 	p[10] = lo ? low : NULL;
 	p[11] = limit;
@@ -293,7 +162,8 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	long long last = 0, searched_to;
 	long n = PAGE;
 
-	if (filter_read(&f, q->get, q->ctx, out) < 0)
+	if (api_filter_read(&f, q->get, q->ctx, out) < 0 ||
+	    api_filter_times(db, &f, out) < 0)
 		return;
 	if (b && *b && api_parse_id(b, before, sizeof(before)) < 0) {
 		web_response_error(out, 400, "before: not a job id");
@@ -328,22 +198,83 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	web_response_json(out, o);
 }
 
+/* Rows in the jobs' tables past which /api/jobs/count?estimate=1 gives
+ * the planner's estimate rather than count every match. */
+#define EXACT_MAX 300000
+
+/* The planner's estimate of the rows of the count's statement; -1 when
+ * its plan cannot be read (out filled on an error). */
+static double
+estimate(struct db_conn *db, const char *const *p, struct web_response *out)
+{
+	struct db_rows *res =
+		api_query(db, out,
+			  "explain (format json) select 1 from pgjob.all_jobs"
+			  " where" FILTER_WHERE,
+			  9, p);
+	if (!res)
+		return -2;
+	cJSON *plan = cJSON_Parse(db_rows_text(res, 0, 0));
+	db_rows_free(res);
+	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(plan, 0),
+						 "Plan"),
+		"Plan Rows");
+	double n = cJSON_IsNumber(rows) ? rows->valuedouble : -1;
+	cJSON_Delete(plan);
+	return n;
+}
+
+/*
+ * The filter's matches: counted, or with estimate=1 and tables past
+ * EXACT_MAX rows (by the statistics), the planner's estimate, said so
+ * ("estimate": true): a page that shows how many match must not read ten
+ * million rows at every refresh.  A bulk action's confirmation asks
+ * without it, for the exact count.
+ */
 void
 api_jobs_count(struct db_conn *db, const char *rest, const struct web_query *q,
 	       struct web_response *out)
 {
 	struct filter f;
 	const char *p[9];
-	if (filter_read(&f, q->get, q->ctx, out) < 0)
+	const char *e = q->get(q->ctx, "estimate");
+	double guess = -1;
+	if (api_filter_read(&f, q->get, q->ctx, out) < 0 ||
+	    api_filter_times(db, &f, out) < 0)
 		return;
-	filter_params(&f, p);
+	api_filter_params(&f, p);
+	if (e && strcmp(e, "1") == 0) {
+		struct db_rows *res = api_query(
+			db, out,
+			"select coalesce(sum(greatest(reltuples, 0)), 0)"
+			" from pg_class where oid in"
+			" ('pgjob.jobs'::regclass, "
+			"'pgjob.jobs_done'::regclass)",
+			0, NULL);
+		if (!res)
+			return;
+		double size = atof(db_rows_text(res, 0, 0));
+		db_rows_free(res);
+		if (size > EXACT_MAX && (guess = estimate(db, p, out)) < -1)
+			return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	if (guess >= 0) {
+		cJSON_AddNumberToObject(o, "count", (double)(long long)guess);
+		cJSON_AddTrueToObject(o, "estimate");
+		web_response_json(out, o);
+		return;
+	}
 	struct db_rows *res = api_query(
 		db, out,
 		"select count(*) from pgjob.all_jobs where" FILTER_WHERE, 9, p);
-	if (!res)
+	if (!res) {
+		cJSON_Delete(o);
 		return;
-	cJSON *o = cJSON_CreateObject();
+	}
 	cJSON_AddItemToObject(o, "count", rowjson_value(res, 0, 0));
+	cJSON_AddFalseToObject(o, "estimate");
 	db_rows_free(res);
 	web_response_json(out, o);
 }
@@ -706,16 +637,21 @@ static const char TAKES_SQL[] =
  * statement, from the newest down, and never more than expect, the number
  * the operator confirmed: when more would be taken now, nothing is done
  * and the answer is 409 with that count, to be confirmed again.  Jobs
- * enqueued meanwhile are not among them.
+ * enqueued meanwhile are not among them.  With a step (the page's
+ * "limit"), it stops after about that many and sets next to where to go
+ * on (as "before", expecting what is left), so that a page can show how
+ * far an action on a million jobs has come; before is "" or such a cursor.
  */
 static int
 act_filter(struct db_conn *db, int action, const struct filter *f,
-	   long long expect, long long *affected, struct web_response *out)
+	   long long expect, const char *before, long long step,
+	   long long *affected, long long *next, struct web_response *out)
 {
 	const char *p[12];
 	char cursor[24] = "", limit[16];
-	filter_params(f, p);
-	p[9] = NULL;
+	api_filter_params(f, p);
+	snprintf(cursor, sizeof(cursor), "%s", before);
+	p[9] = *cursor ? cursor : NULL;
 	p[10] = actions[action].name;
 	struct db_rows *res = api_query(db, out, TAKES_SQL, 11, p);
 	if (!res)
@@ -739,8 +675,14 @@ act_filter(struct db_conn *db, int action, const struct filter *f,
 		long long left = expect - *affected;
 		if (left <= 0)
 			return 0;
-		snprintf(limit, sizeof(limit), "%lld",
-			 left < BATCH ? left : (long long)BATCH);
+		if (step && *affected >= step) {
+			*next = atoll(cursor);
+			return 0;
+		}
+		long long lim = left < BATCH ? left : (long long)BATCH;
+		if (step && step - *affected < lim)
+			lim = step - *affected;
+		snprintf(limit, sizeof(limit), "%lld", lim);
 		p[11] = limit;
 		p[9] = *cursor ? cursor : NULL;
 		res = api_query(db, out, actions[action].batch_sql, 12, p);
@@ -777,7 +719,8 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 	const cJSON *fo = cJSON_GetObjectItemCaseSensitive(body, "filter");
 	const cJSON *stop =
 		cJSON_GetObjectItemCaseSensitive(body, "stop_running");
-	long long affected = 0, expect;
+	long long affected = 0, expect, step = 0, next = 0;
+	char before[24] = "";
 	bool stop_running = cJSON_IsTrue(stop);
 	int act = action_of(action);
 	struct db_rows *res;
@@ -825,20 +768,41 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 					   "of /api/jobs");
 			return;
 		}
+		const cJSON *st =
+			cJSON_GetObjectItemCaseSensitive(body, "limit");
+		const cJSON *bf =
+			cJSON_GetObjectItemCaseSensitive(body, "before");
+		if ((st && (!cJSON_IsNumber(st) || st->valuedouble < 1 ||
+			    st->valuedouble > 1e9)) ||
+		    (bf && (!cJSON_IsString(bf) ||
+			    api_parse_id(bf->valuestring, before,
+					 sizeof(before)) < 0))) {
+			web_response_error(out, 400,
+					   "limit: a number of jobs from 1; "
+					   "before: a job id, as a string");
+			return;
+		}
+		step = st ? (long long)st->valuedouble : 0;
 		if ((expect = expect_of(body)) < 0) {
 			web_response_error(out, 400,
 					   "expect: the number of jobs "
 					   "confirmed, an integer from 0");
 			return;
 		}
-		if (filter_strict(fo, out) < 0 ||
-		    filter_read(&f, json_get, (void *)fo, out) < 0)
+		if (api_filter_strict(fo, out) < 0 ||
+		    api_filter_read(&f, api_json_get, (void *)fo, out) < 0 ||
+		    api_filter_times(db, &f, out) < 0)
 			return;
-		rc = act_filter(db, act, &f, expect, &affected, out);
+		rc = act_filter(db, act, &f, expect, before, step, &affected,
+				&next, out);
 	}
 	if (rc < 0)
 		return;
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "affected", (double)affected);
+	if (next)
+		cJSON_AddNumberToObject(o, "next", (double)next);
+	else
+		cJSON_AddNullToObject(o, "next");
 	web_response_json(out, o);
 }

@@ -17,6 +17,15 @@ the database unchanged.  Along the way: a queue's limits and a schedule
 changed through the page, a dead job retried from the dead-letter view,
 the phone width and the dark theme.  A screenshot of every page goes to $PGJOB_SHOTS.
 
+Issue 49's defects, each checked where the steps pass by: 150,000 done
+jobs above the others, so that every filter finds its matches deep in the
+table and says how many; "scheduled" as a filter, the overview's cards;
+totals that are exact, estimates or bounds, never "0+"; a job that does
+not exist; a bulk action's progress; a refresh that keeps a selection;
+the page position in the address; a traceback's last line; stale data
+flagged; actions by state, the tab's title, a bad time's message; the
+failed and retried lines apart in the dark; the phone's queue cards.
+
 Waits poll a condition (up to a generous bound, so a slow machine passes);
 nothing asserts how long anything took.
 """
@@ -42,14 +51,20 @@ MARKER = os.environ['PGJOB_MARKER']
 SHOTS = os.environ['PGJOB_SHOTS']
 OP = (os.environ['PGJOB_OP_USER'], os.environ['PGJOB_OP_PASS'])
 RO = (os.environ['PGJOB_RO_USER'], os.environ['PGJOB_RO_PASS'])
-WAIT = 90  # seconds: the bound of every wait, never a measured figure
+# seconds: the bound of every wait, never a measured figure (shorter to
+# see quickly where an old build fails)
+WAIT = int(os.environ.get('PGJOB_BROWSER_WAIT', '90'))
 
 HOSTILE_HTML = '<script>alert(1)</script>'
 HOSTILE_IMG = '<img src=x onerror=alert(1)>'
 
 
+T0 = time.monotonic()
+
+
 def log(msg):
-    print('browser: ' + msg, flush=True)
+    # Seconds since the start: where the run's time goes, never asserted.
+    print('browser: [%5.1f s] %s' % (time.monotonic() - T0, msg), flush=True)
 
 
 def sql(query, *args):
@@ -237,9 +252,33 @@ def setup_jobs():
     return ids
 
 
+def setup_scale():
+    """Issue 49's data: 150,000 done jobs above every job setup_jobs made
+    (a filter's matches lie below them all), a traceback, a backlog of
+    10,001 due jobs in a paused queue no worker serves, and 12,000 dead
+    jobs to act on in bulk."""
+    sql("insert into pgjob.jobs (kind, queue, state, finished_at)"
+        " select 'filler', 'bulk', 'done', now()"
+        " from generate_series(1, 150000)")
+    sql("insert into pgjob.jobs (kind, queue)"
+        " select 'backlogged', 'backlog' from generate_series(1, 10001)")
+    sql("insert into pgjob.jobs (kind, queue, state, finished_at, attempts,"
+        " last_error) select 'gone', 'deadbulk', 'dead', now(), 2, 'no'"
+        " from generate_series(1, 12000)")
+    tb = sql1("insert into pgjob.jobs (kind, queue, state, finished_at,"
+              " attempts, max_attempts, last_error)"
+              " values ('tb', 'tbq', 'dead', now(), 2, 5,"
+              " e'Traceback (most recent call last):\n' ||"
+              " repeat(e'  File \"app.py\", line 7, in handle\n', 12) ||"
+              " 'ValueError: the line that matters') returning id")
+    sql("analyze pgjob.jobs")
+    return tb
+
+
 def main():
     os.makedirs(SHOTS, exist_ok=True)
     ids = setup_jobs()
+    ids['tb'] = setup_scale()
     flaky = ids['flaky']
     # Three of their own and the workflow's step "check".
     log('waiting for the flaky jobs to die (max_attempts 2)')
@@ -302,6 +341,21 @@ def steps(c, ids, flaky):
         HOSTILE_HTML in c.text('#unserved') and \
         HOSTILE_IMG in c.text('#unserved'), c.text('#unserved')
     assert not c.css('#unserved script, #unserved img'), 'markup from a name'
+    # Totals past the queues' counting cap (10,001 due in "backlog"): an
+    # estimate or a bound, said so; never "0+" (issue 49, 3).
+    wait_for('the capped totals', lambda: c.css('a[data-card=available]')
+             and c.text('a[data-card=available] .n').startswith('\u2248'))
+    for card in c.css('#overview a.card'):
+        assert not card.text.split('\n')[0].endswith('+'), card.text
+    # "scheduled" is a filter, the card leads to it (issue 49, 2).
+    assert c.one('a[data-card=scheduled]').get_attribute('href').endswith(
+        '#/jobs?state=scheduled')
+    c.click('a[data-card=scheduled]')
+    wait_for('the scheduled jobs', lambda: 'later' in c.text('#jobs'))
+    assert c.one('#f-state').get_attribute('value') == 'scheduled'
+    assert c.one('#banner').get_attribute('hidden'), c.text('#banner')
+    assert all(r.text.count('available') for r in c.css(
+        '#jobs tbody tr[data-id]')), 'a scheduled job not available'
 
     # --- jobs: filter to the failing kind --------------------------------
     c.go('jobs')
@@ -315,6 +369,10 @@ def steps(c, ids, flaky):
         if 'flaky' in r.text and 'dead' in r.text] if len(c.css(
             '#jobs tbody tr[data-id]')) == 4 else None)
     assert len(rows) == 4, [r.text for r in c.css('#jobs tbody tr')]
+    # Found below 150,000 others, and counted (issue 49, 1).
+    wait_for('the count', lambda: c.text('#match-count') == '4 jobs match')
+    # Attempts of those allowed, never "2 / -" (issue 49, 11).
+    assert '\u2013' not in rows[0].text, rows[0].text
     c.shot('jobs')
     # "/" focuses the text filter; a search in payloads and errors.
     c.click('main h1')
@@ -335,12 +393,19 @@ def steps(c, ids, flaky):
     wait_for('the older page', lambda: c.css('#jobs tbody tr[data-id]') and
              int(c.css('#jobs tbody tr[data-id]')[0].get_attribute(
                  'data-id')) < min(first))
+    # The position is in the address: a reload stays there (issue 49, 6).
+    assert 'before=' in c.d.current_url, c.d.current_url
+    c.d.refresh()
+    wait_for('the older page after a reload', lambda: c.css(
+        '#jobs tbody tr[data-id]') and int(c.css('#jobs tbody tr[data-id]')[
+            0].get_attribute('data-id')) < min(first))
     c.click('button[data-key=newer]')
     # The newest page again: from first[0], or from a job a schedule's
     # tick enqueued since (every-minute in run.sh: under
     # the sanitizers the paging above can straddle a minute).
-    wait_for('back to the newest', lambda: int(c.css(
-        '#jobs tbody tr[data-id]')[0].get_attribute('data-id')) >= first[0])
+    wait_for('back to the newest', lambda: c.css(
+        '#jobs tbody tr[data-id]') and int(c.css('#jobs tbody tr[data-id]')[
+            0].get_attribute('data-id')) >= first[0])
     c.go('jobs?kind=flaky')
 
     # --- job: its attempt errors ------------------------------------------
@@ -354,6 +419,11 @@ def steps(c, ids, flaky):
         assert HOSTILE_HTML in a.text, 'the markup of the error as text'
         assert '\\u001b' in a.text, 'the escape shown, not sent'
     assert 'exit status 3' in c.text('#last-error')
+    # A dead job can be retried, not cancelled; the tab says which job
+    # (issue 49, 11).
+    c.one('#job-actions button[data-action=retry]')
+    assert not c.css('#job-actions button[data-action=cancel]')
+    assert c.d.title.startswith('Job %s (dead)' % job), c.d.title
     assert c.css('#enqueue-command') and 'pgjob enqueue' in \
         c.text('#enqueue-command')
     c.no_alert()
@@ -388,6 +458,36 @@ def steps(c, ids, flaky):
     assert sql1("select count(*) from pgjob.all_jobs where kind = 'later'"
                 " and state = 'cancelled'") == '9'
     log('bulk cancel: 8 confirmed, 9 by then: asked again, 9 cancelled')
+
+    # --- a bulk action on 12,000: progress, buttons held (issue 49, 9) ---
+    c.go('dead?queue=deadbulk')
+    wait_for('the count', lambda: c.text('#match-count') ==
+             '12,000 jobs match')
+    # Retry all asks first too.
+    c.click('#bulk button[data-action=retry-all]')
+    a = wait_for('a confirmation', c.alert)
+    assert 'Retry all 12,000 jobs' in a.text, a.text
+    a.dismiss()
+    c.d.execute_script(
+        'window.seen = {texts: [], disabled: false};'
+        'new MutationObserver(() => {'
+        '  seen.texts.push(document.getElementById("banner").textContent);'
+        '  if (document.querySelector("#bulk button:disabled"))'
+        '    seen.disabled = true;'
+        '}).observe(document.body, {subtree: true, childList: true,'
+        '  attributes: true, characterData: true});')
+    c.click('#bulk button[data-action=delete-all]')
+    c.confirm('Delete all 12,000 jobs')
+    wait_for('the deletion done', lambda: '12,000 jobs deleted' in
+             c.text('#banner'))
+    seen = c.d.execute_script('return window.seen')
+    assert seen['disabled'], 'the buttons stayed enabled'
+    assert any('5,000 of 12,000' in t for t in seen['texts']), seen['texts']
+    assert not c.one('#bulk button[data-action=delete-all]').get_attribute(
+        'disabled')
+    assert sql1("select count(*) from pgjob.all_jobs"
+                " where queue = 'deadbulk'") == '0'
+    log('bulk delete of 12,000: confirmed, progress shown, buttons held')
 
     # --- stop a running job from its page, as pgjob cancel does ----------
     sleeper = sql1("select pgjob.enqueue('sleeper', '{}', queue => 'slow')")
@@ -459,7 +559,32 @@ def steps(c, ids, flaky):
     c.go('jobs?queue=' + HOSTILE_HTML)
     wait_for('the hostile kind in the list', lambda: HOSTILE_IMG in
              c.text('#jobs'))
+    assert c.text('#match-count') == '1 job matches'
     c.no_alert()
+
+    # --- a traceback's last line; a job that is not (issue 49, 8, 4) -----
+    c.go('jobs?kind=tb')
+    row = c.one('#jobs tr[data-id="%s"]' % ids['tb'])
+    assert 'ValueError: the line that matters' in row.text, row.text
+    assert '\\u000a' not in row.text and '2 / 5' in row.text, row.text
+    c.go('job/99999999')
+    wait_for('the page of no job', lambda: 'No job 99999999' in
+             c.text('#not-found'))
+    assert not c.css('#job-actions') and not c.css('[data-action]')
+    assert 'not found' in c.d.title
+    # No more asking: a refresh now (as when the tab shows again) sends
+    # nothing (fetch is called synchronously by a refresh).
+    calls = c.d.execute_script(
+        'const calls = [], f = window.fetch;'
+        'window.fetch = (u, o) => { calls.push(String(u)); return f(u, o); };'
+        'document.dispatchEvent(new Event("visibilitychange"));'
+        'window.fetch = f; return calls;')
+    assert calls == [], calls
+    # A time that is not one: the field named, no database text.
+    c.go('jobs?from=garbage')
+    wait_for('the bad time refused', lambda: 'from, to: a date and time'
+             in c.text('#banner'))
+    assert 'syntax' not in c.text('#banner')
     log('hostile payloads, kinds, queues and errors: text only')
 
     # --- the other pages ----------------------------------------------------
@@ -500,7 +625,7 @@ def steps(c, ids, flaky):
     assert c.text('#selected') == '1 selected'
     # A live refresh that redraws the table keeps the selection and the
     # focus: change a row's text and wait for the page to show it.
-    sql("update pgjob.jobs set last_error = '(edited) ' || last_error"
+    sql("update pgjob.jobs set last_error = last_error || ' (edited)'"
         " where id = :a1", flaky[2])
     wait_for('the refresh', lambda: '(edited)' in c.text('#jobs'))
     assert c.one('#jobs input.pick[data-key="pick-%s"]' % again
@@ -508,6 +633,23 @@ def steps(c, ids, flaky):
     assert c.d.switch_to.active_element.get_attribute('data-key') == \
         'pick-' + again, 'the focus lost by a refresh'
     assert c.text('#selected') == '1 selected'
+    # A text selection holds the live updates, and survives them; let go,
+    # the page shows what changed meanwhile (issue 49, 5).
+    c.d.execute_script(
+        'const r = document.createRange();'
+        'r.selectNodeContents(document.querySelector('
+        '  "#jobs tr[data-id=\'%s\'] td.err"));'
+        'getSelection().removeAllRanges(); getSelection().addRange(r);'
+        % flaky[2])
+    sql("update pgjob.jobs set last_error = last_error || ' (again)'"
+        " where id = :a1", flaky[2])
+    wait_for('the updates held', lambda: 'held while you select' in
+             c.text('#as-of'))
+    assert '(edited)' in c.d.execute_script(
+        'return getSelection().toString()'), 'the selection lost'
+    assert '(again)' not in c.text('#jobs')
+    c.d.execute_script('getSelection().removeAllRanges()')
+    wait_for('the update after', lambda: '(again)' in c.text('#jobs'))
     c.click('#bulk button[data-action=retry-selected]')
     c.confirm('Retry 1 selected job?')
     wait_for('the retried dead job done', lambda: sql1(
@@ -518,6 +660,16 @@ def steps(c, ids, flaky):
     c.go('')
     wait_for('the overview', lambda: c.css('#overview svg.chart'))
     c.shot('overview')
+    # The server gone: the data stays, marked stale with its time; back,
+    # the mark goes (issue 49, 10).
+    c.d.execute_cdp_cmd('Network.enable', {})
+    c.d.execute_cdp_cmd('Network.setBlockedURLs', {'urls': ['*/api/*']})
+    wait_for('the stale mark', lambda: c.text('#as-of').startswith(
+        'Stale: as of') and c.css('main.is-stale #overview svg.chart'))
+    c.d.execute_cdp_cmd('Network.setBlockedURLs', {'urls': []})
+    wait_for('fresh again', lambda: c.text('#as-of').startswith('Updated')
+             and not c.css('main.is-stale'))
+    c.d.execute_cdp_cmd('Network.disable', {})
     c.viewport(390, 844)
     c.d.refresh()
     wait_for('the overview', lambda: c.css('#overview svg.chart'))
@@ -533,6 +685,23 @@ def steps(c, ids, flaky):
         width = c.d.execute_script(
             'return document.documentElement.scrollWidth')
         assert width <= 390, '#/%s is %d px wide at 390' % (route, width)
+    # Within reach at 390 px: a queue's Pause; a row with an error stays
+    # one line high; the attempts scroll in their box (issue 49, 7).
+    c.go('queues')
+    c.one('button[data-action=pause]')
+    right = c.d.execute_script(
+        'return document.querySelector("button[data-action=pause]")'
+        '.getBoundingClientRect().right')
+    assert right <= 390, 'Pause at %d px' % right
+    c.go('jobs?kind=tb')
+    row = c.one('#jobs tr[data-id="%s"]' % ids['tb'])
+    assert row.size['height'] < 80, 'an error row %d px tall' % row.size[
+        'height']
+    c.go('job/' + ids['tb'])
+    c.one('table.attempts')
+    assert c.d.execute_script(
+        'const b = document.querySelector("table.attempts").parentNode;'
+        'return getComputedStyle(b).overflowX') == 'auto'
     c.viewport(1280, 800)
     # The dark theme, as a system set to dark gets it.
     c.d.execute_cdp_cmd('Emulation.setEmulatedMedia', {'features': [
@@ -542,6 +711,15 @@ def steps(c, ids, flaky):
     bg = c.d.execute_script('return getComputedStyle('
                             'document.documentElement).backgroundColor')
     assert bg == 'rgb(22, 24, 27)', 'not the dark theme: ' + bg
+    # The failed and the retried lines apart (issue 49, 11).
+    c.go('')
+    c.one('#overview svg .line.retried')
+    fr = c.d.execute_script(
+        'return ["failed", "retried"].map((k) => getComputedStyle('
+        '  document.querySelector("svg .line." + k)).stroke'
+        '  .match(/\\d+/g).map(Number));')
+    apart = sum(abs(a - b) for a, b in zip(fr[0], fr[1]))
+    assert apart > 100, 'failed %r and retried %r too close' % tuple(fr)
     c.shot('dark')
     c.d.execute_cdp_cmd('Emulation.setEmulatedMedia', {'features': []})
     c.d.refresh()

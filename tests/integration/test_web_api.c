@@ -933,6 +933,130 @@ test_not_utf8(void **state)
 	free(ci);
 }
 
+/*
+ * Issue 49: "scheduled" and "retrying" as filters (listed, counted, acted
+ * on); a time that is not one refused with the field's name; a count that
+ * says whether it is exact; an action on a filter in steps (limit, next,
+ * before) so that a page can show its progress; a running count never a
+ * lower bound ("0+"), and estimated totals past the cap; the list's error
+ * is its end (a traceback's last line).
+ */
+static void
+test_issue49(void **state)
+{
+	char *ci = t_db_migrated("t_web_issue49");
+	PGconn *c = t_connect(ci);
+	struct db_conn *db = web_db(ci);
+	char ids[64];
+
+	t_exec(c, "insert into pgjob.jobs (id, kind, run_at, attempts)"
+		  " overriding system value values"
+		  " (1, 'k', now() + interval '1 day', 0),"
+		  " (2, 'k', now() + interval '1 day', 1),"
+		  " (3, 'k', now() + interval '1 day', 0),"
+		  " (4, 'k', now() - interval '1 day', 1),"
+		  " (5, 'k', now() - interval '1 day', 0)");
+	cJSON *j = get(db, "jobs", "state=scheduled", 200);
+	ids_of(j, ids, sizeof(ids));
+	assert_string_equal(ids, "3,2,1");
+	cJSON_Delete(j);
+	j = get(db, "jobs", "state=retrying", 200);
+	ids_of(j, ids, sizeof(ids));
+	assert_string_equal(ids, "4,2");
+	cJSON_Delete(j);
+	j = get(db, "jobs/count", "state=scheduled&estimate=1", 200);
+	assert_int_equal((int)num(j, "count"), 3);
+	assert_true(cJSON_IsFalse(item(j, "estimate")));
+	cJSON_Delete(j);
+	j = get(db, "jobs", "state=bogus", 400);
+	assert_non_null(strstr(str(j, "error"), "scheduled, retrying"));
+	cJSON_Delete(j);
+	/* Not PostgreSQL's "invalid input syntax for type timestamp". */
+	j = get(db, "jobs", "from=garbage", 400);
+	assert_int_equal(strncmp(str(j, "error"), "from, to: ", 10), 0);
+	cJSON_Delete(j);
+	j = get(db, "jobs/count", "to=garbage", 400);
+	cJSON_Delete(j);
+	j = post(db, 1, "jobs/cancel",
+		 "{\"filter\": {\"from\": \"x\"}, \"expect\": 1}", 400);
+	cJSON_Delete(j);
+
+	/* Cancel the scheduled ones two at a time: the first step says
+	 * where to go on, the second ends. */
+	j = post(db, 1, "jobs/cancel",
+		 "{\"filter\": {\"state\": \"scheduled\"}, \"expect\": 3,"
+		 " \"limit\": 2}",
+		 200);
+	assert_int_equal((int)num(j, "affected"), 2);
+	assert_int_equal((int)num(j, "next"), 2);
+	cJSON_Delete(j);
+	j = post(db, 1, "jobs/cancel",
+		 "{\"filter\": {\"state\": \"scheduled\"}, \"expect\": 1,"
+		 " \"limit\": 2, \"before\": \"2\"}",
+		 200);
+	assert_int_equal((int)num(j, "affected"), 1);
+	assert_true(cJSON_IsNull(item(j, "next")));
+	cJSON_Delete(j);
+	t_assert_value(c,
+		       "1 cancelled,2 cancelled,3 cancelled,4 available,"
+		       "5 available",
+		       "select string_agg(id || ' ' || state, ',' order by id)"
+		       " from pgjob.all_jobs");
+
+	/* The list's error: its end. */
+	t_exec(c, "update pgjob.jobs set last_error = repeat(e'frame\\n', 200)"
+		  " || 'ValueError: the end' where id = 5");
+	j = get(db, "jobs", "state=available", 200);
+	const char *e =
+		str(cJSON_GetArrayItem(item(j, "jobs"), 0), "last_error");
+	assert_non_null(strstr(e, "ValueError: the end"));
+	cJSON_Delete(j);
+
+	/* Past the cap: running is near, never "at least"; the totals come
+	 * with the planner's estimates. */
+	t_exec(c, "insert into pgjob.jobs (id, kind, queue)"
+		  " overriding system value"
+		  " select i, 'k', 'cap' from generate_series(11, 10011) i");
+	t_exec(c, "analyze pgjob.jobs");
+	j = get(db, "overview", NULL, 200);
+	const cJSON *it;
+	int seen = 0;
+	cJSON_ArrayForEach(it, item(j, "queues"))
+	{
+		if (strcmp(str(it, "queue"), "cap") != 0)
+			continue;
+		seen = 1;
+		char *al = cJSON_PrintUnformatted(item(it, "at_least"));
+		char *es = cJSON_PrintUnformatted(item(it, "estimated"));
+		assert_non_null(strstr(al, "available"));
+		assert_null(strstr(al, "running"));
+		assert_string_equal(es, "[\"running\"]");
+		free(al);
+		free(es);
+	}
+	assert_true(seen);
+	assert_true(num(item(j, "estimated_totals"), "available") > 5000);
+	cJSON_Delete(j);
+
+	/* Tables past 300,000 rows (as their statistics say: set here, a
+	 * superuser's shortcut to ten million jobs): a page's count is the
+	 * planner's estimate, said so; a confirmation's still exact. */
+	t_exec(c, "update pg_class set reltuples = 10000000"
+		  " where oid = 'pgjob.jobs'::regclass");
+	j = get(db, "jobs/count", "queue=cap&estimate=1", 200);
+	assert_true(cJSON_IsTrue(item(j, "estimate")));
+	assert_true(num(j, "count") > 0);
+	cJSON_Delete(j);
+	j = get(db, "jobs/count", "queue=cap", 200);
+	assert_true(cJSON_IsFalse(item(j, "estimate")));
+	assert_int_equal((int)num(j, "count"), 10001);
+	cJSON_Delete(j);
+
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -943,6 +1067,7 @@ main(void)
 		cmocka_unit_test(test_actions),
 		cmocka_unit_test(test_workflows),
 		cmocka_unit_test(test_not_utf8),
+		cmocka_unit_test(test_issue49),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

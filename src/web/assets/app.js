@@ -4,10 +4,13 @@
  * Hash routes (#/, #/jobs?..., #/job/ID, #/queues, #/schedules, #/tasks,
  * #/workflows, #/workflow/ID, #/dead), each a function that builds the
  * page's fixed parts (forms, buttons) once and gives a url and a render
- * function for its data.  Every 2 s while the tab is visible the current
- * page's url is fetched again; when the answer changed, only the data part
- * is rebuilt, so an open form, the selection, the scroll position and the
- * focused control survive a refresh.
+ * function for its data.  Every 2 s (or 10, 30: the live bar, which also
+ * pauses) while the tab is visible the current page's url is fetched
+ * again; when the answer changed, only the data part is rebuilt, so an
+ * open form, the selection, the scroll position and the focused control
+ * survive a refresh; while the user selects text in the page or moves the
+ * pointer over its data, the redraw waits (holding()).  The bar says when
+ * the data shown was read, and marks it stale while the server fails.
  *
  * Everything an application or a handler wrote (kinds, queues, payloads,
  * errors, keys, step names) is hostile: it reaches the document only as
@@ -27,10 +30,14 @@
 'use strict';
 
 (function () {
-	const REFRESH_MS = 2000;
+	/* The live updates' periods (the first by default), in ms. */
+	const PERIODS = [2000, 10000, 30000];
 	const SHOW_MAX = 100000; /* characters of a document shown before "show all" */
 	const STATES = ['available', 'running', 'waiting', 'done', 'dead',
 		'cancelled'];
+	/* What the jobs' filter takes: the states, and two kinds of available
+	 * jobs (due later; due again after a failed attempt). */
+	const FILTER_STATES = STATES.concat(['scheduled', 'retrying']);
 	const PAGES = [
 		['', 'Overview'], ['jobs', 'Jobs'], ['queues', 'Queues'],
 		['schedules', 'Schedules'], ['tasks', 'Tasks'],
@@ -62,6 +69,9 @@
 		session: null, /* GET /api/session */
 		page: null,    /* the current page: see route() */
 		bannerKind: '',
+		live: true,    /* live updates on (the Pause button) */
+		period: PERIODS[0],
+		trail: [],     /* the hashes the Older buttons left, for Newer */
 	};
 	const main = document.getElementById('main');
 	const banner = document.getElementById('banner');
@@ -210,6 +220,9 @@
 	 * (the field is in at_least). */
 	function count(q, k) {
 		const more = Array.isArray(q.at_least) && q.at_least.includes(k);
+		if (Array.isArray(q.estimated) && q.estimated.includes(k))
+			return h('span', {title: 'counted among the first 10,000 ' +
+				'due jobs: near, not exact'}, '\u2248 ' + num(q[k]));
 		return more ? h('span', {title: 'at least: counting stops there'},
 			num(q[k]) + '+') : num(q[k]);
 	}
@@ -235,7 +248,9 @@
 			h('thead', null, h('tr', null, heads.map((x) =>
 				h('th', {scope: 'col'}, x)))),
 			h('tbody', null, rows.length ? rows.map((r) => h('tr', null,
-				r.map((c) => h('td', null, c)))) : h('tr', null,
+				r.map((c, i) => h('td', {'data-label': typeof heads[i] ===
+					'string' && heads[i] ? heads[i] : null}, c)))) :
+				h('tr', null,
 				h('td', {colspan: heads.length, class: 'muted'},
 					'nothing')))));
 	}
@@ -473,7 +488,11 @@
 	/* --- routing and the live refresh ------------------------------ */
 
 	function parseHash() {
-		let s = location.hash.replace(/^#\/?/, '');
+		return parseHashOf(location.hash);
+	}
+
+	function parseHashOf(hash) {
+		let s = hash.replace(/^#\/?/, '');
 		const qi = s.indexOf('?');
 		const q = new URLSearchParams(qi >= 0 ? s.slice(qi + 1) : '');
 		if (qi >= 0)
@@ -506,7 +525,82 @@
 			say('', '');
 		main.replaceChildren();
 		fn(page);
+		const h1 = main.querySelector('h1');
+		title(h1 ? h1.textContent : '');
+		if (page.url)
+			main.insertBefore(liveBar(page), main.children[1] || null);
 		refresh(true);
+	}
+
+	/* The tab's title: the page's, so that tabs and history tell apart. */
+	function title(t) {
+		document.title = (t ? t + ' \u00b7 ' : '') + 'pgjob console';
+	}
+
+	/*
+	 * The live updates' bar: when the page's data was read ("as of", and
+	 * marked stale while the server fails), why it is held (a selection,
+	 * the pointer on the data), Pause/Resume and the period.
+	 */
+	function liveBar(p) {
+		p.stamp = h('span', {id: 'as-of', class: 'muted'}, '');
+		const pause = h('button', {type: 'button', id: 'live-toggle',
+			class: 'link', onclick: () => {
+				S.live = !S.live;
+				pause.textContent = S.live ? 'Pause' : 'Resume';
+				if (S.live)
+					refresh(false);
+				drawStamp(p);
+			}}, S.live ? 'Pause' : 'Resume');
+		const every = h('select', {id: 'live-period',
+			'aria-label': 'update every'}, PERIODS.map((ms) =>
+			h('option', {value: ms, selected: ms === S.period},
+				'every ' + ms / 1000 + ' s')));
+		every.addEventListener('change', () => {
+			S.period = Number(every.value);
+			tick();
+		});
+		return h('div', {class: 'livebar', id: 'live'}, p.stamp, ' ',
+			pause, ' ', every);
+	}
+
+	function drawStamp(p) {
+		if (!p.stamp)
+			return;
+		const at = p.asOf ? fmtTime(p.asOf).slice(11) : '\u2013';
+		let t;
+		if (p.stale)
+			t = 'Stale: as of ' + at + ' (the server fails: ' + p.stale +
+				')';
+		else if (!S.live)
+			t = 'Paused; as of ' + at;
+		else if (p.held)
+			t = 'As of ' + at + '; held while you select or point at it';
+		else
+			t = 'Updated ' + at;
+		p.stamp.textContent = t;
+		p.stamp.className = p.stale ? 'stale' : 'muted';
+		main.classList.toggle('is-stale', !!p.stale);
+	}
+
+	/* Whether the user holds part of the page that a redraw would take
+	 * away: a text selection in it, or the pointer moving on its data in
+	 * the last HOLD_MS (a row would move under it, a chart's tooltip
+	 * close); a pointer left at rest lets the updates through. */
+	const HOLD_MS = 3000;
+	const pointer = {at: 0, el: null};
+	document.addEventListener('mousemove', (ev) => {
+		pointer.at = Date.now();
+		pointer.el = ev.target;
+	});
+
+	function holding() {
+		const sel = getSelection();
+		if (sel && !sel.isCollapsed && sel.rangeCount &&
+			main.contains(sel.getRangeAt(0).commonAncestorContainer))
+			return true;
+		return Date.now() - pointer.at < HOLD_MS && pointer.el &&
+			pointer.el.isConnected && !!pointer.el.closest('.region');
 	}
 
 	/*
@@ -523,14 +617,23 @@
 			p.again = p.again || force;
 			return;
 		}
+		if (!force && !S.live)
+			return;
 		p.busy = true;
 		try {
-			const r = await get(p.url());
+			const r = p.fetch ? await p.fetch() : await get(p.url());
 			if (p !== S.page)
 				return;
 			if (S.bannerKind === 'refresh')
 				say('', '');
-			if (!force && !p.always && r.text === p.last)
+			p.stale = '';
+			const same = !p.always && r.text === p.last;
+			/* Read, not drawn: "as of" stays the time of what shows. */
+			p.held = !force && !same && holding();
+			if (!p.held)
+				p.asOf = new Date().toISOString();
+			drawStamp(p);
+			if (!force && (same || p.held))
 				return;
 			p.last = r.text;
 			const focused = document.activeElement &&
@@ -543,8 +646,18 @@
 					again.focus({preventScroll: true});
 			}
 		} catch (e) {
-			if (p === S.page && e.status !== 401)
+			if (p === S.page && p.missing && e.status === 404) {
+				/* No such job: said once, no more asking. */
+				p.url = null;
+				p.fetch = null;
+				p.missing(e);
+			} else if (p === S.page && e.status !== 401) {
 				sayError(e, 'refresh');
+				if (p.asOf) {
+					p.stale = e.message;
+					drawStamp(p);
+				}
+			}
 		} finally {
 			p.busy = false;
 			if (p.again && p === S.page) {
@@ -595,21 +708,40 @@
 	function totals(d) {
 		const sum = {available: 0, scheduled: 0, running: 0, waiting: 0,
 			dead: 0};
-		const more = {};
+		const more = {}, near = {};
 		for (const q of d.queues || [])
 			for (const k in sum) {
 				sum[k] += Number(q[k] || 0);
 				if (Array.isArray(q.at_least) && q.at_least.includes(k))
 					more[k] = true;
+				if (Array.isArray(q.estimated) && q.estimated.includes(k))
+					near[k] = true;
 			}
+		/* A total some queue's count stopped short of: the planner's
+		 * estimate (never below what was counted), marked as one. */
+		const est = d.estimated_totals || {};
+		const figure = (k) => {
+			if (more[k] && est[k] !== undefined)
+				return h('span', {title: 'an estimate (the database\'s ' +
+					'statistics): the queues\' counts stop at 10,000'},
+				'\u2248 ' + num(Math.max(Math.round(est[k]), sum[k])));
+			if (more[k])
+				return h('span', {title: 'at least'}, '\u2265 ' +
+					num(sum[k]));
+			if (near[k])
+				return h('span', {title: 'counted among the first ' +
+					'10,000 due jobs of a queue: near, not exact'},
+				'\u2248 ' + num(sum[k]));
+			return num(sum[k]);
+		};
 		return h('div', {class: 'cards'}, Object.keys(sum).map((k) =>
-			h('a', {class: 'card', href: k === 'dead' ? '#/dead' :
-				'#/jobs' + (k === 'scheduled' ? '' : '?state=' + k)},
-			h('span', {class: 'n'}, num(sum[k]) + (more[k] ? '+' : '')),
+			h('a', {class: 'card', 'data-card': k, href: k === 'dead' ?
+				'#/dead' : '#/jobs?state=' + k},
+			h('span', {class: 'n'}, figure(k)),
 			h('span', {class: 'l'}, k))),
 		d.estimates ? h('p', {class: 'muted note'},
-			'A count with + is a lower bound: counting stops at 10,000.') :
-			null);
+			'\u2248 marks an estimate, \u2265 a lower bound: the ' +
+			'queues\' counts stop at 10,000.') : null);
 	}
 
 	/* The rates (per minute, oldest first) as jobs per second: an SVG of
@@ -686,8 +818,8 @@
 		return table(['queue', 'available', 'scheduled', 'running',
 			'waiting', 'dead', 'oldest waiting', 'paused'], queues.map((q) => [
 			queueLink(q.queue), count(q, 'available'),
-			count(q, 'scheduled'), num(q.running), count(q, 'waiting'),
-			count(q, 'dead'), wait(q), q.paused ? h('span', {
+			count(q, 'scheduled'), count(q, 'running'),
+			count(q, 'waiting'), count(q, 'dead'), wait(q), q.paused ? h('span', {
 				class: 'badge paused'}, 'paused') : '']), 'num');
 	}
 
@@ -770,9 +902,11 @@
 		if (dead)
 			f.state = 'dead';
 		p.sel = new Set();
-		p.cursors = []; /* the "before" of each newer page, for Newer */
-		p.before = '';
+		/* The page's position is in the address (a reload, Back). */
+		p.before = /^[0-9]+$/.test(p.r.q.get('before') || '') ?
+			p.r.q.get('before') : '';
 		p.limit = 50;
+		p.dead = dead;
 
 		const form = filterForm(f, dead);
 		const count = h('span', {id: 'selected', class: 'muted'});
@@ -787,17 +921,81 @@
 		cap(a) + ' all matching\u2026')), count) : null;
 		const out = region('jobs');
 		const pager = h('div', {class: 'pager', id: 'pager'});
+		const matches = h('p', {id: 'match-count', class: 'muted'});
 		main.append(h('h1', null, dead ? 'Dead jobs' : 'Jobs'), form,
-			actions, out, pager);
+			actions, matches, out, pager);
 
 		p.url = () => '/api/jobs' + query(Object.assign({}, f,
 			{before: p.before, limit: p.limit}));
+		p.fetch = () => fetchJobs(p, f, pager);
 		p.render = (d) => {
-			out.replaceChildren(jobsTable(p, d.jobs || []));
+			out.replaceChildren(jobsTable(p, d.jobs || [], d));
 			drawPager(p, d, pager);
 			drawCount(p, count);
+			drawMatches(d, matches);
 		};
 		p.count = count;
+	}
+
+	/* The filter's terms that are set (the dead jobs' view: its state). */
+	function filterOf(f) {
+		const filter = {};
+		for (const k of FILTERS)
+			if (f[k])
+				filter[k] = f[k];
+		return filter;
+	}
+
+	/*
+	 * A page of the filter's matches.  Where no index serves a filter the
+	 * server reads a bounded window of ids per request and says where it
+	 * stopped (searched_to): asked again from there, request after
+	 * request, until the page is full or the oldest job is reached, the
+	 * progress shown meanwhile; a search that has gone on for seconds
+	 * stops with a button to go on.  With a filter, how many match
+	 * (counted; past 300,000 rows in the tables, the planner's
+	 * estimate, said so).
+	 */
+	async function fetchJobs(p, f, pager) {
+		const t0 = Date.now();
+		let jobs = [], before = p.before, d;
+		for (;;) {
+			d = (await get('/api/jobs' + query(Object.assign({}, f, {
+				before: before, limit: p.limit - jobs.length})))).data;
+			jobs = jobs.concat(d.jobs || []);
+			if (jobs.length >= p.limit || d.searched_to === null ||
+				d.searched_to === undefined || p !== S.page ||
+				Date.now() - t0 > 4000)
+				break;
+			before = String(d.searched_to);
+			pager.replaceChildren(h('span', {class: 'muted',
+				id: 'searching'}, 'Searching older jobs\u2026 (' +
+				num(jobs.length) + ' found, down to job ' +
+				num(d.searched_to) + ')'));
+		}
+		const out = {jobs: jobs, next: jobs.length >= p.limit ? d.next :
+			null, searched_to: jobs.length >= p.limit ? null :
+			d.searched_to, count: null, estimate: false};
+		const filter = filterOf(f);
+		if (Object.keys(filter).length) {
+			const c = (await get('/api/jobs/count' + query(Object.assign(
+				{estimate: 1}, filter)))).data;
+			out.count = c.count;
+			out.estimate = !!c.estimate;
+		}
+		return {text: JSON.stringify(out), data: out};
+	}
+
+	function drawMatches(d, el) {
+		if (d.count === null || d.count === undefined) {
+			el.replaceChildren();
+			return;
+		}
+		el.replaceChildren(d.estimate ? h('span', {title: 'the ' +
+			'database\'s estimate: too many jobs to count at each ' +
+			'refresh'}, '\u2248 ' + num(d.count) + ' jobs match ' +
+			'(an estimate)') : num(d.count) + (d.count === 1 ?
+			' job matches' : ' jobs match'));
 	}
 
 	function cap(s) {
@@ -815,8 +1013,8 @@
 			value: toLocalInput(f[k])}));
 		const state = dead ? null : field('state', 'State', h('select', {
 			id: 'f-state', name: 'state'}, h('option', {value: ''}, 'any'),
-		STATES.map((s) => h('option', {value: s, selected: s === f.state},
-			s))));
+		FILTER_STATES.map((s) => h('option', {value: s,
+			selected: s === f.state}, s))));
 		const form = h('form', {class: 'filters', id: 'filters',
 			role: 'search'}, state, text('queue', 'Queue'),
 		text('kind', 'Kind'), text('q', 'Text in payload or error',
@@ -848,7 +1046,31 @@
 		return form;
 	}
 
-	function jobsTable(p, jobs) {
+	/* An error's last line (the one that says what went wrong: a Python
+	 * traceback ends with it), its end kept when cut, and how many lines
+	 * it has; the whole error in the tooltip. */
+	function lastLine(e) {
+		if (e === null || e === undefined)
+			return '';
+		const lines = String(e).split(/\r?\n/).filter((l) => l.trim());
+		let last = lines.length ? lines[lines.length - 1].trim() : '';
+		if (last.length > 120)
+			last = '\u2026' + last.slice(-119);
+		return h('span', {class: 'lastline', title: String(e).slice(-2000)},
+			showText(last, false), lines.length > 1 ? h('span', {
+				class: 'muted'}, ' (its last line)') : null);
+	}
+
+	/* "2 / 5": attempts made of those allowed; the handler's
+	 * configuration decides when the job does not say. */
+	function attemptsOf(j) {
+		if (j.max_attempts === null || j.max_attempts === undefined)
+			return h('span', {title: 'at most: as the handler\'s ' +
+				'configuration says (max_attempts)'}, String(j.attempts));
+		return String(j.attempts) + ' / ' + String(j.max_attempts);
+	}
+
+	function jobsTable(p, jobs, d) {
 		const op = operator();
 		const heads = ['id', 'queue', 'kind', 'state', 'attempts',
 			'priority', 'run at', 'created', 'finished', 'last error'];
@@ -893,18 +1115,19 @@
 				h('td', null, short(j.queue, 40)),
 				h('td', null, short(j.kind, 60)),
 				h('td', null, badge(j.state)),
-				h('td', {class: 'n'}, String(j.attempts) + ' / ' +
-					(j.max_attempts === null ? '\u2013' :
-						String(j.max_attempts))),
+				h('td', {class: 'n'}, attemptsOf(j)),
 				h('td', {class: 'n'}, String(j.priority)),
 				h('td', null, time(j.run_at)),
 				h('td', null, time(j.created_at)),
 				h('td', null, time(j.finished_at)),
-				h('td', {class: 'err'}, short(j.last_error, 120))));
+				h('td', {class: 'err'}, lastLine(j.last_error))));
 		}
 		if (!jobs.length)
 			body.appendChild(h('tr', null, h('td', {colspan: heads.length +
-				(op ? 1 : 0), class: 'muted'}, 'No job matches.')));
+				(op ? 1 : 0), class: 'muted', id: 'no-match'},
+			d && d.searched_to ? 'No match among the jobs newer than ' +
+				'job ' + num(d.searched_to) + ' yet: search older, ' +
+				'below.' : 'No job matches.')));
 		t.appendChild(body);
 		return h('div', {class: 'scroll'}, t);
 	}
@@ -914,31 +1137,61 @@
 			el.textContent = p.sel.size ? p.sel.size + ' selected' : '';
 	}
 
+	/*
+	 * Newer, Older, Search older.  The jobs' pages keep their position in
+	 * the address ("before"), so that a reload and Back stay there; the
+	 * workflows' page keeps it in p.cursors.
+	 */
 	function drawPager(p, d, pager) {
 		const kids = [];
-		if (p.cursors.length)
+		const inHash = !p.cursors;
+		const go = (before) => {
+			if (!inHash) {
+				p.cursors.push(p.before);
+				p.before = before;
+				refresh(true);
+				return;
+			}
+			S.trail.push(location.hash);
+			location.hash = pageHash(p, before);
+		};
+		if (inHash ? p.before : p.cursors.length)
 			kids.push(h('button', {type: 'button', 'data-key': 'newer',
 				onclick: () => {
-					p.before = p.cursors.pop();
-					refresh(true);
+					if (!inHash) {
+						p.before = p.cursors.pop();
+						refresh(true);
+					} else if (S.trail.length &&
+						parseHashOf(S.trail[S.trail.length - 1]).name ===
+						p.r.name) {
+						location.hash = S.trail.pop();
+					} else {
+						location.hash = pageHash(p, '');
+					}
 				}}, '\u2190 Newer'));
 		if (d.next !== null && d.next !== undefined)
 			kids.push(h('button', {type: 'button', 'data-key': 'older',
-				id: 'older', onclick: () => {
-					p.cursors.push(p.before);
-					p.before = String(d.next);
-					refresh(true);
-				}}, 'Older \u2192'));
+				id: 'older', onclick: () => go(String(d.next))},
+			'Older \u2192'));
 		else if (d.searched_to !== null && d.searched_to !== undefined)
 			kids.push(h('span', {class: 'muted'}, 'Searched down to job ' +
-				d.searched_to + '. '), h('button', {type: 'button',
+				num(d.searched_to) + '. '), h('button', {type: 'button',
 				'data-key': 'search-older', id: 'search-older',
-				onclick: () => {
-					p.cursors.push(p.before);
-					p.before = String(d.searched_to);
-					refresh(true);
-				}}, 'Search older \u2192'));
+				onclick: () => go(String(d.searched_to))},
+			'Search older \u2192'));
 		pager.replaceChildren(...kids);
+	}
+
+	/* The address of this list from job before down ('' the newest). */
+	function pageHash(p, before) {
+		const q = new URLSearchParams(p.r.q);
+		q.delete('focus');
+		if (before)
+			q.set('before', before);
+		else
+			q.delete('before');
+		const s = q.toString();
+		return '#/' + p.r.name + (s ? '?' + s : '');
 	}
 
 	const PAST = {retry: 'retried', cancel: 'cancelled', delete: 'deleted'};
@@ -958,39 +1211,63 @@
 			' of ' + ids.length + ' selected jobs ' + PAST[a] + '.');
 	}
 
-	/* "... all matching": the exact count first, in the confirmation. */
+	/* Jobs per request of an action on a filter's matches: the page
+	 * shows how far it has come after each. */
+	const STEP = 5000;
+
+	/*
+	 * "... all matching": the exact count first, in the confirmation (any
+	 * action, a retry too); then the action, STEP jobs a request, its
+	 * progress in the banner and the list's buttons disabled until it
+	 * ends.
+	 */
 	async function bulkAll(p, f, a) {
-		const filter = {};
-		for (const k of FILTERS)
-			if (f[k])
-				filter[k] = f[k];
+		const filter = filterOf(f);
+		const buttons = [...document.querySelectorAll('#bulk button')];
+		const busy = (on) => buttons.forEach((b) => {
+			b.disabled = on;
+		});
 		let n, again = '';
+		busy(true);
+		say('info', 'Counting the jobs that match\u2026', 'action');
 		try {
 			n = (await get('/api/jobs/count' + query(filter))).data.count;
 		} catch (e) {
+			busy(false);
 			sayError(e, 'action');
 			return;
 		}
+		say('', '');
 		/* The server takes no more than the count confirmed: when more
 		 * match by then, it answers 409 with their number, asked here
 		 * again. */
 		for (;;) {
-			if (!confirm(again + cap(a) + ' all ' + n + ' job' +
+			if (!confirm(again + cap(a) + ' all ' + num(n) + ' job' +
 				(n === 1 ? '' : 's') + ' matching this filter?' +
 				(Object.keys(filter).length ? '' :
 					' (No filter: that is every job.)')))
-				return;
+				break;
 			p.sel.clear();
+			let done = 0, before = null;
 			try {
-				const r = await post('/api/jobs/' + a, {filter: filter,
-					expect: n});
-				say('info', num(r.data.affected) + ' jobs ' + PAST[a] +
-					' (' + n + ' matched when asked).');
+				for (;;) {
+					say('info', cap(ING[a]) + '\u2026 ' + num(done) +
+						' of ' + num(n) + ' jobs', 'action');
+					const r = await post('/api/jobs/' + a, Object.assign({
+						filter: filter, expect: n - done, limit: STEP},
+					before ? {before: before} : {}));
+					done += r.data.affected;
+					if (r.data.next === null || r.data.next === undefined)
+						break;
+					before = String(r.data.next);
+				}
+				say('info', num(done) + ' jobs ' + PAST[a] + ' (' + num(n) +
+					' matched when asked).', 'action');
 			} catch (e) {
-				if (e.status === 409 && e.data &&
+				if (!done && e.status === 409 && e.data &&
 					Number.isSafeInteger(e.data.count)) {
-					again = 'Now ' + e.data.count + ' jobs match, not ' +
-						n + '. ';
+					again = 'Now ' + num(e.data.count) +
+						' jobs match, not ' + num(n) + '. ';
 					n = e.data.count;
 					continue;
 				}
@@ -998,8 +1275,12 @@
 			}
 			break;
 		}
+		busy(false);
 		refresh(true);
 	}
+
+	const ING = {retry: 'retrying', cancel: 'cancelling',
+		delete: 'deleting'};
 
 	/* --- one job ---------------------------------------------------- */
 
@@ -1008,26 +1289,54 @@
 		if (!Number.isSafeInteger(id) || id <= 0)
 			return notFound(p);
 		p.expanded = {};
-		const title = h('h1', null, 'Job ' + id);
+		const h1 = h('h1', null, 'Job ' + id);
+		/* The actions the job's state takes (pgjob.action_states()):
+		 * drawn with its first answer, none for a job that is not. */
 		const actions = operator() ? h('div', {class: 'actions',
-			id: 'job-actions'},
-		h('button', {type: 'button', 'data-action': 'retry',
-			onclick: () => act('/api/jobs/retry', {ids: [id]}, (d) =>
-				d.affected ? 'Job ' + id + ' will run again now.' :
-					'Job ' + id + ' cannot be retried in its state.')},
-		'Retry'),
-		h('button', {type: 'button', 'data-action': 'cancel',
-			onclick: () => cancelJob(p, id)}, 'Cancel')) :
-			null;
+			id: 'job-actions'}) : null;
 		const out = region('job');
-		main.append(title, actions, out);
+		main.append(h1, actions, out);
 		p.url = () => '/api/job/' + id;
 		p.render = (d) => {
 			p.state = d.job.state;
-			title.replaceChildren('Job ' + id + ' ', badge(d.job.state));
+			h1.replaceChildren('Job ' + id + ' ', badge(d.job.state));
+			title('Job ' + id + ' (' + d.job.state + ')');
+			if (actions)
+				drawJobActions(p, id, actions);
 			out.replaceChildren(...jobView(p, id, d));
 		};
+		p.missing = () => {
+			h1.textContent = 'Job ' + id + ' not found';
+			title('Job ' + id + ' not found');
+			if (actions)
+				actions.remove();
+			const live = document.getElementById('live');
+			if (live)
+				live.remove();
+			out.replaceChildren(h('p', {id: 'not-found'}, 'No job ' + id +
+				' in this database: it never was, or it was deleted or ' +
+				'pruned. ', h('a', {href: '#/jobs'}, 'To the jobs')));
+		};
 	};
+
+	const JOB_ACTS = {retry: ['dead', 'cancelled', 'done', 'available'],
+		cancel: ['waiting', 'available', 'running']};
+
+	function drawJobActions(p, id, el) {
+		const kids = [];
+		if (JOB_ACTS.retry.includes(p.state))
+			kids.push(h('button', {type: 'button', 'data-action': 'retry',
+				onclick: () => act('/api/jobs/retry', {ids: [id]}, (d) =>
+					d.affected ? 'Job ' + id + ' will run again now.' :
+						'Job ' + id + ' cannot be retried in its state.')},
+			p.state === 'available' ? 'Run now' : 'Retry'));
+		if (JOB_ACTS.cancel.includes(p.state))
+			kids.push(h('button', {type: 'button', 'data-action': 'cancel',
+				onclick: () => cancelJob(p, id)}, 'Cancel'));
+		const now = [...el.children].map((b) => b.textContent).join();
+		if (now !== kids.map((b) => b.textContent).join())
+			el.replaceChildren(...kids);
+	}
 
 	/* A running job too, as `pgjob cancel` does: its worker stops it at
 	 * its next lease renewal.  A confirmation that says so. */
@@ -1255,7 +1564,8 @@
 			'waiting', 'dead', 'done/min', 'failed/min', 'oldest waiting',
 			'limits', 'state'].concat(op ? ['actions'] : []), queues.map(
 			(q) => [queueLink(q.queue), count(q, 'available'),
-				count(q, 'scheduled'), num(q.running), count(q, 'waiting'),
+				count(q, 'scheduled'), count(q, 'running'),
+				count(q, 'waiting'),
 				count(q, 'dead'), num(q.done_last_minute),
 				num(q.failed_last_minute), wait(q),
 			limitsText(q.limits), h('div', {class: 'cellacts'},
@@ -1555,10 +1865,19 @@
 			S.page.last = null;
 	});
 
-	setInterval(() => {
-		if (document.visibilityState === 'visible')
-			refresh(false);
-	}, REFRESH_MS);
+	let timer = null;
+
+	/* (Re)starts the live updates at S.period. */
+	function tick() {
+		if (timer)
+			clearInterval(timer);
+		timer = setInterval(() => {
+			if (document.visibilityState === 'visible')
+				refresh(false);
+		}, S.period);
+	}
+
+	tick();
 
 	start();
 })();
