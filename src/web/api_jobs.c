@@ -556,6 +556,9 @@ job_related(struct db_conn *db, const char *id, cJSON *o,
 		 " from pgjob.job_deps d"
 		 " join pgjob.jobs c on c.id = d.child"
 		 " where d.parent = $1 order by d.child limit 1000"},
+		/* Its timeline (sql/schema/functions/job_timeline.sql). */
+		{"timeline", "select at, event, attempt, worker, wait_ms,"
+			     " detail from pgjob.job_timeline($1)"},
 	};
 	const char *p[] = {id};
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
@@ -621,8 +624,8 @@ api_job_get(struct db_conn *db, const char *rest, const struct web_query *q,
 	" select (select count(*) from b), (select min(id) from b), " acted
 
 /*
- * The actions are the schema's functions (sql/upgrade/033_job_actions.sql), which
- * `pgjob retry` and `pgjob cancel` call too: the rules of each, which
+ * The actions are the schema's functions (sql/upgrade/033_job_actions.sql),
+ * which `pgjob retry` and `pgjob cancel` call too: the rules of each, which
  * states it takes and what it leaves as it is, are there.  A request acts
  * on its ids, or on a filter's matches a batch at a time, in one statement
  * each (one round trip and one transaction: the statements below show it,

@@ -188,8 +188,8 @@ observe_run(struct held *h)
 
 /*
  * What the attempt used, for its row (last_wall_ms, last_cpu_ms,
- * last_max_rss_kb: sql/upgrade/012_attempt_usage.sql) and the kind's counters: its
- * wall time as the worker saw it, from the start to the report, and what
+ * last_max_rss_kb: sql/upgrade/012_attempt_usage.sql) and the kind's counters:
+ * its wall time as the worker saw it, from the start to the report, and what
  * the handler measured (exec: CPU and peak RSS of its child; plugin: CPU
  * of the call); -1 where it measured nothing.  Counted even when the lease
  * was lost: the time was spent.
@@ -220,6 +220,8 @@ count_end(struct held *h, enum job_state state, int written)
 		t->failed++;
 	if (written && retried)
 		t->retried++;
+	if (written)
+		history_ended(h, state, retried);
 	if (!h->sk)
 		return;
 	if (!written)
@@ -358,6 +360,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	h->job.handler = config_handler(w->cfg, h->job.kind);
 	h->queue = q;
 	h->started_ms = util_now_ms();
+	history_started(h);
 	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL) {
 		stats_add(&h->sk->claimed, 1);
 		if (h->job.wait_ms >= 0)
