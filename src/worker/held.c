@@ -220,7 +220,8 @@ count_end(struct held *h, enum job_state state, int written)
 		t->failed++;
 	if (written && retried)
 		t->retried++;
-	if (written)
+	/* Not an attempt given back at a shutdown: it did not end. */
+	if (written && !h->release)
 		history_ended(h, state, retried);
 	if (!h->sk)
 		return;

@@ -35,8 +35,10 @@ history_ended(struct held *h, enum job_state state, int retried)
 		p->failed++;
 	if (retried)
 		p->retried++;
-	history_run(p, h->wall_ms >= 0 ? h->wall_ms
-				       : util_now_ms() - h->started_ms);
+	/* An sql handler's attempt, written with its work, has no wall time
+	 * noted: its time to the write's answer. */
+	history_run(p, h->wall_ms > 0 ? h->wall_ms
+				      : util_now_ms() - h->started_ms);
 }
 
 /* A write in flight: what it carries, added back if it fails. */
