@@ -295,6 +295,10 @@ def history_steps(c, job):
     assert not c.css('main script, main img'), 'markup from a name'
     c.no_alert()
     log('job %s: its timeline; the history of queue default' % job)
+    # Back to the job's page, where the steps after these begin.
+    c.go('job/' + job)
+    wait_for('the attempts of job ' + job,
+             lambda: len(c.css('table.attempts tbody tr')) >= 2)
 
 
 def steps(c, ids, flaky):

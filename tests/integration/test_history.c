@@ -137,6 +137,12 @@ test_counts_and_percentiles(void **state)
 		       "select concat_ws('/', count(*), sum(done), sum(failed),"
 		       " sum(retried)) from pgjob.history(null, null,"
 		       " interval '1 hour')");
+	/* A minute where nothing ran has no percentile (not the last
+	 * bucket's bound). */
+	t_assert_value(c, "t",
+		       "select count(run_p50) between 1 and 2"
+		       " and count(wait_p99) between 1 and 2"
+		       " from pgjob.history(null, null, interval '1 hour')");
 	t_assert_value(c, "10",
 		       "select sum(done) from pgjob.history('default', 'slow',"
 		       " interval '24 hours', interval '10 minutes')");

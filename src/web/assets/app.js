@@ -1235,12 +1235,13 @@
 		'history');
 	}
 
-	/* A percentile in ms as the console shows it ("\u2264 362 ms"). */
-	function fmtMs(v) {
+	/* A percentile in ms as the console shows it ("\u2264 362 ms"; on an
+	 * axis, without the sign). */
+	function fmtMs(v, axis) {
 		if (v === null || v === undefined)
 			return '';
 		v = Number(v);
-		return '\u2264 ' + (v < 1000 ? num(Math.round(v)) + ' ms' :
+		return (axis ? '' : '\u2264 ') + (v < 1000 ? num(Math.round(v)) + ' ms' :
 			v < 120000 ? (v / 1000).toFixed(1) + ' s' :
 				fmtSecs(v / 1000));
 	}
@@ -1248,7 +1249,8 @@
 	function historyView(d, go, range) {
 		const rows = d.series || [];
 		const step = Number(d.step_seconds) || 60;
-		const per = step === 60 ? 'minute' : fmtSecs(step);
+		const per = {60: 'minute', 600: '10 minutes', 3600: 'hour',
+			21600: '6 hours'}[step] || fmtSecs(step);
 		return [
 			section('Ended per ' + per, seriesChart(rows,
 				['done', 'failed', 'retried'], (v) => num(v),
@@ -1294,7 +1296,7 @@
 				y2: y(top * f), class: 'grid'}));
 			g.appendChild(svg('text', {x: L - 4, y: y(top * f) + 4,
 				class: 'axis', 'text-anchor': 'end'}, max ?
-				fmt(top * f) : ''));
+				fmt(top * f, true) : ''));
 		}
 		if (rows.length)
 			[[0, fmtTime(rows[0].at).slice(5, 16)], [n - 1, 'now']]
