@@ -7,7 +7,8 @@
  * console's /api/history say them, the percentiles within a bucket; the
  * pruning duty rolls minutes past 24 hours up to hours and deletes hours
  * past 30 days; a job's timeline (pgjob.job_timeline(), `pgjob show`, the
- * console's job page) lists its events in order.
+ * console's job page) lists its events in order; 250 kinds count as 200
+ * and "(other)".
  */
 #include "testlib.h"
 
@@ -279,12 +280,57 @@ test_rollup_and_retention(void **state)
 	free(ci);
 }
 
+/*
+ * A flood of kinds: 250 handlers, a job of each.  A worker counts at most
+ * 200 named (queue, kind) pairs a minute; the others go into the queue's
+ * "(other)", so that no job goes uncounted and the table cannot grow with
+ * the kinds an application makes up.
+ */
+static void
+test_many_kinds_capped(void **state)
+{
+	char *ci = t_db_migrated("t_history_kinds");
+	PGconn *c = t_connect(ci);
+	size_t len = 0, cap = 64 * 1024;
+	char *body = xmalloc(cap);
+	len += (size_t)snprintf(body + len, cap - len,
+				"workers: 1\nlease: 3s\nhandlers:\n");
+	for (int i = 0; i < 250; i++)
+		len += (size_t)snprintf(
+			body + len, cap - len,
+			"  k%03d: { type: exec, command: [\"/bin/true\"] }\n",
+			i);
+	t_exec(c, "select pgjob.enqueue(format('k%%s', lpad(i::text, 3, '0')))"
+		  " from generate_series(0, 249) i");
+	pid_t d = t_daemon(t_config("hist_kinds", ci, body), 0, "hist_kinds");
+	t_wait_ended(c, 250, 60);
+	t_wait_until(c, 30,
+		     "select coalesce(sum(done), 0) = 250"
+		     " from pgjob.history_minutes");
+	/* Per minute: 200 named pairs at most; all in one minute, the 50
+	 * others in "(other)". */
+	t_assert_value(
+		c, "t",
+		"select bool_and(n <= 200)"
+		" and (count(*) > 1 or bool_and(o = 50 and n = 200))"
+		" from (select at,"
+		"  count(*) filter (where kind <> '(other)') as n,"
+		"  coalesce(sum(done) filter (where kind = '(other)'), 0)"
+		"   as o"
+		" from pgjob.history_minutes group by at) x");
+	t_stop_clean(d);
+	free(body);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counts_and_percentiles),
 		cmocka_unit_test(test_rollup_and_retention),
+		cmocka_unit_test(test_many_kinds_capped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
