@@ -157,6 +157,7 @@ int cli_enqueue_file(struct cli *cli, const char *path, int json);
 int cli_workflow_run(struct cli *cli, int argc, char **argv);
 int cli_prune_run(struct cli *cli, int argc, char **argv);
 int cli_top_run(struct cli *cli, int argc, char **argv);
+int cli_stats_run(struct cli *cli, int argc, char **argv);
 int cli_pause_run(struct cli *cli, int argc, char **argv);
 int cli_pause_resume(struct cli *cli, int argc, char **argv);
 int cli_limits_run(struct cli *cli, int argc, char **argv);

@@ -333,6 +333,58 @@ attempts_json(const struct db_rows *res)
 	return a;
 }
 
+/* Job $1's timeline (sql/schema/functions/job_timeline.sql). */
+static const char TIMELINE_SQL[] =
+	"select at, event, attempt, worker, wait_ms, detail"
+	" from pgjob.job_timeline($1)";
+
+/* The timeline as a table: the worker and the detail (an error) are a
+ * handler's or a client's text, one line each by cli_table_add(). */
+static void
+show_timeline(const struct db_rows *res)
+{
+	static const char *const head[] = {
+		"AT", "EVENT", "ATTEMPT", "WORKER", "WAITED", "DETAIL",
+	};
+	struct cli_table t;
+	int n = db_rows_count(res);
+	if (n == 0)
+		return;
+	printf("\ntimeline\n");
+	cli_table_init(&t, 6, head, "llrlrl");
+	for (int i = 0; i < n; i++) {
+		char at[64], wait[32];
+		const char *w = db_rows_value(res, i, 4);
+		const char *d = db_rows_value(res, i, 5);
+		char *d1 = d ? cli_one_line(d, JOBS_ERROR_CHARS) : NULL;
+		const char *row[] = {
+			cli_format_time(db_rows_text(res, i, 0), at,
+					sizeof(at)),
+			db_rows_text(res, i, 1),
+			db_rows_value(res, i, 2),
+			db_rows_value(res, i, 3),
+			w ? duration_format(atoll(w), wait, sizeof(wait))
+			  : NULL,
+			d1,
+		};
+		cli_table_add(&t, row);
+		free(d1);
+	}
+	cli_table_print(&t, stdout, "  ");
+}
+
+static cJSON *
+rows_json(const struct db_rows *res)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < db_rows_count(res); i++) {
+		cJSON *o = cJSON_CreateObject();
+		cli_json_add_columns(o, res, i, 0, db_rows_columns(res));
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
+}
+
 int
 cli_jobs_show(struct cli *cli, int argc, char **argv)
 {
@@ -360,16 +412,25 @@ cli_jobs_show(struct cli *cli, int argc, char **argv)
 		db_rows_free(res);
 		return cli_abort(conn);
 	}
+	struct db_rows *tl = cli_exec(conn, "show", TIMELINE_SQL, 1, p);
+	if (!tl) {
+		db_rows_free(att);
+		db_rows_free(res);
+		return cli_abort(conn);
+	}
 	if (json) {
 		cJSON *o = cJSON_CreateObject();
 		cli_json_add_columns(o, res, 0, 0, db_rows_columns(res));
 		/* "attempts" is the job's count already. */
 		cJSON_AddItemToObject(o, "attempt_history", attempts_json(att));
+		cJSON_AddItemToObject(o, "timeline", rows_json(tl));
 		cli_json_print(o);
 	} else {
 		show_text(res);
 		show_attempts(att);
+		show_timeline(tl);
 	}
+	db_rows_free(tl);
 	db_rows_free(att);
 	db_rows_free(res);
 	db_close(conn);

@@ -72,6 +72,10 @@ usage(FILE *f)
 	      "refreshed\n"
 	      "                         (--json without --once: one line per "
 	      "refresh)\n"
+	      "  stats [--range 1h|24h|7d|30d] [--queue Q] [--json]\n"
+	      "                         per queue and kind: done, failed, "
+	      "retried,\n"
+	      "                         wait and run time p50/p95/p99\n"
 	      "  pause QUEUE [--kind K] [--wait [--timeout DUR]] [--json]\n"
 	      "                         start no more jobs of QUEUE (of "
 	      "kind K); --wait:\n"
@@ -661,7 +665,7 @@ static const struct {
 	{"resume", cli_pause_resume, 0},   {"limits", cli_limits_run, 0},
 	{"workflow", cli_workflow_run, 0}, {"doctor", cli_doctor_run, 0},
 	{"schedules", cli_schedule_ls, 0}, {"schedule", cli_schedule_run, 0},
-	{"web", cli_web_run, 0},
+	{"web", cli_web_run, 0},	   {"stats", cli_stats_run, 0},
 };
 
 /*

@@ -29,6 +29,7 @@
 #include "db/health.h"
 #include "db/jobctl.h"
 #include "db/rowjson.h"
+#include "web/api_history.h"
 #include "web/api_jobs.h"
 #include "web/api_response.h"
 
@@ -709,7 +710,7 @@ static const struct {
 	{"jobs/count", api_jobs_count}, {"job/", api_job_get},
 	{"queues", get_queues},		{"schedules", get_schedules},
 	{"tasks", get_tasks},		{"workflows", get_workflows},
-	{"workflow/", get_workflow},
+	{"workflow/", get_workflow},	{"history", api_history},
 };
 
 /* The actions (POST), each with the argument its function takes. */

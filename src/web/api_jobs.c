@@ -487,6 +487,9 @@ job_related(struct db_conn *db, const char *id, cJSON *o,
 		 " from pgjob.job_deps d"
 		 " join pgjob.jobs c on c.id = d.child"
 		 " where d.parent = $1 order by d.child limit 1000"},
+		/* Its timeline (sql/schema/functions/job_timeline.sql). */
+		{"timeline", "select at, event, attempt, worker, wait_ms,"
+			     " detail from pgjob.job_timeline($1)"},
 	};
 	const char *p[] = {id};
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {

@@ -220,6 +220,9 @@ count_end(struct held *h, enum job_state state, int written)
 		t->failed++;
 	if (written && retried)
 		t->retried++;
+	/* Not an attempt given back at a shutdown: it did not end. */
+	if (written && !h->release)
+		history_ended(h, state, retried);
 	if (!h->sk)
 		return;
 	if (!written)
@@ -358,6 +361,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	h->job.handler = config_handler(w->cfg, h->job.kind);
 	h->queue = q;
 	h->started_ms = util_now_ms();
+	history_started(h);
 	if ((h->sk = stats_kind(w->st, h->job.kind, h->job.queue)) != NULL) {
 		stats_add(&h->sk->claimed, 1);
 		if (h->job.wait_ms >= 0)

@@ -38,6 +38,7 @@
 
 #include "common/job.h"
 #include "common/config.h"
+#include "common/history.h"
 #include "common/log.h"
 #include "db/lease.h"
 #include "db/claim.h"
@@ -229,6 +230,10 @@ struct worker {
 	 */
 	struct lease_totals ended, sent, base;
 	int minute_failing;
+	/* history.c: what it ended per (queue, kind) since its last write to
+	 * pgjob.history_minutes; history_failing as minute_failing. */
+	struct history hist;
+	int history_failing;
 	ev_signal sigterm, sigint, sigusr2;
 	ev_io parent;
 };
@@ -345,5 +350,16 @@ void renew_check_deadlines(struct worker *w);
 void monitor_on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 /* Closes the reader's connection, if it has one. */
 void monitor_close(struct worker *w);
+
+/* --- history.c: the history per queue and kind ------------------------- */
+
+/* Counts an attempt's start (its wait) and its written end (state as
+ * count_end() has it, retried, and the run time). */
+void history_started(struct held *h);
+void history_ended(struct held *h, enum job_state state, int retried);
+/* At the heartbeat: writes what was counted since the last write. */
+void history_flush(struct worker *w);
+/* At a clean exit, at once (the connection has nothing pending). */
+void history_flush_now(struct worker *w);
 
 #endif

@@ -4,12 +4,15 @@
  * whose jobs are all past it (sql/upgrade/019_jobs_done.sql), a batch of
  * expired request keys (docs/idempotency.md), the rows of workers gone for a
  * day, and the throughput minutes older than 2 hours
- * (sql/upgrade/014_console_state.sql).
+ * (sql/upgrade/014_console_state.sql), and the history's minutes past 24 hours,
+ * rolled up to hours, and its hours past 30 days (pgjob.history_prune():
+ * sql/schema/tables/history.sql).
  */
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/history.h"
 #include "db/lease.h"
 #include "db/prune.h"
 #include "worker/duties.h"
@@ -64,6 +67,7 @@ on_lease(void *arg, const struct db_status *st, int64_t token)
 	prune_request_keys(d->db, PRUNE_BATCH, on_pruned,
 			   "expired request keys");
 	prune_workers(d->db);
+	history_prune(d->db, on_pruned, "history minutes rolled up to hours");
 	prune_limits(d->db, on_pruned, "flow-control leftovers");
 }
 

@@ -170,6 +170,7 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 		lease_worker_minute(w->db, w->slot, w->pid, &add,
 				    on_minute_done, m);
 	}
+	history_flush(w);
 	/* The console and `pgjob status` show a crash loop from here. */
 	const char *loops[16];
 	struct lease_crashes cr = {
@@ -533,6 +534,7 @@ unregister(struct worker *w)
 		ev_run(w->loop, EVRUN_ONCE);
 	struct lease_totals add;
 	int unsent = take_unsent(w, &add);
+	history_flush_now(w);
 	lease_worker_unregister(w->db, w->slot, w->pid, unsent ? &add : NULL);
 }
 
@@ -601,6 +603,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	free(w.kinds);
 	free(w.wq);
 	free(w.locked_by);
+	history_free(&w.hist);
 	log_info("exiting with status %d", w.exit_code);
 	return w.exit_code;
 }

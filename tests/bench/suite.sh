@@ -245,7 +245,12 @@ echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /pro
 
 ceil_update=$(ceiling update)
 ceiling delete >/dev/null
+sql -c "select pg_stat_statements_reset()" >/dev/null
 base_keep=$(series "pgjobd, plugin, retention 7d (workers $workers, concurrency $conc)" 7d "$workers" "$conc" "$n" noop)
+# The history per queue and kind (docs/operations.md) is always on: each
+# worker writes it at its heartbeat, not per job.  Its writes during the
+# runs above go in the row's note, to show they do not grow with the jobs.
+sed -i "\$ s|\$|history: $(sql -c "select format('%s writes for %s jobs, %s rows each, %s ms mean', calls, $n * $runs, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 3)) from pg_stat_statements where query like 'insert into pgjob.history_minutes%' order by calls desc limit 1")|" "$results"
 series "pgjobd, plugin, retention 0 (workers $workers, concurrency $conc)" 0 "$workers" "$conc" "$n" noop >/dev/null
 
 # Flow control (docs/queues.md): limits that never bind, then a binding

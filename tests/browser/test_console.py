@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
@@ -305,6 +306,40 @@ def main():
     log('ok')
 
 
+def history_steps(c, job):
+    """A job's timeline on its page; a queue's history from the queues
+    page (issue 49): its charts, its kinds as the database has them, a
+    range picked, a hostile queue's name as text."""
+    wait_for('the timeline of job ' + job,
+             lambda: len(c.css('#timeline li')) >= 5)
+    events = [li.text for li in c.css('#timeline li')]
+    assert 'enqueued' in events[0] and 'started' in events[1] and \
+        'ended' in events[2], events
+    wait_for('the history written', lambda: sql1(
+        "select count(*) from pgjob.history_summary(interval '1 hour')"
+        " where queue = 'default' and kind in ('hello', 'flaky')") == '2')
+    c.go('queues')
+    c.click('#queues a[href^="#/history?queue=default&"]')
+    wait_for('three charts and the kinds', lambda: len(c.css(
+        '#history svg.chart')) == 3 and 'hello' in c.text(
+        '#history table.history-kinds') and 'flaky' in c.text(
+        '#history table.history-kinds'))
+    c.shot('history')
+    c.one('#h-range').send_keys('last 24h')
+    wait_for('the 24 h range', lambda: 'range=24h' in c.d.current_url and
+             c.css('#history svg.chart'))
+    c.go('history?queue=' + urllib.parse.quote(HOSTILE_HTML) + '&range=7d')
+    wait_for('the hostile queue\'s history', lambda: HOSTILE_HTML in
+             c.text('main h1'))
+    assert not c.css('main script, main img'), 'markup from a name'
+    c.no_alert()
+    log('job %s: its timeline; the history of queue default' % job)
+    # Back to the job's page, where the steps after these begin.
+    c.go('job/' + job)
+    wait_for('the attempts of job ' + job,
+             lambda: len(c.css('table.attempts tbody tr')) >= 2)
+
+
 def steps(c, ids, flaky):
     # --- log in ---------------------------------------------------------
     c.go('')
@@ -429,6 +464,7 @@ def steps(c, ids, flaky):
     c.no_alert()
     c.shot('job')
     log('job %s: %d attempts, their errors as text' % (job, len(attempts)))
+    history_steps(c, job)
 
     # --- retry it, see it done --------------------------------------------
     open(MARKER, 'w').close()

@@ -2,7 +2,8 @@
  * pgjob web: the console's single page (docs/console.md).
  *
  * Hash routes (#/, #/jobs?..., #/job/ID, #/queues, #/schedules, #/tasks,
- * #/workflows, #/workflow/ID, #/dead), each a function that builds the
+ * #/workflows, #/workflow/ID, #/dead, #/history?queue=&kind=&range=),
+ * each a function that builds the
  * page's fixed parts (forms, buttons) once and gives a url and a render
  * function for its data.  Every 2 s (or 10, 30: the live bar, which also
  * pauses) while the tab is visible the current page's url is fetched
@@ -1377,6 +1378,7 @@
 			parts.push(section('Last error', h('pre', {class: 'doc err',
 				id: 'last-error'}, showText(j.last_error, true))));
 		parts.push(section('Attempts', attempts(d.attempts || [])));
+		parts.push(section('Timeline', timeline(d.timeline || [])));
 		if (d.lease)
 			parts.push(section('Lease', dl([
 				['holder', short(d.lease.holder, 200)],
@@ -1496,6 +1498,164 @@
 		return h('div', null, pre, copy);
 	}
 
+	/* --- history per queue and kind; a job's timeline -------------- */
+
+	/* (issue 49; docs/console.md, "Queues".)  #/history?queue=&kind=&range=:
+	 * a queue's (or kind's) done, failed and retried per step and its wait
+	 * and run times at p50/p95/p99, from /api/history; then a table per
+	 * kind over the range. */
+	const RANGES = ['1h', '24h', '7d', '30d'];
+
+	routes.history = function (p) {
+		const queue = p.r.q.get('queue') || '';
+		const kind = p.r.q.get('kind') || '';
+		const range = RANGES.includes(p.r.q.get('range')) ?
+			p.r.q.get('range') : '1h';
+		const go = (k, r) => {
+			const q = new URLSearchParams();
+			if (queue)
+				q.set('queue', queue);
+			if (k)
+				q.set('kind', k);
+			q.set('range', r);
+			location.hash = '#/history?' + q.toString();
+		};
+		const pick = h('select', {id: 'h-range', 'data-key': 'h-range',
+			'aria-label': 'range', onchange: (ev) => go(kind,
+				ev.target.value)}, RANGES.map((r) => h('option', {value: r,
+			selected: r === range}, 'last ' + r)));
+		const out = region('history');
+		main.append(h('h1', null, 'History ', queue ? showText(queue,
+			false) : 'of every queue', kind ? ' \u00b7 ' : '',
+		kind ? showText(kind, false) : ''), h('p', null, pick,
+			kind ? h('button', {type: 'button', class: 'link',
+				onclick: () => go('', range)}, ' every kind') : null), out);
+		const q = new URLSearchParams({range: range});
+		if (queue)
+			q.set('queue', queue);
+		if (kind)
+			q.set('kind', kind);
+		p.url = () => '/api/history?' + q.toString();
+		p.render = (d) => out.replaceChildren(...historyView(d, go, range));
+	};
+
+	function historyLink(queue) {
+		return h('a', {href: '#/history?queue=' + encodeURIComponent(queue) +
+			'&range=1h', class: 'muted', title: 'history of ' + queue},
+		'history');
+	}
+
+	/* A percentile in ms as the console shows it ("\u2264 362 ms"; on an
+	 * axis, without the sign). */
+	function fmtMs(v, axis) {
+		if (v === null || v === undefined)
+			return '';
+		v = Number(v);
+		return (axis ? '' : '\u2264 ') + (v < 1000 ? num(Math.round(v)) + ' ms' :
+			v < 120000 ? (v / 1000).toFixed(1) + ' s' :
+				fmtSecs(v / 1000));
+	}
+
+	function historyView(d, go, range) {
+		const rows = d.series || [];
+		const step = Number(d.step_seconds) || 60;
+		const per = {60: 'minute', 600: '10 minutes', 3600: 'hour',
+			21600: '6 hours'}[step] || fmtSecs(step);
+		return [
+			section('Ended per ' + per, seriesChart(rows,
+				['done', 'failed', 'retried'], (v) => num(v),
+				'done, failed and retried attempts per ' + per)),
+			section('Wait (from due to start)', seriesChart(rows,
+				['wait_p50', 'wait_p95', 'wait_p99'], fmtMs,
+				'wait time percentiles')),
+			section('Run time', seriesChart(rows,
+				['run_p50', 'run_p95', 'run_p99'], fmtMs,
+				'run time percentiles')),
+			section('Per kind', table(['queue', 'kind', 'done', 'failed',
+				'retried', 'wait p50', 'wait p95', 'wait p99', 'run p50',
+				'run p95', 'run p99'], (d.kinds || []).map((k) => [
+				short(k.queue, 60), h('button', {type: 'button',
+					class: 'link', onclick: () => go(k.kind, range)},
+				showText(String(k.kind).slice(0, 60), false)),
+				num(k.done), num(k.failed), num(k.retried),
+				fmtMs(k.wait_p50), fmtMs(k.wait_p95), fmtMs(k.wait_p99),
+				fmtMs(k.run_p50), fmtMs(k.run_p95), fmtMs(k.run_p99)]),
+			'history-kinds'),
+			h('p', {class: 'muted note'}, 'A time is the upper bound ' +
+				'of its bucket: at most 41 % above the true one.')),
+		];
+	}
+
+	/* Lines of keys over rows (oldest first), a tooltip per step; a key
+	 * is a class of its line (app.css). */
+	function seriesChart(rows, keys, fmt, label) {
+		const W = Math.max(300, Math.min(720, main.clientWidth - 40));
+		const H = 160, L = 64, R = 8, T = 10, B = 24;
+		let max = 0;
+		for (const r of rows)
+			for (const k of keys)
+				max = Math.max(max, Number(r[k] || 0));
+		const top = niceMax(max);
+		const n = Math.max(rows.length, 2);
+		const x = (i) => L + (W - L - R) * i / (n - 1);
+		const y = (v) => T + (H - T - B) * (1 - v / top);
+		const g = svg('svg', {viewBox: '0 0 ' + W + ' ' + H, class: 'chart',
+			role: 'img', 'aria-label': label});
+		for (const f of [0, 0.5, 1]) {
+			g.appendChild(svg('line', {x1: L, x2: W - R, y1: y(top * f),
+				y2: y(top * f), class: 'grid'}));
+			g.appendChild(svg('text', {x: L - 4, y: y(top * f) + 4,
+				class: 'axis', 'text-anchor': 'end'}, max ?
+				fmt(top * f, true) : ''));
+		}
+		if (rows.length)
+			[[0, fmtTime(rows[0].at).slice(5, 16)], [n - 1, 'now']]
+				.forEach(([i, t], j) => g.appendChild(svg('text', {
+					x: x(i), y: H - 6, class: 'axis',
+					'text-anchor': j ? 'end' : 'start'}, t)));
+		for (const k of keys) {
+			/* A step without a figure (no attempt) breaks the line. */
+			let pts = [];
+			const flush = () => {
+				if (pts.length)
+					g.appendChild(svg('polyline', {points: pts.join(' '),
+						class: 'line ' + k.replace(/^(wait|run)_/, '')}));
+				pts = [];
+			};
+			rows.forEach((r, i) => {
+				if (r[k] === null || r[k] === undefined)
+					return flush();
+				pts.push(x(i).toFixed(1) + ',' + y(Number(r[k]))
+					.toFixed(1));
+			});
+			flush();
+		}
+		rows.forEach((r, i) => g.appendChild(svg('rect', {
+			x: x(i) - (W - L - R) / n / 2, y: T, width: (W - L - R) / n,
+			height: H - T - B, class: 'hit'}, svg('title', null,
+			fmtTime(r.at) + ': ' + keys.map((k) => k.replace(/^(wait|run)_/,
+				'') + ' ' + (fmt(r[k]) || '\u2013')).join(', ')))));
+		return h('figure', {class: 'chartbox'}, g, h('p', {class: 'legend'},
+			keys.map((k) => h('span', {class: 'key ' + k.replace(
+				/^(wait|run)_/, '')}, k.replace(/^(wait|run)_/, '')))));
+	}
+
+	/* A job's timeline (pgjob.job_timeline()), oldest first. */
+	function timeline(list) {
+		if (!list.length)
+			return h('p', {class: 'muted'}, 'none');
+		return h('ol', {class: 'timeline', id: 'timeline'}, list.map((e) =>
+			h('li', {class: 'ev-' + String(e.event).replace(/[^a-z]/g, '')},
+				time(e.at), ' ', h('strong', null, showText(String(e.event),
+					false)), e.attempt !== null && e.attempt !== undefined ?
+					' #' + Number(e.attempt) : '', e.worker ? h('span', null,
+					' on ', short(e.worker, 80)) : '',
+				e.wait_ms !== null && e.wait_ms !== undefined ? h('span',
+					{class: 'muted'}, ' after ' + fmtSecs(Number(e.wait_ms) /
+					1000)) : '', e.detail ? h('span', null, ' \u2014 ',
+					short(e.detail, 300)) : '')));
+	}
+
 	/* --- queues ----------------------------------------------------- */
 
 	/* The keys of pgjob.set_limits(): [key, label, kind]; a rate is
@@ -1563,7 +1723,8 @@
 		return table(['queue', 'available', 'scheduled', 'running',
 			'waiting', 'dead', 'done/min', 'failed/min', 'oldest waiting',
 			'limits', 'state'].concat(op ? ['actions'] : []), queues.map(
-			(q) => [queueLink(q.queue), count(q, 'available'),
+			(q) => [h('span', null, queueLink(q.queue), ' ',
+				historyLink(q.queue)), count(q, 'available'),
 				count(q, 'scheduled'), count(q, 'running'),
 				count(q, 'waiting'),
 				count(q, 'dead'), num(q.done_last_minute),
