@@ -588,8 +588,13 @@ api_job_get(struct db_conn *db, const char *rest, const struct web_query *q,
 		return;
 	}
 	const char *p[] = {id};
-	struct db_rows *job = api_query(
-		db, out, "select * from pgjob.all_jobs where id = $1", 1, p);
+	/* trace_id: the trace's id alone, which the page's fields show and a
+	 * tracing tool searches by (docs/tracing.md). */
+	struct db_rows *job =
+		api_query(db, out,
+			  "select j.*, substr(j.traceparent, 4, 32) as trace_id"
+			  " from pgjob.all_jobs j where j.id = $1",
+			  1, p);
 	if (!job)
 		return;
 	if (db_rows_count(job) == 0) {
@@ -621,8 +626,8 @@ api_job_get(struct db_conn *db, const char *rest, const struct web_query *q,
 	" select (select count(*) from b), (select min(id) from b), " acted
 
 /*
- * The actions are the schema's functions (sql/upgrade/033_job_actions.sql), which
- * `pgjob retry` and `pgjob cancel` call too: the rules of each, which
+ * The actions are the schema's functions (sql/upgrade/033_job_actions.sql),
+ * which `pgjob retry` and `pgjob cancel` call too: the rules of each, which
  * states it takes and what it leaves as it is, are there.  A request acts
  * on its ids, or on a filter's matches a batch at a time, in one statement
  * each (one round trip and one transaction: the statements below show it,

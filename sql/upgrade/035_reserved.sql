@@ -1,0 +1,2 @@
+-- Version 35: a placeholder in branch h8 for another helper's step 035
+-- (the integrator drops this file and keeps theirs).

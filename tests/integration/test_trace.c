@@ -1,0 +1,197 @@
+/*
+ * Integration: W3C trace context from enqueue to handler (docs/tracing.md).
+ * pgjob.enqueue()'s traceparent and the session's pgjob.traceparent,
+ * checked strictly (an invalid one is dropped with a warning); children and
+ * workflow steps inheriting it; and every handler type (exec, http with the
+ * test HTTP server, process with the Python client, plugin) getting the
+ * attempt's traceparent: the job's trace id and flags, a span id of the
+ * attempt's own.
+ */
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define TRACE  "0af7651916cd43dd8448eb211c80319c"
+#define PARENT "b7ad6b7169203331"
+#define TP     "00-" TRACE "-" PARENT "-01"
+
+/* The warnings the server sent, appended. */
+static void
+keep(void *arg, const char *message)
+{
+	char **buf = arg;
+	char *n = xasprintf("%s%s", *buf ? *buf : "", message);
+	free(*buf);
+	*buf = n;
+}
+
+static void
+test_enqueue(void **state)
+{
+	char *ci = t_db_migrated("t_trace_enqueue");
+	PGconn *c = t_connect(ci);
+	char *notices = NULL;
+	PQsetNoticeProcessor(c, keep, &notices);
+
+	/* The argument; none; the session's setting; the argument over it. */
+	long long a =
+		t_long(c, "select pgjob.enqueue('k', traceparent => '%s')", TP);
+	t_assert_job(c, a, "traceparent", TP);
+	long long none = t_long(c, "select pgjob.enqueue('k')");
+	t_assert_job(c, none, "coalesce(traceparent, 'null')", "null");
+	t_exec(c, "set pgjob.traceparent = '00-" TRACE "-00f067aa0ba902b7-00'");
+	long long s = t_long(c, "select pgjob.enqueue('k')");
+	t_assert_job(c, s, "traceparent", "00-" TRACE "-00f067aa0ba902b7-00");
+	long long o =
+		t_long(c, "select pgjob.enqueue('k', traceparent => '%s')", TP);
+	t_assert_job(c, o, "traceparent", TP);
+	/* enqueue_many and a workflow take the session's. */
+	t_exec(c, "select pgjob.enqueue_many('[{\"kind\": \"m\"},"
+		  " {\"kind\": \"m\"}]')");
+	t_assert_value(c, "2",
+		       "select count(*) from pgjob.jobs where kind = 'm' and"
+		       " traceparent = '00-" TRACE "-00f067aa0ba902b7-00'");
+	long long wf = t_long(
+		c,
+		"select pgjob.enqueue_workflow('{\"steps\": [{\"name\": \"a\","
+		" \"kind\": \"k\"}, {\"name\": \"b\", \"kind\": \"k\","
+		" \"after\": [\"a\"]}]}')");
+	t_assert_value(
+		c, "2",
+		"select count(*) from pgjob.jobs where workflow_id = %lld"
+		" and traceparent = '00-" TRACE "-00f067aa0ba902b7-00'",
+		wf);
+	t_exec(c, "reset pgjob.traceparent");
+	assert_null(notices);
+
+	/* A child without one inherits its first parent's that has one;
+	 * with one, keeps its own. */
+	long long kid = t_long(
+		c, "select pgjob.enqueue('k', depends_on => array[%lld, %lld])",
+		none, a);
+	t_assert_job(c, kid, "traceparent", TP);
+	long long own = t_long(c,
+			       "select pgjob.enqueue('k', depends_on =>"
+			       " array[%lld], traceparent => '00-" TRACE
+			       "-1111111111111111-01')",
+			       a);
+	t_assert_job(c, own, "traceparent", "00-" TRACE "-1111111111111111-01");
+	long long orphan = t_long(
+		c, "select pgjob.enqueue('k', depends_on => array[%lld])",
+		none);
+	t_assert_job(c, orphan, "coalesce(traceparent, 'null')", "null");
+
+	/* Invalid: dropped, each with a warning; the job is enqueued. */
+	static const char *const bad[] = {
+		"01-" TRACE "-" PARENT "-01", /* version */
+		"00-0AF7651916CD43DD8448EB211C80319C-" PARENT "-01", /* case */
+		"00-00000000000000000000000000000000-" PARENT "-01",
+		"00-" TRACE "-0000000000000000-01",
+		"00-" TRACE "-" PARENT "-1",
+		"00-" TRACE "-" PARENT "-01-extra",
+		"00_" TRACE "_" PARENT "_01",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		free(notices);
+		notices = NULL;
+		long long id = t_long(
+			c, "select pgjob.enqueue('k', traceparent => '%s')",
+			bad[i]);
+		t_assert_job(c, id, "coalesce(traceparent, 'null')", "null");
+		assert_non_null(notices);
+		assert_non_null(
+			strstr(notices, "WARNING:  pgjob: traceparent"));
+	}
+	/* The same from the session. */
+	free(notices);
+	notices = NULL;
+	t_exec(c, "set pgjob.traceparent = 'garbage'");
+	long long g = t_long(c, "select pgjob.enqueue('k')");
+	t_assert_job(c, g, "coalesce(traceparent, 'null')", "null");
+	assert_non_null(strstr(notices, "\"garbage\" is not a W3C trace"));
+	free(notices);
+	PQfinish(c);
+	free(ci);
+}
+
+/* Asserts that v (an expression of job id's row) is the attempt's
+ * traceparent: TP's trace and flags, a span id of its own. */
+static void
+assert_attempt_tp(PGconn *c, long long id, const char *v)
+{
+	t_wait_state(c, id, "done", 60);
+	char *expr = xasprintf("%s ~ '^00-" TRACE "-[0-9a-f]{16}-01$'"
+			       " and %s <> '%s'",
+			       v, v, TP);
+	t_assert_job(c, id, expr, "t");
+	free(expr);
+}
+
+static void
+test_handlers(void **state)
+{
+	int in_fd;
+	pid_t srv;
+	int port = t_httpd_start(&in_fd, &srv);
+	char *ci = t_db_migrated("t_trace_handlers");
+	PGconn *c = t_connect(ci);
+	/* "trace": the fixture program's kind. */
+	const char *kinds[] = {"ex", "hook", "trace", "plug"};
+	long long with[4], without[4];
+	for (int i = 0; i < 4; i++) {
+		with[i] = t_long(c,
+				 "select pgjob.enqueue('%s', traceparent =>"
+				 " '%s')",
+				 kinds[i], TP);
+		without[i] = t_long(c, "select pgjob.enqueue('%s')", kinds[i]);
+	}
+	long long old = t_long(c, "select pgjob.enqueue('old')");
+	pid_t p = t_start(
+		"trace", ci,
+		"workers: 1\n"
+		"handlers:\n"
+		"  ex: { type: exec, command: [\"/bin/sh\", \"-c\","
+		" \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
+		"\\\"$$TRACEPARENT\\\"\"]"
+		" }\n"
+		"  hook: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n"
+		"  trace: { type: process, command: [\"python3\", \"%s\"],"
+		" env: [\"PYTHONPATH=%s\"] }\n"
+		"  plug: { type: plugin, library: \"%s\","
+		" symbol: echo_trace }\n"
+		"  old: { type: plugin, library: \"%s\", symbol: abi_one }\n",
+		port, t_src("tests/fixtures/process/handlers.py"),
+		t_src("clients/python"), t_bin("pgjobd_test_plugins.so"),
+		t_bin("pgjobd_test_plugins.so"));
+	assert_attempt_tp(c, with[0], "result->>'tp'");
+	assert_attempt_tp(c, with[1], "result->'headers'->>'traceparent'");
+	assert_attempt_tp(c, with[2], "result->>'traceparent'");
+	assert_attempt_tp(c, with[3], "result->>'traceparent'");
+	for (int i = 0; i < 4; i++)
+		t_wait_state(c, without[i], "done", 60);
+	t_assert_job(c, without[0], "result->>'tp'", "");
+	t_assert_job(c, without[1], "result->'headers' ? 'traceparent'", "f");
+	t_assert_job(c, without[2], "result->>'traceparent' is null", "t");
+	t_assert_job(c, without[3], "result->>'traceparent' is null", "t");
+	/* A plugin built for ABI 1 still runs. */
+	t_wait_state(c, old, "done", 60);
+	t_stop_clean(p);
+	t_httpd_stop(in_fd, srv);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_enqueue),
+		cmocka_unit_test(test_handlers),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
