@@ -151,14 +151,24 @@ test_handlers(void **state)
 		without[i] = t_long(c, "select pgjob.enqueue('%s')", kinds[i]);
 	}
 	long long old = t_long(c, "select pgjob.enqueue('old')");
+	/* A queue with flow control: claimed by pgjob.claim_limited(). */
+	long long lim = t_long(c,
+			       "select pgjob.enqueue('lim', queue => 'lim',"
+			       " traceparent => '%s')",
+			       TP);
 	pid_t p = t_start(
 		"trace", ci,
 		"workers: 1\n"
+		"queues: { lim: { global_concurrency: 2 } }\n"
 		"handlers:\n"
 		"  ex: { type: exec, command: [\"/bin/sh\", \"-c\","
 		" \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
 		"\\\"$$TRACEPARENT\\\"\"]"
 		" }\n"
+		"  lim: { type: exec, queue: lim, command: [\"/bin/sh\", "
+		"\"-c\","
+		" \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
+		"\\\"$$TRACEPARENT\\\"\"] }\n"
 		"  hook: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n"
 		"  trace: { type: process, command: [\"python3\", \"%s\"],"
 		" env: [\"PYTHONPATH=%s\"] }\n"
@@ -172,6 +182,9 @@ test_handlers(void **state)
 	assert_attempt_tp(c, with[1], "result->'headers'->>'traceparent'");
 	assert_attempt_tp(c, with[2], "result->>'traceparent'");
 	assert_attempt_tp(c, with[3], "result->>'traceparent'");
+	assert_attempt_tp(c, lim, "result->>'tp'");
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.limits where queue = 'lim'");
 	for (int i = 0; i < 4; i++)
 		t_wait_state(c, without[i], "done", 60);
 	t_assert_job(c, without[0], "result->>'tp'", "");
