@@ -80,6 +80,31 @@ test_enqueue(void **state)
 			       "-1111111111111111-01')",
 			       a);
 	t_assert_job(c, own, "traceparent", "00-" TRACE "-1111111111111111-01");
+	/* A job of a batch, with parents or without. */
+	long long b = t_long(c, "select pgjob.batch_open()");
+	long long bj = t_long(c,
+			      "select pgjob.enqueue('k', batch_id => %lld,"
+			      " traceparent => '%s')",
+			      b, TP);
+	t_assert_job(c, bj, "traceparent", TP);
+	long long bk = t_long(c,
+			      "select pgjob.enqueue('k', batch_id => %lld,"
+			      " depends_on => array[%lld])",
+			      b, a);
+	t_assert_job(c, bk, "traceparent", TP);
+	/* pgjob show: the traceparent and the trace id alone. */
+	struct t_run r;
+	char sid[24];
+	snprintf(sid, sizeof(sid), "%lld", a);
+	t_pgjob(&r, ci, "show", sid, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\ntrace_id "));
+	assert_non_null(strstr(r.out, " " TRACE "\n"));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "show", sid, "--json", NULL);
+	assert_non_null(strstr(r.out, "\"traceparent\":\"" TP "\""));
+	assert_non_null(strstr(r.out, "\"trace_id\":\"" TRACE "\""));
+	t_run_free(&r);
 	long long orphan = t_long(
 		c, "select pgjob.enqueue('k', depends_on => array[%lld])",
 		none);
