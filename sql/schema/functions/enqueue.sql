@@ -39,7 +39,14 @@ declare
 	me oid;
 	tp text;
 begin
-	tp := pgjob.trace_context(traceparent);
+	-- The setting is read in an expression, which PL/pgSQL evaluates
+	-- without a query; pgjob.trace_context(), a call, only checks a
+	-- value there is.
+	tp := coalesce(traceparent,
+		nullif(current_setting('pgjob.traceparent', true), ''));
+	if tp is not null then
+		tp := pgjob.trace_context(tp);
+	end if;
 	run_at := coalesce(run_at, now());
 	cost := coalesce(cost, 1);
 	payload := (pgjob.check_job('pgjob.enqueue', kind, payload, run_at,

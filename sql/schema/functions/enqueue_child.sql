@@ -33,7 +33,8 @@ begin
 	new_id := nextval(pg_get_serial_sequence('pgjob.jobs', 'id'));
 	select * into a from pgjob.attach(new_id, deps, pol);
 	if tp is null then
-		tp := (select p.traceparent from pgjob.all_jobs p
+		-- attach() brought every parent into pgjob.jobs.
+		tp := (select p.traceparent from pgjob.jobs p
 			where p.id = any(deps) and p.traceparent is not null
 			order by p.id limit 1);
 	end if;
