@@ -13,6 +13,7 @@
  * (held_ended_written()).
  */
 #include "worker/internal.h"
+#include "worker/otlp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,8 +189,8 @@ observe_run(struct held *h)
 
 /*
  * What the attempt used, for its row (last_wall_ms, last_cpu_ms,
- * last_max_rss_kb: sql/upgrade/012_attempt_usage.sql) and the kind's counters: its
- * wall time as the worker saw it, from the start to the report, and what
+ * last_max_rss_kb: sql/upgrade/012_attempt_usage.sql) and the kind's counters:
+ * its wall time as the worker saw it, from the start to the report, and what
  * the handler measured (exec: CPU and peak RSS of its child; plugin: CPU
  * of the call); -1 where it measured nothing.  Counted even when the lease
  * was lost: the time was spent.
@@ -233,6 +234,21 @@ count_end(struct held *h, enum job_state state, int written)
 	/* Also in retried or dead: the timeouts apart. */
 	if (written && h->res.timed_out && state != JOB_DONE)
 		stats_add(&h->sk->timed_out, 1);
+}
+
+/* The attempt's span, for a job in a trace (docs/tracing.md). */
+static void
+send_span(struct held *h, enum job_state state, int written)
+{
+	const char *outcome = !written		  ? "lost"
+			      : h->release	  ? "interrupted"
+			      : state == JOB_DONE ? "done"
+			      : state == JOB_DEAD ? "dead"
+			      : h->fin.snooze	  ? "snoozed"
+						  : "retry";
+	int64_t wall =
+		h->wall_ms > 0 ? h->wall_ms : util_now_ms() - h->started_ms;
+	otlp_span(h->w->otlp, &h->job, wall, outcome, h->w->locked_by);
 }
 
 /*
@@ -298,6 +314,7 @@ held_ended_written(struct held *h, int written)
 	struct worker *w = h->w;
 	observe_run(h);
 	count_end(h, JOB_DONE, written);
+	send_span(h, JOB_DONE, written);
 	w->wq[h->queue].running--;
 	claim_after_end(w, h->queue, JOB_DONE);
 	held_unlink(w, h);
@@ -462,6 +479,7 @@ held_written(struct worker *w, struct held **held, size_t n,
 			  queue_id_in(capped, ncapped, h->job.id);
 		struct log_job l = held_log(h);
 		count_end(h, cap ? JOB_DEAD : h->fin.state, ok);
+		send_span(h, cap ? JOB_DEAD : h->fin.state, ok);
 		if (!ok)
 			log_job(LOG_WARN, &l,
 				"lease lost: the database refused the end of "

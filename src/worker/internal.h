@@ -166,6 +166,7 @@ struct worker {
 	struct wqueue *wq; /* per cfg->queues index */
 	struct held *head;
 	int nheld;
+	struct otlp *otlp; /* the attempts' spans sent, or NULL (otlp.h) */
 	int want_claim, cycle_inflight;
 	int sql_inflight;  /* sql handler statements on the connection */
 	int online;	   /* connected, slot held, statements can be sent */
@@ -216,11 +217,11 @@ struct worker {
 	int64_t mon_retry_ms;
 	struct dbev *reads_on;
 	/*
-	 * The console's throughput (sql/upgrade/014_console_state.sql): ended counts
-	 * the attempts this process ended (held.c, where an end is written).
-	 * The heartbeat adds ended - sent to the current minute's row and
-	 * moves sent up to ended; a write that fails moves sent back down by
-	 * what it carried, so the next one adds it again (a write whose
+	 * The console's throughput (sql/upgrade/014_console_state.sql): ended
+	 * counts the attempts this process ended (held.c, where an end is
+	 * written). The heartbeat adds ended - sent to the current minute's row
+	 * and moves sent up to ended; a write that fails moves sent back down
+	 * by what it carried, so the next one adds it again (a write whose
 	 * commit went through but whose answer was lost with the connection
 	 * is counted twice: a few seconds' worth, rarely).  base: ended when
 	 * the worker last registered; its pgjob.workers row has ended - base.

@@ -9,9 +9,11 @@
  */
 #include "testlib.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -224,12 +226,167 @@ test_handlers(void **state)
 	free(ci);
 }
 
+/*
+ * The OTLP receiver's package, @opentelemetry/otlp-transformer (its
+ * protobuf schema generated from opentelemetry-proto), in the build folder:
+ * installed with npm when missing.  NULL when npm cannot install it (no
+ * registry reachable).
+ */
+static const char *
+otlp_node(void)
+{
+	static char dir[1024];
+	char root[1200];
+	snprintf(dir, sizeof(dir), "%s", t_bin("otlp-node"));
+	snprintf(root, sizeof(root),
+		 "%s/node_modules/@opentelemetry/otlp-transformer/build/src/"
+		 "generated/root.js",
+		 dir);
+	if (access(root, R_OK) == 0)
+		return dir;
+	/* The last version that ships the generated schema. */
+	const char *argv[] = {
+		"npm",	      "install",
+		"--prefix",   dir,
+		"--no-audit", "--no-fund",
+		"--silent",   "@opentelemetry/otlp-transformer@0.52.1",
+		NULL};
+	struct t_run r;
+	t_run(&r, 300, NULL, argv);
+	int ok = r.status == 0 && access(root, R_OK) == 0;
+	if (!ok)
+		print_message("npm install failed (%d): %s\n", r.status, r.err);
+	t_run_free(&r);
+	return ok ? dir : NULL;
+}
+
+/* The line of the receiver's output that has needle, or NULL (caller
+ * frees). */
+static char *
+line_with(const char *text, const char *needle)
+{
+	const char *p = strstr(text, needle);
+	if (!p)
+		return NULL;
+	const char *a = p, *b = strchr(p, '\n');
+	while (a > text && a[-1] != '\n')
+		a--;
+	return xasprintf("%.*s", (int)(b ? b - a : (long)strlen(a)), a);
+}
+
+/*
+ * tracing: otlp_endpoint: each attempt of a job in a trace is a span sent
+ * over OTLP/HTTP, which a receiver decodes with OpenTelemetry's own schema
+ * (tests/fixtures/otlp/receiver.js): the job's trace, the enqueue's span as
+ * parent, the attempt's span id (the one the handler got), the kind,
+ * queue, attempt and outcome.  A job without a trace sends none.
+ */
+static void
+test_export(void **state)
+{
+	const char *node = otlp_node();
+	if (!node) {
+		print_message("skipped: npm cannot install "
+			      "@opentelemetry/otlp-transformer (is the npm "
+			      "registry reachable?)\n");
+		skip();
+	}
+	char *out = xasprintf("%s/otlp.out", t_tmpdir());
+	unlink(out);
+	char *env = xasprintf("OTLP_NODE=%s", node);
+	const char *renv[] = {env, NULL};
+	const char *rargv[] = {"node", t_src("tests/fixtures/otlp/receiver.js"),
+			       out, NULL};
+	pid_t rcv = t_spawn(t_log("otlp"), renv, rargv);
+	int port = 0;
+	for (int i = 0; i < 600 && port <= 0; i++) {
+		char *s = t_read_file(t_log("otlp"));
+		port = s ? atoi(s) : 0;
+		free(s);
+		if (port <= 0)
+			t_sleep_ms(50);
+	}
+	assert_true(port > 0);
+
+	char *ci = t_db_migrated("t_trace_export");
+	PGconn *c = t_connect(ci);
+	long long ok = t_long(
+		c, "select pgjob.enqueue('ok', traceparent => '%s')", TP);
+	long long bad = t_long(c,
+			       "select pgjob.enqueue('bad', queue => 'q2',"
+			       " traceparent => '%s')",
+			       TP);
+	long long none = t_long(c, "select pgjob.enqueue('ok')");
+	pid_t p = t_start("export", ci,
+			  "workers: 1\n"
+			  "tracing: { otlp_endpoint: \"http://127.0.0.1:%d/\","
+			  " service_name: pgjobd-test, buffer: 16 }\n"
+			  "queues: { q2: { concurrency: 1 } }\n"
+			  "handlers:\n"
+			  "  ok: { type: exec, command: [\"/bin/sh\", \"-c\","
+			  " \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
+			  "\\\"$$TRACEPARENT\\\"\"] }\n"
+			  "  bad: { type: exec, queue: q2, max_attempts: 1,"
+			  " command: [\"/bin/sh\", \"-c\", \"exit 3\"] }\n",
+			  port);
+	t_wait_state(c, ok, "done", 60);
+	t_wait_state(c, bad, "dead", 60);
+	t_wait_state(c, none, "done", 60);
+	/* The sender sends within a second; a clean stop sends the rest. */
+	t_stop_clean(p);
+	char *text = t_read_file(out);
+	assert_non_null(text);
+	assert_null(strstr(text, "\"error\""));
+	assert_int_equal(t_count_in_file(out, "\"traceId\""), 2);
+
+	char *tp = t_job(c, ok, "result->>'tp'");
+	char *needle = xasprintf("\"spanId\":\"%.16s\"", tp + 36);
+	char *l = line_with(text, needle);
+	assert_non_null(l);
+	char *id = xasprintf("\"messaging.message.id\":\"%lld\"", ok);
+	static const char *const want_ok[] = {
+		"\"service\":\"pgjobd-test\"",
+		"\"traceId\":\"" TRACE "\"",
+		"\"parentSpanId\":\"" PARENT "\"",
+		"\"name\":\"process default\"",
+		"\"kind\":5",
+		"\"status\":1",
+		"\"pgjob.kind\":\"ok\"",
+		"\"pgjob.attempt\":\"1\"",
+		"\"pgjob.outcome\":\"done\"",
+		"\"messaging.destination.name\":\"default\"",
+	};
+	for (size_t i = 0; i < sizeof(want_ok) / sizeof(*want_ok); i++)
+		if (!strstr(l, want_ok[i]))
+			fail_msg("%s not in %s", want_ok[i], l);
+	assert_non_null(strstr(l, id));
+	free(l);
+	l = line_with(text, "\"pgjob.kind\":\"bad\"");
+	assert_non_null(l);
+	assert_non_null(strstr(l, "\"pgjob.outcome\":\"dead\""));
+	assert_non_null(strstr(l, "\"status\":2"));
+	assert_non_null(strstr(l, "\"name\":\"process q2\""));
+	free(l);
+	t_wait_log("export", "tracing: 2 spans sent, 0 dropped", 1, 10);
+
+	t_stop(rcv, SIGTERM, 10);
+	free(id);
+	free(needle);
+	free(tp);
+	free(text);
+	free(env);
+	free(out);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_enqueue),
 		cmocka_unit_test(test_handlers),
+		cmocka_unit_test(test_export),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
