@@ -45,6 +45,10 @@ if [ "$run_only" = 0 ]; then
 	# The clients of process handlers (clients/) and their tests
 	# (tests/integration/test_process.c): Python (above), Node and Ruby.
 	pkgs+=(nodejs ruby)
+	# test_trace's OTLP receiver (tests/fixtures/otlp/receiver.js): npm
+	# installs OpenTelemetry's package into the build folder.  NodeSource's
+	# nodejs carries npm (and conflicts with Debian's npm).
+	command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
 missing=()

@@ -46,6 +46,8 @@ class Job {
     this.attempt = msg.attempt;
     this.maxAttempts = msg.max_attempts;
     this.payload = msg.payload;
+    // The attempt's W3C traceparent (its span as the parent), or null.
+    this.traceparent = msg.traceparent || null;
     this.timeoutMs = msg.timeout_ms;
     this.deadline = new Date(msg.deadline_ms || 0);
     this._abort = null; // made when first asked for: most jobs never are

@@ -72,6 +72,8 @@ class Job:
         self.attempt = msg["attempt"]
         self.max_attempts = msg.get("max_attempts")
         self.payload = msg["payload"]
+        # The attempt's W3C traceparent (its span as the parent), or None.
+        self.traceparent = msg.get("traceparent")
         # Seconds it has before its timeout, and that moment (Unix time).
         self.timeout = msg.get("timeout_ms", 0) / 1000.0
         self.deadline = msg.get("deadline_ms", 0) / 1000.0

@@ -41,7 +41,7 @@ module PgjobdHandler
 
   class Job
     attr_reader :id, :kind, :queue, :attempt, :max_attempts, :payload,
-                :timeout, :deadline, :cancel_reason
+                :timeout, :deadline, :cancel_reason, :traceparent
 
     def initialize(handler, msg)
       @handler = handler
@@ -51,6 +51,8 @@ module PgjobdHandler
       @attempt = msg.fetch("attempt")
       @max_attempts = msg["max_attempts"]
       @payload = msg.fetch("payload")
+      # The attempt's W3C traceparent (its span as the parent), or nil.
+      @traceparent = msg["traceparent"]
       @timeout = msg.fetch("timeout_ms", 0) / 1000.0
       @deadline = Time.at(msg.fetch("deadline_ms", 0) / 1000.0)
       @cancel_reason = nil

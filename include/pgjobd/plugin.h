@@ -52,7 +52,9 @@
  * meaning of anything in this file changes; pgjobd refuses a plugin built
  * for another ABI version (and logs both numbers) instead of calling it.
  * abi_version stays the first member of struct pgjobd_plugin in every
- * version, so that check is always possible.
+ * version, so that check is always possible.  Version 2 only appended
+ * traceparent to struct pgjobd_job: pgjobd still takes plugins built for
+ * version 1 (PGJOBD_PLUGIN_ABI_MIN), which read the members before it.
  */
 #ifndef PGJOBD_PLUGIN_H
 #define PGJOBD_PLUGIN_H
@@ -64,7 +66,9 @@
 extern "C" {
 #endif
 
-#define PGJOBD_PLUGIN_ABI 1
+#define PGJOBD_PLUGIN_ABI 2
+/* The oldest ABI version this header's pgjobd still loads. */
+#define PGJOBD_PLUGIN_ABI_MIN 1
 
 /*
  * The job being run.  Every pointer is borrowed: valid only until run()
@@ -79,6 +83,10 @@ struct pgjobd_job {
 	int attempt;	     /* 1 on the first run */
 	int64_t lease_token; /* changes with every claim of the job */
 	int slot;	     /* the worker's slot, 1..max_slots */
+	/* ABI 2: the attempt's W3C trace context, "00-<trace id>-<the
+	 * attempt's span id>-<flags>", to parent the plugin's spans on; NULL
+	 * when the job has no trace (docs/tracing.md). */
+	const char *traceparent;
 };
 
 /* What run() returns. */

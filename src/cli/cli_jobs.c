@@ -399,7 +399,11 @@ cli_jobs_show(struct cli *cli, int argc, char **argv)
 	const char *p[] = {id};
 	struct db_rows *res =
 		cli_exec(conn, "show",
-			 "select * from pgjob.all_jobs where id = $1", 1, p);
+			 /* trace_id: the trace's id alone, the one a
+			  * tracing tool searches by (docs/tracing.md). */
+			 "select j.*, substr(j.traceparent, 4, 32) as trace_id"
+			 " from pgjob.all_jobs j where j.id = $1",
+			 1, p);
 	if (!res)
 		return cli_abort(conn);
 	if (db_rows_count(res) == 0) {

@@ -166,6 +166,8 @@ config_free(struct config *c)
 	free(c->path);
 	free(c->conninfo);
 	free(c->metrics_listen);
+	free(c->tracing_endpoint);
+	free(c->tracing_service);
 	free(c->web.listen);
 	free(c->web.public_url);
 	for (size_t i = 0; i < c->web.nusers; i++) {

@@ -232,6 +232,14 @@ struct config {
 	struct database_conf *databases;
 	size_t ndatabases;
 	struct web_conf web; /* web: */
+	/*
+	 * tracing: (docs/tracing.md): the OTLP/HTTP endpoint the workers send
+	 * the attempts' spans to (NULL: none, the default), the service name
+	 * they carry, and how many spans a worker keeps waiting to be sent.
+	 */
+	char *tracing_endpoint;
+	char *tracing_service; /* default "pgjobd" */
+	int tracing_buffer;    /* default 2048 */
 };
 
 /* One error; message is "file:line:column: key.path: what is wrong". */

@@ -282,6 +282,23 @@ static const struct yaml_field metrics_fields[] = {
 	{0},
 };
 
+static const char *
+check_otlp_endpoint(const char *s)
+{
+	return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0
+		       ? NULL
+		       : "not an http:// or https:// URL";
+}
+
+/* Spans sent over OTLP/HTTP (docs/tracing.md, "Exporting spans"). */
+static const struct yaml_field tracing_fields[] = {
+	F("otlp_endpoint", YF_STRING, config, tracing_endpoint,
+	  .check = check_otlp_endpoint),
+	F("service_name", YF_STRING, config, tracing_service),
+	F("buffer", YF_INT, config, tracing_buffer, .min = 1, .max = 1000000),
+	{0},
+};
+
 /* The database health guard (docs/operations.md, "Database health"). */
 static const struct yaml_field health_fields[] = {
 	F("interval", YF_DURATION, config, health_interval_ms, .min = 1000,
@@ -319,6 +336,7 @@ const struct yaml_field config_top_fields[] = {
 	{.key = "defaults", .type = YF_MAP, .sub = defaults_fields},
 	{.key = "health", .type = YF_MAP, .sub = health_fields},
 	{.key = "web", .type = YF_MAP, .sub = config_web_fields},
+	{.key = "tracing", .type = YF_MAP, .sub = tracing_fields},
 	{.key = "queues", .type = YF_LATER},
 	{.key = "handlers", .type = YF_LATER},
 	{.key = "schedules", .type = YF_LATER},

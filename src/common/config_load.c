@@ -73,6 +73,8 @@ config_new(const char *name)
 	c->health_interval_ms = 10 * 1000;
 	c->health_xmin_warn_ms = 5 * 60 * 1000;
 	c->web.session_ttl_ms = 12 * 3600 * 1000LL;
+	c->tracing_service = xstrdup("pgjobd");
+	c->tracing_buffer = 2048;
 	return c;
 }
 

@@ -26,5 +26,6 @@ job_free(struct job *job)
 	free(job->queue);
 	free(job->payload);
 	free(job->ordering_key);
+	free(job->trace);
 	free(job);
 }

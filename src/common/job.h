@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "common/trace.h"
+
 struct handler_conf;
 
 /* The states of pgjob.jobs.state (its check constraint lists the same).
@@ -41,6 +43,11 @@ struct job {
 	/* Its time in the queue: the claim's now() minus its run_at, in ms
 	 * (/metrics' pgjobd_job_queue_wait_seconds); -1: not known. */
 	int64_t wait_ms;
+	/* The traceparent it was enqueued in (pgjob.jobs.traceparent), or
+	 * NULL; and the one its handler gets for this attempt: the same
+	 * trace, the attempt's own span id (common/trace.h), or "". */
+	char *trace;
+	char traceparent[TRACE_LEN + 1];
 	const struct handler_conf *handler; /* borrowed from the config */
 };
 

@@ -299,7 +299,8 @@ static const char claim_tail_sql[] =
 	 * is sent at all. */
 	"  returning j.id, j.kind, j.queue, j.payload::text as payload,"
 	"   j.attempts, coalesce(j.max_attempts, 0) as max_attempts,"
-	"   j.lease_token, j.ordering_key, j.lost_attempts, j.run_at)"
+	"   j.lease_token, j.ordering_key, j.lost_attempts, j.run_at,"
+	"   j.traceparent)"
 	/* A payload over $10 bytes never reaches the worker's memory: it
 	 * gets the size, and the job ends dead (see start_job()). */
 	" select 'c', id, kind, queue,"
@@ -307,12 +308,15 @@ static const char claim_tail_sql[] =
 	"  attempts, max_attempts, lease_token, ordering_key,"
 	"  null::smallint, null::bigint, lost_attempts, octet_length(payload),"
 	/* Its time in the queue (/metrics), in ms. */
-	"  (date_part('epoch', now() - run_at) * 1000)::bigint"
+	"  (date_part('epoch', now() - run_at) * 1000)::bigint,"
+	/* Its W3C trace context (docs/tracing.md). */
+	"  traceparent"
 	" from u"
 	" union all"
 	/* Per queue, the last job its parallel branch claimed. */
 	" select 'p', l.id, null, q.name, null, null, null, null, null, l.pr,"
-	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null, null"
+	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null, null,"
+	"  null"
 	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
 	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l"
@@ -324,10 +328,10 @@ static const char claim_tail_sql[] =
 	"    where q.tn) o) n"
 	" union all"
 	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
-	"  null, null, null, null from ql where ql.limited"
+	"  null, null, null, null, null from ql where ql.limited"
 	" union all"
 	" select 's', null, null, ql.name, null, null, null, null, null, null,"
-	"  null, null, null, null from ql where ql.swept";
+	"  null, null, null, null, null from ql where ql.swept";
 /* clang-format on */
 
 /*

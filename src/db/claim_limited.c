@@ -21,9 +21,14 @@
 
 /* Column 13, as pgjob_claim's: a claimed job's time in the queue, which
  * the function gives in c_ra of its 'c' rows
- * (sql/upgrade/018_claim_limited_wait.sql). */
+ * (sql/upgrade/018_claim_limited_wait.sql).  Column 14, its traceparent
+ * (docs/tracing.md), read by id here rather than returned by the function:
+ * the statement's snapshot has the row from before the claim, and a
+ * job's traceparent never changes. */
 const char queue_claim_limited_sql[] =
-	"select c.*, case when c.c_t = 'c' then c.c_ra end"
+	"select c.*, case when c.c_t = 'c' then c.c_ra end,"
+	" case when c.c_t = 'c' then (select j.traceparent from pgjob.jobs j"
+	"  where j.id = c.c_id) end"
 	" from pgjob.claim_limited($1, $2::int,"
 	" $3::text[], $4, $5, $6::bigint, $7::bigint) c";
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/job.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "db/db.h"
 #include "db/internal.h"
@@ -46,6 +47,10 @@ claimed_jobs(const PGresult *res, int *n)
 			PQgetisnull(res, i, 13)
 				? -1
 				: strtoll(PQgetvalue(res, i, 13), NULL, 10);
+		if (!PQgetisnull(res, i, 14)) {
+			j->trace = xstrdup(PQgetvalue(res, i, 14));
+			trace_attempt(j->trace, j->traceparent);
+		}
 		jobs[(*n)++] = j;
 	}
 	return jobs;

@@ -72,7 +72,8 @@ void migrate_plan(int version,
  * lower version, in one transaction under the same lock: the released
  * steps up to version, replayed; past MIGRATE_LAST_REPLAYED, then
  * sql/schema/'s functions, views, triggers and grants restated (today's
- * stand in for that release's).  0 or -1 with *err set (caller frees).
+ * stand in for that release's; a file that names a column a later step
+ * adds is left out).  0 or -1 with *err set (caller frees).
  */
 int migrate_replay_to(struct db_conn *conn, int version, char **err);
 

@@ -150,13 +150,13 @@ env_put(char **env, size_t *n, const char *e)
 /*
  * A job's command's environment: PATH, the PGJOB_* variables, then the
  * handler's env, whose entries replace a variable of the same name (PATH
- * included) except PGJOB_*, which always describe the job.  Caller frees
- * with strv_free().
+ * included) except PGJOB_*, which always describe the job, and
+ * TRACEPARENT when the job has a trace.  Caller frees with strv_free().
  */
 static char **
 job_env(const struct job *job, const struct handler_conf *h, int slot)
 {
-	char **env = xcalloc(7 + h->env.n + 1, sizeof(char *));
+	char **env = xcalloc(8 + h->env.n + 1, sizeof(char *));
 	size_t n = 0;
 
 	env[n++] = xstrdup("PATH=" HANDLER_CHILD_PATH);
@@ -169,6 +169,14 @@ job_env(const struct job *job, const struct handler_conf *h, int slot)
 	env[n++] = xasprintf("PGJOB_SLOT=%d", slot);
 	for (size_t i = 0; i < h->env.n; i++)
 		env_put(env, &n, h->env.v[i]);
+	/* The attempt's W3C trace context, by the name OpenTelemetry's
+	 * environment carrier reads (docs/tracing.md); the job's, so after
+	 * the handler's env. */
+	if (job->traceparent[0]) {
+		char *tp = xasprintf("TRACEPARENT=%s", job->traceparent);
+		env_put(env, &n, tp);
+		free(tp);
+	}
 	env[n] = NULL;
 	return env;
 }

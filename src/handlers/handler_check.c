@@ -126,11 +126,14 @@ probe(const char *path, const char *sym, int fd)
 	else if (!(p = dlsym(dl, sym)))
 		n = snprintf(out, sizeof(out), "Sno symbol \"%s\" in %s", sym,
 			     path);
-	else if (p->abi_version != PGJOBD_PLUGIN_ABI)
-		n = snprintf(out, sizeof(out),
-			     "Splugin ABI version %u, this pgjobd needs %d "
-			     "(library %s)",
-			     (unsigned)p->abi_version, PGJOBD_PLUGIN_ABI, path);
+	else if (p->abi_version < PGJOBD_PLUGIN_ABI_MIN ||
+		 p->abi_version > PGJOBD_PLUGIN_ABI)
+		n = snprintf(
+			out, sizeof(out),
+			"Splugin ABI version %u, this pgjobd takes %d to %d "
+			"(library %s)",
+			(unsigned)p->abi_version, PGJOBD_PLUGIN_ABI_MIN,
+			PGJOBD_PLUGIN_ABI, path);
 	else if (!p->run)
 		n = snprintf(out, sizeof(out), "S\"%s\" has no run function",
 			     sym);

@@ -318,7 +318,8 @@ configured(const struct handler_conf *h, const char *name)
 
 /*
  * The request headers: the handler's own, then the defaults it did not
- * replace, then Idempotency-Key.  Headers that would make the request
+ * replace, then traceparent (when the job has a trace), then
+ * Idempotency-Key.  Headers that would make the request
  * wrong (Content-Length, Transfer-Encoding) or the job's identity
  * ambiguous (Idempotency-Key) are not taken from the config.  "Expect:"
  * turns off libcurl's Expect: 100-continue, which costs a round trip (or a
@@ -343,12 +344,21 @@ build_headers(const struct job *job, const struct handler_conf *h)
 		for (size_t j = 0; j < sizeof(reserved) / sizeof(*reserved);
 		     j++)
 			skip = skip || header_is(h->headers.v[i], reserved[j]);
+		skip = skip || (job->traceparent[0] &&
+				header_is(h->headers.v[i], "traceparent"));
 		if (!skip)
 			l = handler_http_curl_slist_add(l, h->headers.v[i]);
 	}
 	for (size_t j = 0; j < sizeof(defaults) / sizeof(*defaults); j++)
 		if (!configured(h, defaults[j][0]))
 			l = handler_http_curl_slist_add(l, defaults[j][1]);
+	/* The attempt's W3C trace context (docs/tracing.md), which replaces a
+	 * configured one. */
+	if (job->traceparent[0]) {
+		char tp[80];
+		snprintf(tp, sizeof(tp), "traceparent: %s", job->traceparent);
+		l = handler_http_curl_slist_add(l, tp);
+	}
 	snprintf(key, sizeof(key), "Idempotency-Key: %lld", (long long)job->id);
 	return handler_http_curl_slist_add(l, key);
 }

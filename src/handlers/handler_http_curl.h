@@ -1,7 +1,8 @@
 /*
  * handler_http_curl: libcurl, loaded with dlopen() the first time the http
  * handler needs it (see handler_http_curl.c), and the few calls of it that
- * handler_http.c and handler_http_result.c share.  Used by those two only.
+ * handler_http.c and handler_http_result.c share.  Used by those two, and
+ * by worker/otlp.c, which sends spans (docs/tracing.md).
  */
 #ifndef PGJOBD_HANDLER_HTTP_CURL_H
 #define PGJOBD_HANDLER_HTTP_CURL_H
@@ -20,6 +21,7 @@
 	X(easy_init)                                                           \
 	X(easy_cleanup)                                                        \
 	X(easy_setopt)                                                         \
+	X(easy_perform)                                                        \
 	X(easy_getinfo)                                                        \
 	X(easy_header)                                                         \
 	X(easy_strerror)                                                       \

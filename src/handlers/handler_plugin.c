@@ -170,11 +170,13 @@ load(struct plugin *pl)
 				      path);
 		goto out;
 	}
-	if (p->abi_version != PGJOBD_PLUGIN_ABI) {
+	if (p->abi_version < PGJOBD_PLUGIN_ABI_MIN ||
+	    p->abi_version > PGJOBD_PLUGIN_ABI) {
 		pl->error = xasprintf("plugin %s: ABI version %u, this pgjobd "
-				      "needs %d (library %s)",
+				      "takes %d to %d (library %s)",
 				      sym, (unsigned)p->abi_version,
-				      PGJOBD_PLUGIN_ABI, path);
+				      PGJOBD_PLUGIN_ABI_MIN, PGJOBD_PLUGIN_ABI,
+				      path);
 		goto out;
 	}
 	if (!p->run) {
@@ -447,9 +449,15 @@ handler_plugin_run(const struct job *job, int slot, struct handler_result *res)
 	const struct log_job lj = {job->id, job->kind, job->attempt};
 	struct plugin *pl = find(job->handler);
 	const char *payload = job->payload ? job->payload : "";
-	struct pgjobd_job pj = {
-		job->id,	 job->kind,    job->queue,	 payload,
-		strlen(payload), job->attempt, job->lease_token, slot};
+	struct pgjobd_job pj = {job->id,
+				job->kind,
+				job->queue,
+				payload,
+				strlen(payload),
+				job->attempt,
+				job->lease_token,
+				slot,
+				job->traceparent[0] ? job->traceparent : NULL};
 	struct pgjobd_result out = {NULL, NULL, -1};
 	/* CPU time goes to the job's row (last_cpu_ms) and /metrics, so it
 	 * is measured always: before the run, and after it only when the

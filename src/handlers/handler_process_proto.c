@@ -61,9 +61,14 @@ handler_process_proto_job(struct buf *b, const struct job *job,
 	append_str(b, job->queue);
 	buf_appendf(b,
 		    ",\"attempt\":%d,\"max_attempts\":%d,\"timeout_ms\":%lld,"
-		    "\"deadline_ms\":%lld,\"lease_ms\":%lld,\"payload\":",
+		    "\"deadline_ms\":%lld,\"lease_ms\":%lld,",
 		    job->attempt, job->max_attempts, (long long)timeout_ms,
 		    (long long)deadline_ms, (long long)lease_ms);
+	/* The attempt's W3C trace context (docs/tracing.md): only when the
+	 * job has one, hex and dashes only. */
+	if (job->traceparent[0])
+		buf_appendf(b, "\"traceparent\":\"%s\",", job->traceparent);
+	buf_append(b, "\"payload\":", 10);
 	from = b->len;
 	buf_append(b, payload, strlen(payload));
 	/* jsonb's text has no raw line break (one inside a string would be

@@ -522,8 +522,13 @@ api_job_get(struct db_conn *db, const char *rest, const struct web_query *q,
 		return;
 	}
 	const char *p[] = {id};
-	struct db_rows *job = api_query(
-		db, out, "select * from pgjob.all_jobs where id = $1", 1, p);
+	/* trace_id: the trace's id alone, which the page's fields show and a
+	 * tracing tool searches by (docs/tracing.md). */
+	struct db_rows *job =
+		api_query(db, out,
+			  "select j.*, substr(j.traceparent, 4, 32) as trace_id"
+			  " from pgjob.all_jobs j where j.id = $1",
+			  1, p);
 	if (!job)
 		return;
 	if (db_rows_count(job) == 0) {

@@ -13,6 +13,7 @@
  * (held_ended_written()).
  */
 #include "worker/internal.h"
+#include "worker/otlp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,21 @@ count_end(struct held *h, enum job_state state, int written)
 		stats_add(&h->sk->timed_out, 1);
 }
 
+/* The attempt's span, for a job in a trace (docs/tracing.md). */
+static void
+send_span(struct held *h, enum job_state state, int written)
+{
+	const char *outcome = !written		  ? "lost"
+			      : h->release	  ? "interrupted"
+			      : state == JOB_DONE ? "done"
+			      : state == JOB_DEAD ? "dead"
+			      : h->fin.snooze	  ? "snoozed"
+						  : "retry";
+	int64_t wall =
+		h->wall_ms > 0 ? h->wall_ms : util_now_ms() - h->started_ms;
+	otlp_span(h->w->otlp, &h->job, wall, outcome, h->w->locked_by);
+}
+
 /*
  * An adaptive queue's server said to wait (an http 429 or 503 with
  * Retry-After): the whole queue waits, across the cluster
@@ -301,6 +317,7 @@ held_ended_written(struct held *h, int written)
 	struct worker *w = h->w;
 	observe_run(h);
 	count_end(h, JOB_DONE, written);
+	send_span(h, JOB_DONE, written);
 	w->wq[h->queue].running--;
 	claim_after_end(w, h->queue, JOB_DONE);
 	held_unlink(w, h);
@@ -466,6 +483,7 @@ held_written(struct worker *w, struct held **held, size_t n,
 			  queue_id_in(capped, ncapped, h->job.id);
 		struct log_job l = held_log(h);
 		count_end(h, cap ? JOB_DEAD : h->fin.state, ok);
+		send_span(h, cap ? JOB_DEAD : h->fin.state, ok);
 		if (!ok)
 			log_job(LOG_WARN, &l,
 				"lease lost: the database refused the end of "

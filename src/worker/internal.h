@@ -167,6 +167,7 @@ struct worker {
 	struct wqueue *wq; /* per cfg->queues index */
 	struct held *head;
 	int nheld;
+	struct otlp *otlp; /* the attempts' spans sent, or NULL (otlp.h) */
 	int want_claim, cycle_inflight;
 	int sql_inflight;  /* sql handler statements on the connection */
 	int online;	   /* connected, slot held, statements can be sent */

@@ -35,6 +35,7 @@
 #include "db/session.h"
 #include "worker/duty.h"
 #include "worker/internal.h"
+#include "worker/otlp.h"
 
 static void connect_db(struct worker *w);
 
@@ -578,6 +579,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	w.loop = ev_loop_new(EVFLAG_AUTO);
 	setup_kinds(&w);
 	handler_init(cfg);
+	w.otlp = otlp_new(cfg);
 	char *holder = xasprintf("%s/%d", w.host, w.pid);
 	w.duty = duty_new(w.loop, cfg, holder, (int64_t)(period(&w) * 1000.));
 	duty_set_stats(w.duty, stats);
@@ -594,6 +596,8 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 		ev_run(w.loop, 0);
 	unregister(&w);
 	duty_free(w.duty);
+	/* Before handler_fini(), which may end libcurl. */
+	otlp_free(w.otlp);
 	handler_fini();
 	monitor_close(&w);
 	dbev_free(w.db);

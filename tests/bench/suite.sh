@@ -110,10 +110,11 @@ fresh_schema() {
 	"$build/pgjob" -d "$db" migrate >/dev/null
 }
 
-enqueue() { # count kind (enq_keys=K: each job one of K limit keys)
-	local key=null
+enqueue() { # count kind (enq_keys=K: each job one of K limit keys; enq_tp=1: each in a trace of its own)
+	local key=null tp=null
 	if [ -n "${enq_keys:-}" ]; then key="'k' || (i % $enq_keys)"; fi
-	sql -c "insert into pgjob.jobs (kind, payload, limit_key) select '$2', jsonb_build_object('id', i), $key from generate_series(1, $1) i" \
+	if [ -n "${enq_tp:-}" ]; then tp="'00-' || md5(i::text) || '-' || left(md5('p' || i), 16) || '-01'"; fi
+	sql -c "insert into pgjob.jobs (kind, payload, limit_key, traceparent) select '$2', jsonb_build_object('id', i), $key, $tp from generate_series(1, $1) i" \
 		-c "vacuum analyze pgjob.jobs" -c "checkpoint"
 }
 
@@ -141,6 +142,7 @@ handlers:
     command: ["ruby", "$root/tests/bench/noop_process.rb"]
     env: ["PGJOBD_CLIENT=$root/clients/ruby/pgjobd_handler.rb"]
     concurrency: $3
+${cfg_extra:-}
 YAML
 }
 
@@ -316,6 +318,32 @@ flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
 # that never binds (2,000 slots for the workers' 2,000 places), then 2 a key.
 flow_key_idle=$(enq_keys=100 limited "per_key_concurrency 20, jobs over 100 keys (never binding)" "per_key_concurrency: 20")
 flow_key=$(enq_keys=100 limited "binding per_key_concurrency 2, jobs over 100 keys" "per_key_concurrency: 2")
+
+# Tracing (docs/tracing.md): every job in a trace of its own, its attempt's
+# span not exported, then exported over OTLP/HTTP to a local sink that
+# answers 200 to every request (the cost is pgjobd's: copying the span,
+# the sender's JSON and requests).
+py_sink=$(mktemp)
+cat >"$py_sink" <<'PY'
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+"$py" "$py_sink" >"$dir/sink.port" &
+sink=$!
+until [ -s "$dir/sink.port" ]; do sleep 0.05; done
+once_trace_off() { enq_tp=1 once_7d; }
+once_trace_on() { enq_tp=1 cfg_extra="tracing: { otlp_endpoint: \"http://127.0.0.1:$(cat "$dir/sink.port")\" }" once_7d; }
+read -r trace_ref trace_off trace_on <<<"$(paired "jobs in a trace, spans not exported" once_trace_off "jobs in a trace, spans exported (OTLP/HTTP, a local sink)" once_trace_on)"
+kill "$sink" 2>/dev/null || true
+rm -f "$py_sink"
+[ -n "$trace_on" ] || exit 1
 
 # The web console (docs/console.md) beside a drain of the 7d row's jobs:
 # open but idle (nobody looking), then busy (four pages refreshed every
@@ -686,7 +714,7 @@ read -r split_ref split_16x1 <<<"$(scale_rows "$split" 1 "1x$workers" 16x1)"
 # What must hold whatever the machine: every row measured, no job lost to
 # the latency run, no error in a scale run.  Timing is only printed.
 fail=0
-[ "$(wc -l <"$results")" -eq 32 ] || { echo "suite: expected 32 rows" >&2; fail=1; }
+[ "$(wc -l <"$results")" -eq 35 ] || { echo "suite: expected 35 rows" >&2; fail=1; }
 [ "$lat_n" = "$lat_count" ] || { echo "suite: $lat_n of $lat_count latency jobs ran" >&2; fail=1; }
 [ "$load_count" -gt 0 ] && [ "$load_n" = "$load_count" ] ||
 	{ echo "suite: $load_n of $load_count fast-queue jobs ran under load" >&2; fail=1; }
@@ -710,6 +738,7 @@ echo
 awk -F'\t' '$8 != "" {print "- " $1 ": " $8}' "$results"
 echo "- flow control: limits never binding $(awk -v a="$flow_idle" -v b="$flow_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with it (medians of $runs); binding global_concurrency 4: $flow_conc jobs/s; binding rate 5000/s: $flow_rate jobs/s; per_key_concurrency 20 over 100 keys (never binding): $flow_key_idle jobs/s; binding per_key_concurrency 2: $flow_key jobs/s"
 echo "- web console: open and idle $(awk -v a="$web_idle" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with them, busy $(awk -v a="$web_busy" -v b="$web_ref" 'BEGIN {printf "%.2f", a / b}') x (medians of $runs)"
+echo "- tracing: jobs in a trace $(awk -v a="$trace_off" -v b="$trace_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with them, their spans exported over OTLP/HTTP $(awk -v a="$trace_on" -v b="$trace_ref" 'BEGIN {printf "%.2f", a / b}') x (medians of $runs)"
 r() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo "- scale, $scale_n jobs, every process with the 2-worker row's config: 16 x 1 $(r "$scale_16x1" "$scale_ref") x, 4 x 4 $(r "$scale_4x4" "$scale_ref") x, 1 x 16 $(r "$scale_1x16" "$scale_ref") x the $workers-worker rate ($scale_ref jobs/s); total concurrency held, $split each: 16 x 1 $(r "$split_16x1" "$split_ref") x $workers workers at $split each ($split_ref jobs/s, $(r "$split_ref" "$scale_ref") x at $conc)"
 echo "- workflows: on but idle ($fan steps waiting) $(awk -v a="$wf_idle" -v b="$wf_ref" 'BEGIN {printf "%.2f", a / b}') x the 7d runs in turn with it (medians of $runs); busy: the fan-out and chain rows"

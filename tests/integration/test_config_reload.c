@@ -188,7 +188,7 @@ test_reload_refused(void **state)
 					   "symbol \\\"nope\\\" in ") > 0);
 	assert_true(t_log_count("refused",
 				": handlers.abi.symbol: plugin ABI "
-				"version 99, this pgjobd needs ") > 0);
+				"version 99, this pgjobd takes ") > 0);
 	assert_true(t_log_count("refused", ": handlers.broken.library: "
 					   "cannot load: ") > 0);
 	assert_true(t_log_count("refused", ": handlers.crash.library: loading "
@@ -285,7 +285,7 @@ test_check_config(void **state)
 				      "PATH"));
 	assert_non_null(strstr(r.err, "check.yaml:7:28: handlers.hook.url: "));
 	assert_non_null(strstr(r.err, ": handlers.abi.symbol: plugin ABI "
-				      "version 99, this pgjobd needs 1 "
+				      "version 99, this pgjobd takes 1 to 2 "
 				      "(library "));
 	assert_non_null(strstr(r.err,
 			       "check.yaml:11:21: tasks.feed.command[0]: "

@@ -277,7 +277,7 @@ test_upgrade_from_10(void **state)
 		" 'pgjob.batch_seal(bigint)', 'execute')::text || '|' ||"
 		" has_function_privilege('t_enq_10', 'pgjob.enqueue(text,"
 		" jsonb, text, timestamptz, int, int, text, text, text,"
-		" int, bigint[], text, bigint)', 'execute')::text");
+		" int, bigint[], text, bigint, text)', 'execute')::text");
 	t_exec(c, "set role t_enq_10");
 	long long child = t_long(c, "select pgjob.enqueue('new', depends_on =>"
 				    " (select array[1::bigint]))");
@@ -330,14 +330,14 @@ test_upgrade_from_29(void **state)
 		" 'execute'),"
 		" has_function_privilege('t_worker_29', 'pgjob.enqueue(text,"
 		" jsonb, text, timestamptz, int, int, text, text, text,"
-		" int, bigint[], text, bigint)', 'execute'),"
+		" int, bigint[], text, bigint, text)', 'execute'),"
 		" has_function_privilege('t_reader_29',"
 		" 'pgjob.throughput(interval)', 'execute'),"
 		" has_function_privilege('t_reader_29',"
 		" 'pgjob.prune_done(timestamptz, int)', 'execute'),"
 		" has_function_privilege('t_app_29', 'pgjob.enqueue(text,"
 		" jsonb, text, timestamptz, int, int, text, text, text,"
-		" int, bigint[], text, bigint)', 'execute'),"
+		" int, bigint[], text, bigint, text)', 'execute'),"
 		" has_function_privilege('t_app_29',"
 		" 'pgjob.prune_done(timestamptz, int)', 'execute'),"
 		" has_function_privilege('public',"

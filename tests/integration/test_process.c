@@ -453,17 +453,22 @@ other_language(struct ptest *t, const char *lang, const char *prog,
 	char *pidname = xasprintf("%s.crashy.pid", lang);
 	char *pidpath = mark_path(pidname);
 	struct buf b = {0};
-	const char *kinds[] = {"noop", "fail", "snooze", "crashy"};
+	const char *kinds[] = {"noop", "fail", "snooze", "crashy", "trace"};
 
 	unlink(pidpath);
 	long long n = t_long(c, "select pgjob.enqueue('noop', '{\"n\": 5}')");
 	long long f = t_long(c, "select pgjob.enqueue('fail', '{\"n\": 2}')");
 	long long s = t_long(c, "select pgjob.enqueue('snooze')");
 	long long k = t_long(c, "select pgjob.enqueue('crashy')");
+	/* The job object's traceparent: the job's trace, the attempt's span
+	 * (docs/tracing.md). */
+	long long tr = t_long(c, "select pgjob.enqueue('trace', traceparent =>"
+				 " '00-0af7651916cd43dd8448eb211c80319c-"
+				 "b7ad6b7169203331-01')");
 	buf_appendf(&b, "workers: 1\n"
 			"defaults: { backoff: { base: 100ms, max: 200ms } }\n"
 			"handlers:\n");
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < 5; i++)
 		buf_appendf(&b,
 			    "  %s: { type: process, command: [\"%s\", \"%s\"],"
 			    " env: [\"CLIENT=%s\", \"MARKS=%s\"]%s }\n",
@@ -484,6 +489,13 @@ other_language(struct ptest *t, const char *lang, const char *prog,
 
 	t_wait_state(c, n, "done", 30);
 	t_assert_job(c, n, "result->>'n'", "5");
+	t_wait_state(c, tr, "done", 30);
+	t_assert_job(c, tr,
+		     "result->>'traceparent' ~ "
+		     "'^00-0af7651916cd43dd8448eb211c80319c-"
+		     "[0-9a-f]{16}-01$' and result->>'traceparent' !~ "
+		     "'b7ad6b7169203331'",
+		     "t");
 	if (ruby) {
 		t_wait_state(c, e, "dead", 30);
 		t_assert_job_has(c, e, "last_error", "plain exception");

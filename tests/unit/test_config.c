@@ -204,6 +204,9 @@ test_defaults(void **state)
 		assert_int_equal(c->log_level, LOG_INFO);
 		assert_int_equal(c->log_format, LOG_FORMAT_TEXT);
 		assert_null(c->metrics_listen);
+		assert_null(c->tracing_endpoint);
+		assert_string_equal(c->tracing_service, "pgjobd");
+		assert_int_equal(c->tracing_buffer, 2048);
 		assert_int_equal(c->default_timeout_ms, 300000);
 		assert_int_equal(c->default_max_attempts, 20);
 		assert_int_equal(c->default_backoff.base_ms, 30000);
@@ -394,6 +397,12 @@ struct bad {
 #define HINT "(use 500ms, 30s, 5m, 2h, 7d)"
 
 static const struct bad bad_configs[] = {
+	/* tracing: (docs/tracing.md). */
+	{"tracing: {otlp_endpoint: \"127.0.0.1:4318\"}\n",
+	 {"t.yaml:1:26: tracing.otlp_endpoint: not an http:// or https:// "
+	  "URL"}},
+	{"tracing: {buffer: 0}\n",
+	 {"t.yaml:1:19: tracing.buffer: must be at least 1"}},
 	/* Unknown keys, at the top and deeper. */
 	{"foo: 1\n", {"t.yaml:1:1: foo: unknown key \"foo\""}},
 	{"handlers:\n  x:\n    type: exec\n    command: [/bin/true]\n"
@@ -813,6 +822,13 @@ test_databases(void **state)
 	c = load_ok("database: { conninfo: \"dbname=a\" }\n");
 	assert_int_equal(c->ndatabases, 0);
 	assert_null(config_database(c, "a"));
+	config_free(c);
+
+	c = load_ok("tracing: { otlp_endpoint: \"http://otel:4318\","
+		    " service_name: billing, buffer: 16 }\n");
+	assert_string_equal(c->tracing_endpoint, "http://otel:4318");
+	assert_string_equal(c->tracing_service, "billing");
+	assert_int_equal(c->tracing_buffer, 16);
 	config_free(c);
 }
 

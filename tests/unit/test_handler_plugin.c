@@ -257,7 +257,7 @@ test_unusable(void **state)
 	char want[8192];
 
 	snprintf(want, sizeof(want),
-		 "plugin bad_abi: ABI version 99, this pgjobd needs 1 "
+		 "plugin bad_abi: ABI version 99, this pgjobd takes 1 to 2 "
 		 "(library %s)",
 		 test_so);
 	check_unusable(H_BAD_ABI, want);

@@ -3,7 +3,7 @@
 create or replace function pgjob.enqueue_batched(kind text, payload jsonb,
 	queue text, run_at timestamptz, priority int, max_attempts int,
 	unique_key text, ordering_key text, limit_key text, cost int,
-	deps bigint[], pol text, b bigint)
+	deps bigint[], pol text, b bigint, tp text default null)
 returns bigint
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -32,13 +32,14 @@ begin
 	if deps is not null and cardinality(deps) > 0 then
 		return pgjob.enqueue_child(kind, payload, queue, run_at, priority,
 			max_attempts, ordering_key, limit_key, cost, deps, pol, null,
-			null, null, b);
+			null, null, b, tp);
 	end if;
 	insert into pgjob.jobs (kind, payload, queue, run_at, priority,
-		max_attempts, ordering_key, limit_key, cost, batch_id, enqueued_by)
+		max_attempts, ordering_key, limit_key, cost, batch_id, enqueued_by,
+		traceparent)
 	values (kind, payload, coalesce(queue, 'default'), run_at, priority,
 		max_attempts, ordering_key, limit_key, cost, b,
-		quote_ident(session_user)::regrole)
+		quote_ident(session_user)::regrole, tp)
 	returning id into new_id;
 	return new_id;
 end

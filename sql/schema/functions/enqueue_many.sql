@@ -33,6 +33,8 @@ declare
 	got bigint;
 	-- Who enqueues (docs/security.md): once a call, not once a job.
 	me oid := quote_ident(session_user)::regrole;
+	-- The session's trace context (pgjob.traceparent), for every job.
+	tp text := pgjob.trace_context(null);
 begin
 	if jsonb_typeof(jobs) is distinct from 'array' then
 		raise exception '%: jobs must be a JSON array of job objects, not %',
@@ -86,10 +88,10 @@ begin
 			with ins as (
 				insert into pgjob.jobs (kind, payload, queue,
 					run_at, priority, max_attempts,
-					ordering_key, limit_key, cost, enqueued_by)
+					ordering_key, limit_key, cost, enqueued_by, traceparent)
 				select r.kind, r.payload, r.queue, r.run_at,
 					r.priority, r.max_attempts,
-					r.ordering_key, r.limit_key, r.cost, me
+					r.ordering_key, r.limit_key, r.cost, me, tp
 				  from pgjob.job_rows(jobs) r order by r.n
 				returning pgjob.jobs.id
 			)
@@ -105,10 +107,10 @@ begin
 			with ins as (
 				insert into pgjob.jobs (kind, payload, queue,
 					run_at, priority, max_attempts, unique_key,
-					ordering_key, limit_key, cost, enqueued_by)
+					ordering_key, limit_key, cost, enqueued_by, traceparent)
 				select r.kind, r.payload, r.queue, r.run_at,
 					r.priority, r.max_attempts, r.unique_key,
-					r.ordering_key, r.limit_key, r.cost, me
+					r.ordering_key, r.limit_key, r.cost, me, tp
 				  from pgjob.job_rows(jobs) r order by r.n
 				returning pgjob.jobs.id
 			)
@@ -126,10 +128,10 @@ begin
 		), ins as (
 			insert into pgjob.jobs (id, kind, payload, queue, run_at,
 				priority, max_attempts, unique_key, ordering_key,
-				limit_key, cost, enqueued_by)
+				limit_key, cost, enqueued_by, traceparent)
 			select e.id, e.kind, e.payload, e.queue, e.run_at,
 				e.priority, e.max_attempts, e.unique_key,
-				e.ordering_key, e.limit_key, e.cost, me
+				e.ordering_key, e.limit_key, e.cost, me, tp
 			  from e order by e.n
 			on conflict do nothing
 			returning pgjob.jobs.id
@@ -159,10 +161,10 @@ begin
 			exit when found;
 			insert into pgjob.jobs (kind, payload, queue, run_at,
 				priority, max_attempts, unique_key, ordering_key,
-				limit_key, cost, enqueued_by)
+				limit_key, cost, enqueued_by, traceparent)
 			select r.kind, r.payload, r.queue, r.run_at, r.priority,
 				r.max_attempts, r.unique_key, r.ordering_key,
-				r.limit_key, r.cost, me
+				r.limit_key, r.cost, me, tp
 			  from pgjob.job_rows(jsonb_build_array(jobs->(i - 1))) r
 			on conflict do nothing
 			returning id into got;

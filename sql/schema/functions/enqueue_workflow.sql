@@ -12,6 +12,8 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
 	fn constant text := 'pgjob.enqueue_workflow';
+	-- The session's trace context (pgjob.traceparent), for every step.
+	tp text := pgjob.trace_context(null);
 	steps jsonb;
 	sa jsonb[];
 	n int;
@@ -214,7 +216,8 @@ begin
 		  from unnest(queue_) with ordinality q(i, k)) o;
 	insert into pgjob.jobs (id, kind, payload, queue, run_at, priority,
 		max_attempts, ordering_key, limit_key, cost, state, parents_left,
-		on_parent_failure, children, workflow_id, step, enqueued_by)
+		on_parent_failure, children, workflow_id, step, enqueued_by,
+		traceparent)
 	select s.id, s.st ->> 'kind', coalesce(s.st -> 'payload', '{}'),
 		coalesce(s.st ->> 'queue', 'default'),
 		coalesce((s.st ->> 'run_at')::timestamptz, now()),
@@ -226,7 +229,7 @@ begin
 		case when s.np > 0 then nullif(coalesce(
 			s.st ->> 'on_parent_failure', 'cancel'), 'cancel') end,
 		case when s.kids then true end,
-		wf, s.st ->> 'name', me
+		wf, s.st ->> 'name', me, tp
 	  from unnest(sa, nparents, ids, haskids) s(st, np, id, kids)
 	 order by s.id;
 	-- The edges by subscript, a constant time each: no join whose plan

@@ -64,6 +64,9 @@ create table pgjob.jobs (
 	enqueued_by oid,
 	-- How many times its handler snoozed it (version 31).
 	snoozes integer default 0 not null,
+	-- The W3C traceparent it was enqueued in, or null (version 36,
+	-- pgjob.trace_context(), docs/tracing.md).
+	traceparent text,
 	constraint jobs_attempts_check check ((attempts >= 0)),
 	constraint jobs_cost_check check (((cost >= 0) and (cost <= 1000000))),
 	-- A job is finished exactly when its state says so (version 23).

@@ -51,6 +51,7 @@ create table pgjob.jobs_done (
 	last_status integer,
 	ring smallint not null,
 	enqueued_by oid,
+	traceparent text,
 	constraint jobs_done_plain_check check (((state = 'done'::text) and (workflow_id is null) and (batch_id is null) and (parents_left is null) and (children is not true)))
 )
 partition by list (ring);

@@ -9,7 +9,7 @@ select id, queue, kind, payload, priority, run_at, state, attempts,
 	ordering_key, last_error, result, created_at, finished_at,
 	lost_attempts, limit_key, cost, attempted_at, children, parents_left,
 	on_parent_failure, workflow_id, step, batch_id, last_wall_ms,
-	last_cpu_ms, last_max_rss_kb, last_status, dead
+	last_cpu_ms, last_max_rss_kb, last_status, dead, traceparent
   from pgjob.jobs
 union all
 select id, queue, kind, payload, priority, run_at, state, attempts,
@@ -17,5 +17,5 @@ select id, queue, kind, payload, priority, run_at, state, attempts,
 	ordering_key, last_error, result, created_at, finished_at,
 	lost_attempts, limit_key, cost, attempted_at, children, parents_left,
 	on_parent_failure, workflow_id, step, batch_id, last_wall_ms,
-	last_cpu_ms, last_max_rss_kb, last_status, false
+	last_cpu_ms, last_max_rss_kb, last_status, false, traceparent
   from pgjob.jobs_done;

@@ -1,0 +1,58 @@
+/*
+ * trace: checking a traceparent and making an attempt's.
+ */
+#include "common/trace.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static bool
+lowhex(const char *s, int n, bool nonzero)
+{
+	bool any = false;
+	for (int i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+		any |= c != '0';
+	}
+	return any || !nonzero;
+}
+
+bool
+trace_valid(const char *tp)
+{
+	return tp && strlen(tp) == TRACE_LEN && strncmp(tp, "00-", 3) == 0 &&
+	       lowhex(tp + 3, 32, true) && tp[35] == '-' &&
+	       lowhex(tp + 36, 16, true) && tp[52] == '-' &&
+	       lowhex(tp + 53, 2, false);
+}
+
+/* 8 random bytes, never all zero (an invalid span id). */
+static uint64_t
+span_id(void)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+		/* No entropy yet (early boot): unique enough for a span. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
+		    ((uint64_t)(uintptr_t)&ts << 17);
+	}
+	return v ? v : 1;
+}
+
+bool
+trace_attempt(const char *stored, char out[TRACE_LEN + 1])
+{
+	out[0] = '\0';
+	if (!trace_valid(stored))
+		return false;
+	snprintf(out, TRACE_LEN + 1, "00-%.32s-%016llx-%.2s", stored + 3,
+		 (unsigned long long)span_id(), stored + 53);
+	return true;
+}

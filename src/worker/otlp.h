@@ -1,0 +1,32 @@
+/*
+ * otlp: the spans of a worker's attempts, sent over OTLP/HTTP with the
+ * JSON encoding when `tracing: otlp_endpoint` is set (docs/tracing.md,
+ * "Exporting spans").
+ */
+#ifndef PGJOBD_WORKER_OTLP_H
+#define PGJOBD_WORKER_OTLP_H
+
+#include <stdint.h>
+
+struct config;
+struct job;
+struct otlp;
+
+/* A sender for cfg's tracing: endpoint, or NULL when none is set (or
+ * libcurl cannot be loaded: logged). */
+struct otlp *otlp_new(const struct config *cfg);
+
+/*
+ * Records the span of job's attempt, which ended wall_ms after its start
+ * with outcome ("done", "retry", "dead", "snoozed", "lost") on worker (its
+ * locked_by), if the job has a trace.  Never waits for the sender: a full
+ * buffer drops the span, and counts it.  o may be NULL.
+ */
+void otlp_span(struct otlp *o, const struct job *job, int64_t wall_ms,
+	       const char *outcome, const char *worker);
+
+/* Sends what is left (bounded by the request's timeout), stops the
+ * sender, logs what it sent and dropped; NULL is allowed. */
+void otlp_free(struct otlp *o);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * Integration: W3C trace context from enqueue to handler (docs/tracing.md).
+ * pgjob.enqueue()'s traceparent and the session's pgjob.traceparent,
+ * checked strictly (an invalid one is dropped with a warning); children and
+ * workflow steps inheriting it; and every handler type (exec, http with the
+ * test HTTP server, process with the Python client, plugin) getting the
+ * attempt's traceparent: the job's trace id and flags, a span id of the
+ * attempt's own.
+ */
+#include "testlib.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define TRACE  "0af7651916cd43dd8448eb211c80319c"
+#define PARENT "b7ad6b7169203331"
+#define TP     "00-" TRACE "-" PARENT "-01"
+
+/* The warnings the server sent, appended. */
+static void
+keep(void *arg, const char *message)
+{
+	char **buf = arg;
+	char *n = xasprintf("%s%s", *buf ? *buf : "", message);
+	free(*buf);
+	*buf = n;
+}
+
+static void
+test_enqueue(void **state)
+{
+	char *ci = t_db_migrated("t_trace_enqueue");
+	PGconn *c = t_connect(ci);
+	char *notices = NULL;
+	PQsetNoticeProcessor(c, keep, &notices);
+
+	/* The argument; none; the session's setting; the argument over it. */
+	long long a =
+		t_long(c, "select pgjob.enqueue('k', traceparent => '%s')", TP);
+	t_assert_job(c, a, "traceparent", TP);
+	long long none = t_long(c, "select pgjob.enqueue('k')");
+	t_assert_job(c, none, "coalesce(traceparent, 'null')", "null");
+	t_exec(c, "set pgjob.traceparent = '00-" TRACE "-00f067aa0ba902b7-00'");
+	long long s = t_long(c, "select pgjob.enqueue('k')");
+	t_assert_job(c, s, "traceparent", "00-" TRACE "-00f067aa0ba902b7-00");
+	long long o =
+		t_long(c, "select pgjob.enqueue('k', traceparent => '%s')", TP);
+	t_assert_job(c, o, "traceparent", TP);
+	/* enqueue_many and a workflow take the session's. */
+	t_exec(c, "select pgjob.enqueue_many('[{\"kind\": \"m\"},"
+		  " {\"kind\": \"m\"}]')");
+	t_assert_value(c, "2",
+		       "select count(*) from pgjob.jobs where kind = 'm' and"
+		       " traceparent = '00-" TRACE "-00f067aa0ba902b7-00'");
+	long long wf = t_long(
+		c,
+		"select pgjob.enqueue_workflow('{\"steps\": [{\"name\": \"a\","
+		" \"kind\": \"k\"}, {\"name\": \"b\", \"kind\": \"k\","
+		" \"after\": [\"a\"]}]}')");
+	t_assert_value(
+		c, "2",
+		"select count(*) from pgjob.jobs where workflow_id = %lld"
+		" and traceparent = '00-" TRACE "-00f067aa0ba902b7-00'",
+		wf);
+	t_exec(c, "reset pgjob.traceparent");
+	assert_null(notices);
+
+	/* A child without one inherits its first parent's that has one;
+	 * with one, keeps its own. */
+	long long kid = t_long(
+		c, "select pgjob.enqueue('k', depends_on => array[%lld, %lld])",
+		none, a);
+	t_assert_job(c, kid, "traceparent", TP);
+	long long own = t_long(c,
+			       "select pgjob.enqueue('k', depends_on =>"
+			       " array[%lld], traceparent => '00-" TRACE
+			       "-1111111111111111-01')",
+			       a);
+	t_assert_job(c, own, "traceparent", "00-" TRACE "-1111111111111111-01");
+	/* A job of a batch, with parents or without. */
+	long long b = t_long(c, "select pgjob.batch_open()");
+	long long bj = t_long(c,
+			      "select pgjob.enqueue('k', batch_id => %lld,"
+			      " traceparent => '%s')",
+			      b, TP);
+	t_assert_job(c, bj, "traceparent", TP);
+	long long bk = t_long(c,
+			      "select pgjob.enqueue('k', batch_id => %lld,"
+			      " depends_on => array[%lld])",
+			      b, a);
+	t_assert_job(c, bk, "traceparent", TP);
+	/* pgjob show: the traceparent and the trace id alone. */
+	struct t_run r;
+	char sid[24];
+	snprintf(sid, sizeof(sid), "%lld", a);
+	t_pgjob(&r, ci, "show", sid, NULL);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "\ntrace_id "));
+	assert_non_null(strstr(r.out, " " TRACE "\n"));
+	t_run_free(&r);
+	t_pgjob(&r, ci, "show", sid, "--json", NULL);
+	assert_non_null(strstr(r.out, "\"traceparent\":\"" TP "\""));
+	assert_non_null(strstr(r.out, "\"trace_id\":\"" TRACE "\""));
+	t_run_free(&r);
+	long long orphan = t_long(
+		c, "select pgjob.enqueue('k', depends_on => array[%lld])",
+		none);
+	t_assert_job(c, orphan, "coalesce(traceparent, 'null')", "null");
+
+	/* Invalid: dropped, each with a warning; the job is enqueued. */
+	static const char *const bad[] = {
+		"01-" TRACE "-" PARENT "-01", /* version */
+		"00-0AF7651916CD43DD8448EB211C80319C-" PARENT "-01", /* case */
+		"00-00000000000000000000000000000000-" PARENT "-01",
+		"00-" TRACE "-0000000000000000-01",
+		"00-" TRACE "-" PARENT "-1",
+		"00-" TRACE "-" PARENT "-01-extra",
+		"00_" TRACE "_" PARENT "_01",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		free(notices);
+		notices = NULL;
+		long long id = t_long(
+			c, "select pgjob.enqueue('k', traceparent => '%s')",
+			bad[i]);
+		t_assert_job(c, id, "coalesce(traceparent, 'null')", "null");
+		assert_non_null(notices);
+		assert_non_null(
+			strstr(notices, "WARNING:  pgjob: traceparent"));
+	}
+	/* The same from the session. */
+	free(notices);
+	notices = NULL;
+	t_exec(c, "set pgjob.traceparent = 'garbage'");
+	long long g = t_long(c, "select pgjob.enqueue('k')");
+	t_assert_job(c, g, "coalesce(traceparent, 'null')", "null");
+	assert_non_null(strstr(notices, "\"garbage\" is not a W3C trace"));
+	free(notices);
+	PQfinish(c);
+	free(ci);
+}
+
+/* Asserts that v (an expression of job id's row) is the attempt's
+ * traceparent: TP's trace and flags, a span id of its own. */
+static void
+assert_attempt_tp(PGconn *c, long long id, const char *v)
+{
+	t_wait_state(c, id, "done", 60);
+	char *expr = xasprintf("%s ~ '^00-" TRACE "-[0-9a-f]{16}-01$'"
+			       " and %s <> '%s'",
+			       v, v, TP);
+	t_assert_job(c, id, expr, "t");
+	free(expr);
+}
+
+static void
+test_handlers(void **state)
+{
+	int in_fd;
+	pid_t srv;
+	int port = t_httpd_start(&in_fd, &srv);
+	char *ci = t_db_migrated("t_trace_handlers");
+	PGconn *c = t_connect(ci);
+	/* "trace": the fixture program's kind. */
+	const char *kinds[] = {"ex", "hook", "trace", "plug"};
+	long long with[4], without[4];
+	for (int i = 0; i < 4; i++) {
+		with[i] = t_long(c,
+				 "select pgjob.enqueue('%s', traceparent =>"
+				 " '%s')",
+				 kinds[i], TP);
+		without[i] = t_long(c, "select pgjob.enqueue('%s')", kinds[i]);
+	}
+	long long old = t_long(c, "select pgjob.enqueue('old')");
+	/* A queue with flow control: claimed by pgjob.claim_limited(). */
+	long long lim = t_long(c,
+			       "select pgjob.enqueue('lim', queue => 'lim',"
+			       " traceparent => '%s')",
+			       TP);
+	pid_t p = t_start(
+		"trace", ci,
+		"workers: 1\n"
+		"queues: { lim: { global_concurrency: 2 } }\n"
+		"handlers:\n"
+		"  ex: { type: exec, command: [\"/bin/sh\", \"-c\","
+		" \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
+		"\\\"$$TRACEPARENT\\\"\"]"
+		" }\n"
+		"  lim: { type: exec, queue: lim, command: [\"/bin/sh\", "
+		"\"-c\","
+		" \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
+		"\\\"$$TRACEPARENT\\\"\"] }\n"
+		"  hook: { type: http, url: \"http://127.0.0.1:%d/ok\" }\n"
+		"  trace: { type: process, command: [\"python3\", \"%s\"],"
+		" env: [\"PYTHONPATH=%s\"] }\n"
+		"  plug: { type: plugin, library: \"%s\","
+		" symbol: echo_trace }\n"
+		"  old: { type: plugin, library: \"%s\", symbol: abi_one }\n",
+		port, t_src("tests/fixtures/process/handlers.py"),
+		t_src("clients/python"), t_bin("pgjobd_test_plugins.so"),
+		t_bin("pgjobd_test_plugins.so"));
+	assert_attempt_tp(c, with[0], "result->>'tp'");
+	assert_attempt_tp(c, with[1], "result->'headers'->>'traceparent'");
+	assert_attempt_tp(c, with[2], "result->>'traceparent'");
+	assert_attempt_tp(c, with[3], "result->>'traceparent'");
+	assert_attempt_tp(c, lim, "result->>'tp'");
+	t_assert_value(c, "1",
+		       "select count(*) from pgjob.limits where queue = 'lim'");
+	for (int i = 0; i < 4; i++)
+		t_wait_state(c, without[i], "done", 60);
+	t_assert_job(c, without[0], "result->>'tp'", "");
+	t_assert_job(c, without[1], "result->'headers' ? 'traceparent'", "f");
+	t_assert_job(c, without[2], "result->>'traceparent' is null", "t");
+	t_assert_job(c, without[3], "result->>'traceparent' is null", "t");
+	/* A plugin built for ABI 1 still runs. */
+	t_wait_state(c, old, "done", 60);
+	t_stop_clean(p);
+	t_httpd_stop(in_fd, srv);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * The OTLP receiver's package, @opentelemetry/otlp-transformer (its
+ * protobuf schema generated from opentelemetry-proto), in the build folder:
+ * installed with npm when missing.  NULL when npm cannot install it (no
+ * registry reachable).
+ */
+static const char *
+otlp_node(void)
+{
+	static char dir[1024];
+	char root[1200];
+	snprintf(dir, sizeof(dir), "%s", t_bin("otlp-node"));
+	snprintf(root, sizeof(root),
+		 "%s/node_modules/@opentelemetry/otlp-transformer/build/src/"
+		 "generated/root.js",
+		 dir);
+	if (access(root, R_OK) == 0)
+		return dir;
+	/* The last version that ships the generated schema. */
+	const char *argv[] = {
+		"npm",	      "install",
+		"--prefix",   dir,
+		"--no-audit", "--no-fund",
+		"--silent",   "@opentelemetry/otlp-transformer@0.52.1",
+		NULL};
+	struct t_run r;
+	t_run(&r, 300, NULL, argv);
+	int ok = r.status == 0 && access(root, R_OK) == 0;
+	if (!ok)
+		print_message("npm install failed (%d): %s\n", r.status, r.err);
+	t_run_free(&r);
+	return ok ? dir : NULL;
+}
+
+/* The line of the receiver's output that has needle, or NULL (caller
+ * frees). */
+static char *
+line_with(const char *text, const char *needle)
+{
+	const char *p = strstr(text, needle);
+	if (!p)
+		return NULL;
+	const char *a = p, *b = strchr(p, '\n');
+	while (a > text && a[-1] != '\n')
+		a--;
+	return xasprintf("%.*s", (int)(b ? b - a : (long)strlen(a)), a);
+}
+
+/*
+ * tracing: otlp_endpoint: each attempt of a job in a trace is a span sent
+ * over OTLP/HTTP, which a receiver decodes with OpenTelemetry's own schema
+ * (tests/fixtures/otlp/receiver.js): the job's trace, the enqueue's span as
+ * parent, the attempt's span id (the one the handler got), the kind,
+ * queue, attempt and outcome.  A job without a trace sends none.
+ */
+static void
+test_export(void **state)
+{
+	const char *node = otlp_node();
+	if (!node) {
+		print_message("skipped: npm cannot install "
+			      "@opentelemetry/otlp-transformer (is the npm "
+			      "registry reachable?)\n");
+		skip();
+	}
+	char *out = xasprintf("%s/otlp.out", t_tmpdir());
+	unlink(out);
+	char *env = xasprintf("OTLP_NODE=%s", node);
+	const char *renv[] = {env, NULL};
+	const char *rargv[] = {"node", t_src("tests/fixtures/otlp/receiver.js"),
+			       out, NULL};
+	pid_t rcv = t_spawn(t_log("otlp"), renv, rargv);
+	int port = 0;
+	for (int i = 0; i < 600 && port <= 0; i++) {
+		char *s = t_read_file(t_log("otlp"));
+		port = s ? atoi(s) : 0;
+		free(s);
+		if (port <= 0)
+			t_sleep_ms(50);
+	}
+	assert_true(port > 0);
+
+	char *ci = t_db_migrated("t_trace_export");
+	PGconn *c = t_connect(ci);
+	long long ok = t_long(
+		c, "select pgjob.enqueue('ok', traceparent => '%s')", TP);
+	long long bad = t_long(c,
+			       "select pgjob.enqueue('bad', queue => 'q2',"
+			       " traceparent => '%s')",
+			       TP);
+	long long none = t_long(c, "select pgjob.enqueue('ok')");
+	pid_t p = t_start("export", ci,
+			  "workers: 1\n"
+			  "tracing: { otlp_endpoint: \"http://127.0.0.1:%d/\","
+			  " service_name: pgjobd-test, buffer: 16 }\n"
+			  "queues: { q2: { concurrency: 1 } }\n"
+			  "handlers:\n"
+			  "  ok: { type: exec, command: [\"/bin/sh\", \"-c\","
+			  " \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
+			  "\\\"$$TRACEPARENT\\\"\"] }\n"
+			  "  bad: { type: exec, queue: q2, max_attempts: 1,"
+			  " command: [\"/bin/sh\", \"-c\", \"exit 3\"] }\n",
+			  port);
+	t_wait_state(c, ok, "done", 60);
+	t_wait_state(c, bad, "dead", 60);
+	t_wait_state(c, none, "done", 60);
+	/* The sender sends within a second; a clean stop sends the rest. */
+	t_stop_clean(p);
+	char *text = t_read_file(out);
+	assert_non_null(text);
+	assert_null(strstr(text, "\"error\""));
+	assert_int_equal(t_count_in_file(out, "\"traceId\""), 2);
+
+	char *tp = t_job(c, ok, "result->>'tp'");
+	char *needle = xasprintf("\"spanId\":\"%.16s\"", tp + 36);
+	char *l = line_with(text, needle);
+	assert_non_null(l);
+	char *id = xasprintf("\"messaging.message.id\":\"%lld\"", ok);
+	static const char *const want_ok[] = {
+		"\"service\":\"pgjobd-test\"",
+		"\"traceId\":\"" TRACE "\"",
+		"\"parentSpanId\":\"" PARENT "\"",
+		"\"name\":\"process default\"",
+		"\"kind\":5",
+		"\"status\":1",
+		"\"pgjob.kind\":\"ok\"",
+		"\"pgjob.attempt\":\"1\"",
+		"\"pgjob.outcome\":\"done\"",
+		"\"messaging.destination.name\":\"default\"",
+	};
+	for (size_t i = 0; i < sizeof(want_ok) / sizeof(*want_ok); i++)
+		if (!strstr(l, want_ok[i]))
+			fail_msg("%s not in %s", want_ok[i], l);
+	assert_non_null(strstr(l, id));
+	free(l);
+	l = line_with(text, "\"pgjob.kind\":\"bad\"");
+	assert_non_null(l);
+	assert_non_null(strstr(l, "\"pgjob.outcome\":\"dead\""));
+	assert_non_null(strstr(l, "\"status\":2"));
+	assert_non_null(strstr(l, "\"name\":\"process q2\""));
+	free(l);
+	t_wait_log("export", "tracing: 2 spans sent, 0 dropped", 1, 10);
+
+	t_stop(rcv, SIGTERM, 10);
+	free(id);
+	free(needle);
+	free(tp);
+	free(text);
+	free(env);
+	free(out);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_enqueue),
+		cmocka_unit_test(test_handlers),
+		cmocka_unit_test(test_export),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
