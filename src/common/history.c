@@ -109,12 +109,17 @@ history_pair(struct history *h, const char *queue, const char *kind)
 	 * (more queues than it holds), the one "(other)" of all. */
 	if (h->n < HISTORY_SLOTS / 2) {
 		p = find(h, queue, HISTORY_OTHER);
-		return p->queue ? p : take_place(h, p, queue, HISTORY_OTHER);
+		if (p)
+			return p->queue
+				       ? p
+				       : take_place(h, p, queue, HISTORY_OTHER);
 	}
+	/* At most HISTORY_SLOTS / 2 + 1 places are ever taken, so find()
+	 * ends at the pair or at a free place: never NULL here. */
 	p = find(h, HISTORY_OTHER, HISTORY_OTHER);
-	if (p && p->queue)
-		return p;
-	return take_place(h, p, HISTORY_OTHER, HISTORY_OTHER);
+	if (!p)
+		abort();
+	return p->queue ? p : take_place(h, p, HISTORY_OTHER, HISTORY_OTHER);
 }
 
 void
