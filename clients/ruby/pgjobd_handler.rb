@@ -116,22 +116,7 @@ module PgjobdHandler
         end
       end
       flusher = Thread.new { flush_later }
-      $stdin.each_line do |line|
-        next if line.strip.empty?
-
-        msg = JSON.parse(line)
-        case msg["type"]
-        when "job"
-          job = Job.new(self, msg)
-          @lock.synchronize { @jobs[job.id] = job }
-          @queue << job
-        when "cancel"
-          job = @lock.synchronize { @jobs[msg["id"]] }
-          job&.cancel(msg["reason"] || "cancelled")
-        when "shutdown"
-          break
-        end
-      end
+      read_messages
       @queue.close
       threads.each(&:join)
       @lock.synchronize do
@@ -143,6 +128,45 @@ module PgjobdHandler
     end
 
     private
+
+    # Reads what pgjobd wrote, as much as is there at once: the jobs of one
+    # read are all in hand before any of them runs, so that their answers
+    # go out together (answer) and pgjobd ends them in one statement; a
+    # read of one line at a time let each job end alone.
+    def read_messages
+      $stdin.binmode
+      pending = +""
+      loop do
+        begin
+          pending << $stdin.readpartial(1 << 16)
+        rescue EOFError
+          return
+        end
+        lines = pending.split("\n", -1)
+        pending = lines.pop
+        jobs = []
+        stop = false
+        lines.each do |line|
+          next if line.strip.empty?
+
+          msg = JSON.parse(line.force_encoding(Encoding::UTF_8))
+          case msg["type"]
+          when "job"
+            job = Job.new(self, msg)
+            @lock.synchronize { @jobs[job.id] = job }
+            jobs << job
+          when "cancel"
+            job = @lock.synchronize { @jobs[msg["id"]] }
+            job&.cancel(msg["reason"] || "cancelled")
+          when "shutdown"
+            stop = true
+            break
+          end
+        end
+        jobs.each { |j| @queue << j }
+        return if stop
+      end
+    end
 
     # A progress line goes out at once.
     def send_line(line)
