@@ -56,7 +56,7 @@ proc_handler() { # name command...
   $name:
     type: process
     command: [${cmd%, }]
-    env: ["PYTHONPATH=$root/clients/python", "PGJOBD_CLIENT=$client"]
+    env: ["PYTHONPATH=$root/clients/python", "PGJOBD_CLIENT=$client"${extra_env:+, \"$extra_env\"}]
     copies: $copies
     concurrency: $per_copy
 YAML
@@ -75,7 +75,8 @@ write_config() { # workers retention
 		client="" proc_handler noop_async python3 "$root/tests/bench/noop_process.py"
 		client="" proc_handler noop_sync python3 "$root/tests/bench/noop_process.py"
 		client="$root/clients/node/pgjobd-handler.js" proc_handler noop_js node "$root/tests/bench/noop_process.js"
-		client="$root/clients/ruby/pgjobd_handler.rb" proc_handler noop_rb ruby "$root/tests/bench/noop_process.rb"
+		# handlers.md: a threaded Ruby copy wants few malloc arenas.
+		client="$root/clients/ruby/pgjobd_handler.rb" extra_env="MALLOC_ARENA_MAX=2" proc_handler noop_rb ruby "$root/tests/bench/noop_process.rb"
 	} >"$dir/run.yaml"
 }
 
