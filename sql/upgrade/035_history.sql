@@ -1,5 +1,5 @@
--- Schema version 35: the history per queue and kind (issue 49;
--- docs/operations.md, "History"): per minute, what the workers ended and
+-- Schema version 35: the history per queue and kind
+-- (docs/operations.md, "History"): per minute, what the workers ended and
 -- histograms of how long the jobs waited and ran, rolled up to hours after
 -- 24 hours and kept 30 days (sql/schema/tables/history.sql says why so).
 -- The functions that read and prune it are in sql/schema/functions/

@@ -308,7 +308,7 @@ def main():
 
 def history_steps(c, job):
     """A job's timeline on its page; a queue's history from the queues
-    page (issue 49): its charts, its kinds as the database has them, a
+    page (docs/console.md): its charts, its kinds as the database has them, a
     range picked, a hostile queue's name as text."""
     wait_for('the timeline of job ' + job,
              lambda: len(c.css('#timeline li')) >= 5)
@@ -377,12 +377,12 @@ def steps(c, ids, flaky):
         HOSTILE_IMG in c.text('#unserved'), c.text('#unserved')
     assert not c.css('#unserved script, #unserved img'), 'markup from a name'
     # Totals past the queues' counting cap (10,001 due in "backlog"): an
-    # estimate or a bound, said so; never "0+" (issue 49, 3).
+    # estimate or a bound, said so; never "0+".
     wait_for('the capped totals', lambda: c.css('a[data-card=available]')
              and c.text('a[data-card=available] .n').startswith('\u2248'))
     for card in c.css('#overview a.card'):
         assert not card.text.split('\n')[0].endswith('+'), card.text
-    # "scheduled" is a filter, the card leads to it (issue 49, 2).
+    # "scheduled" is a filter, the card leads to it.
     assert c.one('a[data-card=scheduled]').get_attribute('href').endswith(
         '#/jobs?state=scheduled')
     c.click('a[data-card=scheduled]')
@@ -404,9 +404,9 @@ def steps(c, ids, flaky):
         if 'flaky' in r.text and 'dead' in r.text] if len(c.css(
             '#jobs tbody tr[data-id]')) == 4 else None)
     assert len(rows) == 4, [r.text for r in c.css('#jobs tbody tr')]
-    # Found below 150,000 others, and counted (issue 49, 1).
+    # Found below 150,000 others, and counted.
     wait_for('the count', lambda: c.text('#match-count') == '4 jobs match')
-    # Attempts of those allowed, never "2 / -" (issue 49, 11).
+    # Attempts of those allowed, never "2 / -".
     assert '\u2013' not in rows[0].text, rows[0].text
     c.shot('jobs')
     # "/" focuses the text filter; a search in payloads and errors.
@@ -428,7 +428,7 @@ def steps(c, ids, flaky):
     wait_for('the older page', lambda: c.css('#jobs tbody tr[data-id]') and
              int(c.css('#jobs tbody tr[data-id]')[0].get_attribute(
                  'data-id')) < min(first))
-    # The position is in the address: a reload stays there (issue 49, 6).
+    # The position is in the address: a reload stays there.
     assert 'before=' in c.d.current_url, c.d.current_url
     c.d.refresh()
     wait_for('the older page after a reload', lambda: c.css(
@@ -454,8 +454,7 @@ def steps(c, ids, flaky):
         assert HOSTILE_HTML in a.text, 'the markup of the error as text'
         assert '\\u001b' in a.text, 'the escape shown, not sent'
     assert 'exit status 3' in c.text('#last-error')
-    # A dead job can be retried, not cancelled; the tab says which job
-    # (issue 49, 11).
+    # A dead job can be retried, not cancelled; the tab says which job.
     c.one('#job-actions button[data-action=retry]')
     assert not c.css('#job-actions button[data-action=cancel]')
     assert c.d.title.startswith('Job %s (dead)' % job), c.d.title
@@ -495,7 +494,7 @@ def steps(c, ids, flaky):
                 " and state = 'cancelled'") == '9'
     log('bulk cancel: 8 confirmed, 9 by then: asked again, 9 cancelled')
 
-    # --- a bulk action on 12,000: progress, buttons held (issue 49, 9) ---
+    # --- a bulk action on 12,000: progress, buttons held ---
     c.go('dead?queue=deadbulk')
     wait_for('the count', lambda: c.text('#match-count') ==
              '12,000 jobs match')
@@ -598,7 +597,7 @@ def steps(c, ids, flaky):
     assert c.text('#match-count') == '1 job matches'
     c.no_alert()
 
-    # --- a traceback's last line; a job that is not (issue 49, 8, 4) -----
+    # --- a traceback's last line; a job that is not -----
     c.go('jobs?kind=tb')
     row = c.one('#jobs tr[data-id="%s"]' % ids['tb'])
     assert 'ValueError: the line that matters' in row.text, row.text
@@ -670,7 +669,7 @@ def steps(c, ids, flaky):
         'pick-' + again, 'the focus lost by a refresh'
     assert c.text('#selected') == '1 selected'
     # A text selection holds the live updates, and survives them; let go,
-    # the page shows what changed meanwhile (issue 49, 5).
+    # the page shows what changed meanwhile.
     c.d.execute_script(
         'const r = document.createRange();'
         'r.selectNodeContents(document.querySelector('
@@ -697,7 +696,7 @@ def steps(c, ids, flaky):
     wait_for('the overview', lambda: c.css('#overview svg.chart'))
     c.shot('overview')
     # The server gone: the data stays, marked stale with its time; back,
-    # the mark goes (issue 49, 10).
+    # the mark goes.
     c.d.execute_cdp_cmd('Network.enable', {})
     c.d.execute_cdp_cmd('Network.setBlockedURLs', {'urls': ['*/api/*']})
     wait_for('the stale mark', lambda: c.text('#as-of').startswith(
@@ -722,7 +721,7 @@ def steps(c, ids, flaky):
             'return document.documentElement.scrollWidth')
         assert width <= 390, '#/%s is %d px wide at 390' % (route, width)
     # Within reach at 390 px: a queue's Pause; a row with an error stays
-    # one line high; the attempts scroll in their box (issue 49, 7).
+    # one line high; the attempts scroll in their box.
     c.go('queues')
     c.one('button[data-action=pause]')
     right = c.d.execute_script(
@@ -747,7 +746,7 @@ def steps(c, ids, flaky):
     bg = c.d.execute_script('return getComputedStyle('
                             'document.documentElement).backgroundColor')
     assert bg == 'rgb(22, 24, 27)', 'not the dark theme: ' + bg
-    # The failed and the retried lines apart (issue 49, 11).
+    # The failed and the retried lines apart.
     c.go('')
     c.one('#overview svg .line.retried')
     fr = c.d.execute_script(

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-int.test_web_abuse: the web console against the abuse that issue 46 found,
+int.test_web_abuse: the web console against the abuse a review found (docs/security.md),
 each against a real `pgjob web`, the test PostgreSQL and real HTTP
 (Python's standard library only; several loopback source addresses,
 127.0.0.2 ..., stand for several clients: Linux routes all of 127/8 to lo).
@@ -566,7 +566,7 @@ def test_cancel_running():
     w.stop()
 
 
-# ---- issue 48: one path for each operator action --------------------------
+# ---- one path for each operator action (docs/cli.md) -----------------------
 
 def job_row(state, key, attempts=3):
     ended = "null" if state == "available" else "now()"

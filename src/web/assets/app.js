@@ -1500,7 +1500,7 @@
 
 	/* --- history per queue and kind; a job's timeline -------------- */
 
-	/* (issue 49; docs/console.md, "Queues".)  #/history?queue=&kind=&range=:
+	/* (docs/console.md, "Queues".)  #/history?queue=&kind=&range=:
 	 * a queue's (or kind's) done, failed and retried per step and its wait
 	 * and run times at p50/p95/p99, from /api/history; then a table per
 	 * kind over the range. */
