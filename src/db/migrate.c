@@ -16,6 +16,7 @@
 
 #include "db/db.h"
 #include "db/internal.h"
+#include "db/sqlstate.h"
 #include "common/failpoint.h"
 #include "common/util.h"
 
@@ -134,7 +135,7 @@ stand_in(PGconn *conn, const char *sql, const char *what, char **err)
 		return exec(conn, "release savepoint stand_in", "release", err);
 	}
 	const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	if (!st || strcmp(st, "42703") != 0) {
+	if (!sqlstate_is(st, SQLSTATE_UNDEFINED_COLUMN)) {
 		char *text = db_error_text(conn, res);
 		*err = xasprintf("%s: %s", what, text);
 		free(text);
