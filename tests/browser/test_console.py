@@ -100,6 +100,20 @@ def wait_for(what, fn):
     raise AssertionError('timed out waiting for %s (%s)' % (what, last))
 
 
+def settled(fn):
+    """Runs fn again while the page's own refresh (every 2 s) replaces an
+    element fn reads between its find and its read (a stale element); at
+    most WAIT s.  Its assertions fail at once: only staleness is retried."""
+    end = time.monotonic() + WAIT
+    while True:
+        try:
+            return fn()
+        except StaleElementReferenceException:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.1)
+
+
 class Console:
     def __init__(self):
         o = webdriver.ChromeOptions()
@@ -151,7 +165,10 @@ class Console:
         wait_for('a click on ' + sel, once)
 
     def text(self, sel='main'):
-        return self.one(sel).text
+        return settled(lambda: self.one(sel).text)
+
+    def attr(self, sel, name):
+        return settled(lambda: self.one(sel).get_attribute(name))
 
     def shot(self, name):
         self.no_alert()
@@ -312,7 +329,7 @@ def history_steps(c, job):
     range picked, a hostile queue's name as text."""
     wait_for('the timeline of job ' + job,
              lambda: len(c.css('#timeline li')) >= 5)
-    events = [li.text for li in c.css('#timeline li')]
+    events = settled(lambda: [li.text for li in c.css('#timeline li')])
     assert 'enqueued' in events[0] and 'started' in events[1] and \
         'ended' in events[2], events
     wait_for('the history written', lambda: sql1(
@@ -380,17 +397,18 @@ def steps(c, ids, flaky):
     # estimate or a bound, said so; never "0+".
     wait_for('the capped totals', lambda: c.css('a[data-card=available]')
              and c.text('a[data-card=available] .n').startswith('\u2248'))
-    for card in c.css('#overview a.card'):
-        assert not card.text.split('\n')[0].endswith('+'), card.text
+    for card in settled(lambda: [e.text for e in c.css('#overview a.card')]):
+        assert not card.split('\n')[0].endswith('+'), card
     # "scheduled" is a filter, the card leads to it.
-    assert c.one('a[data-card=scheduled]').get_attribute('href').endswith(
+    assert c.attr('a[data-card=scheduled]', 'href').endswith(
         '#/jobs?state=scheduled')
     c.click('a[data-card=scheduled]')
     wait_for('the scheduled jobs', lambda: 'later' in c.text('#jobs'))
-    assert c.one('#f-state').get_attribute('value') == 'scheduled'
-    assert c.one('#banner').get_attribute('hidden'), c.text('#banner')
-    assert all(r.text.count('available') for r in c.css(
-        '#jobs tbody tr[data-id]')), 'a scheduled job not available'
+    assert c.attr('#f-state', 'value') == 'scheduled'
+    assert c.attr('#banner', 'hidden'), c.text('#banner')
+    assert all(t.count('available') for t in settled(lambda: [
+        r.text for r in c.css('#jobs tbody tr[data-id]')])), \
+        'a scheduled job not available'
 
     # --- jobs: filter to the failing kind --------------------------------
     c.go('jobs')
@@ -400,14 +418,14 @@ def steps(c, ids, flaky):
     wait_for('the filter in the address', lambda: 'kind=flaky' in
              c.d.current_url)
     rows = wait_for('four dead flaky jobs', lambda: [
-        r for r in c.css('#jobs tbody tr[data-id]')
+        r.text for r in c.css('#jobs tbody tr[data-id]')
         if 'flaky' in r.text and 'dead' in r.text] if len(c.css(
             '#jobs tbody tr[data-id]')) == 4 else None)
-    assert len(rows) == 4, [r.text for r in c.css('#jobs tbody tr')]
+    assert len(rows) == 4, rows
     # Found below 150,000 others, and counted.
     wait_for('the count', lambda: c.text('#match-count') == '4 jobs match')
     # Attempts of those allowed, never "2 / -".
-    assert '\u2013' not in rows[0].text, rows[0].text
+    assert '\u2013' not in rows[0], rows[0]
     c.shot('jobs')
     # "/" focuses the text filter; a search in payloads and errors.
     c.click('main h1')
@@ -421,8 +439,8 @@ def steps(c, ids, flaky):
     c.go('jobs')
     wait_for('a full page', lambda: len(c.css('#jobs tbody tr[data-id]'))
              == 50)
-    first = [int(r.get_attribute('data-id'))
-             for r in c.css('#jobs tbody tr[data-id]')]
+    first = settled(lambda: [int(r.get_attribute('data-id'))
+                             for r in c.css('#jobs tbody tr[data-id]')])
     assert first == sorted(first, reverse=True), 'not newest first'
     c.click('#older')
     wait_for('the older page', lambda: c.css('#jobs tbody tr[data-id]') and
@@ -518,8 +536,7 @@ def steps(c, ids, flaky):
     seen = c.d.execute_script('return window.seen')
     assert seen['disabled'], 'the buttons stayed enabled'
     assert any('5,000 of 12,000' in t for t in seen['texts']), seen['texts']
-    assert not c.one('#bulk button[data-action=delete-all]').get_attribute(
-        'disabled')
+    assert not c.attr('#bulk button[data-action=delete-all]', 'disabled')
     assert sql1("select count(*) from pgjob.all_jobs"
                 " where queue = 'deadbulk'") == '0'
     log('bulk delete of 12,000: confirmed, progress shown, buttons held')
@@ -599,9 +616,9 @@ def steps(c, ids, flaky):
 
     # --- a traceback's last line; a job that is not -----
     c.go('jobs?kind=tb')
-    row = c.one('#jobs tr[data-id="%s"]' % ids['tb'])
-    assert 'ValueError: the line that matters' in row.text, row.text
-    assert '\\u000a' not in row.text and '2 / 5' in row.text, row.text
+    row = c.text('#jobs tr[data-id="%s"]' % ids['tb'])
+    assert 'ValueError: the line that matters' in row, row
+    assert '\\u000a' not in row and '2 / 5' in row, row
     c.go('job/99999999')
     wait_for('the page of no job', lambda: 'No job 99999999' in
              c.text('#not-found'))
@@ -729,9 +746,9 @@ def steps(c, ids, flaky):
         '.getBoundingClientRect().right')
     assert right <= 390, 'Pause at %d px' % right
     c.go('jobs?kind=tb')
-    row = c.one('#jobs tr[data-id="%s"]' % ids['tb'])
-    assert row.size['height'] < 80, 'an error row %d px tall' % row.size[
-        'height']
+    height = settled(lambda: c.one('#jobs tr[data-id="%s"]' % ids['tb'])
+                     .size['height'])
+    assert height < 80, 'an error row %d px tall' % height
     c.go('job/' + ids['tb'])
     c.one('table.attempts')
     assert c.d.execute_script(
