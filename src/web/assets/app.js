@@ -1,8 +1,8 @@
 /*
  * pgjob web: the console's single page (docs/console.md), its entry: the
  * session and the login form, the hash routes and the page each draws,
- * the keyboard and the browser's events.  A native ES module (index.html
- * loads it with type="module"); each concern is a module of its own,
+ * and the browser's events.  A native ES module (index.html loads it with
+ * type="module"); each concern is a module of its own,
  * imported from this origin alone (the Content-Security-Policy's
  * script-src 'self'):
  *
@@ -10,6 +10,10 @@
  *   core.js      the server (fetch, the CSRF token), the banner, the live
  *                updates and their timer
  *   charts.js    the SVG line charts
+ *   keys.js      the keyboard's shortcuts, and their help (?)
+ *   theme.js     the light/dark switch
+ *   sort.js      the lists' order, by a column's header
+ *   suggest.js   the names the queue and kind filters suggest
  *   overview.js, jobs.js (with filters.js, pager.js, bulk.js), job.js,
  *   queues.js, history.js, schedules.js, tasks.js, workflows.js: a page each
  *
@@ -33,6 +37,8 @@ import {historyPage} from '/history.js';
 import {schedulesPage} from '/schedules.js';
 import {tasksPage} from '/tasks.js';
 import {workflowPage, workflowsPage} from '/workflows.js';
+import {themeSwitch} from '/theme.js';
+import {keyboard} from '/keys.js';
 
 const PAGES = [
 	['', 'Overview'], ['jobs', 'Jobs'], ['queues', 'Queues'],
@@ -203,22 +209,7 @@ function route() {
 	refresh(true);
 }
 
-/* --- keyboard, visibility, start ------------------------------- */
-
-document.addEventListener('keydown', (ev) => {
-	if (ev.key !== '/' || ev.ctrlKey || ev.metaKey || ev.altKey)
-		return;
-	const t = ev.target;
-	if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/
-		.test(t.tagName)))
-		return;
-	ev.preventDefault();
-	const box = document.getElementById('f-q');
-	if (box)
-		box.focus();
-	else if (S.page)
-		location.hash = '#/jobs?focus=1';
-});
+/* --- the browser's events, start -------------------------------- */
 
 window.addEventListener('hashchange', () => {
 	route();
@@ -243,6 +234,8 @@ window.addEventListener('resize', () => {
 		S.page.last = null;
 });
 
+document.querySelector('header.top').appendChild(themeSwitch());
+keyboard();
 hooks.start = start;
 hooks.route = route;
 tick();

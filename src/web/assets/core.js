@@ -22,10 +22,11 @@
  */
 import {fmtTime, h, showText} from '/dom.js';
 
-/* What core.js calls of the entry (app.js sets them): start() makes a new
- * session (and shows the login form, with users); route() draws the
- * page of the hash. */
-export const hooks = {start: () => {}, route: () => {}};
+/* What core.js calls of the modules that import it (app.js and keys.js
+ * set them): start() makes a new session (and shows the login form, with
+ * users); route() draws the page of the hash; rendered(p) after each
+ * redraw (the keyboard's row mark). */
+export const hooks = {start: () => {}, route: () => {}, rendered: () => {}};
 
 /* The live updates' periods (the first by default), in ms. */
 const PERIODS = [2000, 10000, 30000];
@@ -192,13 +193,7 @@ export function title(t) {
 export function liveBar(p) {
 	p.stamp = h('span', {id: 'as-of', class: 'muted'}, '');
 	const pause = h('button', {type: 'button', id: 'live-toggle',
-		class: 'link', onclick: () => {
-			S.live = !S.live;
-			pause.textContent = S.live ? 'Pause' : 'Resume';
-			if (S.live)
-				refresh(false);
-			drawStamp(p);
-		}}, S.live ? 'Pause' : 'Resume');
+		class: 'link', onclick: toggleLive}, S.live ? 'Pause' : 'Resume');
 	const every = h('select', {id: 'live-period',
 		'aria-label': 'update every'}, PERIODS.map((ms) =>
 		h('option', {value: ms, selected: ms === S.period},
@@ -209,6 +204,18 @@ export function liveBar(p) {
 	});
 	return h('div', {class: 'livebar', id: 'live'}, p.stamp, ' ',
 		pause, ' ', every);
+}
+
+/* Pause or resume the live updates (the bar's button, the p key). */
+export function toggleLive() {
+	S.live = !S.live;
+	const pause = document.getElementById('live-toggle');
+	if (pause)
+		pause.textContent = S.live ? 'Pause' : 'Resume';
+	if (S.live)
+		refresh(false);
+	if (S.page)
+		drawStamp(S.page);
 }
 
 function drawStamp(p) {
@@ -252,8 +259,7 @@ function holding() {
 
 /*
  * Fetches the current page's data; draws it when it changed (force:
- * always).  The focused control is found again after the redraw by
- * its data-key.
+ * always).
  */
 export async function refresh(force) {
 	const p = S.page;
@@ -283,15 +289,8 @@ export async function refresh(force) {
 		if (!force && (same || p.held))
 			return;
 		p.last = r.text;
-		const focused = document.activeElement &&
-			document.activeElement.getAttribute('data-key');
-		p.render(r.data);
-		if (focused) {
-			const again = main.querySelector('[data-key="' +
-				CSS.escape(focused) + '"]');
-			if (again)
-				again.focus({preventScroll: true});
-		}
+		p.data = r.data;
+		redraw(p);
 	} catch (e) {
 		if (p === S.page && p.missing && e.status === 404) {
 			/* No such job: said once, no more asking. */
@@ -312,6 +311,26 @@ export async function refresh(force) {
 			refresh(true);
 		}
 	}
+}
+
+/*
+ * Draws the page's data as last read (a new answer, or a new sort order of
+ * the same).  The focused control is found again after the redraw by its
+ * data-key.
+ */
+export function redraw(p) {
+	if (p.data === undefined)
+		return;
+	const focused = document.activeElement &&
+		document.activeElement.getAttribute('data-key');
+	p.render(p.data);
+	if (focused) {
+		const again = main.querySelector('[data-key="' +
+			CSS.escape(focused) + '"]');
+		if (again)
+			again.focus({preventScroll: true});
+	}
+	hooks.rendered(p);
 }
 
 export function notFound(p) {

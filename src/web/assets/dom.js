@@ -160,14 +160,19 @@ export function jobLink(id) {
 	return h('a', {href: '#/job/' + Number(id)}, String(id));
 }
 
-/* A table: heads, then rows of cells (a cell: text or a node). */
+/* A table: heads, then rows of cells (a cell: text or a node).  A head
+ * is its label, a node, or {label, th (the th's attributes), content}
+ * (sort.js: a button in the header). */
 export function table(heads, rows, cls) {
+	const label = (x) => typeof x === 'string' ? x : x && x.th ? x.label :
+		null;
 	return h('div', {class: 'scroll'}, h('table', {class: cls || null},
-		h('thead', null, h('tr', null, heads.map((x) =>
+		h('thead', null, h('tr', null, heads.map((x) => x && x.th ?
+			h('th', Object.assign({scope: 'col'}, x.th), x.content) :
 			h('th', {scope: 'col'}, x)))),
 		h('tbody', null, rows.length ? rows.map((r) => h('tr', null,
-			r.map((c, i) => h('td', {'data-label': typeof heads[i] ===
-				'string' && heads[i] ? heads[i] : null}, c)))) :
+			r.map((c, i) => h('td', {'data-label': label(heads[i]) ||
+				null}, c)))) :
 			h('tr', null,
 			h('td', {colspan: heads.length, class: 'muted'},
 				'nothing')))));

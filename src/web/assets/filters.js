@@ -3,6 +3,7 @@
  */
 import {h, STATES} from '/dom.js';
 import {hooks, query} from '/core.js';
+import {suggesting} from '/suggest.js';
 
 /* What the jobs' filter takes: the states, and two kinds of available
  * jobs (due later; due again after a failed attempt). */
@@ -35,12 +36,17 @@ export function filterOf(f) {
 	return filter;
 }
 
-export function filterForm(f, dead) {
+/* The filter's form, and the list's order (asc: oldest first). */
+export function filterForm(f, dead, asc) {
 	const field = (k, label, input) => h('div', {class: 'field'},
 		h('label', {for: 'f-' + k}, label), input);
-	const text = (k, label, ph) => field(k, label, h('input', {
-		id: 'f-' + k, name: k, value: f[k], placeholder: ph || null,
-		type: k === 'workflow' ? 'number' : 'text'}));
+	const text = (k, label, ph) => {
+		const input = h('input', {id: 'f-' + k, name: k, value: f[k],
+			placeholder: ph || null, type: k === 'workflow' ? 'number' :
+				'text'});
+		return field(k, label, k === 'queue' || k === 'kind' ?
+			suggesting(input, k) : input);
+	};
 	const date = (k, label) => field(k, label, h('input', {
 		id: 'f-' + k, name: k, type: 'datetime-local',
 		value: toLocalInput(f[k])}));
@@ -48,6 +54,9 @@ export function filterForm(f, dead) {
 		id: 'f-state', name: 'state'}, h('option', {value: ''}, 'any'),
 	FILTER_STATES.map((s) => h('option', {value: s,
 		selected: s === f.state}, s))));
+	const order = h('select', {id: 'f-order', name: 'order'},
+		h('option', {value: ''}, 'newest first'),
+		h('option', {value: 'asc', selected: asc}, 'oldest first'));
 	const form = h('form', {class: 'filters', id: 'filters',
 		role: 'search'}, state, text('queue', 'Queue'),
 	text('kind', 'Kind'), text('q', 'Text in payload or error',
@@ -55,6 +64,7 @@ export function filterForm(f, dead) {
 		'Created from'), date('to', 'Created to'),
 	text('limit_key', 'Limit key'), text('ordering_key',
 		'Ordering key'), text('workflow', 'Workflow')],
+	field('order', 'Order', order),
 	h('div', {class: 'field buttons'},
 		h('button', {type: 'submit', class: 'primary'}, 'Filter'),
 		h('button', {type: 'button', onclick: () => {
@@ -70,11 +80,14 @@ export function filterForm(f, dead) {
 			v[k] = e.type === 'datetime-local' ?
 				fromLocalInput(e.value) : e.value.trim();
 		}
+		v.order = order.value === 'asc' ? 'asc' : '';
 		const target = (dead ? '#/dead' : '#/jobs') + query(v);
 		if (location.hash === target)
 			hooks.route();
 		else
 			location.hash = target;
 	});
+	/* A new order shows at once, with the filter as the form has it. */
+	order.addEventListener('change', () => form.requestSubmit());
 	return form;
 }

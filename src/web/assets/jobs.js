@@ -8,9 +8,6 @@ import {filterForm, filterOf, FILTERS} from '/filters.js';
 import {drawPager} from '/pager.js';
 import {bulkAll, bulkSelected} from '/bulk.js';
 
-/* --- jobs and dead jobs ---------------------------------------- */
-
-
 export function jobsPage(p, dead) {
 	const f = {};
 	for (const k of FILTERS)
@@ -18,13 +15,16 @@ export function jobsPage(p, dead) {
 	if (dead)
 		f.state = 'dead';
 	p.sel = new Set();
-	/* The page's position is in the address (a reload, Back). */
-	p.before = /^[0-9]+$/.test(p.r.q.get('before') || '') ?
-		p.r.q.get('before') : '';
+	/* Newest first, or oldest first (order=asc, server side: the same
+	 * keyset paging the other way).  The page's position is in the
+	 * address (a reload, Back): before a job, or after it. */
+	p.asc = p.r.q.get('order') === 'asc';
+	const at = p.r.q.get(p.asc ? 'after' : 'before') || '';
+	p.before = /^[0-9]+$/.test(at) ? at : '';
 	p.limit = 50;
 	p.dead = dead;
 
-	const form = filterForm(f, dead);
+	const form = filterForm(f, dead, p.asc);
 	const count = h('span', {id: 'selected', class: 'muted'});
 	const actions = operator() ? h('div', {class: 'actions',
 		id: 'bulk'}, (dead ? ['retry', 'delete'] :
@@ -42,7 +42,7 @@ export function jobsPage(p, dead) {
 		actions, matches, out, pager);
 
 	p.url = () => '/api/jobs' + query(Object.assign({}, f,
-		{before: p.before, limit: p.limit}));
+		cursor(p, p.before), {limit: p.limit}));
 	p.fetch = () => fetchJobs(p, f, pager);
 	p.render = (d) => {
 		out.replaceChildren(jobsTable(p, d.jobs || [], d));
@@ -63,12 +63,17 @@ export function jobsPage(p, dead) {
  * (counted; past 300,000 rows in the tables, the planner's
  * estimate, said so).
  */
+/* The order and the cursor of /api/jobs. */
+function cursor(p, at) {
+	return p.asc ? {order: 'asc', after: at} : {before: at};
+}
+
 async function fetchJobs(p, f, pager) {
 	const t0 = Date.now();
 	let jobs = [], before = p.before, d;
 	for (;;) {
-		d = (await get('/api/jobs' + query(Object.assign({}, f, {
-			before: before, limit: p.limit - jobs.length})))).data;
+		d = (await get('/api/jobs' + query(Object.assign({}, f,
+			cursor(p, before), {limit: p.limit - jobs.length})))).data;
 		jobs = jobs.concat(d.jobs || []);
 		if (jobs.length >= p.limit || d.searched_to === null ||
 			d.searched_to === undefined || p !== S.page ||
@@ -76,9 +81,10 @@ async function fetchJobs(p, f, pager) {
 			break;
 		before = String(d.searched_to);
 		pager.replaceChildren(h('span', {class: 'muted',
-			id: 'searching'}, 'Searching older jobs\u2026 (' +
-			num(jobs.length) + ' found, down to job ' +
-			num(d.searched_to) + ')'));
+			id: 'searching'}, 'Searching ' + (p.asc ? 'newer' :
+			'older') + ' jobs\u2026 (' + num(jobs.length) + ' found, ' +
+			(p.asc ? 'up' : 'down') + ' to job ' + num(d.searched_to) +
+			')'));
 	}
 	const out = {jobs: jobs, next: jobs.length >= p.limit ? d.next :
 		null, searched_to: jobs.length >= p.limit ? null :
@@ -184,8 +190,9 @@ function jobsTable(p, jobs, d) {
 	if (!jobs.length)
 		body.appendChild(h('tr', null, h('td', {colspan: heads.length +
 			(op ? 1 : 0), class: 'muted', id: 'no-match'},
-		d && d.searched_to ? 'No match among the jobs newer than ' +
-			'job ' + num(d.searched_to) + ' yet: search older, ' +
+		d && d.searched_to ? 'No match among the jobs ' + (p.asc ?
+			'older' : 'newer') + ' than job ' + num(d.searched_to) +
+			' yet: search ' + (p.asc ? 'newer' : 'older') + ', ' +
 			'below.' : 'No job matches.')));
 	t.appendChild(body);
 	return h('div', {class: 'scroll'}, t);

@@ -1,17 +1,20 @@
 /*
  * pgjob web: the keyset pager of the jobs' and the workflows' lists.
  */
-import {h, num} from '/dom.js';
+import {cap, h, num} from '/dom.js';
 import {parseHashOf, refresh, S} from '/core.js';
 
 /*
- * Newer, Older, Search older.  The jobs' pages keep their position in
- * the address ("before"), so that a reload and Back stay there; the
+ * Newer, Older, Search older (oldest first, p.asc: Older, Newer, Search
+ * newer).  The jobs' pages keep their position in the address ("before",
+ * or "after" oldest first), so that a reload and Back stay there; the
  * workflows' page keeps it in p.cursors.
  */
 export function drawPager(p, d, pager) {
 	const kids = [];
 	const inHash = !p.cursors;
+	/* Where the next page goes, and where the first is. */
+	const [to, from] = p.asc ? ['newer', 'older'] : ['older', 'newer'];
 	const go = (before) => {
 		if (!inHash) {
 			p.cursors.push(p.before);
@@ -23,7 +26,7 @@ export function drawPager(p, d, pager) {
 		location.hash = pageHash(p, before);
 	};
 	if (inHash ? p.before : p.cursors.length)
-		kids.push(h('button', {type: 'button', 'data-key': 'newer',
+		kids.push(h('button', {type: 'button', 'data-key': from,
 			onclick: () => {
 				if (!inHash) {
 					p.before = p.cursors.pop();
@@ -35,28 +38,31 @@ export function drawPager(p, d, pager) {
 				} else {
 					location.hash = pageHash(p, '');
 				}
-			}}, '\u2190 Newer'));
+			}}, '\u2190 ' + cap(from)));
 	if (d.next !== null && d.next !== undefined)
-		kids.push(h('button', {type: 'button', 'data-key': 'older',
-			id: 'older', onclick: () => go(String(d.next))},
-		'Older \u2192'));
+		kids.push(h('button', {type: 'button', 'data-key': to,
+			id: to, onclick: () => go(String(d.next))},
+		cap(to) + ' \u2192'));
 	else if (d.searched_to !== null && d.searched_to !== undefined)
-		kids.push(h('span', {class: 'muted'}, 'Searched down to job ' +
-			num(d.searched_to) + '. '), h('button', {type: 'button',
-			'data-key': 'search-older', id: 'search-older',
+		kids.push(h('span', {class: 'muted'}, 'Searched ' + (p.asc ?
+			'up' : 'down') + ' to job ' + num(d.searched_to) + '. '),
+		h('button', {type: 'button', 'data-key': 'search-' + to,
+			id: 'search-' + to,
 			onclick: () => go(String(d.searched_to))},
-		'Search older \u2192'));
+		'Search ' + to + ' \u2192'));
 	pager.replaceChildren(...kids);
 }
 
-/* The address of this list from job before down ('' the newest). */
+/* The address of this list from job before down, or after it up ('' the
+ * first page). */
 function pageHash(p, before) {
 	const q = new URLSearchParams(p.r.q);
+	const key = p.asc ? 'after' : 'before';
 	q.delete('focus');
 	if (before)
-		q.set('before', before);
+		q.set(key, before);
 	else
-		q.delete('before');
+		q.delete(key);
 	const s = q.toString();
 	return '#/' + p.r.name + (s ? '?' + s : '');
 }

@@ -2,8 +2,9 @@
  * pgjob web: the queues' page (#/queues): counts, pause and resume, flow
  * limits; and the queue's figures the overview shows too.
  */
-import {fmtSecs, fmtTime, h, num, region, showText, table} from '/dom.js';
+import {fmtSecs, fmtTime, h, num, region, showText} from '/dom.js';
 import {act, main, operator} from '/core.js';
+import {sortedTable} from '/sort.js';
 
 /* A queue's count k: "10,000+" when the server stopped counting
  * (the field is in at_least). */
@@ -65,7 +66,7 @@ export function queuesPage(p) {
 	const out = region('queues');
 	main.append(h('h1', null, 'Queues'), editor, out);
 	p.url = () => '/api/queues';
-	p.render = (d) => out.replaceChildren(queuesTable(d.queues || [],
+	p.render = (d) => out.replaceChildren(queuesTable(p, d.queues || [],
 		editor));
 }
 
@@ -95,29 +96,47 @@ function limitsText(l) {
 			')') : null];
 }
 
-function queuesTable(queues, editor) {
+/* A count as the queues' order takes it (the number shown, a bound or
+ * an estimate alike). */
+const n = (k) => (q) => q[k] === null || q[k] === undefined ? null :
+	Number(q[k]);
+
+/* The queues' columns: [key, label, what it sorts by]. */
+const QUEUE_COLS = [
+	['queue', 'queue', (q) => q.queue],
+	['available', 'available', n('available')],
+	['scheduled', 'scheduled', n('scheduled')],
+	['running', 'running', n('running')],
+	['waiting', 'waiting', n('waiting')],
+	['dead', 'dead', n('dead')],
+	['done', 'done/min', n('done_last_minute')],
+	['failed', 'failed/min', n('failed_last_minute')],
+	['wait', 'oldest waiting', n('oldest_wait_seconds')],
+	['limits', 'limits', null],
+	['state', 'state', (q) => (q.paused ? 'paused' : 'running') +
+		(q.paused_kinds || []).length],
+];
+
+function queuesTable(p, queues, editor) {
 	const op = operator();
-	return table(['queue', 'available', 'scheduled', 'running',
-		'waiting', 'dead', 'done/min', 'failed/min', 'oldest waiting',
-		'limits', 'state'].concat(op ? ['actions'] : []), queues.map(
-		(q) => [h('span', null, queueLink(q.queue), ' ',
-			historyLink(q.queue)), count(q, 'available'),
-			count(q, 'scheduled'), count(q, 'running'),
-			count(q, 'waiting'),
-			count(q, 'dead'), num(q.done_last_minute),
-			num(q.failed_last_minute), wait(q),
-		limitsText(q.limits), h('div', {class: 'cellacts'},
-			q.paused ? h('span', {class: 'badge paused'}, 'paused') :
-				h('span', {class: 'muted'}, 'running'),
-			(q.paused_kinds || []).map((k) => h('span', {class: 'kind'},
-				'kind ', showText(k, false), ' paused', op ?
-					h('button', {type: 'button',
-						'data-action': 'resume-kind',
-						'data-key': 'resume-' + q.queue + '/' + k,
-						onclick: () => act('/api/queues/resume', {
-							queue: q.queue, kind: k}, () => 'Kind ' +
-							k + ' resumed in queue ' + q.queue + '.')},
-					'Resume') : null)))].concat(op ? [h('div', {
+	return sortedTable(p, 'sort', QUEUE_COLS.concat(op ? [['actions',
+		'actions', null]] : []), queues, (q) => [h('span', null,
+		queueLink(q.queue), ' ', historyLink(q.queue)),
+	count(q, 'available'), count(q, 'scheduled'), count(q, 'running'),
+	count(q, 'waiting'), count(q, 'dead'), num(q.done_last_minute),
+	num(q.failed_last_minute), wait(q),
+	limitsText(q.limits), h('div', {class: 'cellacts'},
+		q.paused ? h('span', {class: 'badge paused'}, 'paused') :
+			h('span', {class: 'muted'}, 'running'),
+		(q.paused_kinds || []).map((k) => h('span', {class: 'kind'},
+			'kind ', showText(k, false), ' paused', op ?
+				h('button', {type: 'button',
+					'data-action': 'resume-kind',
+					'data-key': 'resume-' + q.queue + '/' + k,
+					onclick: () => act('/api/queues/resume', {
+						queue: q.queue, kind: k}, () => 'Kind ' +
+						k + ' resumed in queue ' + q.queue + '.')},
+				'Resume') : null)))].concat(op ? [h('div', {
 		class: 'cellacts'}, h('button', {type: 'button',
 		'data-action': q.paused ? 'resume' : 'pause',
 		'data-queue': q.queue, 'data-key': 'pause-' + q.queue,
@@ -127,7 +146,7 @@ function queuesTable(queues, editor) {
 		q.paused ? 'Resume' : 'Pause'),
 	h('button', {type: 'button', 'data-action': 'limits',
 		'data-key': 'limits-' + q.queue,
-		onclick: () => limitsForm(editor, q)}, 'Limits\u2026'))] : [])),
+		onclick: () => limitsForm(editor, q)}, 'Limits\u2026'))] : []),
 	'num queues');
 }
 

@@ -6,8 +6,21 @@ import {badge, dl, h, jobLink, num, region, section, short, STATES, svg,
 	table, time, visible} from '/dom.js';
 import {main, notFound, query} from '/core.js';
 import {drawPager} from '/pager.js';
+import {at, sortedTable} from '/sort.js';
 
 /* --- workflows -------------------------------------------------- */
+
+/* The workflows' columns: [key, label, what it sorts by]; they sort the
+ * page shown (the server pages them newest first). */
+const COLS = [
+	['id', 'id', (w) => Number(w.id)],
+	['name', 'name', (w) => w.name],
+	['created', 'created', (w) => at(w.created_at)],
+	['steps', 'steps', (w) => Number(w.steps)],
+	['ended', 'ended', (w) => Number(w.ended)],
+	['failed', 'failed', (w) => Number(w.failed)],
+	['finished', 'finished', (w) => at(w.finished_at)],
+];
 
 export function workflowsPage(p) {
 	p.before = '';
@@ -17,13 +30,12 @@ export function workflowsPage(p) {
 	main.append(h('h1', null, 'Workflows'), out, pager);
 	p.url = () => '/api/workflows' + query({before: p.before});
 	p.render = (d) => {
-		out.replaceChildren(table(['id', 'name', 'created', 'steps',
-			'ended', 'failed', 'finished'], (d.workflows || []).map(
-			(w) => [h('a', {href: '#/workflow/' + Number(w.id)},
-				String(w.id)), short(w.name, 80), time(w.created_at),
-			num(w.steps), num(w.ended), Number(w.failed) ? h('span', {
-				class: 'badge st-dead'}, num(w.failed)) : '0',
-			time(w.finished_at)]), 'num'));
+		out.replaceChildren(sortedTable(p, 'sort', COLS,
+			d.workflows || [], (w) => [h('a', {href: '#/workflow/' +
+				Number(w.id)}, String(w.id)), short(w.name, 80),
+			time(w.created_at), num(w.steps), num(w.ended),
+			Number(w.failed) ? h('span', {class: 'badge st-dead'},
+				num(w.failed)) : '0', time(w.finished_at)], 'num'));
 		drawPager(p, d, pager);
 	};
 }
