@@ -451,6 +451,7 @@ def steps(c, ids, flaky):
     kind.send_keys('LAK')
     wait_for('the kinds suggested', lambda: 'flaky' in settled(
         lambda: [li.text for li in c.css('#f-kind-list li')]))
+    c.shot('suggestions')
     settled(lambda: [li for li in c.css('#f-kind-list li')
                      if li.text == 'flaky'][0].click())
     assert c.attr('#f-kind', 'value') == 'flaky'
@@ -549,6 +550,7 @@ def steps(c, ids, flaky):
     c.keys('?')
     wait_for('the keys listed', lambda: c.attr('#keys-help', 'open'))
     assert 'pause / resume' in c.text('#keys-help')
+    c.shot('keys')
     c.keys(Keys.ESCAPE)
     wait_for('the list closed', lambda: not c.attr('#keys-help', 'open'))
     c.go('jobs?kind=flaky')
