@@ -3,19 +3,20 @@
  * them (retry, cancel, delete), by ids or by everything a filter matches.
  * See api_jobs.h.
  *
- * The list is newest first with a keyset cursor (id < before), never an
- * OFFSET.  Where no index serves the filter (text in payloads and errors,
- * a kind, a key, a time range, finished states), a request reads windows
- * of WINDOW ids (Q_WINDOW with a text search) below its cursor, one after
- * the other until it has a page or has spent BUDGET_MS, so that a rare
- * match never makes one request read a million rows: the answer's
- * searched_to says where it stopped, and the page asks again from there,
- * request after request, until its page is full (a filter shows what
- * matches, however deep).  Waiting, available, running and dead jobs (of a
- * queue, or all), and a workflow's, are read along their partial indexes,
- * whole: a kind or any other term more would let the planner walk the
- * primary key in the hope of a page soon, through the whole table when
- * nothing matches, so with those the windows apply too.
+ * The list is newest first with a keyset cursor (id < before), or oldest
+ * first (order=asc, id > after), never an OFFSET.  Where no index serves
+ * the filter (text in payloads and errors, a kind, a key, a time range,
+ * finished states), a request reads windows of WINDOW ids (Q_WINDOW with
+ * a text search) past its cursor, one after the other until it has a page
+ * or has spent BUDGET_MS, so that a rare match never makes one request
+ * read a million rows: the answer's searched_to says where it stopped,
+ * and the page asks again from there, request after request, until its
+ * page is full (a filter shows what matches, however deep).  Waiting,
+ * available, running and dead jobs (of a queue, or all), and a workflow's,
+ * are read along their partial indexes, whole: a kind or any other term
+ * more would let the planner walk the primary key in the hope of a page
+ * soon, through the whole table when nothing matches, so with those the
+ * windows apply too.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -59,15 +60,24 @@ indexed(const struct filter *f)
 	       strcmp(f->state, "cancelled") != 0;
 }
 
-static const char LIST_SQL[] =
-	"select id, queue, kind, state, attempts, max_attempts, priority,"
-	"  run_at, created_at, finished_at,"
-	/* Its end: a traceback's last line says what went wrong. */
-	"  right(last_error, 300) as last_error"
+/* The list's columns; last_error's end: a traceback's last line says what
+ * went wrong. */
+#define LIST_SELECT                                                            \
+	"select id, queue, kind, state, attempts, max_attempts, priority,"     \
+	"  run_at, created_at, finished_at,"                                   \
+	"  right(last_error, 300) as last_error"                               \
 	" from pgjob.all_jobs where" FILTER_WHERE
-	"  and ($10::bigint is null or id < $10::bigint)"
-	"  and ($11::bigint is null or id >= $11::bigint)"
-	" order by id desc limit $12::int";
+
+/* A window of the list below cursor $10 down to $11; oldest first, above
+ * cursor $10 up to $11. */
+static const char LIST_SQL[] =
+	LIST_SELECT "  and ($10::bigint is null or id < $10::bigint)"
+		    "  and ($11::bigint is null or id >= $11::bigint)"
+		    " order by id desc limit $12::int";
+static const char LIST_ASC_SQL[] =
+	LIST_SELECT "  and ($10::bigint is null or id > $10::bigint)"
+		    "  and ($11::bigint is null or id <= $11::bigint)"
+		    " order by id limit $12::int";
 
 static double
 now_ms(void)
@@ -77,23 +87,25 @@ now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Reads the jobs of one window (or all, when lo is 0) below cursor into
- * a; returns how many, or -1 (out filled). */
+/* Reads the jobs of one window (or all, when edge is 0) past cursor into
+ * a: below it down to edge, or (asc) above it up to edge; returns how
+ * many, or -1 (out filled). */
 static int
-read_window(struct db_conn *db, const struct filter *f, long long cursor,
-	    long long lo, long n, cJSON *a, long long *last,
+read_window(struct db_conn *db, const struct filter *f, bool asc,
+	    long long cursor, long long edge, long n, cJSON *a, long long *last,
 	    struct web_response *out)
 {
 	char before[24], low[24], limit[8];
 	const char *p[12];
 	snprintf(before, sizeof(before), "%lld", cursor);
-	snprintf(low, sizeof(low), "%lld", lo);
+	snprintf(low, sizeof(low), "%lld", edge);
 	snprintf(limit, sizeof(limit), "%ld", n);
 	api_filter_params(f, p);
 	p[9] = cursor ? before : NULL;
-	p[10] = lo ? low : NULL;
+	p[10] = edge ? low : NULL;
 	p[11] = limit;
-	struct db_rows *res = api_query(db, out, LIST_SQL, 12, p);
+	struct db_rows *res =
+		api_query(db, out, asc ? LIST_ASC_SQL : LIST_SQL, 12, p);
 	if (!res)
 		return -1;
 	int rows = db_rows_count(res);
@@ -109,43 +121,48 @@ read_window(struct db_conn *db, const struct filter *f, long long cursor,
 }
 
 /*
- * The page below cursor (0: from the newest), n jobs at most, into a.
- * Windowed: *searched_to is the lowest id read when the windows ran out
- * of budget before the page was full, else 0 (the oldest job was
- * reached).  Returns how many, or -1 (out filled).
+ * The page below cursor (0: from the newest), or (asc) above it (0: from
+ * the oldest), n jobs at most, into a.  Windowed: *searched_to is the
+ * last id read (the lowest, or the highest) when the windows ran out of
+ * budget before the page was full, else 0 (the end was reached).  Returns
+ * how many, or -1 (out filled).
  */
 static int
-read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
-	  cJSON *a, long long *last, long long *searched_to,
-	  struct web_response *out)
+read_page(struct db_conn *db, const struct filter *f, bool asc,
+	  long long cursor, long n, cJSON *a, long long *last,
+	  long long *searched_to, struct web_response *out)
 {
 	*searched_to = 0;
 	if (indexed(f))
-		return read_window(db, f, cursor, 0, n, a, last, out);
+		return read_window(db, f, asc, cursor, 0, n, a, last, out);
 	struct db_rows *res = api_query(
 		db, out, "select min(id), max(id) from pgjob.all_jobs", 0,
 		NULL);
 	if (!res)
 		return -1;
 	long long min = atoll(db_rows_text(res, 0, 0));
+	long long max = atoll(db_rows_text(res, 0, 1));
 	if (cursor == 0)
-		cursor = atoll(db_rows_text(res, 0, 1)) + 1;
+		cursor = asc ? min - 1 : max + 1;
 	db_rows_free(res);
 	long long size = f->q ? Q_WINDOW : WINDOW;
 	double t0 = now_ms();
 	int got = 0;
 	for (;;) {
-		long long lo = cursor - size > min ? cursor - size : 0;
-		int rows =
-			read_window(db, f, cursor, lo, n - got, a, last, out);
+		/* The window's far end; 0: none, the last window. */
+		long long edge =
+			asc ? (cursor + size < max ? cursor + size : 0)
+			    : (cursor - size > min ? cursor - size : 0);
+		int rows = read_window(db, f, asc, cursor, edge, n - got, a,
+				       last, out);
 		if (rows < 0)
 			return -1;
 		got += rows;
-		if (got == n || lo == 0)
+		if (got == n || edge == 0)
 			return got;
-		cursor = lo;
+		cursor = edge;
 		if (now_ms() - t0 >= BUDGET_MS) {
-			*searched_to = lo;
+			*searched_to = edge;
 			return got;
 		}
 	}
@@ -158,6 +175,8 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	struct filter f;
 	const char *b = q->get(q->ctx, "before");
 	const char *l = q->get(q->ctx, "limit");
+	const char *order = q->get(q->ctx, "order");
+	bool asc = order && strcmp(order, "asc") == 0;
 	char before[24] = "";
 	long long last = 0, searched_to;
 	long n = PAGE;
@@ -165,8 +184,17 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 	if (api_filter_read(&f, q->get, q->ctx, out) < 0 ||
 	    api_filter_times(db, &f, out) < 0)
 		return;
+	if (order && *order && !asc && strcmp(order, "desc") != 0) {
+		web_response_error(out, 400, "order: asc or desc");
+		return;
+	}
+	/* Oldest first, the cursor is "after". */
+	if (asc)
+		b = q->get(q->ctx, "after");
 	if (b && *b && api_parse_id(b, before, sizeof(before)) < 0) {
-		web_response_error(out, 400, "before: not a job id");
+		web_response_error(out, 400,
+				   asc ? "after: not a job id"
+				       : "before: not a job id");
 		return;
 	}
 	if (l && *l) {
@@ -179,7 +207,7 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 		}
 	}
 	cJSON *jobs = cJSON_CreateArray();
-	int rows = read_page(db, &f, atoll(before), n, jobs, &last,
+	int rows = read_page(db, &f, asc, atoll(before), n, jobs, &last,
 			     &searched_to, out);
 	if (rows < 0) {
 		cJSON_Delete(jobs);

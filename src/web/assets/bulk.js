@@ -1,0 +1,95 @@
+/*
+ * pgjob web: actions on many jobs: the selected ones, or every match of
+ * a filter (counted, confirmed, in steps, its progress shown).
+ */
+import {cap, num} from '/dom.js';
+import {act, get, post, query, refresh, say, sayError} from '/core.js';
+import {filterOf} from '/filters.js';
+
+const PAST = {retry: 'retried', cancel: 'cancelled', delete: 'deleted'};
+
+export function bulkSelected(p, a) {
+	const ids = [...p.sel];
+	if (!ids.length) {
+		say('error', 'Select jobs first (the boxes of the first column).',
+			'action');
+		return;
+	}
+	if (!confirm(cap(a) + ' ' + ids.length + ' selected job' +
+		(ids.length === 1 ? '' : 's') + '?'))
+		return;
+	p.sel.clear();
+	act('/api/jobs/' + a, {ids: ids}, (d) => num(d.affected) +
+		' of ' + ids.length + ' selected jobs ' + PAST[a] + '.');
+}
+
+/* Jobs per request of an action on a filter's matches: the page
+ * shows how far it has come after each. */
+const STEP = 5000;
+
+/*
+ * "... all matching": the exact count first, in the confirmation (any
+ * action, a retry too); then the action, STEP jobs a request, its
+ * progress in the banner and the list's buttons disabled until it
+ * ends.
+ */
+export async function bulkAll(p, f, a) {
+	const filter = filterOf(f);
+	const buttons = [...document.querySelectorAll('#bulk button')];
+	const busy = (on) => buttons.forEach((b) => {
+		b.disabled = on;
+	});
+	let n, again = '';
+	busy(true);
+	say('info', 'Counting the jobs that match\u2026', 'action');
+	try {
+		n = (await get('/api/jobs/count' + query(filter))).data.count;
+	} catch (e) {
+		busy(false);
+		sayError(e, 'action');
+		return;
+	}
+	say('', '');
+	/* The server takes no more than the count confirmed: when more
+	 * match by then, it answers 409 with their number, asked here
+	 * again. */
+	for (;;) {
+		if (!confirm(again + cap(a) + ' all ' + num(n) + ' job' +
+			(n === 1 ? '' : 's') + ' matching this filter?' +
+			(Object.keys(filter).length ? '' :
+				' (No filter: that is every job.)')))
+			break;
+		p.sel.clear();
+		let done = 0, before = null;
+		try {
+			for (;;) {
+				say('info', cap(ING[a]) + '\u2026 ' + num(done) +
+					' of ' + num(n) + ' jobs', 'action');
+				const r = await post('/api/jobs/' + a, Object.assign({
+					filter: filter, expect: n - done, limit: STEP},
+				before ? {before: before} : {}));
+				done += r.data.affected;
+				if (r.data.next === null || r.data.next === undefined)
+					break;
+				before = String(r.data.next);
+			}
+			say('info', num(done) + ' jobs ' + PAST[a] + ' (' + num(n) +
+				' matched when asked).', 'action');
+		} catch (e) {
+			if (!done && e.status === 409 && e.data &&
+				Number.isSafeInteger(e.data.count)) {
+				again = 'Now ' + num(e.data.count) +
+					' jobs match, not ' + num(n) + '. ';
+				n = e.data.count;
+				continue;
+			}
+			sayError(e, 'action');
+		}
+		break;
+	}
+	busy(false);
+	refresh(true);
+}
+
+const ING = {retry: 'retrying', cancel: 'cancelling',
+	delete: 'deleting'};
