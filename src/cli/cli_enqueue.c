@@ -29,7 +29,8 @@ enum {
 	OPT_AFTER,
 	OPT_ON_PARENT_FAILURE,
 	OPT_JSON,
-	OPT_FILE
+	OPT_FILE,
+	OPT_TRACEPARENT
 };
 
 static const struct option enqueue_opts[] = {
@@ -46,14 +47,15 @@ static const struct option enqueue_opts[] = {
 	{"on-parent-failure", required_argument, NULL, OPT_ON_PARENT_FAILURE},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"file", required_argument, NULL, OPT_FILE},
+	{"traceparent", required_argument, NULL, OPT_TRACEPARENT},
 	{NULL, 0, NULL, 0},
 };
 
-/* The parameters of one enqueue, as text ($1..$13). */
+/* The parameters of one enqueue, as text ($1..$14). */
 struct enqueue_args {
-	const char *p[13]; /* kind payload queue run_at in_ms priority
+	const char *p[14]; /* kind payload queue run_at in_ms priority
 			      max_attempts unique_key ordering_key limit_key
-			      cost depends_on on_parent_failure */
+			      cost depends_on on_parent_failure traceparent */
 	char in_ms[24], priority[8], max_attempts[12], cost[12];
 	char *after;	  /* "{1,2,3}", owned */
 	const char *file; /* --file: JSON Lines (cli_enqueue_file.c) */
@@ -193,6 +195,22 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 		case OPT_FILE:
 			a->file = optarg;
 			break;
+		case OPT_TRACEPARENT:
+			/* Checked as pgjob.enqueue() checks it, but refused:
+			 * the function drops a bad one with a warning, so as
+			 * not to fail an application's transaction over a
+			 * header its caller sent; here an operator typed it,
+			 * and a job quietly outside its trace helps nobody. */
+			if (!trace_valid(optarg))
+				return cli_fail(
+					CLI_EXIT_USAGE,
+					"enqueue: bad --traceparent \"%s\" (a "
+					"W3C trace context of version 00: "
+					"00-<32 lowercase hex>-<16 lowercase "
+					"hex>-<2 hex>, ids not all zeros)",
+					optarg);
+			a->p[13] = optarg;
+			break;
 		default:
 			return cli_fail(CLI_EXIT_USAGE,
 					"enqueue: unknown option \"%s\"",
@@ -202,7 +220,7 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 	if (a->file) {
 		/* Each line has its own kind, payload and options. */
 		int other = optind < argc;
-		for (int i = 2; i < 13; i++)
+		for (int i = 2; i < 14; i++)
 			other |= a->p[i] != NULL;
 		if (other)
 			return cli_fail(CLI_EXIT_USAGE, "enqueue: %s",
@@ -252,7 +270,8 @@ enqueue_parse(int argc, char **argv, struct enqueue_args *a)
 	" max_attempts => $7::int,"                                            \
 	" unique_key => $8, ordering_key => $9,"                               \
 	" limit_key => $10, cost => coalesce($11::int, 1),"                    \
-	" depends_on => $12::bigint[], on_parent_failure => $13) as id"
+	" depends_on => $12::bigint[], on_parent_failure => $13,"              \
+	" traceparent => $14) as id"
 
 static const char ENQUEUE_SQL[] = ENQUEUE_CALL;
 
@@ -317,7 +336,7 @@ enqueue_json(struct db_conn *conn, const struct enqueue_args *a)
 	cJSON *o;
 
 	if (!a->p[7]) {
-		if (!(res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 13, a->p)))
+		if (!(res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 14, a->p)))
 			return cli_abort(conn);
 		o = cJSON_CreateObject();
 		cli_json_add_columns(o, res, 0, 0, 1);
@@ -327,7 +346,7 @@ enqueue_json(struct db_conn *conn, const struct enqueue_args *a)
 	if (!(res = cli_exec(conn, "enqueue", "begin", 0, NULL)))
 		return cli_abort(conn);
 	db_rows_free(res);
-	if (!(res = cli_exec(conn, "enqueue", ENQUEUE_CHECK_SQL, 13, a->p)))
+	if (!(res = cli_exec(conn, "enqueue", ENQUEUE_CHECK_SQL, 14, a->p)))
 		return cli_abort(conn);
 	if (db_rows_text(res, 0, 1)[0] == 't') {
 		const char *p[] = {db_rows_text(res, 0, 0)};
@@ -378,7 +397,7 @@ cli_enqueue_run(struct cli *cli, int argc, char **argv)
 		free(a.after);
 		return rc;
 	}
-	struct db_rows *res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 13, a.p);
+	struct db_rows *res = cli_exec(conn, "enqueue", ENQUEUE_SQL, 14, a.p);
 	if (res) {
 		printf("%s\n", db_rows_text(res, 0, 0));
 		warn_unserved(conn, a.p[2], db_rows_text(res, 0, 0));

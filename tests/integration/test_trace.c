@@ -110,6 +110,20 @@ test_enqueue(void **state)
 	assert_non_null(strstr(r.out, "\"traceparent\":\"" TP "\""));
 	assert_non_null(strstr(r.out, "\"trace_id\":\"" TRACE "\""));
 	t_run_free(&r);
+	/* pgjob enqueue --traceparent: kept as the argument is; a bad one
+	 * refused with exit 2, nothing enqueued. */
+	t_pgjob(&r, ci, "enqueue", "k", "--traceparent", TP, NULL);
+	assert_int_equal(r.status, 0);
+	t_assert_job(c, atoll(r.out), "traceparent", TP);
+	t_run_free(&r);
+	long long before = t_long(c, "select count(*) from pgjob.jobs");
+	t_pgjob(&r, ci, "enqueue", "k", "--traceparent",
+		"00-" TRACE "-" PARENT "-1", NULL);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.err, "pgjob: enqueue: bad --traceparent"));
+	t_run_free(&r);
+	t_assert_value(c, "t", "select count(*) = %lld from pgjob.jobs",
+		       before);
 	long long orphan = t_long(
 		c, "select pgjob.enqueue('k', depends_on => array[%lld])",
 		none);
