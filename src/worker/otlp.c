@@ -54,9 +54,9 @@ struct otlp {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct rec *buf; /* cap, oldest first from head */
-	int cap, head, n;
-	int spans; /* in buf[]: up to cap */
+	struct rec *buf; /* nrec, oldest first from head: n of them */
+	int nrec, head, n;
+	int cap, spans; /* the spans in buf[]: up to cap */
 	int stop;
 	/* Under mu: spans dropped (buffer full), sent, not sent (the
 	 * endpoint failed); what the loop last warned about. */
@@ -236,7 +236,7 @@ static void *
 sender(void *arg)
 {
 	struct otlp *o = arg;
-	struct rec *batch = xcalloc((size_t)o->cap, sizeof(*batch));
+	struct rec *batch = xcalloc((size_t)o->nrec, sizeof(*batch));
 	for (;;) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -248,8 +248,8 @@ sender(void *arg)
 				break;
 		int n = o->n, stop = o->stop, spans = o->spans;
 		for (int i = 0; i < n; i++)
-			batch[i] = o->buf[(o->head + i) % o->cap];
-		o->head = (o->head + n) % o->cap;
+			batch[i] = o->buf[(o->head + i) % o->nrec];
+		o->head = (o->head + n) % o->nrec;
 		o->n = 0;
 		o->spans = 0;
 		stats_set(&o->st->trace_queued, 0);
@@ -304,7 +304,9 @@ otlp_new(const struct config *cfg, struct stats_worker *st)
 	o->st = st;
 	/* At least an attempt's three spans (the config's minimum). */
 	o->cap = cfg->tracing_buffer >= 3 ? cfg->tracing_buffer : 2048;
-	o->buf = xcalloc((size_t)o->cap, sizeof(*o->buf));
+	/* Each attempt's record holds 2 or 3 of the cap spans. */
+	o->nrec = o->cap / 2;
+	o->buf = xcalloc((size_t)o->nrec, sizeof(*o->buf));
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->cv, NULL);
 	if (pthread_create(&o->thread, NULL, sender, o) != 0) {
@@ -408,11 +410,11 @@ otlp_span(struct otlp *o, const struct job *job, int64_t wall_ms,
 	/* Made before the lock: the loop holds it only for the copy. */
 	fill(&r, job, realtime_ns(), wall_ms, outcome, worker);
 	pthread_mutex_lock(&o->mu);
-	if (o->spans + r.nspans > o->cap) {
+	if (o->spans + r.nspans > o->cap || o->n == o->nrec) {
 		o->dropped += (uint64_t)r.nspans;
 		stats_add(&o->st->trace_dropped, (uint64_t)r.nspans);
 	} else {
-		o->buf[(o->head + o->n) % o->cap] = r;
+		o->buf[(o->head + o->n) % o->nrec] = r;
 		o->n++;
 		o->spans += r.nspans;
 		stats_set(&o->st->trace_queued, o->spans);
