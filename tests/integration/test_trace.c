@@ -369,6 +369,38 @@ str(const char *line, const char *key)
 	return v;
 }
 
+/*
+ * Starts tests/fixtures/otlp/receiver.js with OpenTelemetry's package in
+ * node, writing what it decodes to out (emptied first), answering status
+ * (NULL: 200); its port in *port.
+ */
+static pid_t
+receiver(const char *node, const char *out, const char *status, int *port)
+{
+	static int n;
+	char name[32];
+	snprintf(name, sizeof(name), "otlp%d", ++n);
+	unlink(out);
+	char *env = xasprintf("OTLP_NODE=%s", node);
+	char *st = xasprintf("OTLP_STATUS=%s", status ? status : "200");
+	const char *renv[] = {env, st, NULL};
+	const char *rargv[] = {"node", t_src("tests/fixtures/otlp/receiver.js"),
+			       out, NULL};
+	pid_t rcv = t_spawn(t_log(name), renv, rargv);
+	*port = 0;
+	for (int i = 0; i < 600 && *port <= 0; i++) {
+		char *s = t_read_file(t_log(name));
+		*port = s ? atoi(s) : 0;
+		free(s);
+		if (*port <= 0)
+			t_sleep_ms(50);
+	}
+	assert_true(*port > 0);
+	free(env);
+	free(st);
+	return rcv;
+}
+
 /* Asserts that span (a receiver's line) is a child of the enqueue's span
  * in the job's trace, and returns its start and end. */
 static void
@@ -412,21 +444,8 @@ test_export(void **state)
 		skip();
 	}
 	char *out = xasprintf("%s/otlp.out", t_tmpdir());
-	unlink(out);
-	char *env = xasprintf("OTLP_NODE=%s", node);
-	const char *renv[] = {env, NULL};
-	const char *rargv[] = {"node", t_src("tests/fixtures/otlp/receiver.js"),
-			       out, NULL};
-	pid_t rcv = t_spawn(t_log("otlp"), renv, rargv);
-	int port = 0;
-	for (int i = 0; i < 600 && port <= 0; i++) {
-		char *s = t_read_file(t_log("otlp"));
-		port = s ? atoi(s) : 0;
-		free(s);
-		if (port <= 0)
-			t_sleep_ms(50);
-	}
-	assert_true(port > 0);
+	int port;
+	pid_t rcv = receiver(node, out, NULL, &port);
 
 	char *ci = t_db_migrated("t_trace_export");
 	PGconn *c = t_connect(ci);
@@ -552,7 +571,6 @@ test_export(void **state)
 	free(needle);
 	free(tp);
 	free(text);
-	free(env);
 	free(out);
 	PQfinish(c);
 	free(ci);
@@ -619,6 +637,49 @@ test_export_fails(void **state)
 	free(ci);
 }
 
+/*
+ * The receiver decodes every request and answers 503: each request counts
+ * as failed for its status, its spans as failed, none as exported.
+ */
+static void
+test_export_refused(void **state)
+{
+	const char *node = otlp_node();
+	if (!node) {
+		print_message("skipped: npm cannot install "
+			      "@opentelemetry/otlp-transformer\n");
+		skip();
+	}
+	char *out = xasprintf("%s/otlp-refused.out", t_tmpdir());
+	int port;
+	pid_t rcv = receiver(node, out, "503", &port);
+	char *ci = t_db_migrated("t_trace_refused");
+	PGconn *c = t_connect(ci);
+	long long id =
+		t_long(c, "select pgjob.enqueue('n', traceparent => '%s')", TP);
+	int mport = t_free_port();
+	pid_t p =
+		t_start("refused", ci,
+			"workers: 1\n"
+			"metrics: { listen: \"127.0.0.1:%d\" }\n"
+			"tracing: { otlp_endpoint: \"http://127.0.0.1:%d\" }\n"
+			"handlers:\n"
+			"  n: { type: exec, command: [\"/bin/true\"] }\n",
+			mport, port);
+	t_wait_state(c, id, "done", 60);
+	wait_metric(mport,
+		    "pgjobd_trace_export_failures_total{reason=\"status\"}", 1);
+	assert_true(metric(mport, "pgjobd_trace_spans_failed_total") == 3);
+	assert_true(metric(mport, "pgjobd_trace_spans_exported_total") == 0);
+	t_stop_clean(p);
+	/* It did decode them: the request was valid, only refused. */
+	assert_int_equal(t_count_in_file(out, "\"traceId\""), 3);
+	t_stop(rcv, SIGTERM, 10);
+	PQfinish(c);
+	free(ci);
+	free(out);
+}
+
 int
 main(void)
 {
@@ -627,6 +688,7 @@ main(void)
 		cmocka_unit_test(test_handlers),
 		cmocka_unit_test(test_export),
 		cmocka_unit_test(test_export_fails),
+		cmocka_unit_test(test_export_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
