@@ -295,7 +295,7 @@ static const struct yaml_field tracing_fields[] = {
 	F("otlp_endpoint", YF_STRING, config, tracing_endpoint,
 	  .check = check_otlp_endpoint),
 	F("service_name", YF_STRING, config, tracing_service),
-	F("buffer", YF_INT, config, tracing_buffer, .min = 3, .max = 1000000),
+	F("buffer", YF_INT, config, tracing_buffer, .min = 1, .max = 1000000),
 	{0},
 };
 

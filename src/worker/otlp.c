@@ -302,8 +302,12 @@ otlp_new(const struct config *cfg, struct stats_worker *st)
 	o->service =
 		xstrdup(cfg->tracing_service ? cfg->tracing_service : "pgjobd");
 	o->st = st;
-	/* At least an attempt's three spans (the config's minimum). */
-	o->cap = cfg->tracing_buffer >= 3 ? cfg->tracing_buffer : 2048;
+	/* At least an attempt's three spans: a smaller buffer (the config
+	 * takes 1 and 2, as it did when a span was an attempt's) would drop
+	 * every first attempt. */
+	o->cap = cfg->tracing_buffer <= 0  ? 2048
+		 : cfg->tracing_buffer < 3 ? 3
+					   : cfg->tracing_buffer;
 	/* Each attempt's record holds 2 or 3 of the cap spans. */
 	o->nrec = o->cap / 2;
 	o->buf = xcalloc((size_t)o->nrec, sizeof(*o->buf));

@@ -401,8 +401,8 @@ static const struct bad bad_configs[] = {
 	{"tracing: {otlp_endpoint: \"127.0.0.1:4318\"}\n",
 	 {"t.yaml:1:26: tracing.otlp_endpoint: not an http:// or https:// "
 	  "URL"}},
-	{"tracing: {buffer: 2}\n",
-	 {"t.yaml:1:19: tracing.buffer: must be at least 3"}},
+	{"tracing: {buffer: 0}\n",
+	 {"t.yaml:1:19: tracing.buffer: must be at least 1"}},
 	/* Unknown keys, at the top and deeper. */
 	{"foo: 1\n", {"t.yaml:1:1: foo: unknown key \"foo\""}},
 	{"handlers:\n  x:\n    type: exec\n    command: [/bin/true]\n"
