@@ -148,6 +148,9 @@ int cli_jobs_list(struct cli *cli, int argc, char **argv);
 int cli_jobs_show(struct cli *cli, int argc, char **argv);
 int cli_state_retry(struct cli *cli, int argc, char **argv);
 int cli_state_cancel(struct cli *cli, int argc, char **argv);
+/* pgjob enqueue (cli_enqueue.c). */
+int cli_enqueue_run(struct cli *cli, int argc, char **argv);
+
 /*
  * pgjob enqueue --file FILE|- [--json] (cli_enqueue_file.c): the jobs of a
  * JSON Lines file, all in one transaction.

@@ -48,6 +48,11 @@ struct job {
 	 * trace, the attempt's own span id (common/trace.h), or "". */
 	char *trace;
 	char traceparent[TRACE_LEN + 1];
+	/* For a job in a trace, its spans before the attempt
+	 * (docs/tracing.md) as the claim measured them, in us before the
+	 * claim's now(): its enqueue (created_at), and the start of its wait
+	 * (created_at or run_at, the later); -1 without a trace. */
+	int64_t enqueued_us, waited_us;
 	const struct handler_conf *handler; /* borrowed from the config */
 };
 

@@ -29,6 +29,9 @@ const char *const stats_limit_names[STATS_LIMITS] = {
 	"paused", "throttled", "concurrency", "rate", "key_concurrency",
 };
 
+const char *const stats_trace_reasons[STATS_TRACE_REASONS] = {
+	"connect", "timeout", "status", "other"};
+
 const char *const stats_health_kinds[STATS_HEALTH_KINDS] = {
 	"backend", "replication_slot", "prepared_xact"};
 

@@ -96,6 +96,16 @@ struct stats_queue {
 	int64_t other;
 };
 
+/* Why an export request failed, as /metrics labels it (reason=). */
+enum stats_trace_reason {
+	STATS_TRACE_CONNECT, /* no connection (refused, no such host) */
+	STATS_TRACE_TIMEOUT, /* no answer within the request's bound */
+	STATS_TRACE_STATUS,  /* an answer that is not 2xx */
+	STATS_TRACE_OTHER,   /* any other transport error */
+	STATS_TRACE_REASONS
+};
+extern const char *const stats_trace_reasons[STATS_TRACE_REASONS];
+
 struct stats_worker {
 	int32_t pid;
 	int32_t slot; /* 0: none held */
@@ -114,6 +124,16 @@ struct stats_worker {
 	/* Process groups of the exec handlers it runs: when a worker dies
 	 * without stopping them, the supervisor kills them. */
 	int32_t handler_pgids[STATS_MAX_HANDLERS];
+	/* Its span export (docs/tracing.md, worker/otlp.c), written by the
+	 * sender thread and the loop: spans the endpoint accepted, dropped
+	 * (buffer full), sent in requests that failed; the failed requests
+	 * by reason (stats_trace_reasons); the requests' times; the spans
+	 * waiting in the buffer and its size (0: no export). */
+	uint64_t trace_exported, trace_dropped, trace_failed;
+	uint64_t trace_failures[STATS_TRACE_REASONS];
+	uint64_t trace_send[STATS_BUCKETS];
+	uint64_t trace_send_count, trace_send_sum_us;
+	int64_t trace_queued, trace_capacity;
 };
 
 /* Recent NOTIFYs, shared out among an instance's workers (worker.c). */

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -55,4 +56,32 @@ trace_attempt(const char *stored, char out[TRACE_LEN + 1])
 	snprintf(out, TRACE_LEN + 1, "00-%.32s-%016llx-%.2s", stored + 3,
 		 (unsigned long long)span_id(), stored + 53);
 	return true;
+}
+
+void
+trace_span_id(char out[17])
+{
+	snprintf(out, 17, "%016llx", (unsigned long long)span_id());
+}
+
+/* splitmix64's finaliser: every bit of x moves about half of the result. */
+static uint64_t
+mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15u;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+	return x ^ (x >> 31);
+}
+
+void
+trace_enqueue_span_id(const char *trace, int64_t job_id, char out[17])
+{
+	char half[17];
+	snprintf(half, sizeof(half), "%.16s", trace);
+	uint64_t hi = strtoull(half, NULL, 16);
+	snprintf(half, sizeof(half), "%.16s", trace + 16);
+	uint64_t lo = strtoull(half, NULL, 16);
+	uint64_t v = mix(mix(hi ^ mix(lo)) ^ (uint64_t)job_id);
+	snprintf(out, 17, "%016llx", (unsigned long long)(v ? v : 1));
 }

@@ -6,6 +6,7 @@
 #define PGJOBD_TRACE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* "00-" 32 hex "-" 16 hex "-" 2 hex. */
 #define TRACE_LEN 55
@@ -21,5 +22,15 @@ bool trace_valid(const char *tp);
  * not valid.
  */
 bool trace_attempt(const char *stored, char out[TRACE_LEN + 1]);
+
+/* A new random span id, 16 lowercase hex digits, never all zeros. */
+void trace_span_id(char out[17]);
+
+/*
+ * The span id of job_id's enqueue in trace (32 hex digits): the same each
+ * time it is asked, so that a span sent again is the same span, and never
+ * all zeros.  Not a secret: mixes the two, it does not hide them.
+ */
+void trace_enqueue_span_id(const char *trace, int64_t job_id, char out[17]);
 
 #endif

@@ -535,6 +535,58 @@ render_monitoring(struct buf *out, const struct stats *s, int n,
 		      NULL, up);
 }
 
+/* The span export's (docs/tracing.md, "Exporting spans"), summed over
+ * the workers; all zero when no worker exports. */
+static void
+render_trace(struct buf *out, const struct stats *s, int n)
+{
+	struct stats_worker t = {0};
+	for (int i = 0; i < n; i++) {
+		const struct stats_worker *w = &s->w[i];
+		t.trace_exported += ld(&w->trace_exported);
+		t.trace_dropped += ld(&w->trace_dropped);
+		t.trace_failed += ld(&w->trace_failed);
+		for (int r = 0; r < STATS_TRACE_REASONS; r++)
+			t.trace_failures[r] += ld(&w->trace_failures[r]);
+		for (int b = 0; b < STATS_BUCKETS; b++)
+			t.trace_send[b] += ld(&w->trace_send[b]);
+		t.trace_send_count += ld(&w->trace_send_count);
+		t.trace_send_sum_us += ld(&w->trace_send_sum_us);
+		t.trace_queued +=
+			__atomic_load_n(&w->trace_queued, __ATOMIC_RELAXED);
+		t.trace_capacity +=
+			__atomic_load_n(&w->trace_capacity, __ATOMIC_RELAXED);
+	}
+	metrics_counter(out, "pgjobd_trace_spans_exported_total",
+			"Spans the OTLP endpoint accepted.", NULL,
+			(double)t.trace_exported);
+	metrics_counter(out, "pgjobd_trace_spans_dropped_total",
+			"Spans dropped because the export buffer was full.",
+			NULL, (double)t.trace_dropped);
+	metrics_counter(out, "pgjobd_trace_spans_failed_total",
+			"Spans sent in export requests that failed.", NULL,
+			(double)t.trace_failed);
+	metrics_header(out, "pgjobd_trace_export_failures_total", "counter",
+		       "Export requests that failed, by reason.");
+	for (int r = 0; r < STATS_TRACE_REASONS; r++) {
+		char l[32];
+		snprintf(l, sizeof(l), "reason=\"%s\"", stats_trace_reasons[r]);
+		metrics_counter(out, "pgjobd_trace_export_failures_total", NULL,
+				l, (double)t.trace_failures[r]);
+	}
+	metrics_histogram(out, "pgjobd_trace_export_seconds",
+			  "Export request time, answered or not.", NULL,
+			  stats_bounds, t.trace_send, STATS_BUCKETS,
+			  (double)t.trace_send_sum_us / 1e6,
+			  t.trace_send_count);
+	metrics_gauge(out, "pgjobd_trace_buffer_spans",
+		      "Spans waiting in the workers' export buffers.", NULL,
+		      (double)t.trace_queued);
+	metrics_gauge(out, "pgjobd_trace_buffer_capacity_spans",
+		      "Size of the workers' export buffers (0: no export).",
+		      NULL, (double)t.trace_capacity);
+}
+
 void
 prom_render(const struct stats *s, int n, int configured, struct buf *out)
 {
@@ -546,4 +598,5 @@ prom_render(const struct stats *s, int n, int configured, struct buf *out)
 	render_workflows(out, s);
 	render_health(out, s);
 	render_monitoring(out, s, n, k, m);
+	render_trace(out, s, n);
 }

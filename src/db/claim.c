@@ -300,7 +300,7 @@ static const char claim_tail_sql[] =
 	"  returning j.id, j.kind, j.queue, j.payload::text as payload,"
 	"   j.attempts, coalesce(j.max_attempts, 0) as max_attempts,"
 	"   j.lease_token, j.ordering_key, j.lost_attempts, j.run_at,"
-	"   j.traceparent)"
+	"   j.traceparent, j.created_at)"
 	/* A payload over $10 bytes never reaches the worker's memory: it
 	 * gets the size, and the job ends dead (see start_job()). */
 	" select 'c', id, kind, queue,"
@@ -309,14 +309,21 @@ static const char claim_tail_sql[] =
 	"  null::smallint, null::bigint, lost_attempts, octet_length(payload),"
 	/* Its time in the queue (/metrics), in ms. */
 	"  (date_part('epoch', now() - run_at) * 1000)::bigint,"
-	/* Its W3C trace context (docs/tracing.md). */
-	"  traceparent"
+	/* Its W3C trace context (docs/tracing.md), and for a job in a
+	 * trace the spans' times before the attempt, in us before now():
+	 * its enqueue, and the start of its wait (its enqueue or run_at,
+	 * whichever is later).  Nothing for a job without one. */
+	"  traceparent,"
+	"  case when traceparent is not null then"
+	"   (date_part('epoch', now() - created_at) * 1000000)::bigint end,"
+	"  case when traceparent is not null then (date_part('epoch', now()"
+	"   - greatest(created_at, run_at)) * 1000000)::bigint end"
 	" from u"
 	" union all"
 	/* Per queue, the last job its parallel branch claimed. */
 	" select 'p', l.id, null, q.name, null, null, null, null, null, l.pr,"
 	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null, null,"
-	"  null"
+	"  null, null, null"
 	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
 	"  from cand where cand.qi = q.qi and cand.b = 'a'"
 	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l"
@@ -328,10 +335,10 @@ static const char claim_tail_sql[] =
 	"    where q.tn) o) n"
 	" union all"
 	" select 'l', null, null, ql.name, null, null, null, null, null, null,"
-	"  null, null, null, null, null from ql where ql.limited"
+	"  null, null, null, null, null, null, null from ql where ql.limited"
 	" union all"
 	" select 's', null, null, ql.name, null, null, null, null, null, null,"
-	"  null, null, null, null, null from ql where ql.swept";
+	"  null, null, null, null, null, null, null from ql where ql.swept";
 /* clang-format on */
 
 /*

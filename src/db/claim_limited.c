@@ -21,16 +21,22 @@
 
 /* Column 13, as pgjob_claim's: a claimed job's time in the queue, which
  * the function gives in c_ra of its 'c' rows
- * (sql/upgrade/018_claim_limited_wait.sql).  Column 14, its traceparent
- * (docs/tracing.md), read by id here rather than returned by the function:
- * the statement's snapshot has the row from before the claim, and a
- * job's traceparent never changes. */
+ * (sql/upgrade/018_claim_limited_wait.sql).  Columns 14 to 16, its
+ * traceparent (docs/tracing.md) and for a job in a trace its spans' times
+ * before the attempt (claim.c says which), read by id here rather than
+ * returned by the function, in the one lookup that the traceparent needs:
+ * the statement's snapshot has the row from before the claim, and a job's
+ * traceparent, created_at and run_at are not what a claim changes. */
 const char queue_claim_limited_sql[] =
-	"select c.*, case when c.c_t = 'c' then c.c_ra end,"
-	" case when c.c_t = 'c' then (select j.traceparent from pgjob.jobs j"
-	"  where j.id = c.c_id) end"
+	"select c.*, case when c.c_t = 'c' then c.c_ra end, j.traceparent,"
+	" case when j.traceparent is not null then"
+	"  (date_part('epoch', now() - j.created_at) * 1000000)::bigint end,"
+	" case when j.traceparent is not null then (date_part('epoch', now()"
+	"  - greatest(j.created_at, j.run_at)) * 1000000)::bigint end"
 	" from pgjob.claim_limited($1, $2::int,"
-	" $3::text[], $4, $5, $6::bigint, $7::bigint) c";
+	" $3::text[], $4, $5, $6::bigint, $7::bigint) c"
+	" left join lateral (select j.traceparent, j.created_at, j.run_at"
+	"  from pgjob.jobs j where c.c_t = 'c' and j.id = c.c_id) j on true";
 
 int
 queue_claim_limited(struct dbev *d, const struct queue_limited_req *req,

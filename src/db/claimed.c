@@ -18,6 +18,16 @@
 #include "db/db.h"
 #include "db/internal.h"
 
+/* Column col of row i, in us, at least 0; -1 when null. */
+static int64_t
+us_before(const PGresult *res, int i, int col)
+{
+	if (PQgetisnull(res, i, col))
+		return -1;
+	long long v = strtoll(PQgetvalue(res, i, col), NULL, 10);
+	return v > 0 ? v : 0;
+}
+
 /* The claimed jobs of a claim's result, as new structs. */
 static struct job **
 claimed_jobs(const PGresult *res, int *n)
@@ -51,6 +61,10 @@ claimed_jobs(const PGresult *res, int *n)
 			j->trace = xstrdup(PQgetvalue(res, i, 14));
 			trace_attempt(j->trace, j->traceparent);
 		}
+		/* Never below 0: a limited claim's now() is its statement's
+		 * start, which a job enqueued meanwhile can follow. */
+		j->enqueued_us = us_before(res, i, 15);
+		j->waited_us = us_before(res, i, 16);
 		jobs[(*n)++] = j;
 	}
 	return jobs;

@@ -1,9 +1,11 @@
 /*
- * otlp: the attempts' spans, sent to an OTLP/HTTP endpoint (POST
- * /v1/traces, JSON) by a thread of the worker's own.  The loop only copies
- * a finished attempt into a bounded buffer under a mutex held for that
- * copy: it never waits for the network, so a slow or absent collector
- * cannot slow a claim.  A full buffer drops the new span and counts it.
+ * otlp: the spans of a job's way through the queue (its enqueue, each
+ * attempt's wait and the attempt itself: docs/tracing.md), sent to an
+ * OTLP/HTTP endpoint (POST /v1/traces, JSON) by a thread of the worker's
+ * own.  The loop only copies a finished attempt into a bounded buffer under
+ * a mutex held for that copy: it never waits for the network, so a slow or
+ * absent collector cannot slow a claim.  A full buffer drops the new
+ * attempt's spans and counts them (/metrics: the worker's stats entry).
  * The thread sends what there is every second, or at once when the buffer
  * is half full, one request at a time with libcurl's easy interface (the
  * library the http handler loads: handlers/handler_http_curl.c).
@@ -21,6 +23,7 @@
 #include "common/config.h"
 #include "common/job.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "common/trace.h"
 #include "common/util.h"
 #include "handlers/handler_http_curl.h"
@@ -31,10 +34,14 @@
 /* At most one warning a minute about dropped or unsent spans. */
 #define WARN_EVERY_MS 60000
 
-struct span {
-	char trace[33], id[17], parent[17];
-	unsigned flags;
+/* What is sent of one attempt: its span, its wait's, and its job's
+ * enqueue's when it is the job's first; nspans of them. */
+struct rec {
+	char trace[33], id[17], parent[17], wait_id[17], enq_id[17];
 	int64_t start_ns, end_ns;
+	int64_t wait_ns; /* the wait's start; 0: no wait span */
+	int64_t enq_ns;	 /* the enqueue; 0: no enqueue span */
+	int nspans;
 	int64_t job_id;
 	int attempt;
 	const char *outcome; /* static */
@@ -43,11 +50,13 @@ struct span {
 
 struct otlp {
 	char *url, *service;
+	struct stats_worker *st; /* the /metrics counters */
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct span *buf; /* cap, oldest first from head */
-	int cap, head, n;
+	struct rec *buf; /* nrec, oldest first from head: n of them */
+	int nrec, head, n;
+	int cap, spans; /* the spans in buf[]: up to cap */
 	int stop;
 	/* Under mu: spans dropped (buffer full), sent, not sent (the
 	 * endpoint failed); what the loop last warned about. */
@@ -82,15 +91,53 @@ add_attr(cJSON *attrs, const char *key, const char *s, int64_t i)
 	cJSON_AddItemToArray(attrs, a);
 }
 
+/* One span of r, with the attributes all three have. */
+static cJSON *
+span_json(const struct rec *r, const char *id, const char *name, int kind,
+	  int64_t start, int64_t end, const char *op)
+{
+	char t[24];
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "traceId", r->trace);
+	cJSON_AddStringToObject(j, "spanId", id);
+	cJSON_AddStringToObject(j, "parentSpanId", r->parent);
+	cJSON_AddStringToObject(j, "name", name);
+	cJSON_AddNumberToObject(j, "kind", kind);
+	snprintf(t, sizeof(t), "%lld", (long long)start);
+	cJSON_AddStringToObject(j, "startTimeUnixNano", t);
+	snprintf(t, sizeof(t), "%lld", (long long)end);
+	cJSON_AddStringToObject(j, "endTimeUnixNano", t);
+	cJSON *a = cJSON_AddArrayToObject(j, "attributes");
+	add_attr(a, "messaging.system", "pgjob", 0);
+	if (op)
+		add_attr(a, "messaging.operation.type", op, 0);
+	add_attr(a, "messaging.destination.name", r->queue, 0);
+	add_attr(a, "messaging.message.id", NULL, r->job_id);
+	add_attr(a, "pgjob.kind", r->kind, 0);
+	return j;
+}
+
+/* The attempt's and its wait's: its number, outcome and worker. */
+static void
+attempt_attrs(cJSON *span, const struct rec *r)
+{
+	cJSON *a = cJSON_GetObjectItem(span, "attributes");
+	add_attr(a, "pgjob.attempt", NULL, r->attempt);
+	add_attr(a, "pgjob.outcome", r->outcome, 0);
+	add_attr(a, "pgjob.worker", r->worker, 0);
+}
+
 /*
  * One ExportTraceServiceRequest (opentelemetry-proto's
  * collector/trace/v1) in OTLP's JSON: ids in hex, 64-bit integers as
- * strings, enums as numbers.  The attempt is a CONSUMER span named after
- * OpenTelemetry's messaging conventions ("process <queue>"), a child of the
- * span the job was enqueued in.
+ * strings, enums as numbers.  Named and kinded after OpenTelemetry's
+ * messaging conventions: the enqueue a PRODUCER span "send <queue>", the
+ * attempt a CONSUMER span "process <queue>"; the wait, which they have no
+ * name for, an INTERNAL span "wait <queue>".  All three are children of
+ * the span the job was enqueued in (docs/tracing.md says why).
  */
 static char *
-request_json(const struct otlp *o, const struct span *s, int n)
+request_json(const struct otlp *o, const struct rec *s, int n)
 {
 	cJSON *root = cJSON_CreateObject();
 	cJSON *rs = cJSON_AddArrayToObject(root, "resourceSpans");
@@ -107,31 +154,30 @@ request_json(const struct otlp *o, const struct span *s, int n)
 	cJSON_AddStringToObject(scope, "version", PGJOBD_VERSION);
 	cJSON *spans = cJSON_AddArrayToObject(sc, "spans");
 	for (int i = 0; i < n; i++) {
-		char name[160], t[24];
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddStringToObject(j, "traceId", s[i].trace);
-		cJSON_AddStringToObject(j, "spanId", s[i].id);
-		cJSON_AddStringToObject(j, "parentSpanId", s[i].parent);
-		snprintf(name, sizeof(name), "process %s", s[i].queue);
-		cJSON_AddStringToObject(j, "name", name);
-		cJSON_AddNumberToObject(j, "kind", 5); /* SPAN_KIND_CONSUMER */
-		snprintf(t, sizeof(t), "%lld", (long long)s[i].start_ns);
-		cJSON_AddStringToObject(j, "startTimeUnixNano", t);
-		snprintf(t, sizeof(t), "%lld", (long long)s[i].end_ns);
-		cJSON_AddStringToObject(j, "endTimeUnixNano", t);
-		cJSON *a = cJSON_AddArrayToObject(j, "attributes");
-		add_attr(a, "messaging.system", "pgjob", 0);
-		add_attr(a, "messaging.operation.type", "process", 0);
-		add_attr(a, "messaging.destination.name", s[i].queue, 0);
-		add_attr(a, "messaging.message.id", NULL, s[i].job_id);
-		add_attr(a, "pgjob.kind", s[i].kind, 0);
-		add_attr(a, "pgjob.attempt", NULL, s[i].attempt);
-		add_attr(a, "pgjob.outcome", s[i].outcome, 0);
-		add_attr(a, "pgjob.worker", s[i].worker, 0);
+		const struct rec *x = &s[i];
+		char name[160];
+		cJSON *j;
+		if (x->enq_ns) {
+			snprintf(name, sizeof(name), "send %s", x->queue);
+			j = span_json(x, x->enq_id, name, 4 /* PRODUCER */,
+				      x->enq_ns, x->enq_ns, "send");
+			cJSON_AddItemToArray(spans, j);
+		}
+		if (x->wait_ns) {
+			snprintf(name, sizeof(name), "wait %s", x->queue);
+			j = span_json(x, x->wait_id, name, 1 /* INTERNAL */,
+				      x->wait_ns, x->start_ns, NULL);
+			attempt_attrs(j, x);
+			cJSON_AddItemToArray(spans, j);
+		}
+		snprintf(name, sizeof(name), "process %s", x->queue);
+		j = span_json(x, x->id, name, 5 /* CONSUMER */, x->start_ns,
+			      x->end_ns, "process");
+		attempt_attrs(j, x);
 		cJSON *st = cJSON_AddObjectToObject(j, "status");
 		/* STATUS_CODE_OK, or ERROR for an attempt that failed. */
-		int ok = strcmp(s[i].outcome, "done") == 0 ||
-			 strcmp(s[i].outcome, "snoozed") == 0;
+		int ok = strcmp(x->outcome, "done") == 0 ||
+			 strcmp(x->outcome, "snoozed") == 0;
 		cJSON_AddNumberToObject(st, "code", ok ? 1 : 2);
 		cJSON_AddItemToArray(spans, j);
 	}
@@ -150,16 +196,17 @@ discard(char *p, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
-/* One request; 0 when the endpoint answered 2xx. */
+/* One request: -1 when the endpoint answered 2xx, else why it failed
+ * (enum stats_trace_reason). */
 static int
 post(const struct otlp *o, const char *body)
 {
 	CURL *e = lc.easy_init();
 	struct curl_slist *h = NULL;
 	long code = 0;
-	int rc = -1;
+	int why = STATS_TRACE_OTHER;
 	if (!e)
-		return -1;
+		return why;
 	h = handler_http_curl_slist_add(h, "Content-Type: application/json");
 	h = handler_http_curl_slist_add(h, "Expect:");
 	lc.easy_setopt(e, CURLOPT_URL, o->url);
@@ -170,44 +217,62 @@ post(const struct otlp *o, const char *body)
 	lc.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	lc.easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
 	lc.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	if (lc.easy_perform(e) == CURLE_OK &&
-	    lc.easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK &&
-	    code >= 200 && code < 300)
-		rc = 0;
+	CURLcode rc = lc.easy_perform(e);
+	if (rc == CURLE_OK &&
+	    lc.easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK)
+		why = code >= 200 && code < 300 ? -1 : STATS_TRACE_STATUS;
+	else if (rc == CURLE_COULDNT_CONNECT ||
+		 rc == CURLE_COULDNT_RESOLVE_HOST ||
+		 rc == CURLE_COULDNT_RESOLVE_PROXY)
+		why = STATS_TRACE_CONNECT;
+	else if (rc == CURLE_OPERATION_TIMEDOUT)
+		why = STATS_TRACE_TIMEOUT;
 	lc.slist_free_all(h);
 	lc.easy_cleanup(e);
-	return rc;
+	return why;
 }
 
 static void *
 sender(void *arg)
 {
 	struct otlp *o = arg;
-	struct span *batch = xcalloc((size_t)o->cap, sizeof(*batch));
+	struct rec *batch = xcalloc((size_t)o->nrec, sizeof(*batch));
 	for (;;) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += SEND_EVERY_MS / 1000;
 		pthread_mutex_lock(&o->mu);
-		while (!o->stop && o->n < (o->cap + 1) / 2)
+		while (!o->stop && o->spans < (o->cap + 1) / 2)
 			if (pthread_cond_timedwait(&o->cv, &o->mu, &until) ==
 			    ETIMEDOUT)
 				break;
-		int n = o->n, stop = o->stop;
+		int n = o->n, stop = o->stop, spans = o->spans;
 		for (int i = 0; i < n; i++)
-			batch[i] = o->buf[(o->head + i) % o->cap];
-		o->head = (o->head + n) % o->cap;
+			batch[i] = o->buf[(o->head + i) % o->nrec];
+		o->head = (o->head + n) % o->nrec;
 		o->n = 0;
+		o->spans = 0;
+		stats_set(&o->st->trace_queued, 0);
 		pthread_mutex_unlock(&o->mu);
 		if (n > 0) {
 			char *body = request_json(o, batch, n);
-			int rc = post(o, body);
+			int64_t t0 = util_now_us();
+			int why = post(o, body);
+			stats_observe(
+				o->st->trace_send, &o->st->trace_send_count,
+				&o->st->trace_send_sum_us, util_now_us() - t0);
 			free(body);
 			pthread_mutex_lock(&o->mu);
-			if (rc == 0)
-				o->sent += (uint64_t)n;
-			else
-				o->failed += (uint64_t)n;
+			if (why < 0) {
+				o->sent += (uint64_t)spans;
+				stats_add(&o->st->trace_exported,
+					  (uint64_t)spans);
+			} else {
+				o->failed += (uint64_t)spans;
+				stats_add(&o->st->trace_failed,
+					  (uint64_t)spans);
+				stats_add(&o->st->trace_failures[why], 1);
+			}
 			pthread_mutex_unlock(&o->mu);
 		}
 		if (stop)
@@ -218,7 +283,7 @@ sender(void *arg)
 }
 
 struct otlp *
-otlp_new(const struct config *cfg)
+otlp_new(const struct config *cfg, struct stats_worker *st)
 {
 	if (!cfg->tracing_endpoint)
 		return NULL;
@@ -236,8 +301,16 @@ otlp_new(const struct config *cfg)
 			   base);
 	o->service =
 		xstrdup(cfg->tracing_service ? cfg->tracing_service : "pgjobd");
-	o->cap = cfg->tracing_buffer > 0 ? cfg->tracing_buffer : 2048;
-	o->buf = xcalloc((size_t)o->cap, sizeof(*o->buf));
+	o->st = st;
+	/* At least an attempt's three spans: a smaller buffer (the config
+	 * takes 1 and 2, as it did when a span was an attempt's) would drop
+	 * every first attempt. */
+	o->cap = cfg->tracing_buffer <= 0  ? 2048
+		 : cfg->tracing_buffer < 3 ? 3
+					   : cfg->tracing_buffer;
+	/* Each attempt's record holds 2 or 3 of the cap spans. */
+	o->nrec = o->cap / 2;
+	o->buf = xcalloc((size_t)o->nrec, sizeof(*o->buf));
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_cond_init(&o->cv, NULL);
 	if (pthread_create(&o->thread, NULL, sender, o) != 0) {
@@ -250,6 +323,7 @@ otlp_new(const struct config *cfg)
 		free(o);
 		return NULL;
 	}
+	stats_set(&st->trace_capacity, o->cap);
 	return o;
 }
 
@@ -278,34 +352,77 @@ warn_losses(struct otlp *o)
 	}
 }
 
+/*
+ * The job's enqueue is sent with its first attempt that ends it or
+ * schedules its retry: an attempt given back (snoozed, interrupted) or
+ * lost is run again as the first, which sends it then.  Its span id is the
+ * same each time (trace_enqueue_span_id()): a job that pgjob retry runs
+ * again sends the same span again, not a second enqueue.
+ */
+static int
+first(const struct job *job, const char *outcome)
+{
+	return job->attempt - job->lost_attempts == 1 &&
+	       (strcmp(outcome, "done") == 0 || strcmp(outcome, "retry") == 0 ||
+		strcmp(outcome, "dead") == 0);
+}
+
+/* Fills r with job's attempt, which ended at end_ns after wall_ms. */
+static void
+fill(struct rec *r, const struct job *job, int64_t end_ns, int64_t wall_ms,
+     const char *outcome, const char *worker)
+{
+	memcpy(r->trace, job->traceparent + 3, 32);
+	r->trace[32] = '\0';
+	memcpy(r->id, job->traceparent + 36, 16);
+	r->id[16] = '\0';
+	memcpy(r->parent, job->trace + 36, 16);
+	r->parent[16] = '\0';
+	r->end_ns = end_ns;
+	r->start_ns = end_ns - (wall_ms > 0 ? wall_ms : 0) * 1000000;
+	/* The claim measured the times before it on the database's clock,
+	 * from its now(); they are placed before the attempt's start on
+	 * this one, so that a job's spans keep their order whatever the two
+	 * clocks' skew (docs/tracing.md). */
+	r->nspans = 1;
+	r->wait_ns = r->enq_ns = 0;
+	if (job->waited_us >= 0) {
+		r->wait_ns = r->start_ns - job->waited_us * 1000;
+		trace_span_id(r->wait_id);
+		r->nspans++;
+	}
+	if (job->enqueued_us >= 0 && first(job, outcome)) {
+		r->enq_ns = r->start_ns - job->enqueued_us * 1000;
+		trace_enqueue_span_id(r->trace, job->id, r->enq_id);
+		r->nspans++;
+	}
+	r->job_id = job->id;
+	r->attempt = job->attempt;
+	r->outcome = outcome;
+	copy(r->kind, sizeof(r->kind), job->kind);
+	copy(r->queue, sizeof(r->queue), job->queue);
+	copy(r->worker, sizeof(r->worker), worker);
+}
+
 void
 otlp_span(struct otlp *o, const struct job *job, int64_t wall_ms,
 	  const char *outcome, const char *worker)
 {
 	if (!o || !job->traceparent[0] || !trace_valid(job->trace))
 		return;
-	int64_t end = realtime_ns();
+	struct rec r;
+	/* Made before the lock: the loop holds it only for the copy. */
+	fill(&r, job, realtime_ns(), wall_ms, outcome, worker);
 	pthread_mutex_lock(&o->mu);
-	if (o->n == o->cap) {
-		o->dropped++;
+	if (o->spans + r.nspans > o->cap || o->n == o->nrec) {
+		o->dropped += (uint64_t)r.nspans;
+		stats_add(&o->st->trace_dropped, (uint64_t)r.nspans);
 	} else {
-		struct span *s = &o->buf[(o->head + o->n) % o->cap];
-		memcpy(s->trace, job->traceparent + 3, 32);
-		s->trace[32] = '\0';
-		memcpy(s->id, job->traceparent + 36, 16);
-		s->id[16] = '\0';
-		memcpy(s->parent, job->trace + 36, 16);
-		s->parent[16] = '\0';
-		s->flags = (unsigned)strtoul(job->traceparent + 53, NULL, 16);
-		s->end_ns = end;
-		s->start_ns = end - (wall_ms > 0 ? wall_ms : 0) * 1000000;
-		s->job_id = job->id;
-		s->attempt = job->attempt;
-		s->outcome = outcome;
-		copy(s->kind, sizeof(s->kind), job->kind);
-		copy(s->queue, sizeof(s->queue), job->queue);
-		copy(s->worker, sizeof(s->worker), worker);
-		if (++o->n >= (o->cap + 1) / 2)
+		o->buf[(o->head + o->n) % o->nrec] = r;
+		o->n++;
+		o->spans += r.nspans;
+		stats_set(&o->st->trace_queued, o->spans);
+		if (o->spans >= (o->cap + 1) / 2)
 			pthread_cond_signal(&o->cv);
 	}
 	warn_losses(o);
@@ -326,6 +443,7 @@ otlp_free(struct otlp *o)
 		 "not accepted by %s",
 		 (unsigned long long)o->sent, (unsigned long long)o->dropped,
 		 (unsigned long long)o->failed, o->url);
+	stats_set(&o->st->trace_capacity, 0);
 	pthread_mutex_destroy(&o->mu);
 	pthread_cond_destroy(&o->cv);
 	free(o->buf);

@@ -579,7 +579,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	w.loop = ev_loop_new(EVFLAG_AUTO);
 	setup_kinds(&w);
 	handler_init(cfg);
-	w.otlp = otlp_new(cfg);
+	w.otlp = otlp_new(cfg, w.st);
 	char *holder = xasprintf("%s/%d", w.host, w.pid);
 	w.duty = duty_new(w.loop, cfg, holder, (int64_t)(period(&w) * 1000.));
 	duty_set_stats(w.duty, stats);

@@ -319,10 +319,10 @@ flow_rate=$(limited "binding rate 5000/s, burst 100" "rate: 5000/s, burst: 100")
 flow_key_idle=$(enq_keys=100 limited "per_key_concurrency 20, jobs over 100 keys (never binding)" "per_key_concurrency: 20")
 flow_key=$(enq_keys=100 limited "binding per_key_concurrency 2, jobs over 100 keys" "per_key_concurrency: 2")
 
-# Tracing (docs/tracing.md): every job in a trace of its own, its attempt's
-# span not exported, then exported over OTLP/HTTP to a local sink that
-# answers 200 to every request (the cost is pgjobd's: copying the span,
-# the sender's JSON and requests).
+# Tracing (docs/tracing.md): every job in a trace of its own, its spans
+# (enqueue, wait, attempt) not exported, then exported over OTLP/HTTP to a
+# local sink that answers 200 to every request (the cost is pgjobd's:
+# copying the attempt, the sender's JSON and requests).
 py_sink=$(mktemp)
 cat >"$py_sink" <<'PY'
 import http.server, sys

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "common/util.h"
 
@@ -107,6 +110,20 @@ test_enqueue(void **state)
 	assert_non_null(strstr(r.out, "\"traceparent\":\"" TP "\""));
 	assert_non_null(strstr(r.out, "\"trace_id\":\"" TRACE "\""));
 	t_run_free(&r);
+	/* pgjob enqueue --traceparent: kept as the argument is; a bad one
+	 * refused with exit 2, nothing enqueued. */
+	t_pgjob(&r, ci, "enqueue", "k", "--traceparent", TP, NULL);
+	assert_int_equal(r.status, 0);
+	t_assert_job(c, atoll(r.out), "traceparent", TP);
+	t_run_free(&r);
+	long long before = t_long(c, "select count(*) from pgjob.jobs");
+	t_pgjob(&r, ci, "enqueue", "k", "--traceparent",
+		"00-" TRACE "-" PARENT "-1", NULL);
+	assert_int_equal(r.status, 2);
+	assert_non_null(strstr(r.err, "pgjob: enqueue: bad --traceparent"));
+	t_run_free(&r);
+	t_assert_value(c, "t", "select count(*) = %lld from pgjob.jobs",
+		       before);
 	long long orphan = t_long(
 		c, "select pgjob.enqueue('k', depends_on => array[%lld])",
 		none);
@@ -260,26 +277,161 @@ otlp_node(void)
 	return ok ? dir : NULL;
 }
 
-/* The line of the receiver's output that has needle, or NULL (caller
- * frees). */
-static char *
-line_with(const char *text, const char *needle)
+/* The value of the series "name{labels}" (or "name") in the /metrics on
+ * port, or -1 when it is not there. */
+static double
+metric(int port, const char *series)
 {
-	const char *p = strstr(text, needle);
+	char *body = t_http_get(port, "/metrics");
+	double v = -1;
+	char *needle = xasprintf("\n%s ", series);
+	const char *p = body ? strstr(body, needle) : NULL;
+	if (p)
+		v = strtod(p + strlen(needle), NULL);
+	free(needle);
+	free(body);
+	return v;
+}
+
+/* Waits up to 60 s for series to reach at least min. */
+static double
+wait_metric(int port, const char *series, double min)
+{
+	double v = -1;
+	for (int i = 0; i < 600 && (v = metric(port, series)) < min; i++)
+		t_sleep_ms(100);
+	if (v < min) {
+		char *body = t_http_get(port, "/metrics");
+		fail_msg("%s: %g, not %g or more in:\n%s", series, v, min,
+			 body ? strstr(body, "pgjobd_trace") : "(none)");
+	}
+	return v;
+}
+
+/* The receiver's line of the span named name of job id's attempt, or of
+ * its enqueue (attempt 0): one, or the test fails (caller frees). */
+static char *
+span_of(const char *text, const char *name, long long id, int attempt)
+{
+	char *want = xasprintf("\"name\":\"%s\"", name);
+	char *idn = xasprintf("\"messaging.message.id\":\"%lld\"", id);
+	char *att = xasprintf("\"pgjob.attempt\":\"%d\"", attempt);
+	char *found = NULL;
+	int n = 0;
+	for (const char *p = text; p && *p;) {
+		const char *e = strchr(p, '\n');
+		char *l = xasprintf("%.*s", (int)(e ? e - p : (long)strlen(p)),
+				    p);
+		if (strstr(l, want) && strstr(l, idn) &&
+		    (attempt ? strstr(l, att) != NULL
+			     : strstr(l, "pgjob.attempt") == NULL)) {
+			n++;
+			free(found);
+			found = l;
+		} else {
+			free(l);
+		}
+		p = e ? e + 1 : NULL;
+	}
+	if (n != 1)
+		fail_msg("%d spans %s of job %lld attempt %d in:\n%s", n, want,
+			 id, attempt, text);
+	free(want);
+	free(idn);
+	free(att);
+	return found;
+}
+
+/* The number after "key":" in a receiver's line. */
+static long long
+num(const char *line, const char *key)
+{
+	char *k = xasprintf("\"%s\":\"", key);
+	const char *p = strstr(line, k);
 	if (!p)
-		return NULL;
-	const char *a = p, *b = strchr(p, '\n');
-	while (a > text && a[-1] != '\n')
-		a--;
-	return xasprintf("%.*s", (int)(b ? b - a : (long)strlen(a)), a);
+		fail_msg("no %s in %s", key, line);
+	long long v = strtoll(p + strlen(k), NULL, 10);
+	free(k);
+	return v;
+}
+
+/* The string after "key":" in a receiver's line (caller frees). */
+static char *
+str(const char *line, const char *key)
+{
+	char *k = xasprintf("\"%s\":\"", key);
+	const char *p = strstr(line, k);
+	if (!p)
+		fail_msg("no %s in %s", key, line);
+	p += strlen(k);
+	char *v = xasprintf("%.*s", (int)strcspn(p, "\""), p);
+	free(k);
+	return v;
 }
 
 /*
- * tracing: otlp_endpoint: each attempt of a job in a trace is a span sent
- * over OTLP/HTTP, which a receiver decodes with OpenTelemetry's own schema
- * (tests/fixtures/otlp/receiver.js): the job's trace, the enqueue's span as
- * parent, the attempt's span id (the one the handler got), the kind,
- * queue, attempt and outcome.  A job without a trace sends none.
+ * Starts tests/fixtures/otlp/receiver.js with OpenTelemetry's package in
+ * node, writing what it decodes to out (emptied first), answering status
+ * (NULL: 200); its port in *port.
+ */
+static pid_t
+receiver(const char *node, const char *out, const char *status, int *port)
+{
+	static int n;
+	char name[32];
+	snprintf(name, sizeof(name), "otlp%d", ++n);
+	unlink(out);
+	char *env = xasprintf("OTLP_NODE=%s", node);
+	char *st = xasprintf("OTLP_STATUS=%s", status ? status : "200");
+	const char *renv[] = {env, st, NULL};
+	const char *rargv[] = {"node", t_src("tests/fixtures/otlp/receiver.js"),
+			       out, NULL};
+	pid_t rcv = t_spawn(t_log(name), renv, rargv);
+	*port = 0;
+	for (int i = 0; i < 600 && *port <= 0; i++) {
+		char *s = t_read_file(t_log(name));
+		*port = s ? atoi(s) : 0;
+		free(s);
+		if (*port <= 0)
+			t_sleep_ms(50);
+	}
+	assert_true(*port > 0);
+	free(env);
+	free(st);
+	return rcv;
+}
+
+/* Asserts that span (a receiver's line) is a child of the enqueue's span
+ * in the job's trace, and returns its start and end. */
+static void
+check_span(const char *span, const char *name, int kind, long long *start,
+	   long long *end)
+{
+	char *want[] = {
+		xasprintf("\"traceId\":\"%s\"", TRACE),
+		xasprintf("\"parentSpanId\":\"%s\"", PARENT),
+		xasprintf("\"name\":\"%s\"", name),
+		xasprintf("\"kind\":%d", kind),
+		xasprintf("\"service\":\"pgjobd-test\""),
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++) {
+		if (!strstr(span, want[i]))
+			fail_msg("%s not in %s", want[i], span);
+		free(want[i]);
+	}
+	*start = num(span, "start");
+	*end = num(span, "end");
+	assert_true(*start > 0 && *start <= *end);
+}
+
+/*
+ * tracing: otlp_endpoint: the spans of jobs in a trace, sent over OTLP/HTTP
+ * to a receiver that decodes them with OpenTelemetry's own schema
+ * (tests/fixtures/otlp/receiver.js): per attempt its span (the span id its
+ * handler got) and its wait's, per job its enqueue's once, all children of
+ * the enqueue's span in the job's trace, in order in time, with the kind,
+ * queue, attempt and outcome; both claims (a limited queue's too).  A job
+ * without a trace sends none.  /metrics counts them.
  */
 static void
 test_export(void **state)
@@ -292,92 +444,240 @@ test_export(void **state)
 		skip();
 	}
 	char *out = xasprintf("%s/otlp.out", t_tmpdir());
-	unlink(out);
-	char *env = xasprintf("OTLP_NODE=%s", node);
-	const char *renv[] = {env, NULL};
-	const char *rargv[] = {"node", t_src("tests/fixtures/otlp/receiver.js"),
-			       out, NULL};
-	pid_t rcv = t_spawn(t_log("otlp"), renv, rargv);
-	int port = 0;
-	for (int i = 0; i < 600 && port <= 0; i++) {
-		char *s = t_read_file(t_log("otlp"));
-		port = s ? atoi(s) : 0;
-		free(s);
-		if (port <= 0)
-			t_sleep_ms(50);
-	}
-	assert_true(port > 0);
+	int port;
+	pid_t rcv = receiver(node, out, NULL, &port);
 
 	char *ci = t_db_migrated("t_trace_export");
 	PGconn *c = t_connect(ci);
 	long long ok = t_long(
 		c, "select pgjob.enqueue('ok', traceparent => '%s')", TP);
+	/* Queue q2 has flow control: pgjob.claim_limited() claims it. */
 	long long bad = t_long(c,
 			       "select pgjob.enqueue('bad', queue => 'q2',"
 			       " traceparent => '%s')",
 			       TP);
+	long long flaky = t_long(
+		c, "select pgjob.enqueue('flaky', traceparent => '%s')", TP);
 	long long none = t_long(c, "select pgjob.enqueue('ok')");
+	int mport = t_free_port();
 	pid_t p = t_start("export", ci,
 			  "workers: 1\n"
+			  "metrics: { listen: \"127.0.0.1:%d\" }\n"
 			  "tracing: { otlp_endpoint: \"http://127.0.0.1:%d/\","
 			  " service_name: pgjobd-test, buffer: 16 }\n"
-			  "queues: { q2: { concurrency: 1 } }\n"
+			  "queues: { q2: { global_concurrency: 1 } }\n"
 			  "handlers:\n"
 			  "  ok: { type: exec, command: [\"/bin/sh\", \"-c\","
 			  " \"printf '{\\\"tp\\\": \\\"%%s\\\"}' "
 			  "\\\"$$TRACEPARENT\\\"\"] }\n"
 			  "  bad: { type: exec, queue: q2, max_attempts: 1,"
-			  " command: [\"/bin/sh\", \"-c\", \"exit 3\"] }\n",
-			  port);
+			  " command: [\"/bin/sh\", \"-c\", \"exit 3\"] }\n"
+			  "  flaky: { type: exec, max_attempts: 2,"
+			  " backoff: { base: 100ms, max: 100ms },"
+			  " command: [\"/bin/sh\", \"-c\","
+			  " \"test $$PGJOB_ATTEMPT -gt 1\"] }\n",
+			  mport, port);
 	t_wait_state(c, ok, "done", 60);
 	t_wait_state(c, bad, "dead", 60);
+	t_wait_state(c, flaky, "done", 60);
 	t_wait_state(c, none, "done", 60);
-	/* The sender sends within a second; a clean stop sends the rest. */
+	/* ok and bad: enqueue, wait, attempt; flaky: its enqueue, and two
+	 * attempts each with its wait.  The sender sends within a second. */
+	wait_metric(mport, "pgjobd_trace_spans_exported_total", 11);
+	assert_true(metric(mport, "pgjobd_trace_spans_dropped_total") == 0);
+	assert_true(metric(mport, "pgjobd_trace_spans_failed_total") == 0);
+	assert_true(metric(mport, "pgjobd_trace_buffer_capacity_spans") == 16);
+	assert_true(metric(mport, "pgjobd_trace_export_seconds_count") >= 1);
 	t_stop_clean(p);
 	char *text = t_read_file(out);
 	assert_non_null(text);
 	assert_null(strstr(text, "\"error\""));
-	assert_int_equal(t_count_in_file(out, "\"traceId\""), 2);
+	assert_int_equal(t_count_in_file(out, "\"traceId\""), 11);
 
+	/* ok's attempt: the span id its handler got. */
 	char *tp = t_job(c, ok, "result->>'tp'");
 	char *needle = xasprintf("\"spanId\":\"%.16s\"", tp + 36);
-	char *l = line_with(text, needle);
-	assert_non_null(l);
-	char *id = xasprintf("\"messaging.message.id\":\"%lld\"", ok);
+	char *l = span_of(text, "process default", ok, 1);
+	assert_non_null(strstr(l, needle));
 	static const char *const want_ok[] = {
-		"\"service\":\"pgjobd-test\"",
-		"\"traceId\":\"" TRACE "\"",
-		"\"parentSpanId\":\"" PARENT "\"",
-		"\"name\":\"process default\"",
-		"\"kind\":5",
 		"\"status\":1",
 		"\"pgjob.kind\":\"ok\"",
-		"\"pgjob.attempt\":\"1\"",
 		"\"pgjob.outcome\":\"done\"",
 		"\"messaging.destination.name\":\"default\"",
+		"\"messaging.operation.type\":\"process\"",
 	};
 	for (size_t i = 0; i < sizeof(want_ok) / sizeof(*want_ok); i++)
 		if (!strstr(l, want_ok[i]))
 			fail_msg("%s not in %s", want_ok[i], l);
-	assert_non_null(strstr(l, id));
 	free(l);
-	l = line_with(text, "\"pgjob.kind\":\"bad\"");
-	assert_non_null(l);
-	assert_non_null(strstr(l, "\"pgjob.outcome\":\"dead\""));
-	assert_non_null(strstr(l, "\"status\":2"));
-	assert_non_null(strstr(l, "\"name\":\"process q2\""));
-	free(l);
-	t_wait_log("export", "tracing: 2 spans sent, 0 dropped", 1, 10);
+
+	/* Each job: enqueue <= wait's start <= wait's end = the attempt's
+	 * start <= its end; the wait has the attempt's attributes. */
+	struct {
+		long long id;
+		const char *queue, *outcome;
+		int attempts, status;
+	} jobs[] = {{ok, "default", "done", 1, 1},
+		    {bad, "q2", "dead", 1, 2},
+		    {flaky, "default", "done", 2, 1}};
+	for (size_t j = 0; j < sizeof(jobs) / sizeof(*jobs); j++) {
+		char name[64];
+		long long es, ee, ws, we, as, ae;
+		snprintf(name, sizeof(name), "send %s", jobs[j].queue);
+		char *enq = span_of(text, name, jobs[j].id, 0);
+		check_span(enq, name, 4, &es, &ee);
+		assert_true(es == ee);
+		assert_non_null(strstr(enq, "\"messaging.operation.type\":"
+					    "\"send\""));
+		char *ids[5] = {str(enq, "spanId")};
+		int nids = 1;
+		for (int a = 1; a <= jobs[j].attempts; a++) {
+			int last = a == jobs[j].attempts;
+			const char *outcome = last ? jobs[j].outcome : "retry";
+			char *o =
+				xasprintf("\"pgjob.outcome\":\"%s\"", outcome);
+			snprintf(name, sizeof(name), "wait %s", jobs[j].queue);
+			char *w = span_of(text, name, jobs[j].id, a);
+			check_span(w, name, 1, &ws, &we);
+			assert_non_null(strstr(w, o));
+			assert_null(strstr(w, "\"status\":2"));
+			snprintf(name, sizeof(name), "process %s",
+				 jobs[j].queue);
+			char *at = span_of(text, name, jobs[j].id, a);
+			check_span(at, name, 5, &as, &ae);
+			assert_non_null(strstr(at, o));
+			char *st = xasprintf("\"status\":%d",
+					     last ? jobs[j].status : 2);
+			assert_non_null(strstr(at, st));
+			assert_true(es <= ws);
+			assert_true(we == as);
+			ids[nids++] = str(w, "spanId");
+			ids[nids++] = str(at, "spanId");
+			free(st);
+			free(o);
+			free(w);
+			free(at);
+		}
+		for (int x = 0; x < nids; x++)
+			for (int y = x + 1; y < nids; y++)
+				assert_string_not_equal(ids[x], ids[y]);
+		for (int x = 0; x < nids; x++)
+			free(ids[x]);
+		free(enq);
+	}
+	t_wait_log("export", "tracing: 11 spans sent, 0 dropped", 1, 10);
 
 	t_stop(rcv, SIGTERM, 10);
-	free(id);
 	free(needle);
 	free(tp);
 	free(text);
-	free(env);
 	free(out);
 	PQfinish(c);
 	free(ci);
+}
+
+/*
+ * An endpoint that never answers, then none at all: the jobs run to the
+ * end all the same, the spans that find the buffer full are dropped and
+ * counted, and the requests that fail are counted by reason (/metrics).
+ */
+static void
+test_export_fails(void **state)
+{
+	/* A socket that listens and never accepts: the kernel completes
+	 * the connections, and the requests wait for an answer.  Not
+	 * inherited: pgjobd must not keep it open once it is closed here. */
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	int port = ntohs(sa.sin_port);
+
+	char *ci = t_db_migrated("t_trace_fails");
+	PGconn *c = t_connect(ci);
+	t_exec(c,
+	       "select pgjob.enqueue('n', traceparent => '%s')"
+	       " from generate_series(1, 30)",
+	       TP);
+	int mport = t_free_port();
+	pid_t p = t_start("fails", ci,
+			  "workers: 1\n"
+			  "metrics: { listen: \"127.0.0.1:%d\" }\n"
+			  "tracing: { otlp_endpoint: \"http://127.0.0.1:%d\","
+			  " buffer: 3 }\n"
+			  "handlers:\n"
+			  "  n: { type: exec, command: [\"/bin/true\"] }\n",
+			  mport, port);
+	t_wait_until(c, 60,
+		     "select count(*) = 30 from pgjob.all_jobs"
+		     " where state = 'done'");
+	/* All done while no request was ever answered: every attempt after
+	 * the first that the buffer (one attempt's spans) held was
+	 * dropped. */
+	assert_true(metric(mport, "pgjobd_trace_spans_exported_total") == 0);
+	wait_metric(mport, "pgjobd_trace_spans_dropped_total", 3);
+	assert_true(metric(mport, "pgjobd_trace_buffer_capacity_spans") == 3);
+
+	/* Nothing listens any more: refused. */
+	close(lfd);
+	long long one =
+		t_long(c, "select pgjob.enqueue('n', traceparent => '%s')", TP);
+	t_wait_state(c, one, "done", 60);
+	wait_metric(mport,
+		    "pgjobd_trace_export_failures_total{reason=\"connect\"}",
+		    1);
+	wait_metric(mport, "pgjobd_trace_spans_failed_total", 2);
+	assert_true(metric(mport, "pgjobd_trace_spans_exported_total") == 0);
+	t_stop_clean(p);
+	t_wait_log("fails", "tracing: 0 spans sent", 1, 10);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * The receiver decodes every request and answers 503: each request counts
+ * as failed for its status, its spans as failed, none as exported.
+ */
+static void
+test_export_refused(void **state)
+{
+	const char *node = otlp_node();
+	if (!node) {
+		print_message("skipped: npm cannot install "
+			      "@opentelemetry/otlp-transformer\n");
+		skip();
+	}
+	char *out = xasprintf("%s/otlp-refused.out", t_tmpdir());
+	int port;
+	pid_t rcv = receiver(node, out, "503", &port);
+	char *ci = t_db_migrated("t_trace_refused");
+	PGconn *c = t_connect(ci);
+	long long id =
+		t_long(c, "select pgjob.enqueue('n', traceparent => '%s')", TP);
+	int mport = t_free_port();
+	pid_t p =
+		t_start("refused", ci,
+			"workers: 1\n"
+			"metrics: { listen: \"127.0.0.1:%d\" }\n"
+			"tracing: { otlp_endpoint: \"http://127.0.0.1:%d\" }\n"
+			"handlers:\n"
+			"  n: { type: exec, command: [\"/bin/true\"] }\n",
+			mport, port);
+	t_wait_state(c, id, "done", 60);
+	wait_metric(mport,
+		    "pgjobd_trace_export_failures_total{reason=\"status\"}", 1);
+	assert_true(metric(mport, "pgjobd_trace_spans_failed_total") == 3);
+	assert_true(metric(mport, "pgjobd_trace_spans_exported_total") == 0);
+	t_stop_clean(p);
+	/* It did decode them: the request was valid, only refused. */
+	assert_int_equal(t_count_in_file(out, "\"traceId\""), 3);
+	t_stop(rcv, SIGTERM, 10);
+	PQfinish(c);
+	free(ci);
+	free(out);
 }
 
 int
@@ -387,6 +687,8 @@ main(void)
 		cmocka_unit_test(test_enqueue),
 		cmocka_unit_test(test_handlers),
 		cmocka_unit_test(test_export),
+		cmocka_unit_test(test_export_fails),
+		cmocka_unit_test(test_export_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* Unit tests for trace: the W3C traceparent check, which must take what
- * pgjob.trace_context() takes, and an attempt's traceparent. */
+ * pgjob.trace_context() takes, an attempt's traceparent, and the span ids
+ * of the exported spans. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -51,12 +52,35 @@ test_attempt(void **state)
 	assert_string_equal(a, "");
 }
 
+/* Span ids: 16 lowercase hex digits; the enqueue's the same for the same
+ * trace and job, another for another job or trace. */
+static void
+test_span_ids(void **state)
+{
+	char a[17], b[17], c[17], d[17];
+	trace_span_id(a);
+	trace_span_id(b);
+	assert_int_equal(strlen(a), 16);
+	assert_int_equal(strspn(a, "0123456789abcdef"), 16);
+	assert_string_not_equal(a, b);
+	trace_enqueue_span_id("0af7651916cd43dd8448eb211c80319c", 42, a);
+	trace_enqueue_span_id("0af7651916cd43dd8448eb211c80319c", 42, b);
+	trace_enqueue_span_id("0af7651916cd43dd8448eb211c80319c", 43, c);
+	trace_enqueue_span_id("1af7651916cd43dd8448eb211c80319c", 42, d);
+	assert_int_equal(strspn(a, "0123456789abcdef"), 16);
+	assert_string_not_equal(a, "0000000000000000");
+	assert_string_equal(a, b);
+	assert_string_not_equal(a, c);
+	assert_string_not_equal(a, d);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid),
 		cmocka_unit_test(test_attempt),
+		cmocka_unit_test(test_span_ids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
