@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
+#include "db/claim_limited.h"
 
 #define TRACE  "0af7651916cd43dd8448eb211c80319c"
 #define PARENT "b7ad6b7169203331"
@@ -680,6 +681,61 @@ test_export_refused(void **state)
 	free(out);
 }
 
+/*
+ * A limited claim's statement and a job whose enqueue commits while the
+ * claim runs: pgjob.claim_limited() claims it under a snapshot newer than
+ * the statement's, and the job's traceparent must come with it (the
+ * statement once read it by a join in its own older snapshot, and the job
+ * ran outside its trace).  The claim is held, after its statement began,
+ * by a lock on pgjob.limits; the enqueue commits while it waits.
+ */
+static void
+test_limited_race(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_trace_limited_race");
+	PGconn *c = t_connect(ci), *e = t_connect(ci), *l = t_connect(ci),
+	       *w = t_connect(ci);
+	t_exec(c, "insert into pgjob.limits (queue, global_concurrency,"
+		  " source) values ('lq', 100, 'sql')");
+	t_exec(e, "begin");
+	long long id = t_long(e,
+			      "select pgjob.enqueue('k', queue => 'lq',"
+			      " traceparent => '%s')",
+			      TP);
+	t_exec(l, "begin");
+	t_exec(l, "lock table pgjob.limits in access exclusive mode");
+	long long wpid = t_long(w, "select pg_backend_pid()");
+	const char *p[] = {"lq", "10",	  "{k}",    "parallel",
+			   "w",	 "60000", "1048576"};
+	assert_int_equal(PQsendQueryParams(w, queue_claim_limited_sql, 7, NULL,
+					   p, NULL, NULL, 0),
+			 1);
+	/* The claim's statement has its snapshot and waits for the lock. */
+	t_wait_until(c, 60,
+		     "select wait_event_type = 'Lock' from pg_stat_activity"
+		     " where pid = %lld",
+		     wpid);
+	t_exec(e, "commit");
+	t_exec(l, "commit");
+	PGresult *r = PQgetResult(w);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_int_equal(PQntuples(r), 1);
+	assert_string_equal(PQgetvalue(r, 0, 0), "c");
+	assert_int_equal(atoll(PQgetvalue(r, 0, 1)), id);
+	assert_string_equal(PQgetvalue(r, 0, 14), TP);
+	assert_false(PQgetisnull(r, 0, 15));
+	assert_false(PQgetisnull(r, 0, 16));
+	PQclear(r);
+	while ((r = PQgetResult(w)))
+		PQclear(r);
+	PQfinish(w);
+	PQfinish(l);
+	PQfinish(e);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -689,6 +745,7 @@ main(void)
 		cmocka_unit_test(test_export),
 		cmocka_unit_test(test_export_fails),
 		cmocka_unit_test(test_export_refused),
+		cmocka_unit_test(test_limited_race),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

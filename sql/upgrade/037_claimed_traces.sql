@@ -1,0 +1,4 @@
+-- Version 37: the limited claim's traceparents and span times read by
+-- pgjob.claimed_traces() (the restatement creates it) with a snapshot newer
+-- than the claim's own statement, so that a job whose enqueue committed
+-- while the claim ran keeps its trace (src/db/claim_limited.c).
