@@ -40,6 +40,8 @@
 set -euo pipefail
 
 src=${PGJOBD_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# shellcheck source=tests/fault/netlib.sh
+. "$src/tests/fault/netlib.sh"
 bin=${PGJOBD_TEST_BIN:-$src/build}
 njobs=${PGJOBD_NETNS_JOBS:-300}
 lease_s=3
@@ -89,14 +91,7 @@ cleanup() {
 			>/dev/null 2>&1 || true
 	fi
 	# Whatever still runs in the namespaces was started by this test.
-	for n in "${created[@]}"; do
-		for p in $(ip netns pids "$n" 2>/dev/null); do
-			kill -KILL "$p" 2>/dev/null || true
-		done
-	done
-	for n in "${created[@]}"; do
-		ip netns del "$n" 2>/dev/null || true
-	done
+	netlib_teardown
 	if [ "$rc" -eq 77 ] || { [ "$rc" -eq 0 ] && [ -z "${PGJOBD_NETNS_KEEP:-}" ]; }; then
 		rm -rf "$dir"
 	else
@@ -121,23 +116,9 @@ die() {
 # The network: a bridge in sw, one veth pair per namespace.
 
 mkdir -p "$dir"
-msg=$(ip netns add "${NS[sw]}" 2>&1) ||
-	skip "cannot create a network namespace: $msg"
-created+=("${NS[sw]}")
-ip -n "${NS[sw]}" link set lo up
-ip -n "${NS[sw]}" link add br0 type bridge
-ip -n "${NS[sw]}" link set br0 up
-for n in db web h1 h2 h3; do
-	ip netns add "${NS[$n]}"
-	created+=("${NS[$n]}")
-	ip -n "${NS[$n]}" link set lo up
-	# The pair is created in sw with its other end in the namespace:
-	# nothing appears in the machine's own network namespace.
-	ip -n "${NS[sw]}" link add "v$n" type veth peer name eth0 netns "${NS[$n]}"
-	ip -n "${NS[sw]}" link set "v$n" master br0 up
-	ip -n "${NS[$n]}" addr add "${ADDR[$n]}/24" dev eth0
-	ip -n "${NS[$n]}" link set eth0 up
-done
+netlib_switch "${NS[sw]}" ||
+	skip "cannot create a network namespace: $netlib_err"
+for n in db web h1 h2 h3; do netlib_host "$n"; done
 note "namespaces ${created[*]} on 10.231.0.0/24"
 
 # ---------------------------------------------------------------------
@@ -362,7 +343,7 @@ wait_for 60 "$cut_host to hold a slow job" \
 	and kind = 'execslow' and locked_by like '$cut_host:%'"
 q -c "create table cut_held as select id, kind, lease_token from pgjob.all_jobs
 	where state = 'running' and locked_by like '$cut_host:%'"
-ip -n "${NS[sw]}" link set "v$cut_host" down
+netlib_link "$cut_host" down
 cut_at=$(date +%s%N)
 held=$(qr "select count(*) from cut_held")
 note "$cut_host cut off at the bridge, holding $held jobs"
@@ -386,7 +367,7 @@ until [ "$(count_h2 'stopped (lease lost)')" -gt 0 ] &&
 	sleep 0.25
 done
 cut_ms=$((($(date +%s%N) - cut_at) / 1000000))
-ip -n "${NS[sw]}" link set "v$cut_host" up
+netlib_link "$cut_host" up
 note "link back after $cut_ms ms; task partitions during the cut: $parts_cut"
 wait_for 120 "$cut_host to rejoin" \
 	"select count(*) = $((2 * workers)) from pgjob.workers where host = '$cut_host'
