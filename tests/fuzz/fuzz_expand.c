@@ -149,6 +149,30 @@ secret(const char *keyword)
 	return conninfo_secret(keyword);
 }
 
+static size_t
+count(const char *text, const char *v)
+{
+	size_t n = 0;
+	for (const char *p = text; (p = strstr(p, v)); p++)
+		n++;
+	return n;
+}
+
+/* Whether the redacted red shows the secret value v of options a: v,
+ * unless too short to tell, or in a keyword or an option that is not
+ * secret too. */
+static int
+shows(const char *red, const char *v, const PQconninfoOption *a)
+{
+	if (strlen(v) < 6 || !strstr(red, v))
+		return 0;
+	for (size_t j = 0; a[j].keyword; j++)
+		if (strstr(a[j].keyword, v) ||
+		    (!secret(a[j].keyword) && a[j].val && strstr(a[j].val, v)))
+			return 0;
+	return 1;
+}
+
 static void
 check_conninfo(const char *ci)
 {
@@ -159,46 +183,44 @@ check_conninfo(const char *ci)
 	for (size_t i = 0; ci[i] || s[i]; i++)
 		if (!ci[i] || !s[i] || (s[i] != ci[i] && s[i] != '*'))
 			abort();
-	PQconninfoOption *a = PQconninfoParse(ci, &err), *b;
+	PQconninfoOption *a = PQconninfoParse(ci, &err), *b = NULL;
 	PQfreemem(err);
 	err = NULL;
 	char *red = db_conninfo_redacted(ci);
 	int uri = strncmp(ci, "postgresql://", 13) == 0 ||
 		  strncmp(ci, "postgres://", 11) == 0;
-	if (a) {
-		if (!(b = PQconninfoParse(s, &err)))
+	/* Keyword=value pairs scrubbed still parse; a URI may not, when the
+	 * stars of a parameter covered the '@' that ended its user name
+	 * (libpq takes the user's part to the first '@' even past a '?'):
+	 * then no secret of it may be in the scrubbed text. */
+	if (a && !(b = PQconninfoParse(s, &err)) && !uri)
+		abort();
+	for (size_t i = 0; a && a[i].keyword; i++) {
+		const char *va = a[i].val, *vb = b ? b[i].val : NULL;
+		if (b && strcmp(a[i].keyword, b[i].keyword) != 0)
 			abort();
-		for (size_t i = 0; a[i].keyword; i++) {
-			const char *va = a[i].val, *vb = b[i].val;
-			if (strcmp(a[i].keyword, b[i].keyword) != 0)
+		if (!secret(a[i].keyword)) {
+			/* A URI's may change, or go: a raw '@' in its
+			 * password hides all up to the last '@'
+			 * (conninfo.c). */
+			if (!uri && (!va != !vb || (va && strcmp(va, vb) != 0)))
 				abort();
-			if (!secret(a[i].keyword)) {
-				/* A URI's may change, or go: a raw '@' in
-				 * its password hides all up to the last '@'
-				 * (conninfo.c). */
-				if (!uri &&
-				    (!va != !vb || (va && strcmp(va, vb) != 0)))
-					abort();
-				continue;
-			}
-			if (!va || !*va)
-				continue;
-			if (!vb || strspn(vb, "*") != strlen(vb))
-				abort();
-			if (strlen(va) >= 6 && strstr(red, va)) {
-				/* Unless another option holds it too. */
-				int shown = 0;
-				for (size_t j = 0; a[j].keyword; j++)
-					if (!secret(a[j].keyword) && a[j].val &&
-					    strstr(a[j].val, va))
-						shown = 1;
-				if (!shown)
-					abort();
-			}
+			continue;
 		}
-		PQconninfoFree(b);
+		if (!va || strspn(va, "*") == strlen(va))
+			continue; /* nothing to hide */
+		if (b && vb && strspn(vb, "*") != strlen(vb))
+			abort();
+		/* A URI whose scrubbed text libpq cannot read: where the
+		 * value is written as libpq reads it (no escapes in it),
+		 * one of its places at least is starred; values too short
+		 * to tell from the other words are not looked for. */
+		size_t n = b || strlen(va) < 6 ? 0 : count(ci, va);
+		if ((n && count(s, va) == n) || shows(red, va, a))
+			abort();
 	}
 	PQconninfoFree(a);
+	PQconninfoFree(b);
 	PQfreemem(err);
 	free(red);
 	free(s);

@@ -7,23 +7,26 @@
  * transaction, rolled back.
  *
  * The input is the document, as `pgjob workflow submit` sends it (text up
- * to a NUL, which libpq cannot send).  It either makes a workflow, whose
- * rows must then be what the document asked (every step a job, every
- * step's parents_left the number of its edges), or is refused with an
- * error of the classes docs/workflows.md promises ("What is refused"):
- * 22023 (a bad document or step, a cycle), 23503 (after names no step),
- * 54000 (over the limits, a payload over max_payload_bytes), 22003 and
- * 22008 (a step that pgjob.enqueue() refuses: priority, run_at), each with
- * a message of the schema ("pgjob.enqueue..."), or what the jsonb cast
- * says of a text that is not JSON (22P02, 22P05, 22021; 54001 for nesting
- * past the stack).  Any other error, a statement over 10 s or a server
- * that goes away aborts.  PGJOBD_FUZZ_VERBOSE=1 prints each refusal.
+ * to a NUL, which libpq cannot send), or, after a first byte 0x01, the
+ * choices of a document that this program builds (build(), below).  It either
+ * makes a workflow, whose rows must then be what the document asked (every step
+ * a job, every step's parents_left the number of its edges), or is refused with
+ * an error of the classes docs/workflows.md promises ("What is refused"): 22023
+ * (a bad document or step, a cycle), 23503 (after names no step), 54000 (over
+ * the limits, a payload over max_payload_bytes), 22003 and 22008 (a step that
+ * pgjob.enqueue() refuses: priority, run_at), each with a message of the schema
+ * ("pgjob.enqueue..."), or what the jsonb cast says of a text that is not JSON
+ * (22P02, 22P05, 22021; 54001 for nesting past the stack).  Any other error, a
+ * statement over 10 s or a server that goes away aborts.  PGJOBD_FUZZ_VERBOSE=1
+ * prints each refusal.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "db/db.h"
 
@@ -81,7 +84,7 @@ allowed(const char *err)
 /*
  * What libFuzzer's coverage cannot see: the checks are PL/pgSQL, in the
  * server.  Each outcome (an error's SQLSTATE and message with its quoted
- * names and numbers left out; a workflow's shape) counts in a counter of
+ * names and its numbers left out; a workflow's shape) counts in a counter of
  * its own among libFuzzer's extra counters, so that an input that reaches
  * a new refusal, or a new shape of workflow, is new coverage and kept.
  * In the plain runner the section is an array like any other.
@@ -93,12 +96,14 @@ __attribute__((section(
 static void
 count_outcome(const char *text)
 {
+	/* What the document chose is between the first '"' and the last
+	 * (names, keys: which may hold quotes of their own) and in the
+	 * digits: left out. */
+	const char *open = strchr(text, '"'), *close = strrchr(text, '"');
 	uint32_t h = 2166136261u; /* FNV-1a */
-	int quoted = 0;
 	for (const char *p = text; *p; p++) {
-		if (*p == '"')
-			quoted = !quoted;
-		if (quoted || (*p >= '0' && *p <= '9'))
+		if ((open && p >= open && p <= close) ||
+		    (*p >= '0' && *p <= '9'))
 			continue;
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	}
@@ -127,6 +132,109 @@ static const char CHECK_SQL[] =
 	"   from pgjob.job_deps d where d.child = j.id))"
 	" from pgjob.workflows w where w.id = $1::bigint";
 
+/*
+ * Built documents: an input whose first byte is 0x01 is not the document
+ * but the choices of one, a byte each (zeros once the input runs out):
+ * how many steps, and of each step its name (or a name already taken),
+ * kind, parents (or a name of none), policy, and values of every key at
+ * and past their limits.  Mutating raw JSON seldom gets past its syntax
+ * and the top-level keys; these reach every check, and workflows that are
+ * made, whose rows the check above holds to the document.
+ */
+struct choices {
+	const uint8_t *p, *end;
+};
+
+static unsigned
+pick(struct choices *c, unsigned n)
+{
+	return (c->p < c->end ? *c->p++ : 0) % n;
+}
+
+/* One of vals (JSON texts; NULL: the key left out) as key of o. */
+static void
+add_choice(cJSON *o, const char *key, struct choices *c,
+	   const char *const *vals, unsigned n)
+{
+	const char *v = vals[pick(c, n)];
+	if (v)
+		cJSON_AddItemToObject(o, key, cJSON_Parse(v));
+}
+
+#define ADD(o, key, c, ...)                                                    \
+	do {                                                                   \
+		static const char *const vals_[] = {__VA_ARGS__};              \
+		add_choice(o, key, c, vals_,                                   \
+			   sizeof(vals_) / sizeof(vals_[0]));                  \
+	} while (0)
+
+static char *
+build(const uint8_t *data, size_t size)
+{
+	struct choices c = {data, data + size};
+	unsigned n = 1 + pick(&c, 16);
+	char name[16];
+	cJSON *doc = cJSON_CreateObject(), *steps = cJSON_CreateArray();
+
+	ADD(doc, "name", &c, NULL, "\"wf\"", "null", "7");
+	cJSON_AddItemToObject(doc, "steps", steps);
+	for (unsigned i = 0; i < n; i++) {
+		cJSON *st = cJSON_CreateObject();
+		unsigned how = pick(&c, 16);
+		/* Mostly its own name (0, as the bytes after the input's
+		 * end); sometimes another's, none, or "". */
+		if (how == 1)
+			snprintf(name, sizeof(name), "s%u", pick(&c, n));
+		else
+			snprintf(name, sizeof(name), "s%u", i);
+		if (how != 2)
+			cJSON_AddStringToObject(st, "name",
+						how == 3 ? "" : name);
+		ADD(st, "kind", &c, "\"k\"", "\"k\"", "\"k\"", NULL, "\"\"",
+		    "1");
+		unsigned np = pick(&c, 5);
+		if (np == 4) {
+			ADD(st, "after", &c, "\"s0\"", "[]", "null", "[1]");
+		} else if (np) {
+			cJSON *after = cJSON_AddArrayToObject(st, "after");
+			for (unsigned k = 0; k < np; k++) {
+				/* n: a name of no step. */
+				unsigned par = pick(&c, n + 1);
+				snprintf(name, sizeof(name),
+					 par == n ? "zz" : "s%u", par);
+				cJSON_AddItemToArray(after,
+						     cJSON_CreateString(name));
+			}
+		}
+		ADD(st, "on_parent_failure", &c, NULL, NULL, "\"cancel\"",
+		    "\"run\"", "\"wait\"", "\"retry\"", "null");
+		ADD(st, "payload", &c, NULL, NULL, "{}", "{\"a\":[1]}",
+		    "{\"pgjob\":1}", "[]", "\"x\"", "null");
+		ADD(st, "priority", &c, NULL, NULL, "0", "32767", "-32768",
+		    "32768", "-32769", "1.5", "\"9\"", "\"x\"", "1e10");
+		ADD(st, "max_attempts", &c, NULL, NULL, "1", "0", "-1", "\"3\"",
+		    "2147483648");
+		ADD(st, "cost", &c, NULL, NULL, "0", "1000000", "1000001", "-1",
+		    "\"2\"");
+		ADD(st, "run_at", &c, NULL, NULL, "\"2026-01-31T14:00:00Z\"",
+		    "\"2099-01-01\"", "\"infinity\"", "\"-infinity\"",
+		    "\"soon\"", "5", "\"epoch\"");
+		ADD(st, "queue", &c, NULL, NULL, "\"q\"", "\"\"", "1");
+		ADD(st, "ordering_key", &c, NULL, NULL, "\"o\"", "2");
+		ADD(st, "limit_key", &c, NULL, NULL, "\"l\"", "[]");
+		ADD(st, "colour", &c, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+		    "\"red\"");
+		cJSON_AddItemToArray(steps, st);
+	}
+	char *json = cJSON_PrintUnformatted(doc), *text;
+	cJSON_Delete(doc);
+	/* The caller frees it with free(), as the other kind of input. */
+	if (!json || !(text = strdup(json)))
+		abort();
+	cJSON_free(json);
+	return text;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -134,11 +242,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!db)
 		setup();
-	char *doc = malloc(size + 1);
-	if (!doc)
-		abort();
-	memcpy(doc, data, size);
-	doc[size] = '\0';
+	char *doc;
+	if (size && data[0] == 1) {
+		doc = build(data + 1, size - 1);
+	} else {
+		if (!(doc = malloc(size + 1)))
+			abort();
+		memcpy(doc, data, size);
+		doc[size] = '\0';
+	}
+	if (getenv("PGJOBD_FUZZ_VERBOSE"))
+		fprintf(stderr, "  %s\n", doc);
 	if (db_exec(db, "begin", &err) < 0) {
 		fprintf(stderr, "fuzz_workflow: begin: %s\n", err);
 		abort();
