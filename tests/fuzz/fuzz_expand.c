@@ -158,18 +158,28 @@ count(const char *text, const char *v)
 	return n;
 }
 
-/* Whether the redacted red shows the secret value v of options a: v,
- * unless too short to tell, or in a keyword or an option that is not
- * secret too. */
+/* Whether the redacted red ("keyword=value ..." of the options that are
+ * not secret) shows the secret value v of options a: v, unless too short
+ * to tell, or within what an option that is not secret writes there, or
+ * able to span two of them (a blank in it). */
 static int
 shows(const char *red, const char *v, const PQconninfoOption *a)
 {
-	if (strlen(v) < 6 || !strstr(red, v))
+	if (strlen(v) < 6 || strchr(v, ' ') || !strstr(red, v))
 		return 0;
-	for (size_t j = 0; a[j].keyword; j++)
-		if (strstr(a[j].keyword, v) ||
-		    (!secret(a[j].keyword) && a[j].val && strstr(a[j].val, v)))
+	for (size_t j = 0; a[j].keyword; j++) {
+		if (secret(a[j].keyword) || !a[j].val)
+			continue;
+		size_t n = strlen(a[j].keyword) + strlen(a[j].val) + 2;
+		char *kv = malloc(n);
+		if (!kv)
+			abort();
+		snprintf(kv, n, "%s=%s", a[j].keyword, a[j].val);
+		int in = strstr(kv, v) != NULL;
+		free(kv);
+		if (in)
 			return 0;
+	}
 	return 1;
 }
 
