@@ -199,12 +199,14 @@ check_conninfo(const char *ci)
 	char *red = db_conninfo_redacted(ci);
 	int uri = strncmp(ci, "postgresql://", 13) == 0 ||
 		  strncmp(ci, "postgres://", 11) == 0;
-	/* Keyword=value pairs scrubbed still parse; a URI may not, when the
-	 * stars of a parameter covered the '@' that ended its user name
-	 * (libpq takes the user's part to the first '@' even past a '?'):
-	 * then no secret of it may be in the scrubbed text. */
-	if (a && !(b = PQconninfoParse(s, &err)) && !uri)
-		abort();
+	/* The scrubbed text may not parse: a URI's when the stars of a
+	 * parameter covered the '@' that ended its user name (libpq takes
+	 * the user's part to the first '@' even past a '?'), pairs' when
+	 * the stars took a quoted value's quotes and the next keyword
+	 * followed them without a blank.  Then no secret of it may be in
+	 * the scrubbed text. */
+	if (a)
+		b = PQconninfoParse(s, &err);
 	for (size_t i = 0; a && a[i].keyword; i++) {
 		const char *va = a[i].val, *vb = b ? b[i].val : NULL;
 		if (b && strcmp(a[i].keyword, b[i].keyword) != 0)
@@ -213,7 +215,8 @@ check_conninfo(const char *ci)
 			/* A URI's may change, or go: a raw '@' in its
 			 * password hides all up to the last '@'
 			 * (conninfo.c). */
-			if (!uri && (!va != !vb || (va && strcmp(va, vb) != 0)))
+			if (!uri && b &&
+			    (!va != !vb || (va && strcmp(va, vb) != 0)))
 				abort();
 			continue;
 		}
@@ -227,7 +230,7 @@ check_conninfo(const char *ci)
 		    (strcmp(vb, va) == 0 ||
 		     (strlen(va) >= 6 && strstr(vb, va))))
 			abort();
-		/* A URI whose scrubbed text libpq cannot read: where the
+		/* A scrubbed text libpq cannot read: where the
 		 * value is written as libpq reads it (no escapes in it),
 		 * one of its places at least is starred; values too short
 		 * to tell from the other words are not looked for. */
