@@ -190,9 +190,14 @@ check_conninfo(const char *ci)
 	if (!s)
 		abort();
 	conninfo_scrub(s);
-	for (size_t i = 0; ci[i] || s[i]; i++)
+	/* Stars over a quote: libpq may read the tokens after it
+	 * otherwise ("password='x'user=u" becomes one value). */
+	int requoted = 0;
+	for (size_t i = 0; ci[i] || s[i]; i++) {
 		if (!ci[i] || !s[i] || (s[i] != ci[i] && s[i] != '*'))
 			abort();
+		requoted |= ci[i] == '\'' && s[i] == '*';
+	}
 	PQconninfoOption *a = PQconninfoParse(ci, &err), *b = NULL;
 	PQfreemem(err);
 	err = NULL;
@@ -215,7 +220,7 @@ check_conninfo(const char *ci)
 			/* A URI's may change, or go: a raw '@' in its
 			 * password hides all up to the last '@'
 			 * (conninfo.c). */
-			if (!uri && b &&
+			if (!uri && b && !requoted &&
 			    (!va != !vb || (va && strcmp(va, vb) != 0)))
 				abort();
 			continue;
