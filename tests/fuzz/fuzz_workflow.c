@@ -8,7 +8,8 @@
  *
  * The input is the document, as `pgjob workflow submit` sends it (text up
  * to a NUL, which libpq cannot send), or, after a first byte 0x01, the
- * choices of a document that this program builds (build(), below).  It either
+ * choices of a document that this program builds (build(), below), in
+ * a transaction whose payload limit may be 8 bytes.  It either
  * makes a workflow, whose rows must then be what the document asked (every step
  * a job, every step's parents_left the number of its edges), or is refused with
  * an error of the classes docs/workflows.md promises ("What is refused"): 22023
@@ -169,7 +170,7 @@ add_choice(cJSON *o, const char *key, struct choices *c,
 	} while (0)
 
 static char *
-build(const uint8_t *data, size_t size)
+build(const uint8_t *data, size_t size, int *small)
 {
 	struct choices c = {data, data + size};
 	unsigned n = 1 + pick(&c, 16);
@@ -226,6 +227,9 @@ build(const uint8_t *data, size_t size)
 		    "\"red\"");
 		cJSON_AddItemToArray(steps, st);
 	}
+	/* Last, so that the choices before keep their meaning: the
+	 * payload limit (pgjob.settings) at 8 bytes for this input. */
+	*small = pick(&c, 2);
 	char *json = cJSON_PrintUnformatted(doc), *text;
 	cJSON_Delete(doc);
 	/* The caller frees it with free(), as the other kind of input. */
@@ -243,8 +247,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!db)
 		setup();
 	char *doc;
+	int small = 0;
 	if (size && data[0] == 1) {
-		doc = build(data + 1, size - 1);
+		doc = build(data + 1, size - 1, &small);
 	} else {
 		if (!(doc = malloc(size + 1)))
 			abort();
@@ -253,7 +258,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (getenv("PGJOBD_FUZZ_VERBOSE"))
 		fprintf(stderr, "  %s\n", doc);
-	if (db_exec(db, "begin", &err) < 0) {
+	if (db_exec(db, "begin", &err) < 0 ||
+	    (small &&
+	     db_exec(db, "update pgjob.settings set max_payload_bytes = 8",
+		     &err) < 0)) {
 		fprintf(stderr, "fuzz_workflow: begin: %s\n", err);
 		abort();
 	}
