@@ -150,7 +150,10 @@ scrub_uri(char *s)
 	 * Parameters: libpq's query starts at a '?' past the userinfo and
 	 * splits at '&'.  Here a name may start after any '?' or '&' outside
 	 * the password just hidden, which finds libpq's names and perhaps
-	 * more; a value runs to the next '&'.
+	 * more; a secret's value runs to the next '&', as libpq's does.  The
+	 * value of any other name is searched for a '?' or '&' too: what
+	 * looks like one may be in libpq's user name ("u?x=@db?password=s"),
+	 * with libpq's query after it.
 	 */
 	p = strchr(s, '?');
 	while (p && *p) {
@@ -160,12 +163,13 @@ scrub_uri(char *s)
 		if (*p != '=')
 			continue;
 		char *eq = p;
-		while (*p && *p != '&')
-			p++;
 		if (decode(key, eq, name, sizeof(name)) == 0 &&
 		    conninfo_secret(name)) {
+			p += strcspn(p, "&");
 			stars(eq + 1, p);
 			n++;
+		} else {
+			p += strcspn(p, "&?");
 		}
 	}
 	return n;

@@ -4,14 +4,18 @@
 #
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]
 #
-# SECONDS is the time per target (default 60); TARGET is config, cron or
-# process_proto (default all three).  The working corpus grows in $FUZZ_BUILD/corpus/TARGET
+# SECONDS is the time per target (default 60); TARGET is config, cron,
+# process_proto, web, expand or workflow (default all six).  workflow runs
+# against PGJOBD_FUZZ_DB, a database `pgjob migrate` made that nothing else
+# uses meanwhile; without it, run.sh starts a throwaway PostgreSQL of its
+# own (scripts/testpg.sh, under the build folder) and stops it after.  The working corpus grows in $FUZZ_BUILD/corpus/TARGET
 # (default build folder: build-fuzz beside this source tree's build
 # folders), seeded each run from the seed corpus.  A crash stops the run
 # with exit 1 and leaves the input as $FUZZ_BUILD/artifacts/TARGET/crash-*:
 # copy it into tests/fuzz/regressions/TARGET/ with a name that says what it
 # is, and the plain ctest run (fuzz.TARGET.regressions) replays it from
-# then on.  FUZZ_MAX_LEN (default 8192) bounds the size of an input, and
+# then on.  tests/fuzz/TARGET.dict, when there is one, is the target's
+# dictionary.  FUZZ_MAX_LEN (default 8192) bounds the size of an input, and
 # FUZZ_TIMEOUT (default 10) the seconds one input may take before it counts
 # as a hang.
 set -euo pipefail
@@ -21,12 +25,12 @@ src=$(cd "$here/../.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(config cron process_proto)
+[ ${#targets[@]} -eq 0 ] && targets=(config cron process_proto web expand workflow)
 build=${FUZZ_BUILD:-$src/build-fuzz}
 
 case $seconds in
 '' | *[!0-9]*)
-	echo "usage: run.sh [SECONDS] [config|cron|process_proto...]" >&2
+	echo "usage: run.sh [SECONDS] [config|cron|process_proto|web|expand|workflow...]" >&2
 	exit 2
 	;;
 esac
@@ -39,9 +43,22 @@ mkdir -p "$build"
 CC=clang cmake -S "$src" -B "$build" -DPGJOBD_FUZZ=ON \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/run.cmake.log" 2>&1 ||
 	{ cat "$build/run.cmake.log" >&2; exit 1; }
+build_targets=("${targets[@]/#/fuzz_}")
+[[ " ${targets[*]} " == *" workflow "* ]] && build_targets+=(pgjob)
 cmake --build "$build" -j"$(nproc)" \
-	--target "${targets[@]/#/fuzz_}" >"$build/run.build.log" 2>&1 ||
+	--target "${build_targets[@]}" >"$build/run.build.log" 2>&1 ||
 	{ tail -50 "$build/run.build.log" >&2; exit 1; }
+
+# fuzz_workflow's database: PGJOBD_FUZZ_DB, or a PostgreSQL of our own.
+if [[ " ${targets[*]} " == *" workflow "* ]] && [ -z "${PGJOBD_FUZZ_DB:-}" ]; then
+	bash "$src/scripts/testpg.sh" start "$build/pg" >"$build/pg.log" 2>&1 ||
+		{ cat "$build/pg.log" >&2; exit 1; }
+	trap 'bash "$src/scripts/testpg.sh" stop "$build/pg" >/dev/null 2>&1 || true' EXIT
+	ci=$(cat "$build/pg/conninfo")
+	psql "$ci" -qX -v ON_ERROR_STOP=1 -c 'create database fuzz_workflow' >/dev/null
+	export PGJOBD_FUZZ_DB=${ci/dbname=postgres/dbname=fuzz_workflow}
+	"$build/pgjob" --database "$PGJOBD_FUZZ_DB" migrate >/dev/null
+fi
 
 rc=0
 for t in "${targets[@]}"; do
@@ -55,8 +72,8 @@ for t in "${targets[@]}"; do
 		for f in "$src"/tests/fixtures/config/*.yaml; do
 			cp "$f" "$corpus/seed-$(basename "$f")"
 		done
-		dict=(-dict="$here/config.dict")
 	fi
+	[ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
 	echo "== fuzz_$t for ${seconds}s (corpus $corpus)"
 	# Parsed by nothing: the last lines are the figures to report.
 	if ! (cd "$artifacts" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \

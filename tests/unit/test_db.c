@@ -135,6 +135,10 @@ test_scrub(void **state)
 		 "postgresql://u?x:**@db/app?password=***&sslmode=off"},
 		{"postgresql://db?application_name=a@b&password=z",
 		 "postgresql://db?application_name=a@b&password=*"},
+		/* libpq's user name "u?x=", then its query (found by
+		 * fuzz_expand: the query's password was left as it was). */
+		{"postgresql://u?x=@db?password=s3cret",
+		 "postgresql://u?x=@db?password=******"},
 		{"host=db user=u", "host=db user=u"},
 		{"app", "app"},
 		{"", ""},
