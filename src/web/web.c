@@ -37,6 +37,7 @@
 #include "web/assets.h"
 #include "web/auth.h"
 #include "web/deadline.h"
+#include "web/gzip.h"
 #include "web/listen.h"
 
 /*
@@ -61,6 +62,10 @@
 #define HEAD_S	       10
 #define BODY_S	       30
 #define MEMORY_MAX     (32 * 1024)
+/* An API answer is gzip'd from this many bytes, for a browser that takes
+ * it (web/gzip.h bounds it from above): below, the header costs more than
+ * compressing saves. */
+#define GZIP_MIN 1024
 
 #define COOKIE_NAME "pgjob_session"
 #define CSP                                                                    \
@@ -111,6 +116,12 @@ struct reply {
 	size_t len;
 	bool is_static;
 	bool api; /* Cache-Control: no-store */
+	/* An asset's ETag and its encoding ("gzip" or NULL); static. */
+	const char *etag, *encoding;
+	/* Holds a secret (the CSRF token): never compressed, since a
+	 * compressed secret beside text an attacker chose leaks through the
+	 * length (BREACH). */
+	bool secret;
 	char *set_cookie;
 	int retry_after;
 	const char *disposition; /* static */
@@ -196,9 +207,29 @@ thread_db_lost(void)
 
 /* ---- sending ---- */
 
+/* An API answer of GZIP_MIN bytes or more gzip'd, when the request takes
+ * it (an asset comes gzip'd already, web_asset_answer()). */
+static void
+maybe_gzip(struct MHD_Connection *c, struct reply *r)
+{
+	unsigned char *z;
+	size_t n;
+
+	if (r->is_static || r->secret || r->len < GZIP_MIN ||
+	    !web_gzip_accepted(MHD_lookup_connection_value(
+		    c, MHD_HEADER_KIND, "Accept-Encoding")) ||
+	    web_gzip(r->body, r->len, 6, &z, &n) < 0)
+		return;
+	free(r->body);
+	r->body = (char *)z;
+	r->len = n;
+	r->encoding = "gzip";
+}
+
 static enum MHD_Result
 send_reply(struct MHD_Connection *c, struct reply *r)
 {
+	maybe_gzip(c, r);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		r->len, r->body,
 		r->is_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
@@ -216,8 +247,15 @@ send_reply(struct MHD_Connection *c, struct reply *r)
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
 	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	/* An asset: kept, but asked again (its ETag) before each use, so
+	 * that a new build's is seen at once. */
 	MHD_add_response_header(resp, "Cache-Control",
 				r->api ? "no-store" : "no-cache");
+	MHD_add_response_header(resp, "Vary", "Accept-Encoding");
+	if (r->etag)
+		MHD_add_response_header(resp, "ETag", r->etag);
+	if (r->encoding)
+		MHD_add_response_header(resp, "Content-Encoding", r->encoding);
 	if (r->type)
 		MHD_add_response_header(resp, "Content-Type", r->type);
 	if (r->set_cookie)
@@ -273,6 +311,7 @@ reply_session(struct reply *r, const struct auth_session *s, bool csrf)
 	cJSON_AddBoolToObject(o, "login_required", srv.login_required);
 	if (csrf)
 		cJSON_AddStringToObject(o, "csrf", s->csrf);
+	r->secret = csrf;
 	cJSON_AddStringToObject(o, "version", PGJOBD_VERSION);
 	if (srv.database)
 		cJSON_AddStringToObject(o, "database", srv.database);
@@ -631,10 +670,19 @@ route(struct MHD_Connection *c, const char *url, const char *method,
 		reply_error(r, 404, "no such page");
 		return;
 	}
-	r->status = 200;
-	r->type = a->content_type;
-	r->body = (char *)a->data;
-	r->len = a->len;
+	struct web_asset_body b;
+	r->status =
+		web_asset_answer(a,
+				 MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     "Accept-Encoding"),
+				 MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     "If-None-Match"),
+				 &b);
+	r->type = r->status == 200 ? a->content_type : NULL;
+	r->body = (char *)b.data;
+	r->len = b.len;
+	r->etag = b.etag;
+	r->encoding = b.encoding;
 	r->is_static = true;
 }
 
@@ -751,6 +799,7 @@ cleanup(void)
 	free(srv.public_origin);
 	srv.public_host = srv.public_origin = NULL;
 	auth_shutdown();
+	web_assets_free();
 }
 
 int
@@ -767,6 +816,7 @@ web_run(const struct web_options *o)
 	srv.login_required = o->conf->nusers > 0;
 	if ((rc = check_database()) != 0)
 		return rc;
+	web_assets_prepare();
 	if ((fd = web_listen_open(o->listen, &bound)) < 0) {
 		cleanup();
 		return 1;
