@@ -46,6 +46,9 @@
 /* Jobs per transaction of an action on a filter's matches; ids in one
  * request's list. */
 #define BATCH 10000
+static double plan_rows(struct db_conn *db, const char *sql, int n,
+			const char *const *p, struct web_response *out);
+
 /* 1 when a partial index serves the filter (see the top of the file). */
 static int
 indexed(const struct filter *f)
@@ -59,15 +62,68 @@ indexed(const struct filter *f)
 	       strcmp(f->state, "cancelled") != 0;
 }
 
-static const char LIST_SQL[] =
-	"select id, queue, kind, state, attempts, max_attempts, priority,"
-	"  run_at, created_at, finished_at,"
-	/* Its end: a traceback's last line says what went wrong. */
-	"  right(last_error, 300) as last_error"
-	" from pgjob.all_jobs where" FILTER_WHERE
-	"  and ($10::bigint is null or id < $10::bigint)"
-	"  and ($11::bigint is null or id >= $11::bigint)"
-	" order by id desc limit $12::int";
+/* The page of a filter below $10 (and from $11), FILTER_WHERE or
+ * FILTER_WHERE_RANGE. */
+#define LIST_SQL(where)                                                        \
+	"select id, queue, kind, state, attempts, max_attempts, priority,"     \
+	"  run_at, created_at, finished_at," /* Its end: a traceback's last    \
+						line says what went wrong. */  \
+	"  right(last_error, 300) as last_error"                               \
+	" from pgjob.all_jobs where" where                                     \
+	"  and ($10::bigint is null or id < $10::bigint)"                      \
+	"  and ($11::bigint is null or id >= $11::bigint)"                     \
+	" order by id desc limit $12::int"
+
+/* 1 for the states whose jobs jobs_claim_idx holds, available and running
+ * alike (and the two filters of available jobs). */
+static int
+open_state(const struct filter *f)
+{
+	return f->state && (strcmp(f->state, "available") == 0 ||
+			    strcmp(f->state, "running") == 0 ||
+			    strcmp(f->state, "scheduled") == 0 ||
+			    strcmp(f->state, "retrying") == 0);
+}
+
+/*
+ * Whether a page of n jobs in an open state is found sooner in windows of
+ * ids, newest first, than along jobs_claim_idx whole: that index holds
+ * the available and running jobs alike and in the claim's order, so
+ * reading it for one state, newest first, reads every row it holds (a
+ * backlog of a million: seconds).  Windows read about n / density ids,
+ * where density is the state's share of the span of ids; the index about
+ * as many rows as it holds.  Both from the statistics (the state's most
+ * common values are exact enough; scheduled and retrying jobs are counted
+ * as available, which errs towards windows, whose reads are bounded
+ * anyway).  1 for windows, 0 for the index, -1 (out filled).
+ */
+static int
+windows_sooner(struct db_conn *db, const struct filter *f, long long span,
+	       long n, struct web_response *out)
+{
+	const char *base =
+		strcmp(f->state, "running") == 0 ? "running" : "available";
+	const char *p[] = {base, f->queue};
+	double state = plan_rows(db,
+				 "explain (format json) select 1"
+				 " from pgjob.jobs where state = $1"
+				 " and ($2::text is null or queue = $2)",
+				 2, p, out);
+	if (state < -1)
+		return -1;
+	double open = plan_rows(db,
+				"explain (format json) select 1"
+				" from pgjob.jobs"
+				" where state in ('available', 'running')"
+				" and ($1::text is null or queue = $1)",
+				1, p + 1, out);
+	if (open < -1)
+		return -1;
+	/* The planner's least is one row: no statistics, or none match. */
+	if (state <= 1 || open <= 1)
+		return 0;
+	return (double)n * (double)span / state < open;
+}
 
 static double
 now_ms(void)
@@ -77,11 +133,12 @@ now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Reads the jobs of one window (or all, when lo is 0) below cursor into
- * a; returns how many, or -1 (out filled). */
+/* Reads the jobs of one window of ids (range: from lo, or the oldest when
+ * lo is 0), or along the filter's index (!range), below cursor into a;
+ * returns how many, or -1 (out filled). */
 static int
-read_window(struct db_conn *db, const struct filter *f, long long cursor,
-	    long long lo, long n, cJSON *a, long long *last,
+read_window(struct db_conn *db, const struct filter *f, bool range,
+	    long long cursor, long long lo, long n, cJSON *a, long long *last,
 	    struct web_response *out)
 {
 	char before[24], low[24], limit[8];
@@ -93,7 +150,10 @@ read_window(struct db_conn *db, const struct filter *f, long long cursor,
 	p[9] = cursor ? before : NULL;
 	p[10] = lo ? low : NULL;
 	p[11] = limit;
-	struct db_rows *res = api_query(db, out, LIST_SQL, 12, p);
+	struct db_rows *res = api_query(db, out,
+					range ? LIST_SQL(FILTER_WHERE_RANGE)
+					      : LIST_SQL(FILTER_WHERE),
+					12, p);
 	if (!res)
 		return -1;
 	int rows = db_rows_count(res);
@@ -120,24 +180,34 @@ read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
 	  struct web_response *out)
 {
 	*searched_to = 0;
-	if (indexed(f))
-		return read_window(db, f, cursor, 0, n, a, last, out);
+	if (indexed(f) && !open_state(f))
+		return read_window(db, f, false, cursor, 0, n, a, last, out);
 	struct db_rows *res = api_query(
 		db, out, "select min(id), max(id) from pgjob.all_jobs", 0,
 		NULL);
 	if (!res)
 		return -1;
 	long long min = atoll(db_rows_text(res, 0, 0));
-	if (cursor == 0)
-		cursor = atoll(db_rows_text(res, 0, 1)) + 1;
+	long long max = atoll(db_rows_text(res, 0, 1));
 	db_rows_free(res);
+	if (indexed(f)) {
+		int w = windows_sooner(db, f, (cursor ? cursor : max) - min + 1,
+				       n, out);
+		if (w < 0)
+			return -1;
+		if (!w)
+			return read_window(db, f, false, cursor, 0, n, a, last,
+					   out);
+	}
+	if (cursor == 0)
+		cursor = max + 1;
 	long long size = f->q ? Q_WINDOW : WINDOW;
 	double t0 = now_ms();
 	int got = 0;
 	for (;;) {
 		long long lo = cursor - size > min ? cursor - size : 0;
-		int rows =
-			read_window(db, f, cursor, lo, n - got, a, last, out);
+		int rows = read_window(db, f, true, cursor, lo, n - got, a,
+				       last, out);
 		if (rows < 0)
 			return -1;
 		got += rows;
@@ -203,15 +273,23 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 #define EXACT_MAX 300000
 
 /* The planner's estimate of the rows of the count's statement; -1 when
- * its plan cannot be read (out filled on an error). */
+ * its plan cannot be read, -2 on an error (out filled). */
 static double
 estimate(struct db_conn *db, const char *const *p, struct web_response *out)
 {
-	struct db_rows *res =
-		api_query(db, out,
-			  "explain (format json) select 1 from pgjob.all_jobs"
-			  " where" FILTER_WHERE,
-			  9, p);
+	return plan_rows(db,
+			 "explain (format json) select 1 from pgjob.all_jobs"
+			 " where" FILTER_WHERE,
+			 9, p, out);
+}
+
+/* The rows the plan of an EXPLAIN (FORMAT JSON) sql expects; -1 when its
+ * plan cannot be read, -2 on an error (out filled). */
+static double
+plan_rows(struct db_conn *db, const char *sql, int np, const char *const *p,
+	  struct web_response *out)
+{
+	struct db_rows *res = api_query(db, out, sql, np, p);
 	if (!res)
 		return -2;
 	cJSON *plan = cJSON_Parse(db_rows_text(res, 0, 0));
