@@ -39,6 +39,7 @@
 #include "web/deadline.h"
 #include "web/gzip.h"
 #include "web/listen.h"
+#include "web/unserved.h"
 
 /*
  * Bounds on what a peer may send: a POST body of BODY_MAX bytes (413 past
@@ -800,6 +801,7 @@ cleanup(void)
 	srv.public_host = srv.public_origin = NULL;
 	auth_shutdown();
 	web_assets_free();
+	web_unserved_stop();
 }
 
 int
@@ -817,6 +819,7 @@ web_run(const struct web_options *o)
 	if ((rc = check_database()) != 0)
 		return rc;
 	web_assets_prepare();
+	web_unserved_start(o->conninfo);
 	if ((fd = web_listen_open(o->listen, &bound)) < 0) {
 		cleanup();
 		return 1;
