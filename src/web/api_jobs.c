@@ -34,9 +34,11 @@
  * download endpoints send them whole). */
 #define API_DOC_MAX 65536
 
-/* Ids a window reads; with a text search (a jsonb to text per row). */
+/* Ids a window reads; with a text search (a jsonb to text per row, so
+ * that a window, which cannot stop half-way, takes about the budget below:
+ * a request takes the budget and one window at most). */
 #define WINDOW	 20000
-#define Q_WINDOW 10000
+#define Q_WINDOW 4000
 /* A request reads one window more only while it has spent less than this
  * (a page that refreshes answers well within 100 ms). */
 #define BUDGET_MS 25
