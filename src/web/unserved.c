@@ -110,6 +110,10 @@ void
 web_unserved_start(const char *conninfo)
 {
 	u.conninfo = xstrdup(conninfo);
+	/* The first reading at once, so that the first overviews need not
+	 * make it: with ten million jobs it can pass their 5 s. */
+	u.reading = u.joinable =
+		pthread_create(&u.thread, NULL, reader, NULL) == 0;
 }
 
 void
@@ -150,8 +154,8 @@ web_unserved_get(void)
 		u.joinable = pthread_create(&u.thread, NULL, reader, NULL) == 0;
 		u.reading = u.joinable;
 	}
-	if (u.rows)
-		rows = xstrdup(u.rows);
+	/* None yet (the first reading is under way): none to show. */
+	rows = xstrdup(u.rows ? u.rows : "[]");
 	pthread_mutex_unlock(&lock);
 	if (join)
 		pthread_join(done, NULL);

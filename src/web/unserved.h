@@ -20,9 +20,10 @@
 
 /*
  * Keeps the readings from now on, each made on a connection of its own to
- * conninfo (copied); web_unserved_stop() waits for a reading under way
- * and closes it.  Called before the server's threads start and after they
- * stopped.
+ * conninfo (copied), the first at once; web_unserved_stop() waits for a
+ * reading under way and closes it.  Called before the server's threads
+ * start (with the signals they must not take already blocked) and after
+ * they stopped.
  */
 void web_unserved_start(const char *conninfo);
 void web_unserved_stop(void);
@@ -30,8 +31,9 @@ void web_unserved_stop(void);
 /*
  * The last reading's rows as a JSON array's text (caller frees), started
  * again in the background when it is older than WEB_UNSERVED_REFRESH_S
- * (the old one is returned meanwhile); NULL before the first reading, or
- * when web_unserved_start() was not called: then the caller asks itself.
+ * (the old one is returned meanwhile); "[]" until the first reading is
+ * in; NULL when web_unserved_start() was not called: then the caller asks
+ * itself.
  */
 char *web_unserved_get(void);
 

@@ -819,7 +819,6 @@ web_run(const struct web_options *o)
 	if ((rc = check_database()) != 0)
 		return rc;
 	web_assets_prepare();
-	web_unserved_start(o->conninfo);
 	if ((fd = web_listen_open(o->listen, &bound)) < 0) {
 		cleanup();
 		return 1;
@@ -865,6 +864,7 @@ web_run(const struct web_options *o)
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	signal(SIGPIPE, SIG_IGN);
+	web_unserved_start(o->conninfo);
 	/* A connection of the pool's threads may close while its entry is
 	 * still taken, hence room for more than CONN_MAX. */
 	web_deadline_start(CONN_MAX + POOL_THREADS * 2, HEAD_S * 1000LL);
