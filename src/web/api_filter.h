@@ -80,5 +80,16 @@ int api_filter_times(struct db_conn *db, const struct filter *f,
 		     struct web_response *out);
 /* The filter as parameters $1 to $9 of p. */
 void api_filter_params(const struct filter *f, const char **p);
+/* 1 when the filter's state is one whose jobs jobs_claim_idx holds
+ * (available, running, scheduled, retrying). */
+int api_filter_open_state(const struct filter *f);
+/*
+ * For such a state: 1 when a page of n jobs is found sooner in windows of
+ * ids (span of them below the cursor) than along that index whole, by
+ * the statistics; 0 for the index; -1 (out filled).  api_filter.c says
+ * how.
+ */
+int api_filter_windows_sooner(struct db_conn *db, const struct filter *f,
+			      long long span, long n, struct web_response *out);
 
 #endif

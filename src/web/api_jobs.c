@@ -55,9 +55,6 @@
  * well within it and holds its rows' locks a fifth as long.
  */
 #define ACT_BATCH 1000
-static double plan_rows(struct db_conn *db, const char *sql, int n,
-			const char *const *p, struct web_response *out);
-
 /* 1 when a partial index serves the filter (see the top of the file). */
 static int
 indexed(const struct filter *f)
@@ -82,57 +79,6 @@ indexed(const struct filter *f)
 	"  and ($10::bigint is null or id < $10::bigint)"                      \
 	"  and ($11::bigint is null or id >= $11::bigint)"                     \
 	" order by id desc limit $12::int"
-
-/* 1 for the states whose jobs jobs_claim_idx holds, available and running
- * alike (and the two filters of available jobs). */
-static int
-open_state(const struct filter *f)
-{
-	return f->state && (strcmp(f->state, "available") == 0 ||
-			    strcmp(f->state, "running") == 0 ||
-			    strcmp(f->state, "scheduled") == 0 ||
-			    strcmp(f->state, "retrying") == 0);
-}
-
-/*
- * Whether a page of n jobs in an open state is found sooner in windows of
- * ids, newest first, than along jobs_claim_idx whole: that index holds
- * the available and running jobs alike and in the claim's order, so
- * reading it for one state, newest first, reads every row it holds (a
- * backlog of a million: seconds).  Windows read about n / density ids,
- * where density is the state's share of the span of ids; the index about
- * as many rows as it holds.  Both from the statistics (the state's most
- * common values are exact enough; scheduled and retrying jobs are counted
- * as available, which errs towards windows, whose reads are bounded
- * anyway).  1 for windows, 0 for the index, -1 (out filled).
- */
-static int
-windows_sooner(struct db_conn *db, const struct filter *f, long long span,
-	       long n, struct web_response *out)
-{
-	const char *base =
-		strcmp(f->state, "running") == 0 ? "running" : "available";
-	const char *p[] = {base, f->queue};
-	double state = plan_rows(db,
-				 "explain (format json) select 1"
-				 " from pgjob.jobs where state = $1"
-				 " and ($2::text is null or queue = $2)",
-				 2, p, out);
-	if (state < -1)
-		return -1;
-	double open = plan_rows(db,
-				"explain (format json) select 1"
-				" from pgjob.jobs"
-				" where state in ('available', 'running')"
-				" and ($1::text is null or queue = $1)",
-				1, p + 1, out);
-	if (open < -1)
-		return -1;
-	/* The planner's least is one row: no statistics, or none match. */
-	if (state <= 1 || open <= 1)
-		return 0;
-	return (double)n * (double)span / state < open;
-}
 
 static double
 now_ms(void)
@@ -189,7 +135,7 @@ read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
 	  struct web_response *out)
 {
 	*searched_to = 0;
-	if (indexed(f) && !open_state(f))
+	if (indexed(f) && !api_filter_open_state(f))
 		return read_window(db, f, false, cursor, 0, n, a, last, out);
 	struct db_rows *res = api_query(
 		db, out, "select min(id), max(id) from pgjob.all_jobs", 0,
@@ -200,8 +146,8 @@ read_page(struct db_conn *db, const struct filter *f, long long cursor, long n,
 	long long max = atoll(db_rows_text(res, 0, 1));
 	db_rows_free(res);
 	if (indexed(f)) {
-		int w = windows_sooner(db, f, (cursor ? cursor : max) - min + 1,
-				       n, out);
+		int w = api_filter_windows_sooner(
+			db, f, (cursor ? cursor : max) - min + 1, n, out);
 		if (w < 0)
 			return -1;
 		if (!w)
@@ -286,30 +232,11 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 static double
 estimate(struct db_conn *db, const char *const *p, struct web_response *out)
 {
-	return plan_rows(db,
-			 "explain (format json) select 1 from pgjob.all_jobs"
-			 " where" FILTER_WHERE,
-			 9, p, out);
-}
-
-/* The rows the plan of an EXPLAIN (FORMAT JSON) sql expects; -1 when its
- * plan cannot be read, -2 on an error (out filled). */
-static double
-plan_rows(struct db_conn *db, const char *sql, int np, const char *const *p,
-	  struct web_response *out)
-{
-	struct db_rows *res = api_query(db, out, sql, np, p);
-	if (!res)
-		return -2;
-	cJSON *plan = cJSON_Parse(db_rows_text(res, 0, 0));
-	db_rows_free(res);
-	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(plan, 0),
-						 "Plan"),
-		"Plan Rows");
-	double n = cJSON_IsNumber(rows) ? rows->valuedouble : -1;
-	cJSON_Delete(plan);
-	return n;
+	return api_plan_rows(
+		db, out,
+		"explain (format json) select 1 from pgjob.all_jobs"
+		" where" FILTER_WHERE,
+		9, p);
 }
 
 /*
