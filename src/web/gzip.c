@@ -96,3 +96,18 @@ web_gzip(const void *in, size_t len, int level, unsigned char **out,
 	*out = buf;
 	return 0;
 }
+
+const char *
+web_gzip_body(const char *accept_encoding, size_t min, char **body, size_t *len)
+{
+	unsigned char *z;
+	size_t n;
+
+	if (*len < min || !web_gzip_accepted(accept_encoding) ||
+	    web_gzip(*body, *len, 6, &z, &n) < 0)
+		return NULL;
+	free(*body);
+	*body = (char *)z;
+	*len = n;
+	return "gzip";
+}

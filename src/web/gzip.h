@@ -33,4 +33,12 @@ bool web_gzip_accepted(const char *accept_encoding);
 int web_gzip(const void *in, size_t len, int level, unsigned char **out,
 	     size_t *out_len);
 
+/*
+ * *body (*len bytes, malloc'd) gzip'd at level 6 in its place (the old one
+ * freed) when the request's Accept-Encoding takes gzip and *len is from
+ * min bytes: returns "gzip".  NULL when it stays as it is.
+ */
+const char *web_gzip_body(const char *accept_encoding, size_t min, char **body,
+			  size_t *len);
+
 #endif

@@ -208,29 +208,15 @@ thread_db_lost(void)
 
 /* ---- sending ---- */
 
-/* An API answer of GZIP_MIN bytes or more gzip'd, when the request takes
- * it (an asset comes gzip'd already, web_asset_answer()). */
-static void
-maybe_gzip(struct MHD_Connection *c, struct reply *r)
-{
-	unsigned char *z;
-	size_t n;
-
-	if (r->is_static || r->secret || r->len < GZIP_MIN ||
-	    !web_gzip_accepted(MHD_lookup_connection_value(
-		    c, MHD_HEADER_KIND, "Accept-Encoding")) ||
-	    web_gzip(r->body, r->len, 6, &z, &n) < 0)
-		return;
-	free(r->body);
-	r->body = (char *)z;
-	r->len = n;
-	r->encoding = "gzip";
-}
-
 static enum MHD_Result
 send_reply(struct MHD_Connection *c, struct reply *r)
 {
-	maybe_gzip(c, r);
+	/* An API answer (an asset comes gzip'd already: assets.h). */
+	if (!r->is_static && !r->secret)
+		r->encoding = web_gzip_body(
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    "Accept-Encoding"),
+			GZIP_MIN, &r->body, &r->len);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		r->len, r->body,
 		r->is_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
