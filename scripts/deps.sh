@@ -16,12 +16,13 @@ case "${1:-}" in
 esac
 
 # Building pgjobd (CMakeLists.txt's required libraries, the web console's
-# HTTP server and the yescrypt password hashes of its users), running it
+# HTTP server, the yescrypt password hashes of its users and zlib, which
+# compresses its answers), running it
 # against a private PostgreSQL (scripts/testpg.sh: initdb, pg_ctl, psql),
 # and the time zones of its schedules.
 pkgs=(build-essential cmake pkg-config
       libpq-dev libev-dev libcjson-dev libyaml-dev libcurl4-openssl-dev
-      libmicrohttpd-dev libcrypt-dev libssl-dev
+      libmicrohttpd-dev libcrypt-dev libssl-dev zlib1g-dev
       postgresql-15 postgresql-client-15 tzdata)
 
 if [ "$run_only" = 0 ]; then

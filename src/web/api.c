@@ -32,6 +32,7 @@
 #include "web/api_history.h"
 #include "web/api_jobs.h"
 #include "web/api_response.h"
+#include "web/unserved.h"
 
 /* A count past this is shown as "at least" (the answer's at_least). */
 #define COUNT_CAP "10000"
@@ -63,6 +64,22 @@
 	"   and j.queue = n.queue limit " COUNT_CAP " + 1) x) " alias
 /* Unfinished, released jobs (available or running): jobs_claim_idx. */
 #define OPEN "j.finished_at is null and coalesce(j.parents_left, 0) = 0"
+/* The queue's scheduled jobs, up to COUNT_CAP + 1, along jobs_claim_idx
+ * one priority after the other (the priorities by skipping, as the
+ * queues): its columns are queue, priority, run_at, so "run_at > now()"
+ * alone walks every due job of the queue before the first scheduled one
+ * (a backlog of a million: a million index entries). */
+#define SCHEDULED                                                              \
+	" cross join lateral (select count(*) as n from ("                     \
+	"  with recursive pr(p) as (select min(j.priority)"                    \
+	"   from pgjob.jobs j where " OPEN " and j.queue = n.queue"            \
+	"   union all select (select min(j.priority) from pgjob.jobs j"        \
+	"    where " OPEN " and j.queue = n.queue and j.priority > pr.p)"      \
+	"   from pr where pr.p is not null)"                                   \
+	"  select 1 from pr cross join lateral (select 1 from pgjob.jobs j"    \
+	"   where " OPEN " and j.queue = n.queue and j.priority = pr.p"        \
+	"    and j.run_at > now() limit " COUNT_CAP " + 1) x"                  \
+	"  limit " COUNT_CAP " + 1) y) s"
 
 static const char QUEUES_SQL[] =
 	"with recursive"
@@ -137,7 +154,7 @@ static const char QUEUES_SQL[] =
 	"   and j.run_at <= now()"
 	"  order by j.priority, j.run_at, j.id"
 	"  limit " COUNT_CAP " + 1) x) o"
-	CAPPED("s", OPEN " and j.run_at > now()")
+	SCHEDULED
 	CAPPED("w", "j.finished_at is null and j.parents_left > 0")
 	CAPPED("d", "j.dead")
 	" left join f on f.queue = n.queue"
@@ -296,12 +313,6 @@ health_json(struct db_conn *db, struct web_response *out)
 static const char RATES_SQL[] =
 	"select * from pgjob.throughput(interval '1 hour')";
 
-/* The jobs no live worker serves, by kind and queue (pgjob.unserved(),
- * sql/032): the overview warns of them.  At most 100 pairs. */
-static const char UNSERVED_SQL[] =
-	"select kind, queue, jobs, due, oldest_due_at, kind_handled"
-	" from pgjob.unserved() limit 100";
-
 /* The overview's totals when a queue's count stopped at COUNT_CAP: the
  * planner's estimate of each (the statistics of pgjob.jobs), which no
  * count of ten million rows delays. */
@@ -367,11 +378,20 @@ get_overview(struct db_conn *db, const char *rest, const struct web_query *q,
 	if (!(part = health_json(db, out)))
 		goto fail;
 	cJSON_AddItemToObject(o, "health", part);
-	if (!(res = api_query_optional(db, out, UNSERVED_SQL, 0, NULL,
-				       &missing)))
-		goto fail;
-	cJSON_AddItemToObject(o, "unserved", api_rows_array(res));
-	db_rows_free(res);
+	/* The jobs no live worker serves, by kind and queue: the overview
+	 * warns of them.  At most 100 pairs; pgjob web's last reading
+	 * (web/unserved.h), or asked here. */
+	char *unserved = web_unserved_get();
+	if (unserved) {
+		cJSON_AddItemToObject(o, "unserved", cJSON_Parse(unserved));
+		free(unserved);
+	} else {
+		if (!(res = api_query_optional(db, out, WEB_UNSERVED_SQL, 0,
+					       NULL, &missing)))
+			goto fail;
+		cJSON_AddItemToObject(o, "unserved", api_rows_array(res));
+		db_rows_free(res);
+	}
 	cJSON_AddBoolToObject(o, "estimates", capped);
 	if (capped) {
 		if (!(part = totals_json(db, out)))

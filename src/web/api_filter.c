@@ -144,3 +144,54 @@ api_filter_params(const struct filter *f, const char **p)
 	p[7] = f->ordering_key;
 	p[8] = f->workflow ? f->workflow_id : NULL;
 }
+
+/* 1 for the states whose jobs jobs_claim_idx holds, available and running
+ * alike (and the two filters of available jobs). */
+int
+api_filter_open_state(const struct filter *f)
+{
+	return f->state && (strcmp(f->state, "available") == 0 ||
+			    strcmp(f->state, "running") == 0 ||
+			    strcmp(f->state, "scheduled") == 0 ||
+			    strcmp(f->state, "retrying") == 0);
+}
+
+/*
+ * Whether a page of n jobs in an open state is found sooner in windows of
+ * ids, newest first, than along jobs_claim_idx whole: that index holds
+ * the available and running jobs alike and in the claim's order, so
+ * reading it for one state, newest first, reads every row it holds (a
+ * backlog of a million: seconds).  Windows read about n / density ids,
+ * where density is the state's share of the span of ids; the index about
+ * as many rows as it holds.  Both from the statistics (the state's most
+ * common values are exact enough; scheduled and retrying jobs are counted
+ * as available, which errs towards windows, whose reads are bounded
+ * anyway).  1 for windows, 0 for the index, -1 (out filled).
+ */
+int
+api_filter_windows_sooner(struct db_conn *db, const struct filter *f,
+			  long long span, long n, struct web_response *out)
+{
+	const char *base =
+		strcmp(f->state, "running") == 0 ? "running" : "available";
+	const char *p[] = {base, f->queue};
+	double state = api_plan_rows(db, out,
+				     "explain (format json) select 1"
+				     " from pgjob.jobs where state = $1"
+				     " and ($2::text is null or queue = $2)",
+				     2, p);
+	if (state < -1)
+		return -1;
+	double open = api_plan_rows(db, out,
+				    "explain (format json) select 1"
+				    " from pgjob.jobs"
+				    " where state in ('available', 'running')"
+				    " and ($1::text is null or queue = $1)",
+				    1, p + 1);
+	if (open < -1)
+		return -1;
+	/* The planner's least is one row: no statistics, or none match. */
+	if (state <= 1 || open <= 1)
+		return 0;
+	return (double)n * (double)span / state < open;
+}

@@ -35,18 +35,27 @@
  * download endpoints send them whole). */
 #define API_DOC_MAX 65536
 
-/* Ids a window reads; with a text search (a jsonb to text per row). */
+/* Ids a window reads; with a text search (a jsonb to text per row, so
+ * that a window, which cannot stop half-way, takes about the budget below:
+ * a request takes the budget and one window at most). */
 #define WINDOW	 20000
-#define Q_WINDOW 10000
+#define Q_WINDOW 4000
 /* A request reads one window more only while it has spent less than this
  * (a page that refreshes answers well within 100 ms). */
 #define BUDGET_MS 25
 /* Jobs per page: by default, and at most. */
 #define PAGE	 50
 #define PAGE_MAX 200
-/* Jobs per transaction of an action on a filter's matches; ids in one
- * request's list. */
+/* Ids in one request's list (one statement, one transaction). */
 #define BATCH 10000
+/*
+ * Jobs per statement (and transaction) of an action on a filter's
+ * matches: a page's step of 5,000 is five.  A statement of 5,000 retries
+ * or deletes took seconds on a loaded machine and met the 5 s
+ * statement_timeout, stopping a bulk action half-way; one of 1,000 ends
+ * well within it and holds its rows' locks a fifth as long.
+ */
+#define ACT_BATCH 1000
 /* 1 when a partial index serves the filter (see the top of the file). */
 static int
 indexed(const struct filter *f)
@@ -60,24 +69,32 @@ indexed(const struct filter *f)
 	       strcmp(f->state, "cancelled") != 0;
 }
 
-/* The list's columns; last_error's end: a traceback's last line says what
- * went wrong. */
-#define LIST_SELECT                                                            \
+/* The list's columns, of the jobs that match where (FILTER_WHERE, or
+ * FILTER_WHERE_RANGE for a window of ids); last_error's end: a
+ * traceback's last line says what went wrong. */
+#define LIST_SELECT(where)                                                     \
 	"select id, queue, kind, state, attempts, max_attempts, priority,"     \
 	"  run_at, created_at, finished_at,"                                   \
 	"  right(last_error, 300) as last_error"                               \
-	" from pgjob.all_jobs where" FILTER_WHERE
+	" from pgjob.all_jobs where" where
+/* Below cursor $10 down to $11; oldest first, above cursor $10 up to $11. */
+#define LIST_DESC                                                              \
+	"  and ($10::bigint is null or id < $10::bigint)"                      \
+	"  and ($11::bigint is null or id >= $11::bigint)"                     \
+	" order by id desc limit $12::int"
+#define LIST_ASC                                                               \
+	"  and ($10::bigint is null or id > $10::bigint)"                      \
+	"  and ($11::bigint is null or id <= $11::bigint)"                     \
+	" order by id limit $12::int"
 
-/* A window of the list below cursor $10 down to $11; oldest first, above
- * cursor $10 up to $11. */
-static const char LIST_SQL[] =
-	LIST_SELECT "  and ($10::bigint is null or id < $10::bigint)"
-		    "  and ($11::bigint is null or id >= $11::bigint)"
-		    " order by id desc limit $12::int";
-static const char LIST_ASC_SQL[] =
-	LIST_SELECT "  and ($10::bigint is null or id > $10::bigint)"
-		    "  and ($11::bigint is null or id <= $11::bigint)"
-		    " order by id limit $12::int";
+/* [range][asc]: along the filter's index, or a window of ids; newest or
+ * oldest first. */
+static const char *const LIST_SQL[2][2] = {
+	{LIST_SELECT(FILTER_WHERE) LIST_DESC,
+	 LIST_SELECT(FILTER_WHERE) LIST_ASC},
+	{LIST_SELECT(FILTER_WHERE_RANGE) LIST_DESC,
+	 LIST_SELECT(FILTER_WHERE_RANGE) LIST_ASC},
+};
 
 static double
 now_ms(void)
@@ -87,11 +104,12 @@ now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Reads the jobs of one window (or all, when edge is 0) past cursor into
- * a: below it down to edge, or (asc) above it up to edge; returns how
- * many, or -1 (out filled). */
+/* Reads the jobs of one window of ids (range: past cursor to edge, or to
+ * the end when edge is 0), or along the filter's index (!range), past
+ * cursor into a: below it, or (asc) above it; returns how many, or -1 (out
+ * filled). */
 static int
-read_window(struct db_conn *db, const struct filter *f, bool asc,
+read_window(struct db_conn *db, const struct filter *f, bool asc, bool range,
 	    long long cursor, long long edge, long n, cJSON *a, long long *last,
 	    struct web_response *out)
 {
@@ -104,8 +122,7 @@ read_window(struct db_conn *db, const struct filter *f, bool asc,
 	p[9] = cursor ? before : NULL;
 	p[10] = edge ? low : NULL;
 	p[11] = limit;
-	struct db_rows *res =
-		api_query(db, out, asc ? LIST_ASC_SQL : LIST_SQL, 12, p);
+	struct db_rows *res = api_query(db, out, LIST_SQL[range][asc], 12, p);
 	if (!res)
 		return -1;
 	int rows = db_rows_count(res);
@@ -133,8 +150,9 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 	  long long *searched_to, struct web_response *out)
 {
 	*searched_to = 0;
-	if (indexed(f))
-		return read_window(db, f, asc, cursor, 0, n, a, last, out);
+	if (indexed(f) && !api_filter_open_state(f))
+		return read_window(db, f, asc, false, cursor, 0, n, a, last,
+				   out);
 	struct db_rows *res = api_query(
 		db, out, "select min(id), max(id) from pgjob.all_jobs", 0,
 		NULL);
@@ -142,9 +160,20 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 		return -1;
 	long long min = atoll(db_rows_text(res, 0, 0));
 	long long max = atoll(db_rows_text(res, 0, 1));
+	db_rows_free(res);
+	if (indexed(f)) {
+		/* The ids left to search, past the cursor. */
+		long long span = asc ? max - (cursor ? cursor : min) + 1
+				     : (cursor ? cursor : max) - min + 1;
+		int w = api_filter_windows_sooner(db, f, span, n, out);
+		if (w < 0)
+			return -1;
+		if (!w)
+			return read_window(db, f, asc, false, cursor, 0, n, a,
+					   last, out);
+	}
 	if (cursor == 0)
 		cursor = asc ? min - 1 : max + 1;
-	db_rows_free(res);
 	long long size = f->q ? Q_WINDOW : WINDOW;
 	double t0 = now_ms();
 	int got = 0;
@@ -153,8 +182,8 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 		long long edge =
 			asc ? (cursor + size < max ? cursor + size : 0)
 			    : (cursor - size > min ? cursor - size : 0);
-		int rows = read_window(db, f, asc, cursor, edge, n - got, a,
-				       last, out);
+		int rows = read_window(db, f, asc, true, cursor, edge, n - got,
+				       a, last, out);
 		if (rows < 0)
 			return -1;
 		got += rows;
@@ -231,26 +260,15 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 #define EXACT_MAX 300000
 
 /* The planner's estimate of the rows of the count's statement; -1 when
- * its plan cannot be read (out filled on an error). */
+ * its plan cannot be read, -2 on an error (out filled). */
 static double
 estimate(struct db_conn *db, const char *const *p, struct web_response *out)
 {
-	struct db_rows *res =
-		api_query(db, out,
-			  "explain (format json) select 1 from pgjob.all_jobs"
-			  " where" FILTER_WHERE,
-			  9, p);
-	if (!res)
-		return -2;
-	cJSON *plan = cJSON_Parse(db_rows_text(res, 0, 0));
-	db_rows_free(res);
-	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(plan, 0),
-						 "Plan"),
-		"Plan Rows");
-	double n = cJSON_IsNumber(rows) ? rows->valuedouble : -1;
-	cJSON_Delete(plan);
-	return n;
+	return api_plan_rows(
+		db, out,
+		"explain (format json) select 1 from pgjob.all_jobs"
+		" where" FILTER_WHERE,
+		9, p);
 }
 
 /*
@@ -671,8 +689,9 @@ static const char TAKES_SQL[] =
 /*
  * Every match of the filter in the states the action takes, a batch per
  * statement, from the newest down, and never more than expect, the number
- * the operator confirmed: when more would be taken now, nothing is done
- * and the answer is 409 with that count, to be confirmed again.  Jobs
+ * the operator confirmed: when more would be taken now (asked at the
+ * first step only), nothing is done and the answer is 409 with that
+ * count, to be confirmed again.  Jobs
  * enqueued meanwhile are not among them.  With a step (the page's
  * "limit"), it stops after about that many and sets next to where to go
  * on (as "before", expecting what is left), so that a page can show how
@@ -685,28 +704,39 @@ act_filter(struct db_conn *db, int action, const struct filter *f,
 {
 	const char *p[12];
 	char cursor[24] = "", limit[16];
+	struct db_rows *res;
 	api_filter_params(f, p);
 	snprintf(cursor, sizeof(cursor), "%s", before);
-	p[9] = *cursor ? cursor : NULL;
 	p[10] = actions[action].name;
-	struct db_rows *res = api_query(db, out, TAKES_SQL, 11, p);
-	if (!res)
-		return -1;
-	long long takes = atoll(db_rows_text(res, 0, 0));
-	snprintf(cursor, sizeof(cursor), "%s", db_rows_text(res, 0, 1));
-	db_rows_free(res);
-	if (takes > expect) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "error",
-					"more jobs match than were confirmed: "
-					"confirm the new count");
-		cJSON_AddNumberToObject(o, "count", (double)takes);
-		web_response_json(out, o);
-		out->status = 409;
-		return -1;
+	/*
+	 * The count only before the first step: a step after it (from
+	 * before) takes no more than what is left of the count confirmed
+	 * (expect, as the page sends it), and counting what is left below
+	 * the cursor at every step read the matches again and again (for a
+	 * million jobs in steps of 5,000: a hundred million rows).
+	 */
+	if (!*cursor) {
+		p[9] = NULL;
+		res = api_query(db, out, TAKES_SQL, 11, p);
+		if (!res)
+			return -1;
+		long long takes = atoll(db_rows_text(res, 0, 0));
+		snprintf(cursor, sizeof(cursor), "%s", db_rows_text(res, 0, 1));
+		db_rows_free(res);
+		if (takes > expect) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(
+				o, "error",
+				"more jobs match than were confirmed: "
+				"confirm the new count");
+			cJSON_AddNumberToObject(o, "count", (double)takes);
+			web_response_json(out, o);
+			out->status = 409;
+			return -1;
+		}
+		if (takes == 0)
+			return 0;
 	}
-	if (takes == 0)
-		return 0;
 	for (;;) {
 		long long left = expect - *affected;
 		if (left <= 0)
@@ -715,7 +745,7 @@ act_filter(struct db_conn *db, int action, const struct filter *f,
 			*next = atoll(cursor);
 			return 0;
 		}
-		long long lim = left < BATCH ? left : (long long)BATCH;
+		long long lim = left < ACT_BATCH ? left : (long long)ACT_BATCH;
 		if (step && step - *affected < lim)
 			lim = step - *affected;
 		snprintf(limit, sizeof(limit), "%lld", lim);

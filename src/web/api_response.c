@@ -119,6 +119,24 @@ api_query_optional(struct db_conn *db, struct web_response *out,
 	return NULL;
 }
 
+double
+api_plan_rows(struct db_conn *db, struct web_response *out, const char *sql,
+	      int np, const char *const *p)
+{
+	struct db_rows *res = api_query(db, out, sql, np, p);
+	if (!res)
+		return -2;
+	cJSON *plan = cJSON_Parse(db_rows_text(res, 0, 0));
+	db_rows_free(res);
+	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(plan, 0),
+						 "Plan"),
+		"Plan Rows");
+	double n = cJSON_IsNumber(rows) ? rows->valuedouble : -1;
+	cJSON_Delete(plan);
+	return n;
+}
+
 cJSON *
 api_rows_array(const struct db_rows *res)
 {

@@ -37,6 +37,11 @@ struct db_rows *api_query_optional(struct db_conn *db, struct web_response *out,
  * shows it: the message without its SQLSTATE and the schema's "pgjob: "
  * prefix, then the hint, if any, with api_query()'s status. */
 void api_fail(struct db_conn *db, struct web_response *out, const char *text);
+/* The rows the plan of sql, an EXPLAIN (FORMAT JSON), expects (the
+ * planner's estimate); -1 when its plan cannot be read, -2 after filling
+ * out with the error. */
+double api_plan_rows(struct db_conn *db, struct web_response *out,
+		     const char *sql, int n, const char *const *p);
 /* Every row of res as an object of its columns, in a new array. */
 cJSON *api_rows_array(const struct db_rows *res);
 /*

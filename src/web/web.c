@@ -37,7 +37,9 @@
 #include "web/assets.h"
 #include "web/auth.h"
 #include "web/deadline.h"
+#include "web/gzip.h"
 #include "web/listen.h"
+#include "web/unserved.h"
 
 /*
  * Bounds on what a peer may send: a POST body of BODY_MAX bytes (413 past
@@ -61,6 +63,10 @@
 #define HEAD_S	       10
 #define BODY_S	       30
 #define MEMORY_MAX     (32 * 1024)
+/* An API answer is gzip'd from this many bytes, for a browser that takes
+ * it (web/gzip.h bounds it from above): below, the header costs more than
+ * compressing saves. */
+#define GZIP_MIN 1024
 
 #define COOKIE_NAME "pgjob_session"
 #define CSP                                                                    \
@@ -111,6 +117,12 @@ struct reply {
 	size_t len;
 	bool is_static;
 	bool api; /* Cache-Control: no-store */
+	/* An asset's ETag and its encoding ("gzip" or NULL); static. */
+	const char *etag, *encoding;
+	/* Holds a secret (the CSRF token): never compressed, since a
+	 * compressed secret beside text an attacker chose leaks through the
+	 * length (BREACH). */
+	bool secret;
 	char *set_cookie;
 	int retry_after;
 	const char *disposition; /* static */
@@ -199,6 +211,12 @@ thread_db_lost(void)
 static enum MHD_Result
 send_reply(struct MHD_Connection *c, struct reply *r)
 {
+	/* An API answer (an asset comes gzip'd already: assets.h). */
+	if (!r->is_static && !r->secret)
+		r->encoding = web_gzip_body(
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    "Accept-Encoding"),
+			GZIP_MIN, &r->body, &r->len);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		r->len, r->body,
 		r->is_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
@@ -216,8 +234,15 @@ send_reply(struct MHD_Connection *c, struct reply *r)
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
 	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	/* An asset: kept, but asked again (its ETag) before each use, so
+	 * that a new build's is seen at once. */
 	MHD_add_response_header(resp, "Cache-Control",
 				r->api ? "no-store" : "no-cache");
+	MHD_add_response_header(resp, "Vary", "Accept-Encoding");
+	if (r->etag)
+		MHD_add_response_header(resp, "ETag", r->etag);
+	if (r->encoding)
+		MHD_add_response_header(resp, "Content-Encoding", r->encoding);
 	if (r->type)
 		MHD_add_response_header(resp, "Content-Type", r->type);
 	if (r->set_cookie)
@@ -273,6 +298,7 @@ reply_session(struct reply *r, const struct auth_session *s, bool csrf)
 	cJSON_AddBoolToObject(o, "login_required", srv.login_required);
 	if (csrf)
 		cJSON_AddStringToObject(o, "csrf", s->csrf);
+	r->secret = csrf;
 	cJSON_AddStringToObject(o, "version", PGJOBD_VERSION);
 	if (srv.database)
 		cJSON_AddStringToObject(o, "database", srv.database);
@@ -631,10 +657,19 @@ route(struct MHD_Connection *c, const char *url, const char *method,
 		reply_error(r, 404, "no such page");
 		return;
 	}
-	r->status = 200;
-	r->type = a->content_type;
-	r->body = (char *)a->data;
-	r->len = a->len;
+	struct web_asset_body b;
+	r->status =
+		web_asset_answer(a,
+				 MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     "Accept-Encoding"),
+				 MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     "If-None-Match"),
+				 &b);
+	r->type = r->status == 200 ? a->content_type : NULL;
+	r->body = (char *)b.data;
+	r->len = b.len;
+	r->etag = b.etag;
+	r->encoding = b.encoding;
 	r->is_static = true;
 }
 
@@ -751,6 +786,8 @@ cleanup(void)
 	free(srv.public_origin);
 	srv.public_host = srv.public_origin = NULL;
 	auth_shutdown();
+	web_assets_free();
+	web_unserved_stop();
 }
 
 int
@@ -767,6 +804,7 @@ web_run(const struct web_options *o)
 	srv.login_required = o->conf->nusers > 0;
 	if ((rc = check_database()) != 0)
 		return rc;
+	web_assets_prepare();
 	if ((fd = web_listen_open(o->listen, &bound)) < 0) {
 		cleanup();
 		return 1;
@@ -812,6 +850,7 @@ web_run(const struct web_options *o)
 	sigaddset(&stop, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	signal(SIGPIPE, SIG_IGN);
+	web_unserved_start(o->conninfo);
 	/* A connection of the pool's threads may close while its entry is
 	 * still taken, hence room for more than CONN_MAX. */
 	web_deadline_start(CONN_MAX + POOL_THREADS * 2, HEAD_S * 1000LL);

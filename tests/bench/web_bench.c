@@ -8,9 +8,10 @@
  *
  * Usage: pgjobd_bench_web CONNINFO N PAGE...  where PAGE is a path under
  * /api/ with an optional query string ("jobs?state=dead&queue=email"; no
- * escapes).  Fails (exit 1) when a page answers anything but 200.  What
- * it leaves out of a browser's request: HTTP, the session check, the
- * network.
+ * escapes).  A page that answers anything but 200 gets the line "PAGE
+ * (answered STATUS)" with "-" for its figures, and the exit status is
+ * then 1.  What it leaves out of a browser's request: HTTP, the session
+ * check, the network.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,9 @@ bench(struct db_conn *db, const char *page, int n)
 		if (web_api_get(db, path, &wq, &out) < 0 || out.status != 200) {
 			fprintf(stderr, "pgjobd_bench_web: %s: %d %s\n", page,
 				out.status, out.body ? out.body : "");
+			/* Its line, so that the table says it (web.sh). */
+			printf("%s (answered %d)\t-\t-\t-\t-\n", page,
+			       out.status);
 			rc = -1;
 		}
 		if (i >= 0)

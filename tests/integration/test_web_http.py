@@ -13,12 +13,16 @@ cookie's flags and its renewal at login; the CSRF token, Content-Type and
 Origin on every POST; a read with the cookie alone refused; a read-only user's forged POST refused with nothing
 changed in the database; an operator's action through the API changing it;
 the Host check (DNS rebinding); body and URL bounds; bad JSON; logout; that
-`pgjob web --hash-password` makes hashes that log in; and that the log has
-the failed logins, escaped, without a password or a session token.
+`pgjob web --hash-password` makes hashes that log in; that the log has
+the failed logins, escaped, without a password or a session token; and
+(docs/console.md, "Compression and caching") gzip when asked only, ETags
+and 304s, and HEAD.
 
 Several loopback source addresses (127.0.0.2, ...) stand for several
 clients: Linux routes all of 127/8 to lo.
 """
+import gzip
+import hashlib
 import http.client
 import json
 import os
@@ -80,7 +84,9 @@ class Web:
             h["Cookie"] = "pgjob_session=" + cookie
         c = http.client.HTTPConnection("127.0.0.1", self.port,
                                        source_address=(source, 0))
-        c.putrequest(method, path, skip_host=True)
+        # No Accept-Encoding unless headers has one (http.client would
+        # send "identity" first, which a server reads before a second).
+        c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         c.putheader("Host", host or f"127.0.0.1:{self.port}")
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
@@ -224,7 +230,77 @@ def test_open_console():
         check(st == 200, f"GET /api/overview after its connections were "
                          f"killed: {st} {data[:200]}")
 
+    compression_and_caching(w)
     check(w.stop() == 0, "SIGTERM stops it with status 0")
+
+
+def compression_and_caching(w):
+    """docs/console.md, "Compression and caching": gzip when the request
+    takes it, the same bytes once decoded; an asset's ETag the hash of its
+    bytes, 304 when the browser's copy is current; HEAD."""
+    gz = {"Accept-Encoding": "gzip, deflate"}
+    tags = set()
+    for path in ("/", "/app.js", "/app.css"):
+        st, h, plain = w.req("GET", path)
+        check(st == 200 and "content-encoding" not in h,
+              f"GET {path} without Accept-Encoding: as it is: {st} {h}")
+        check(h.get("vary") == "Accept-Encoding" and
+              h.get("cache-control") == "no-cache",
+              f"GET {path}: Vary and no-cache: {h}")
+        # The tag is the bytes' hash: a build that changes them changes it.
+        tag = h.get("etag", "")
+        check(tag == '"' + hashlib.sha256(plain).hexdigest()[:32] + '"',
+              f"GET {path}: its ETag is its hash: {tag}")
+        tags.add(tag)
+        st, hz, body = w.req("GET", path, headers=gz)
+        check(st == 200 and hz.get("content-encoding") == "gzip" and
+              len(body) < len(plain) and gzip.decompress(body) == plain,
+              f"GET {path} with gzip: {st} {hz} {len(body)}/{len(plain)}")
+        check(hz.get("etag") == tag[:-1] + '-gzip"',
+              f"GET {path}: the gzip'd bytes' tag: {hz.get('etag')}")
+        for inm, hh in ((tag, {}), (hz["etag"], gz), ("W/" + tag, gz),
+                        ('"other", ' + tag, {})):
+            st, h3, body = w.req("GET", path,
+                                 headers=dict(hh, **{"If-None-Match": inm}))
+            check(st == 304 and body == b"" and h3.get("etag") and
+                  "content-encoding" not in h3,
+                  f"GET {path} If-None-Match {inm}: {st} {h3}")
+        st, _, body = w.req("GET", path, headers={"If-None-Match": '"x"'})
+        check(st == 200 and body == plain, f"GET {path}, another tag: {st}")
+        for enc in ("gzip;q=0", "identity", "br"):
+            st, h3, body = w.req("GET", path,
+                                 headers={"Accept-Encoding": enc})
+            check(st == 200 and "content-encoding" not in h3 and
+                  body == plain, f"GET {path} taking {enc}: {h3}")
+        st, h3, body = w.req("HEAD", path, headers=gz)
+        check(st == 200 and body == b"" and
+              h3.get("content-encoding") == "gzip" and
+              h3.get("etag") == hz["etag"] and
+              h3.get("content-length") == hz.get("content-length"),
+              f"HEAD {path}: {st} {h3}")
+    check(len(tags) == 3, f"each asset its own ETag: {tags}")
+
+    # An API answer past a kilobyte: gzip'd only when taken.
+    psql(DB, "select pgjob.enqueue('web_gzip', jsonb_build_object('n', i),"
+             " 'gzq', now() + interval '7 days') "
+             "from generate_series(1, 40) i")
+    st, h, plain = w.req("GET", "/api/jobs?queue=gzq")
+    check(st == 200 and "content-encoding" not in h and len(plain) > 1024 and
+          len(json.loads(plain)["jobs"]) == 40,
+          f"/api/jobs as it is: {st} {h} {len(plain)}")
+    st, hz, body = w.req("GET", "/api/jobs?queue=gzq", headers=gz)
+    check(st == 200 and hz.get("content-encoding") == "gzip" and
+          hz.get("vary") == "Accept-Encoding" and
+          hz.get("cache-control") == "no-store" and
+          gzip.decompress(body) == plain,
+          f"/api/jobs gzip'd: {st} {hz}")
+    st, h3, body = w.req("HEAD", "/api/jobs?queue=gzq", headers=gz)
+    check(st == 200 and body == b"" and h3.get("content-encoding") == "gzip",
+          f"HEAD /api/jobs: {st} {h3}")
+    # A session's answer holds its CSRF token: never compressed.
+    st, h, _ = w.req("GET", "/api/session?new=1", headers=gz)
+    check(st == 200 and "content-encoding" not in h,
+          f"a new session's answer as it is: {h}")
 
 
 def test_refuses_open_off_loopback():
