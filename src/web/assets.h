@@ -2,9 +2,9 @@
  * assets: the web console's page (src/web/assets/: index.html, app.css and
  * the ES modules app.js imports), compiled into the binary by
  * cmake/embed_assets.cmake, so that `pgjob web` serves it without reading
- * a file or fetching anything at run time.  Each is served with an ETag, a hash of its bytes, and gzip'd once
- * at start for the browsers that take it (docs/console.md, "Compression
- * and caching").
+ * a file or fetching anything at run time.  Each is served with an ETag,
+ * a hash of its bytes, and gzip'd once at start for the browsers that
+ * take it (docs/console.md, "Compression and caching").
  */
 #ifndef PGJOBD_WEB_ASSETS_H
 #define PGJOBD_WEB_ASSETS_H
