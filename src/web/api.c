@@ -271,7 +271,7 @@ health_json(struct db_conn *db, struct web_response *out)
 {
 	struct health_report rep;
 	char *err;
-	if (health_read_now(db, 1, &rep, &err) < 0) {
+	if (health_read_holders_now(db, 1, &rep, &err) < 0) {
 		api_fail(db, out, err);
 		free(err);
 		return NULL;

@@ -6,12 +6,12 @@
  * past EXACT_MAX rows in the jobs' tables, the planner's estimate, said
  * so.  A bulk action's confirmation asks for the exact count.  Where a
  * partial index serves the filter, that is one statement along it, when
- * it ends within WHOLE_MS.  Where none does (a kind, a key, text, a time
- * range, finished states) or that one did not end, every row must be
- * read, which for ten million jobs takes seconds and could pass pgjob
- * web's 5 s statement_timeout (api.c), failing the action on the very
- * filters that match the most.  So such a count goes down the
- * ids in windows of COUNT_WINDOW, one statement each, until it has spent
+ * it ends within WHOLE_MS (else the request answers none counted yet).  Where
+ * none does (a kind, a key, text, a time range, finished states) or that one
+ * did not end, every row must be read, which for ten million jobs takes seconds
+ * and could pass pgjob web's 5 s statement_timeout (api.c), failing the action
+ * on the very filters that match the most.  So such a count goes down the ids
+ * in windows of COUNT_WINDOW, one statement each, until it has spent
  * COUNT_BUDGET_MS, and answers how many it found so far and where to go
  * on ("next"); the page asks again from there and adds, showing its
  * progress, and the total is exact (each window as it was when read).
@@ -41,10 +41,11 @@
  * answers within the console's 100 ms, its progress shown. */
 #define COUNT_BUDGET_MS 40
 /* A count along an index is tried in one statement for this long (its
- * statement_timeout, in ms): a few dead jobs among millions take a
- * millisecond, where windows would read every id; a million scheduled
- * ones (read from the rows: the state is in no index) take seconds. */
-#define WHOLE_MS "40"
+ * statement_timeout, in ms), alone in its request: a few dead jobs among
+ * millions take a millisecond, where windows would read every id; a
+ * million scheduled ones (read from the rows: the state is in no index)
+ * take seconds, and go in windows from the next request. */
+#define WHOLE_MS "70"
 
 /* The matches of one range of ids, [$11, $10) ($11 null: from the
  * first). */
@@ -220,8 +221,11 @@ api_jobs_count(struct db_conn *db, const char *rest, const struct web_query *q,
 	} else if (!*before && api_filter_indexed(&f)) {
 		if ((whole = count_whole(db, p, below, &n, out)) < 0)
 			return;
+		/* Too long: none counted, the windows from next. */
+		if (!whole)
+			next = below;
 	}
-	if (!whole) {
+	if (!whole && !next) {
 		int one;
 		long long size = count_window(&one), top = below;
 		for (;;) {
