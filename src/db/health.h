@@ -124,5 +124,9 @@ int health_read(struct dbev *d, int max_holders, health_fn *cb, void *arg);
  */
 int health_read_now(struct db_conn *c, int max_holders,
 		    struct health_report *out, char **err);
+/* The same without the tables and indexes: the holders of the xmin
+ * horizon alone (the web console's overview, at every refresh). */
+int health_read_holders_now(struct db_conn *c, int max_holders,
+			    struct health_report *out, char **err);
 
 #endif

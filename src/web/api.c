@@ -11,7 +11,7 @@
  * and a partial index still serves the terms given.  Every page that
  * refreshes reads partial indexes only (available, running, waiting and
  * dead jobs; jobs finished in the last minute), never the whole jobs
- * table, and counts stop at ten thousand (the answer says which counts are
+ * table, and counts stop at a thousand (the answer says which counts are
  * lower bounds): docs/performance.md has the timings with a million jobs.
  *
  * Every string an application or a handler wrote reaches the JSON through
@@ -35,7 +35,7 @@
 #include "web/unserved.h"
 
 /* A count past this is shown as "at least" (the answer's at_least). */
-#define COUNT_CAP "10000"
+#define COUNT_CAP "1000"
 
 /*
  * Every queue that has jobs available, waiting, running or dead, that
@@ -47,7 +47,7 @@
  * (sql/upgrade/015_console.sql) and jobs_waiting_idx; per queue, its due jobs
  * (available and running, one window of jobs_claim_idx), scheduled, dead
  * and waiting ones, each read up to COUNT_CAP + 1 rows at most, so that a
- * backlog of millions costs what ten thousand do; the jobs that finished
+ * backlog of millions costs what a thousand do; the jobs that finished
  * in the last minute exactly (jobs_finished_idx, and
  * pgjob.done_since() for the plain jobs done, sql/upgrade/019_jobs_done.sql).
  */
@@ -271,7 +271,7 @@ health_json(struct db_conn *db, struct web_response *out)
 {
 	struct health_report rep;
 	char *err;
-	if (health_read_now(db, 1, &rep, &err) < 0) {
+	if (health_read_holders_now(db, 1, &rep, &err) < 0) {
 		api_fail(db, out, err);
 		free(err);
 		return NULL;

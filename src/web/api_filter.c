@@ -195,3 +195,15 @@ api_filter_windows_sooner(struct db_conn *db, const struct filter *f,
 		return 0;
 	return (double)n * (double)span / state < open;
 }
+
+int
+api_filter_indexed(const struct filter *f)
+{
+	if (f->q || f->kind || f->from || f->to || f->limit_key ||
+	    f->ordering_key)
+		return 0;
+	if (f->workflow)
+		return 1;
+	return f->state && strcmp(f->state, "done") != 0 &&
+	       strcmp(f->state, "cancelled") != 0;
+}

@@ -80,6 +80,10 @@ int api_filter_times(struct db_conn *db, const struct filter *f,
 		     struct web_response *out);
 /* The filter as parameters $1 to $9 of p. */
 void api_filter_params(const struct filter *f, const char **p);
+/* 1 when a partial index serves the filter: waiting, available,
+ * running, dead jobs (of a queue, or all), a workflow's, with no other
+ * term (see the top of api_jobs.c). */
+int api_filter_indexed(const struct filter *f);
 /* 1 when the filter's state is one whose jobs jobs_claim_idx holds
  * (available, running, scheduled, retrying). */
 int api_filter_open_state(const struct filter *f);

@@ -56,18 +56,6 @@
  * well within it and holds its rows' locks a fifth as long.
  */
 #define ACT_BATCH 1000
-/* 1 when a partial index serves the filter (see the top of the file). */
-static int
-indexed(const struct filter *f)
-{
-	if (f->q || f->kind || f->from || f->to || f->limit_key ||
-	    f->ordering_key)
-		return 0;
-	if (f->workflow)
-		return 1;
-	return f->state && strcmp(f->state, "done") != 0 &&
-	       strcmp(f->state, "cancelled") != 0;
-}
 
 /* The list's columns, of the jobs that match where (FILTER_WHERE, or
  * FILTER_WHERE_RANGE for a window of ids); last_error's end: a
@@ -150,7 +138,7 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 	  long long *searched_to, struct web_response *out)
 {
 	*searched_to = 0;
-	if (indexed(f) && !api_filter_open_state(f))
+	if (api_filter_indexed(f) && !api_filter_open_state(f))
 		return read_window(db, f, asc, false, cursor, 0, n, a, last,
 				   out);
 	struct db_rows *res = api_query(
@@ -161,7 +149,7 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 	long long min = atoll(db_rows_text(res, 0, 0));
 	long long max = atoll(db_rows_text(res, 0, 1));
 	db_rows_free(res);
-	if (indexed(f)) {
+	if (api_filter_indexed(f)) {
 		/* The ids left to search, past the cursor. */
 		long long span = asc ? max - (cursor ? cursor : min) + 1
 				     : (cursor ? cursor : max) - min + 1;
@@ -252,76 +240,6 @@ api_jobs_list(struct db_conn *db, const char *rest, const struct web_query *q,
 		cJSON_AddNumberToObject(o, "searched_to", (double)searched_to);
 	else
 		cJSON_AddNullToObject(o, "searched_to");
-	web_response_json(out, o);
-}
-
-/* Rows in the jobs' tables past which /api/jobs/count?estimate=1 gives
- * the planner's estimate rather than count every match. */
-#define EXACT_MAX 300000
-
-/* The planner's estimate of the rows of the count's statement; -1 when
- * its plan cannot be read, -2 on an error (out filled). */
-static double
-estimate(struct db_conn *db, const char *const *p, struct web_response *out)
-{
-	return api_plan_rows(
-		db, out,
-		"explain (format json) select 1 from pgjob.all_jobs"
-		" where" FILTER_WHERE,
-		9, p);
-}
-
-/*
- * The filter's matches: counted, or with estimate=1 and tables past
- * EXACT_MAX rows (by the statistics), the planner's estimate, said so
- * ("estimate": true): a page that shows how many match must not read ten
- * million rows at every refresh.  A bulk action's confirmation asks
- * without it, for the exact count.
- */
-void
-api_jobs_count(struct db_conn *db, const char *rest, const struct web_query *q,
-	       struct web_response *out)
-{
-	struct filter f;
-	const char *p[9];
-	const char *e = q->get(q->ctx, "estimate");
-	double guess = -1;
-	if (api_filter_read(&f, q->get, q->ctx, out) < 0 ||
-	    api_filter_times(db, &f, out) < 0)
-		return;
-	api_filter_params(&f, p);
-	if (e && strcmp(e, "1") == 0) {
-		struct db_rows *res = api_query(
-			db, out,
-			"select coalesce(sum(greatest(reltuples, 0)), 0)"
-			" from pg_class where oid in"
-			" ('pgjob.jobs'::regclass, "
-			"'pgjob.jobs_done'::regclass)",
-			0, NULL);
-		if (!res)
-			return;
-		double size = atof(db_rows_text(res, 0, 0));
-		db_rows_free(res);
-		if (size > EXACT_MAX && (guess = estimate(db, p, out)) < -1)
-			return;
-	}
-	cJSON *o = cJSON_CreateObject();
-	if (guess >= 0) {
-		cJSON_AddNumberToObject(o, "count", (double)(long long)guess);
-		cJSON_AddTrueToObject(o, "estimate");
-		web_response_json(out, o);
-		return;
-	}
-	struct db_rows *res = api_query(
-		db, out,
-		"select count(*) from pgjob.all_jobs where" FILTER_WHERE, 9, p);
-	if (!res) {
-		cJSON_Delete(o);
-		return;
-	}
-	cJSON_AddItemToObject(o, "count", rowjson_value(res, 0, 0));
-	cJSON_AddFalseToObject(o, "estimate");
-	db_rows_free(res);
 	web_response_json(out, o);
 }
 
@@ -709,11 +627,14 @@ act_filter(struct db_conn *db, int action, const struct filter *f,
 	snprintf(cursor, sizeof(cursor), "%s", before);
 	p[10] = actions[action].name;
 	/*
-	 * The count only before the first step: a step after it (from
-	 * before) takes no more than what is left of the count confirmed
-	 * (expect, as the page sends it), and counting what is left below
-	 * the cursor at every step read the matches again and again (for a
-	 * million jobs in steps of 5,000: a hundred million rows).
+	 * The count only without a cursor: a step from one (before) takes
+	 * no more than what is left of the count confirmed (expect, as the
+	 * page sends it), and counting what is left below the cursor at
+	 * every step read the matches again and again (for a million jobs
+	 * in steps of 5,000: a hundred million rows).  The page's first
+	 * step starts from the count's "below" (api_count.c), which counted
+	 * in windows what one statement here could not count within
+	 * statement_timeout on ten million jobs.
 	 */
 	if (!*cursor) {
 		p[9] = NULL;

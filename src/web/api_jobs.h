@@ -11,7 +11,7 @@
 #include "db/db.h"
 #include "web/api.h"
 
-/* jobs, jobs/count: the filter in q (rest unused). */
+/* jobs, jobs/count (api_count.c): the filter in q (rest unused). */
 void api_jobs_list(struct db_conn *db, const char *rest,
 		   const struct web_query *q, struct web_response *out);
 void api_jobs_count(struct db_conn *db, const char *rest,

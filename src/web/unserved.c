@@ -23,6 +23,7 @@ static struct {
 	char *conninfo;	    /* NULL: not started */
 	char *rows;	    /* the last reading, or NULL */
 	double read_at;	    /* its CLOCK_MONOTONIC seconds */
+	double took;	    /* the seconds it took */
 	bool reading;	    /* a thread reads now */
 	bool joinable;	    /* a thread ran and was not joined */
 	pthread_t thread;   /* valid while joinable */
@@ -85,6 +86,7 @@ static void *
 reader(void *arg)
 {
 	char *err = NULL;
+	double t0 = now_s();
 	char *rows = read_rows(&err);
 
 	pthread_mutex_lock(&lock);
@@ -100,6 +102,7 @@ reader(void *arg)
 	}
 	/* A failure waits as long as a reading serves, too. */
 	u.read_at = now_s();
+	u.took = u.read_at - t0;
 	u.reading = false;
 	pthread_mutex_unlock(&lock);
 	free(err);
@@ -131,6 +134,7 @@ web_unserved_stop(void)
 	u.db = NULL;
 	u.rows = u.conninfo = NULL;
 	u.reading = u.warned = false;
+	u.took = 0;
 }
 
 char *
@@ -145,8 +149,12 @@ web_unserved_get(void)
 		pthread_mutex_unlock(&lock);
 		return NULL;
 	}
-	if (!u.reading &&
-	    (!u.rows || now_s() - u.read_at >= WEB_UNSERVED_REFRESH_S)) {
+	/* Stale after WEB_UNSERVED_REFRESH_S, or WEB_UNSERVED_SHARE times
+	 * what the last reading took when that is longer. */
+	double serves = u.took * WEB_UNSERVED_SHARE;
+	if (serves < WEB_UNSERVED_REFRESH_S)
+		serves = WEB_UNSERVED_REFRESH_S;
+	if (!u.reading && (!u.rows || now_s() - u.read_at >= serves)) {
 		/* The last reader has ended: joined here, outside the lock. */
 		join = u.joinable;
 		done = u.thread;

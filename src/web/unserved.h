@@ -2,16 +2,21 @@
  * unserved: the overview's jobs that no live worker serves
  * (pgjob.unserved(), sql/upgrade/032_worker_queues.sql), kept by `pgjob
  * web` and read again in the background when an overview finds them
- * older than WEB_UNSERVED_REFRESH_S.  That function groups every available
- * job by kind and queue: with a backlog of a million, a second of the
- * database's time, which the overview, asked every 2 seconds by every open
- * page, must not wait for (docs/console.md, "Overview").
+ * older than WEB_UNSERVED_REFRESH_S (or longer, below).  That function groups
+ * every available job by kind and queue: with a backlog of a million, a second
+ * of the database's time, which the overview, asked every 2 seconds by every
+ * open page, must not wait for (docs/console.md, "Overview").
  */
 #ifndef PGJOBD_WEB_UNSERVED_H
 #define PGJOBD_WEB_UNSERVED_H
 
-/* Seconds a reading serves before the next overview starts another. */
+/* Seconds a reading serves before the next overview starts another; or,
+ * when longer, WEB_UNSERVED_SHARE times what it took: a reading of ten
+ * million jobs takes seconds of the database's time, read again no more
+ * than a twentieth of the time, and the overviews beside it keep to
+ * their 100 ms. */
 #define WEB_UNSERVED_REFRESH_S 10
+#define WEB_UNSERVED_SHARE     20
 
 /* The statement, for those that ask without the cache. */
 #define WEB_UNSERVED_SQL                                                       \

@@ -27,7 +27,9 @@
 # are, and which are not.  --direct times the same calls first without
 # HTTP, by pgjobd_bench_web (tests/bench/web_bench.c) on one connection set
 # up as pgjob web's: what the database and the API's code take alone.
-# jobs/count is asked exact once by a bulk action's confirmation, and with
+# jobs/count is asked exact by a bulk action's confirmation (where no
+# index serves the filter, in parts: each call is the first; then one
+# such count whole, request after request), and with
 # estimate=1 by a filtered jobs page at each refresh (past 300,000 rows,
 # the planner's estimate).  A filtered page that is not full asks /api/jobs
 # again from searched_to: each call here is one of those.  Figures are
@@ -245,6 +247,37 @@ for page in pages:
     p = lambda q: t[min(len(t) - 1, -(-int(q * 100) * len(t) // 100) - 1)]
     print(f"{page}\t{p(0.5):.1f}\t{p(0.95):.1f}\t{t[-1]:.1f}\t{size}",
           flush=True)
+PY
+# A bulk action's confirmation counts a filter that no index serves in
+# parts (docs/console.md): each call above is its first request; here the
+# whole count of one, request after request from next, as the page asks.
+python3 - "$port" "jobs/count?kind=kind7" <<'PY'
+import gzip, http.client, json, sys, time
+port, page = int(sys.argv[1]), sys.argv[2]
+c = http.client.HTTPConnection("127.0.0.1", port)
+n, parts, slowest, before = 0, 0, 0.0, None
+t0 = time.perf_counter()
+while True:
+    t1 = time.perf_counter()
+    c.request("GET", "/api/" + page + (f"&before={before}" if before else ""),
+              headers={"Accept-Encoding": "gzip"})
+    r = c.getresponse()
+    body = r.read()
+    if r.getheader("Content-Encoding") == "gzip":
+        body = gzip.decompress(body)
+    slowest = max(slowest, (time.perf_counter() - t1) * 1000)
+    if r.status != 200:
+        print(f"\n{page} whole: answered {r.status} after {parts} requests")
+        break
+    d = json.loads(body)
+    n += d["count"]
+    parts += 1
+    if d.get("next") is None:
+        print(f"\n{page} whole, as a bulk confirmation counts it: {n} jobs"
+              f" in {parts} requests, {time.perf_counter() - t0:.1f} s,"
+              f" the slowest {slowest:.0f} ms")
+        break
+    before = d["next"]
 PY
 kill -TERM "$web"
 wait "$web" || true

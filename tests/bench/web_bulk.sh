@@ -15,9 +15,9 @@
 # cancel: available to cancelled; delete: cancelled to gone, so each takes
 # the million the one before left), as the console's page does it through
 # a real `pgjob web` over HTTP: the exact count of the filter
-# {"queue": "bulk"}, then POST /api/jobs/ACTION with {"filter", "expect",
-# "limit": STEP (5000), "before"} request after request until "next" is
-# null.  It prints the progress every tenth of the way, then one line per
+# {"queue": "bulk"} (in parts, from "next"), then POST /api/jobs/ACTION
+# with {"filter", "expect", "limit": STEP (5000), "before"} request after
+# request until "next" is null.  It prints the progress every tenth of the way, then one line per
 # action: how long it took, the jobs it changed, and the workers' jobs/s
 # (pgjobd_jobs_done_total from pgjobd's /metrics) over the 20 s before it,
 # during it, and their ratio, which should be 0.9 or more.
@@ -163,10 +163,21 @@ rows = []
 for a in actions:
     before = rate(20)
     f = {"queue": "bulk"}
-    st, _, n = call("GET", "/api/jobs/count?queue=bulk", headers=h)
-    n = n["count"]
+    # The count in parts where the server says where to go on (next);
+    # the action then starts where it did (below), as the page does.
+    n, start, more = 0, None, ""
+    while True:
+        st, _, d = call("GET", "/api/jobs/count?queue=bulk" + more,
+                        headers=h)
+        if st != 200:
+            sys.exit(f"GET /api/jobs/count: {st} {d}")
+        n += d["count"]
+        if d.get("next") is None:
+            break
+        start = start or str(d["below"])
+        more = f"&before={d['next']}"
     d0, t0 = done_total(), time.monotonic()
-    done, cursor, requests, slowest, shown = 0, None, 0, 0.0, 0
+    done, cursor, requests, slowest, shown = 0, start, 0, 0.0, 0
     while True:
         body = {"filter": f, "expect": n - done, "limit": step}
         if cursor:

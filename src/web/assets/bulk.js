@@ -28,10 +28,11 @@ export function bulkSelected(p, a) {
 const STEP = 5000;
 
 /*
- * "... all matching": the exact count first, in the confirmation (any
- * action, a retry too); then the action, STEP jobs a request, its
- * progress in the banner and the list's buttons disabled until it
- * ends.
+ * "... all matching": the exact count first (in parts, with its
+ * progress, on a big table), in the confirmation (any action, a retry
+ * too); then the action, from where the count started, STEP jobs a
+ * request, its progress in the banner and the list's buttons disabled
+ * until it ends.
  */
 export async function bulkAll(p, f, a) {
 	const filter = filterOf(f);
@@ -39,11 +40,29 @@ export async function bulkAll(p, f, a) {
 	const busy = (on) => buttons.forEach((b) => {
 		b.disabled = on;
 	});
-	let n, again = '';
+	let n = 0, below = null, again = '';
 	busy(true);
 	say('info', 'Counting the jobs that match\u2026', 'action');
 	try {
-		n = (await get('/api/jobs/count' + query(filter))).data.count;
+		/* On a big table where no index serves the filter, the
+		 * server counts a part of the ids a request and says where to
+		 * go on (next); the action then starts where the count did
+		 * (below), rather than have the server count it all again in
+		 * its first request. */
+		for (let from = null; ;) {
+			const d = (await get('/api/jobs/count' + query(
+				Object.assign({}, filter,
+					from ? {before: from} : {})))).data;
+			n += d.count;
+			if (d.next === null || d.next === undefined)
+				break;
+			if (below === null)
+				below = String(d.below);
+			from = String(d.next);
+			say('info', 'Counting the jobs that match\u2026 ' +
+				num(n) + ' so far, down to job ' + num(d.next),
+				'action');
+		}
 	} catch (e) {
 		busy(false);
 		sayError(e, 'action');
@@ -60,7 +79,7 @@ export async function bulkAll(p, f, a) {
 				' (No filter: that is every job.)')))
 			break;
 		p.sel.clear();
-		let done = 0, before = null;
+		let done = 0, before = below;
 		try {
 			for (;;) {
 				say('info', cap(ING[a]) + '\u2026 ' + num(done) +

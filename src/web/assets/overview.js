@@ -54,14 +54,14 @@ function totals(d) {
 	const figure = (k) => {
 		if (more[k] && est[k] !== undefined)
 			return h('span', {title: 'an estimate (the database\'s ' +
-				'statistics): the queues\' counts stop at 10,000'},
+				'statistics): the queues\' counts stop at 1,000'},
 			'\u2248 ' + num(Math.max(Math.round(est[k]), sum[k])));
 		if (more[k])
 			return h('span', {title: 'at least'}, '\u2265 ' +
 				num(sum[k]));
 		if (near[k])
 			return h('span', {title: 'counted among the first ' +
-				'10,000 due jobs of a queue: near, not exact'},
+				'1,000 due jobs of a queue: near, not exact'},
 			'\u2248 ' + num(sum[k]));
 		return num(sum[k]);
 	};
@@ -72,7 +72,7 @@ function totals(d) {
 		h('span', {class: 'l'}, k))),
 	d.estimates ? h('p', {class: 'muted note'},
 		'\u2248 marks an estimate, \u2265 a lower bound: the ' +
-		'queues\' counts stop at 10,000.') : null);
+		'queues\' counts stop at 1,000.') : null);
 }
 
 function queueTable(queues, full) {

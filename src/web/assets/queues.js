@@ -6,12 +6,12 @@ import {fmtSecs, fmtTime, h, num, region, showText} from '/dom.js';
 import {act, main, operator} from '/core.js';
 import {sortedTable} from '/sort.js';
 
-/* A queue's count k: "10,000+" when the server stopped counting
+/* A queue's count k: "1,000+" when the server stopped counting
  * (the field is in at_least). */
 export function count(q, k) {
 	const more = Array.isArray(q.at_least) && q.at_least.includes(k);
 	if (Array.isArray(q.estimated) && q.estimated.includes(k))
-		return h('span', {title: 'counted among the first 10,000 ' +
+		return h('span', {title: 'counted among the first 1,000 ' +
 			'due jobs: near, not exact'}, '\u2248 ' + num(q[k]));
 	return more ? h('span', {title: 'at least: counting stops there'},
 		num(q[k]) + '+') : num(q[k]);
