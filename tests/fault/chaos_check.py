@@ -169,8 +169,12 @@ def main():
                                         start=num(r[3]), end=num(r[4]),
                                         worker=r[5], outcome=r[6]))
     ledger_sql = collections.defaultdict(list)
-    for r in rows(ci, "select job_id, token from ledger_sql"):
+    # (job, token) -> when the sql handler's row was written: a moment of
+    # the run, after its claim committed.
+    sql_at = {}
+    for r in rows(ci, f"select job_id, token, {us('at')} from ledger_sql"):
         ledger_sql[int(r[0])].append(int(r[1]))
+        sql_at[(int(r[0]), int(r[1]))] = int(r[2])
     deps = [(int(r[0]), int(r[1]), r[2]) for r in
             rows(ci, "select parent, child, resolved from pgjob.job_deps")]
     batches = rows(ci, f"""select id, sealed, total, done, dead, cancelled,
@@ -186,12 +190,12 @@ def main():
     # Every start of a job: (job, token) -> (start, end or None, worker).
     # The attempts' rows hold every attempt that did not end done; the
     # job's own columns its last.
+    # A lost attempt's end is its lease's (pgjob.attempt_ended()): a limit
+    # counts a job until its end is written or its lease expires.
     starts = {}
     for jid, al in attempts.items():
         for t in al:
-            starts[(jid, t["token"])] = (t["start"],
-                                         None if t["outcome"] == "lost" else t["end"],
-                                         t["worker"], t["outcome"])
+            starts[(jid, t["token"])] = (t["start"], t["end"], t["worker"], t["outcome"])
     for j in jobs.values():
         if j["attempted"] is not None and (j["id"], j["token"]) not in starts:
             starts[(j["id"], j["token"])] = (j["attempted"], j["finished"],
@@ -435,22 +439,44 @@ def main():
         if samples_q[q] > lim:
             fail(f"queue {q}: {samples_q[q]} jobs running under a lease that holds, "
                  f"limit {lim} (sampled)")
-        iv_db, iv_stopped = [], 0
-        for (jid, tok), (s, e, w, outcome) in starts.items():
-            if jobs.get(jid, {}).get("queue") != q or s is None or e is None:
+        # From the attempts' times: the claim reads its clock (attempted_at)
+        # before it counts the running jobs, and an end's finished_at is its
+        # transaction's start, before its commit: so an end a few ms after
+        # a claim's clock may have been counted by that claim, and the
+        # intervals alone overlap where nothing ran over the limit.  Sound
+        # instead: each claim (its jobs share the clock) against the
+        # attempts claimed before it whose end (or lease's end, for a lost
+        # one) is after a moment when a job of that claim already ran (its
+        # handler's start in the exec ledger, its sql row), so after the
+        # claim's count.  Those were running when it counted, and with the
+        # claim's own jobs they must not pass the limit.
+        point = {}
+        for r in runs:
+            k = (r[0], r[1])
+            point[k] = min(point.get(k, r[2] // 1000), r[2] // 1000)
+        point.update(sql_at)
+        claims = collections.defaultdict(list)
+        mine = []
+        for (jid, tok), (st0, e, w, outcome) in starts.items():
+            if jobs.get(jid, {}).get("queue") != q or st0 is None:
                 continue
-            if stopped_at(w, s, e):
-                iv_stopped += 1
+            claims[st0].append((jid, tok))
+            if e is not None and not stopped_at(w, st0, e):
+                mine.append((st0, e))
+        mine.sort()
+        db_max, worst = 0, ""
+        for clk, members in claims.items():
+            pts = [point[m] for m in members if m in point]
+            if not pts:
                 continue
-            iv_db.append((s, e))
-        db_max, at = max_overlap(iv_db)
+            p0 = min(pts)
+            held = sum(1 for st0, e in mine if st0 < clk and e >= p0)
+            if held + len(members) > db_max:
+                db_max = held + len(members)
+                worst = f"claim of {members} at {clk}: {held} running before it"
         if db_max > lim:
-            who = [f"{jid}/{tok}:{s[3]}@{s[2]}[{(s[0] - at) / 1e6:+.3f},{(s[1] - at) / 1e6:+.3f}]"
-                   for (jid, tok), s in starts.items()
-                   if jobs.get(jid, {}).get("queue") == q and s[0] is not None
-                   and s[1] is not None and s[0] <= at < s[1]]
-            fail(f"queue {q}: {db_max} attempts at once by their claim and end times, "
-                 f"limit {lim}: {' '.join(who)}")
+            fail(f"queue {q}: {db_max} attempts at once by the attempts' times, "
+                 f"limit {lim} ({worst})")
         iv_h = [(r[2] // 1000, r[3] // 1000) for r in runs
                 if jobs.get(r[0], {}).get("queue") == q
                 and not stopped_at(None, r[2] // 1000, r[3] // 1000, r[4])]

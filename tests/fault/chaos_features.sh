@@ -12,8 +12,8 @@
 #   chaos_features.sh [--long] [--cycles N] [--keep]
 #
 # The short form (ctest fault.chaos) runs one cycle of 15 s of faults; --long
-# (or PGJOBD_FAULT_LONG=1) runs 8 cycles with five times the workload per
-# cycle.  PGJOBD_TEST_BIN
+# (or PGJOBD_FAULT_LONG=1) runs 8 cycles with five times the default
+# queue's workload per cycle.  PGJOBD_TEST_BIN
 # (the build folder) and PGJOBD_SOURCE as for the fault suite;
 # PGJOBD_FAULT_FIGURES=FILE appends the figures line to FILE.
 set -euo pipefail
@@ -66,12 +66,13 @@ chaos_log "$ninst instances x $nworkers workers, $cycles cycle(s), scale $scale,
 ms() { echo $((($(date +%s%N) - c0) / 1000000)); }
 
 # One cycle: 15 s of faults and console actions at fixed offsets (ms);
-# a worker killed or a session reset every 1.5 s in between.
+# meanwhile the nemesis kills a worker or resets a session every 1.5 s.
 declare -A did
 cycle() {
-	local c=$1 t next_fault=2000 k=0
+	local c=$1 t
 	did=()
 	c0=$(date +%s%N)
+	chaos_nemesis
 	if [ "$c" -gt 1 ]; then
 		chaos_enqueue_base "$scale"
 		chaos_enqueue_workflows "$scale" "$c"
@@ -92,20 +93,10 @@ cycle() {
 		at 10000 pgrestart && fault_pg_restart
 		at 12000 enable && console_enable tock
 		at 13000 run2 && console_run tick
-		if [ "$t" -ge "$next_fault" ]; then
-			# At least half of the workers up: a fleet killed faster
-			# than the supervisor's backoff has no capacity left.
-			if [ $((k % 2)) = 0 ] && [ "$(all_registered_workers | wc -l)" -ge $((ninst * nworkers / 2)) ]; then
-				fault_kill_worker
-			else
-				fault_conn_reset
-			fi
-			k=$((k + 1))
-			next_fault=$((t + 1500))
-		fi
 		chaos_trickle "$((t / 250))"
 		sleep 0.25
 	done
+	chaos_nemesis_stop
 }
 
 for c in $(seq 1 "$cycles"); do

@@ -197,19 +197,18 @@ chaos_start_sampler() {
 	sampler_pid=$!
 }
 
-# Workers of instance i that are connected (have a row).
-registered_workers() {
-	local i=$1 sup
-	sup=${sups[$i]:-}
-	[ -n "$sup" ] || return 0
-	dbq -c "select pid from pgjob.workers where supervisor_pid = $sup" 2>/dev/null | while read -r p; do
-		[ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')" = "$sup" ] && echo "$p"
-	done
-}
-
+# Workers that are connected: a row in pgjob.workers, a live pgjobd
+# process whose parent is a pgjobd (its supervisor).  From the database and
+# /proc, so that the nemesis (a process of its own) sees supervisors
+# started again after it forked.
 all_registered_workers() {
-	local i
-	for ((i = 0; i < ninst; i++)); do registered_workers "$i"; done
+	local p pp
+	dbq -c "select pid from pgjob.workers" 2>/dev/null | while read -r p; do
+		pp=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')
+		[ -n "$pp" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = pgjobd ] &&
+			[ "$(cat "/proc/$pp/comm" 2>/dev/null)" = pgjobd ] && echo "$p"
+	done
+	return 0
 }
 
 pick() { shuf -n 1; }
@@ -237,11 +236,42 @@ fault_kill_supervisor() {
 	chaos_start_instance "$i"
 }
 
-# SIGSTOP of a worker that holds exec jobs, for the lease + 2.5 s (in the
-# background: the caller goes on), then SIGCONT.
+# The nemesis: a process of its own (the run's timed actions may be slow
+# on a loaded machine, and must not slow it down) that kills a worker or
+# ends a session, in turn, every 1.5 s until dir/nemesis.stop exists; a
+# kill only while at least half of the workers are connected (the
+# supervisor restarts a crashing worker after 1, 2, 4 ... s: a fleet
+# killed faster than that has no capacity left).
+chaos_nemesis() {
+	local k=0
+	rm -f "$dir/nemesis.stop"
+	(
+		while sleep 1.5 && [ ! -e "$dir/nemesis.stop" ]; do
+			if [ $((k % 2)) = 0 ] && [ "$(all_registered_workers | wc -l)" -ge $((ninst * nworkers / 2)) ]; then
+				fault_kill_worker
+			else
+				fault_conn_reset
+			fi
+			k=$((k + 1))
+		done
+	) &
+	nemesis_pid=$!
+}
+
+chaos_nemesis_stop() {
+	[ -n "${nemesis_pid:-}" ] || return 0
+	: >"$dir/nemesis.stop"
+	wait "$nemesis_pid" 2>/dev/null || true
+	nemesis_pid=
+}
+
+# SIGSTOP of a worker, for the lease + 2.5 s (in the background: the
+# caller goes on), then SIGCONT.
 fault_sigstop() {
 	local row v slot
-	row=$(dbq -F ' ' -c "select w.pid, w.host || ':' || w.slot from pgjob.workers w join pgjob.jobs j on j.locked_by = w.host || ':' || w.slot where j.state = 'running' and j.kind in ('execj', 'execslow', 'gcx', 'rlx') group by 1, 2 order by random() limit 1" 2>/dev/null) || return 0
+	# A worker holding an exec job if there is one, else one holding any
+	# job, else any.
+	row=$(dbq -F ' ' -c "select w.pid, w.host || ':' || w.slot from pgjob.workers w left join pgjob.jobs j on j.locked_by = w.host || ':' || w.slot and j.state = 'running' group by 1, 2 order by bool_or(j.kind in ('execj', 'execslow', 'gcx', 'rlx')) desc nulls last, count(j.id) desc, random() limit 1" 2>/dev/null) || return 0
 	read -r v slot <<<"$row"
 	[ -n "$v" ] || return 0
 	event "faulted $v sigstop"
@@ -257,18 +287,20 @@ fault_sigstop() {
 }
 
 # The recovery, as the fault suite's pgrestart measures it: until every
-# worker is connected again and a job has ended since.
+# worker is connected again and a job has ended since (a probe enqueued
+# once the server is back: the queues may have run dry meanwhile).
 fault_pg_restart() {
-	local t0 since n
+	local t0 probe='' n=f
 	chaos_log "restarting PostgreSQL (-m immediate)"
 	t0=$(date +%s%N)
-	since=$(db_now)
 	bash "$root/tests/fault/cluster.sh" restart "$dir/pg" n1
 	for _ in $(seq 1 600); do
-		n=$(dbq -c "select (select count(*) from pg_stat_activity where application_name = 'pgjobd' and datname = current_database()) >= $((ninst * nworkers)) and exists (select from pgjob.all_jobs where finished_at > '$since')" 2>/dev/null) || true
+		[ -n "$probe" ] || probe=$(dbq -c "select pgjob.enqueue('sqlj', '{\"probe\": true}')" 2>/dev/null) || true
+		[ -n "$probe" ] && n=$(dbq -c "select (select count(*) from pg_stat_activity where application_name = 'pgjobd' and datname = current_database()) >= $((ninst * nworkers)) and exists (select from pgjob.all_jobs where id = $probe and state = 'done')" 2>/dev/null) || true
 		[ "$n" = t ] && break
 		sleep 0.1
 	done
+	[ -z "$probe" ] || echo "J|$probe" >>"$dir/enqueued"
 	if [ "$n" = t ]; then
 		event "pgrestart $((($(date +%s%N) - t0) / 1000000))"
 	else
@@ -286,10 +318,11 @@ fault_conn_reset() {
 	chaos_log "pg_terminate_backend($p)"
 }
 
-# The workload's SQL: N scales it (N=1: the short form).
+# The workload's SQL: N scales what is not limited (N=1: the short form);
+# the limited queues get what their limits let run in about a cycle.
 #  - default: 100N sqlj, 100N execj, 2N execslow;
-#  - gc: 40N gcx; rl: 120N rlx of cost 1 to 3; fq: 36N under key heavy
-#    (weight 3, set by chaos_weights), 24N under light, and 3 each under
+#  - gc: 40 gcx; rl: 120 rlx of cost 1 to 3; fq: 36 under key heavy
+#    (weight 3, set by chaos_weights), 24 under light, and 3 each under
 #    s1..s4;
 #  - workflows (wave 1 and 2 alike): 2N fan-outs/fan-ins (a -> b1..b3 ->
 #    c, a and c sql, b exec) and 2N failure workflows (p, a failonce
@@ -303,12 +336,12 @@ chaos_enqueue_base() {
 select 'J', pgjob.enqueue(case when i % 2 = 0 then 'sqlj' else 'execj' end, jsonb_build_object('i', i))
   from generate_series(1, 200 * $n) i;
 select 'J', pgjob.enqueue('execslow', jsonb_build_object('i', i)) from generate_series(1, 2 * $n) i;
-select 'J', pgjob.enqueue('gcx', jsonb_build_object('i', i), queue => 'gc') from generate_series(1, 40 * $n) i;
+select 'J', pgjob.enqueue('gcx', jsonb_build_object('i', i), queue => 'gc') from generate_series(1, 40) i;
 select 'J', pgjob.enqueue('rlx', jsonb_build_object('i', i), queue => 'rl', cost => 1 + i % 3)
-  from generate_series(1, 120 * $n) i;
+  from generate_series(1, 120) i;
 select 'J', pgjob.enqueue('fqx', jsonb_build_object('i', i), queue => 'fq',
-		     limit_key => case when i <= 36 * $n then 'heavy' else 'light' end)
-  from generate_series(1, 60 * $n) i;
+		     limit_key => case when i <= 36 then 'heavy' else 'light' end)
+  from generate_series(1, 60) i;
 select 'J', pgjob.enqueue('fqx', jsonb_build_object('i', i), queue => 'fq', limit_key => 's' || (i % 4 + 1))
   from generate_series(1, 12) i;
 SQL
@@ -436,6 +469,7 @@ chaos_stop() {
 
 chaos_cleanup() {
 	local i
+	[ -n "${nemesis_pid:-}" ] && { : >"$dir/nemesis.stop"; kill "$nemesis_pid" 2>/dev/null; }
 	[ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null
 	[ -n "$web_pid" ] && kill -KILL "$web_pid" 2>/dev/null
 	for ((i = 0; i < ninst; i++)); do
