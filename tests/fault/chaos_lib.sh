@@ -271,12 +271,16 @@ fault_sigstop() {
 	local row v slot
 	# A worker holding an exec job if there is one, else one holding any
 	# job, else any.
-	row=$(dbq -F ' ' -c "select w.pid, w.host || ':' || w.slot from pgjob.workers w left join pgjob.jobs j on j.locked_by = w.host || ':' || w.slot and j.state = 'running' group by 1, 2 order by bool_or(j.kind in ('execj', 'execslow', 'gcx', 'rlx')) desc nulls last, count(j.id) desc, random() limit 1" 2>/dev/null) || return 0
+	# (A worker that died keeps its row: only live ones.)
+	local live
+	live=$(all_registered_workers | paste -sd, -)
+	[ -n "$live" ] || return 0
+	row=$(dbq -F ' ' -c "select w.pid, w.host || ':' || w.slot from pgjob.workers w left join pgjob.jobs j on j.locked_by = w.host || ':' || w.slot and j.state = 'running' where w.pid in ($live) group by 1, 2 order by bool_or(j.kind in ('execj', 'execslow', 'gcx', 'rlx')) desc nulls last, count(j.id) desc, random() limit 1" 2>/dev/null) || return 0
 	read -r v slot <<<"$row"
 	[ -n "$v" ] || return 0
+	kill -STOP "$v" 2>/dev/null || return 0
 	event "faulted $v sigstop"
 	event "stopped $slot $(db_now) $v"
-	kill -STOP "$v"
 	chaos_log "SIGSTOP worker $v ($slot)"
 	(
 		sleep "$lease_s.5"
@@ -295,7 +299,7 @@ fault_pg_restart() {
 	t0=$(date +%s%N)
 	bash "$root/tests/fault/cluster.sh" restart "$dir/pg" n1
 	for _ in $(seq 1 600); do
-		[ -n "$probe" ] || probe=$(dbq -c "select pgjob.enqueue('sqlj', '{\"probe\": true}')" 2>/dev/null) || true
+		[ -n "$probe" ] || probe=$(dbq -c "select pgjob.enqueue('sqlj', '{\"probe\": true}', priority => -100)" 2>/dev/null) || true
 		[ -n "$probe" ] && n=$(dbq -c "select (select count(*) from pg_stat_activity where application_name = 'pgjobd' and datname = current_database()) >= $((ninst * nworkers)) and exists (select from pgjob.all_jobs where id = $probe and state = 'done')" 2>/dev/null) || true
 		[ "$n" = t ] && break
 		sleep 0.1
@@ -369,13 +373,15 @@ select 'W', pgjob.enqueue_workflow(jsonb_build_object('name', 'fail $wave ' || i
 SQL
 }
 
-# Two batches of 15N sqlj jobs each, open (not sealed).
+# Two batches of 15N sqlj jobs each, open (not sealed), ahead of the
+# backlog (priority -10), so that they run before others join them.
 chaos_batches_open() {
 	local n=$1
 	dbq >>"$dir/enqueued" <<SQL
 with b as (select k, pgjob.batch_open('batchcb', '{}', name => 'chaos ' || k) as id
 	     from generate_series(1, 2) k)
-select 'J', pgjob.enqueue('sqlj', jsonb_build_object('batch', b.k, 'i', i), batch_id => b.id)
+select 'J', pgjob.enqueue('sqlj', jsonb_build_object('batch', b.k, 'i', i), batch_id => b.id,
+			 priority => -10)
   from b, generate_series(1, 15 * $n) i;
 SQL
 }
