@@ -597,8 +597,8 @@ def main():
     pg_rec = [int(x[0]) for x in ev["pgrestart"] if x]
     for r in pg_rec:
         if r < 0:
-            fail("after a PostgreSQL restart the workers did not all connect again "
-                 "and end a job within 60 s")
+            fail("after a PostgreSQL restart the workers connected before it did not "
+                 "all connect again and end a job within 60 s")
 
     # ---- figures ------------------------------------------------------------------------
     kills = sum(1 for x in ev["faulted"] if x[1] == "kill9")

@@ -247,6 +247,7 @@ chaos_nemesis() {
 	rm -f "$dir/nemesis.stop"
 	(
 		while sleep 1.5 && [ ! -e "$dir/nemesis.stop" ]; do
+			[ -e "$dir/nemesis.hold" ] && continue
 			if [ $((k % 2)) = 0 ] && [ "$(all_registered_workers | wc -l)" -ge $((ninst * nworkers / 2)) ]; then
 				fault_kill_worker
 			else
@@ -291,20 +292,30 @@ fault_sigstop() {
 }
 
 # The recovery, as the fault suite's pgrestart measures it: until every
-# worker is connected again and a job has ended since (a probe enqueued
-# once the server is back: the queues may have run dry meanwhile).
+# worker connected before the restart is connected again and a job has
+# ended since (a probe enqueued once the server is back: the queues may
+# have run dry meanwhile).  The nemesis holds off meanwhile: a worker it
+# killed may wait out the supervisor's backoff (up to 60 s), which is not
+# the restart's.
 fault_pg_restart() {
-	local t0 probe='' n=f
-	chaos_log "restarting PostgreSQL (-m immediate)"
+	local t0 probe='' n=f before since alive p
+	: >"$dir/nemesis.hold"
+	before=$(all_registered_workers | paste -sd, -)
+	since=$(db_now)
+	chaos_log "restarting PostgreSQL (-m immediate), workers $before connected"
 	t0=$(date +%s%N)
 	bash "$root/tests/fault/cluster.sh" restart "$dir/pg" n1
 	for _ in $(seq 1 600); do
 		[ -n "$probe" ] || probe=$(dbq -c "select pgjob.enqueue('sqlj', '{\"probe\": true}', priority => -100)" 2>/dev/null) || true
-		[ -n "$probe" ] && n=$(dbq -c "select (select count(*) from pg_stat_activity where application_name = 'pgjobd' and datname = current_database()) >= $((ninst * nworkers)) and exists (select from pgjob.all_jobs where id = $probe and state = 'done')" 2>/dev/null) || true
+		# Those of them still alive: each has written its row since.
+		alive=0
+		for p in ${before//,/ }; do [ -d "/proc/$p" ] && alive=$((alive + 1)); done
+		[ -n "$probe" ] && n=$(dbq -c "select (select count(*) from pgjob.workers where pid in (${before:-0}) and heartbeat_at > '$since') >= $alive and exists (select from pgjob.all_jobs where id = $probe and state = 'done')" 2>/dev/null) || true
 		[ "$n" = t ] && break
 		sleep 0.1
 	done
 	[ -z "$probe" ] || echo "J|$probe" >>"$dir/enqueued"
+	rm -f "$dir/nemesis.hold"
 	if [ "$n" = t ]; then
 		event "pgrestart $((($(date +%s%N) - t0) / 1000000))"
 	else
