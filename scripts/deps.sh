@@ -28,7 +28,7 @@ pkgs=(build-essential cmake pkg-config
 if [ "$run_only" = 0 ]; then
 	# The tests (cmocka), their checks of the sources (clang-format,
 	# cppcheck) and the tools the tests call.
-	pkgs+=(libcmocka-dev clang-format cppcheck procps systemd jq faketime)
+	pkgs+=(libcmocka-dev clang-format cppcheck procps systemd jq curl faketime)
 	# The man pages' lint (ctest man) and Documentation= check
 	# (test_systemd_units); the Debian package (ctest package).
 	pkgs+=(mandoc man-db debhelper dpkg-dev fakeroot lintian)
