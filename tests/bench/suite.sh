@@ -47,11 +47,15 @@ build=${PGJOBD_BUILD_DIR:-$root/build}
 # Debian's interpreter, not whatever shim PATH puts first.
 py=$(command -v /usr/bin/python3 || command -v python3)
 
+# settle: seconds for a run's last statements to reach pg_stat_database
+# before and after it (its statements/job); --short's figures are a smoke
+# test, so it waits less (35 runs, two waits each).
+settle=0.5
 short=0 runs=3 n=200000 workers=2 conc=1000 backlog=1000000
 lat_count=200 lat_ms=20 load_rate=10000 load_s=30 fresh_s=60 exec_n=20000 exec_conc=50 fan=10000 chain=1000
 while [ $# -gt 0 ]; do
 	case $1 in
-	--short) short=1 runs=1 n=5000 backlog=20000 lat_count=20 load_s=4 fresh_s=5 exec_n=500 fan=200 chain=50 ;;
+	--short) short=1 settle=0.1 runs=1 n=5000 backlog=20000 lat_count=20 load_s=4 fresh_s=5 exec_n=500 fan=200 chain=50 ;;
 	--runs) runs=$2; shift ;;
 	--jobs) n=$2; shift ;;
 	--workers) workers=$2; shift ;;
@@ -165,7 +169,7 @@ stop_instances() {
 # empty) to $dir/rss.
 drain() { # jobs instances config
 	local x0 l0 out first end dead polls x1 l1
-	sleep 0.5 # the last statements' counters reach pg_stat_database
+	sleep "$settle" # the last statements' counters reach pg_stat_database
 	x0=$(xacts)
 	l0=$(lsn)
 	# The watch first, the daemons once it has polled (bench_tool.c).
@@ -181,7 +185,7 @@ drain() { # jobs instances config
 	p1=$(awk '{print $1}' <<<"$pids")
 	echo "$(rss_kb "$p1") $(rss_kb "$(pgrep -P "$p1" | head -1)")" >"$dir/rss"
 	stop_instances
-	sleep 0.5
+	sleep "$settle"
 	x1=$(xacts)
 	l1=$(sql -c "select pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0')")
 	awk -v n="$1" -v f="$first" -v e="$end" -v x="$((x1 - x0 - polls))" \
@@ -227,7 +231,7 @@ ceiling() { # mode
 		# Jobs per transaction pair times pairs per second.
 		rates="$rates $(awk -v n="$n" -v l="$left" -v t="$tps" -v p="$processed" \
 			'BEGIN {printf "%.0f", (n - l) * t / p}')"
-		sleep 0.5
+		sleep "$settle"
 		last_stmts=$(awk -v x="$(($(xacts) - x0))" -v n="$n" 'BEGIN {printf "%.3f", x / n}')
 		last_wal=$(sql -c "select round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$l0') / $n)")
 		last_dead=$(sql -c "select n_dead_tup from pg_stat_user_tables where relid = 'ceiling.jobs'::regclass")
