@@ -14,35 +14,10 @@ pkgs=(redis-server python3-celery python3-redis ruby-sidekiq ruby-redis
 # NodeSource's nodejs carries npm (and conflicts with Debian's npm).
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 
-missing=()
-for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
-		missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	sudo=()
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null 2>&1 || {
-			echo "bench-deps: not root and no sudo: install ${missing[*]} as root" >&2
-			exit 1
-		}
-		sudo=(sudo)
-	fi
-	echo "bench-deps: installing ${missing[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	"${sudo[@]}" apt-get update -qq
-	# redis-server would start a service of its own: the bench starts its
-	# own servers on loopback, so none starts during the install unless the
-	# machine has a policy of its own.
-	policy=/usr/sbin/policy-rc.d
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\n# scripts/bench-deps.sh: no service starts during its install\nexit 101\n' |
-			"${sudo[@]}" tee "$policy" >/dev/null
-		"${sudo[@]}" chmod 755 "$policy"
-		trap '"${sudo[@]}" rm -f "$policy"' EXIT
-	fi
-	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=scripts/aptlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/aptlib.sh"
+apt_install bench-deps "scripts/bench-deps.sh: no service starts during its install" \
+	"${pkgs[@]}"
 
 # BullMQ is not packaged by Debian: from the npm registry, its version
 # pinned by major so that reruns measure the same library.

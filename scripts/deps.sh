@@ -52,33 +52,7 @@ if [ "$run_only" = 0 ]; then
 	command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
-missing=()
-for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
-		missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then
-	command -v sudo >/dev/null 2>&1 || {
-		echo "deps: not root and no sudo: install ${missing[*]} as root" >&2
-		exit 1
-	}
-	sudo=(sudo)
-fi
-echo "deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-# postgresql, pgbouncer and prometheus would each start a service of their
-# own; the tests want only the programs (they start their own servers on
-# loopback), so a policy-rc.d keeps the services from starting during the
-# install, unless the machine already has one of its own.
-policy=/usr/sbin/policy-rc.d
-if [ ! -e "$policy" ]; then
-	printf '#!/bin/sh\n# scripts/deps.sh: no service starts during its install\nexit 101\n' |
-		"${sudo[@]}" tee "$policy" >/dev/null
-	"${sudo[@]}" chmod 755 "$policy"
-	trap '"${sudo[@]}" rm -f "$policy"' EXIT
-fi
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# shellcheck source=scripts/aptlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/aptlib.sh"
+apt_install deps "scripts/deps.sh: no service starts during its install" \
+	"${pkgs[@]}"
