@@ -789,6 +789,23 @@ test_claim_limited_sql(void **state)
 		  " case when i <= 10 then 'a' else 'b' end"
 		  " from generate_series(1, 20) i");
 	assert_claim(c, "w", 8, "1 2 3 4 5 6 11 12");
+	/* Claims of one job (a binding global_concurrency, a worker with one
+	 * free slot): the key's turn goes on across claims until it has had
+	 * its weight (schema version 38: a key of weight 3 got one job a turn
+	 * before, as a key of weight 1 did); then two at a time. */
+	t_exec(c, "insert into pgjob.queues (name) values ('w1')");
+	t_exec(c, "select pgjob.set_limits('w1', '{\"fair\": true}')");
+	t_exec(c, "select pgjob.set_key_weight('w1', 'a', 3)");
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, limit_key)"
+		  " overriding system value select 700 + i, 'w1', 'k',"
+		  " case when i <= 10 then 'a' else 'b' end"
+		  " from generate_series(1, 20) i");
+	static const char *const one[] = {"701", "702", "703", "711",
+					  "704", "705", "706", "712"};
+	for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++)
+		assert_claim(c, "w1", 1, one[i]);
+	assert_claim(c, "w1", 2, "707 708");
+	assert_claim(c, "w1", 2, "709 713");
 	/* A key's bucket: 2 a second, 2 at most, each key apart. */
 	t_exec(c,
 	       "select pgjob.set_limits('r', '{\"rate_per_key\": \"2/s\"}')");

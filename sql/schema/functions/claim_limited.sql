@@ -69,6 +69,9 @@ declare
 	tcap boolean := false;
 	keyed boolean;
 	cur text;
+	ktaken int;
+	prior int;
+	kw int;
 	k text;
 	visits int := 0;
 	wraps int := 0;
@@ -164,6 +167,14 @@ begin
 	keyed := (l.per_key_concurrency is not null or l.rate_per_key is not null
 		  or l.fair) and queue_mode <> 'serial';
 	cur := l.key_cursor;
+	-- A fair key's turn that a claim's own size cut short (a claim of one
+	-- or two jobs, as a binding global_concurrency or a worker with one
+	-- free slot makes) goes on in the next claim: key_taken is what the
+	-- key at the cursor has had of its weight so far (version 38; before,
+	-- each claim gave it at most what it asked, and a key of weight 3 got
+	-- one job a turn as a key of weight 1 did).
+	ktaken := case when l.fair and cur is not null
+		then coalesce(l.key_taken, 0) else 0 end;
 
 	if allow <= 0 then
 		null;
@@ -419,6 +430,16 @@ begin
 					 and (j.state = 'available' or j.locked_until < clk)
 					 and (j.limit_key is not null or j.ordering_key is not null)
 					 and j.cost is not null);
+			elsif ktaken > 0 then
+				-- The key at the cursor, its turn not over.
+				k := (select min(coalesce(j.limit_key, j.ordering_key))
+					from pgjob.jobs j
+					where j.queue = q and j.finished_at is null
+					 and coalesce(j.parents_left, 0) = 0
+					 and (j.state = 'available' or j.locked_until < clk)
+					 and (j.limit_key is not null or j.ordering_key is not null)
+					 and j.cost is not null
+					 and coalesce(j.limit_key, j.ordering_key) >= cur);
 			else
 				k := (select min(coalesce(j.limit_key, j.ordering_key))
 					from pgjob.jobs j
@@ -429,11 +450,18 @@ begin
 					 and j.cost is not null
 					 and coalesce(j.limit_key, j.ordering_key) > cur);
 			end if;
+			-- What the key has had of this turn already (0 but for
+			-- the key a claim's size cut short).
+			prior := case when k = cur then ktaken else 0 end;
+			ktaken := 0;
 			room := allow - cardinality(ids);
 			if l.fair then
-				room := least(room, coalesce((select w.weight
+				kw := coalesce((select w.weight
 					from pgjob.limit_weights w where w.queue = q
-					 and w.key = coalesce(k, '')), 1));
+					 and w.key = coalesce(k, '')), 1);
+				-- (A weight lowered below what the turn has had
+				-- yet: one more job, and the turn ends.)
+				room := least(room, greatest(kw - prior, 1));
 			end if;
 			select * into kr from pgjob.key_room(l, k, clk);
 			if kr.room <= 0 then
@@ -483,6 +511,12 @@ begin
 			continue when cardinality(took) = 0;
 			perform pgjob.claim_ids(took, holder, lease_ms, clk);
 			ids := ids || took;
+			-- The claim is full before the key's turn is over: the
+			-- next claim goes on with this key.
+			if l.fair and k is not null and cardinality(ids) >= allow
+			   and prior + cardinality(took) < kw then
+				ktaken := prior + cardinality(took);
+			end if;
 			l.running_ub := l.running_ub + cardinality(took);
 		if l.holders is not null then
 				l.holders := l.holders || took;
@@ -505,6 +539,7 @@ begin
 	update pgjob.limits x set tokens = coalesce(tok, x.tokens),
 		tokens_at = case when tok is null then x.tokens_at else clk end,
 		key_cursor = case when keyed then cur else x.key_cursor end,
+		key_taken = case when keyed then nullif(ktaken, 0) else x.key_taken end,
 		holders = l.holders, busy_ub = l.busy_ub, running_ub = l.running_ub
 	 where x.queue = q;
 	if l.throttled_until is not null then

@@ -31,6 +31,7 @@ create table pgjob.limits (
 	pos_at timestamp with time zone,
 	updated_at timestamp with time zone default now() not null,
 	running_ub integer,
+	key_taken integer,
 	constraint limits_burst_check check (((burst >= 1) and ((burst is null) or (rate is not null)))),
 	constraint limits_burst_per_key_check check (((burst_per_key >= 1) and ((burst_per_key is null) or (rate_per_key is not null)))),
 	constraint limits_global_check check ((global_concurrency >= 1)),
