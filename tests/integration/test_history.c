@@ -22,45 +22,12 @@
 #include "db/db.h"
 #include "web/api.h"
 
-/* A query string "k=v&k=v", as web.c hands it over (test_web_api.c). */
-struct query {
-	char *text;
-	size_t len;
-};
-
-static const char *
-query_get(void *ctx, const char *key)
-{
-	struct query *q = ctx;
-	size_t n = strlen(key);
-	for (char *p = q->text; p && p < q->text + q->len; p += strlen(p) + 1)
-		if (strncmp(p, key, n) == 0 && p[n] == '=')
-			return p + n + 1;
-	return NULL;
-}
-
+/* GET path?query on a connection of its own, as the console's. */
 static cJSON *
 api_get(const char *ci, const char *path, const char *query, int status)
 {
-	char *err = NULL;
-	struct db_conn *db = db_connect(ci, "pgjob web", &err);
-	if (!db || web_api_session(db, &err) < 0)
-		fail_msg("console session: %s", err);
-	struct query q = {query ? xstrdup(query) : NULL,
-			  query ? strlen(query) : 0};
-	for (size_t i = 0; i < q.len; i++)
-		if (q.text[i] == '&')
-			q.text[i] = '\0';
-	struct web_query wq = {query_get, &q};
-	struct web_response out = {0};
-	assert_int_equal(web_api_get(db, path, &wq, &out), 0);
-	if (out.status != status)
-		fail_msg("GET %s?%s: %d %s", path, query ? query : "",
-			 out.status, out.body);
-	cJSON *j = cJSON_Parse(out.body);
-	assert_non_null(j);
-	free(out.body);
-	free(q.text);
+	struct db_conn *db = t_web_db(ci);
+	cJSON *j = t_web_get(db, path, query, status);
 	db_close(db);
 	return j;
 }

@@ -27,59 +27,6 @@
 #include "db/db.h"
 #include "web/api.h"
 
-/* A query string "k=v&k=v" (no escapes: the tests' values have no & or
- * =), as web.c hands it over: each value stays put for the request. */
-struct query {
-	char *text; /* "k=v\0k=v": split at each & */
-	size_t len;
-};
-
-static const char *
-query_get(void *ctx, const char *key)
-{
-	struct query *q = ctx;
-	size_t n = strlen(key);
-	for (char *p = q->text; p && p < q->text + q->len; p += strlen(p) + 1)
-		if (strncmp(p, key, n) == 0 && p[n] == '=')
-			return p + n + 1;
-	return NULL;
-}
-
-static struct db_conn *
-web_db(const char *ci)
-{
-	char *err = NULL;
-	struct db_conn *db = db_connect(ci, "pgjob web", &err);
-	if (!db)
-		fail_msg("db_connect: %s", err);
-	if (web_api_session(db, &err) < 0)
-		fail_msg("web_api_session: %s", err);
-	return db;
-}
-
-/* GET path?query; asserts the status and that the body parses. */
-static cJSON *
-get(struct db_conn *db, const char *path, const char *query, int status)
-{
-	struct query q = {query ? xstrdup(query) : NULL,
-			  query ? strlen(query) : 0};
-	for (size_t i = 0; i < q.len; i++)
-		if (q.text[i] == '&')
-			q.text[i] = '\0';
-	struct web_query wq = {query_get, &q};
-	struct web_response out = {0};
-	assert_int_equal(web_api_get(db, path, &wq, &out), 0);
-	if (out.status != status)
-		fail_msg("GET %s?%s: %d %s", path, query ? query : "",
-			 out.status, out.body);
-	assert_string_equal(out.content_type, "application/json");
-	cJSON *j = cJSON_Parse(out.body);
-	assert_non_null(j);
-	free(out.body);
-	free(q.text);
-	return j;
-}
-
 /* POST path body as user (operator or not); asserts the status. */
 static cJSON *
 post(struct db_conn *db, int operator, const char * path, const char *body,
@@ -141,7 +88,7 @@ test_job_page(void **state)
 {
 	char *ci = t_db_migrated("t_web_job");
 	PGconn *c = t_connect(ci);
-	struct db_conn *db = web_db(ci);
+	struct db_conn *db = t_web_db(ci);
 	char path[128];
 
 	long long id = t_long(
@@ -156,7 +103,7 @@ test_job_page(void **state)
 				  "  repeat('x', 1000000)))");
 
 	snprintf(path, sizeof(path), "job/%lld", id);
-	cJSON *j = get(db, path, NULL, 200);
+	cJSON *j = t_web_get(db, path, NULL, 200);
 	const cJSON *job = item(j, "job");
 	assert_string_equal(str(job, "kind"), HOSTILE_KIND);
 	const cJSON *payload = item(job, "payload");
@@ -196,14 +143,14 @@ test_job_page(void **state)
 
 	/* A control character in the kind: no command to paste. */
 	snprintf(path, sizeof(path), "job/%lld", esc);
-	j = get(db, path, NULL, 200);
+	j = t_web_get(db, path, NULL, 200);
 	assert_true(cJSON_IsNull(item(j, "enqueue_command")));
 	assert_string_equal(str(item(j, "job"), "kind"), "esc\x1b[2Jkind");
 	cJSON_Delete(j);
 
 	/* 1 MB: cut at 64 KiB on the page, whole in the download. */
 	snprintf(path, sizeof(path), "job/%lld", big);
-	j = get(db, path, NULL, 200);
+	j = t_web_get(db, path, NULL, 200);
 	job = item(j, "job");
 	assert_true(cJSON_IsTrue(item(job, "payload_truncated")));
 	assert_true(cJSON_IsNull(item(job, "payload")));
@@ -213,9 +160,8 @@ test_job_page(void **state)
 	assert_true(cJSON_IsNull(item(j, "enqueue_command")));
 	cJSON_Delete(j);
 	snprintf(path, sizeof(path), "job/%lld/payload", big);
-	struct web_response r = {0};
-	struct web_query none = {query_get, &(struct query){NULL, 0}};
-	assert_int_equal(web_api_get(db, path, &none, &r), 0);
+	struct web_response r;
+	t_web_call(db, path, NULL, &r);
 	assert_int_equal(r.status, 200);
 	assert_true(r.len > 1000000);
 	assert_non_null(strstr(r.content_disposition, "payload.json"));
@@ -225,14 +171,14 @@ test_job_page(void **state)
 	free(r.body);
 
 	/* What is not a job. */
-	cJSON_Delete(get(db, "job/999999999", NULL, 404));
-	cJSON_Delete(get(db, "job/abc", NULL, 404));
-	cJSON_Delete(get(db, "job/-1", NULL, 404));
+	cJSON_Delete(t_web_get(db, "job/999999999", NULL, 404));
+	cJSON_Delete(t_web_get(db, "job/abc", NULL, 404));
+	cJSON_Delete(t_web_get(db, "job/-1", NULL, 404));
 	snprintf(path, sizeof(path), "job/%lld/result", big);
-	cJSON_Delete(get(db, path, NULL, 404));
+	cJSON_Delete(t_web_get(db, path, NULL, 404));
 	snprintf(path, sizeof(path), "job/%lld/other", big);
-	cJSON_Delete(get(db, path, NULL, 404));
-	cJSON_Delete(get(db, "nothing", NULL, 404));
+	cJSON_Delete(t_web_get(db, path, NULL, 404));
+	cJSON_Delete(t_web_get(db, "nothing", NULL, 404));
 
 	db_close(db);
 	PQfinish(c);
@@ -250,7 +196,7 @@ count_all(struct db_conn *db, const char *filter, int *parts, long long *below)
 	char query[128];
 	snprintf(query, sizeof(query), "%s", filter);
 	for (*parts = 1;; ++*parts) {
-		cJSON *j = get(db, "jobs/count", query, 200);
+		cJSON *j = t_web_get(db, "jobs/count", query, 200);
 		assert_true(cJSON_IsFalse(item(j, "estimate")));
 		n += (long long)num(j, "count");
 		if (*parts == 1)
@@ -312,7 +258,7 @@ test_jobs_list(void **state)
 {
 	char *ci = t_db_migrated("t_web_list");
 	PGconn *c = t_connect(ci);
-	struct db_conn *db = web_db(ci);
+	struct db_conn *db = t_web_db(ci);
 	char qs[128];
 
 	/* The oldest job holds the needle; 25,000 done jobs above it, more
@@ -332,7 +278,7 @@ test_jobs_list(void **state)
 		  " from generate_series(1, 10001)");
 	t_exec(c, "analyze pgjob.jobs");
 
-	cJSON *j = get(db, "jobs", NULL, 200);
+	cJSON *j = t_web_get(db, "jobs", NULL, 200);
 	const cJSON *jobs = item(j, "jobs");
 	assert_int_equal(cJSON_GetArraySize(jobs), 50);
 	double prev = 1e18;
@@ -345,14 +291,14 @@ test_jobs_list(void **state)
 	assert_true(num(j, "next") == prev);
 	/* The next page starts below it. */
 	snprintf(qs, sizeof(qs), "before=%.0f&limit=200", prev);
-	cJSON *k = get(db, "jobs", qs, 200);
+	cJSON *k = t_web_get(db, "jobs", qs, 200);
 	assert_int_equal(cJSON_GetArraySize(item(k, "jobs")), 200);
 	assert_true(num(cJSON_GetArrayItem(item(k, "jobs"), 0), "id") < prev);
 	cJSON_Delete(k);
 	cJSON_Delete(j);
 
 	/* Dead jobs of q2, whole (jobs_dead_idx), errors included. */
-	j = get(db, "jobs", "state=dead&queue=q2", 200);
+	j = t_web_get(db, "jobs", "state=dead&queue=q2", 200);
 	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 7);
 	assert_true(cJSON_IsNull(item(j, "searched_to")));
 	assert_true(cJSON_IsNull(item(j, "next")));
@@ -374,7 +320,7 @@ test_jobs_list(void **state)
 				 before);
 		else
 			snprintf(qs, sizeof(qs), "q=needle");
-		j = get(db, "jobs", qs, 200);
+		j = t_web_get(db, "jobs", qs, 200);
 		requests++;
 		found = cJSON_GetArraySize(item(j, "jobs"));
 		if (found) {
@@ -394,14 +340,14 @@ test_jobs_list(void **state)
 		assert_true(requests <= 4);
 	}
 	/* In the errors too. */
-	j = get(db, "jobs", "q=BOOM%203", 200);
+	j = t_web_get(db, "jobs", "q=BOOM%203", 200);
 	cJSON_Delete(j);
-	j = get(db, "jobs", "q=boom 3&state=dead", 200);
+	j = t_web_get(db, "jobs", "q=boom 3&state=dead", 200);
 	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 1);
 	cJSON_Delete(j);
 
 	/* The queues: counts stop at 1,000 and say so. */
-	j = get(db, "queues", NULL, 200);
+	j = t_web_get(db, "queues", NULL, 200);
 	int seen = 0;
 	cJSON_ArrayForEach(it, item(j, "queues"))
 	{
@@ -425,23 +371,23 @@ test_jobs_list(void **state)
 	cJSON_Delete(j);
 
 	/* Exact counts, for a bulk action's confirmation. */
-	j = get(db, "jobs/count", "kind=bulk", 200);
+	j = t_web_get(db, "jobs/count", "kind=bulk", 200);
 	assert_int_equal(num(j, "count"), 25000);
 	cJSON_Delete(j);
-	j = get(db, "jobs/count", "state=dead&q=boom", 200);
+	j = t_web_get(db, "jobs/count", "state=dead&q=boom", 200);
 	assert_int_equal(num(j, "count"), 7);
 	cJSON_Delete(j);
 	counted_in_parts(db, c);
 
 	/* Bad input: a 400 that says which key. */
-	j = get(db, "jobs", "state=bogus", 400);
+	j = t_web_get(db, "jobs", "state=bogus", 400);
 	assert_non_null(strstr(str(j, "error"), "state"));
 	cJSON_Delete(j);
-	cJSON_Delete(get(db, "jobs", "from=yesterday-ish", 400));
-	cJSON_Delete(get(db, "jobs", "limit=0", 400));
-	cJSON_Delete(get(db, "jobs", "limit=201", 400));
-	cJSON_Delete(get(db, "jobs", "before=x", 400));
-	cJSON_Delete(get(db, "jobs/count", "workflow=-3", 400));
+	cJSON_Delete(t_web_get(db, "jobs", "from=yesterday-ish", 400));
+	cJSON_Delete(t_web_get(db, "jobs", "limit=0", 400));
+	cJSON_Delete(t_web_get(db, "jobs", "limit=201", 400));
+	cJSON_Delete(t_web_get(db, "jobs", "before=x", 400));
+	cJSON_Delete(t_web_get(db, "jobs/count", "workflow=-3", 400));
 
 	db_close(db);
 	PQfinish(c);
@@ -474,7 +420,7 @@ test_filters(void **state)
 {
 	char *ci = t_db_migrated("t_web_filters");
 	PGconn *c = t_connect(ci);
-	struct db_conn *db = web_db(ci);
+	struct db_conn *db = t_web_db(ci);
 	char ids[64];
 
 	t_exec(c, "insert into pgjob.jobs (id, kind, created_at, limit_key,"
@@ -500,16 +446,16 @@ test_filters(void **state)
 		{"limit_key=nobody", ""},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-		cJSON *j = get(db, "jobs", cases[i].query, 200);
+		cJSON *j = t_web_get(db, "jobs", cases[i].query, 200);
 		ids_of(j, ids, sizeof(ids));
 		if (strcmp(ids, cases[i].ids) != 0)
 			fail_msg("jobs?%s: %s, expected %s", cases[i].query,
 				 ids, cases[i].ids);
 		cJSON_Delete(j);
 	}
-	cJSON *j =
-		get(db, "jobs/count",
-		    "from=2026-01-02T00:00:00Z&to=2026-01-03T23:00:00Z", 200);
+	cJSON *j = t_web_get(
+		db, "jobs/count",
+		"from=2026-01-02T00:00:00Z&to=2026-01-03T23:00:00Z", 200);
 	assert_int_equal((int)num(j, "count"), 2);
 	cJSON_Delete(j);
 	/* Acting on a filter's matches: those two, nothing else. */
@@ -532,7 +478,7 @@ test_actions(void **state)
 {
 	char *ci = t_db_migrated("t_web_act");
 	PGconn *c = t_connect(ci);
-	struct db_conn *db = web_db(ci);
+	struct db_conn *db = t_web_db(ci);
 	char flag[512], path[64], body[256];
 
 	snprintf(flag, sizeof(flag), "%s/web_api_flag", t_tmpdir());
@@ -558,7 +504,7 @@ test_actions(void **state)
 	long long id = t_long(c, "select pgjob.enqueue('flaky')");
 	t_wait_state(c, id, "dead", 60);
 	snprintf(path, sizeof(path), "job/%lld", id);
-	cJSON *j = get(db, path, NULL, 200);
+	cJSON *j = t_web_get(db, path, NULL, 200);
 	const cJSON *att = item(j, "attempts");
 	assert_int_equal(cJSON_GetArraySize(att), 2);
 	const cJSON *a1 = cJSON_GetArrayItem(att, 0);
@@ -580,7 +526,7 @@ test_actions(void **state)
 	t_write_file(flag, "");
 	assert_int_equal(affected(post(db, 1, "jobs/retry", body, 200)), 1);
 	t_wait_state(c, id, "done", 60);
-	j = get(db, path, NULL, 200);
+	j = t_web_get(db, path, NULL, 200);
 	att = item(j, "attempts");
 	assert_int_equal(cJSON_GetArraySize(att), 3);
 	const cJSON *last = cJSON_GetArrayItem(att, 2);
@@ -613,13 +559,13 @@ test_actions(void **state)
 		       "select count(*) from pgjob.jobs where id = %lld",
 		       plain);
 	snprintf(path, sizeof(path), "job/%lld", plain);
-	j = get(db, path, NULL, 200);
+	j = t_web_get(db, path, NULL, 200);
 	assert_string_equal(str(item(j, "job"), "state"), "done");
 	att = item(j, "attempts");
 	assert_int_equal(cJSON_GetArraySize(att), 1);
 	assert_string_equal(str(cJSON_GetArrayItem(att, 0), "outcome"), "done");
 	cJSON_Delete(j);
-	j = get(db, "jobs", "state=done&kind=ok", 200);
+	j = t_web_get(db, "jobs", "state=done&kind=ok", 200);
 	int listed = 0;
 	const cJSON *it;
 	cJSON_ArrayForEach(it, item(j, "jobs")) listed +=
@@ -668,7 +614,7 @@ test_actions(void **state)
 			 0);
 	t_assert_job(c, run, "state", "running");
 	snprintf(path, sizeof(path), "job/%lld", run);
-	j = get(db, path, NULL, 200);
+	j = t_web_get(db, path, NULL, 200);
 	assert_string_equal(str(item(j, "lease"), "holder"), "h:9");
 	assert_int_equal(num(item(j, "lease"), "token"), 1);
 	att = item(j, "attempts");
@@ -741,7 +687,7 @@ test_actions(void **state)
 	long long other = t_long(c, "select pgjob.enqueue('ok')");
 	t_wait_state(c, other, "done", 60);
 	t_assert_job(c, held, "state", "available");
-	j = get(db, "queues", NULL, 200);
+	j = t_web_get(db, "queues", NULL, 200);
 	int seen = 0;
 	const cJSON *q;
 	cJSON_ArrayForEach(q, item(j, "queues"))
@@ -766,7 +712,7 @@ test_actions(void **state)
 			  "{\"queue\": \"default\", \"set\": "
 			  "{\"global_concurrency\": 3, \"rate\": \"10/s\"}}",
 			  200));
-	j = get(db, "queues", NULL, 200);
+	j = t_web_get(db, "queues", NULL, 200);
 	cJSON_ArrayForEach(q, item(j, "queues"))
 	{
 		if (strcmp(str(q, "queue"), "default") == 0) {
@@ -790,7 +736,7 @@ test_actions(void **state)
 	/* Bulk cancel of a filter's matches, then delete them. */
 	t_exec(c, "select pgjob.enqueue('later', run_at => now() + "
 		  "interval '1 hour') from generate_series(1, 30)");
-	j = get(db, "jobs/count", "kind=later", 200);
+	j = t_web_get(db, "jobs/count", "kind=later", 200);
 	assert_int_equal(num(j, "count"), 30);
 	cJSON_Delete(j);
 	assert_int_equal(affected(post(db, 1, "jobs/cancel",
@@ -830,7 +776,7 @@ test_actions(void **state)
 
 	/* Schedules: listed with the next tick, disabled, run now. */
 	t_wait_until(c, 60, "select count(*) = 1 from pgjob.schedule_list");
-	j = get(db, "schedules", NULL, 200);
+	j = t_web_get(db, "schedules", NULL, 200);
 	const cJSON *s = cJSON_GetArrayItem(item(j, "schedules"), 0);
 	assert_string_equal(str(s, "name"), "tick");
 	assert_string_equal(str(s, "cron"), "0 0 1 1 *");
@@ -851,7 +797,7 @@ test_actions(void **state)
 	cJSON_Delete(post(db, 1, "schedules/run", "{\"name\": \"nope\"}", 404));
 
 	/* The overview: the instance, its workers, rates, health. */
-	j = get(db, "overview", NULL, 200);
+	j = t_web_get(db, "overview", NULL, 200);
 	const cJSON *inst = item(j, "instances");
 	assert_int_equal(cJSON_GetArraySize(inst), 1);
 	assert_int_equal(cJSON_GetArraySize(
@@ -869,7 +815,7 @@ test_actions(void **state)
 	cJSON_Delete(j);
 
 	/* Tasks and duties: the scheduler's lease is held. */
-	j = get(db, "tasks", NULL, 200);
+	j = t_web_get(db, "tasks", NULL, 200);
 	seen = 0;
 	cJSON_ArrayForEach(q, item(j, "duties")) seen +=
 		strcmp(str(q, "name"), "pgjob:scheduler") == 0;
@@ -888,7 +834,7 @@ test_workflows(void **state)
 {
 	char *ci = t_db_migrated("t_web_wf");
 	PGconn *c = t_connect(ci);
-	struct db_conn *db = web_db(ci);
+	struct db_conn *db = t_web_db(ci);
 	char path[64];
 
 	long long wf =
@@ -896,21 +842,21 @@ test_workflows(void **state)
 			  " \"steps\": [{\"name\": \"a\", \"kind\": \"k\"},"
 			  "  {\"name\": \"b\", \"kind\": \"k\","
 			  "   \"after\": [\"a\"]}]}')");
-	cJSON *j = get(db, "workflows", NULL, 200);
+	cJSON *j = t_web_get(db, "workflows", NULL, 200);
 	const cJSON *w = cJSON_GetArrayItem(item(j, "workflows"), 0);
 	assert_int_equal(num(w, "id"), wf);
 	assert_string_equal(str(w, "name"), "w<b>");
 	assert_string_equal(str(w, "state"), "running");
 	cJSON_Delete(j);
 	snprintf(path, sizeof(path), "workflow/%lld", wf);
-	j = get(db, path, NULL, 200);
+	j = t_web_get(db, path, NULL, 200);
 	assert_int_equal(cJSON_GetArraySize(item(j, "steps")), 2);
 	assert_int_equal(cJSON_GetArraySize(item(j, "edges")), 1);
 	cJSON_Delete(j);
-	cJSON_Delete(get(db, "workflow/424242", NULL, 404));
+	cJSON_Delete(t_web_get(db, "workflow/424242", NULL, 404));
 	/* Its steps, by the list's filter. */
 	snprintf(path, sizeof(path), "workflow=%lld", wf);
-	j = get(db, "jobs", path, 200);
+	j = t_web_get(db, "jobs", path, 200);
 	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 2);
 	cJSON_Delete(j);
 
@@ -937,17 +883,10 @@ utf8(const char *s)
 static char *
 get_raw(struct db_conn *db, const char *path, const char *query)
 {
-	struct query q = {query ? xstrdup(query) : NULL,
-			  query ? strlen(query) : 0};
-	for (size_t i = 0; i < q.len; i++)
-		if (q.text[i] == '&')
-			q.text[i] = '\0';
-	struct web_query wq = {query_get, &q};
-	struct web_response out = {0};
-	assert_int_equal(web_api_get(db, path, &wq, &out), 0);
+	struct web_response out;
+	t_web_call(db, path, query, &out);
 	if (out.status != 200)
 		fail_msg("GET %s: %d %s", path, out.status, out.body);
-	free(q.text);
 	if (!utf8(out.body))
 		fail_msg("GET %s: not UTF-8: %s", path, out.body);
 	return out.body;
@@ -969,7 +908,7 @@ test_not_utf8(void **state)
 	char *ci = xasprintf("%s dbname=t_web_ascii", t_server_conninfo());
 	t_migrate(ci);
 	c = t_connect(ci);
-	struct db_conn *db = web_db(ci);
+	struct db_conn *db = t_web_db(ci);
 	char path[64];
 
 	long long id =
@@ -1015,7 +954,7 @@ test_issue49(void **state)
 {
 	char *ci = t_db_migrated("t_web_issue49");
 	PGconn *c = t_connect(ci);
-	struct db_conn *db = web_db(ci);
+	struct db_conn *db = t_web_db(ci);
 	char ids[64];
 
 	t_exec(c, "insert into pgjob.jobs (id, kind, run_at, attempts)"
@@ -1025,26 +964,26 @@ test_issue49(void **state)
 		  " (3, 'k', now() + interval '1 day', 0),"
 		  " (4, 'k', now() - interval '1 day', 1),"
 		  " (5, 'k', now() - interval '1 day', 0)");
-	cJSON *j = get(db, "jobs", "state=scheduled", 200);
+	cJSON *j = t_web_get(db, "jobs", "state=scheduled", 200);
 	ids_of(j, ids, sizeof(ids));
 	assert_string_equal(ids, "3,2,1");
 	cJSON_Delete(j);
-	j = get(db, "jobs", "state=retrying", 200);
+	j = t_web_get(db, "jobs", "state=retrying", 200);
 	ids_of(j, ids, sizeof(ids));
 	assert_string_equal(ids, "4,2");
 	cJSON_Delete(j);
-	j = get(db, "jobs/count", "state=scheduled&estimate=1", 200);
+	j = t_web_get(db, "jobs/count", "state=scheduled&estimate=1", 200);
 	assert_int_equal((int)num(j, "count"), 3);
 	assert_true(cJSON_IsFalse(item(j, "estimate")));
 	cJSON_Delete(j);
-	j = get(db, "jobs", "state=bogus", 400);
+	j = t_web_get(db, "jobs", "state=bogus", 400);
 	assert_non_null(strstr(str(j, "error"), "scheduled, retrying"));
 	cJSON_Delete(j);
 	/* Not PostgreSQL's "invalid input syntax for type timestamp". */
-	j = get(db, "jobs", "from=garbage", 400);
+	j = t_web_get(db, "jobs", "from=garbage", 400);
 	assert_int_equal(strncmp(str(j, "error"), "from, to: ", 10), 0);
 	cJSON_Delete(j);
-	j = get(db, "jobs/count", "to=garbage", 400);
+	j = t_web_get(db, "jobs/count", "to=garbage", 400);
 	cJSON_Delete(j);
 	j = post(db, 1, "jobs/cancel",
 		 "{\"filter\": {\"from\": \"x\"}, \"expect\": 1}", 400);
@@ -1075,7 +1014,7 @@ test_issue49(void **state)
 	/* The list's error: its end. */
 	t_exec(c, "update pgjob.jobs set last_error = repeat(e'frame\\n', 200)"
 		  " || 'ValueError: the end' where id = 5");
-	j = get(db, "jobs", "state=available", 200);
+	j = t_web_get(db, "jobs", "state=available", 200);
 	const char *e =
 		str(cJSON_GetArrayItem(item(j, "jobs"), 0), "last_error");
 	assert_non_null(strstr(e, "ValueError: the end"));
@@ -1087,7 +1026,7 @@ test_issue49(void **state)
 		  " overriding system value"
 		  " select i, 'k', 'cap' from generate_series(11, 10011) i");
 	t_exec(c, "analyze pgjob.jobs");
-	j = get(db, "overview", NULL, 200);
+	j = t_web_get(db, "overview", NULL, 200);
 	const cJSON *it;
 	int seen = 0;
 	cJSON_ArrayForEach(it, item(j, "queues"))
@@ -1112,11 +1051,11 @@ test_issue49(void **state)
 	 * planner's estimate, said so; a confirmation's still exact. */
 	t_exec(c, "update pg_class set reltuples = 10000000"
 		  " where oid = 'pgjob.jobs'::regclass");
-	j = get(db, "jobs/count", "queue=cap&estimate=1", 200);
+	j = t_web_get(db, "jobs/count", "queue=cap&estimate=1", 200);
 	assert_true(cJSON_IsTrue(item(j, "estimate")));
 	assert_true(num(j, "count") > 0);
 	cJSON_Delete(j);
-	j = get(db, "jobs/count", "queue=cap", 200);
+	j = t_web_get(db, "jobs/count", "queue=cap", 200);
 	assert_true(cJSON_IsFalse(item(j, "estimate")));
 	assert_int_equal((int)num(j, "count"), 10001);
 	cJSON_Delete(j);

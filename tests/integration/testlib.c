@@ -19,7 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/util.h"
+#include "db/db.h"
+#include "web/api.h"
 
 extern char **environ;
 
@@ -982,4 +986,66 @@ t_stop_clean_at(const char *file, int line, pid_t pid)
 	if (st != 0)
 		fail_at(file, line, "pid %d: exit %d after SIGTERM, not 0",
 			(int)pid, st);
+}
+
+/* --- the console's API ------------------------------------------------ */
+
+/* A query string split at each & ("k=v\0k=v"): each value stays put for
+ * the request, as web.c's do. */
+struct t_query {
+	char *text;
+	size_t len;
+};
+
+static const char *
+t_query_get(void *ctx, const char *key)
+{
+	struct t_query *q = ctx;
+	size_t n = strlen(key);
+	for (char *p = q->text; p && p < q->text + q->len; p += strlen(p) + 1)
+		if (strncmp(p, key, n) == 0 && p[n] == '=')
+			return p + n + 1;
+	return NULL;
+}
+
+struct db_conn *
+t_web_db(const char *conninfo)
+{
+	char *err = NULL;
+	struct db_conn *db = db_connect(conninfo, "pgjob web", &err);
+	if (!db)
+		fail_msg("db_connect: %s", err);
+	if (web_api_session(db, &err) < 0)
+		fail_msg("web_api_session: %s", err);
+	return db;
+}
+
+void
+t_web_call(struct db_conn *db, const char *path, const char *query,
+	   struct web_response *out)
+{
+	struct t_query q = {query ? xstrdup(query) : NULL,
+			    query ? strlen(query) : 0};
+	for (size_t i = 0; i < q.len; i++)
+		if (q.text[i] == '&')
+			q.text[i] = '\0';
+	struct web_query wq = {t_query_get, &q};
+	*out = (struct web_response){0};
+	assert_int_equal(web_api_get(db, path, &wq, out), 0);
+	free(q.text);
+}
+
+struct cJSON *
+t_web_get(struct db_conn *db, const char *path, const char *query, int status)
+{
+	struct web_response out;
+	t_web_call(db, path, query, &out);
+	if (out.status != status)
+		fail_msg("GET %s?%s: %d %s", path, query ? query : "",
+			 out.status, out.body);
+	assert_string_equal(out.content_type, "application/json");
+	cJSON *j = cJSON_Parse(out.body);
+	assert_non_null(j);
+	free(out.body);
+	return j;
 }

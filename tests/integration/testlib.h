@@ -237,6 +237,24 @@ char *t_http_get(int port, const char *path);
 /* The claims answered so far, from pgjobd_claim_seconds_count of the
  * /metrics on port. */
 long long t_claims(int port);
+
+/* --- the console's API, called as pgjob web calls it ------------------ */
+
+struct cJSON;
+struct db_conn;
+struct web_response;
+/* A connection set up as pgjob web's (web_api_session()); fails the test
+ * otherwise.  db_close() it. */
+struct db_conn *t_web_db(const char *conninfo);
+/* GET path?query ("k=v&k=v", no escapes: the tests' values hold no & or
+ * =; NULL: none) through web_api_get(), as web.c hands a request over;
+ * the answer in *out (free out->body). */
+void t_web_call(struct db_conn *db, const char *path, const char *query,
+		struct web_response *out);
+/* t_web_call(), asserting the status and a JSON body; returns it parsed
+ * (cJSON_Delete() it). */
+struct cJSON *t_web_get(struct db_conn *db, const char *path, const char *query,
+			int status);
 /*
  * Waits until a worker of the instance whose /metrics is on port has had
  * a whole turn of claims answered that it sent after this call began, so
