@@ -106,7 +106,10 @@ def wait_for(what, fn):
             v = fn()
             if v:
                 return v
-        except (StaleElementReferenceException, AssertionError) as e:
+        # IndexError: a condition that reads a list twice while the page
+        # rebuilds it (its rows gone between the reads) is read again.
+        except (StaleElementReferenceException, AssertionError,
+                IndexError) as e:
             last = e
         time.sleep(0.2)
     raise AssertionError('timed out waiting for %s (%s)' % (what, last))
@@ -139,6 +142,10 @@ class Console:
                   '--user-data-dir=' + self.profile]:
             o.add_argument(a)
         o.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+        # A confirm() that opens while the test reads the page (a bulk
+        # action's second question) stays open for the test to answer:
+        # the driver's default dismisses it at the next read.
+        o.set_capability('unhandledPromptBehavior', 'ignore')
         self.d = webdriver.Chrome(service=Service('/usr/bin/chromedriver'),
                                   options=o)
         self.viewport(1280, 800)
