@@ -30,6 +30,7 @@
 #include "web/api_filter.h"
 #include "web/api_jobs.h"
 #include "web/api_response.h"
+#include "web/bulk_yield.h"
 
 /* Payloads and results above this many bytes are cut in job/ID (the
  * download endpoints send them whole). */
@@ -618,7 +619,8 @@ static const char TAKES_SQL[] =
 static int
 act_filter(struct db_conn *db, int action, const struct filter *f,
 	   long long expect, const char *before, long long step,
-	   long long *affected, long long *next, struct web_response *out)
+	   long long *affected, long long *next, bool *yielded,
+	   struct web_response *out)
 {
 	const char *p[12];
 	char cursor[24] = "", limit[16];
@@ -672,9 +674,12 @@ act_filter(struct db_conn *db, int action, const struct filter *f,
 		snprintf(limit, sizeof(limit), "%lld", lim);
 		p[11] = limit;
 		p[9] = *cursor ? cursor : NULL;
+		double t0 = now_ms();
 		res = api_query(db, out, actions[action].batch_sql, 12, p);
 		if (!res)
 			return -1;
+		if (bulk_yield(db, now_ms() - t0))
+			*yielded = true;
 		long long n = atoll(db_rows_text(res, 0, 0));
 		if (n > 0)
 			snprintf(cursor, sizeof(cursor), "%s",
@@ -708,6 +713,7 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 		cJSON_GetObjectItemCaseSensitive(body, "stop_running");
 	long long affected = 0, expect, step = 0, next = 0;
 	char before[24] = "";
+	bool yielded = false;
 	bool stop_running = cJSON_IsTrue(stop);
 	int act = action_of(action);
 	struct db_rows *res;
@@ -781,7 +787,7 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 		    api_filter_times(db, &f, out) < 0)
 			return;
 		rc = act_filter(db, act, &f, expect, before, step, &affected,
-				&next, out);
+				&next, &yielded, out);
 	}
 	if (rc < 0)
 		return;
@@ -791,5 +797,7 @@ api_jobs_act(struct db_conn *db, const cJSON *body, const char *action,
 		cJSON_AddNumberToObject(o, "next", (double)next);
 	else
 		cJSON_AddNullToObject(o, "next");
+	if (fo)
+		cJSON_AddBoolToObject(o, "yielded", yielded);
 	web_response_json(out, o);
 }

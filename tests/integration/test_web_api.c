@@ -15,6 +15,8 @@
  */
 #include "testlib.h"
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1065,6 +1067,100 @@ test_issue49(void **state)
 	free(ci);
 }
 
+/* A step of 1,000 dead jobs retried by filter; whether the server paused
+ * between its statements for the database's other work. */
+static bool
+retry_step(struct db_conn *db, long long *left, long long *next)
+{
+	char body[160], before[40] = "";
+	if (*next)
+		snprintf(before, sizeof(before), ", \"before\": \"%lld\"",
+			 *next);
+	snprintf(body, sizeof(body),
+		 "{\"filter\": {\"queue\": \"bulk\"}, \"expect\": %lld,"
+		 " \"limit\": 1000%s}",
+		 *left, before);
+	cJSON *j = post(db, 1, "jobs/retry", body, 200);
+	*left -= (long long)num(j, "affected");
+	const cJSON *n = item(j, "next");
+	*next = cJSON_IsNumber(n) ? (long long)n->valuedouble : 0;
+	bool y = cJSON_IsTrue(item(j, "yielded"));
+	assert_true(cJSON_IsBool(item(j, "yielded")));
+	cJSON_Delete(j);
+	return y;
+}
+
+/* Another session's work: commits in a loop until killed. */
+static pid_t
+busy_session(const char *ci)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		PGconn *b = PQconnectdb(ci);
+		for (;;)
+			PQclear(PQexec(b, "select 1"));
+	}
+	return pid;
+}
+
+/*
+ * A bulk action gives way to the database's other work (src/web/
+ * bulk_yield.c): alone, its steps say "yielded": false; while another
+ * session commits thousands of times a second, a step soon says true (the
+ * rate is read over windows of a second); the jobs are all retried either
+ * way.  How long the pauses are is the benchmark's (tests/bench/
+ * web_bulk.sh), not asserted here.
+ */
+static void
+test_bulk_yields(void **state)
+{
+	char *ci = t_db_migrated("t_web_yield");
+	PGconn *c = t_connect(ci);
+	struct db_conn *db = t_web_db(ci);
+	long long left = 60000, next = 0;
+
+	t_exec(c, "insert into pgjob.jobs (queue, kind, state, attempts,"
+		  "  finished_at)"
+		  " select 'bulk', 'k', 'dead', 1, now()"
+		  " from generate_series(1, 60000)");
+	t_exec(c, "analyze pgjob.jobs");
+	/* Alone: two steps a window apart, neither pauses. */
+	assert_false(retry_step(db, &left, &next));
+	t_sleep_ms(1200);
+	assert_false(retry_step(db, &left, &next));
+	t_sleep_ms(1200);
+	assert_false(retry_step(db, &left, &next));
+
+	pid_t busy = busy_session(ci);
+	int yielded = 0;
+	for (int i = 0; i < 200 && left > 0 && !yielded; i++) {
+		yielded = retry_step(db, &left, &next);
+		if (!yielded)
+			t_sleep_ms(200);
+	}
+	t_stop(busy, SIGKILL, 10);
+	assert_true(yielded);
+	/* The rest, alone again: the pauses stop once a window without
+	 * the other session's commits has been read. */
+	int alone = 0;
+	while (left > 0 && !alone) {
+		alone = !retry_step(db, &left, &next);
+		if (!alone)
+			t_sleep_ms(200);
+	}
+	assert_true(alone);
+	while (left > 0)
+		retry_step(db, &left, &next);
+	t_assert_value(c, "60000",
+		       "select count(*) from pgjob.jobs where queue = 'bulk'"
+		       " and state = 'available'");
+
+	db_close(db);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -1076,6 +1172,7 @@ main(void)
 		cmocka_unit_test(test_workflows),
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_issue49),
+		cmocka_unit_test(test_bulk_yields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

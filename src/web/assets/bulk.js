@@ -79,15 +79,21 @@ export async function bulkAll(p, f, a) {
 				' (No filter: that is every job.)')))
 			break;
 		p.sel.clear();
-		let done = 0, before = below;
+		let done = 0, before = below, yielded = false;
 		try {
 			for (;;) {
+				/* The server pauses between its statements while
+				 * the database is busy (docs/console.md, "Bulk
+				 * actions"), and says so. */
 				say('info', cap(ING[a]) + '\u2026 ' + num(done) +
-					' of ' + num(n) + ' jobs', 'action');
+					' of ' + num(n) + ' jobs' + (yielded ?
+					' (giving way to busy workers)' : ''),
+				'action');
 				const r = await post('/api/jobs/' + a, Object.assign({
 					filter: filter, expect: n - done, limit: STEP},
 				before ? {before: before} : {}));
 				done += r.data.affected;
+				yielded = r.data.yielded === true;
 				if (r.data.next === null || r.data.next === undefined)
 					break;
 				before = String(r.data.next);
