@@ -32,15 +32,15 @@
 #define YIELD_FACTOR 9.0
 /* No pause longer: a statement slowed by a lock wait does not stop the
  * action for minutes. */
-#define YIELD_MAX_MS 2000.0
+#define YIELD_MAX_MS  2000.0
 #define READ_EVERY_MS 1000.0
 /* A reading older than this starts a new window without a verdict. */
 #define STALE_MS 10000.0
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static double read_at;        /* ms; 0: never read */
+static double read_at;	       /* ms; 0: never read */
 static long long read_commits; /* the database's commits then */
-static long long own;          /* the action's commits since */
+static long long own;	       /* the action's commits since */
 static bool busy;
 
 static double
@@ -85,7 +85,8 @@ bulk_yield(struct db_conn *db, double took_ms)
 			read_at = 0;
 		} else {
 			if (read_at && now - read_at < STALE_MS) {
-				double others = (double)(n - read_commits - own);
+				double others =
+					(double)(n - read_commits - own);
 				busy = others * 1e3 / (now - read_at) >
 				       BUSY_COMMITS_S;
 			} else {
