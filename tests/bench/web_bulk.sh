@@ -20,7 +20,9 @@
 # request until "next" is null.  It prints the progress every tenth of the way, then one line per
 # action: how long it took, the jobs it changed, and the workers' jobs/s
 # (pgjobd_jobs_done_total from pgjobd's /metrics) over the 20 s before it,
-# during it, and their ratio, which should be 0.9 or more.
+# during it, and their ratio, which should be 0.9 or more; "requests (paused)"
+# counts the requests in which the server paused for the busy workers
+# (src/web/bulk_yield.c).
 #
 # Figures are printed, never asserted.  On a machine shared with other
 # work, a tenth moves with anything else that runs.
@@ -156,7 +158,7 @@ h = {"Cookie": cookie.split(";")[0], "X-CSRF-Token": s["csrf"],
      "Content-Type": "application/json"}
 # The workers warm up: their first seconds are not the steady state.
 time.sleep(10)
-print("| action | jobs | s | requests | slowest request ms "
+print("| action | jobs | s | requests (paused) | slowest request ms "
       "| workers jobs/s before | during | during / before |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 rows = []
@@ -178,6 +180,7 @@ for a in actions:
         more = f"&before={d['next']}"
     d0, t0 = done_total(), time.monotonic()
     done, cursor, requests, slowest, shown = 0, start, 0, 0.0, 0
+    paused = 0
     while True:
         body = {"filter": f, "expect": n - done, "limit": step}
         if cursor:
@@ -189,6 +192,7 @@ for a in actions:
         if st != 200:
             sys.exit(f"POST /api/jobs/{a}: {st} {r}")
         done += r["affected"]
+        paused += r.get("yielded") is True
         if done * 10 // max(n, 1) > shown:
             shown = done * 10 // max(n, 1)
             print(f"  {a}: {done:,} of {n:,} after "
@@ -199,7 +203,7 @@ for a in actions:
         cursor = str(r["next"])
     secs = time.monotonic() - t0
     during = (done_total() - d0) / secs
-    print(f"| {a} | {done:,} | {secs:.1f} | {requests} | "
+    print(f"| {a} | {done:,} | {secs:.1f} | {requests} ({paused}) | "
           f"{slowest * 1000:.0f} | {before:,.0f} | {during:,.0f} | "
           f"{during / before:.2f} |", flush=True)
 PY
