@@ -40,6 +40,8 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static double read_at;	       /* ms; 0: never read */
 static long long read_commits; /* the database's commits then */
+static long long read_oid;     /* and which database (a test's process
+				* calls this for several) */
 static long long own;	       /* the action's commits since */
 static bool busy;
 
@@ -51,20 +53,22 @@ mono_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* The database's commits and rollbacks so far, or -1. */
+/* The database's commits and rollbacks so far and its oid, or -1. */
 static long long
-commits(struct db_conn *db)
+commits(struct db_conn *db, long long *oid)
 {
 	char *err = NULL;
-	struct db_rows *r = db_query(
-		db,
-		"select xact_commit + xact_rollback from pg_stat_database"
-		" where datname = current_database()",
-		0, NULL, &err);
+	struct db_rows *r = db_query(db,
+				     "select xact_commit + xact_rollback, "
+				     "datid from pg_stat_database"
+				     " where datname = current_database()",
+				     0, NULL, &err);
 	long long n = -1;
 
-	if (r && db_rows_count(r) == 1)
+	if (r && db_rows_count(r) == 1) {
 		n = atoll(db_rows_text(r, 0, 0));
+		*oid = atoll(db_rows_text(r, 0, 1));
+	}
 	db_rows_free(r);
 	free(err);
 	return n;
@@ -79,12 +83,13 @@ bulk_yield(struct db_conn *db, double took_ms)
 	own++; /* the statement just ended */
 	if (!read_at || now - read_at >= READ_EVERY_MS) {
 		own++; /* the reading's own transaction */
-		long long n = commits(db);
+		long long oid = 0, n = commits(db, &oid);
 		if (n < 0) {
 			busy = false;
 			read_at = 0;
 		} else {
-			if (read_at && now - read_at < STALE_MS) {
+			if (read_at && now - read_at < STALE_MS &&
+			    oid == read_oid) {
 				double others =
 					(double)(n - read_commits - own);
 				busy = others * 1e3 / (now - read_at) >
@@ -94,6 +99,7 @@ bulk_yield(struct db_conn *db, double took_ms)
 			}
 			read_at = now;
 			read_commits = n;
+			read_oid = oid;
 			own = 0;
 		}
 	}
