@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/util.h"
 #include "web/bulk_yield.h"
 
 /* Others' commits a second past which the database counts as busy: an idle
@@ -44,14 +45,6 @@ static long long read_oid;     /* and which database (a test's process
 				* calls this for several) */
 static long long own;	       /* the action's commits since */
 static bool busy;
-
-static double
-mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* The database's commits and rollbacks so far and its oid, or -1. */
 static long long
@@ -77,7 +70,7 @@ commits(struct db_conn *db, long long *oid)
 bool
 bulk_yield(struct db_conn *db, double took_ms)
 {
-	double now = mono_ms(), pause = 0;
+	double now = (double)util_now_us() / 1e3, pause = 0;
 
 	pthread_mutex_lock(&lock);
 	own++; /* the statement just ended */
