@@ -380,6 +380,12 @@ stop_now(struct worker *w, const char *why)
 	ev_timer_start(w->loop, &w->final);
 }
 
+void
+worker_stop_now(struct worker *w, const char *why)
+{
+	stop_now(w, why);
+}
+
 static void
 on_final(struct ev_loop *loop, ev_timer *t, int revents)
 {
