@@ -13,7 +13,12 @@ first and the last one): a fault lands in some intervals and not others
 says which faults each held, where thirds of a long run each hold every
 kind of fault and say whether the figure grew.  Flat when the end is
 within 10 % of the start; the backlog, a second's burst of jobs in
-flight, also when within one second's load of it.  Every figure is
+flight, also when within one second's load of it.  A figure that moved
+further the way that is better (throughput up; latency, backlog, sizes,
+dead tuples, memory and descriptors down) is "better", not NOT_FLAT: a
+soak looks for what wears a system down, and a p99 that falls when the
+machine's other work stops, or dead tuples that autovacuum happened to
+have just removed, are neither a leak nor a slowdown.  Every figure is
 printed with its first and last level, its range, and the verdict; the
 exit status is 0 either way (the verdicts are the report).
 """
@@ -21,6 +26,8 @@ import re
 import sys
 from statistics import median
 
+# The figures where more is better; for every other one, less is.
+MORE_IS_BETTER = {"jobs_s", "fed_s"}
 FIGS = ["jobs_s", "fed_s", "backlog", "claim_p99_ms", "wake_p99_ms", "table_mb", "index_mb",
         "dead_tuples", "sup_rss_kb", "sup_fds", "worker_rss_kb", "worker_fds"]
 
@@ -58,11 +65,13 @@ def main():
         a, b = median(vals[:third]), median(vals[-third:])
         slack = max(0.10 * abs(a), load if f == "backlog" else 0.0)
         ok = abs(b - a) <= slack if (a or slack) else b == 0
-        flat_all &= ok
-        out.append(f"{f}={a:g}->{b:g}[{min(vals):g}..{max(vals):g}]{'flat' if ok else 'NOT_FLAT'}")
+        better = not ok and (b > a) == (f in MORE_IS_BETTER)
+        flat_all &= ok or better
+        verdict = "flat" if ok else "better" if better else "NOT_FLAT"
+        out.append(f"{f}={a:g}->{b:g}[{min(vals):g}..{max(vals):g}]{verdict}")
     how = f"medians of the first and last {third} reports" if third > 1 else "the first and last report"
     print(f"flat: from t={first[0] // 60}m to t={last[0] // 60}m, {how}: " + " ".join(out))
-    print(f"flat: {'every figure within 10 %' if flat_all else 'some figures moved by more than 10 % (NOT_FLAT above)'}")
+    print(f"flat: {'every figure within 10 % or better' if flat_all else 'some figures got worse by more than 10 % (NOT_FLAT above)'}")
     return 0
 
 

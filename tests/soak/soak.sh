@@ -2,7 +2,7 @@
 # The soak (docs/operations.md#soak): hours of mixed load at half the
 # machine's maximum, with a fault every few minutes from a fixed schedule,
 # a report every ten minutes, and at the end whether every figure stayed
-# flat (within 10 %) and whether anything was lost.
+# flat (within 10 %, or better) and whether anything was lost.
 #
 #   tests/soak/soak.sh [--hours H | --minutes M] [--report-every 10m]
 #                      [--fault-every 3m] [--rate N] [--keep]
