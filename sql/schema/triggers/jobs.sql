@@ -18,7 +18,9 @@ create or replace trigger jobs_attempt_ended
 	execute function pgjob.attempt_ended();
 
 -- A parent, a workflow's step or a batch's job that ends counts for its
--- children, workflow and batch (pgjob.jobs_ended()).
+-- children, workflow and batch: the row trigger notes it
+-- (pgjob.jobs_ended()), the statement trigger after it counts all the
+-- statement's ends at once (pgjob.jobs_ended_flush(), pgjob.ends_count()).
 create or replace trigger jobs_ended after update of state on pgjob.jobs
 	for each row
 	when ((new.children or new.workflow_id is not null
@@ -26,6 +28,10 @@ create or replace trigger jobs_ended after update of state on pgjob.jobs
 	      and new.state in ('done', 'dead', 'cancelled')
 	      and old.state not in ('done', 'dead', 'cancelled'))
 	execute function pgjob.jobs_ended();
+
+create or replace trigger jobs_ended_flush after update of state on pgjob.jobs
+	for each statement
+	execute function pgjob.jobs_ended_flush();
 
 -- A job of a workflow or a batch that had ended runs again (pgjob retry):
 -- its end no longer counts (pgjob.jobs_reopened()).
