@@ -1,0 +1,12 @@
+-- Version 40: the worker's ends that leave a job available or dead (a
+-- failure, a dead end, an attempt given back at a shutdown, a snooze)
+-- write their attempt rows in the statement that ends them, one insert
+-- for the batch (pgjob.attempts_add(), src/db/finish.c), and the row
+-- trigger jobs_attempt_ended leaves those ends out: the same lease token,
+-- the state available or dead, locked_until cleared (triggers/jobs.sql,
+-- restated from its file).  A plpgsql call per failed attempt was most of
+-- what the failure cost the finish (docs/performance.md).  The rows are
+-- the same as before; every other path that ends an attempt (a lease
+-- taken over, pgjob cancel, a write by hand that leaves locked_until set)
+-- still goes through the trigger (docs/operations.md, "The attempt
+-- history").
