@@ -10,3 +10,15 @@
 -- taken over, pgjob cancel, a write by hand that leaves locked_until set)
 -- still goes through the trigger (docs/operations.md, "The attempt
 -- history").
+--
+-- A plain job done at a later attempt moves to pgjob.jobs_done too, as one
+-- done at its first attempt does (src/db/finish.c, MOVED): written in
+-- place, its end was a row version and two index entries in pgjob.jobs,
+-- and a delete by the pruning duty later.  Its attempt rows stay in
+-- pgjob.attempts; pgjob.prune_done() deletes them with its ring, found by
+-- the partial index below (a ring is not read), and
+-- pgjob.forget_attempts() leaves the rows of a job in pgjob.jobs_done.
+-- The index holds the jobs done at a later attempt only: none before this
+-- version, so building it reads pgjob.jobs_done once and writes nothing.
+create index jobs_done_tried_idx on pgjob.jobs_done (id)
+	where (lease_token > 1);

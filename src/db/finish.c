@@ -27,24 +27,24 @@
  * entries in pgjob.jobs, nothing for the pruning duty to delete later.
  * With $8 (retention 0) that is all; but for a job with children
  * (sql/upgrade/011_workflows.sql), which is written done so that its row
- * trigger releases them, and pruned later.  With a retention, a plain job (done
- * at its first claim, no workflow, batch, parent or child: MOVED) gets a
- * copy of its row in pgjob.jobs_done (fm), in the ring of its end's period
- * for the retention $13 (sql/upgrade/019_jobs_done.sql); every other end is
- * written in place (f), as before.  fd's and f's conditions are each
- * other's complement for a done row: write them together.
- * $9, $10, $11: each attempt's figures (sql/upgrade/012_attempt_usage.sql; the
- * rows deleted at retention 0 keep none).  $12: a failure's exit or HTTP
- * status, NULL for the rest (last_status, sql/upgrade/013_attempts.sql).
- * locked_by is left as it is: it names the worker of the job's last
- * attempt.  An attempt that did not end done gets its row of
- * pgjob.attempts: from this statement (fh) when it leaves the job available
- * or dead, from the trigger of sql/upgrade/013_attempts.sql otherwise; a job
- * deleted at retention 0 takes its rows with it (fa), in the statement of a
- * worker with retention 0 only (pgjob_finish_delete): elsewhere it would call a
- * function at every finish to delete nothing.  A moved job has none: it
- * ended at its first attempt.
- * Rows: 'f' and the id of each job whose end was written.
+ * trigger releases them, and pruned later.  With a retention, a plain job (no
+ * workflow, batch, parent or child: MOVED) gets a copy of its row in
+ * pgjob.jobs_done (fm), in the ring of its end's period for the retention
+ * $13 (sql/upgrade/019_jobs_done.sql); every other end is written in place
+ * (f), as before.  Since schema version 40 a job done at a later attempt is
+ * moved too: its attempt rows stay in pgjob.attempts, and pgjob.prune_done()
+ * deletes them with its ring (jobs_done_tried_idx).  fd's and f's conditions
+ * are each other's complement for a done row: write them together. $9, $10,
+ * $11: each attempt's figures (sql/upgrade/012_attempt_usage.sql; the rows
+ * deleted at retention 0 keep none).  $12: a failure's exit or HTTP status,
+ * NULL for the rest (last_status, sql/upgrade/013_attempts.sql). locked_by is
+ * left as it is: it names the worker of the job's last attempt.  An attempt
+ * that did not end done gets its row of pgjob.attempts: from this statement
+ * (fh) when it leaves the job available or dead, from the trigger of
+ * sql/upgrade/013_attempts.sql otherwise; a job deleted at retention 0 takes
+ * its rows with it (fa), in the statement of a worker with retention 0 only
+ * (pgjob_finish_delete): elsewhere it would call a function at every finish to
+ * delete nothing. Rows: 'f' and the id of each job whose end was written.
  *
  * The worker pipelines the next claim right behind it, in the same round
  * trip but its own transaction: see the worker's turn (worker/ends.c) for
@@ -116,9 +116,8 @@ _Static_assert(JOB_AVAILABLE == 0 && JOB_RUNNING == 1 && JOB_DONE == 2 &&
 
 /* clang-format off */
 #define MOVED                                                                  \
-	"(j.children is not true and ($8 or (j.lease_token = 1"               \
-	" and j.parents_left is null and j.workflow_id is null"                \
-	" and j.batch_id is null)))"
+	"(j.children is not true and ($8 or (j.parents_left is null"          \
+	" and j.workflow_id is null and j.batch_id is null)))"
 
 static const char finish_fd_sql[] =
 	"with fd as ("

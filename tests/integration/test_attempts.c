@@ -80,7 +80,8 @@ assert_row(const char *out, const char *first, ...)
 
 /* A job that fails twice, then succeeds: two rows failed with exit status
  * 3 and their errors, and `pgjob show` prints three attempts, the third
- * from the job row with its worker. */
+ * from the job row with its worker; the job is moved to pgjob.jobs_done,
+ * and its rows go when its ring is pruned. */
 static void
 test_fail_twice(void **state)
 {
@@ -160,6 +161,21 @@ test_fail_twice(void **state)
 	t_run_free(&r);
 
 	t_stop_clean(p);
+
+	/* Done at its third attempt, a plain job moved to pgjob.jobs_done
+	 * (schema version 40; written in place before), its rows kept:
+	 * pgjob.forget_attempts() leaves a job that is there, and the ring's
+	 * pruning takes them with it. */
+	t_assert_value(c, "1 2",
+		       "select (select count(*) from pgjob.jobs_done"
+		       "  where id = %lld) || ' ' || pgjob.forget_attempts("
+		       "  array[%lld]::bigint[]) + (select count(*)"
+		       "  from pgjob.attempts where job_id = %lld)",
+		       id, id, id);
+	t_exec(c, "select pgjob.prune_done(now() + interval '1 day')");
+	t_assert_value(c, "0 0",
+		       "select (select count(*) from pgjob.all_jobs) || ' ' ||"
+		       " (select count(*) from pgjob.attempts)");
 	free(worker);
 	free(script);
 	PQfinish(c);
