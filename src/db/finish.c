@@ -44,7 +44,10 @@
  * sql/upgrade/013_attempts.sql otherwise; a job deleted at retention 0 takes
  * its rows with it (fa), in the statement of a worker with retention 0 only
  * (pgjob_finish_delete): elsewhere it would call a function at every finish to
- * delete nothing. Rows: 'f' and the id of each job whose end was written.
+ * delete nothing.
+ *
+ * Rows: 'f' and the id of each job whose end was written ('s': written dead,
+ * a snooze past the cap), and one 'h' when attempt rows were written (fh).
  *
  * The worker pipelines the next claim right behind it, in the same round
  * trip but its own transaction: see the worker's turn (worker/ends.c) for
