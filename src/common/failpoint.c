@@ -23,6 +23,10 @@ static const struct {
 			   "the connection is lost before a claim is sent"},
 	[FP_CLAIM_RESULT] = {"claim_result",
 			     "the connection is lost after a claim committed"},
+	[FP_STOP_IN_CLAIM] = {"stop_in_claim",
+			      "the worker begins to stop now (as when its "
+			      "supervisor is gone) as a claim that took jobs "
+			      "answers"},
 	[FP_FINISH_SEND] = {"finish_send",
 			    "the connection is lost before job ends are "
 			    "written"},

@@ -395,7 +395,11 @@ on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	log_info("received %s again: stopping now", strsignal(w->signum));
 	s->stopping = 2;
-	signal_all(s, SIGTERM);
+	/* SIGINT, not SIGTERM again: a worker that has not yet taken the
+	 * drain's SIGTERM would hold the two as one pending signal, and only
+	 * drain (the two stop signals came at once, on a loaded machine).
+	 * Two different signals are two, whichever it takes first. */
+	signal_all(s, SIGINT);
 }
 
 /* Resizes the child table to the new worker count (it never shrinks:

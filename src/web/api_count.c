@@ -59,9 +59,7 @@ static const char COUNT_RANGE_SQL[] =
 static double
 now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return (double)util_now_us() / 1e3;
 }
 
 /* The ids per window, and whether a request reads one window only: the

@@ -88,9 +88,7 @@ static const char *const LIST_SQL[2][2] = {
 static double
 now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return (double)util_now_us() / 1e3;
 }
 
 /* Reads the jobs of one window of ids (range: past cursor to edge, or to

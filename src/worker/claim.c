@@ -28,6 +28,7 @@
 
 #include "common/backoff.h"
 #include "common/config.h"
+#include "common/failpoint.h"
 #include "common/stats.h"
 #include "common/util.h"
 #include "db/db.h"
@@ -220,7 +221,15 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	}
 	if (!st->answered || !conn_ok(w, st, "claim"))
 		goto out;
-	if (w->retiring && r->njobs > 0 && w->db) {
+	if (r->njobs > 0 && FAILPOINT(FP_STOP_IN_CLAIM))
+		worker_stop_now(w, "failpoint stop_in_claim");
+	/* Sent before the worker began to retire, drain or stop: its jobs
+	 * are none of this worker's to start (held_give_back()).  A stop
+	 * when the supervisor is gone, at start-up with this claim in
+	 * flight, used to start them after held_stop_all() and exit before
+	 * their ends were written: they ran again when their leases expired,
+	 * with nothing said (the fault suite's kill -9 of supervisors). */
+	if (w->draining && r->njobs > 0 && w->db) {
 		held_give_back(w, r);
 		goto out;
 	}

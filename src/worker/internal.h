@@ -301,6 +301,11 @@ void held_give_back(struct worker *w, struct queue_claimed *r);
  * back. */
 void held_stop_all(struct worker *w, const char *why);
 
+/* worker.c */
+/* The worker's stop now (its supervisor gone, a second stop signal): what
+ * it holds is stopped and given back, and it exits once that is written. */
+void worker_stop_now(struct worker *w, const char *why);
+
 /* sqlhandler.c */
 /* Starts the sql job that has waited longest, when the connection is
  * free. */

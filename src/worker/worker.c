@@ -67,10 +67,11 @@ on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 {
 	struct worker *w = p->data;
 	send_turn(w);
-	/* A retiring worker also waits for its claim in flight: its jobs go
-	 * back to the queue (held_give_back()). */
+	/* A worker on its way out also waits for its turn in flight: a
+	 * claim's jobs go back to the queue (held_give_back()), and ends
+	 * are written.  A stop's final timer bounds the wait. */
 	if (w->draining && w->nheld == 0 && duty_running(w->duty) == 0 &&
-	    !(w->retiring && w->cycle_inflight > 0))
+	    !(w->db && w->cycle_inflight > 0))
 		ev_break(loop, EVBREAK_ALL);
 }
 
@@ -377,6 +378,12 @@ stop_now(struct worker *w, const char *why)
 	/* Whatever cannot be written by then expires on its own. */
 	ev_timer_set(&w->final, 10., 0.);
 	ev_timer_start(w->loop, &w->final);
+}
+
+void
+worker_stop_now(struct worker *w, const char *why)
+{
+	stop_now(w, why);
 }
 
 static void

@@ -61,6 +61,9 @@ create table ledger_batch (batch_id bigint not null, job_id bigint not null,
 	token bigint not null, counts jsonb not null);
 create table ledger_wake (job_id bigint not null, at timestamptz not null,
 	wake interval not null);
+-- Each batch's jobs, written with their enqueue: the soak prunes finished
+-- jobs as it runs, and the checker counts a batch's pruned jobs too.
+create table batch_members (batch_id bigint not null, job_id bigint not null);
 SQL
 	: >"$ledger"
 	: >"$events"
@@ -390,10 +393,12 @@ chaos_batches_open() {
 	local n=$1
 	dbq >>"$dir/enqueued" <<SQL
 with b as (select k, pgjob.batch_open('batchcb', '{}', name => 'chaos ' || k) as id
-	     from generate_series(1, 2) k)
-select 'J', pgjob.enqueue('sqlj', jsonb_build_object('batch', b.k, 'i', i), batch_id => b.id,
-			 priority => -10)
-  from b, generate_series(1, 15 * $n) i;
+	     from generate_series(1, 2) k),
+     e as (select b.id as bid, pgjob.enqueue('sqlj', jsonb_build_object('batch', b.k, 'i', i),
+				   batch_id => b.id, priority => -10) as jid
+	     from b, generate_series(1, 15 * $n) i),
+     m as (insert into batch_members select bid, jid from e)
+select 'J', jid from e;
 SQL
 }
 
@@ -402,7 +407,7 @@ chaos_batches_join() {
 	local n=$1
 	# Those of the batches that ran jobs already: joined while running.
 	event "batches_joined $(dbq -c "select count(*) from pgjob.batches b where not b.sealed and b.done > 0")"
-	dbq -c "select 'J', pgjob.enqueue('sqlj', jsonb_build_object('joined', b.id, 'i', i), batch_id => b.id) from pgjob.batches b, generate_series(1, 15 * $n) i where not b.sealed" >>"$dir/enqueued"
+	dbq -c "with e as (select b.id as bid, pgjob.enqueue('sqlj', jsonb_build_object('joined', b.id, 'i', i), batch_id => b.id) as jid from pgjob.batches b, generate_series(1, 15 * $n) i where not b.sealed), m as (insert into batch_members select bid, jid from e) select 'J', jid from e" >>"$dir/enqueued"
 }
 
 chaos_batches_seal() {

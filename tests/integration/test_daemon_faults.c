@@ -96,6 +96,62 @@ test_worker_dies_as_handler_starts(void **state)
 }
 
 /*
+ * A claim that answers once the worker has begun to stop now (its
+ * supervisor gone, as at a supervisor's kill -9 just after it forked the
+ * worker): its jobs go back to the queue unstarted (the attempt refunded)
+ * and run once, on the worker started next.  They used to start after the
+ * stop had stopped everything held, and that worker could exit before
+ * writing their ends: they ran again when their leases expired, with
+ * nothing said (fault.kill9).  The failpoint begins the stop as the
+ * claim's answer comes back, as the pipe's EOF did.
+ */
+static void
+test_claim_answered_after_stop(void **state)
+{
+	char *ci = t_db_migrated("t_fault_stopclaim");
+	PGconn *c = t_connect(ci);
+	char runs[512], body[1024];
+	snprintf(runs, sizeof(runs), "%s/stopclaim.runs", t_tmpdir());
+	unlink(runs);
+	long long id = t_long(c, "select pgjob.enqueue('once')");
+	snprintf(body, sizeof(body),
+		 "workers: 1\nhandlers:\n"
+		 "  once: { type: exec, command: [\"/bin/sh\", \"-c\","
+		 " \"echo $PPID >> %s; echo '{}'\"] }\n",
+		 runs);
+	const char *cfg = t_config("stopclaim", ci, body);
+	const char *argv[] = {t_bin("pgjobd"), "-c", cfg, NULL};
+	const char *env[] = {"PGJOBD_FAILPOINTS=stop_in_claim:1", NULL};
+	pid_t p = t_spawn(t_log("stopclaim"), env, argv);
+	t_wait_state(c, id, "done", 60);
+	/* Claimed twice (two tokens), run once, one attempt counted. */
+	t_assert_job(c, id, "attempts || '|' || lease_token", "1|2");
+	char *ran = t_read_file(runs);
+	assert_non_null(ran);
+	assert_non_null(strchr(ran, '\n'));
+	assert_null(strchr(strchr(ran, '\n') + 1, '\n'));
+	/* Not by the worker that stopped. */
+	char line[64];
+	snprintf(line, sizeof(line), "pid=%ld ", strtol(ran, NULL, 10));
+	assert_int_equal(t_log_count("stopclaim", "failpoint stop_in_claim:"),
+			 1);
+	char *log = t_read_file(t_log("stopclaim"));
+	const char *stop = strstr(log, "stopping now (failpoint");
+	assert_non_null(stop);
+	const char *ls = stop;
+	while (ls > log && ls[-1] != '\n')
+		ls--;
+	const char *pid = strstr(ls, "pid=");
+	assert_non_null(pid);
+	assert_true(strncmp(pid, line, strlen(line)) != 0);
+	free(log);
+	free(ran);
+	t_stop_clean(p);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
  * A claim whose transaction fails to commit after its rows came back (here
  * a deferred constraint trigger refuses the first claim at commit; in CI,
  * a sweep's statement_timeout fired between the claim's end and its Sync)
@@ -653,6 +709,7 @@ main(void)
 		cmocka_unit_test(test_kill_worker),
 		cmocka_unit_test(test_worker_dies_as_handler_starts),
 		cmocka_unit_test(test_claim_refused_at_commit),
+		cmocka_unit_test(test_claim_answered_after_stop),
 		cmocka_unit_test(test_kill_supervisor),
 		cmocka_unit_test(test_sigterm_releases_long_jobs),
 		cmocka_unit_test(test_sighup),
