@@ -4,6 +4,7 @@
 #
 #   tests/bench/web_bulk.sh [--jobs N] [--actions "retry cancel delete"]
 #                           [--step N] [--workers W] [--concurrency C]
+#                           [--wait S]
 #
 # It starts its own PostgreSQL (scripts/testpg.sh, default durability, as
 # the suite's), inserts N jobs (1,000,000) dead in the queue "bulk", and
@@ -24,6 +25,14 @@
 # counts the requests in which the server paused for the busy workers
 # (src/web/bulk_yield.c).
 #
+# The action "wait" is the control: no request, S seconds (--wait, 300)
+# measured the same way.  The workers' rate drifts by itself as their done
+# jobs pile up (retention 7d: about 30,000 rows a second into
+# pgjob.jobs_done) and checkpoints come round, so a ratio means the
+# action's cost only beside a wait as long as the action, from a fresh
+# start: `--actions retry` and then `--actions wait --wait SECONDS`, in
+# turn.
+#
 # Figures are printed, never asserted.  On a machine shared with other
 # work, a tenth moves with anything else that runs.
 set -euo pipefail
@@ -32,8 +41,8 @@ build=${PGJOBD_BUILD_DIR:-$root/build}
 # shellcheck source=scripts/testlib.sh
 . "$root/scripts/testlib.sh"
 
-jobs=1000000 actions="retry cancel delete" step=5000 workers=2 conc=200
-usage="usage: web_bulk.sh [--jobs N] [--actions \"retry cancel delete\"] [--step N] [--workers W] [--concurrency C]"
+jobs=1000000 actions="retry cancel delete" step=5000 workers=2 conc=200 wait=300
+usage="usage: web_bulk.sh [--jobs N] [--actions \"retry cancel delete wait\"] [--step N] [--workers W] [--concurrency C] [--wait S]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--jobs) jobs=$2; shift ;;
@@ -41,6 +50,7 @@ while [ $# -gt 0 ]; do
 	--step) step=$2; shift ;;
 	--workers) workers=$2; shift ;;
 	--concurrency) conc=$2; shift ;;
+	--wait) wait=$2; shift ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 	shift
@@ -119,11 +129,27 @@ done
 echo
 echo "a bulk action on $jobs jobs (loaded in ${load}s) beside $workers workers × $conc of no-op jobs; steps of $step"
 echo
-python3 - "$port" "$mport" "$step" $actions <<'PY'
-import http.client, json, re, sys, time
+python3 - "$db" "$port" "$mport" "$step" "$wait" $actions <<'PY'
+import http.client, json, re, subprocess, sys, time
 
-port, mport, step, actions = (int(sys.argv[1]), int(sys.argv[2]),
-                              int(sys.argv[3]), sys.argv[4:])
+db = sys.argv[1]
+port, mport, step, wait, actions = (int(sys.argv[2]), int(sys.argv[3]),
+                                    int(sys.argv[4]), float(sys.argv[5]),
+                                    sys.argv[6:])
+
+
+def server():
+    """The WAL written so far (bytes), autovacuum's runs on pgjob.jobs and
+    the checkpoints so far: what an action leaves for later is paid there."""
+    out = subprocess.run(
+        ["psql", db, "-X", "-At", "-F", " ", "-c",
+         "select pg_current_wal_lsn() - '0/0', "
+         "(select autovacuum_count from pg_stat_user_tables "
+         "where relid = 'pgjob.jobs'::regclass), "
+         "(select checkpoints_timed + checkpoints_req "
+         "from pg_stat_bgwriter)"],
+        check=True, capture_output=True, text=True).stdout.split()
+    return [float(x) for x in out]
 
 
 def done_total():
@@ -159,11 +185,35 @@ h = {"Cookie": cookie.split(";")[0], "X-CSRF-Token": s["csrf"],
 # The workers warm up: their first seconds are not the steady state.
 time.sleep(10)
 print("| action | jobs | s | requests (paused) | slowest request ms "
-      "| workers jobs/s before | during | during / before |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-rows = []
+      "| workers jobs/s before | during | during / before "
+      "| WAL MB/s before | during | autovacuums of jobs | checkpoints |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+      "| ---: | ---: | ---: | ---: |")
+
+
+def row(a, done, secs, requests, paused, slowest, before, d0, s0, s1):
+    """One action's line: s0 is server() at the start of the 20 s before
+    it, s1 at its start."""
+    during = (done_total() - d0) / secs
+    s2 = server()
+    print(f"| {a} | {done:,} | {secs:.1f} | {requests} ({paused}) | "
+          f"{slowest * 1000:.0f} | {before:,.0f} | {during:,.0f} | "
+          f"{during / before:.2f} | {(s1[0] - s0[0]) / 20 / 1e6:.1f} | "
+          f"{(s2[0] - s1[0]) / secs / 1e6:.1f} | {s2[1] - s1[1]:.0f} | "
+          f"{s2[2] - s1[2]:.0f} |", flush=True)
+
+
 for a in actions:
+    s0 = server()
     before = rate(20)
+    s1 = server()
+    if a == "wait":
+        # The control: the same figures over the same kind of stretch,
+        # with no action.
+        d0, t0 = done_total(), time.monotonic()
+        time.sleep(wait)
+        row(a, 0, time.monotonic() - t0, 0, 0, 0.0, before, d0, s0, s1)
+        continue
     f = {"queue": "bulk"}
     # The count in parts where the server says where to go on (next);
     # the action then starts where it did (below), as the page does.
@@ -201,9 +251,6 @@ for a in actions:
         if r["next"] is None:
             break
         cursor = str(r["next"])
-    secs = time.monotonic() - t0
-    during = (done_total() - d0) / secs
-    print(f"| {a} | {done:,} | {secs:.1f} | {requests} ({paused}) | "
-          f"{slowest * 1000:.0f} | {before:,.0f} | {during:,.0f} | "
-          f"{during / before:.2f} |", flush=True)
+    row(a, done, time.monotonic() - t0, requests, paused, slowest, before,
+        d0, s0, s1)
 PY
