@@ -90,6 +90,36 @@ procs() {
 	done
 }
 
+# A worker's descriptors, less those it holds for a live child (an exec
+# job's pipes, whose other ends the child holds, and a pidfd a child): a
+# job in flight is not a leak, and a reading that counts them moves with
+# how many ran at that instant.  Prints "own held".
+worker_fds() {
+	local p=$1 c l own=0 held=0 kids=0 pidfds=0
+	local -A theirs=()
+	for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null); do
+		kids=$((kids + 1))
+		for l in "/proc/$c/fd/"*; do
+			l=$(readlink "$l" 2>/dev/null) || continue
+			case $l in pipe:*) theirs[$l]=1 ;; esac
+		done
+	done
+	for l in "/proc/$p/fd/"*; do
+		l=$(readlink "$l" 2>/dev/null) || continue
+		case $l in
+		pipe:*) [ -z "${theirs[$l]:-}" ] || { held=$((held + 1)); continue; } ;;
+		'anon_inode:[pidfd]')
+			if [ "$pidfds" -lt "$kids" ]; then
+				pidfds=$((pidfds + 1)) held=$((held + 1))
+				continue
+			fi
+			;;
+		esac
+		own=$((own + 1))
+	done
+	echo "$own $held"
+}
+
 last_sql=$(dbq -c "select count(*) from ledger_sql") last_exec=$(wc -l <"$ledger") last_t=$(date +%s) nreport=0
 last_fed=$(wc -l <"$dir/enqueued")
 report() {
@@ -109,18 +139,24 @@ report() {
 	claim=$(dbq -c "select coalesce(round(1000 * extract(epoch from percentile_disc(0.99) within group (order by attempted_at - greatest(run_at, created_at))))::bigint, -1) from pgjob.all_jobs where attempted_at > now() - make_interval(secs => $dt) and queue = 'default' and workflow_id is null" 2>/dev/null || echo -1)
 	wake=$(dbq -c "select coalesce(round(1000 * extract(epoch from percentile_disc(0.99) within group (order by wake)))::bigint, -1) from ledger_wake where at > now() - make_interval(secs => $dt)" 2>/dev/null || echo -1)
 	sizes=$(dbq -F ' ' -c "select round(sum(pg_table_size(c.oid)) / 1048576.0, 1), round(sum(pg_indexes_size(c.oid)) / 1048576.0, 1), (select sum(n_dead_tup) from pg_stat_user_tables where schemaname = 'pgjob') from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'pgjob' and c.relkind = 'r'" 2>/dev/null || echo "- - -")
-	local rss_s=0 rss_w=0 fd_s=0 fd_w=0 nw=0 name p r f
+	local rss_s=0 rss_w=0 fd_s=0 fd_w=0 fd_j=0 nw=0 name p r f h
 	while read -r name p; do
 		r=$(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
-		f=$(find "/proc/$p/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
-		mem="$mem $name=$((r / 1024))M/${f}fd"
 		case $name in
-		*.s) rss_s=$((rss_s + r)) fd_s=$((fd_s + f)) ;;
-		*) rss_w=$((rss_w + r)) fd_w=$((fd_w + f)) nw=$((nw + 1)) ;;
+		*.s)
+			f=$(find "/proc/$p/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+			mem="$mem $name=$((r / 1024))M/${f}fd"
+			rss_s=$((rss_s + r)) fd_s=$((fd_s + f))
+			;;
+		*)
+			read -r f h <<<"$(worker_fds "$p")"
+			mem="$mem $name=$((r / 1024))M/${f}+${h}fd"
+			rss_w=$((rss_w + r)) fd_w=$((fd_w + f)) fd_j=$((fd_j + h)) nw=$((nw + 1))
+			;;
 		esac
 	done < <(procs)
 	nreport=$((nreport + 1))
-	out "t=$(((now - start) / 60))m jobs_s=$jobs_s fed_s=$fed_s backlog=$backlog claim_p99_ms=$claim wake_p99_ms=$wake table_mb=$(cut -d' ' -f1 <<<"$sizes") index_mb=$(cut -d' ' -f2 <<<"$sizes") dead_tuples=$(cut -d' ' -f3 <<<"$sizes") sup_rss_kb=$rss_s sup_fds=$fd_s worker_rss_kb=$rss_w worker_fds=$fd_w workers=$nw faults=$nfaults load=$(cut -d' ' -f1 /proc/loadavg)"
+	out "t=$(((now - start) / 60))m jobs_s=$jobs_s fed_s=$fed_s backlog=$backlog claim_p99_ms=$claim wake_p99_ms=$wake table_mb=$(cut -d' ' -f1 <<<"$sizes") index_mb=$(cut -d' ' -f2 <<<"$sizes") dead_tuples=$(cut -d' ' -f3 <<<"$sizes") sup_rss_kb=$rss_s sup_fds=$fd_s worker_rss_kb=$rss_w worker_fds=$fd_w job_fds=$fd_j workers=$nw faults=$nfaults load=$(cut -d' ' -f1 /proc/loadavg)"
 	out "  processes:$mem"
 	last_sql=$sqlr last_exec=$execr last_t=$now last_fed=$fed
 }
