@@ -173,6 +173,12 @@ history_take(struct history *h, struct history *out, int64_t now_minute)
 {
 	size_t i = 0, n = 0;
 	struct history_pair *p;
+	/* The minute of the cap these pairs were named under: the rows go
+	 * to it, so that no minute's rows hold more than the cap's named
+	 * pairs from one worker (stamped with the minute of the write, the
+	 * pairs taken just after a minute began and those named afresh
+	 * after it shared a minute: up to twice the cap). */
+	out->minute = h->minute > 0 ? h->minute : now_minute;
 	while ((p = history_next(h, &i)) != NULL) {
 		if (!history_pair_used(p))
 			continue;

@@ -58,7 +58,9 @@ int history_pair_used(const struct history_pair *p);
  * Moves what h counted into out (initialized, empty), which the caller
  * writes and frees; h's pairs stay, with zero counts, until the minute
  * now_minute differs from the one they were counted in (then they go, and
- * the cap counts afresh).  Returns how many pairs out holds.
+ * the cap counts afresh).  Returns how many pairs out holds; out->minute
+ * is the minute they were counted in (h's, or now_minute for h's first
+ * take), which the write stamps them with.
  */
 size_t history_take(struct history *h, struct history *out, int64_t now_minute);
 

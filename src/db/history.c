@@ -13,11 +13,13 @@
 #include "db/internal.h"
 
 /* $1 queues, $2 kinds, $3..$5 done, failed, retried, $6 and $7 the wait
- * and run histograms as texts of integer[]. */
+ * and run histograms as texts of integer[]; $8 the minute they were counted
+ * in, by the worker's clock (minutes since the epoch: history_take()), whose
+ * cap on named pairs they were counted under. */
 static const char WRITE_SQL[] =
 	"insert into pgjob.history_minutes as h"
 	" (at, queue, kind, done, failed, retried, wait_ms, run_ms)"
-	" select date_trunc('minute', now()), t.q, t.k, t.d, t.f, t.r,"
+	" select to_timestamp($8::bigint * 60), t.q, t.k, t.d, t.f, t.r,"
 	"  t.w::integer[], t.u::integer[]"
 	" from unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],"
 	"  $5::bigint[], $6::text[], $7::text[]) t(q, k, d, f, r, w, u)"
@@ -29,9 +31,9 @@ static const char WRITE_SQL[] =
 	"   wait_ms = pgjob.history_add(h.wait_ms, excluded.wait_ms),"
 	"   run_ms = pgjob.history_add(h.run_ms, excluded.run_ms)";
 
-/* The seven array parameters of WRITE_SQL, owned. */
+/* The seven array parameters of WRITE_SQL and its minute, owned. */
 struct params {
-	char *a[7];
+	char *a[8];
 };
 
 static void
@@ -63,6 +65,7 @@ params_make(struct params *p, const struct history *h)
 		p->a[2 + j] = db_int_array(c[j], k);
 	p->a[5] = db_text_array((const char *const *)w, k);
 	p->a[6] = db_text_array((const char *const *)u, k);
+	p->a[7] = xasprintf("%lld", (long long)h->minute);
 	for (size_t j = 0; j < k; j++) {
 		free(w[j]);
 		free(u[j]);
@@ -78,7 +81,7 @@ params_make(struct params *p, const struct history *h)
 static void
 params_free(struct params *p)
 {
-	for (int j = 0; j < 7; j++)
+	for (int j = 0; j < 8; j++)
 		free(p->a[j]);
 }
 
@@ -98,7 +101,7 @@ history_write(struct dbev *d, const struct history *h, history_done_fn *cb,
 	struct params p;
 	params_make(&p, h);
 	struct db_call call = DB_CALL(cb, arg);
-	int rc = dbev_call(d, WRITE_SQL, 0, 7, (const char *const *)p.a,
+	int rc = dbev_call(d, WRITE_SQL, 0, 8, (const char *const *)p.a,
 			   read_done, &call);
 	params_free(&p);
 	return rc;
@@ -113,7 +116,7 @@ history_write_now(struct dbev *d, const struct history *h)
 		return;
 	struct params p;
 	params_make(&p, h);
-	PQclear(PQexecParams(conn, WRITE_SQL, 7, NULL, (const char *const *)p.a,
+	PQclear(PQexecParams(conn, WRITE_SQL, 8, NULL, (const char *const *)p.a,
 			     NULL, NULL, 0));
 	params_free(&p);
 }

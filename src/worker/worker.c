@@ -611,6 +611,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	if (gethostname(w.host, sizeof(w.host) - 1) < 0)
 		strcpy(w.host, "localhost");
 	w.loop = ev_loop_new(EVFLAG_AUTO);
+	history_init(&w.hist); /* no minute yet: its first take's */
 	setup_kinds(&w);
 	handler_init(cfg);
 	w.otlp = otlp_new(cfg, w.st);

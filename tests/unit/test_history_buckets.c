@@ -127,6 +127,46 @@ test_take_and_add_back(void **state)
 	history_free(&h);
 }
 
+/*
+ * The pairs taken go to the minute their cap was counted in: the first
+ * take after a minute began carries what was named before it, under the
+ * old minute's cap, and stamps it with that minute; what is named after
+ * it counts afresh, in the new one.  Stamped with the minute of the write,
+ * both went to the new minute: up to twice the cap's named pairs in one
+ * minute from one worker (test_history's flood of kinds saw 240).
+ */
+static void
+test_take_stamps_the_counted_minute(void **state)
+{
+	(void)state;
+	struct history h, out;
+	history_init(&h);
+	history_init(&out);
+	history_pair(&h, "q", "a")->done = 1;
+	assert_int_equal(history_take(&h, &out, 7), 1);
+	assert_int_equal(out.minute, 7); /* the first take: its own */
+	history_free(&out);
+	for (int i = 0; i < HISTORY_MAX_PAIRS + 10; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "k%d", i);
+		history_pair(&h, "q", k)->done = 1;
+	}
+	/* Minute 8 began before this take: the pairs are minute 7's. */
+	history_init(&out);
+	history_take(&h, &out, 8);
+	assert_int_equal(out.minute, 7);
+	assert_int_equal(out.named, HISTORY_MAX_PAIRS);
+	history_free(&out);
+	/* Named afresh after it, in minute 8. */
+	history_pair(&h, "q", "z")->done = 1;
+	assert_int_equal(h.named, 1);
+	history_init(&out);
+	assert_int_equal(history_take(&h, &out, 8), 1);
+	assert_int_equal(out.minute, 8);
+	history_free(&out);
+	history_free(&h);
+}
+
 int
 main(void)
 {
@@ -135,6 +175,7 @@ main(void)
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_cap),
 		cmocka_unit_test(test_take_and_add_back),
+		cmocka_unit_test(test_take_stamps_the_counted_minute),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
