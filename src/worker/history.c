@@ -2,8 +2,9 @@
  * history: the worker's counts per (queue, kind) for the history
  * (docs/operations.md, "History"), kept in memory per attempt and written
  * at the heartbeat into pgjob.history_minutes (db/history.c), in the rows
- * of the minute they were counted in (history_take()).  Nothing here runs per job but a hash lookup and a few
- * increments: no statement, no trigger on the claim or the end.
+ * of the minute they were counted in (history_take()).  Nothing here runs per
+ * job but a hash lookup and a few increments: no statement, no trigger on the
+ * claim or the end.
  */
 #include <stdlib.h>
 #include <time.h>
