@@ -136,6 +136,19 @@
 
 #define CLAIM_NPARAMS 17
 
+/*
+ * Whether the claimer serves kind k (an SQL expression): k is one of the
+ * kinds in $1.  Not "k = any($1)": with $1 a parameter, PostgreSQL walks
+ * the array for each row it tests (it hashes only a constant array), and
+ * a worker with thousands of handlers then spends most of its claim
+ * comparing kinds.  As a sub-select it is a hashed SubPlan, built once
+ * per claim; coalesce() keeps the planner from turning it into a join
+ * (a sub-select directly in the WHERE clause becomes a semi-join), which
+ * would no longer read the queue in its index's order.  test_plans
+ * checks the plan.
+ */
+#define KIND_SERVED(k) "coalesce(" k " in (select unnest($1::text[])), false)"
+
 /* clang-format off */
 static const char claim_sql[] =
 	/* (hp, hr, hi): where the parallel scan of a queue starts, past
@@ -207,9 +220,13 @@ static const char claim_sql[] =
 	"      + ($5::bigint - " STOP_FRESH_MS ") * interval '1 millisecond') h"
 	"   where (h.priority, h.us, h.id) > (ql.hp, ql.hr, ql.hi)"
 	"    and (ql.cp is null or (h.priority, h.us) < (ql.cp, ql.cr))"
+	/* Equal kinds first: "@>" compares every kind with every other
+	 * (10,000 kinds: 10^8 comparisons), and instances of one config
+	 * publish the same array (src/db/session.c). */
 	"    and exists (select 1 from pgjob.workers wk"
 	"     where wk.slot = substring(h.locked_by from ':([0-9]+)$')::int"
-	"      and wk.kinds @> $1::text[])) h on true"
+	"      and (wk.kinds = $1::text[] or wk.kinds @> $1::text[]))) h"
+	"   on true"
 	"  where not ql.limited),"
 	/* Per candidate: its branch, its queue's ordinal, and for the
 	 * parallel branch its (priority, run_at), where the next claim
@@ -224,7 +241,7 @@ static const char claim_sql[] =
 	"       and coalesce(j.parents_left, 0) = 0"
 	"       and (j.state = 'available' or j.locked_until < now())"
 	"       and j.queue = q.name and j.run_at <= now()"
-	"       and j.kind = any($1::text[])"
+	"       and " KIND_SERVED("j.kind")
 	/* A bound the index scan starts from, not a filter: always true
 	 * without a position. */
 	"       and (j.priority, j.run_at, j.id) > ("
@@ -253,7 +270,7 @@ static const char claim_serial_sql[] =
 	"        and h.finished_at is null and coalesce(h.parents_left, 0) = 0"
 	"        and h.created_at is not null)"
 	"       and (j.state = 'available' or j.locked_until < now())"
-	"       and j.run_at <= now() and j.kind = any($1::text[])"
+	"       and j.run_at <= now() and " KIND_SERVED("j.kind")
 	"     for update skip locked) s";
 
 /* The per_key branch, likewise: a job whose key has an older unfinished
@@ -266,7 +283,7 @@ static const char claim_per_key_sql[] =
 	"       and coalesce(j.parents_left, 0) = 0"
 	"       and (j.state = 'available' or j.locked_until < now())"
 	"       and j.queue = q.name and j.run_at <= now()"
-	"       and j.kind = any($1::text[])"
+	"       and " KIND_SERVED("j.kind")
 	"       and (j.ordering_key is null or not exists ("
 	"        select 1 from pgjob.jobs o where o.queue = q.name"
 	"         and o.ordering_key = j.ordering_key and o.id < j.id"
@@ -320,13 +337,16 @@ static const char claim_tail_sql[] =
 	"   - greatest(created_at, run_at)) * 1000000)::bigint end"
 	" from u"
 	" union all"
-	/* Per queue, the last job its parallel branch claimed. */
+	/* Per queue, the last job its parallel branch claimed: of all the
+	 * candidates in one sort, not by a search of them per queue, which
+	 * costs queues x jobs claimed (a worker of a thousand queues). */
 	" select 'p', l.id, null, q.name, null, null, null, null, null, l.pr,"
 	"  (extract(epoch from l.ra) * 1000000)::bigint, null, null, null,"
 	"  null, null, null"
-	" from q cross join lateral (select cand.id, cand.pr, cand.ra"
-	"  from cand where cand.qi = q.qi and cand.b = 'a'"
-	"  order by cand.pr desc, cand.ra desc, cand.id desc limit 1) l"
+	" from (select distinct on (cand.qi) cand.qi, cand.id, cand.pr,"
+	"   cand.ra from cand where cand.b = 'a'"
+	"   order by cand.qi, cand.pr desc, cand.ra desc, cand.id desc) l"
+	"  join q on q.qi = l.qi"
 	/* A claim in its turn says where it stopped, for the claims after
 	 * it (ha).  An aggregate (of a column of its own level, or it would
 	 * be the outer query's): one row, with the turn or without. */

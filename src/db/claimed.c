@@ -70,28 +70,59 @@ claimed_jobs(const PGresult *res, int *n)
 	return jobs;
 }
 
+/* The queues of the request (c->names) sorted by name, with their place in
+ * it: a row's queue is found by a binary search, not by a walk of every
+ * queue asked for, for every job (a worker can serve a thousand). */
+struct named {
+	const char *name;
+	size_t k;
+};
+
+static int
+named_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct named *)a)->name,
+		      ((const struct named *)b)->name);
+}
+
+static struct named *
+names_sorted(const struct db_call *c)
+{
+	struct named *s = xcalloc(c->n + 1, sizeof(*s));
+	for (size_t k = 0; k < c->n; k++)
+		s[k] = (struct named){c->names[k], k};
+	qsort(s, c->n, sizeof(*s), named_cmp);
+	return s;
+}
+
+/* The place of queue q in the request, or c->n if it is not there. */
+static size_t
+name_find(const struct db_call *c, const struct named *s, const char *q)
+{
+	struct named key = {q, 0};
+	const struct named *f = bsearch(&key, s, c->n, sizeof(*s), named_cmp);
+	return f ? f->k : c->n;
+}
+
 /* Per queue asked for, the position of the last job its parallel branch
  * took ('p' rows name the queue). */
 static void
 claimed_positions(const PGresult *res, const struct db_call *c,
-		  struct queue_position *pos, bool *has)
+		  const struct named *s, struct queue_position *pos, bool *has)
 {
 	for (int i = 0; i < PQntuples(res); i++) {
 		if (*PQgetvalue(res, i, 0) != 'p')
 			continue;
-		const char *q = PQgetvalue(res, i, 3);
-		for (size_t k = 0; k < c->n; k++) {
-			if (has[k] || strcmp(c->names[k], q) != 0)
-				continue;
-			snprintf(pos[k].priority, sizeof(pos[k].priority), "%s",
-				 PQgetvalue(res, i, 9));
-			snprintf(pos[k].run_at, sizeof(pos[k].run_at), "%s",
-				 PQgetvalue(res, i, 10));
-			snprintf(pos[k].id, sizeof(pos[k].id), "%s",
-				 PQgetvalue(res, i, 1));
-			has[k] = true;
-			break;
-		}
+		size_t k = name_find(c, s, PQgetvalue(res, i, 3));
+		if (k == c->n || has[k])
+			continue;
+		snprintf(pos[k].priority, sizeof(pos[k].priority), "%s",
+			 PQgetvalue(res, i, 9));
+		snprintf(pos[k].run_at, sizeof(pos[k].run_at), "%s",
+			 PQgetvalue(res, i, 10));
+		snprintf(pos[k].id, sizeof(pos[k].id), "%s",
+			 PQgetvalue(res, i, 1));
+		has[k] = true;
 	}
 }
 
@@ -115,16 +146,13 @@ queue_wait_name(enum queue_wait w)
  * control (kind: why; pr... ra: the retry in ms). */
 static void
 claimed_flow(const PGresult *res, const struct db_call *c,
-	     struct queue_flow_said *flow)
+	     const struct named *s, struct queue_flow_said *flow)
 {
 	for (int i = 0; i < PQntuples(res); i++) {
 		char t = *PQgetvalue(res, i, 0);
 		if (t != 'l' && t != 'u' && t != 'w')
 			continue;
-		const char *q = PQgetvalue(res, i, 3);
-		size_t k = 0;
-		while (k < c->n && strcmp(c->names[k], q) != 0)
-			k++;
+		size_t k = name_find(c, s, PQgetvalue(res, i, 3));
 		if (k == c->n)
 			continue;
 		struct queue_flow_said *f = &flow[k];
@@ -145,15 +173,15 @@ claimed_flow(const PGresult *res, const struct db_call *c,
 /* The sweep tickets the claim was granted ('s' rows): ticket[k] for queue k
  * of the request. */
 static void
-claimed_tickets(const PGresult *res, const struct db_call *c, bool *ticket)
+claimed_tickets(const PGresult *res, const struct db_call *c,
+		const struct named *s, bool *ticket)
 {
 	for (int i = 0; i < PQntuples(res); i++) {
 		if (*PQgetvalue(res, i, 0) != 's')
 			continue;
-		const char *q = PQgetvalue(res, i, 3);
-		for (size_t k = 0; k < c->n; k++)
-			if (strcmp(c->names[k], q) == 0)
-				ticket[k] = true;
+		size_t k = name_find(c, s, PQgetvalue(res, i, 3));
+		if (k < c->n)
+			ticket[k] = true;
 	}
 }
 
@@ -172,18 +200,17 @@ queue_claimed_read_turn(const struct db_call *c, const struct db_status *st,
 				    .turn_wait_ms = turn_wait_ms};
 	int *queue_of = NULL;
 	if (st->error == DB_OK) {
+		struct named *s = names_sorted(c);
 		out.jobs = claimed_jobs(res, &out.njobs);
-		claimed_positions(res, c, pos, has);
-		claimed_flow(res, c, flow);
-		claimed_tickets(res, c, ticket);
+		claimed_positions(res, c, s, pos, has);
+		claimed_flow(res, c, s, flow);
+		claimed_tickets(res, c, s, ticket);
 		queue_of = xcalloc((size_t)out.njobs + 1, sizeof(int));
 		for (int i = 0; i < out.njobs; i++) {
-			queue_of[i] = -1;
-			for (size_t k = 0; k < c->n && queue_of[i] < 0; k++)
-				if (strcmp(c->names[k], out.jobs[i]->queue) ==
-				    0)
-					queue_of[i] = (int)k;
+			size_t k = name_find(c, s, out.jobs[i]->queue);
+			queue_of[i] = k < c->n ? (int)k : -1;
 		}
+		free(s);
 	}
 	out.queue_of = queue_of;
 	((queue_claim_fn *)c->cb)(c->arg, st, &out);

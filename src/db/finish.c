@@ -27,23 +27,27 @@
  * entries in pgjob.jobs, nothing for the pruning duty to delete later.
  * With $8 (retention 0) that is all; but for a job with children
  * (sql/upgrade/011_workflows.sql), which is written done so that its row
- * trigger releases them, and pruned later.  With a retention, a plain job (done
- * at its first claim, no workflow, batch, parent or child: MOVED) gets a
- * copy of its row in pgjob.jobs_done (fm), in the ring of its end's period
- * for the retention $13 (sql/upgrade/019_jobs_done.sql); every other end is
- * written in place (f), as before.  fd's and f's conditions are each
- * other's complement for a done row: write them together.
- * $9, $10, $11: each attempt's figures (sql/upgrade/012_attempt_usage.sql; the
- * rows deleted at retention 0 keep none).  $12: a failure's exit or HTTP
- * status, NULL for the rest (last_status, sql/upgrade/013_attempts.sql).
- * locked_by is left as it is: it names the worker of the job's last
- * attempt.  An attempt that did not end done gets its row of
- * pgjob.attempts from the trigger of sql/upgrade/013_attempts.sql; a job
- * deleted at retention 0 takes its rows with it (fa), in the statement of a
- * worker with retention 0 only (pgjob_finish_delete): elsewhere it would call a
- * function at every finish to delete nothing.  A moved job has none: it
- * ended at its first attempt.
- * Rows: 'f' and the id of each job whose end was written.
+ * trigger releases them, and pruned later.  With a retention, a plain job (no
+ * workflow, batch, parent or child: MOVED) gets a copy of its row in
+ * pgjob.jobs_done (fm), in the ring of its end's period for the retention
+ * $13 (sql/upgrade/019_jobs_done.sql); every other end is written in place
+ * (f), as before.  Since schema version 40 a job done at a later attempt is
+ * moved too: its attempt rows stay in pgjob.attempts, and pgjob.prune_done()
+ * deletes them with its ring (jobs_done_tried_idx).  fd's and f's conditions
+ * are each other's complement for a done row: write them together. $9, $10,
+ * $11: each attempt's figures (sql/upgrade/012_attempt_usage.sql; the rows
+ * deleted at retention 0 keep none).  $12: a failure's exit or HTTP status,
+ * NULL for the rest (last_status, sql/upgrade/013_attempts.sql). locked_by is
+ * left as it is: it names the worker of the job's last attempt.  An attempt
+ * that did not end done gets its row of pgjob.attempts: from this statement
+ * (fh) when it leaves the job available or dead, from the trigger of
+ * sql/upgrade/013_attempts.sql otherwise; a job deleted at retention 0 takes
+ * its rows with it (fa), in the statement of a worker with retention 0 only
+ * (pgjob_finish_delete): elsewhere it would call a function at every finish to
+ * delete nothing.
+ *
+ * Rows: 'f' and the id of each job whose end was written ('s': written dead,
+ * a snooze past the cap), and one 'h' when attempt rows were written (fh).
  *
  * The worker pipelines the next claim right behind it, in the same round
  * trip but its own transaction: see the worker's turn (worker/ends.c) for
@@ -115,9 +119,8 @@ _Static_assert(JOB_AVAILABLE == 0 && JOB_RUNNING == 1 && JOB_DONE == 2 &&
 
 /* clang-format off */
 #define MOVED                                                                  \
-	"(j.children is not true and ($8 or (j.lease_token = 1"               \
-	" and j.parents_left is null and j.workflow_id is null"                \
-	" and j.batch_id is null)))"
+	"(j.children is not true and ($8 or (j.parents_left is null"          \
+	" and j.workflow_id is null and j.batch_id is null)))"
 
 static const char finish_fd_sql[] =
 	"with fd as ("
@@ -236,15 +239,49 @@ static const char finish_tail_sql[] =
 	"   and coalesce(j.state, '') = 'running'"
 	/* A snooze past the cap: written dead (returned 's'). */
 	"  returning j.id, " STATE_AT " = " SNOOZE_CODE
-	"   and j.state = 'dead' as capped)";
+	"   and j.state = 'dead' as capped,"
+	/* The attempt row of an end that leaves the job available or dead
+	 * (fh), as pgjob.attempt_ended() would have written it: RETURNING
+	 * gives the row as written, so j.attempts is after the refund and
+	 * j.snoozes after the snooze, and the outcome is read from the
+	 * state and the codes.  Null for the other ends (done, cancelled:
+	 * the trigger's, or none). */
+	"   case when j.state in ('available', 'dead') then"
+	"    row(j.id, j.attempts + case when " DB_AT_ID("$7", "bool[]")
+	"      and not (" STATE_AT " = " SNOOZE_CODE " and j.state = 'dead')"
+	"      then 1 else 0 end,"
+	"     j.lease_token, j.attempted_at, now(), j.locked_by,"
+	"     case when j.state = 'dead' then 'dead'"
+	"      when " STATE_AT " = " SNOOZE_CODE " then 'snoozed'"
+	"      when " DB_AT_ID("$7", "bool[]") " then 'interrupted'"
+	"      else 'failed' end,"
+	"     j.last_status, case when j.state = 'dead' or " STATE_AT
+	"      <> " SNOOZE_CODE " then j.last_error end,"
+	"     j.last_wall_ms, j.last_cpu_ms, j.last_max_rss_kb"
+	"    )::pgjob.attempts end as h),"
+	/*
+	 * The attempt history of those ends, one insert for the batch: the
+	 * row trigger leaves them out (sql/schema/triggers/jobs.sql), so a
+	 * failure costs what its row costs, not a call of a plpgsql function
+	 * per job.  No call at all for a batch without one (HAVING), the
+	 * usual batch of jobs done.  In the same statement as the ends: both
+	 * are written or neither is, whenever the worker dies.  Its row
+	 * ('h') is read by nobody, but it makes the CTE run.
+	 */
+	/* not (h is null): "h is not null" of a row is false when any
+	 * of its fields is null. */
+	" fh as (select pgjob.attempts_add(array_agg(f.h)) as n"
+	"  from f where not (f.h is null) having count(*) > 0)";
 /* clang-format on */
 
 static const char finish_end_sql[] =
 	" select case when capped then 's' else 'f' end, id from f"
-	" union all select 'f', id from fd";
+	" union all select 'f', id from fd"
+	" union all select 'h', n from fh";
 static const char finish_delete_end_sql[] =
 	" select case when capped then 's' else 'f' end, id from f"
-	" union all select 'f', fd.id from fd, fa";
+	" union all select 'f', fd.id from fd, fa"
+	" union all select 'h', n from fh";
 
 static void
 read_finish(const struct db_call *c, const struct db_status *st,

@@ -279,12 +279,14 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 		int k = r->queue_of[i];
 		/* Every claimed job is of a queue the claim asked for. */
 		size_t q = k >= 0 ? c->qidx[k]
-				  : config_handler(w->cfg, r->jobs[i]->kind)
+				  : worker_handler(w, r->jobs[i]->kind)
 					    ->queue_index;
 		held_start(w, r->jobs[i], q, c->sent_ms);
-		/* An sql handler's job starts when the connection is free. */
-		sqlhandler_next(w);
 	}
+	/* An sql handler's job starts when the connection is free: once
+	 * for the batch, not per job, for it walks every job held (a batch
+	 * of thousands would cost their square). */
+	sqlhandler_next(w);
 	free(got);
 	trim_when_idle(w, r->njobs);
 out:

@@ -375,7 +375,7 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 	h->w = w;
 	h->job = *job;
 	free(job);
-	h->job.handler = config_handler(w->cfg, h->job.kind);
+	h->job.handler = worker_handler(w, h->job.kind);
 	h->queue = q;
 	h->started_ms = util_now_ms();
 	history_started(h);

@@ -164,6 +164,8 @@ struct worker {
 	char *locked_by;
 	const char **kinds;
 	size_t nkinds;
+	/* Its handlers sorted by kind, for worker_handler(). */
+	const struct handler_conf **by_kind;
 	struct wqueue *wq; /* per cfg->queues index */
 	struct held *head;
 	int nheld;
@@ -314,6 +316,10 @@ void sqlhandler_next(struct worker *w);
  * of every queue without limits that has room; and the limited queues
  * that want one (all: every one). */
 void claim_send(struct worker *w, int all);
+/* The handler of kind, or NULL: a binary search of by_kind (a worker can
+ * have thousands of handlers, and looks one up for every job it takes). */
+const struct handler_conf *worker_handler(const struct worker *w,
+					  const char *kind);
 
 /* notify.c */
 /* The connection's NOTIFY hook (channels pgjob and pgjob_limits). */

@@ -459,20 +459,47 @@ on_parent(struct ev_loop *loop, ev_io *io, int revents)
 /* --- setup ------------------------------------------------------------------
  */
 
+static int
+by_kind_cmp(const void *a, const void *b)
+{
+	const struct handler_conf *const *x = a, *const *y = b;
+	return strcmp((*x)->kind, (*y)->kind);
+}
+
+const struct handler_conf *
+worker_handler(const struct worker *w, const char *kind)
+{
+	size_t lo = 0, hi = w->nkinds;
+	while (kind && lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int cmp = strcmp(kind, w->by_kind[mid]->kind);
+		if (cmp == 0)
+			return w->by_kind[mid];
+		if (cmp < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
 /* The kinds it handles, and the queues they use (resolved by config). */
 static void
 setup_kinds(struct worker *w)
 {
 	const struct config *c = w->cfg;
 	w->kinds = xcalloc(c->nhandlers + 1, sizeof(char *));
+	w->by_kind = xcalloc(c->nhandlers + 1, sizeof(*w->by_kind));
 	w->wq = xcalloc(c->nqueues + 1, sizeof(*w->wq));
 	for (size_t i = 0; i < c->nqueues; i++)
 		w->wq[i].more = 1;
 	w->limits_json = config_limits_json(c);
 	for (size_t i = 0; i < c->nhandlers; i++) {
+		w->by_kind[w->nkinds] = &c->handlers[i];
 		w->kinds[w->nkinds++] = c->handlers[i].kind;
 		w->wq[c->handlers[i].queue_index].serves = 1;
 	}
+	qsort(w->by_kind, w->nkinds, sizeof(*w->by_kind), by_kind_cmp);
 }
 
 /*
@@ -613,6 +640,7 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 		held_unlink(&w, w.head);
 	ev_loop_destroy(w.loop);
 	free(w.kinds);
+	free(w.by_kind);
 	free(w.wq);
 	free(w.locked_by);
 	history_free(&w.hist);

@@ -407,7 +407,8 @@ sed -i "\$ s|\$|$(cat "$dir/web.polls" 2>/dev/null || echo 0) page requests answ
 # The attempt history (docs/operations.md): while jobs succeed nothing is
 # written (the 7d row); here every job fails its first attempt, retried at
 # once, and is done at its second: one pgjob.attempts row per job, written
-# by the trigger of sql/upgrade/013_attempts.sql.
+# by the statement that writes the failures (src/db/finish.c; by the
+# trigger of sql/upgrade/013_attempts.sql before schema version 40).
 config "$dir/run.yaml" "$workers" "$conc" 7d
 fresh_schema
 sql -c "insert into pgjob.jobs (kind, payload) select 'noop', jsonb_build_object('id', i, 'fail_first', true) from generate_series(1, $n) i" \

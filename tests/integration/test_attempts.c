@@ -80,7 +80,8 @@ assert_row(const char *out, const char *first, ...)
 
 /* A job that fails twice, then succeeds: two rows failed with exit status
  * 3 and their errors, and `pgjob show` prints three attempts, the third
- * from the job row with its worker. */
+ * from the job row with its worker; the job is moved to pgjob.jobs_done,
+ * and its rows go when its ring is pruned. */
 static void
 test_fail_twice(void **state)
 {
@@ -160,8 +161,67 @@ test_fail_twice(void **state)
 	t_run_free(&r);
 
 	t_stop_clean(p);
+
+	/* Done at its third attempt, a plain job moved to pgjob.jobs_done
+	 * (schema version 40; written in place before), its rows kept:
+	 * pgjob.forget_attempts() leaves a job that is there, and the ring's
+	 * pruning takes them with it. */
+	t_assert_value(c, "1 2",
+		       "select (select count(*) from pgjob.jobs_done"
+		       "  where id = %lld) || ' ' || pgjob.forget_attempts("
+		       "  array[%lld]::bigint[]) + (select count(*)"
+		       "  from pgjob.attempts where job_id = %lld)",
+		       id, id, id);
+	t_exec(c, "select pgjob.prune_done(now() + interval '1 day')");
+	t_assert_value(c, "0 0",
+		       "select (select count(*) from pgjob.all_jobs) || ' ' ||"
+		       " (select count(*) from pgjob.attempts)");
 	free(worker);
 	free(script);
+	PQfinish(c);
+	free(ci);
+}
+
+/*
+ * The worker's ends that leave a job available or dead write their attempt
+ * rows in the statement that ends them (src/db/finish.c), not through the
+ * row trigger: with the trigger disabled, a failure and a dead end still
+ * have their rows, whole.  (Before schema version 40 the trigger wrote them,
+ * and this test found none.)
+ */
+static void
+test_finish_writes_rows(void **state)
+{
+	char *ci = t_db_migrated("t_attempts_finish");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "alter table pgjob.jobs disable trigger jobs_attempt_ended");
+	char *once = flaky_script("once", 1, ":");
+	char *dead = flaky_script("dead", 1, ":");
+	pid_t p = t_start("finish", ci,
+			  "workers: 1\n"
+			  "defaults: { backoff: { base: 100ms, max: 100ms } }\n"
+			  "handlers:\n"
+			  "  once: { type: exec, command: [\"/bin/sh\","
+			  " \"%s\"], max_attempts: 5 }\n"
+			  "  dead: { type: exec, command: [\"/bin/sh\","
+			  " \"%s\"], max_attempts: 1 }\n",
+			  once, dead);
+	long long a = t_long(c, "select pgjob.enqueue('once')");
+	long long d = t_long(c, "select pgjob.enqueue('dead')");
+	t_wait_state(c, a, "done", 60);
+	t_wait_state(c, d, "dead", 60);
+	t_assert_value(c, "1|failed|3|exit status 3: boom 1", HISTORY_SQL, a);
+	t_assert_value(c, "1|dead|3|exit status 3: boom 1", HISTORY_SQL, d);
+	t_assert_value(c, "t",
+		       "select bool_and(a.worker = j.locked_by"
+		       "  and a.token = 1 and a.started_at <= a.finished_at"
+		       "  and a.wall_ms >= 0 and a.cpu_ms >= 0"
+		       "  and a.max_rss_kb > 0) and count(*) = 2"
+		       " from pgjob.attempts a join pgjob.all_jobs j"
+		       " on j.id = a.job_id");
+	t_stop_clean(p);
+	free(once);
+	free(dead);
 	PQfinish(c);
 	free(ci);
 }
@@ -385,15 +445,18 @@ test_cancel_and_prune(void **state)
 		       "select outcome = 'cancelled' and worker = 'h:1'"
 		       "  and wall_ms >= 2000 and error is null"
 		       " from pgjob.attempts where job_id = 1");
-	/* The worker's end at a shutdown: the attempt given back. */
+	/* Ends written by hand the way a worker's look, but for
+	 * locked_until, which the worker's end clears and writes its rows
+	 * itself (test_finish_writes_rows): the trigger writes these.  An
+	 * attempt given back at a shutdown: */
 	t_exec(c, "update pgjob.jobs set state = 'available', attempts = 0,"
 		  " last_error = 'interrupted: the worker shut down',"
-		  " last_wall_ms = 5, locked_until = null where id = 2");
+		  " last_wall_ms = 5 where id = 2");
 	t_assert_value(c, "1|interrupted|-|interrupted: the worker shut down",
 		       HISTORY_SQL, 2LL);
 	/* Job 3 fails and waits for its retry. */
 	t_exec(c, "update pgjob.jobs set state = 'available', last_error ="
-		  " 'no', last_status = 7, locked_until = null where id = 3");
+		  " 'no', last_status = 7 where id = 3");
 	t_assert_value(c, "1|failed|7|no", HISTORY_SQL, 3LL);
 
 	/* Job 1 ended a day ago; 2 and 3 still wait. */
@@ -482,6 +545,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fail_twice),
+		cmocka_unit_test(test_finish_writes_rows),
 		cmocka_unit_test(test_sql_and_hostile),
 		cmocka_unit_test(test_lost),
 		cmocka_unit_test(test_interrupted),

@@ -8,8 +8,11 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-	-- The worker's end (a failure, dead, interrupted, snoozed) carries
-	-- its figures; the others were written by someone else.
+	-- An end like the worker's (a failure, dead, interrupted, snoozed)
+	-- carries its figures; the others were written by someone else.
+	-- The worker's own, which clear locked_until, do not come here: the
+	-- statement that writes them writes their rows (src/db/finish.c,
+	-- the trigger's WHEN); those by hand that leave it do.
 	ended boolean := new.state in ('available', 'dead')
 		and new.lease_token = old.lease_token;
 	snoozed boolean := new.state = 'available'

@@ -1,45 +1,32 @@
 -- The row trigger: a job with children, or of a workflow or a batch,
--- ended.  It counts the end, then releases or cancels the children;
--- children cancelled by it are ended too, and their children are taken in
--- turn here (not by the trigger nested in this one, which only counts:
--- a chain of a thousand would otherwise nest a thousand deep).
+-- ended.  It only notes the job's id (in setting pgjob.ended, local to the
+-- transaction); pgjob.ends_count() counts the ends noted, set by set, at
+-- the end of the statement (the statement trigger pgjob.jobs_ended_flush()).
+-- Counted one row at a time, a fan-in of 10,000 parents updated its
+-- child's row (and a workflow's row) once per parent: 10,000 versions of
+-- one row, each read through the ones before; counted per statement, a
+-- batch of ends updates each shared row once.
+--
+-- AFTER row triggers fire once the statement has written every row, so
+-- the ends noted can be counted from here too: a statement that ends many
+-- such jobs counts them some 2,000 at a time, which keeps the noted
+-- list (a text rebuilt at each append) short.  While ends_count() runs,
+-- the ends its own updates make (children it cancels) are only noted: its
+-- loop takes them in turn, never a nested call (a chain of a thousand
+-- would otherwise nest a thousand deep).
 create or replace function pgjob.jobs_ended() returns trigger
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-	work bigint[];
-	i int := 1;
-	r record;
-	due int := 0;
+	noted text := coalesce(current_setting('pgjob.ended', true), '')
+		|| new.id::text || ',';
 begin
-	if new.workflow_id is not null or new.batch_id is not null then
-		perform pgjob.count_end(new.workflow_id, new.batch_id, new.state, 1);
-	end if;
-	if new.children is not true
-	   or current_setting('pgjob.releasing', true) = 'on' then
-		return null;
-	end if;
-	perform set_config('pgjob.releasing', 'on', true);
-	select * into r from pgjob.parent_ended(new.id, new.state,
-		coalesce(new.step, new.id::text));
-	work := r.cancelled;
-	due := r.due;
-	while i <= cardinality(work) loop
-		select pe.* into r from pgjob.jobs j
-		 cross join lateral pgjob.parent_ended(j.id, j.state,
-			coalesce(j.step, j.id::text)) pe
-		 where j.id = work[i] and j.children;
-		i := i + 1;
-		if found then
-			work := work || r.cancelled;
-			due := due + r.due;
-		end if;
-	end loop;
-	perform set_config('pgjob.releasing', '', true);
-	if due > 0 then
-		perform pg_notify('pgjob', pg_current_xact_id()::text || ' ' || due);
+	perform set_config('pgjob.ended', noted, true);
+	if length(noted) > 16000
+	   and coalesce(current_setting('pgjob.releasing', true), '') <> 'on' then
+		perform pgjob.ends_count();
 	end if;
 	return null;
 end

@@ -32,9 +32,14 @@ begin
 			' finished_at >= $1)', part) into newer using cutoff;
 		if newer then
 			if batch > 0 then
+				-- The attempt rows of the jobs done at a later
+				-- attempt go with them.
 				execute format('with d as (delete from %s where ctid in'
 					' (select ctid from %s where finished_at < $1'
-					' limit $2) returning 1) select count(*) from d',
+					' limit $2) returning id, lease_token),'
+					' x as (delete from pgjob.attempts a using d'
+					' where d.lease_token > 1 and a.job_id = d.id)'
+					' select count(*) from d',
 					part, part) into k using cutoff, batch;
 				n := n + k;
 			end if;
@@ -68,6 +73,10 @@ begin
 		execute format('select exists (select 1 from %s where'
 			' finished_at >= $1)', part) into newer using cutoff;
 		if not newer then
+			-- The attempt rows of its jobs done at a later attempt
+			-- (jobs_done_tried_idx: the ring is not read).
+			execute format('delete from pgjob.attempts a using %s d'
+				' where d.lease_token > 1 and a.job_id = d.id', part);
 			execute format('truncate %s', part);
 			n := n + k;
 		end if;

@@ -14,7 +14,7 @@
 -- A job that was cancelled while it waited for its parents (parents_left
 -- > 0: it was never released) goes back to waiting for those whose end it
 -- has not counted (edges not resolved), as pgjob.attach() would have it;
--- when none is left it is released as pgjob.parent_ended() releases, its
+-- when none is left it is released as pgjob.parents_ended() releases, its
 -- parents' results merged into its payload.  Edges that a parent's end
 -- resolved while the job was cancelled stay resolved: such a failed parent
 -- shows under "failed" in the payload, whatever the job's

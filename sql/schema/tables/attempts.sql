@@ -4,9 +4,11 @@
 -- (the worker shut down and gave the attempt back).  The attempt that ends
 -- done has no row: its figures are on the job row.  Written by the AFTER
 -- UPDATE trigger jobs_attempt_ended (triggers/jobs.sql), so that every path
--- that ends an attempt is caught, whoever wrote it; a job's rows go with it
--- (pgjob.forget_attempts()).  sql/upgrade/013_attempts.sql says why at
--- length.
+-- that ends an attempt is caught, whoever wrote it, but for the worker's
+-- ends that leave the job available or dead, whose statement writes their
+-- rows itself (pgjob.attempts_add(), since version 40); a job's rows go
+-- with it (pgjob.forget_attempts()).  sql/upgrade/013_attempts.sql says why
+-- at length.
 create table pgjob.attempts (
 	job_id bigint not null,
 	attempt integer not null,

@@ -1,8 +1,8 @@
 -- Plain jobs that ended done, kept out of the hot table
 -- (sql/upgrade/019_jobs_done.sql says why at length).  The end of a plain
--- job (done at its first claim, with no workflow, batch, parent or child:
--- nothing that reads its row later) deletes its row from pgjob.jobs and
--- appends a copy here in the same statement.  This table is written only at
+-- job (done, with no workflow, batch, parent or child: nothing that reads
+-- its row later; until version 40 only at its first claim) deletes its row
+-- from pgjob.jobs and appends a copy here in the same statement.  This table is written only at
 -- its end: a btree on id (a job by id, newest first) and a BRIN index on
 -- finished_at (a summary per 128 pages, nothing per row).
 --
@@ -73,3 +73,9 @@ $$;
 create index jobs_done_id_idx on pgjob.jobs_done (id);
 create index jobs_done_finished_idx on pgjob.jobs_done using brin (finished_at)
 	with (autosummarize = on);
+-- The jobs done at a later attempt (version 40), whose attempt rows
+-- pgjob.prune_done() deletes with their ring: an entry only for them, so
+-- the end of a job done at its first attempt pays a test of the
+-- predicate, and a ring's rows are found without reading the ring.
+create index jobs_done_tried_idx on pgjob.jobs_done (id)
+	where (lease_token > 1);

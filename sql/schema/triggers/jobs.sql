@@ -8,17 +8,27 @@ create or replace trigger jobs_notify after insert on pgjob.jobs
 	for each statement execute function pgjob.jobs_notify();
 
 -- An attempt that ends other than done, or whose lease is taken over,
--- goes to pgjob.attempts (pgjob.attempt_ended()).
+-- goes to pgjob.attempts (pgjob.attempt_ended()).  But for the worker's
+-- own ends that leave the job available or dead (a failure, a dead end,
+-- an attempt given back, a snooze: the same lease token, locked_until
+-- cleared): the statement that writes them writes their rows too, a batch
+-- at a time (pgjob.attempts_add(), src/db/finish.c), and a call of the
+-- function per row would cost more than the rest of such an end.
 create or replace trigger jobs_attempt_ended
 	after update of state, lease_token on pgjob.jobs
 	for each row
 	when (old.state = 'running' and new.state <> 'done'
 	      and (new.state <> 'running'
-	           or new.lease_token <> old.lease_token))
+	           or new.lease_token <> old.lease_token)
+	      and not (new.state in ('available', 'dead')
+	               and new.lease_token = old.lease_token
+	               and new.locked_until is null))
 	execute function pgjob.attempt_ended();
 
 -- A parent, a workflow's step or a batch's job that ends counts for its
--- children, workflow and batch (pgjob.jobs_ended()).
+-- children, workflow and batch: the row trigger notes it
+-- (pgjob.jobs_ended()), the statement trigger after it counts all the
+-- statement's ends at once (pgjob.jobs_ended_flush(), pgjob.ends_count()).
 create or replace trigger jobs_ended after update of state on pgjob.jobs
 	for each row
 	when ((new.children or new.workflow_id is not null
@@ -26,6 +36,10 @@ create or replace trigger jobs_ended after update of state on pgjob.jobs
 	      and new.state in ('done', 'dead', 'cancelled')
 	      and old.state not in ('done', 'dead', 'cancelled'))
 	execute function pgjob.jobs_ended();
+
+create or replace trigger jobs_ended_flush after update of state on pgjob.jobs
+	for each statement
+	execute function pgjob.jobs_ended_flush();
 
 -- A job of a workflow or a batch that had ended runs again (pgjob retry):
 -- its end no longer counts (pgjob.jobs_reopened()).

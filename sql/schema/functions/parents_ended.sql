@@ -1,0 +1,102 @@
+-- The parents ps ended (each with children): what each of their
+-- unresolved children makes of it, for all of them at once.  Returns how
+-- many children it made due; the children it cancels end by its update,
+-- and their row trigger notes them for pgjob.ends_count()'s next round.
+--
+-- Set by set: a fan-out of thousands, or a fan-in whose parents end in one
+-- statement, is five statements at most, whatever the number of edges; a child
+-- shared by many of the parents is locked and written once, by all of
+-- their ends together.
+--
+-- The children are locked first, in id order (two ends that share
+-- children take them in the same order), and what decides is read from
+-- the locked rows, in the next statement (a snapshot taken once the locks
+-- are held): a parent that ended at the same moment in another
+-- transaction was counted there, and its count is on the row.  Each edge
+-- is settled (resolved: how the parent ended) in the statement that
+-- decides for its child, and a child is released by the next one, so the
+-- payload of a child released here reads all its parents' ends
+-- (pgjob.parents_of()).  A parent that ended dead or cancelled does what
+-- its child's on_parent_failure says (docs/workflows.md): 'wait' leaves
+-- the edge unresolved until a retry of the parent ends done; 'cancel'
+-- cancels the waiting child (once, whichever of its failed parents names
+-- it); 'run' counts the end as a done one.  A child that no longer waits
+-- (cancelled by hand, or by another parent) has its edges settled and
+-- nothing else.
+create or replace function pgjob.parents_ended(ps bigint[]) returns int
+language plpgsql
+as $$
+declare
+	cids bigint[];
+	whys text[];
+	dids bigint[];
+	dns int[];
+	rel bigint[];
+begin
+	perform 1 from pgjob.jobs j
+	 where j.id = any(array(select d.child from pgjob.job_deps d
+			 where d.parent = any(ps) and d.resolved is null))
+	 order by j.id
+	   for update;
+	-- Joins with the jobs by their key only, never with a list of the
+	-- children built here: with no statistics on job_deps yet (a graph
+	-- enqueued a moment ago) the planner counts one row for such a list
+	-- and reads it whole for every edge.
+	with s as (
+		update pgjob.job_deps d set resolved = p.state
+		  from pgjob.jobs p, pgjob.jobs c
+		 where d.parent = any(ps) and d.resolved is null
+		   and p.id = d.parent and c.id = d.child
+		   and (p.state = 'done' or c.state <> 'waiting'
+			or coalesce(c.on_parent_failure, 'cancel') <> 'wait')
+		returning d.parent, d.child, p.state as pst,
+			  coalesce(p.step, p.id::text) as pn, c.state,
+			  c.parents_left,
+			  coalesce(c.on_parent_failure, 'cancel') as policy
+	), k as (
+		select s.child,
+		       case when bool_or(s.pst <> 'done' and s.policy = 'cancel')
+			    then 'c'
+			    when min(s.parents_left) <= count(*) then 'r'
+			    else 'd' end as act,
+		       count(*)::int as n,
+		       (array_agg(format('parent %s ended %s', s.pn, s.pst)
+			order by s.parent) filter (where s.pst <> 'done'))[1] as why
+		  from s
+		 where s.state = 'waiting'
+		 group by s.child
+	)
+	select array_agg(k.child order by k.child) filter (where k.act = 'c'),
+	       array_agg(k.why order by k.child) filter (where k.act = 'c'),
+	       array_agg(k.child order by k.child) filter (where k.act = 'd'),
+	       array_agg(k.n order by k.child) filter (where k.act = 'd'),
+	       array_agg(k.child order by k.child) filter (where k.act = 'r')
+	  into cids, whys, dids, dns, rel
+	  from k;
+	-- Each update below reads its list once, each row of it finding its
+	-- job by jobs_pkey.
+	if cids is not null then
+		update pgjob.jobs j set state = 'cancelled', finished_at = now(),
+			last_error = x.why
+		  from unnest(cids, whys) x(id, why)
+		 where j.id = x.id;
+	end if;
+	-- Those that still wait for others count these ends.
+	if dids is not null then
+		update pgjob.jobs j set parents_left = j.parents_left - x.n
+		  from unnest(dids, dns) x(id, n)
+		 where j.id = x.id;
+	end if;
+	-- Those that waited for these only are released, their payload
+	-- written once, from every edge.
+	if rel is null then
+		return 0;
+	end if;
+	update pgjob.jobs j set parents_left = 0, state = 'available',
+		run_at = greatest(j.run_at, now()),
+		payload = pgjob.with_parent(j.payload, x.add)
+	  from pgjob.parents_of(rel) x
+	 where j.id = x.child;
+	return cardinality(rel);
+end
+$$;

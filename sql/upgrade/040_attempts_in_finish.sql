@@ -1,0 +1,24 @@
+-- Version 40: the worker's ends that leave a job available or dead (a
+-- failure, a dead end, an attempt given back at a shutdown, a snooze)
+-- write their attempt rows in the statement that ends them, one insert
+-- for the batch (pgjob.attempts_add(), src/db/finish.c), and the row
+-- trigger jobs_attempt_ended leaves those ends out: the same lease token,
+-- the state available or dead, locked_until cleared (triggers/jobs.sql,
+-- restated from its file).  A plpgsql call per failed attempt was most of
+-- what the failure cost the finish (docs/performance.md).  The rows are
+-- the same as before; every other path that ends an attempt (a lease
+-- taken over, pgjob cancel, a write by hand that leaves locked_until set)
+-- still goes through the trigger (docs/operations.md, "The attempt
+-- history").
+--
+-- A plain job done at a later attempt moves to pgjob.jobs_done too, as one
+-- done at its first attempt does (src/db/finish.c, MOVED): written in
+-- place, its end was a row version and two index entries in pgjob.jobs,
+-- and a delete by the pruning duty later.  Its attempt rows stay in
+-- pgjob.attempts; pgjob.prune_done() deletes them with its ring, found by
+-- the partial index below (a ring is not read), and
+-- pgjob.forget_attempts() leaves the rows of a job in pgjob.jobs_done.
+-- The index holds the jobs done at a later attempt only: none before this
+-- version, so building it reads pgjob.jobs_done once and writes nothing.
+create index jobs_done_tried_idx on pgjob.jobs_done (id)
+	where (lease_token > 1);

@@ -1,0 +1,192 @@
+/*
+ * Integration: the ends of parents, workflow steps and batch jobs are
+ * counted once per statement, set by set (docs/workflows.md, "Exactly
+ * once"; sql/schema/functions/ends_count.sql).  SQL only, no daemon: each
+ * case ends many jobs in one statement, as a worker's finish of a batch
+ * does, and reads what the transaction wrote from
+ * pg_stat_xact_user_tables: a row that many of the ends share (a fan-in's
+ * child, the workflow's, the batch's) is written once, not once per end.
+ */
+#include "testlib.h"
+
+#include <stdlib.h>
+
+/* Row versions this session wrote in table t (pgjob.t) that it has not yet
+ * reported: read twice in one transaction, nothing is reported between
+ * the two reads, so their difference is what the statements between them
+ * wrote. */
+static long long
+updates(PGconn *c, const char *t)
+{
+	return t_long(c,
+		      "select n_tup_upd from pg_stat_xact_user_tables"
+		      " where relid = 'pgjob.%s'::regclass",
+		      t);
+}
+
+/* The JSON of a workflow of n parents p1..pn and one child c after all. */
+static void
+fan_in(PGconn *c, int n)
+{
+	t_exec(c,
+	       "select pgjob.enqueue_workflow(jsonb_build_object('steps',"
+	       " (select jsonb_agg(jsonb_build_object('name', 'p' || i,"
+	       "   'kind', 'k')) from generate_series(1, %d) i)"
+	       " || jsonb_build_array(jsonb_build_object('name', 'c',"
+	       "   'kind', 'k', 'after', (select jsonb_agg('p' || i)"
+	       "    from generate_series(1, %d) i)))))",
+	       n, n);
+}
+
+/* Fails on the code that counted one end at a time: 50 versions of the
+ * child's row and 50 of the workflow's. */
+static void
+test_fan_in_one_statement(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_ends_fan_in");
+	PGconn *c = t_connect(ci);
+	fan_in(c, 50);
+	t_exec(c, "begin");
+	long long j0 = updates(c, "jobs"), w0 = updates(c, "workflows");
+	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now(),"
+		  " result = to_jsonb(step) where step like 'p%%'");
+	/* The 50 parents, and the child once, released. */
+	assert_int_equal(updates(c, "jobs") - j0, 51);
+	assert_int_equal(updates(c, "workflows") - w0, 1);
+	t_exec(c, "commit");
+	t_assert_value(c, "available|0|50",
+		       "select state || '|' || parents_left || '|' ||"
+		       " (select count(*) from jsonb_object_keys(payload"
+		       "  -> 'pgjob' -> 'parents')) from pgjob.jobs"
+		       " where step = 'c'");
+	t_assert_value(c, "p17",
+		       "select payload -> 'pgjob' -> 'parents' ->> 'p17'"
+		       " from pgjob.jobs where step = 'c'");
+	t_assert_value(c, "51|50|0",
+		       "select steps || '|' || ended || '|' || failed"
+		       " from pgjob.workflows");
+	PQfinish(c);
+	free(ci);
+}
+
+/* More ends in one statement than the row trigger notes before it counts
+ * them (some 2,000 ids): counted in parts, the child released once. */
+static void
+test_fan_in_counted_in_parts(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_ends_parts");
+	PGconn *c = t_connect(ci);
+	fan_in(c, 5000);
+	t_exec(c, "begin");
+	long long j0 = updates(c, "jobs"), w0 = updates(c, "workflows");
+	t_exec(c, "update pgjob.jobs set state = 'done', finished_at = now()"
+		  " where step like 'p%%'");
+	/* The parents, and the child's row and the workflow's written once
+	 * per part (two or three), where one end at a time wrote each of
+	 * them 5,000 times. */
+	assert_in_range(updates(c, "jobs") - j0, 5002, 5003);
+	assert_in_range(updates(c, "workflows") - w0, 2, 3);
+	t_exec(c, "commit");
+	t_assert_value(c, "available|5000",
+		       "select state || '|' || (select count(*) from"
+		       " jsonb_object_keys(payload -> 'pgjob' -> 'parents'))"
+		       " from pgjob.jobs where step = 'c'");
+	t_assert_value(c, "5000|0",
+		       "select ended || '|' || failed from pgjob.workflows");
+	t_assert_value(c, "0",
+		       "select count(*) from pgjob.job_deps"
+		       " where resolved is null");
+	PQfinish(c);
+	free(ci);
+}
+
+/* Every on_parent_failure in one statement that ends a done parent and a
+ * dead one together; the cancelled child's own child is cancelled in
+ * turn. */
+static void
+test_policies_one_statement(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_ends_policies");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "select pgjob.enqueue_workflow('{\"steps\": ["
+		  "{\"name\": \"ok\", \"kind\": \"k\"},"
+		  "{\"name\": \"bad\", \"kind\": \"k\"},"
+		  "{\"name\": \"run\", \"kind\": \"k\", \"after\": [\"ok\","
+		  " \"bad\"], \"on_parent_failure\": \"run\"},"
+		  "{\"name\": \"cancel\", \"kind\": \"k\", \"after\": [\"ok\","
+		  " \"bad\"]},"
+		  "{\"name\": \"grand\", \"kind\": \"k\", \"after\":"
+		  " [\"cancel\"]},"
+		  "{\"name\": \"wait\", \"kind\": \"k\", \"after\": [\"ok\","
+		  " \"bad\"], \"on_parent_failure\": \"wait\"}]}')");
+	t_exec(c, "update pgjob.jobs set finished_at = now(),"
+		  " state = case step when 'ok' then 'done' else 'dead' end,"
+		  " last_error = case step when 'bad' then 'boom' end,"
+		  " result = case step when 'ok' then '7' end::jsonb"
+		  " where step in ('ok', 'bad')");
+	t_assert_value(c, "available|7|dead",
+		       "select state || '|' || (payload -> 'pgjob' -> 'parents'"
+		       " ->> 'ok') || '|' || (payload -> 'pgjob' -> 'failed'"
+		       " -> 'bad' ->> 'state') from pgjob.jobs"
+		       " where step = 'run'");
+	t_assert_value(c, "cancelled|parent bad ended dead",
+		       "select state || '|' || last_error from pgjob.jobs"
+		       " where step = 'cancel'");
+	t_assert_value(c, "cancelled|parent cancel ended cancelled",
+		       "select state || '|' || last_error from pgjob.jobs"
+		       " where step = 'grand'");
+	t_assert_value(c, "waiting|1",
+		       "select state || '|' || parents_left from pgjob.jobs"
+		       " where step = 'wait'");
+	t_assert_value(c, "4|3",
+		       "select ended || '|' || failed from pgjob.workflows");
+	PQfinish(c);
+	free(ci);
+}
+
+/* A batch's 20 jobs end in one statement: its row counts them once, the
+ * callback goes out once. */
+static void
+test_batch_one_statement(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_ends_batch");
+	PGconn *c = t_connect(ci);
+	long long b = t_long(c, "select pgjob.batch_open('report')");
+	t_exec(c,
+	       "select pgjob.enqueue('k', batch_id => %lld)"
+	       "  from generate_series(1, 20)",
+	       b);
+	t_exec(c, "select pgjob.batch_seal(%lld)", b);
+	t_exec(c, "begin");
+	long long b0 = updates(c, "batches");
+	t_exec(c, "update pgjob.jobs set finished_at = now(), state ="
+		  " case when id %% 4 = 0 then 'dead' else 'done' end"
+		  " where kind = 'k'");
+	/* The count, then finished_at and the callback. */
+	assert_int_equal(updates(c, "batches") - b0, 2);
+	t_exec(c, "commit");
+	t_assert_value(c, "15|5|0|1",
+		       "select done || '|' || dead || '|' || cancelled || '|'"
+		       " || (select count(*) from pgjob.jobs"
+		       "  where kind = 'report')"
+		       " from pgjob.batches where id = %lld",
+		       b);
+	PQfinish(c);
+	free(ci);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fan_in_one_statement),
+		cmocka_unit_test(test_fan_in_counted_in_parts),
+		cmocka_unit_test(test_policies_one_statement),
+		cmocka_unit_test(test_batch_one_statement),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
