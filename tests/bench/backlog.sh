@@ -54,6 +54,9 @@ cleanup() {
 		kill -TERM "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
+	# A drain runs in a command substitution, whose pgjobd the variable
+	# above never sees: stopped by its config's path (interrupted runs).
+	pkill -TERM -f -- "pgjobd -c $dir/pgjobd.yaml" 2>/dev/null || true
 	bash "$root/scripts/testpg.sh" stop "$dir" >/dev/null
 }
 trap cleanup EXIT
