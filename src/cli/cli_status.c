@@ -1,8 +1,9 @@
 /*
- * cli_status: `pgjob status [--json]`, the cluster at a glance: workers by
- * host and instance, queues (and which are paused, limited or throttled),
- * jobs that wait because no live worker serves their kind and queue, and
- * the leases of cluster-wide tasks and duties.
+ * cli_status: `pgjob status [--json] [--exact]`, the cluster at a glance:
+ * workers by host and instance, queues (and which are paused, limited or
+ * throttled), jobs that wait because no live worker serves their kind and
+ * queue, and the leases of cluster-wide tasks and duties.  No count reads
+ * past a thousand rows unless --exact says so (docs/cli.md, "status").
  *
  * One statement per section, each its own snapshot: the sections can
  * disagree by what happened between them, which is fine for a status view.
