@@ -100,14 +100,7 @@ static const char QUEUES_SQL[] =
 	QC_SKIP_SCAN("qa", QC_OPEN)
 	QC_SKIP_SCAN("qd", "j.dead")
 	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")
-	" f as (select queue, sum(n)::bigint as done from ("
-	"  select queue, count(*) as n from pgjob.jobs"
-	"   where finished_at > now() - interval '1 minute' and state = 'done'"
-	"   group by queue"
-	/* Plain jobs done: sql/upgrade/019_jobs_done.sql. */
-	"  union all select queue, n"
-	"   from pgjob.done_since(now() - interval '1 minute')) x"
-	"  group by queue),"
+	QC_LAST_MINUTE
 	" n as (select queue from qa where queue is not null"
 	"  union select queue from qd where queue is not null"
 	"  union select queue from qw where queue is not null"

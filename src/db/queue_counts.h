@@ -75,6 +75,25 @@
 	"   where " QC_OPEN " and j.queue = n.queue and j.priority = pr.p"     \
 	"    and j.run_at > now() limit " QC_CAP " + 1) x"                     \
 	"  limit " QC_CAP " + 1) y) s"
+/* `f`(queue, done, failed): the attempts each queue's jobs ended done and
+ * failed (retried or dead) in about the last minute, from the history the
+ * workers write at their heartbeats (pgjob.history_minutes, docs/
+ * operations.md "History per queue and kind"): the current minute's rows,
+ * and the previous minute's weighed by the share of it still within the
+ * last 60 s.  A few rows by the primary key, where counting the jobs done
+ * in the last minute read every one of them (pgjob.done_since(), a
+ * million and more a minute in a drain) and BRIN's ranges not yet
+ * summarized; the figures are up to a heartbeat (10 s) behind, and an end
+ * that no worker made (SQL by hand) is not in them. */
+#define QC_LAST_MINUTE                                                         \
+	" f as (select h.queue, round(sum(h.done * x.w))::bigint as done,"     \
+	"  round(sum(h.failed * x.w))::bigint as failed"                       \
+	"  from pgjob.history_minutes h cross join lateral (select case"       \
+	"   when h.at >= date_trunc('minute', now()) then 1.0"                 \
+	"   else 1.0 - extract(epoch from now()"                               \
+	"    - date_trunc('minute', now())) / 60 end as w) x"                  \
+	"  where h.at >= date_trunc('minute', now()) - interval '1 minute'"    \
+	"  group by h.queue),"
 /* clang-format on */
 
 #endif

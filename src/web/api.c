@@ -40,9 +40,8 @@
  * finished jobs in the last minute, that a worker's config defines or
  * that has a row in pgjob.limits (a paused queue with no jobs is still
  * paused), counted as db/queue_counts.h says (no count past QC_CAP + 1
- * rows); the jobs that finished in the last minute exactly
- * (jobs_finished_idx, and pgjob.done_since() for the plain jobs done,
- * sql/upgrade/019_jobs_done.sql).
+ * rows); the attempts done and failed in about the last minute from the
+ * workers' history (QC_LAST_MINUTE).
  */
 /* clang-format off */
 static const char QUEUES_SQL[] =
@@ -50,17 +49,7 @@ static const char QUEUES_SQL[] =
 	QC_SKIP_SCAN("qa", QC_OPEN)
 	QC_SKIP_SCAN("qd", "j.dead")
 	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")
-	" f as (select queue, sum(done) as done,"
-	"   sum(failed) as failed from ("
-	"  select queue,"
-	"   count(*) filter (where state = 'done') as done,"
-	"   count(*) filter (where state <> 'done') as failed"
-	"  from pgjob.jobs where state in ('done', 'dead', 'cancelled')"
-	"   and finished_at > now() - interval '1 minute' group by queue"
-	/* Plain jobs done: sql/upgrade/019_jobs_done.sql. */
-	"  union all select queue, n, 0 from"
-	"   pgjob.done_since(now() - interval '1 minute')) x"
-	" group by queue),"
+	QC_LAST_MINUTE
 	" n as (select queue from qa where queue is not null"
 	"  union select queue from qd where queue is not null"
 	"  union select queue from qw where queue is not null"

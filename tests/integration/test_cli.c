@@ -41,7 +41,8 @@ empty(void **state)
 	/* The done jobs a real daemon moved to pgjob.jobs_done
 	 * (test_status_running_heartbeat) and their attempts too. */
 	t_exec(c, "truncate pgjob.jobs, pgjob.jobs_done, pgjob.attempts,"
-		  " pgjob.workers, pgjob.leases restart identity");
+		  " pgjob.workers, pgjob.leases, pgjob.history_minutes"
+		  " restart identity");
 	PQfinish(c);
 	return 0;
 }
@@ -251,6 +252,11 @@ status_rows(PGconn *c)
 		  " ('billing', 'report', 'available', now() - interval"
 		  "  '3 hours', 0, null, null),"
 		  " ('billing', 'thumbnail', 'dead', now(), 3, null, now())");
+	/* What the workers' heartbeats wrote of the current minute: status
+	 * reads its done jobs there (status --exact counts the rows above). */
+	t_exec(c,
+	       "insert into pgjob.history_minutes (at, queue, kind, done)"
+	       " values (date_trunc('minute', now()), 'default', 'email', 5)");
 	t_exec(c, "insert into pgjob.leases values"
 		  " ('task:feed:0', 'app1:2', 7, now() + interval '1 hour'),"
 		  " ('task:feed:1', null, 3, null),"
@@ -282,7 +288,7 @@ test_status_text(void **state)
 
 	assert_line(r.out, "QUEUE DUE SCHEDULED RUNNING DEAD OLDEST DUE "
 			   "DONE 1MIN");
-	assert_line(r.out, "default 2 1 3 1 2h00m 2");
+	assert_line(r.out, "default 2 1 3 1 2h00m 5");
 	assert_line(r.out, "billing 2 1 0 1 3h00m 0");
 
 	assert_line(r.out, "waiting, no live worker serves them");
@@ -370,7 +376,7 @@ test_status_json(void **state)
 	const cJSON *qs = item(j, "queues");
 	assert_int_equal(cJSON_GetArraySize(qs), 2);
 	check_queue(cJSON_GetArrayItem(qs, 0), "billing", 2, 1, 0, 1, 10800, 0);
-	check_queue(cJSON_GetArrayItem(qs, 1), "default", 2, 1, 3, 1, 7200, 2);
+	check_queue(cJSON_GetArrayItem(qs, 1), "default", 2, 1, 3, 1, 7200, 5);
 
 	const cJSON *nh = item(j, "no_handler");
 	assert_int_equal(cJSON_GetArraySize(nh), 2);
@@ -507,10 +513,19 @@ test_status_capped(void **state)
 		  " select 'wide', 'y', now() from generate_series(1, 2)");
 	t_exec(c, "insert into pgjob.jobs (queue, kind, run_at)"
 		  " values ('small', 'y', now() - interval '2 hours')");
+	/* The history of big: 600 done in the previous minute, 30 in this
+	 * one; "in the last minute" weighs the previous by its share still
+	 * within the last 60 s. */
+	t_exec(c, "insert into pgjob.history_minutes (at, queue, kind, done)"
+		  " values (date_trunc('minute', now()) - interval '1 minute',"
+		  "  'big', 'x', 600),"
+		  " (date_trunc('minute', now()), 'big', 'x', 30)");
 
 	const char *args[] = {"status", NULL};
 	pgjob_ok(&r, args);
-	assert_line(r.out, "big 1000+ 0 0+ 0 1h00m+ 0");
+	char *l = line_of(r.out, "big 1000+ 0 0+ 0 1h00m+ ");
+	assert_non_null(l);
+	free(l);
 	assert_line(r.out, "small 1 0 0 0 2h00m 0");
 	assert_line(r.out, "x big 1000+ 1000+ 1h00m+ no handler");
 	assert_line(r.out, "y small 1 1 2h00m no handler");
@@ -524,6 +539,13 @@ test_status_capped(void **state)
 	const cJSON *big = cJSON_GetArrayItem(item(j, "queues"), 0);
 	assert_string_equal(str(big, "queue"), "big");
 	assert_int_equal(num(big, "due"), 1000);
+	long long want = t_long(c, "select round(30 + 600 * (1 - extract("
+				   "epoch from now() - date_trunc('minute',"
+				   " now())) / 60))");
+	long long got = (long long)num(big, "done_last_minute");
+	/* A second apart at most: 10 jobs of the 600. */
+	if (got < want - 10 || got > want + 10)
+		fail_msg("done_last_minute %lld, want about %lld", got, want);
 	const cJSON *atl = item(big, "at_least");
 	assert_int_equal(cJSON_GetArraySize(atl), 3);
 	assert_string_equal(cJSON_GetArrayItem(atl, 0)->valuestring, "due");
@@ -540,6 +562,7 @@ test_status_capped(void **state)
 
 	const char *exact[] = {"status", "--exact", NULL};
 	pgjob_ok(&r, exact);
+	/* --exact: the jobs done in the last minute, counted: none. */
 	assert_line(r.out, "big 1500 0 0 0 1h00m 0");
 	assert_line(r.out, "wide 1202 0 0 0 1h00m 0");
 	assert_line(r.out, "x big 1500 1500 1h00m no handler");
@@ -1071,6 +1094,9 @@ test_top_once(void **state)
 	       " ('email', 'default', 'available', now() + interval '1 day',"
 	       "  null),"
 	       " ('old', 'default', 'done', now(), now() - interval '1 day')");
+	/* The queues' done jobs of the last minute: the workers' history. */
+	t_exec(c, "insert into pgjob.history_minutes (at, queue, kind, done)"
+		  " values (date_trunc('minute', now()), 'img', 'resize', 2)");
 	struct t_run r;
 	const char *args[] = {"top", "--once", "--interval", "10m", NULL};
 	pgjob_ok(&r, args);
