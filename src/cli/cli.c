@@ -59,8 +59,17 @@ cli_open(struct cli *cli, struct db_conn **conn)
 	*conn = cli_connect(cli);
 	if (!*conn)
 		return CLI_EXIT_FAILED;
-	struct db_rows *res = cli_exec(*conn, "connect",
-				       "set datestyle = 'ISO, YMD'", 0, NULL);
+	/* Every timestamp in one format (rowjson.c's), and no JIT: the
+	 * planner's cost of status's and top's statements (a few small index
+	 * scans per queue) passes jit_above_cost, and compiling them took a
+	 * second of the 1.2 s that status's queues took with two million
+	 * jobs; nothing pgjob runs is long enough to win it back (the
+	 * console's session says the same, web/api.c). */
+	struct db_rows *res =
+		cli_exec(*conn, "connect",
+			 "select set_config('datestyle', 'ISO, YMD', false),"
+			 " set_config('jit', 'off', false)",
+			 0, NULL);
 	if (!res) {
 		db_close(*conn);
 		return CLI_EXIT_FAILED;

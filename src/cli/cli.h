@@ -138,9 +138,11 @@ const char *cli_format_time(const char *ts, char *buf, size_t len);
 int cli_status_run(struct cli *cli, int argc, char **argv);
 /*
  * The queues section of status, which top shows too.  cli_status_queues()
- * returns its result (caller clears) or NULL after printing the error.
+ * returns its result (caller clears) or NULL after printing the error;
+ * exact: every job counted, else no count past a thousand (status
+ * --exact).
  */
-struct db_rows *cli_status_queues(struct db_conn *conn);
+struct db_rows *cli_status_queues(struct db_conn *conn, int exact);
 void cli_status_print_queues(const struct db_rows *res, FILE *f);
 /* The queues section as status --json has it: an array (new item). */
 cJSON *cli_status_queues_json(const struct db_rows *res);

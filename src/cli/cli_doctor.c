@@ -754,7 +754,10 @@ cli_doctor_run(struct cli *cli, int argc, char **argv)
 		return 2;
 	char *err = NULL;
 	struct db_rows *set =
-		db_query(d.conn, "set datestyle = 'ISO, YMD'", 0, NULL, &err);
+		db_query(d.conn,
+			 "select set_config('datestyle', 'ISO, YMD', false),"
+			 " set_config('jit', 'off', false)",
+			 0, NULL, &err);
 	db_rows_free(set);
 	free(err);
 	run_checks(&d);

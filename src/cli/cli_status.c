@@ -1,8 +1,9 @@
 /*
- * cli_status: `pgjob status [--json]`, the cluster at a glance: workers by
- * host and instance, queues (and which are paused, limited or throttled),
- * jobs that wait because no live worker serves their kind and queue, and
- * the leases of cluster-wide tasks and duties.
+ * cli_status: `pgjob status [--json] [--exact]`, the cluster at a glance:
+ * workers by host and instance, queues (and which are paused, limited or
+ * throttled), jobs that wait because no live worker serves their kind and
+ * queue, and the leases of cluster-wide tasks and duties.  No count reads
+ * past a thousand rows unless --exact says so (docs/cli.md, "status").
  *
  * One statement per section, each its own snapshot: the sections can
  * disagree by what happened between them, which is fine for a status view.
@@ -11,10 +12,12 @@
  */
 #include "cli/cli.h"
 
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "db/queue_counts.h"
 
 /* Column numbers of WORKERS_SQL. */
 enum {
@@ -35,23 +38,37 @@ enum {
 	W_LOOPS_TEXT, /* human output only */
 };
 
-static const char WORKERS_SQL[] =
+/*
+ * The running jobs of a worker: the count it wrote with its last
+ * heartbeat (schema 41; null from a worker older than that, shown "-"),
+ * or with --exact, counted from the jobs table (jobs with state =
+ * 'running' and locked_by = host:slot), which reads every unfinished job:
+ * seconds behind a backlog of millions.
+ */
+/* clang-format off */
+#define WORKERS_SQL(running_cte, running_col, running_join)                    \
+	running_cte                                                            \
+	" select w.host, w.supervisor_pid, w.slot, w.pid, w.version,"          \
+	"  round(greatest(extract(epoch from now() - w.heartbeat_at), 0)"      \
+	"   ::numeric, 3) as heartbeat_age_s,"                                 \
+	"  w.heartbeat_at < now() - interval '30 seconds' as stale,"           \
+	"  " running_col " as running_jobs,"                                   \
+	"  array_to_json(w.kinds) as kinds, w.started_at, w.heartbeat_at,"     \
+	"  w.process_crashes, array_to_json(w.crash_loops) as crash_loops,"    \
+	"  nullif(array_to_string(w.kinds, ', '), ''),"                        \
+	"  array_to_string(w.crash_loops, ', ')"                               \
+	" from pgjob.workers w" running_join                                   \
+	" order by w.host, w.supervisor_pid, w.slot"
+/* clang-format on */
+
+static const char WORKERS_HEARTBEAT_SQL[] = WORKERS_SQL("", "w.running", "");
+static const char WORKERS_EXACT_SQL[] = WORKERS_SQL(
 	"with r as ("
 	"  select locked_by, count(*) as n from pgjob.jobs"
 	"   where finished_at is null and coalesce(parents_left, 0) = 0"
-	"    and state = 'running' group by locked_by)"
-	" select w.host, w.supervisor_pid, w.slot, w.pid, w.version,"
-	"  round(greatest(extract(epoch from now() - w.heartbeat_at), 0)"
-	"   ::numeric, 3) as heartbeat_age_s,"
-	"  w.heartbeat_at < now() - interval '30 seconds' as stale,"
-	"  coalesce(r.n, 0) as running_jobs,"
-	"  array_to_json(w.kinds) as kinds, w.started_at, w.heartbeat_at,"
-	"  w.process_crashes, array_to_json(w.crash_loops) as crash_loops,"
-	"  nullif(array_to_string(w.kinds, ', '), ''),"
-	"  array_to_string(w.crash_loops, ', ')"
-	" from pgjob.workers w"
-	" left join r on r.locked_by = w.host || ':' || w.slot"
-	" order by w.host, w.supervisor_pid, w.slot";
+	"    and state = 'running' group by locked_by)",
+	"coalesce(r.n, 0)",
+	" left join r on r.locked_by = w.host || ':' || w.slot");
 
 /* Column numbers of QUEUES_SQL. */
 enum {
@@ -68,14 +85,70 @@ enum {
 	Q_THROTTLED,
 	Q_WAITING,
 	Q_KINDS_TEXT, /* human output only */
+	Q_AT_LEAST,   /* a JSON array of the columns' names */
 };
 
 /*
- * Reads the partial indexes' rows only: no done job older than a minute.
+ * The default: the counts of db/queue_counts.h (the console's), none past
+ * QC_CAP + 1 rows, so that a backlog of ten million answers as fast as a
+ * thousand jobs do; at_least names the figures that stopped there (lower
+ * bounds).  Columns as QUEUES_EXACT_SQL's.
+ */
+/* clang-format off */
+static const char QUEUES_SQL[] =
+	"with recursive"
+	QC_SKIP_SCAN("qa", QC_OPEN)
+	QC_SKIP_SCAN("qd", "j.dead")
+	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")
+	QC_LAST_MINUTE
+	" n as (select queue from qa where queue is not null"
+	"  union select queue from qd where queue is not null"
+	"  union select queue from qw where queue is not null"
+	"  union select queue from f"
+	"  union select queue from pgjob.limits)"
+	" select n.queue, least(o.available, " QC_CAP ") as due,"
+	"  least(s.n, " QC_CAP ") as scheduled,"
+	"  least(o.running, " QC_CAP ") as running,"
+	"  least(d.n, " QC_CAP ") as dead,"
+	"  round(extract(epoch from now() - o.oldest)::numeric, 3)"
+	"   as oldest_due_age_s,"
+	"  coalesce(f.done, 0) as done_last_minute,"
+	"  coalesce(l.paused, false) as paused,"
+	"  coalesce(array_to_json(l.paused_kinds), '[]') as paused_kinds,"
+	"  coalesce(l.global_concurrency is not null"
+	"   or l.per_key_concurrency is not null or l.rate is not null"
+	"   or l.rate_per_key is not null or l.fair, false) as limited,"
+	"  case when l.throttled_until > now() then l.throttled_until end"
+	"   as throttled_until,"
+	"  least(w.n, " QC_CAP ") as waiting,"
+	"  array_to_string(l.paused_kinds, ', '),"
+	/* Past the window, a running job is not seen either: its count is
+	 * a lower bound too. */
+	"  to_json(array_remove(array["
+	"   case when o.seen > " QC_CAP " then 'due' end,"
+	"   case when s.n > " QC_CAP " then 'scheduled' end,"
+	"   case when o.seen > " QC_CAP " then 'running' end,"
+	"   case when d.n > " QC_CAP " then 'dead' end,"
+	"   case when o.seen > " QC_CAP " then 'oldest_due_age_s' end,"
+	"   case when w.n > " QC_CAP " then 'waiting' end], null))"
+	"   as at_least"
+	" from n"
+	QC_DUE_WINDOW
+	QC_SCHEDULED
+	QC_CAPPED("w", "j.finished_at is null and j.parents_left > 0")
+	QC_CAPPED("d", "j.dead")
+	" left join f on f.queue = n.queue"
+	" left join pgjob.limits l on l.queue = n.queue"
+	" order by n.queue";
+/* clang-format on */
+
+/*
+ * --exact: every job counted.  Reads the partial indexes' rows only: no
+ * done job older than a minute.
  * A queue with a row in pgjob.limits (paused, limited or throttled) is
  * listed even when it has no jobs: an empty paused queue is still paused.
  */
-static const char QUEUES_SQL[] =
+static const char QUEUES_EXACT_SQL[] =
 	"with j as ("
 	"  select queue,"
 	"   sum(n) filter (where state = 'available' and run_at <= "
@@ -121,7 +194,8 @@ static const char QUEUES_SQL[] =
 	"  case when l.throttled_until > now() then l.throttled_until end"
 	"   as throttled_until,"
 	"  coalesce(j.waiting, 0) as waiting,"
-	"  array_to_string(l.paused_kinds, ', ')"
+	"  array_to_string(l.paused_kinds, ', '),"
+	"  '[]'::json as at_least"
 	" from jw j full join pgjob.limits l on l.queue = j.queue"
 	" order by 1";
 
@@ -142,20 +216,70 @@ static const char NO_HANDLER_SQL[] =
 	"  and not exists (select 1 from live where live.kind = j.kind)"
 	" group by j.kind order by j.kind";
 
-/* Column numbers of UNSERVED_SQL. */
-enum { U_KIND, U_QUEUE, U_JOBS, U_DUE, U_OLDEST, U_HANDLED };
+/* Column numbers of UNSERVED_SQL and UNSERVED_HEAD_SQL. */
+enum { U_KIND, U_QUEUE, U_JOBS, U_DUE, U_OLDEST, U_HANDLED, U_AT_LEAST };
 
 /*
- * The jobs no live worker serves, by kind and queue (pgjob.unserved(),
- * sql/032): a kind no live worker handles, or one that is handled, but
- * not in the job's queue (a worker claims a kind only from the queues of
- * its handlers).
+ * --exact: the jobs no live worker serves, by kind and queue
+ * (pgjob.unserved(), sql/032): a kind no live worker handles, or one that
+ * is handled, but not in the job's queue (a worker claims a kind only from
+ * the queues of its handlers).  It reads every available job.
  */
 static const char UNSERVED_SQL[] =
 	"select kind, queue, jobs, due,"
 	"  round(extract(epoch from now() - oldest_due_at)::numeric, 3)"
-	"   as oldest_due_age_s, kind_handled"
+	"   as oldest_due_age_s, kind_handled, '[]'::json as at_least"
 	" from pgjob.unserved()";
+
+/*
+ * The default: the same, among the first QC_CAP + 1 available jobs of
+ * each queue in the claim's order (jobs_claim_idx), the ones the workers
+ * would take next.  A job no one serves is never taken, so it stays at
+ * its queue's head as the others are claimed around it; one queued behind
+ * a backlog shows once the backlog before it is gone (--exact and `pgjob
+ * doctor` read them all).  When a queue's window was full, its rows'
+ * figures are lower bounds (at_least).  The live workers are few; the
+ * windows hold QC_CAP + 1 rows each at most.
+ */
+/* clang-format off */
+#define UNSERVED_HEAD_SQL                                                      \
+	"with recursive"                                                       \
+	QC_SKIP_SCAN("qa", QC_OPEN)                                            \
+	" w as (select x.kinds, x.queues from pgjob.workers x"                 \
+	"  where x.heartbeat_at >= now() - interval '30 seconds'),"            \
+	" h as (select qa.queue, x.kind, x.run_at, x.seen from qa"             \
+	"  cross join lateral (select y.kind, y.run_at,"                       \
+	"   count(*) over () as seen from (select j.kind, j.run_at"            \
+	"   from pgjob.jobs j where " QC_OPEN " and j.queue = qa.queue"        \
+	"    and j.state = 'available'"                                        \
+	"   order by j.priority, j.run_at, j.id limit " QC_CAP " + 1) y) x"    \
+	"  where qa.queue is not null),"                                       \
+	" p as (select h.kind, h.queue, count(*) as jobs,"                     \
+	"  count(*) filter (where h.run_at <= now()) as due,"                  \
+	"  min(h.run_at) filter (where h.run_at <= now()) as oldest_due_at,"   \
+	"  bool_or(h.seen > " QC_CAP ") as more"                               \
+	"  from h group by h.kind, h.queue)"                                   \
+	" select p.kind, p.queue, least(p.jobs, " QC_CAP ") as jobs,"          \
+	"  least(p.due, " QC_CAP ") as due,"                                   \
+	"  round(extract(epoch from now() - p.oldest_due_at)::numeric, 3)"     \
+	"   as oldest_due_age_s,"                                              \
+	"  exists (select 1 from w where p.kind = any(w.kinds))"               \
+	"   as kind_handled,"                                                  \
+	"  case when p.more then '[\"jobs\", \"due\", \"oldest_due_age_s\"]'"  \
+	"   else '[]' end::json as at_least"                                   \
+	" from p where not exists (select 1 from w"                            \
+	"  where p.kind = any(w.kinds)"                                        \
+	"   and (w.queues is null or p.queue = any(w.queues)))"                \
+	" order by p.queue, p.kind"
+/* clang-format on */
+
+/* The kinds no live worker handles at all, from rows as above: --json's
+ * no_handler, older than unserved. */
+#define NO_HANDLER_OF(unserved)                                                \
+	"select kind, sum(jobs)::bigint as jobs, sum(due)::bigint as due,"     \
+	"  max(oldest_due_age_s) as oldest_due_age_s"                          \
+	" from (" unserved ") u where not kind_handled"                        \
+	" group by kind order by kind"
 
 /* Column numbers of LEASES_SQL. */
 enum { L_NAME, L_HOLDER, L_TOKEN, L_EXPIRES_IN, L_EXPIRES_AT };
@@ -249,9 +373,30 @@ print_workers(const struct db_rows *res, FILE *f)
 }
 
 struct db_rows *
-cli_status_queues(struct db_conn *conn)
+cli_status_queues(struct db_conn *conn, int exact)
 {
-	return cli_exec(conn, "queues", QUEUES_SQL, 0, NULL);
+	return cli_exec(conn, "queues", exact ? QUEUES_EXACT_SQL : QUEUES_SQL,
+			0, NULL);
+}
+
+/*
+ * A cell that may be a lower bound: its text, with "+" after it when the
+ * row's at_least (column atl, a JSON array of names) names it; NULL for
+ * SQL null.  is_age: the value is an age in seconds, printed as one.
+ */
+static const char *
+bounded(const struct db_rows *res, int row, int col, int atl, const char *name,
+	int is_age, char *buf, size_t len)
+{
+	char a[32], quoted[64];
+	const char *v =
+		is_age ? age(res, row, col, a, sizeof(a)) : val(res, row, col);
+	if (!v)
+		return NULL;
+	snprintf(quoted, sizeof(quoted), "\"%s\"", name);
+	int more = strstr(db_rows_text(res, row, atl), quoted) != NULL;
+	snprintf(buf, len, "%s%s", v, more ? "+" : "");
+	return buf;
 }
 
 /*
@@ -308,15 +453,22 @@ cli_status_print_queues(const struct db_rows *res, FILE *f)
 	cli_table_init(&t, 7 + waiting + flow, h,
 		       waiting ? "lrrrrrrrl" : "lrrrrrrl");
 	for (int i = 0; i < n; i++) {
-		char a[32];
+		char b[6][40];
 		const char *row[9],
 			*all[] = {val(res, i, Q_QUEUE),
-				  val(res, i, Q_DUE),
-				  val(res, i, Q_SCHEDULED),
-				  val(res, i, Q_WAITING),
-				  val(res, i, Q_RUNNING),
-				  val(res, i, Q_DEAD),
-				  age(res, i, Q_OLDEST, a, sizeof(a)),
+				  bounded(res, i, Q_DUE, Q_AT_LEAST, "due", 0,
+					  b[0], sizeof(b[0])),
+				  bounded(res, i, Q_SCHEDULED, Q_AT_LEAST,
+					  "scheduled", 0, b[1], sizeof(b[1])),
+				  bounded(res, i, Q_WAITING, Q_AT_LEAST,
+					  "waiting", 0, b[2], sizeof(b[2])),
+				  bounded(res, i, Q_RUNNING, Q_AT_LEAST,
+					  "running", 0, b[3], sizeof(b[3])),
+				  bounded(res, i, Q_DEAD, Q_AT_LEAST, "dead", 0,
+					  b[4], sizeof(b[4])),
+				  bounded(res, i, Q_OLDEST, Q_AT_LEAST,
+					  "oldest_due_age_s", 1, b[5],
+					  sizeof(b[5])),
 				  val(res, i, Q_DONE),
 				  cell[i]};
 		int k = 0;
@@ -330,8 +482,29 @@ cli_status_print_queues(const struct db_rows *res, FILE *f)
 	cli_table_print(&t, f, "  ");
 }
 
+/*
+ * 1 when some queue has more available jobs than the unserved section's
+ * window of QC_CAP + 1 (its due and scheduled jobs, or either one a lower
+ * bound): that section then looked at each queue's head only.  Not
+ * for --exact's rows, which looked at every job.
+ */
+static int
+partial_unserved(const struct db_rows *q)
+{
+	for (int i = 0; i < db_rows_count(q); i++) {
+		const char *atl = db_rows_text(q, i, Q_AT_LEAST);
+		if (strstr(atl, "\"due\"") || strstr(atl, "\"scheduled\"") ||
+		    strtoll(db_rows_text(q, i, Q_DUE), NULL, 10) +
+				    strtoll(db_rows_text(q, i, Q_SCHEDULED),
+					    NULL, 10) >
+			    atoll(QC_CAP))
+			return 1;
+	}
+	return 0;
+}
+
 static void
-print_unserved(const struct db_rows *res, FILE *f)
+print_unserved(const struct db_rows *res, int partial, FILE *f)
 {
 	static const char *const head[] = {"KIND", "QUEUE",	 "JOBS",
 					   "DUE",  "OLDEST DUE", "WHY"};
@@ -339,6 +512,13 @@ print_unserved(const struct db_rows *res, FILE *f)
 
 	fputs("waiting, no live worker serves them\n", f);
 	if (db_rows_count(res) == 0) {
+		if (partial) {
+			fputs("  none among the first " QC_CAP " available "
+			      "jobs of each queue (pgjob status --exact reads "
+			      "them all)\n",
+			      f);
+			return;
+		}
 		fputs("  none: a live worker serves the kind and queue of "
 		      "every waiting job\n",
 		      f);
@@ -346,12 +526,16 @@ print_unserved(const struct db_rows *res, FILE *f)
 	}
 	cli_table_init(&t, 6, head, "llrrrl");
 	for (int i = 0; i < db_rows_count(res); i++) {
-		char a[32];
+		char b[3][40];
 		const char *row[] = {val(res, i, U_KIND),
 				     val(res, i, U_QUEUE),
-				     val(res, i, U_JOBS),
-				     val(res, i, U_DUE),
-				     age(res, i, U_OLDEST, a, sizeof(a)),
+				     bounded(res, i, U_JOBS, U_AT_LEAST, "jobs",
+					     0, b[0], sizeof(b[0])),
+				     bounded(res, i, U_DUE, U_AT_LEAST, "due",
+					     0, b[1], sizeof(b[1])),
+				     bounded(res, i, U_OLDEST, U_AT_LEAST,
+					     "oldest_due_age_s", 1, b[2],
+					     sizeof(b[2])),
 				     db_rows_text(res, i, U_HANDLED)[0] == 't'
 					     ? "queue not served"
 					     : "no handler"};
@@ -433,11 +617,18 @@ json_rows(const struct db_rows *res, int ncols)
 cJSON *
 cli_status_queues_json(const struct db_rows *res)
 {
-	return json_rows(res, Q_KINDS_TEXT);
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < db_rows_count(res); i++) {
+		cJSON *o = cJSON_CreateObject();
+		cli_json_add_columns(o, res, i, 0, Q_KINDS_TEXT);
+		cli_json_add_columns(o, res, i, Q_AT_LEAST, Q_AT_LEAST + 1);
+		cJSON_AddItemToArray(a, o);
+	}
+	return a;
 }
 
 static cJSON *
-status_json(struct db_rows *const res[5])
+status_json(struct db_rows *const res[5], int partial)
 {
 	cJSON *o = cJSON_CreateObject();
 	int live, stale;
@@ -450,18 +641,38 @@ status_json(struct db_rows *const res[5])
 			      json_rows(res[2], db_rows_columns(res[2])));
 	cJSON_AddItemToObject(o, "unserved",
 			      json_rows(res[4], db_rows_columns(res[4])));
+	/* unserved and no_handler looked at each queue's head only. */
+	cJSON_AddBoolToObject(o, "unserved_partial", partial);
 	cJSON_AddItemToObject(o, "leases",
 			      json_rows(res[3], db_rows_columns(res[3])));
 	return o;
 }
 
-static int
-parse(int argc, char **argv, int *json)
-{
-	int rc = cli_parse_json_only("status", argc, argv, json);
+/* --json and --exact (every job counted: docs/cli.md, "status"). */
+struct status_opts {
+	int json, exact;
+};
 
-	if (rc != 0)
-		return rc;
+static int
+parse(int argc, char **argv, struct status_opts *o)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"exact", no_argument, NULL, 'x'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (c == 'j')
+			o->json = 1;
+		else if (c == 'x')
+			o->exact = 1;
+		else
+			return cli_bad_option("status", c, argv);
+	}
 	if (optind < argc)
 		return cli_fail(CLI_EXIT_USAGE,
 				"status: unexpected argument \"%s\"",
@@ -469,37 +680,48 @@ parse(int argc, char **argv, int *json)
 	return 0;
 }
 
+/* clang-format off */
+static const char UNSERVED_HEAD[] = UNSERVED_HEAD_SQL;
+static const char NO_HANDLER_HEAD_SQL[] = NO_HANDLER_OF(UNSERVED_HEAD_SQL);
+/* clang-format on */
+
 /*
  * The status of one database (cli->database, else the config's, else
- * PG*): printed, or with json set, returned in *out (caller frees).
+ * PG*): printed, or with o->json set, returned in *out (caller frees).
  */
 static int
-status_one(struct cli *cli, int json, cJSON **out)
+status_one(struct cli *cli, const struct status_opts *o, cJSON **out)
 {
 	struct db_rows *res[5] = {NULL};
 	struct db_conn *conn;
-	int rc;
+	int rc, x = o->exact;
 
 	if ((rc = cli_open(cli, &conn)) != 0)
 		return rc;
-	if (!(res[0] = cli_exec(conn, "workers", WORKERS_SQL, 0, NULL)) ||
-	    !(res[1] = cli_status_queues(conn)) ||
+	if (!(res[0] = cli_exec(conn, "workers",
+				x ? WORKERS_EXACT_SQL : WORKERS_HEARTBEAT_SQL,
+				0, NULL)) ||
+	    !(res[1] = cli_status_queues(conn, x)) ||
 	    /* The kinds alone: --json's no_handler, older than unserved. */
-	    (json && !(res[2] = cli_exec(conn, "waiting kinds", NO_HANDLER_SQL,
-					 0, NULL))) ||
+	    (o->json &&
+	     !(res[2] = cli_exec(conn, "waiting kinds",
+				 x ? NO_HANDLER_SQL : NO_HANDLER_HEAD_SQL, 0,
+				 NULL))) ||
 	    !(res[3] = cli_exec(conn, "leases", LEASES_SQL, 0, NULL)) ||
-	    !(res[4] = cli_exec(conn, "waiting jobs", UNSERVED_SQL, 0, NULL))) {
+	    !(res[4] = cli_exec(conn, "waiting jobs",
+				x ? UNSERVED_SQL : UNSERVED_HEAD, 0, NULL))) {
 		rc = CLI_EXIT_FAILED;
 		goto out;
 	}
-	if (json) {
-		*out = status_json(res);
+	int partial = !x && partial_unserved(res[1]);
+	if (o->json) {
+		*out = status_json(res, partial);
 	} else {
 		print_workers(res[0], stdout);
 		fputc('\n', stdout);
 		cli_status_print_queues(res[1], stdout);
 		fputc('\n', stdout);
-		print_unserved(res[4], stdout);
+		print_unserved(res[4], partial, stdout);
 		fputc('\n', stdout);
 		print_leases(res[3], stdout);
 	}
@@ -519,8 +741,9 @@ out:
  * still shown; the exit code is then 1.
  */
 static int
-status_each(struct cli *cli, int json)
+status_each(struct cli *cli, const struct status_opts *o)
 {
+	int json = o->json;
 	cJSON *all = json ? cJSON_CreateArray() : NULL;
 	int rc = 0;
 
@@ -530,7 +753,7 @@ status_each(struct cli *cli, int json)
 		if (!json)
 			printf("%sdatabase %s\n\n", i ? "\n" : "", d->name);
 		cli->database = xstrdup(d->conninfo);
-		int r = status_one(cli, json, &one);
+		int r = status_one(cli, o, &one);
 		free(cli->database);
 		cli->database = NULL;
 		if (r != 0) {
@@ -557,9 +780,9 @@ status_each(struct cli *cli, int json)
 		}
 	}
 	if (json) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToObject(o, "databases", all);
-		cli_json_print(o);
+		cJSON *top = cJSON_CreateObject();
+		cJSON_AddItemToObject(top, "databases", all);
+		cli_json_print(top);
 	}
 	return rc;
 }
@@ -567,14 +790,15 @@ status_each(struct cli *cli, int json)
 int
 cli_status_run(struct cli *cli, int argc, char **argv)
 {
+	struct status_opts opts = {0};
 	cJSON *o = NULL;
-	int json = 0, rc;
+	int rc;
 
-	if ((rc = parse(argc, argv, &json)) != 0)
+	if ((rc = parse(argc, argv, &opts)) != 0)
 		return rc;
 	if (!cli->database && cli->cfg && cli->cfg->ndatabases > 1)
-		return status_each(cli, json);
-	if ((rc = status_one(cli, json, &o)) == 0 && o)
+		return status_each(cli, &opts);
+	if ((rc = status_one(cli, &opts, &o)) == 0 && o)
 		cli_json_print(o);
 	return rc;
 }

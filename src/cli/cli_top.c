@@ -182,7 +182,7 @@ frame(struct db_conn *conn, int64_t interval_ms, const char *interval,
 	struct db_rows *now = cli_exec(conn, "top", "select now()", 0, NULL);
 	struct db_rows *kinds =
 		now ? cli_exec(conn, "top", KINDS_SQL, 1, p) : NULL;
-	struct db_rows *queues = kinds ? cli_status_queues(conn) : NULL;
+	struct db_rows *queues = kinds ? cli_status_queues(conn, 0) : NULL;
 	if (queues && json) {
 		print_json(now, kinds, queues, interval_ms);
 		fflush(stdout);

@@ -206,28 +206,30 @@ static const char MINUTE_SQL[] =
 	"   retried = m.retried + excluded.retried";
 
 int
-lease_worker_heartbeat(struct dbev *d, int slot, int pid,
+lease_worker_heartbeat(struct dbev *d, int slot, int pid, int running,
 		       const struct lease_totals *t,
 		       const struct lease_crashes *cr, lease_done_fn *cb,
 		       void *arg)
 {
 	struct worker_params w;
 	worker_params(&w, slot, pid, t);
-	char total[24];
+	char total[24], held[16];
 	snprintf(total, sizeof(total), "%lld", (long long)(cr ? cr->total : 0));
+	snprintf(held, sizeof(held), "%d", running);
 	/* The kinds by the one escaping writer, never spliced into text. */
 	char *loops = db_text_array(cr ? cr->loops : NULL, cr ? cr->nloops : 0);
 	const char *p[] = {w.v[0], w.v[1], w.v[2], w.v[3],
-			   w.v[4], total,  loops};
+			   w.v[4], total,  loops,  held};
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_HEARTBEAT_SEND, 0);
 	int rc = dbev_call(d,
 			   "update pgjob.workers set heartbeat_at = now(),"
 			   "  done_total = $3, failed_total = $4,"
 			   "  retried_total = $5, process_crashes = $6,"
-			   "  crash_loops = nullif($7::text[], '{}')"
+			   "  crash_loops = nullif($7::text[], '{}'),"
+			   "  running = $8"
 			   " where slot = $1 and pid = $2",
-			   0, 7, p, read_done, &call);
+			   0, 8, p, read_done, &call);
 	free(loops);
 	return rc;
 }

@@ -35,10 +35,11 @@ struct lease_crashes {
 
 /*
  * Sends the heartbeat for slot (pid guards against a slot's new owner),
- * with the worker's totals since it registered t and its process
- * handlers' crashes cr (both copied) for its row.
+ * with the worker's totals since it registered t, its process handlers'
+ * crashes cr (both copied) and the jobs it holds now, running, for its
+ * row.
  */
-int lease_worker_heartbeat(struct dbev *d, int slot, int pid,
+int lease_worker_heartbeat(struct dbev *d, int slot, int pid, int running,
 			   const struct lease_totals *t,
 			   const struct lease_crashes *cr, lease_done_fn *cb,
 			   void *arg);

@@ -97,8 +97,8 @@ worker_register(PGconn *conn, const struct session_worker *w, int slot,
 		"with gone as (delete from pgjob.workers where slot = $7::int"
 		"  and slot <> $1::int and host = $2 and pid = $3::int)"
 		" insert into pgjob.workers (slot, host, pid, supervisor_pid,"
-		"  version, kinds, queues)"
-		" values ($1, $2, $3, $4, $5, $6::text[], $8::text[])"
+		"  version, kinds, queues, running)"
+		" values ($1, $2, $3, $4, $5, $6::text[], $8::text[], 0)"
 		" on conflict (slot) do update set host = excluded.host,"
 		"  pid = excluded.pid, supervisor_pid = "
 		"excluded.supervisor_pid,"
@@ -107,7 +107,7 @@ worker_register(PGconn *conn, const struct session_worker *w, int slot,
 		"  tasks = '{}', schedules = '{}', defined_at = null,"
 		"  started_at = now(), heartbeat_at = now(),"
 		"  done_total = 0, failed_total = 0, retried_total = 0,"
-		"  crash_loops = null",
+		"  crash_loops = null, running = 0",
 		8, NULL, p, NULL, NULL, 0);
 	free(kinds);
 	free(queues);

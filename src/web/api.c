@@ -28,86 +28,39 @@
 #include "common/util.h"
 #include "db/health.h"
 #include "db/jobctl.h"
+#include "db/queue_counts.h"
 #include "db/rowjson.h"
 #include "web/api_history.h"
 #include "web/api_jobs.h"
 #include "web/api_response.h"
 #include "web/unserved.h"
 
-/* A count past this is shown as "at least" (the answer's at_least). */
-#define COUNT_CAP "1000"
-
 /*
  * Every queue that has jobs available, waiting, running or dead, that
  * finished jobs in the last minute, that a worker's config defines or
  * that has a row in pgjob.limits (a paused queue with no jobs is still
- * paused).  Only partial indexes are read, never the table's other rows:
- * the queues of available, dead and waiting jobs by skipping from one
- * queue to the next along jobs_claim_idx, jobs_dead_idx
- * (sql/upgrade/015_console.sql) and jobs_waiting_idx; per queue, its due jobs
- * (available and running, one window of jobs_claim_idx), scheduled, dead
- * and waiting ones, each read up to COUNT_CAP + 1 rows at most, so that a
- * backlog of millions costs what a thousand do; the jobs that finished
- * in the last minute exactly (jobs_finished_idx, and
- * pgjob.done_since() for the plain jobs done, sql/upgrade/019_jobs_done.sql).
+ * paused), counted as db/queue_counts.h says (no count past QC_CAP + 1
+ * rows); the attempts done and failed in about the last minute from the
+ * workers' history (QC_LAST_MINUTE).
  */
 /* clang-format off */
-#define SKIP_SCAN(name, cond)                                                  \
-	" " name "(queue) as (select min(j.queue) from pgjob.jobs j"           \
-	"  where " cond                                                        \
-	"  union all select (select min(j.queue) from pgjob.jobs j"            \
-	"   where " cond " and j.queue > " name ".queue)"                      \
-	"  from " name " where " name ".queue is not null),"
-#define CAPPED(alias, cond)                                                    \
-	" cross join lateral (select count(*) as n, min(run_at) as oldest"     \
-	"  from (select run_at from pgjob.jobs j where " cond                  \
-	"   and j.queue = n.queue limit " COUNT_CAP " + 1) x) " alias
-/* Unfinished, released jobs (available or running): jobs_claim_idx. */
-#define OPEN "j.finished_at is null and coalesce(j.parents_left, 0) = 0"
-/* The queue's scheduled jobs, up to COUNT_CAP + 1, along jobs_claim_idx
- * one priority after the other (the priorities by skipping, as the
- * queues): its columns are queue, priority, run_at, so "run_at > now()"
- * alone walks every due job of the queue before the first scheduled one
- * (a backlog of a million: a million index entries). */
-#define SCHEDULED                                                              \
-	" cross join lateral (select count(*) as n from ("                     \
-	"  with recursive pr(p) as (select min(j.priority)"                    \
-	"   from pgjob.jobs j where " OPEN " and j.queue = n.queue"            \
-	"   union all select (select min(j.priority) from pgjob.jobs j"        \
-	"    where " OPEN " and j.queue = n.queue and j.priority > pr.p)"      \
-	"   from pr where pr.p is not null)"                                   \
-	"  select 1 from pr cross join lateral (select 1 from pgjob.jobs j"    \
-	"   where " OPEN " and j.queue = n.queue and j.priority = pr.p"        \
-	"    and j.run_at > now() limit " COUNT_CAP " + 1) x"                  \
-	"  limit " COUNT_CAP " + 1) y) s"
-
 static const char QUEUES_SQL[] =
 	"with recursive"
-	SKIP_SCAN("qa", OPEN)
-	SKIP_SCAN("qd", "j.dead")
-	SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")
-	" f as (select queue, sum(done) as done,"
-	"   sum(failed) as failed from ("
-	"  select queue,"
-	"   count(*) filter (where state = 'done') as done,"
-	"   count(*) filter (where state <> 'done') as failed"
-	"  from pgjob.jobs where state in ('done', 'dead', 'cancelled')"
-	"   and finished_at > now() - interval '1 minute' group by queue"
-	/* Plain jobs done: sql/upgrade/019_jobs_done.sql. */
-	"  union all select queue, n, 0 from"
-	"   pgjob.done_since(now() - interval '1 minute')) x"
-	" group by queue),"
+	QC_SKIP_SCAN("qa", QC_OPEN)
+	QC_SKIP_SCAN("qd", "j.dead")
+	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")
+	QC_LAST_MINUTE
 	" n as (select queue from qa where queue is not null"
 	"  union select queue from qd where queue is not null"
 	"  union select queue from qw where queue is not null"
 	"  union select queue from f"
 	"  union select queue from pgjob.limits"
 	"  union select name from pgjob.queues)"
-	" select n.queue, least(o.available, " COUNT_CAP ") as available,"
-	"  least(s.n, " COUNT_CAP ") as scheduled,"
-	"  least(o.running, " COUNT_CAP ") as running,"
-	"  least(w.n, " COUNT_CAP ") as waiting,"
-	"  least(d.n, " COUNT_CAP ") as dead,"
+	" select n.queue, least(o.available, " QC_CAP ") as available,"
+	"  least(s.n, " QC_CAP ") as scheduled,"
+	"  least(o.running, " QC_CAP ") as running,"
+	"  least(w.n, " QC_CAP ") as waiting,"
+	"  least(d.n, " QC_CAP ") as dead,"
 	"  coalesce(f.done, 0) as done_last_minute,"
 	"  coalesce(f.failed, 0) as failed_last_minute,"
 	"  round(extract(epoch from now() - o.oldest)::numeric, 3)"
@@ -116,17 +69,17 @@ static const char QUEUES_SQL[] =
 	"  coalesce(array_to_json(l.paused_kinds), '[]') as paused_kinds,"
 	/* The fields whose value is a lower bound. */
 	"  to_json(array_remove(array["
-	"   case when o.seen > " COUNT_CAP " then 'available' end,"
-	"   case when o.seen > " COUNT_CAP " then 'oldest_wait_seconds' end,"
-	"   case when s.n > " COUNT_CAP " then 'scheduled' end,"
-	"   case when w.n > " COUNT_CAP " then 'waiting' end,"
-	"   case when d.n > " COUNT_CAP " then 'dead' end], null))"
+	"   case when o.seen > " QC_CAP " then 'available' end,"
+	"   case when o.seen > " QC_CAP " then 'oldest_wait_seconds' end,"
+	"   case when s.n > " QC_CAP " then 'scheduled' end,"
+	"   case when w.n > " QC_CAP " then 'waiting' end,"
+	"   case when d.n > " QC_CAP " then 'dead' end], null))"
 	"   as at_least,"
 	/* Counted in a window that may not hold them all (running jobs
 	 * claimed before jobs of a higher priority came): near, not a
 	 * bound. */
 	"  to_json(array_remove(array["
-	"   case when o.seen > " COUNT_CAP " then 'running' end], null))"
+	"   case when o.seen > " QC_CAP " then 'running' end], null))"
 	"   as estimated,"
 	/* The limits, when the queue has a row. */
 	"  l.queue is not null as has_limits,"
@@ -136,27 +89,10 @@ static const char QUEUES_SQL[] =
 	"  case when l.throttled_until > now() then l.throttled_until end"
 	"   as throttled_until"
 	" from n"
-	/* The queue's due jobs, available and running, in one window of
-	 * jobs_claim_idx: the first COUNT_CAP + 1 in the claim's order,
-	 * where claims take them (a running job was due when claimed); each
-	 * row's state is read from the heap, since no index holds running
-	 * or available jobs apart (schema 27: the claim writes no index
-	 * entry).  One window for both: a window each, and a third for the
-	 * scheduled jobs, read the heap three times over.  Scheduled jobs
-	 * are all available (a running job's run_at is past): counted along
-	 * the index alone. */
-	" cross join lateral (select"
-	"  count(*) filter (where x.state = 'available') as available,"
-	"  count(*) filter (where x.state = 'running') as running,"
-	"  min(x.run_at) filter (where x.state = 'available') as oldest,"
-	"  count(*) as seen from (select j.state, j.run_at"
-	"  from pgjob.jobs j where " OPEN " and j.queue = n.queue"
-	"   and j.run_at <= now()"
-	"  order by j.priority, j.run_at, j.id"
-	"  limit " COUNT_CAP " + 1) x) o"
-	SCHEDULED
-	CAPPED("w", "j.finished_at is null and j.parents_left > 0")
-	CAPPED("d", "j.dead")
+	QC_DUE_WINDOW
+	QC_SCHEDULED
+	QC_CAPPED("w", "j.finished_at is null and j.parents_left > 0")
+	QC_CAPPED("d", "j.dead")
 	" left join f on f.queue = n.queue"
 	" left join pgjob.limits l on l.queue = n.queue"
 	" order by n.queue";
@@ -313,7 +249,7 @@ health_json(struct db_conn *db, struct web_response *out)
 static const char RATES_SQL[] =
 	"select * from pgjob.throughput(interval '1 hour')";
 
-/* The overview's totals when a queue's count stopped at COUNT_CAP: the
+/* The overview's totals when a queue's count stopped at QC_CAP: the
  * planner's estimate of each (the statistics of pgjob.jobs), which no
  * count of ten million rows delays. */
 static const struct {

@@ -181,7 +181,7 @@ on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 		.loops = loops,
 		.nloops = handler_crash_loops(loops, 16),
 	};
-	lease_worker_heartbeat(w->db, w->slot, w->pid, &since, &cr,
+	lease_worker_heartbeat(w->db, w->slot, w->pid, w->nheld, &since, &cr,
 			       on_heartbeat_done, w);
 }
 

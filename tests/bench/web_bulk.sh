@@ -4,7 +4,7 @@
 #
 #   tests/bench/web_bulk.sh [--jobs N] [--actions "retry cancel delete"]
 #                           [--step N] [--workers W] [--concurrency C]
-#                           [--wait S]
+#                           [--wait S] [--from STATE]
 #
 # It starts its own PostgreSQL (scripts/testpg.sh, default durability, as
 # the suite's), inserts N jobs (1,000,000) dead in the queue "bulk", and
@@ -25,6 +25,11 @@
 # counts the requests in which the server paused for the busy workers
 # (src/web/bulk_yield.c).
 #
+# --from available or cancelled inserts the N jobs in that state instead
+# of dead (available ones stay: no worker serves the queue "bulk"), so
+# that cancel (from available) and delete (from cancelled) are measured
+# from a fresh start as retry is, each beside its own control.
+#
 # The action "wait" is the control: no request, S seconds (--wait, 300)
 # measured the same way.  The workers' rate drifts by itself as their done
 # jobs pile up (retention 7d: about 30,000 rows a second into
@@ -42,7 +47,8 @@ build=${PGJOBD_BUILD_DIR:-$root/build}
 . "$root/scripts/testlib.sh"
 
 jobs=1000000 actions="retry cancel delete" step=5000 workers=2 conc=200 wait=300
-usage="usage: web_bulk.sh [--jobs N] [--actions \"retry cancel delete wait\"] [--step N] [--workers W] [--concurrency C] [--wait S]"
+from=dead
+usage="usage: web_bulk.sh [--jobs N] [--from dead|available|cancelled] [--actions \"retry cancel delete wait\"] [--step N] [--workers W] [--concurrency C] [--wait S]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--jobs) jobs=$2; shift ;;
@@ -51,6 +57,10 @@ while [ $# -gt 0 ]; do
 	--workers) workers=$2; shift ;;
 	--concurrency) conc=$2; shift ;;
 	--wait) wait=$2; shift ;;
+	--from)
+		case $2 in dead | available | cancelled) from=$2 ;;
+		*) echo "$usage" >&2; exit 2 ;; esac
+		shift ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 	shift
@@ -73,15 +83,21 @@ sql() { psql "$db" -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
 "$build/pgjob" -d "$db" migrate >/dev/null
 start=$(date +%s.%N)
-sql -v n="$jobs" <<'SQL'
+sql -v n="$jobs" -v st="$from" <<'SQL'
+-- Dead after three attempts, cancelled after one, or available, never run.
 insert into pgjob.jobs (queue, kind, payload, state, attempts, max_attempts,
 	last_error, created_at, finished_at, attempted_at, locked_by,
-	lease_token)
+	lease_token, run_at)
 select 'bulk', 'kind' || (i % 20), jsonb_build_object('user', i),
-	'dead', 3, 3, 'exit status 1: upstream said no', c,
-	c + interval '1 second', c + interval '10 ms', 'bench-1:1', 1
+	:'st', r.tries, 3,
+	case when :'st' = 'dead' then 'exit status 1: upstream said no' end, c,
+	case when r.tries > 0 then c + interval '1 second' end,
+	case when r.tries > 0 then c + interval '10 ms' end,
+	case when r.tries > 0 then 'bench-1:1' end, r.tries, c
   from generate_series(1, :n) i,
-	lateral (select now() - (:n - i) * interval '3 ms' as c) x;
+	lateral (select now() - (:n - i) * interval '3 ms' as c) x,
+	lateral (select case :'st' when 'dead' then 3 when 'cancelled' then 1
+		else 0 end as tries) r;
 vacuum analyze;
 checkpoint;
 SQL

@@ -38,8 +38,11 @@ static int
 empty(void **state)
 {
 	PGconn *c = t_connect(ci);
-	t_exec(c, "truncate pgjob.jobs, pgjob.workers, pgjob.leases "
-		  "restart identity");
+	/* The done jobs a real daemon moved to pgjob.jobs_done
+	 * (test_status_running_heartbeat) and their attempts too. */
+	t_exec(c, "truncate pgjob.jobs, pgjob.jobs_done, pgjob.attempts,"
+		  " pgjob.workers, pgjob.leases, pgjob.history_minutes"
+		  " restart identity");
 	PQfinish(c);
 	return 0;
 }
@@ -214,13 +217,15 @@ item(const cJSON *o, const char *key)
 static void
 status_rows(PGconn *c)
 {
+	/* running: what each worker's heartbeat wrote (schema 41); slot 3's
+	 * worker is older than that. */
 	t_exec(c, "insert into pgjob.workers (slot, host, pid, supervisor_pid,"
-		  " version, kinds, heartbeat_at) values"
+		  " version, kinds, heartbeat_at, running) values"
 		  " (1, 'app1', 4243, 4242, '0.1.0', '{email,thumbnail}',"
-		  "  now() - interval '1 second'),"
-		  " (2, 'app1', 4244, 4242, '0.1.0', '{email}', now()),"
+		  "  now() - interval '1 second', 2),"
+		  " (2, 'app1', 4244, 4242, '0.1.0', '{email}', now(), 0),"
 		  " (3, 'app2', 5101, 5100, '0.1.0', '{report}',"
-		  "  now() - interval '2 hours')");
+		  "  now() - interval '2 hours', null)");
 	t_exec(c, "insert into pgjob.jobs (queue, kind, state, run_at,"
 		  " attempts, locked_by, finished_at) values"
 		  " ('default', 'email', 'available', now() - interval "
@@ -247,6 +252,11 @@ status_rows(PGconn *c)
 		  " ('billing', 'report', 'available', now() - interval"
 		  "  '3 hours', 0, null, null),"
 		  " ('billing', 'thumbnail', 'dead', now(), 3, null, now())");
+	/* What the workers' heartbeats wrote of the current minute: status
+	 * reads its done jobs there (status --exact counts the rows above). */
+	t_exec(c,
+	       "insert into pgjob.history_minutes (at, queue, kind, done)"
+	       " values (date_trunc('minute', now()), 'default', 'email', 5)");
 	t_exec(c, "insert into pgjob.leases values"
 		  " ('task:feed:0', 'app1:2', 7, now() + interval '1 hour'),"
 		  " ('task:feed:1', null, 3, null),"
@@ -274,11 +284,11 @@ test_status_text(void **state)
 	assert_non_null(l);
 	assert_non_null(strstr(l, "s 0 email"));
 	free(l);
-	assert_line(r.out, "app2 5100 3 5101 0.1.0 2h00m (stale) 0 report");
+	assert_line(r.out, "app2 5100 3 5101 0.1.0 2h00m (stale) - report");
 
 	assert_line(r.out, "QUEUE DUE SCHEDULED RUNNING DEAD OLDEST DUE "
 			   "DONE 1MIN");
-	assert_line(r.out, "default 2 1 3 1 2h00m 2");
+	assert_line(r.out, "default 2 1 3 1 2h00m 5");
 	assert_line(r.out, "billing 2 1 0 1 3h00m 0");
 
 	assert_line(r.out, "waiting, no live worker serves them");
@@ -320,6 +330,10 @@ check_instances(const cJSON *j)
 	assert_string_equal(cJSON_GetArrayItem(kinds, 1)->valuestring,
 			    "thumbnail");
 	assert_int_equal(num(cJSON_GetArrayItem(ws, 1), "running_jobs"), 0);
+	assert_true(cJSON_IsNull(
+		item(cJSON_GetArrayItem(
+			     item(cJSON_GetArrayItem(inst, 1), "workers"), 0),
+		     "running_jobs")));
 
 	const cJSON *b = cJSON_GetArrayItem(inst, 1);
 	assert_string_equal(str(b, "host"), "app2");
@@ -362,7 +376,7 @@ test_status_json(void **state)
 	const cJSON *qs = item(j, "queues");
 	assert_int_equal(cJSON_GetArraySize(qs), 2);
 	check_queue(cJSON_GetArrayItem(qs, 0), "billing", 2, 1, 0, 1, 10800, 0);
-	check_queue(cJSON_GetArrayItem(qs, 1), "default", 2, 1, 3, 1, 7200, 2);
+	check_queue(cJSON_GetArrayItem(qs, 1), "default", 2, 1, 3, 1, 7200, 5);
 
 	const cJSON *nh = item(j, "no_handler");
 	assert_int_equal(cJSON_GetArraySize(nh), 2);
@@ -385,6 +399,174 @@ test_status_json(void **state)
 	assert_true(cJSON_IsNull(item(l, "holder")));
 	assert_true(cJSON_IsNull(item(l, "expires_in_s")));
 	cJSON_Delete(j);
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+/*
+ * A real worker writes the jobs it holds with each heartbeat (every third
+ * of the lease, at most 10 s), and `pgjob status` shows that count; once
+ * they end, the next heartbeat writes 0.
+ */
+static void
+test_status_running_heartbeat(void **state)
+{
+	PGconn *c = t_connect(ci);
+	char mark[4096];
+	snprintf(mark, sizeof(mark), "%s/held.done", t_tmpdir());
+	unlink(mark);
+	/* Each job waits for the mark, so they are held until the test
+	 * says; no shell: the test's own file, checked by test -e. */
+	pid_t d = t_start("heartbeat", ci,
+			  "workers: 1\n"
+			  "lease: 3s\n"
+			  "handlers:\n"
+			  "  held: { type: exec, command: [\"/bin/sh\", \"-c\","
+			  " \"while [ ! -e \\\"$0\\\" ]; do sleep 0.1; done\","
+			  " \"%s\"] }\n",
+			  mark);
+	t_exec(c, "select pgjob.enqueue('held') from generate_series(1, 3)");
+	t_wait_until(c, 30, "select running = 3 from pgjob.workers");
+	struct t_run r;
+	const char *args[] = {"status", NULL};
+	pgjob_ok(&r, args);
+	if (!strstr(r.out, " 3  held") && !strstr(r.out, " 3 held"))
+		fail_msg("no worker with 3 running jobs:\n%s", r.out);
+	t_run_free(&r);
+	FILE *f = fopen(mark, "w");
+	assert_non_null(f);
+	fclose(f);
+	t_wait_until(c, 30,
+		     "select count(*) = 3 from pgjob.all_jobs"
+		     " where state = 'done'");
+	t_wait_until(c, 30, "select running = 0 from pgjob.workers");
+	t_stop_clean(d);
+	PQfinish(c);
+}
+
+/*
+ * --exact counts every job, and each worker's running jobs from the jobs
+ * table, not from what its heartbeat wrote.
+ */
+static void
+test_status_exact(void **state)
+{
+	struct t_run r;
+	PGconn *c = t_connect(ci);
+	status_rows(c);
+	t_exec(c, "update pgjob.workers set running = 9 where slot = 1");
+	const char *args[] = {"status", NULL};
+	pgjob_ok(&r, args);
+	char *l = line_of(r.out, "app1 4242 1 4243 0.1.0 ");
+	assert_non_null(strstr(l, "s 9 email, thumbnail"));
+	free(l);
+	t_run_free(&r);
+
+	const char *exact[] = {"status", "--exact", NULL};
+	pgjob_ok(&r, exact);
+	l = line_of(r.out, "app1 4242 1 4243 0.1.0 ");
+	assert_non_null(strstr(l, "s 2 email, thumbnail"));
+	free(l);
+	assert_line(r.out, "app2 5100 3 5101 0.1.0 2h00m (stale) 0 report");
+	assert_line(r.out, "default 2 1 3 1 2h00m 2");
+	assert_line(r.out, "charge billing 2 1 1h00m no handler");
+	t_run_free(&r);
+
+	const char *json[] = {"status", "--exact", "--json", NULL};
+	pgjob_ok(&r, json);
+	cJSON *j = parse_json(r.out);
+	const cJSON *qs = item(j, "queues");
+	check_queue(cJSON_GetArrayItem(qs, 1), "default", 2, 1, 3, 1, 7200, 2);
+	assert_int_equal(
+		cJSON_GetArraySize(item(cJSON_GetArrayItem(qs, 1), "at_least")),
+		0);
+	assert_true(cJSON_IsFalse(item(j, "unserved_partial")));
+	cJSON_Delete(j);
+	t_run_free(&r);
+	PQfinish(c);
+}
+
+/*
+ * A queue of more than a thousand jobs: without --exact, no count goes
+ * past a thousand, a figure that stopped there reads "1000+" (at_least
+ * in JSON), and the jobs no worker serves are looked for among each
+ * queue's first thousand available jobs in the claim's order; --exact
+ * counts them all.
+ */
+static void
+test_status_capped(void **state)
+{
+	struct t_run r;
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.workers (slot, host, pid, supervisor_pid,"
+		  " version, kinds, heartbeat_at, running) values"
+		  " (1, 'app1', 4243, 4242, '0.1.0', '{email}', now(), 0)");
+	/* 1,500 due jobs no worker handles in big; in wide, 1,200 that a
+	 * worker handles, then 2 of a kind none does, behind them. */
+	t_exec(c, "insert into pgjob.jobs (queue, kind, run_at)"
+		  " select 'big', 'x', now() - interval '1 hour'"
+		  " from generate_series(1, 1500)");
+	t_exec(c, "insert into pgjob.jobs (queue, kind, run_at)"
+		  " select 'wide', 'email', now() - interval '1 hour'"
+		  " from generate_series(1, 1200)");
+	t_exec(c, "insert into pgjob.jobs (queue, kind, run_at)"
+		  " select 'wide', 'y', now() from generate_series(1, 2)");
+	t_exec(c, "insert into pgjob.jobs (queue, kind, run_at)"
+		  " values ('small', 'y', now() - interval '2 hours')");
+	/* The history of big: 600 done in the previous minute, 30 in this
+	 * one; "in the last minute" weighs the previous by its share still
+	 * within the last 60 s. */
+	t_exec(c, "insert into pgjob.history_minutes (at, queue, kind, done)"
+		  " values (date_trunc('minute', now()) - interval '1 minute',"
+		  "  'big', 'x', 600),"
+		  " (date_trunc('minute', now()), 'big', 'x', 30)");
+
+	const char *args[] = {"status", NULL};
+	pgjob_ok(&r, args);
+	char *l = line_of(r.out, "big 1000+ 0 0+ 0 1h00m+ ");
+	assert_non_null(l);
+	free(l);
+	assert_line(r.out, "small 1 0 0 0 2h00m 0");
+	assert_line(r.out, "x big 1000+ 1000+ 1h00m+ no handler");
+	assert_line(r.out, "y small 1 1 2h00m no handler");
+	/* Behind wide's 1,200 served jobs: not looked at. */
+	assert_false(has_line(r.out, "y wide"));
+	t_run_free(&r);
+
+	const char *json[] = {"status", "--json", NULL};
+	pgjob_ok(&r, json);
+	cJSON *j = parse_json(r.out);
+	const cJSON *big = cJSON_GetArrayItem(item(j, "queues"), 0);
+	assert_string_equal(str(big, "queue"), "big");
+	assert_int_equal(num(big, "due"), 1000);
+	long long want = t_long(c, "select round(30 + 600 * (1 - extract("
+				   "epoch from now() - date_trunc('minute',"
+				   " now())) / 60))");
+	long long got = (long long)num(big, "done_last_minute");
+	/* A second apart at most: 10 jobs of the 600. */
+	if (got < want - 10 || got > want + 10)
+		fail_msg("done_last_minute %lld, want about %lld", got, want);
+	const cJSON *atl = item(big, "at_least");
+	assert_int_equal(cJSON_GetArraySize(atl), 3);
+	assert_string_equal(cJSON_GetArrayItem(atl, 0)->valuestring, "due");
+	assert_true(cJSON_IsTrue(item(j, "unserved_partial")));
+	const cJSON *u = cJSON_GetArrayItem(item(j, "unserved"), 0);
+	assert_string_equal(str(u, "kind"), "x");
+	assert_int_equal(num(u, "jobs"), 1000);
+	assert_int_equal(cJSON_GetArraySize(item(u, "at_least")), 3);
+	const cJSON *nh = item(j, "no_handler");
+	assert_int_equal(cJSON_GetArraySize(nh), 2);
+	assert_int_equal(num(cJSON_GetArrayItem(nh, 1), "jobs"), 1);
+	cJSON_Delete(j);
+	t_run_free(&r);
+
+	const char *exact[] = {"status", "--exact", NULL};
+	pgjob_ok(&r, exact);
+	/* --exact: the jobs done in the last minute, counted: none. */
+	assert_line(r.out, "big 1500 0 0 0 1h00m 0");
+	assert_line(r.out, "wide 1202 0 0 0 1h00m 0");
+	assert_line(r.out, "x big 1500 1500 1h00m no handler");
+	assert_true(has_line(r.out, "y wide 2 2 "));
 	t_run_free(&r);
 	PQfinish(c);
 }
@@ -912,6 +1094,9 @@ test_top_once(void **state)
 	       " ('email', 'default', 'available', now() + interval '1 day',"
 	       "  null),"
 	       " ('old', 'default', 'done', now(), now() - interval '1 day')");
+	/* The queues' done jobs of the last minute: the workers' history. */
+	t_exec(c, "insert into pgjob.history_minutes (at, queue, kind, done)"
+		  " values (date_trunc('minute', now()), 'img', 'resize', 2)");
 	struct t_run r;
 	const char *args[] = {"top", "--once", "--interval", "10m", NULL};
 	pgjob_ok(&r, args);
@@ -1730,6 +1915,9 @@ main(void)
 		cmocka_unit_test_setup(test_status_text, empty),
 		cmocka_unit_test_setup(test_status_json, empty),
 		cmocka_unit_test_setup(test_status_empty, empty),
+		cmocka_unit_test_setup(test_status_exact, empty),
+		cmocka_unit_test_setup(test_status_capped, empty),
+		cmocka_unit_test_setup(test_status_running_heartbeat, empty),
 		cmocka_unit_test_setup(test_jobs, empty),
 		cmocka_unit_test_setup(test_jobs_filters_json, empty),
 		cmocka_unit_test_setup(test_show, empty),

@@ -518,7 +518,7 @@ test_status(void **state)
 		       "\"done_last_minute\":0,\"paused\":false,"
 		       "\"paused_kinds\":[\"send\",\"digest\"],"
 		       "\"limited\":false,\"throttled_until\":null,"
-		       "\"waiting\":0}"));
+		       "\"waiting\":0,\"at_least\":[]}"));
 	assert_non_null(strstr(r.out, "\"queue\":\"billing\",\"due\":0,"
 				      "\"scheduled\":1,\"running\":0,"
 				      "\"dead\":0,\"oldest_due_age_s\":null,"

@@ -20,6 +20,9 @@ create table pgjob.workers (
 	-- (docs/handlers.md): pgjob status and the console show them.
 	process_crashes bigint default 0 not null,
 	crash_loops text[],
+	-- The jobs the worker holds, from each heartbeat (schema 41):
+	-- pgjob status shows it without counting pgjob.jobs.
+	running integer,
 	constraint workers_schedules_check check ((jsonb_typeof(schedules) = 'object'::text)),
 	constraint workers_tasks_check check ((jsonb_typeof(tasks) = 'object'::text))
 );

@@ -1,0 +1,99 @@
+/*
+ * queue_counts: the pieces of the statements that count a queue's jobs
+ * without reading a backlog whole, shared by the console's queues
+ * (web/api.c) and `pgjob status` (cli/cli_status.c).  Macros, so that
+ * each statement is one string literal, built at compile time.
+ *
+ * Only partial indexes are read, never the table's other rows: the queues
+ * of available, dead and waiting jobs by skipping from one queue to the
+ * next along jobs_claim_idx, jobs_dead_idx and jobs_waiting_idx; per
+ * queue, its due jobs (available and running, one window of
+ * jobs_claim_idx), scheduled, dead and waiting ones, each read up to
+ * QC_CAP + 1 rows at most, so that a backlog of millions costs what a
+ * thousand do (docs/performance.md, "A huge backlog").
+ */
+#ifndef PGJOBD_DB_QUEUE_COUNTS_H
+#define PGJOBD_DB_QUEUE_COUNTS_H
+
+/* A count past this is shown as "at least" (the answers' at_least). */
+#define QC_CAP "1000"
+
+/* Unfinished, released jobs (available or running): jobs_claim_idx. */
+#define QC_OPEN "j.finished_at is null and coalesce(j.parents_left, 0) = 0"
+
+/* clang-format off */
+/* A CTE `name(queue)` of the distinct queues of the rows that match cond,
+ * one index descent each (a recursive CTE: the statement must start with
+ * "with recursive"); its last row is null. */
+#define QC_SKIP_SCAN(name, cond)                                               \
+	" " name "(queue) as (select min(j.queue) from pgjob.jobs j"           \
+	"  where " cond                                                        \
+	"  union all select (select min(j.queue) from pgjob.jobs j"            \
+	"   where " cond " and j.queue > " name ".queue)"                      \
+	"  from " name " where " name ".queue is not null),"
+
+/* `alias`.n and .oldest: the count (up to QC_CAP + 1) and oldest run_at
+ * of queue n.queue's rows that match cond. */
+#define QC_CAPPED(alias, cond)                                                 \
+	" cross join lateral (select count(*) as n, min(run_at) as oldest"     \
+	"  from (select run_at from pgjob.jobs j where " cond                  \
+	"   and j.queue = n.queue limit " QC_CAP " + 1) x) " alias
+
+/* `o`: the queue's due jobs, available and running, in one window of
+ * jobs_claim_idx: the first QC_CAP + 1 in the claim's order, where claims
+ * take them (a running job was due when claimed); each row's state is
+ * read from the heap, since no index holds running or available jobs
+ * apart (schema 27: the claim writes no index entry).  One window for
+ * both: a window each read the heap twice over.  o.seen > QC_CAP: the
+ * window did not hold them all, and o's figures are lower bounds. */
+#define QC_DUE_WINDOW                                                          \
+	" cross join lateral (select"                                          \
+	"  count(*) filter (where x.state = 'available') as available,"        \
+	"  count(*) filter (where x.state = 'running') as running,"            \
+	"  min(x.run_at) filter (where x.state = 'available') as oldest,"      \
+	"  count(*) as seen from (select j.state, j.run_at"                    \
+	"  from pgjob.jobs j where " QC_OPEN " and j.queue = n.queue"          \
+	"   and j.run_at <= now()"                                             \
+	"  order by j.priority, j.run_at, j.id"                                \
+	"  limit " QC_CAP " + 1) x) o"
+
+/* `s`.n: the queue's scheduled jobs, up to QC_CAP + 1, along
+ * jobs_claim_idx one priority after the other (the priorities by skipping,
+ * as the queues): its columns are queue, priority, run_at, so "run_at >
+ * now()" alone walks every due job of the queue before the first
+ * scheduled one (a backlog of a million: a million index entries).
+ * Scheduled jobs are all available (a running job's run_at is past):
+ * counted along the index alone. */
+#define QC_SCHEDULED                                                           \
+	" cross join lateral (select count(*) as n from ("                     \
+	"  with recursive pr(p) as (select min(j.priority)"                    \
+	"   from pgjob.jobs j where " QC_OPEN " and j.queue = n.queue"         \
+	"   union all select (select min(j.priority) from pgjob.jobs j"        \
+	"    where " QC_OPEN " and j.queue = n.queue and j.priority > pr.p)"   \
+	"   from pr where pr.p is not null)"                                   \
+	"  select 1 from pr cross join lateral (select 1 from pgjob.jobs j"    \
+	"   where " QC_OPEN " and j.queue = n.queue and j.priority = pr.p"     \
+	"    and j.run_at > now() limit " QC_CAP " + 1) x"                     \
+	"  limit " QC_CAP " + 1) y) s"
+/* `f`(queue, done, failed): the attempts each queue's jobs ended done and
+ * failed (retried or dead) in about the last minute, from the history the
+ * workers write at their heartbeats (pgjob.history_minutes, docs/
+ * operations.md "History per queue and kind"): the current minute's rows,
+ * and the previous minute's weighed by the share of it still within the
+ * last 60 s.  A few rows by the primary key, where counting the jobs done
+ * in the last minute read every one of them (pgjob.done_since(), a
+ * million and more a minute in a drain) and BRIN's ranges not yet
+ * summarized; the figures are up to a heartbeat (10 s) behind, and an end
+ * that no worker made (SQL by hand) is not in them. */
+#define QC_LAST_MINUTE                                                         \
+	" f as (select h.queue, round(sum(h.done * x.w))::bigint as done,"     \
+	"  round(sum(h.failed * x.w))::bigint as failed"                       \
+	"  from pgjob.history_minutes h cross join lateral (select case"       \
+	"   when h.at >= date_trunc('minute', now()) then 1.0"                 \
+	"   else 1.0 - extract(epoch from now()"                               \
+	"    - date_trunc('minute', now())) / 60 end as w) x"                  \
+	"  where h.at >= date_trunc('minute', now()) - interval '1 minute'"    \
+	"  group by h.queue),"
+/* clang-format on */
+
+#endif
