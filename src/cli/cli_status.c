@@ -97,15 +97,7 @@ enum {
 /* clang-format off */
 static const char QUEUES_SQL[] =
 	"with recursive"
-	QC_SKIP_SCAN("qa", QC_OPEN)
-	QC_SKIP_SCAN("qd", "j.dead")
-	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")
-	QC_LAST_MINUTE
-	" n as (select queue from qa where queue is not null"
-	"  union select queue from qd where queue is not null"
-	"  union select queue from qw where queue is not null"
-	"  union select queue from f"
-	"  union select queue from pgjob.limits)"
+	QC_QUEUES ")"
 	" select n.queue, least(o.available, " QC_CAP ") as due,"
 	"  least(s.n, " QC_CAP ") as scheduled,"
 	"  least(o.running, " QC_CAP ") as running,"
@@ -115,11 +107,7 @@ static const char QUEUES_SQL[] =
 	"  coalesce(f.done, 0) as done_last_minute,"
 	"  coalesce(l.paused, false) as paused,"
 	"  coalesce(array_to_json(l.paused_kinds), '[]') as paused_kinds,"
-	"  coalesce(l.global_concurrency is not null"
-	"   or l.per_key_concurrency is not null or l.rate is not null"
-	"   or l.rate_per_key is not null or l.fair, false) as limited,"
-	"  case when l.throttled_until > now() then l.throttled_until end"
-	"   as throttled_until,"
+	QC_LIMITED_THROTTLED
 	"  least(w.n, " QC_CAP ") as waiting,"
 	"  array_to_string(l.paused_kinds, ', '),"
 	/* Past the window, a running job is not seen either: its count is
@@ -148,6 +136,7 @@ static const char QUEUES_SQL[] =
  * A queue with a row in pgjob.limits (paused, limited or throttled) is
  * listed even when it has no jobs: an empty paused queue is still paused.
  */
+/* clang-format off */
 static const char QUEUES_EXACT_SQL[] =
 	"with j as ("
 	"  select queue,"
@@ -188,16 +177,13 @@ static const char QUEUES_EXACT_SQL[] =
 	"  coalesce(j.done_last_minute, 0) as done_last_minute,"
 	"  coalesce(l.paused, false) as paused,"
 	"  coalesce(array_to_json(l.paused_kinds), '[]') as paused_kinds,"
-	"  coalesce(l.global_concurrency is not null"
-	"   or l.per_key_concurrency is not null or l.rate is not null"
-	"   or l.rate_per_key is not null or l.fair, false) as limited,"
-	"  case when l.throttled_until > now() then l.throttled_until end"
-	"   as throttled_until,"
+	QC_LIMITED_THROTTLED
 	"  coalesce(j.waiting, 0) as waiting,"
 	"  array_to_string(l.paused_kinds, ', '),"
 	"  '[]'::json as at_least"
 	" from jw j full join pgjob.limits l on l.queue = j.queue"
 	" order by 1";
+/* clang-format on */
 
 /* Column numbers of NO_HANDLER_SQL. */
 enum { N_KIND, N_JOBS, N_DUE, N_OLDEST };

@@ -94,6 +94,33 @@
 	"    - date_trunc('minute', now())) / 60 end as w) x"                  \
 	"  where h.at >= date_trunc('minute', now()) - interval '1 minute'"    \
 	"  group by h.queue),"
+
+/* The CTEs qa, qd, qw, f (QC_LAST_MINUTE) and the start of `n`, the
+ * queues to show: every queue that has jobs available or running, dead or
+ * waiting for their parents, that ended jobs in the last minute or that
+ * has a row in pgjob.limits (a paused queue with no jobs is still paused).
+ * The statement goes on with more "union select queue from ..." and the
+ * closing ")". */
+#define QC_QUEUES                                                              \
+	QC_SKIP_SCAN("qa", QC_OPEN)                                            \
+	QC_SKIP_SCAN("qd", "j.dead")                                           \
+	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")     \
+	QC_LAST_MINUTE                                                         \
+	" n as (select queue from qa where queue is not null"                  \
+	"  union select queue from qd where queue is not null"                 \
+	"  union select queue from qw where queue is not null"                 \
+	"  union select queue from f"                                          \
+	"  union select queue from pgjob.limits"
+
+/* A pgjob.limits row `l`'s flow control, as `pgjob status` shows it: its
+ * limited column (any limit or fairness set) and throttled_until (null:
+ * not throttled). */
+#define QC_LIMITED_THROTTLED                                                   \
+	"  coalesce(l.global_concurrency is not null"                          \
+	"   or l.per_key_concurrency is not null or l.rate is not null"        \
+	"   or l.rate_per_key is not null or l.fair, false) as limited,"       \
+	"  case when l.throttled_until > now() then l.throttled_until end"     \
+	"   as throttled_until,"
 /* clang-format on */
 
 #endif

@@ -46,15 +46,8 @@
 /* clang-format off */
 static const char QUEUES_SQL[] =
 	"with recursive"
-	QC_SKIP_SCAN("qa", QC_OPEN)
-	QC_SKIP_SCAN("qd", "j.dead")
-	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")
-	QC_LAST_MINUTE
-	" n as (select queue from qa where queue is not null"
-	"  union select queue from qd where queue is not null"
-	"  union select queue from qw where queue is not null"
-	"  union select queue from f"
-	"  union select queue from pgjob.limits"
+	QC_QUEUES
+	/* And the queues a worker's config defines. */
 	"  union select name from pgjob.queues)"
 	" select n.queue, least(o.available, " QC_CAP ") as available,"
 	"  least(s.n, " QC_CAP ") as scheduled,"
