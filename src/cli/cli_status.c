@@ -120,14 +120,7 @@ static const char QUEUES_SQL[] =
 	"   case when o.seen > " QC_CAP " then 'oldest_due_age_s' end,"
 	"   case when w.n > " QC_CAP " then 'waiting' end], null))"
 	"   as at_least"
-	" from n"
-	QC_DUE_WINDOW
-	QC_SCHEDULED
-	QC_CAPPED("w", "j.finished_at is null and j.parents_left > 0")
-	QC_CAPPED("d", "j.dead")
-	" left join f on f.queue = n.queue"
-	" left join pgjob.limits l on l.queue = n.queue"
-	" order by n.queue";
+	QC_FROM_QUEUES;
 /* clang-format on */
 
 /*

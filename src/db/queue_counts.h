@@ -112,6 +112,19 @@
 	"  union select queue from f"                                          \
 	"  union select queue from pgjob.limits"
 
+/* The statement's end after QC_QUEUES and its select list: per queue of
+ * `n`, the windows o and s, the capped counts w (waiting) and d (dead),
+ * its last minute f and its pgjob.limits row l. */
+#define QC_FROM_QUEUES                                                         \
+	" from n"                                                              \
+	QC_DUE_WINDOW                                                          \
+	QC_SCHEDULED                                                           \
+	QC_CAPPED("w", "j.finished_at is null and j.parents_left > 0")         \
+	QC_CAPPED("d", "j.dead")                                               \
+	" left join f on f.queue = n.queue"                                    \
+	" left join pgjob.limits l on l.queue = n.queue"                       \
+	" order by n.queue"
+
 /* A pgjob.limits row `l`'s flow control, as `pgjob status` shows it: its
  * limited column (any limit or fairness set) and throttled_until (null:
  * not throttled). */

@@ -81,14 +81,7 @@ static const char QUEUES_SQL[] =
 	"  l.rate_per_key_period_ms, l.burst_per_key, l.fair, l.source,"
 	"  case when l.throttled_until > now() then l.throttled_until end"
 	"   as throttled_until"
-	" from n"
-	QC_DUE_WINDOW
-	QC_SCHEDULED
-	QC_CAPPED("w", "j.finished_at is null and j.parents_left > 0")
-	QC_CAPPED("d", "j.dead")
-	" left join f on f.queue = n.queue"
-	" left join pgjob.limits l on l.queue = n.queue"
-	" order by n.queue";
+	QC_FROM_QUEUES;
 /* clang-format on */
 
 /* Column numbers of QUEUES_SQL. */
