@@ -218,7 +218,11 @@ static const char UNSERVED_SQL[] =
  * a backlog shows once the backlog before it is gone (--exact and `pgjob
  * doctor` read them all).  When a queue's window was full, its rows'
  * figures are lower bounds (at_least).  The live workers are few; the
- * windows hold QC_CAP + 1 rows each at most.
+ * windows hold QC_CAP + 1 rows each at most.  Who serves a job (w, and
+ * the last "not exists") is pgjob.unserved()'s rule
+ * (sql/schema/functions/unserved.sql), restated here because that
+ * function groups every available job: a change to one is a change to
+ * both (test_cli's test_status_capped and test_status_text read both).
  */
 /* clang-format off */
 #define UNSERVED_HEAD_SQL                                                      \
