@@ -90,6 +90,9 @@ struct stats_queue {
 	/* Available jobs not due yet (run_at in the future), and
 	 * of kinds this instance's config has no handler for. */
 	int64_t scheduled, unhandled;
+	/* 1: due, scheduled or unhandled passed 10,000 jobs and were
+	 * estimated (src/db/monitor.c). */
+	int64_t estimated;
 	/* 1: the sum of the queues this instance's config does not define,
 	 * named "(other)" (its unhandled jobs go unreported: another
 	 * instance may handle them). */

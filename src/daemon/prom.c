@@ -219,6 +219,10 @@ static const struct {
 	 "Available jobs of kinds this instance's config has no handler for, "
 	 "per queue.",
 	 offsetof(struct stats_queue, unhandled), 1, 1},
+	{"pgjobd_queue_estimated",
+	 "1 when the queue's due, scheduled or unhandled jobs passed 10000 "
+	 "and were estimated from a sample of the table.",
+	 offsetof(struct stats_queue, estimated), 1, 0},
 };
 
 /* The flow-control gauges of the limited queues (docs/queues.md). */
@@ -286,6 +290,15 @@ render_queues(struct buf *out, const struct stats *s)
 	}
 	buf_free(&l);
 	render_flow(out, s, n);
+	/* Monotonic in the stats, wall time here: how old the figures
+	 * above are, which a read stopped after 5 s leaves as they were. */
+	int64_t at = __atomic_load_n(&s->queues_at_ms, __ATOMIC_ACQUIRE);
+	if (at)
+		metrics_gauge(
+			out, "pgjobd_queue_read_timestamp_seconds",
+			"When the queue figures were last read.", NULL,
+			(double)(util_wall_us() / 1000 - (util_now_ms() - at)) /
+				1e3);
 }
 
 /* The workflow series, once a worker has read them. */

@@ -34,6 +34,10 @@ struct queue_depth {
 	/* Available jobs not due yet; available jobs of a kind not in the
 	 * kinds given to queue_depths(). */
 	int64_t scheduled, unhandled;
+	/* Past DEPTH_CAP (10,000) jobs in a window, due, scheduled and
+	 * unhandled are estimated from a sample of the table (the count
+	 * itself, a floor under it); running is the window's. */
+	bool estimated;
 };
 typedef void queue_depths_fn(void *arg, const struct db_status *st,
 			     const struct queue_depth *q, size_t n);
@@ -42,12 +46,17 @@ typedef void queue_depths_fn(void *arg, const struct db_status *st,
  * rows: one per queue of queues[0..nqueues) (the configured ones, at most
  * max - 1, by name), then one (other set, named QUEUE_OTHER) that sums
  * every other queue, if there is any; kinds[0..nkinds) are the kinds this
- * instance handles.  timeout_ms > 0 stops the read after that long
+ * instance handles.  Exact up to 10,000 jobs a queue, estimated past it
+ * (the estimated flag).  timeout_ms > 0 stops the read after that long
  * (SQLSTATE_QUERY_CANCELED).
  */
 int queue_depths(struct dbev *d, int max, const char *const *queues,
 		 size_t nqueues, const char *const *kinds, size_t nkinds,
 		 int64_t timeout_ms, queue_depths_fn *cb, void *arg);
+
+/* Sets up the monitor's own connection (no JIT) before its first read;
+ * the answer comes before any read sent after. */
+int monitor_session(struct dbev *d);
 
 /* Dead jobs of one queue. */
 struct queue_dead {
@@ -69,7 +78,8 @@ struct queue_count {
 typedef void queue_count_fn(void *arg, const struct db_status *st,
 			    const struct queue_count *q, size_t n);
 /* Available jobs per queue whose kind and queue no live worker serves
- * (pgjob.unserved(), sql/032; live: a heartbeat within live_ms): the
+ * (pgjob.unserved()'s rule; live: a heartbeat within live_ms), among the
+ * first 1,001 of each queue in the claim's order (up to 1,001): the
  * configured queues (at most max - 1) by name, every other queue summed
  * as QUEUE_OTHER; queues without such jobs are left out. */
 int queue_unserved(struct dbev *d, int max, const char *const *queues,

@@ -134,6 +134,54 @@
 	"   or l.rate_per_key is not null or l.fair, false) as limited,"       \
 	"  case when l.throttled_until > now() then l.throttled_until end"     \
 	"   as throttled_until,"
+/*
+ * The available jobs no live worker serves, per kind and queue (the
+ * columns of pgjob.unserved() as `pgjob status` shows them: kind, queue,
+ * jobs, due, oldest_due_age_s, kind_handled, at_least), among the first
+ * QC_CAP + 1 available jobs of each queue in the claim's order
+ * (jobs_claim_idx), the ones the workers would take next: `pgjob status`
+ * and the workers' metrics (src/db/monitor.c).  A job no one serves is
+ * never taken, so it stays at its queue's head as the others are claimed
+ * around it; one queued behind a backlog shows once the backlog before it
+ * is gone (`pgjob status --exact` and `pgjob doctor` read them all).
+ * When a queue's window was full, its rows' figures are lower bounds
+ * (at_least).  The live workers are few; the windows hold QC_CAP + 1 rows
+ * each at most.  Who serves a job (w, and the last "not exists") is
+ * pgjob.unserved()'s rule, a worker live while its heartbeat is younger
+ * than live (an SQL interval) (sql/schema/functions/unserved.sql),
+ * restated here because that function groups every available job: a
+ * change to one is a change to both (test_cli's test_status_capped and
+ * test_status_text read both).
+ */
+#define QC_UNSERVED_HEAD(live)                                                 \
+	"with recursive"                                                       \
+	QC_SKIP_SCAN("qa", QC_OPEN)                                            \
+	" w as (select x.kinds, x.queues from pgjob.workers x"                 \
+	"  where x.heartbeat_at >= now() - " live "),"                          \
+	" h as (select qa.queue, x.kind, x.run_at, x.seen from qa"             \
+	"  cross join lateral (select y.kind, y.run_at,"                       \
+	"   count(*) over () as seen from (select j.kind, j.run_at"            \
+	"   from pgjob.jobs j where " QC_OPEN " and j.queue = qa.queue"        \
+	"    and j.state = 'available'"                                        \
+	"   order by j.priority, j.run_at, j.id limit " QC_CAP " + 1) y) x"    \
+	"  where qa.queue is not null),"                                       \
+	" p as (select h.kind, h.queue, count(*) as jobs,"                     \
+	"  count(*) filter (where h.run_at <= now()) as due,"                  \
+	"  min(h.run_at) filter (where h.run_at <= now()) as oldest_due_at,"   \
+	"  bool_or(h.seen > " QC_CAP ") as more"                               \
+	"  from h group by h.kind, h.queue)"                                   \
+	" select p.kind, p.queue, least(p.jobs, " QC_CAP ") as jobs,"          \
+	"  least(p.due, " QC_CAP ") as due,"                                   \
+	"  round(extract(epoch from now() - p.oldest_due_at)::numeric, 3)"     \
+	"   as oldest_due_age_s,"                                              \
+	"  exists (select 1 from w where p.kind = any(w.kinds))"               \
+	"   as kind_handled,"                                                  \
+	"  case when p.more then '[\"jobs\", \"due\", \"oldest_due_age_s\"]'"  \
+	"   else '[]' end::json as at_least"                                   \
+	" from p where not exists (select 1 from w"                            \
+	"  where p.kind = any(w.kinds)"                                        \
+	"   and (w.queues is null or p.queue = any(w.queues)))"                \
+	" order by p.queue, p.kind"
 /* clang-format on */
 
 #endif

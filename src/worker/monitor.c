@@ -83,9 +83,10 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 {
 	struct worker *w = arg;
 	struct stats *s = w->stats;
-	/* The read counts the rows of the indexes of available and running
-	 * jobs, dead entries too: a few ms, but under a snapshot held open
-	 * elsewhere it grows with every job claimed since.  The next waits
+	/* The read counts up to 10,000 rows a queue of the index of
+	 * available and running jobs, dead entries too: a few ms, but under
+	 * a snapshot held open elsewhere it grows with every job claimed
+	 * since.  The next waits
 	 * 50 times as long as this one took, if that is more than the
 	 * timer's 5 s: the figures get older instead.  And it stops after
 	 * DEPTH_TIMEOUT_MS, which then counts as its cost
@@ -125,6 +126,7 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 		stats_set(&sq->tokens_milli, q[i].tokens_milli);
 		stats_set(&sq->scheduled, q[i].scheduled);
 		stats_set(&sq->unhandled, q[i].unhandled);
+		stats_set(&sq->estimated, q[i].estimated);
 		stats_set(&sq->other, q[i].other);
 	}
 	__atomic_store_n(&s->nqueues, (uint32_t)n, __ATOMIC_RELEASE);
@@ -297,6 +299,7 @@ on_mon_connected(void *arg, struct dbev *d, const char *err)
 	w->mon = d;
 	/* No answer within a lease: the path is dead, as the worker's. */
 	dbev_set_timeout(d, w->cfg->lease_ms);
+	monitor_session(d);
 	round_due(w);
 }
 
