@@ -11,7 +11,8 @@
 # pgjobd_bench_tool's watch as the suite times its rows.  Then N jobs
 # (10,000,000) queued in INSERT ... SELECTs of a million, VACUUM ANALYZE,
 # a CHECKPOINT, a `pgjob web` started, and the same drain, while a sampler
-# takes every S seconds (5): the jobs done (pgjobd's /metrics), the RSS of
+# takes every S seconds (5): the jobs done and the queue figures' due jobs
+# and age (pgjobd's /metrics), the RSS of
 # every pgjobd process, the PSS of every PostgreSQL process (shared memory
 # counted once among them, from /proc/PID/smaps_rollup), how long
 # `pgjob status` takes, and how long the console's overview, queues, the
@@ -168,16 +169,23 @@ def pgjobd_pids():
     return [int(p) for p in out]
 
 
-def done_total():
+def scrape():
+    """Jobs done, the default queue's due jobs and how old the queue
+    figures are (s), from pgjobd's /metrics; Nones when it did not
+    answer."""
     try:
         c = http.client.HTTPConnection("127.0.0.1", mport, timeout=10)
         c.request("GET", "/metrics")
         text = c.getresponse().read().decode()
         c.close()
     except OSError:
-        return None
-    return sum(float(m.group(1)) for m in re.finditer(
+        return None, None, None
+    done = sum(float(m.group(1)) for m in re.finditer(
         r"^pgjobd_jobs_done_total(?:\{[^}]*\})? (\S+)$", text, re.M))
+    due = re.search(r'^pgjobd_queue_due\{queue="default"\} (\S+)$', text, re.M)
+    at = re.search(r"^pgjobd_queue_read_timestamp_seconds (\S+)$", text, re.M)
+    return (done, float(due.group(1)) if due else -1,
+            time.time() - float(at.group(1)) if at else -1)
 
 
 def timed(fn):
@@ -206,7 +214,7 @@ calls = ["overview", "queues", "jobs", "jobs/count?estimate=1"]
 last, lt = None, None
 while True:
     t = time.time()  # the watch's clock (CLOCK_REALTIME)
-    d = done_total()
+    d, due, age = scrape()
     rate = (d - last) / (t - lt) if d is not None and last is not None else -1
     if d is not None:
         last, lt = d, t
@@ -218,7 +226,8 @@ while True:
                                       capture_output=True).returncode == 0)
     web = [timed(lambda p=p: call("/api/" + p, h)) for p in calls]
     print(f"t={t:.1f} done={d if d is not None else -1:.0f} rate={rate:.0f} "
-          f"pgjobd_rss_kb={rss} pg_pss_kb={pss} status_ms={st:.1f} "
+          f"pgjobd_rss_kb={rss} pg_pss_kb={pss} metrics_due={due or -1:.0f} "
+          f"metrics_age_s={age or -1:.1f} status_ms={st:.1f} "
           + " ".join(f"{p.split('?')[0].replace('/', '_')}_ms={w:.1f}"
                      for p, w in zip(calls, web)), flush=True)
     time.sleep(max(0.0, every - (time.time() - t)))
@@ -257,6 +266,15 @@ print("| --- | ---: | ---: | ---: |")
 for k in ("pgjobd_rss_kb", "pg_pss_kb"):
     v = [r[k] for r in run] or [0]
     print(f"| {k} | {v[0]:,.0f} | {v[-1]:,.0f} | {max(v):,.0f} |")
+# The workers' queue figures (/metrics): how old they were at each
+# sample (read every 5 s; a read stopped at 5 s leaves them as they were),
+# and the due jobs they said at the first and last samples.
+age = [r["metrics_age_s"] for r in run if r.get("metrics_age_s", -1) >= 0]
+due = [r["metrics_due"] for r in run if r.get("metrics_due", -1) >= 0]
+if age and due:
+    print(f"/metrics queue figures: age p50 {median(age):.1f} s, max "
+          f"{max(age):.1f} s; due {due[0]:,.0f} at the first sample, "
+          f"{due[-1]:,.0f} at the last")
 print()
 print("| answer | p50 ms | p95 ms | max ms | p95 ≤ 100 ms |")
 print("| --- | ---: | ---: | ---: | --- |")
