@@ -27,7 +27,11 @@
 # steps wait beside the jobs (after a parent that failed, as the suite's
 # "workflows on but idle" row).  With AB_STATEMENTS=1 the server tracks
 # nested statements too (pg_stat_statements.track = all) and each round
-# prints its 14 costliest, in server time and buffers a job.  Run it on an
+# prints its 14 costliest, in server time and buffers a job.  With
+# AB_CHAIN=1 the N jobs are a chain instead, each enqueued after the one
+# before (pgjob.enqueue(depends_on)): one runs at a time, and each round
+# also prints the hop, from a parent's finish to its child's start
+# (mean, p50, p99), as the suite's chain row measures it.  Run it on an
 # idle machine (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -67,8 +71,14 @@ if [ -n "${AB_KEYS:-}" ]; then
 fi
 for r in $(seq "$rounds"); do
 	for v in a b; do
-		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs, pgjob.jobs_done cascade" \
-			-c "insert into pgjob.jobs (kind, payload, limit_key) select 'noop', coalesce($payload::jsonb, '{}'), $key from generate_series(1, $n) i" \
+		if [ "${AB_CHAIN:-0}" = 1 ]; then
+			fill="do \$\$ declare p bigint; begin p := pgjob.enqueue('noop');
+				for i in 2 .. $n loop p := pgjob.enqueue('noop', depends_on => array[p]); end loop; end \$\$"
+		else
+			fill="insert into pgjob.jobs (kind, payload, limit_key) select 'noop', coalesce($payload::jsonb, '{}'), $key from generate_series(1, $n) i"
+		fi
+		psql -X -q "${db[$v]}" -c "truncate pgjob.jobs, pgjob.jobs_done, pgjob.job_deps cascade" \
+			-c "$fill" \
 			-c "do \$\$ declare r bigint; begin
 				if ${AB_WAITING:-0} > 0 then
 					r := pgjob.enqueue('noop');
@@ -92,7 +102,10 @@ for r in $(seq "$rounds"); do
 			read -r first end _ <<<"$(sed 's/[a-z_]*=//g' "$dir/wait.out")"
 			span=$(awk -v f="$first" -v e="$end" 'BEGIN {print (e - f) / 1e6}')
 		else
-			until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where state not in ('done', 'waiting', 'dead')")" = 0 ]; do
+			# A chain's steps wait until their parent is done.
+			left="state not in ('done', 'waiting', 'dead')"
+			[ "${AB_CHAIN:-0}" = 1 ] && left="state not in ('done', 'dead')"
+			until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where $left")" = 0 ]; do
 				sleep 0.5 # the count reads the whole table: not too often
 			done
 			span=$(psql -X -A -t "${db[$v]}" -c "select extract(epoch from max(finished_at) - min(finished_at)) from pgjob.all_jobs where state = 'done'")
@@ -123,5 +136,12 @@ for r in $(seq "$rounds"); do
 			split(s, x, " ")
 			printf "round %d  %s  jobs/s %.0f  WAL B/job %.0f  claim %.1f us %.1f buffers  finish %.1f us %.1f buffers  pgjobd CPU %.2f us\n",
 				r, toupper(v), n / sp, w / n, x[1], x[2], x[3], x[4], t * 1e6 / hz / n }'
+		if [ "${AB_CHAIN:-0}" = 1 ]; then
+			psql -X -A -t "${db[$v]}" -c "select format('round %s  %s  hop mean %s ms  p50 %s ms  p99 %s ms', $r, upper('$v'),
+				round(avg(x) * 1000, 3), round((percentile_cont(0.5) within group (order by x) * 1000)::numeric, 3),
+				round((percentile_cont(0.99) within group (order by x) * 1000)::numeric, 3))
+				from (select extract(epoch from c.attempted_at - p.finished_at) as x from pgjob.job_deps d
+				join pgjob.all_jobs p on p.id = d.parent join pgjob.all_jobs c on c.id = d.child) h"
+		fi
 	done
 done
