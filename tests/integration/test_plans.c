@@ -524,6 +524,79 @@ test_unique_lookups_use_their_index(void **state)
 	free(ci);
 }
 
+/*
+ * A parent's end releases its children by their ids (schema version 42):
+ * in a worker's session (generic plans, no sequential scans), with
+ * pgjob.job_deps never analyzed (a graph enqueued before autovacuum's
+ * first ANALYZE of it) and 5,000 other jobs in the table.  The release
+ * joined the jobs with what their parents gave (pgjob.parents_of()), and
+ * that join's plan hashed the children and read jobs_pkey whole: every
+ * job of the table for each release.  Each end of a chain's step here,
+ * past the plpgsql plan cache's fifth call, fetches a few rows of
+ * pgjob.jobs and pgjob.job_deps, not thousands (the session's counters, not yet
+ * flushed to the cumulative statistics).
+ */
+static void
+test_release_reads_its_children_only(void **state)
+{
+	char *ci = t_db_migrated("t_plans_release");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "alter table pgjob.job_deps set"
+		  " (autovacuum_enabled = false)");
+	t_exec(c, "insert into pgjob.jobs (kind) select 'k'"
+		  " from generate_series(1, 5000)");
+	t_exec(c, "analyze pgjob.jobs");
+	/* Edges of other graphs, ended long ago (unanalyzed, their pages
+	 * tell the planner how many rows to expect). */
+	t_exec(c,
+	       "insert into pgjob.job_deps (parent, child, resolved)"
+	       " select -i, -i - 1, 'done' from generate_series(1, 20000) i");
+	t_exec(c, "do $$ declare p bigint; begin"
+		  " p := pgjob.enqueue('c', '{\"n\": 1}');"
+		  " for i in 2 .. 9 loop p := pgjob.enqueue('c',"
+		  " jsonb_build_object('n', i), depends_on => array[p]);"
+		  " end loop; end $$");
+	assert_int_equal(t_long(c, "select reltuples from pg_class where"
+				   " oid = 'pgjob.job_deps'::regclass"),
+			 -1);
+	PGconn *w = t_connect(ci);
+	t_exec(w, "%s", session_planner_settings);
+	long long before = 0;
+	for (int i = 1; i <= 8; i++) {
+		long long id =
+			t_long(c, "select id from pgjob.jobs where kind = 'c'"
+				  " and state = 'available'");
+		t_exec(w, "begin");
+		t_exec(w,
+		       "update pgjob.jobs set state = 'done', finished_at ="
+		       " now(), result = '{\"step\": %d}' where id = %lld",
+		       i, id);
+		long long total = t_long(
+			w,
+			"select sum(coalesce(idx_tup_fetch, 0) + seq_tup_read)"
+			" from pg_stat_xact_user_tables where relid in"
+			" ('pgjob.jobs'::regclass, "
+			"'pgjob.job_deps'::regclass)");
+		t_exec(w, "commit");
+		/* The session's count so far: this end's is the difference. */
+		long long fetched = total - before;
+		before = total;
+		if (fetched > 100)
+			fail_msg("end %d of the chain fetched %lld rows of"
+				 " pgjob.jobs and pgjob.job_deps",
+				 i, fetched);
+	}
+	/* The last step was released with its parent's result. */
+	t_assert_value(c, "{\"step\": 8}",
+		       "select payload -> 'pgjob' -> 'parents' -> (select"
+		       " id::text from pgjob.jobs where kind = 'c' and"
+		       " payload ->> 'n' = '8') from pgjob.jobs where kind ="
+		       " 'c' and state = 'available'");
+	PQfinish(w);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -533,6 +606,7 @@ main(void)
 			test_parallel_claim_never_reads_the_serial_index),
 		cmocka_unit_test(test_every_finish_ends_its_batch_only),
 		cmocka_unit_test(test_unique_lookups_use_their_index),
+		cmocka_unit_test(test_release_reads_its_children_only),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

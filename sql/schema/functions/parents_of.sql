@@ -20,7 +20,12 @@ as $$
 				jsonb_build_object('state', d.resolved, 'error', p.last_error))
 			filter (where d.resolved <> 'done'))
 		else '{}' end
-	  from pgjob.job_deps d join pgjob.jobs p on p.id = d.parent
+	  from pgjob.job_deps d
+	  -- Each parent by its key (offset 0: never flattened into a join,
+	  -- whose plan a job_deps without statistics made a read of
+	  -- jobs_pkey whole).
+	 cross join lateral (select p.id, p.step, p.result, p.last_error
+		  from pgjob.jobs p where p.id = d.parent offset 0) p
 	 where d.child = any(parents_of.children) and d.resolved is not null
 	 group by d.child
 $$;

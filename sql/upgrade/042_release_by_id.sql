@@ -1,0 +1,6 @@
+-- Version 42: children released by their ids (pgjob.parents_ended() and
+-- pgjob.parents_of(), restated from their files), not by a join with
+-- what their parents gave: with no statistics on pgjob.job_deps yet (a
+-- graph enqueued before autovacuum's first ANALYZE of it) that join's
+-- plan read every job of pgjob.jobs for each release, so a chain's hop
+-- grew with the table (docs/performance.md, "Two builds side by side").
