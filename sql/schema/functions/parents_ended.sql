@@ -94,26 +94,24 @@ begin
 	if rel is null then
 		return 0;
 	end if;
-	-- What each gains from its parents, by child, sorted as rel is;
-	-- then the rows by their ids, each finding its own in the arrays by
-	-- a binary search (width_bucket()), as the worker's finish reads
-	-- its batch (src/db/finish.c).  Not a join with parents_of(): its
-	-- plan came from job_deps' statistics, and with none yet (a graph
-	-- enqueued in the last minute, before autovacuum's first ANALYZE)
-	-- it hashed the children and read jobs_pkey whole for them, every
-	-- job of the table for each release: a chain's hop grew with the
-	-- table (docs/performance.md, "Two builds side by side").
-	select array_agg(x.child order by x.child),
-	       array_agg(x.add order by x.child)
+	-- What each gains from its parents, then the rows by their ids, as
+	-- the updates above.  Not a join with parents_of(): its plan came
+	-- from job_deps' statistics, and with none yet (a graph enqueued in
+	-- the last minute, before autovacuum's first ANALYZE) it hashed the
+	-- children and read jobs_pkey whole for them, every job of the
+	-- table for each release: a chain's hop grew with the table
+	-- (docs/performance.md, "Two builds side by side").  Not the
+	-- payloads' array read at each row's place either: an element of a
+	-- jsonb[] is found by walking the ones before it, quadratic in a
+	-- fan-out.
+	select array_agg(x.child), array_agg(x.add)
 	  into pids, adds
 	  from pgjob.parents_of(rel) x;
 	update pgjob.jobs j set parents_left = 0, state = 'available',
 		run_at = greatest(j.run_at, now()),
-		payload = pgjob.with_parent(j.payload,
-			case when pids[width_bucket(j.id, pids)] = j.id
-			     then adds[width_bucket(j.id, pids)]
-			     else '{}' end)
-	 where j.id = any(rel);
+		payload = pgjob.with_parent(j.payload, x.add)
+	  from unnest(pids, adds) x(id, add)
+	 where j.id = x.id;
 	return cardinality(rel);
 end
 $$;
