@@ -31,8 +31,12 @@
 # AB_CHAIN=1 the N jobs are a chain instead, each enqueued after the one
 # before (pgjob.enqueue(depends_on)): one runs at a time, and each round
 # also prints the hop, from a parent's finish to its child's start
-# (mean, p50, p99), as the suite's chain row measures it.  Run it on an
-# idle machine (docs/performance.md).
+# (mean, p50, p99), as the suite's chain row measures it.  With
+# AB_FANOUT=1 they are a fan-out and its fan-in, as the suite's row: one
+# job, N - 2 children after it, one job after them all; each round also
+# prints when the first and the last child started after the parent's
+# end, and the fan-in after its last parent's.  Run it on an idle machine
+# (docs/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [ $# -ge 2 ] || { echo "usage: ab.sh BUILD_A BUILD_B [N] [ROUNDS]" >&2; exit 2; }
@@ -74,6 +78,10 @@ for r in $(seq "$rounds"); do
 		if [ "${AB_CHAIN:-0}" = 1 ]; then
 			fill="do \$\$ declare p bigint; begin p := pgjob.enqueue('noop');
 				for i in 2 .. $n loop p := pgjob.enqueue('noop', depends_on => array[p]); end loop; end \$\$"
+		elif [ "${AB_FANOUT:-0}" = 1 ]; then
+			fill="do \$\$ declare r bigint; ids bigint[]; begin r := pgjob.enqueue('noop');
+				select array_agg(pgjob.enqueue('noop', depends_on => array[r])) into ids from generate_series(1, $n - 2);
+				perform pgjob.enqueue('noop', depends_on => ids); end \$\$"
 		else
 			fill="insert into pgjob.jobs (kind, payload, limit_key) select 'noop', coalesce($payload::jsonb, '{}'), $key from generate_series(1, $n) i"
 		fi
@@ -104,7 +112,7 @@ for r in $(seq "$rounds"); do
 		else
 			# A chain's steps wait until their parent is done.
 			left="state not in ('done', 'waiting', 'dead')"
-			[ "${AB_CHAIN:-0}" = 1 ] && left="state not in ('done', 'dead')"
+			[ "${AB_CHAIN:-0}${AB_FANOUT:-0}" != 00 ] && left="state not in ('done', 'dead')"
 			until [ "$(psql -X -A -t "${db[$v]}" -c "select count(*) from pgjob.jobs where $left")" = 0 ]; do
 				sleep 0.5 # the count reads the whole table: not too often
 			done
@@ -142,6 +150,15 @@ for r in $(seq "$rounds"); do
 				round((percentile_cont(0.99) within group (order by x) * 1000)::numeric, 3))
 				from (select extract(epoch from c.attempted_at - p.finished_at) as x from pgjob.job_deps d
 				join pgjob.all_jobs p on p.id = d.parent join pgjob.all_jobs c on c.id = d.child) h"
+		fi
+		if [ "${AB_FANOUT:-0}" = 1 ]; then
+			psql -X -A -t "${db[$v]}" -c "with a as (select * from pgjob.all_jobs),
+				p as (select * from a order by id limit 1), s as (select * from a order by id desc limit 1)
+				select format('round %s  %s  fan-out: first child %s ms, last %s ms after the parent; fan-in %s ms after its last parent', $r, upper('$v'),
+				round(extract(epoch from min(c.attempted_at) - p.finished_at) * 1000, 2),
+				round(extract(epoch from max(c.attempted_at) - p.finished_at) * 1000, 2),
+				round(extract(epoch from s.attempted_at - max(c.finished_at)) * 1000, 2))
+				from p, s, a c where c.id > p.id and c.id < s.id group by p.finished_at, s.attempted_at"
 		fi
 	done
 done

@@ -9,6 +9,18 @@ returns table (child bigint, add jsonb)
 language sql
 stable
 as $$
+	-- The edges, then their parents by their keys, each once (a
+	-- fan-out's ten thousand edges have one parent), then the two short
+	-- lists joined: never a join with pgjob.jobs itself, whose plan a
+	-- job_deps without statistics made a read of jobs_pkey whole.
+	with d as materialized (
+		select e.child, e.parent, e.resolved from pgjob.job_deps e
+		 where e.child = any(parents_of.children)
+		   and e.resolved is not null),
+	p as materialized (
+		select p.id, p.step, p.result, p.last_error
+		  from pgjob.jobs p
+		 where p.id = any(array(select distinct d.parent from d)))
 	select d.child, case when bool_or(d.resolved = 'done')
 		then jsonb_build_object('parents',
 			jsonb_object_agg(coalesce(p.step, p.id::text), p.result)
@@ -20,12 +32,6 @@ as $$
 				jsonb_build_object('state', d.resolved, 'error', p.last_error))
 			filter (where d.resolved <> 'done'))
 		else '{}' end
-	  from pgjob.job_deps d
-	  -- Each parent by its key (offset 0: never flattened into a join,
-	  -- whose plan a job_deps without statistics made a read of
-	  -- jobs_pkey whole).
-	 cross join lateral (select p.id, p.step, p.result, p.last_error
-		  from pgjob.jobs p where p.id = d.parent offset 0) p
-	 where d.child = any(parents_of.children) and d.resolved is not null
+	  from d join p on p.id = d.parent
 	 group by d.child
 $$;
