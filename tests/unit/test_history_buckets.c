@@ -87,8 +87,18 @@ test_cap(void **state)
 	while ((p = history_next(&out, &i)) != NULL)
 		sum += p->done;
 	assert_int_equal(sum, 1000);
-	/* The minute changed (from none): the pairs went, and a new kind
-	 * is named again. */
+	/* The first take: its minute's cap still holds, and a new kind
+	 * counts as "(other)". */
+	assert_int_equal(h.named, HISTORY_MAX_PAIRS);
+	history_pair(&h, "q1", "new")->done++;
+	assert_int_equal(h.named, HISTORY_MAX_PAIRS);
+	assert_int_equal(history_pair(&h, "q1", HISTORY_OTHER)->done, 1);
+	history_free(&out);
+	/* The minute changed: the pairs went, and a new kind is named
+	 * again. */
+	history_init(&out);
+	history_take(&h, &out, 2);
+	assert_int_equal(out.minute, 1);
 	assert_int_equal(h.n, 0);
 	history_pair(&h, "q1", "new")->done++;
 	assert_int_equal(h.named, 1);
@@ -151,11 +161,15 @@ test_take_stamps_the_counted_minute(void **state)
 		snprintf(k, sizeof(k), "k%d", i);
 		history_pair(&h, "q", k)->done = 1;
 	}
-	/* Minute 8 began before this take: the pairs are minute 7's. */
+	/* Minute 8 began before this take: the pairs are minute 7's, "a"
+	 * (named before the first take, counted nothing since) among the
+	 * cap's: 199 named in this take, and over the two takes of minute
+	 * 7, 200. */
 	history_init(&out);
 	history_take(&h, &out, 8);
 	assert_int_equal(out.minute, 7);
-	assert_int_equal(out.named, HISTORY_MAX_PAIRS);
+	assert_int_equal(out.named, HISTORY_MAX_PAIRS - 1);
+	assert_int_equal(out.n, HISTORY_MAX_PAIRS); /* and one "(other)" */
 	history_free(&out);
 	/* Named afresh after it, in minute 8. */
 	history_pair(&h, "q", "z")->done = 1;
