@@ -319,6 +319,13 @@ test_jobs_list(void **state)
 	 * depends on the machine: at most one per window. */
 	double before = 0;
 	int requests = 0, found = 0;
+	/* The windows between the newest id and the needle (Q_WINDOW,
+	 * src/web/api_jobs.c: 4,000 ids), with one to spare: a loaded
+	 * machine spends a request's budget in one window. */
+	long long windows = t_long(c,
+				   "select (max(id) - %lld) / 4000 + 2"
+				   " from pgjob.all_jobs",
+				   needle);
 	while (!found) {
 		if (before)
 			snprintf(qs, sizeof(qs), "q=needle&before=%.0f",
@@ -342,7 +349,7 @@ test_jobs_list(void **state)
 		}
 		assert_true(cJSON_IsNull(item(j, "next")));
 		cJSON_Delete(j);
-		assert_true(requests <= 4);
+		assert_true(requests <= windows);
 	}
 	/* In the errors too. */
 	j = t_web_get(db, "jobs", "q=BOOM%203", 200);
