@@ -86,11 +86,10 @@ on_depths(void *arg, const struct db_status *st, const struct queue_depth *q,
 	/* The read counts up to 10,000 rows a queue of the index of
 	 * available and running jobs, dead entries too: a few ms, but under
 	 * a snapshot held open elsewhere it grows with every job claimed
-	 * since.  The next waits
-	 * 50 times as long as this one took, if that is more than the
-	 * timer's 5 s: the figures get older instead.  And it stops after
-	 * DEPTH_TIMEOUT_MS, which then counts as its cost
-	 * (backoff_limited_cost()): the figures stay as they were. */
+	 * since.  The next waits 50 times as long as this one took, if that
+	 * is more than the timer's 5 s: the figures get older instead.
+	 * And it stops after DEPTH_TIMEOUT_MS, which then counts as its
+	 * cost (backoff_limited_cost()): the figures stay as they were. */
 	int64_t now = util_now_ms();
 	int stopped = sqlstate_is(st->sqlstate, SQLSTATE_QUERY_CANCELED);
 	/* Its own time, not the round trip: behind another statement in the
