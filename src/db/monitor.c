@@ -59,10 +59,10 @@ read_depths(const struct db_call *c, const struct db_status *st,
  * DEPTH_CAP: its due jobs, available and running, in one window of
  * DEPTH_CAP + 1 rows in the claim's order, their states and kinds read
  * from the heap; its scheduled jobs, one priority after the other, up to
- * DEPTH_CAP + 1 (QC_SCHEDULED's walk, here with the kinds); the oldest
- * due job, the first available one of each priority (the index holds
- * each priority's jobs by run_at).  A window that held more than
- * DEPTH_CAP rows is estimated: one pass over a sample of about
+ * DEPTH_CAP + 1 (QC_PRIORITIES, as QC_SCHEDULED walks them, here with
+ * the kinds); the oldest due job, the first available one of each
+ * priority (the index holds each priority's jobs by run_at).  A window that
+ * held more than DEPTH_CAP rows is estimated: one pass over a sample of about
  * DEPTH_SAMPLE_PAGES pages of the table (TABLESAMPLE SYSTEM, whose
  * percentage follows pg_class.relpages), each count scaled by it, and
  * never less than what the window counted; it runs only when some
@@ -84,14 +84,6 @@ read_depths(const struct db_call *c, const struct db_status *st,
 /* The queue n.queue's rows of jobs_claim_idx that match cond. */
 #define DEPTH_ROWS(cond)                                                       \
 	" from pgjob.jobs j where " QC_OPEN " and j.queue = n.queue and " cond
-
-/* pr(p): the priorities of n.queue's open jobs, skipped along the index. */
-#define DEPTH_PRIORITIES                                                       \
-	" with recursive pr(p) as (select min(j.priority)"                     \
-	DEPTH_ROWS("true")                                                     \
-	"  union all select (select min(j.priority)"                           \
-	DEPTH_ROWS("j.priority > pr.p") ")"                                    \
-	"  from pr where pr.p is not null)"
 
 /* A sampled count of e's rows that match cond, scaled to the table. */
 #define DEPTH_SAMPLED(cond, name)                                              \
@@ -119,13 +111,13 @@ static const char DEPTHS_SQL[] =
 	 * past): the index's entries and their kinds. */
 	"  cross join lateral (select count(*) as n,"
 	"   count(*) filter (where y.kind <> all($2::text[])) as unhandled"
-	"   from (" DEPTH_PRIORITIES
+	"   from (" QC_PRIORITIES
 	"   select x.kind from pr cross join lateral (select j.kind"
 	DEPTH_ROWS("j.priority = pr.p and j.run_at > now()")
 	"    limit " DEPTH_CAP " + 1) x"
 	"   limit " DEPTH_CAP " + 1) y) s"
 	"  cross join lateral (select min(x.run_at) as oldest"
-	"   from (" DEPTH_PRIORITIES
+	"   from (" QC_PRIORITIES
 	"   select (select j.run_at" DEPTH_ROWS("j.priority = pr.p"
 	"     and j.run_at <= now() and j.state = 'available'")
 	"     order by j.run_at limit 1) as run_at"

@@ -57,6 +57,17 @@
 	"  order by j.priority, j.run_at, j.id"                                \
 	"  limit " QC_CAP " + 1) x) o"
 
+/* `pr`(p): the priorities of queue n.queue's open jobs, skipped to along
+ * jobs_claim_idx (one descent each, as the queues), for a statement that
+ * goes on with "select ... from pr ...": QC_SCHEDULED here, and the
+ * workers' queue figures (src/db/monitor.c). */
+#define QC_PRIORITIES                                                          \
+	"  with recursive pr(p) as (select min(j.priority)"                    \
+	"   from pgjob.jobs j where " QC_OPEN " and j.queue = n.queue"         \
+	"   union all select (select min(j.priority) from pgjob.jobs j"        \
+	"    where " QC_OPEN " and j.queue = n.queue and j.priority > pr.p)"   \
+	"   from pr where pr.p is not null)"
+
 /* `s`.n: the queue's scheduled jobs, up to QC_CAP + 1, along
  * jobs_claim_idx one priority after the other (the priorities by skipping,
  * as the queues): its columns are queue, priority, run_at, so "run_at >
@@ -66,11 +77,7 @@
  * counted along the index alone. */
 #define QC_SCHEDULED                                                           \
 	" cross join lateral (select count(*) as n from ("                     \
-	"  with recursive pr(p) as (select min(j.priority)"                    \
-	"   from pgjob.jobs j where " QC_OPEN " and j.queue = n.queue"         \
-	"   union all select (select min(j.priority) from pgjob.jobs j"        \
-	"    where " QC_OPEN " and j.queue = n.queue and j.priority > pr.p)"   \
-	"   from pr where pr.p is not null)"                                   \
+	QC_PRIORITIES                                                          \
 	"  select 1 from pr cross join lateral (select 1 from pgjob.jobs j"    \
 	"   where " QC_OPEN " and j.queue = n.queue and j.priority = pr.p"     \
 	"    and j.run_at > now() limit " QC_CAP " + 1) x"                     \
