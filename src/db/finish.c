@@ -40,7 +40,8 @@
  * NULL for the rest (last_status, sql/upgrade/013_attempts.sql). locked_by is
  * left as it is: it names the worker of the job's last attempt.  An attempt
  * that did not end done gets its row of pgjob.attempts: from this statement
- * (fh) when it leaves the job available or dead, from the trigger of
+ * (fh) when it leaves the job available or dead or retries it in place
+ * (AGAIN_CODE), from the trigger of
  * sql/upgrade/013_attempts.sql otherwise; a job deleted at retention 0 takes
  * its rows with it (fa), in the statement of a worker with retention 0 only
  * (pgjob_finish_delete): elsewhere it would call a function at every finish to
@@ -94,7 +95,7 @@
  */
 #define STATE_AT DB_AT_ID("$3", "smallint[]")
 #define STATE_NAMES                                                            \
-	"'{available,running,done,dead,cancelled,available}'::text[]"
+	"'{available,running,done,dead,cancelled,available,running}'::text[]"
 #define STATE_NAME "(" STATE_NAMES ")[" STATE_AT " + 1]"
 /*
  * A snooze (struct queue_finish's snooze) travels as state 5, one past
@@ -103,6 +104,18 @@
  * does not read.
  */
 #define SNOOZE_CODE "5"
+/*
+ * A failure retried at once in place (struct queue_finish's again) travels
+ * as state 6 and is written running: its next attempt counted (attempts,
+ * attempted_at), a new lease token (token + 1, as a claim's) and its lease
+ * ($6 carries the lease's length for it, not a delay), in one HOT update
+ * of columns no index holds; run_at stays, so the row keeps its place in
+ * the claim's index.  No lost attempt is counted (lost_attempts stays), by
+ * which the row trigger jobs_attempt_ended tells it from a claim's
+ * takeover of an expired lease and leaves its attempt row to fh
+ * (sql/schema/triggers/jobs.sql, version 43).
+ */
+#define AGAIN_CODE "6"
 #define SNOOZE_CAPPED                                                          \
 	"(" STATE_AT " = " SNOOZE_CODE                                         \
 	" and j.snoozes >= " QUEUE_MAX_SNOOZES_S ")"
@@ -211,17 +224,25 @@ static const char finish_tail_sql[] =
 	"   last_status = " FIGURE_AT("$12", DB_ID_POS) ","
 	/* Not available: the attempt ended the job (done, failed, dead,
 	 * cancelled); available: a retry, after its delay. */
-	"   finished_at = case when " STATE_AT " <> 0 and (" STATE_AT " <> "
-	SNOOZE_CODE " or " SNOOZE_CAPPED ") then now() end,"
+	"   finished_at = case when " STATE_AT " not in (0, " AGAIN_CODE ")"
+	"    and (" STATE_AT " <> " SNOOZE_CODE " or " SNOOZE_CAPPED ")"
+	"    then now() end,"
 	"   run_at = case when " STATE_AT " in (0, " SNOOZE_CODE ")"
 	"    then now() + " DB_AT_ID("$6", "bigint[]") " * interval '1 millisecond'"
 	"    else j.run_at end,"
 	"   snoozes = j.snoozes + case when " STATE_AT " = " SNOOZE_CODE
 	"    then 1 else 0 end,"
 	"   attempts = j.attempts"
-	"    - case when " DB_AT_ID("$7", "bool[]") " and not " SNOOZE_CAPPED
-	"     then 1 else 0 end,"
-	"   locked_until = null"
+	"    + case when " STATE_AT " = " AGAIN_CODE " then 1"
+	"     when " DB_AT_ID("$7", "bool[]") " and not " SNOOZE_CAPPED
+	"     then -1 else 0 end,"
+	"   lease_token = j.lease_token + case when " STATE_AT " = "
+	AGAIN_CODE " then 1 else 0 end,"
+	"   attempted_at = case when " STATE_AT " = " AGAIN_CODE
+	"    then now() else j.attempted_at end,"
+	"   locked_until = case when " STATE_AT " = " AGAIN_CODE
+	"    then statement_timestamp() + " DB_AT_ID("$6", "bigint[]")
+	"     * interval '1 millisecond' end"
 	/* Not the ids fd deleted: each would be looked up again in
 	 * jobs_pkey and its heap row read, to be left (every CTE sees the
 	 * statement's snapshot, where fd's rows are still there). */
@@ -246,7 +267,17 @@ static const char finish_tail_sql[] =
 	 * j.snoozes after the snooze, and the outcome is read from the
 	 * state and the codes.  Null for the other ends (done, cancelled:
 	 * the trigger's, or none). */
-	"   case when j.state in ('available', 'dead') then"
+	/* A retry in place: the failed attempt's row from the values
+	 * before the update (its number, token and start), which the
+	 * subquery reads under the statement's snapshot, where this
+	 * statement's own new row version is not yet visible. */
+	"   case when " STATE_AT " = " AGAIN_CODE " then"
+	"    row(j.id, j.attempts - 1, j.lease_token - 1,"
+	"     (select p.attempted_at from pgjob.jobs p where p.id = j.id),"
+	"     now(), j.locked_by, 'failed', j.last_status, j.last_error,"
+	"     j.last_wall_ms, j.last_cpu_ms, j.last_max_rss_kb"
+	"    )::pgjob.attempts"
+	"   when j.state in ('available', 'dead') then"
 	"    row(j.id, j.attempts + case when " DB_AT_ID("$7", "bool[]")
 	"      and not (" STATE_AT " = " SNOOZE_CODE " and j.state = 'dead')"
 	"      then 1 else 0 end,"
@@ -379,9 +410,11 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 		const struct queue_finish *f = sorted[i];
 		ids[i] = f->id;
 		tokens[i] = f->token;
-		delays[i] = f->delay_ms;
-		/* STATE_AT; a snooze is SNOOZE_CODE. */
-		states[i] = f->snooze ? 5 : (int64_t)f->state;
+		/* A retry in place: its lease's length (AGAIN_CODE). */
+		delays[i] = f->again ? f->lease_ms : f->delay_ms;
+		/* STATE_AT; a snooze is SNOOZE_CODE, a retry in place
+		 * AGAIN_CODE. */
+		states[i] = f->snooze ? 5 : f->again ? 6 : (int64_t)f->state;
 		/* Compact: see RESULT_AT and ERROR_AT. */
 		if (f->result) {
 			buf_append(&res, nr ? "," : "[", 1);

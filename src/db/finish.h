@@ -25,6 +25,14 @@ struct queue_finish {
 	/* A snooze (state available, refund set, no error): counted on the
 	 * row; past QUEUE_MAX_SNOOZES it is written dead instead. */
 	int snooze;
+	/* A failure retried at once by the worker that held it (state
+	 * available, delay 0; docs/daemon.md, "Retries"): the job stays
+	 * running, its failed attempt gets its row, and the next attempt is
+	 * counted and leased (attempted_at, a new lease token, the lease
+	 * for lease_ms) in the same statement, without going back to its
+	 * queue.  The token written is token + 1. */
+	int again;
+	int64_t lease_ms;
 	/* What the attempt used (sql/upgrade/012_attempt_usage.sql): wall time
 	 * and CPU time in ms, peak RSS in KiB; -1: not measured (NULL). */
 	int64_t wall_ms, cpu_ms, max_rss_kb;

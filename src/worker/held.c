@@ -23,6 +23,7 @@
 #include "common/duration.h"
 #include "common/config.h"
 #include "common/stats.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "db/db.h"
 #include "db/sqlstate.h"
@@ -54,6 +55,8 @@ held_unlink(struct worker *w, struct held *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	w->nheld--;
+	if (h->again)
+		w->wq[h->queue].running--;
 	handler_result_clear(&h->res);
 	free(h->job.kind);
 	free(h->job.queue);
@@ -85,6 +88,23 @@ claim_after_end(struct worker *w, size_t q, enum job_state state)
 		w->wq[q].want = 1;
 	else
 		w->want_claim = 1;
+}
+
+/*
+ * Whether a failure due again at once runs again here, in place
+ * (queue_finish's again; docs/daemon.md, "Retries"): not a job that should
+ * go back to its queue for anyone's claim.  Not while the worker drains;
+ * not a job whose lease deadline passed (the lease may be gone); not a
+ * limited queue's, whose every attempt is the claim's to allow (a rate,
+ * a concurrency across the cluster, a pause); not one whose server asked
+ * its queue to wait.
+ */
+static int
+again_here(const struct held *h)
+{
+	const struct worker *w = h->w;
+	return !w->draining && !h->overdue && !w->wq[h->queue].limited &&
+	       h->res.throttle_ms <= 0;
 }
 
 /* Decides how the attempt ends: done, a retry after a delay, or dead. */
@@ -141,6 +161,11 @@ decide(struct held *h)
 			: backoff_job_delay(hc->backoff.base_ms,
 					    hc->backoff.max_ms, h->job.attempt,
 					    backoff_random());
+	if (h->fin.delay_ms == 0 && again_here(h)) {
+		h->fin.again = 1;
+		h->fin.lease_ms = h->w->cfg->lease_ms;
+		h->again = 1;
+	}
 }
 
 /*
@@ -172,6 +197,8 @@ log_end(struct held *h, int capped)
 		log_job(LOG_WARN, &l, "dead after %d failed attempts of %d: %s",
 			h->job.attempt - h->job.lost_attempts,
 			h->job.max_attempts, err);
+	else if (h->fin.again)
+		log_job(LOG_INFO, &l, "attempt failed, retry at once: %s", err);
 	else if (h->fin.state == JOB_AVAILABLE)
 		log_job(LOG_INFO, &l, "attempt failed, retry in %s: %s",
 			duration_format(h->fin.delay_ms, dur, sizeof(dur)),
@@ -283,10 +310,10 @@ held_ended(struct held *h, struct handler_result *res)
 				       .retry_in_ms = -1};
 	throttle(h);
 	h->state = HELD_DONE;
-	w->wq[h->queue].running--;
 	observe_run(h);
 	note_usage(h);
 	if (h->lost) {
+		w->wq[h->queue].running--;
 		struct log_job l = held_log(h);
 		if (h->cancelled)
 			log_job(LOG_INFO, &l, "stopped: cancelled");
@@ -297,6 +324,9 @@ held_ended(struct held *h, struct handler_result *res)
 		return;
 	}
 	decide(h);
+	if (h->again)
+		return; /* it keeps its place: held_written() runs it again */
+	w->wq[h->queue].running--;
 	claim_after_end(w, h->queue, h->fin.state);
 }
 
@@ -364,6 +394,19 @@ refusal(const struct worker *w, const struct job *job, char *why, size_t len)
 	return NULL;
 }
 
+/* Starts the attempt of h: its handler, or its turn on the connection. */
+static void
+run_attempt(struct held *h)
+{
+	if (h->job.handler->type == HANDLER_SQL) {
+		h->state = HELD_SQL_WAITING; /* sqlhandler_next() */
+		return;
+	}
+	h->state = HELD_RUNNING;
+	h->run = handler_start(h->w->loop, &h->job, h->w->slot, on_handler_done,
+			       h);
+}
+
 /*
  * sent_ms is when the claim was sent: the lease runs from a moment between
  * that and the answer, so the deadline counts from the earlier one.
@@ -405,12 +448,44 @@ held_start(struct worker *w, struct job *job, size_t q, int64_t sent_ms)
 		handler_result_clear(&r);
 		return;
 	}
-	if (h->job.handler->type == HANDLER_SQL) {
-		h->state = HELD_SQL_WAITING; /* sqlhandler_next() */
+	run_attempt(h);
+}
+
+/*
+ * A retry in place whose end the database wrote (held_written()): the job
+ * is running again under token + 1 with its lease renewed from sent_ms
+ * (when that end was sent), and its next attempt starts now, in the place
+ * it kept in its queue's running count.  A worker that began to drain
+ * meanwhile gives it back instead, unstarted, as it gives back an sql
+ * job still waiting for its turn (held_stop_all()).
+ */
+static void
+again_start(struct held *h, int64_t sent_ms)
+{
+	struct worker *w = h->w;
+	h->again = 0;
+	h->job.attempt++;
+	h->job.lease_token++;
+	h->job.wait_ms = 0;
+	h->job.waited_us = -1;
+	if (h->job.trace)
+		trace_attempt(h->job.trace, h->job.traceparent);
+	handler_result_clear(&h->res);
+	h->res = (struct handler_result){.outcome = OUTCOME_DONE,
+					 .retry_in_ms = -1};
+	h->fin = (struct queue_finish){0};
+	h->solo = h->write_failures = 0;
+	h->wall_ms = h->cpu_ms = h->max_rss_kb = -1;
+	h->started_ms = util_now_ms();
+	h->deadline_ms = sent_ms + w->cfg->lease_ms - lease_margin(w);
+	if (w->draining) {
+		struct handler_result r = {.outcome = OUTCOME_RETRY,
+					   .retry_in_ms = -1};
+		h->release = 1;
+		held_ended(h, &r);
 		return;
 	}
-	h->state = HELD_RUNNING;
-	h->run = handler_start(w->loop, &h->job, w->slot, on_handler_done, h);
+	run_attempt(h);
 }
 
 /* --- ends written ------------------------------------------------------- */
@@ -470,7 +545,8 @@ write_failed(struct worker *w, struct held *h, size_t n,
 static void
 held_written(struct worker *w, struct held **held, size_t n,
 	     const struct db_status *st, const int64_t *written,
-	     size_t nwritten, const int64_t *capped, size_t ncapped)
+	     size_t nwritten, const int64_t *capped, size_t ncapped,
+	     int64_t sent_ms)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct held *h = held[i];
@@ -494,7 +570,10 @@ held_written(struct worker *w, struct held **held, size_t n,
 				job_state_name(h->fin.state));
 		else
 			log_end(h, cap);
-		held_unlink(w, h);
+		if (ok && h->fin.again)
+			again_start(h, sent_ms);
+		else
+			held_unlink(w, h);
 	}
 }
 
@@ -503,6 +582,7 @@ held_written(struct worker *w, struct held **held, size_t n,
 /* A batch of ends in flight: the jobs it carries. */
 struct ends {
 	struct worker *w;
+	int64_t sent_ms; /* a retry in place's lease runs from then */
 	size_t n;
 	struct held *held[];
 };
@@ -519,7 +599,8 @@ on_ends(void *arg, const struct db_status *st, const int64_t *written, size_t n,
 	snprintf(what, sizeof(what), "writing %zu job ends", e->n);
 	if (st->answered)
 		conn_ok(w, st, what);
-	held_written(w, e->held, e->n, st, written, n, capped, ncapped);
+	held_written(w, e->held, e->n, st, written, n, capped, ncapped,
+		     e->sent_ms);
 	free(e);
 }
 
@@ -560,6 +641,7 @@ held_send_ends(struct worker *w)
 	for (size_t i = 0; i < e->n; i++)
 		f[i] = e->held[i]->fin;
 	w->cycle_inflight++;
+	e->sent_ms = util_now_ms();
 	queue_finish(w->db, f, e->n, w->cfg->retention_ms, on_ends, e);
 	free(f);
 }

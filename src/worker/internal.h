@@ -138,6 +138,9 @@ struct held {
 	int overdue;	     /* stopped at its deadline */
 	int cancelled;	     /* lost because an operator cancelled it */
 	int solo;	     /* write alone (its batch failed) */
+	/* Its end is a retry in place (fin.again): it keeps its place in
+	 * its queue's running count until that end is answered. */
+	int again;
 	int write_failures;
 	struct stats_kind *sk; /* this kind's counters, or NULL */
 	int64_t started_ms;

@@ -540,6 +540,140 @@ test_retention_zero(void **state)
 	free(ci);
 }
 
+/*
+ * A failure due again at once (a backoff of 0) runs again in the worker
+ * that held it, in place (docs/daemon.md, "Retries"): the finish writes
+ * the job running again under a new lease token, with its failed
+ * attempt's row, and nothing else writes one (the row trigger leaves that
+ * end alone since schema version 43: a row of its own would say 'lost').
+ * run_at stays where it was: the job never went back to its queue.  A
+ * job failing every time ends dead at max_attempts; an sql handler's
+ * retry waits for its turn on the connection as its first attempt did; a
+ * kill -9 of the worker during an attempt started in place loses it to
+ * the next claim as any attempt ('lost', then done); and a limited
+ * queue's retry goes back to its queue, for the claim to allow (its
+ * rate counts every attempt).
+ */
+static void
+test_retry_in_place(void **state)
+{
+	char *ci = t_db_migrated("t_attempts_again");
+	PGconn *c = t_connect(ci);
+	char *twice = flaky_script("twice", 2, ":");
+	char *always = flaky_script("always", 100, ":");
+	char *killed = xasprintf("%s/killed.sh", t_tmpdir());
+	char *text =
+		xasprintf("n=$(cat %s/killed.count 2>/dev/null || echo 0)\n"
+			  "n=$((n + 1))\n"
+			  "echo $n > %s/killed.count\n"
+			  "if [ $n -eq 1 ]; then echo once >&2; exit 3; fi\n"
+			  "if [ $n -eq 2 ]; then sleep 60; fi\n"
+			  "echo '{}'\n",
+			  t_tmpdir(), t_tmpdir());
+	t_write_file(killed, text);
+	free(text);
+	t_exec(c, "create sequence public.t_again");
+	t_exec(c, "grant usage on sequence public.t_again to public");
+	pid_t p = t_start(
+		"again", ci,
+		"workers: 1\nlease: 3s\n"
+		"defaults: { backoff: { base: 0s, max: 0s } }\n"
+		"queues:\n"
+		"  default: { concurrency: 10 }\n"
+		"  lim: { concurrency: 10, rate: 1000/s }\n"
+		"handlers:\n"
+		"  twice: { type: exec, command: [\"/bin/sh\", \"%s\"],"
+		" max_attempts: 5 }\n"
+		"  always: { type: exec, command: [\"/bin/sh\", \"%s\"],"
+		" max_attempts: 3 }\n"
+		"  killed: { type: exec, command: [\"/bin/sh\", \"%s\"],"
+		" max_attempts: 5 }\n"
+		"  limited: { type: exec, command: [\"/bin/sh\", \"%s\"],"
+		" queue: lim, max_attempts: 5 }\n"
+		/* 1 / 0 at its first run only (a constant 1 / 0 would
+		 * fail when planned). */
+		"  sqlonce: { type: sql, statement: \"select 1 /"
+		" (nextval('public.t_again') - 1)\","
+		" max_attempts: 5 }\n",
+		twice, always, killed, twice);
+	long long id = t_long(c, "select pgjob.enqueue('twice')");
+	long long dead = t_long(c, "select pgjob.enqueue('always')");
+	long long sq = t_long(c, "select pgjob.enqueue('sqlonce')");
+	t_wait_state(c, id, "done", 60);
+	t_wait_state(c, dead, "dead", 60);
+	t_wait_state(c, sq, "done", 60);
+	t_assert_value(c,
+		       "1|failed|3|exit status 3: boom 1\n"
+		       "2|failed|3|exit status 3: boom 2",
+		       HISTORY_SQL, id);
+	/* Three attempts under three tokens, none lost, run_at never moved;
+	 * each row's times in order, the last attempt after them. */
+	t_assert_job(c, id,
+		     "attempts || '/' || lease_token || '/' || lost_attempts"
+		     " || '/' || (run_at = created_at)",
+		     "3/3/0/true");
+	t_assert_value(c, "t",
+		       "select bool_and(a.worker = j.locked_by"
+		       "  and a.token = a.attempt"
+		       "  and a.started_at <= a.finished_at"
+		       "  and a.finished_at <= j.attempted_at"
+		       "  and a.wall_ms >= 0 and a.cpu_ms >= 0)"
+		       " and count(*) = 2 and max(a.started_at) >="
+		       " min(a.finished_at)"
+		       " from pgjob.attempts a join pgjob.all_jobs j on j.id = "
+		       "a.job_id where j.id = %lld",
+		       id);
+	t_assert_value(c,
+		       "1|failed|3|exit status 3: boom 1\n"
+		       "2|failed|3|exit status 3: boom 2\n"
+		       "3|dead|3|exit status 3: boom 3",
+		       HISTORY_SQL, dead);
+	t_assert_value(c, "1|failed|-|22012: division by zero", HISTORY_SQL,
+		       sq);
+	t_assert_job(c, sq, "attempts || '/' || lease_token", "2/2");
+	assert_true(t_log_count("again", "attempt failed, retry at once") >= 5);
+
+	/* Killed during the attempt it started in place: that attempt is
+	 * lost (the claim that takes over the expired lease writes it),
+	 * and the next one ends the job. */
+	long long k = t_long(c, "select pgjob.enqueue('killed')");
+	t_wait_until(c, 60,
+		     "select attempts = 2 from pgjob.jobs where id = %lld", k);
+	char *count = xasprintf("%s/killed.count", t_tmpdir());
+	for (int i = 0; i < 300; i++) {
+		char *n = t_read_file(count);
+		int two = n && atoi(n) == 2;
+		free(n);
+		if (two)
+			break;
+		usleep(100 * 1000);
+	}
+	free(count);
+	kill(t_holder_pid(c, k), SIGKILL);
+	t_wait_state(c, k, "done", 60);
+	t_assert_value(c, "1|failed|3|exit status 3: once\n2|lost|-|-",
+		       HISTORY_SQL, k);
+	t_assert_job(c, k,
+		     "attempts || '/' || lease_token || '/' || lost_attempts",
+		     "3/3/1");
+
+	/* A limited queue's retry went back to it: run_at moved. */
+	char *twice_count = xasprintf("%s/twice.count", t_tmpdir());
+	unlink(twice_count);
+	free(twice_count);
+	long long l =
+		t_long(c, "select pgjob.enqueue('limited', queue => 'lim')");
+	t_wait_state(c, l, "done", 60);
+	t_assert_job(c, l, "attempts || '/' || (run_at > created_at)",
+		     "3/true");
+	t_stop_clean(p);
+	free(twice);
+	free(always);
+	free(killed);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -552,6 +686,7 @@ main(void)
 		cmocka_unit_test(test_http_status),
 		cmocka_unit_test(test_cancel_and_prune),
 		cmocka_unit_test(test_retention_zero),
+		cmocka_unit_test(test_retry_in_place),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

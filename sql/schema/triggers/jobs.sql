@@ -11,15 +11,19 @@ create or replace trigger jobs_notify after insert on pgjob.jobs
 -- goes to pgjob.attempts (pgjob.attempt_ended()).  But for the worker's
 -- own ends that leave the job available or dead (a failure, a dead end,
 -- an attempt given back, a snooze: the same lease token, locked_until
--- cleared): the statement that writes them writes their rows too, a batch
--- at a time (pgjob.attempts_add(), src/db/finish.c), and a call of the
--- function per row would cost more than the rest of such an end.
+-- cleared), and its failures retried at once in place (version 43: still
+-- running, a new lease token, but no lost attempt counted, which every
+-- claim that takes over an expired lease counts): the statement that
+-- writes them writes their rows too, a batch at a time
+-- (pgjob.attempts_add(), src/db/finish.c), and a call of the function per
+-- row would cost more than the rest of such an end.
 create or replace trigger jobs_attempt_ended
 	after update of state, lease_token on pgjob.jobs
 	for each row
 	when (old.state = 'running' and new.state <> 'done'
 	      and (new.state <> 'running'
-	           or new.lease_token <> old.lease_token)
+	           or (new.lease_token <> old.lease_token
+	               and new.lost_attempts <> old.lost_attempts))
 	      and not (new.state in ('available', 'dead')
 	               and new.lease_token = old.lease_token
 	               and new.locked_until is null))

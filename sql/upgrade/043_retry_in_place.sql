@@ -1,0 +1,8 @@
+-- Version 43: a failure retried at once (a delay of 0) runs again in the
+-- worker that held it, without going back to its queue (docs/daemon.md,
+-- "Retries"): the worker's finish writes it running again under a new
+-- lease token, with its failed attempt's row (src/db/finish.c).  The row
+-- trigger jobs_attempt_ended, restated from triggers/jobs.sql, leaves
+-- such an end to that statement: running to running under a new token
+-- with no lost attempt counted, where a claim's takeover of an expired
+-- lease always counts one.  A trigger's condition only, instant.
