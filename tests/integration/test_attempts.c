@@ -549,8 +549,9 @@ test_retention_zero(void **state)
  * run_at stays where it was: the job never went back to its queue.  A
  * job failing every time ends dead at max_attempts; an sql handler's
  * retry waits for its turn on the connection as its first attempt did; a
- * kill -9 of the worker during an attempt started in place loses it to
- * the next claim as any attempt ('lost', then done); and a limited
+ * process handler (the Python client) is sent the same job again, as its
+ * next attempt; a kill -9 of the worker during an attempt started in place
+ * loses it to the next claim as any attempt ('lost', then done); and a limited
  * queue's retry goes back to its queue, for the claim to allow (its
  * rate counts every attempt).
  */
@@ -572,6 +573,17 @@ test_retry_in_place(void **state)
 			  t_tmpdir(), t_tmpdir());
 	t_write_file(killed, text);
 	free(text);
+	/* A process handler (the Python client), which gets the same job
+	 * id again for each attempt in place. */
+	char *py = xasprintf("%s/again.py", t_tmpdir());
+	t_write_file(py, "from pgjobd_handler import Handler\n"
+			 "handler = Handler()\n"
+			 "@handler.kind('pyflaky')\n"
+			 "async def pyflaky(job):\n"
+			 "    if job.attempt < 3:\n"
+			 "        raise RuntimeError('boom %d' % job.attempt)\n"
+			 "    return {'ok': job.attempt}\n"
+			 "handler.run()\n");
 	t_exec(c, "create sequence public.t_again");
 	t_exec(c, "grant usage on sequence public.t_again to public");
 	pid_t p = t_start(
@@ -594,8 +606,11 @@ test_retry_in_place(void **state)
 		 * fail when planned). */
 		"  sqlonce: { type: sql, statement: \"select 1 /"
 		" (nextval('public.t_again') - 1)\","
-		" max_attempts: 5 }\n",
-		twice, always, killed, twice);
+		" max_attempts: 5 }\n"
+		"  pyflaky: { type: process, command: [python3, \"%s\"],"
+		" env: [\"PYTHONPATH=%s\"], concurrency: 4, max_attempts: 5 "
+		"}\n",
+		twice, always, killed, twice, py, t_src("clients/python"));
 	long long id = t_long(c, "select pgjob.enqueue('twice')");
 	long long dead = t_long(c, "select pgjob.enqueue('always')");
 	long long sq = t_long(c, "select pgjob.enqueue('sqlonce')");
@@ -631,6 +646,22 @@ test_retry_in_place(void **state)
 	t_assert_value(c, "1|failed|-|22012: division by zero", HISTORY_SQL,
 		       sq);
 	t_assert_job(c, sq, "attempts || '/' || lease_token", "2/2");
+	t_exec(c, "select pgjob.enqueue('pyflaky') from generate_series(1, 8)");
+	t_wait_until(c, 60,
+		     "select count(*) = 8 from pgjob.all_jobs"
+		     " where kind = 'pyflaky' and state = 'done'");
+	t_assert_value(
+		c, "8 3/3/{\"ok\": 3}",
+		"select count(*) || ' ' || min(attempts || '/' ||"
+		" lease_token || '/' || result::text) from pgjob.all_jobs"
+		" where kind = 'pyflaky' and attempts = 3"
+		" and lease_token = 3 and run_at = created_at");
+	t_assert_value(
+		c, "16",
+		"select count(*) from pgjob.attempts a join pgjob.all_jobs"
+		" j on j.id = a.job_id where j.kind = 'pyflaky'"
+		" and a.outcome = 'failed' and a.token = a.attempt"
+		" and a.error like 'RuntimeError: boom %%'");
 	assert_true(t_log_count("again", "attempt failed, retry at once") >= 5);
 
 	/* Killed during the attempt it started in place: that attempt is
@@ -670,6 +701,7 @@ test_retry_in_place(void **state)
 	free(twice);
 	free(always);
 	free(killed);
+	free(py);
 	PQfinish(c);
 	free(ci);
 }
