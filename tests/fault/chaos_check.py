@@ -239,7 +239,7 @@ def main():
                      f"ended {j['state']}, want {want}")
 
     # ---- sql exactly once -------------------------------------------------
-    sql_kinds = {"sqlj", "fqx", "schedj"}
+    sql_kinds = {"sqlj", "fqx", "schedj", "againsql"}
     for j in jobs.values():
         if j["kind"] not in sql_kinds:
             continue
@@ -256,7 +256,7 @@ def main():
             fail(f"ledger_sql row of job {jid}, not an sql job")
 
     # ---- exec at least once ---------------------------------------------
-    exec_kinds = {"execj", "execslow", "gcx", "rlx", "failonce"}
+    exec_kinds = {"execj", "execslow", "gcx", "rlx", "failonce", "againj"}
     runs = []
     with open(os.path.join(d, "exec.ledger")) as f:
         for line in f:

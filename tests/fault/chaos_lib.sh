@@ -74,6 +74,12 @@ SQL
 	mkdir -p "$dir/failed"
 	printf '#!/bin/sh\nm=%s/$PGJOB_JOB_ID\n[ -e "$m" ] || { : >"$m"; exit 1; }\nexec /bin/sh %s %s 0.05\n' \
 		"$dir/failed" "$root/tests/fault/ledger.sh" "$ledger" >"$dir/failonce.sh"
+	# An againj job's first run fails, retried at once in place (a
+	# backoff of 0: docs/daemon.md, "Retries"), then writes the exec
+	# ledger as execj does.
+	mkdir -p "$dir/again"
+	printf '#!/bin/sh\nm=%s/$PGJOB_JOB_ID\n[ -e "$m" ] || { : >"$m"; exit 1; }\nexec /bin/sh %s %s 0.05\n' \
+		"$dir/again" "$root/tests/fault/ledger.sh" "$ledger" >"$dir/again.sh"
 }
 
 # The config of instance i.  Queues: default (sql, exec, workflows,
@@ -85,6 +91,7 @@ chaos_config() {
 	local sqlj fqx
 	# shellcheck disable=SC2059
 	sqlj=$(printf "$sqlrow" 0.05)
+	local againsql="insert into ledger_sql (job_id, token) select \$2, j.lease_token from pgjob.all_jobs j, pg_sleep(0.05) where j.id = \$2 and \$1 is not null and 1 / (case when j.attempts - j.lost_attempts = 1 then 0 else 1 end) = 1"
 	# shellcheck disable=SC2059
 	fqx=$(printf "$sqlrow" 0.05)
 	cat >"$dir/i$i.yaml" <<YAML
@@ -108,6 +115,10 @@ handlers:
   execj: { type: exec, command: ["/bin/sh", "$sh", "$ledger", "0.1"] }
   execslow: { type: exec, command: ["/bin/sh", "$sh", "$ledger", "$((lease_s + 1))"] }
   failonce: { type: exec, command: ["/bin/sh", "$dir/failonce.sh"] }
+  # Retries at once, in place: an exec job whose first run fails, and an
+  # sql job whose first attempt fails (its ledger row rolled back with it).
+  againj: { type: exec, command: ["/bin/sh", "$dir/again.sh"], backoff: { base: 0s, max: 0s } }
+  againsql: { type: sql, statement: "$againsql", backoff: { base: 0s, max: 0s } }
   gcx: { type: exec, queue: gc, command: ["/bin/sh", "$sh", "$ledger", "0.5"] }
   rlx: { type: exec, queue: rl, command: ["/bin/sh", "$sh", "$ledger", "0.02"] }
   fqx: { type: sql, queue: fq, statement: "$fqx" }
@@ -354,6 +365,8 @@ chaos_enqueue_base() {
 select 'J', pgjob.enqueue(case when i % 2 = 0 then 'sqlj' else 'execj' end, jsonb_build_object('i', i))
   from generate_series(1, 200 * $n) i;
 select 'J', pgjob.enqueue('execslow', jsonb_build_object('i', i)) from generate_series(1, 2 * $n) i;
+select 'J', pgjob.enqueue(case when i % 2 = 0 then 'againj' else 'againsql' end, jsonb_build_object('i', i))
+  from generate_series(1, 20 * $n) i;
 select 'J', pgjob.enqueue('gcx', jsonb_build_object('i', i), queue => 'gc') from generate_series(1, 40) i;
 select 'J', pgjob.enqueue('rlx', jsonb_build_object('i', i), queue => 'rl', cost => 1 + i % 3)
   from generate_series(1, 120) i;
