@@ -59,6 +59,8 @@ declare
 	tok float8;
 	kcap int;
 	ids bigint[] := '{}';
+	-- The keyed jobs taken and not yet written running (claim_ids()).
+	pending bigint[] := '{}';
 	got bigint[];
 	costs int[];
 	took bigint[];
@@ -478,6 +480,18 @@ begin
 				room := least(room, greatest(floor(kr.ktok)::int, 1));
 			end if;
 			if k is null then
+				-- The keys' jobs taken in this round written running
+				-- before the next round, which counts each key's
+				-- running jobs again (key_busy()) and would find these
+				-- again (rows locked by this transaction are not
+				-- skipped).  Within a round each key comes once, in
+				-- order: its jobs are written with the others', in one
+				-- statement (one per key cost a job 75 us of a binding
+				-- per-key claim, docs/performance.md).
+				if cardinality(pending) > 0 then
+					perform pgjob.claim_ids(pending, holder, lease_ms, clk);
+					pending := '{}';
+				end if;
 				-- Past the last key: the jobs without one, from among
 				-- the first 256 due jobs of the queue.  No index
 				-- holds keyless jobs apart (every queue would pay for
@@ -509,7 +523,7 @@ begin
 					then 'rate' else 'key_rate' end;
 			end if;
 			continue when cardinality(took) = 0;
-			perform pgjob.claim_ids(took, holder, lease_ms, clk);
+			pending := pending || took;
 			ids := ids || took;
 			-- The claim is full before the key's turn is over: the
 			-- next claim goes on with this key.
@@ -529,6 +543,9 @@ begin
 				   set tokens = excluded.tokens, tokens_at = excluded.tokens_at;
 			end if;
 		end loop;
+		if cardinality(pending) > 0 then
+			perform pgjob.claim_ids(pending, holder, lease_ms, clk);
+		end if;
 		if cardinality(ids) < allow and visits >= allow + 32 then
 			-- Keys left unvisited may have room: come back soon.
 			why := coalesce(why, 'key_concurrency');

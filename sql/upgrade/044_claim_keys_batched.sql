@@ -1,0 +1,4 @@
+-- Version 44: pgjob.claim_limited(), restated from its file: a claim that
+-- goes key by key (per-key limits, fairness) writes the jobs it took
+-- running once per round of the keys, in one statement, where it wrote
+-- each key's apart (docs/performance.md, "Changes to the design").
