@@ -70,16 +70,16 @@ SQL
 	: >"$samples"
 	# The first run of a failonce job fails (max_attempts 1: it ends
 	# dead); once retried (which sets its attempts back to 0) it writes the
-	# exec ledger as execj does.
-	mkdir -p "$dir/failed"
-	printf '#!/bin/sh\nm=%s/$PGJOB_JOB_ID\n[ -e "$m" ] || { : >"$m"; exit 1; }\nexec /bin/sh %s %s 0.05\n' \
-		"$dir/failed" "$root/tests/fault/ledger.sh" "$ledger" >"$dir/failonce.sh"
-	# An againj job's first run fails, retried at once in place (a
-	# backoff of 0: docs/daemon.md, "Retries"), then writes the exec
-	# ledger as execj does.
-	mkdir -p "$dir/again"
-	printf '#!/bin/sh\nm=%s/$PGJOB_JOB_ID\n[ -e "$m" ] || { : >"$m"; exit 1; }\nexec /bin/sh %s %s 0.05\n' \
-		"$dir/again" "$root/tests/fault/ledger.sh" "$ledger" >"$dir/again.sh"
+	# exec ledger as execj does.  An againj job's first run fails too,
+	# retried at once in place (a backoff of 0: docs/daemon.md,
+	# "Retries"), then writes the exec ledger.  Each script marks a job's
+	# first run in a folder of its own.
+	local s
+	for s in failonce again; do
+		mkdir -p "$dir/$s.first"
+		printf '#!/bin/sh\nm=%s/$PGJOB_JOB_ID\n[ -e "$m" ] || { : >"$m"; exit 1; }\nexec /bin/sh %s %s 0.05\n' \
+			"$dir/$s.first" "$root/tests/fault/ledger.sh" "$ledger" >"$dir/$s.sh"
+	done
 }
 
 # The config of instance i.  Queues: default (sql, exec, workflows,
