@@ -27,7 +27,8 @@
 # steps wait beside the jobs (after a parent that failed, as the suite's
 # "workflows on but idle" row).  With AB_STATEMENTS=1 the server tracks
 # nested statements too (pg_stat_statements.track = all) and each round
-# prints its 14 costliest, in server time and buffers a job.  With
+# prints its 14 costliest, in server time (executing, then planning: a
+# statement planned at each call shows it) and buffers a job.  With
 # AB_CHAIN=1 the N jobs are a chain instead, each enqueued after the one
 # before (pgjob.enqueue(depends_on)): one runs at a time, and each round
 # also prints the hop, from a parent's finish to its child's start
@@ -45,8 +46,9 @@ n=${3:-200000}
 rounds=${4:-3}
 dir=$(mktemp -d /tmp/pgjobd-ab.XXXXXX)
 track=top
-[ "${AB_STATEMENTS:-0}" = 1 ] && track=all
-PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=$track" \
+planning=off
+[ "${AB_STATEMENTS:-0}" = 1 ] && track=all planning=on
+PGJOBD_TESTPG_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=$track -c pg_stat_statements.track_planning=$planning" \
 	PGJOBD_TESTPG_DURABLE=1 bash "$root/scripts/testpg.sh" start "$dir/pg" >/dev/null
 trap 'bash "$root/scripts/testpg.sh" stop "$dir/pg" >/dev/null; rm -rf "$dir"' EXIT
 base=$(cat "$dir/pg/conninfo")
@@ -134,10 +136,11 @@ for r in $(seq "$rounds"); do
 			coalesce(sum(shared_blks_hit + shared_blks_read) filter (where query like 'with fd as%'), 0)::float8 / $n
 			from pg_stat_statements")
 		if [ "$track" = all ]; then
-			psql -X -A -t -F ' | ' "${db[$v]}" -c "select round((total_exec_time * 1000 / $n)::numeric, 2) as us_per_job, calls,
+			psql -X -A -t -F ' | ' "${db[$v]}" -c "select round((total_exec_time * 1000 / $n)::numeric, 2) as us_per_job,
+				round((total_plan_time * 1000 / $n)::numeric, 2) as plan_us_per_job, calls,
 				round(((shared_blks_hit + shared_blks_read)::float8 / $n)::numeric, 2) as buffers_per_job,
 				left(regexp_replace(query, '\s+', ' ', 'g'), 110)
-				from pg_stat_statements order by total_exec_time desc limit 14" | sed "s/^/  $v: /"
+				from pg_stat_statements order by total_exec_time + total_plan_time desc limit 14" | sed "s/^/  $v: /"
 		fi
 		awk -v v="$v" -v r="$r" -v n="$n" -v sp="$span" -v w="$wal" -v s="$stmts" \
 			-v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN {
