@@ -4,11 +4,21 @@
 create or replace function pgjob.attach(child bigint, deps bigint[], pol text,
 	out state text, out parents_left int, out why text, out add jsonb)
 language plpgsql
+-- Its statements read each parent by its key.  Their plans are cached for
+-- the session, and those made while pgjob.jobs is small (a new install, a
+-- table just truncated) read it whole: the children of a graph enqueued one
+-- by one in a transaction (a fan-out of 10,000) each read every job
+-- enqueued before them, 32 s for the fan-out (test_plans).  And planned once:
+-- the custom plan an application's session made at each call took half a
+-- millisecond (the 32 partitions of pgjob.jobs_done).
+set enable_seqscan = off
+set plan_cache_mode = force_generic_plan
 as $$
 declare
 	p record;
 	n int := 0;
 	missing bigint;
+	away boolean;
 	failed boolean;
 	reads boolean := pgjob.session_reads();
 	dn text[] := '{}';      -- parents that ended done: names, results
@@ -19,13 +29,27 @@ begin
 	state := 'available';
 	parents_left := 0;
 	deps := array(select distinct d from unnest(deps) d where d is not null order by d);
-	select d into missing from unnest(deps) d
-	 where not exists (select 1 from pgjob.jobs j where j.id = d
-			     and pgjob.session_may(j.enqueued_by, reads))
-	   and not exists (select 1 from pgjob.jobs_done x where x.id = d
-			     and pgjob.session_may(x.enqueued_by, reads))
-	 limit 1;
-	if missing is null then
+	-- The first parent that is no job to it, and whether any is not in
+	-- pgjob.jobs.  Each a subquery by the parent's key, not a join: made
+	-- while the table was small, a join's plan read it whole.
+	select (array_agg(t.d) filter (where not t.mine))[1],
+	       coalesce(bool_or(not t.here), false)
+	  into missing, away
+	  from (select u.d,
+		       exists (select 1 from pgjob.jobs j where j.id = u.d) as here,
+		       exists (select 1 from pgjob.jobs j where j.id = u.d
+			       and pgjob.session_may(j.enqueued_by, reads))
+		       or exists (select 1 from pgjob.jobs_done x
+				  where x.id = u.d
+				    and pgjob.session_may(x.enqueued_by, reads))
+			 as mine
+		  from unnest(deps) u(d)) t;
+	-- A parent that ended done and was moved to pgjob.jobs_done comes
+	-- back into pgjob.jobs (its child's edge is kept there), and may have
+	-- been deleted meanwhile.  Only then: pgjob.restore_done() is planned
+	-- at each call, half a millisecond of every child's enqueue when it
+	-- was called for parents still queued (most are).
+	if missing is null and away then
 		perform pgjob.restore_done(deps);
 		select d into missing from unnest(deps) d
 		 where not exists (select 1 from pgjob.jobs j where j.id = d) limit 1;

@@ -1,5 +1,0 @@
--- Version 45: pgjob.parents_ended(), restated from its file: a child of
--- one parent that ended done (a chain's next step, a fan-out's children)
--- is released in one statement, its edge settled in the same, where it
--- took five (docs/performance.md, "Changes to the design").  A function
--- only, instant.
