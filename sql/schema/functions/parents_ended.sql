@@ -47,29 +47,38 @@ declare
 begin
 	-- The children of one edge each whose parent ended done, with what
 	-- parents_of() would give them: that parent's result; and how many
-	-- edges of ps are unresolved.  The edges by their key and the
-	-- parents by theirs (ps), each list read once and the two joined
-	-- (the parents' index read for each edge, with a batch's thousand
-	-- ids, was a million probes); whether a child has another edge, in
-	-- a subquery of its own by its index, to the first other edge (a
-	-- fan-in's child has thousands).  Never a join with a table that a
-	-- job_deps without statistics (a graph enqueued a moment ago) would
-	-- plan as a read of the table whole (test_plans).
+	-- edges of ps are unresolved.  The edges by their key; each child
+	-- once, its edges counted by its index up to the second (a fan-in's
+	-- child has thousands, and a batch's ends reach it by a thousand of
+	-- them); what each of their parents gives, by the parents' key, in
+	-- one object.  No join of lists whose sizes the planner guesses: a
+	-- job_deps without statistics (a graph enqueued a moment ago), or
+	-- with a past graph's, made a join with a table read it whole
+	-- (test_plans), and a nested loop over two lists of 10,000 edges took
+	-- 10 s; nor a parents' index read for each edge (with a batch's
+	-- thousand ids, a million probes).
 	with e as materialized (
 		select d.parent, d.child from pgjob.job_deps d
 		 where d.parent = any(ps) and d.resolved is null),
+	one as materialized (
+		select min(e.parent) as parent, e.child from e
+		 group by e.child
+		having count(*) = 1
+		   and (select count(*) from (select from pgjob.job_deps o
+			 where o.child = e.child limit 2) x) = 1),
 	p as materialized (
-		select j.id, coalesce(j.step, j.id::text) as name, j.result
+		select jsonb_object_agg(j.id::text, jsonb_build_object('parents',
+			jsonb_build_object(coalesce(j.step, j.id::text),
+			j.result))) as adds
 		  from pgjob.jobs j
-		 where j.id = any(ps) and j.state = 'done')
-	select array_agg(e.child), array_agg(jsonb_build_object('parents',
-			jsonb_build_object(p.name, p.result))),
+		 where j.id = any(array(select distinct one.parent from one))
+		   and j.state = 'done')
+	select array_agg(one.child) filter (where p.adds ? one.parent::text),
+	       array_agg(p.adds -> one.parent::text)
+		 filter (where p.adds ? one.parent::text),
 	       (select count(*) from e)
 	  into rel, adds, unresolved
-	  from e join p on p.id = e.parent
-	 where (select o.parent from pgjob.job_deps o
-		 where o.child = e.child and o.parent <> e.parent
-		 limit 1) is null;
+	  from one, p;
 	due := 0;
 	if rel is not null then
 		-- Released, and their edges settled.  The update locks each
