@@ -524,6 +524,18 @@ test_unique_lookups_use_their_index(void **state)
 	free(ci);
 }
 
+/* Rows of pgjob.jobs and pgjob.job_deps this session's transaction has
+ * fetched so far (its counters, not yet flushed to the cumulative
+ * statistics). */
+static long long
+fetched(PGconn *c)
+{
+	return t_long(c, "select sum(coalesce(idx_tup_fetch, 0) + seq_tup_read)"
+			 " from pg_stat_xact_user_tables where relid in"
+			 " ('pgjob.jobs'::regclass, "
+			 "'pgjob.job_deps'::regclass)");
+}
+
 /*
  * A parent's end releases its children by their ids (schema version 42):
  * in a worker's session (generic plans, no sequential scans), with
@@ -571,20 +583,15 @@ test_release_reads_its_children_only(void **state)
 		       "update pgjob.jobs set state = 'done', finished_at ="
 		       " now(), result = '{\"step\": %d}' where id = %lld",
 		       i, id);
-		long long total = t_long(
-			w,
-			"select sum(coalesce(idx_tup_fetch, 0) + seq_tup_read)"
-			" from pg_stat_xact_user_tables where relid in"
-			" ('pgjob.jobs'::regclass, "
-			"'pgjob.job_deps'::regclass)");
+		long long total = fetched(w);
 		t_exec(w, "commit");
 		/* The session's count so far: this end's is the difference. */
-		long long fetched = total - before;
+		long long rows = total - before;
 		before = total;
-		if (fetched > 100)
+		if (rows > 100)
 			fail_msg("end %d of the chain fetched %lld rows of"
 				 " pgjob.jobs and pgjob.job_deps",
-				 i, fetched);
+				 i, rows);
 	}
 	/* The last step was released with its parent's result. */
 	t_assert_value(c, "{\"step\": 8}",
@@ -617,18 +624,12 @@ test_child_enqueue_reads_its_parents_only(void **state)
 	       "select pgjob.enqueue('k', depends_on => array[%lld])"
 	       " from generate_series(1, 2000)",
 	       parent);
-	long long before = t_long(
-		c, "select sum(coalesce(idx_tup_fetch, 0) + seq_tup_read)"
-		   " from pg_stat_xact_user_tables where relid in"
-		   " ('pgjob.jobs'::regclass, 'pgjob.job_deps'::regclass)");
+	long long before = fetched(c);
 	t_exec(c,
 	       "select pgjob.enqueue('k', depends_on => array[%lld])"
 	       " from generate_series(1, 100)",
 	       parent);
-	long long after = t_long(
-		c, "select sum(coalesce(idx_tup_fetch, 0) + seq_tup_read)"
-		   " from pg_stat_xact_user_tables where relid in"
-		   " ('pgjob.jobs'::regclass, 'pgjob.job_deps'::regclass)");
+	long long after = fetched(c);
 	t_exec(c, "commit");
 	/* A few rows each: the parent, looked up, locked and marked. */
 	if (after - before > 100 * 20)
