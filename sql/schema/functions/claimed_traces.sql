@@ -10,12 +10,18 @@
 create or replace function pgjob.claimed_traces(ids bigint[])
 returns table(id bigint, traceparent text, since_created_us bigint,
 	since_due_us bigint)
-language sql volatile
+language plpgsql volatile
 as $$
+begin
+	-- plpgsql, not SQL: a SQL function's statement is planned at every
+	-- call (36 µs of every limited claim; version 45), a plpgsql one's
+	-- once for the session.
+	return query
 	select j.id, j.traceparent,
 	       (date_part('epoch', now() - j.created_at) * 1000000)::bigint,
 	       (date_part('epoch', now() - greatest(j.created_at, j.run_at))
 		* 1000000)::bigint
 	  from pgjob.jobs j
-	 where j.id = any(ids) and j.traceparent is not null
+	 where j.id = any(ids) and j.traceparent is not null;
+end
 $$;
