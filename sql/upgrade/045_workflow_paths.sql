@@ -1,10 +1,12 @@
--- Version 45: four functions restated from their files (docs/performance.md,
+-- Version 45: functions restated from their files (docs/performance.md,
 -- "Changes to the design").  pgjob.parents_ended(): a child of one parent
 -- that ended done (a chain's next step, a fan-out's children) is released
 -- in one statement, its edge settled in the same, where it took five.
 -- pgjob.attach(): a child's enqueue reads its parents by their keys with a
 -- plan made once, where an application's session planned it at each call
 -- (half a millisecond) and a plan made while pgjob.jobs was small read the
--- table whole for every child.  pgjob.limit_busy_tracked() and
--- pgjob.claimed_traces(): planned once per session, where a limited
--- queue's claim planned them at every call.  Functions only, instant.
+-- table whole for every child.  pgjob.claim_limited() writes its jobs
+-- running through pgjob.claim_write(), new, and it,
+-- pgjob.limit_busy_tracked() and pgjob.claimed_traces() are planned once
+-- per session, where a limited queue's claim planned them at every call.
+-- Functions only, instant.

@@ -296,27 +296,8 @@ begin
 			-- What the bucket let start: a prefix of the candidates.
 			tids := coalesce(tids[1:cardinality(ids)], '{}');
 			begin
-				with u as (
-					update pgjob.jobs j set state = 'running',
-						locked_by = holder,
-						locked_until = clk + lease_ms * interval '1 millisecond',
-						lease_token = j.lease_token + 1,
-						attempts = j.attempts + 1,
-						lost_attempts = j.lost_attempts
-							+ case when j.state = 'running' then 1 else 0 end,
-						attempted_at = clk
-					 where j.ctid = any(tids)
-					returning j.id, j.kind, j.queue, j.payload::text as p,
-						j.attempts, j.max_attempts, j.lease_token,
-						j.ordering_key, j.lost_attempts, j.run_at)
-				select coalesce(array_agg(row('c', u.id, u.kind, u.queue,
-						case when octet_length(u.p) <= max_payload then u.p end,
-						u.attempts, coalesce(u.max_attempts, 0), u.lease_token,
-						u.ordering_key, null,
-						(extract(epoch from now() - u.run_at) * 1000)::bigint,
-						u.lost_attempts, octet_length(u.p))::pgjob.claim_row),
-					'{}')
-				  into crows from u;
+				crows := pgjob.claim_write(tids, null, holder,
+					lease_ms, clk, max_payload);
 				if cardinality(ids) > 0 or l.pos_id is distinct from pos0 then
 					update pgjob.limits x
 					   set running_ub = x.running_ub + cardinality(ids),
@@ -374,24 +355,8 @@ begin
 			pos_pr = l.pos_pr, pos_ra = l.pos_ra, pos_id = l.pos_id,
 			pos_at = l.pos_at
 		 where x.queue = q;
-		return query with u as (
-			update pgjob.jobs j set state = 'running', locked_by = holder,
-				locked_until = clk + lease_ms * interval '1 millisecond',
-				lease_token = j.lease_token + 1, attempts = j.attempts + 1,
-				lost_attempts = j.lost_attempts
-					+ case when j.state = 'running' then 1 else 0 end,
-				attempted_at = clk
-			 where j.id = any(ids)
-			returning j.id, j.kind, j.queue, j.payload::text as p,
-				j.attempts, j.max_attempts, j.lease_token,
-				j.ordering_key, j.lost_attempts, j.run_at)
-			select 'c'::text, u.id, u.kind, u.queue,
-				case when octet_length(u.p) <= max_payload then u.p end,
-				u.attempts, coalesce(u.max_attempts, 0), u.lease_token,
-				u.ordering_key, null::smallint,
-				(extract(epoch from now() - u.run_at) * 1000)::bigint,
-				u.lost_attempts, octet_length(u.p)::bigint
-			  from u;
+		return query select * from unnest(pgjob.claim_write(null, ids,
+			holder, lease_ms, clk, max_payload));
 		if l.throttled_until is not null then
 			perform pgjob.limits_tidy_throttle(q, clk);
 		end if;
