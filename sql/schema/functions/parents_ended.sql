@@ -73,8 +73,9 @@ begin
 		  from pgjob.jobs j
 		 where j.id = any(array(select distinct one.parent from one))
 		   and j.state = 'done')
-	select array_agg(one.child) filter (where p.adds ? one.parent::text),
-	       array_agg(p.adds -> one.parent::text)
+	select array_agg(one.child order by one.child)
+		 filter (where p.adds ? one.parent::text),
+	       array_agg(p.adds -> one.parent::text order by one.child)
 		 filter (where p.adds ? one.parent::text),
 	       (select count(*) from e)
 	  into rel, adds, unresolved
@@ -82,9 +83,11 @@ begin
 	due := 0;
 	if rel is not null then
 		-- Released, and their edges settled.  The update locks each
-		-- child: one changed meanwhile (cancelled by hand) is read
-		-- again at its newest version, and no longer waiting, is left
-		-- to the rest below, its edge unresolved.
+		-- child, in id order as the rest below does (two transactions
+		-- that lock the same children, a bulk cancel among them, take
+		-- them in one order): one changed meanwhile (cancelled by hand)
+		-- is read again at its newest version, and no longer waiting,
+		-- is left to the rest below, its edge unresolved.
 		with r as (
 			update pgjob.jobs c set parents_left = 0,
 				state = 'available',
