@@ -55,7 +55,8 @@ read_depths(const struct db_call *c, const struct db_status *st,
  * counting every unfinished job took 1.2 s at 2,000,000 and passed the
  * read's 5 s at 10,000,000, so /metrics kept a drain's first figures for
  * as long as it lasted.  Per queue (the queues found by skipping along
- * jobs_claim_idx, and those of pgjob.limits), counted exactly up to
+ * jobs_claim_idx, each with its first open entry, where its walks start:
+ * QC_HEADS; and those of pgjob.limits), counted exactly up to
  * DEPTH_CAP: its due jobs, available and running, in one window of
  * DEPTH_CAP + 1 rows in the claim's order, their states and kinds read
  * from the heap; its scheduled jobs, one priority after the other, up to
@@ -92,19 +93,20 @@ read_depths(const struct db_call *c, const struct db_status *st,
 
 static const char DEPTHS_SQL[] =
 	"with recursive"
-	QC_SKIP_SCAN("qa", QC_OPEN)
+	QC_HEADS("qa")
 	" n as (select queue from qa where queue is not null"
 	"  union select queue from pgjob.limits),"
 	" c as (select n.queue, o.due, o.running, o.unhandled as due_unhandled,"
 	"  o.seen, s.n as scheduled, s.unhandled as sched_unhandled, a.oldest"
-	"  from n"
+	"  from n left join qa hd on hd.queue = n.queue"
 	"  cross join lateral (select"
 	"   count(*) filter (where x.state = 'available') as due,"
 	"   count(*) filter (where x.state = 'running') as running,"
 	"   count(*) filter (where x.state = 'available'"
 	"    and x.kind <> all($2::text[])) as unhandled,"
 	"   count(*) as seen"
-	"   from (select j.state, j.kind" DEPTH_ROWS("j.run_at <= now()")
+	"   from (select j.state, j.kind"
+	DEPTH_ROWS("j.run_at <= now()" QC_AT_HEAD("hd"))
 	"    order by j.priority, j.run_at, j.id"
 	"    limit " DEPTH_CAP " + 1) x) o"
 	/* Scheduled jobs are all available (a running one's run_at is
@@ -119,7 +121,8 @@ static const char DEPTHS_SQL[] =
 	"  cross join lateral (select min(x.run_at) as oldest"
 	"   from (" QC_PRIORITIES
 	"   select (select j.run_at" DEPTH_ROWS("j.priority = pr.p"
-	"     and j.run_at <= now() and j.state = 'available'")
+	"     and j.run_at <= now() and j.state = 'available'"
+	QC_AT_HEAD("hd"))
 	"     order by j.run_at limit 1) as run_at"
 	"    from pr where pr.p is not null) x) a),"
 	" pct as (select least(100, 100.0 * " DEPTH_SAMPLE_PAGES

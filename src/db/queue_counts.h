@@ -32,6 +32,33 @@
 	"   where " cond " and j.queue > " name ".queue)"                      \
 	"  from " name " where " name ".queue is not null),"
 
+/* `name`(queue, priority, run_at, id): each queue that has open jobs
+ * (QC_OPEN), one index descent each as QC_SKIP_SCAN, with the key of its
+ * first open entry of jobs_claim_idx; no null row at the end.  The walks
+ * after it start at that key (QC_AT_HEAD): the entries before it are of
+ * jobs that ended, which stay in the index until vacuum removes them (a
+ * drain of sixty thousand jobs a second leaves millions between two
+ * autovacuum runs, the naptime being a minute), and each walk from the
+ * queue's start read every one of their index pages again: a statement
+ * of `pgjob status` walked them five times (docs/performance.md, "A huge
+ * backlog").  The key is read in the statement's snapshot, as every part
+ * of it: no open entry sorts before it there. */
+#define QC_HEADS(name)                                                         \
+	" " name "(queue, priority, run_at, id) as ((select j.queue,"         \
+	"  j.priority, j.run_at, j.id from pgjob.jobs j where " QC_OPEN        \
+	"  order by j.queue, j.priority, j.run_at, j.id limit 1)"              \
+	"  union all select x.queue, x.priority, x.run_at, x.id from " name    \
+	"  cross join lateral (select j.queue, j.priority, j.run_at, j.id"     \
+	"   from pgjob.jobs j where " QC_OPEN " and j.queue > " name ".queue"  \
+	"   order by j.queue, j.priority, j.run_at, j.id limit 1) x),"
+
+/* A condition on j, a row of queue hd.queue in jobs_claim_idx: at or past
+ * hd's key, the queue's first open entry (QC_HEADS): an index bound, where
+ * the walk starts. */
+#define QC_AT_HEAD(hd)                                                         \
+	" and (j.priority, j.run_at, j.id) >= (" hd ".priority, " hd           \
+	".run_at, " hd ".id)"
+
 /* `alias`.n and .oldest: the count (up to QC_CAP + 1) and oldest run_at
  * of queue n.queue's rows that match cond. */
 #define QC_CAPPED(alias, cond)                                                 \
@@ -53,17 +80,17 @@
 	"  min(x.run_at) filter (where x.state = 'available') as oldest,"      \
 	"  count(*) as seen from (select j.state, j.run_at"                    \
 	"  from pgjob.jobs j where " QC_OPEN " and j.queue = n.queue"          \
-	"   and j.run_at <= now()"                                             \
+	QC_AT_HEAD("hd") " and j.run_at <= now()"                             \
 	"  order by j.priority, j.run_at, j.id"                                \
 	"  limit " QC_CAP " + 1) x) o"
 
-/* `pr`(p): the priorities of queue n.queue's open jobs, skipped to along
+/* `pr`(p): the priorities of queue n.queue's open jobs, the first its
+ * head's (hd, QC_HEADS: null when it has none), the next skipped to along
  * jobs_claim_idx (one descent each, as the queues), for a statement that
  * goes on with "select ... from pr ...": QC_SCHEDULED here, and the
  * workers' queue figures (src/db/monitor.c). */
 #define QC_PRIORITIES                                                          \
-	"  with recursive pr(p) as (select min(j.priority)"                    \
-	"   from pgjob.jobs j where " QC_OPEN " and j.queue = n.queue"         \
+	"  with recursive pr(p) as (select hd.priority"                        \
 	"   union all select (select min(j.priority) from pgjob.jobs j"        \
 	"    where " QC_OPEN " and j.queue = n.queue and j.priority > pr.p)"   \
 	"   from pr where pr.p is not null)"
@@ -102,14 +129,14 @@
 	"  where h.at >= date_trunc('minute', now()) - interval '1 minute'"    \
 	"  group by h.queue),"
 
-/* The CTEs qa, qd, qw, f (QC_LAST_MINUTE) and the start of `n`, the
+/* The CTEs qa (QC_HEADS), qd, qw, f (QC_LAST_MINUTE) and the start of `n`, the
  * queues to show: every queue that has jobs available or running, dead or
  * waiting for their parents, that ended jobs in the last minute or that
  * has a row in pgjob.limits (a paused queue with no jobs is still paused).
  * The statement goes on with more "union select queue from ..." and the
  * closing ")". */
 #define QC_QUEUES                                                              \
-	QC_SKIP_SCAN("qa", QC_OPEN)                                            \
+	QC_HEADS("qa")                                                         \
 	QC_SKIP_SCAN("qd", "j.dead")                                           \
 	QC_SKIP_SCAN("qw", "j.finished_at is null and j.parents_left > 0")     \
 	QC_LAST_MINUTE                                                         \
@@ -120,10 +147,11 @@
 	"  union select queue from pgjob.limits"
 
 /* The statement's end after QC_QUEUES and its select list: per queue of
- * `n`, the windows o and s, the capped counts w (waiting) and d (dead),
- * its last minute f and its pgjob.limits row l. */
+ * `n`, its head hd (qa's row, QC_HEADS), the windows o and s, the capped
+ * counts w (waiting) and d (dead), its last minute f and its pgjob.limits
+ * row l. */
 #define QC_FROM_QUEUES                                                         \
-	" from n"                                                              \
+	" from n left join qa hd on hd.queue = n.queue"                        \
 	QC_DUE_WINDOW                                                          \
 	QC_SCHEDULED                                                           \
 	QC_CAPPED("w", "j.finished_at is null and j.parents_left > 0")         \
@@ -162,14 +190,14 @@
  */
 #define QC_UNSERVED_HEAD(live)                                                 \
 	"with recursive"                                                       \
-	QC_SKIP_SCAN("qa", QC_OPEN)                                            \
+	QC_HEADS("qa")                                                         \
 	" w as (select x.kinds, x.queues from pgjob.workers x"                 \
 	"  where x.heartbeat_at >= now() - " live "),"                          \
 	" h as (select qa.queue, x.kind, x.run_at, x.seen from qa"             \
 	"  cross join lateral (select y.kind, y.run_at,"                       \
 	"   count(*) over () as seen from (select j.kind, j.run_at"            \
 	"   from pgjob.jobs j where " QC_OPEN " and j.queue = qa.queue"        \
-	"    and j.state = 'available'"                                        \
+	QC_AT_HEAD("qa") " and j.state = 'available'"                         \
 	"   order by j.priority, j.run_at, j.id limit " QC_CAP " + 1) y) x"    \
 	"  where qa.queue is not null),"                                       \
 	" p as (select h.kind, h.queue, count(*) as jobs,"                     \

@@ -125,11 +125,37 @@ read_window(struct db_conn *db, const struct filter *f, bool asc, bool range,
 }
 
 /*
+ * The lowest (lowest) or the highest id of pgjob.all_jobs into *v (0: no
+ * job); -1: out filled.  Asked apart and only when needed: the lowest
+ * walks jobs_pkey from its start, past the entries of every job ended
+ * since vacuum last came (a drain of a backlog leaves millions: 40 to
+ * 400 ms a page during one), where the highest is the newest entry, all
+ * that the console's first page, the newest jobs, needs.
+ */
+static int
+id_bound(struct db_conn *db, bool lowest, long long *v,
+	 struct web_response *out)
+{
+	struct db_rows *res =
+		api_query(db, out,
+			  lowest ? "select min(id) from pgjob.all_jobs"
+				 : "select max(id) from pgjob.all_jobs",
+			  0, NULL);
+	if (!res)
+		return -1;
+	*v = atoll(db_rows_text(res, 0, 0));
+	db_rows_free(res);
+	return 0;
+}
+
+/*
  * The page below cursor (0: from the newest), or (asc) above it (0: from
  * the oldest), n jobs at most, into a.  Windowed: *searched_to is the
  * last id read (the lowest, or the highest) when the windows ran out of
  * budget before the page was full, else 0 (the end was reached).  Returns
- * how many, or -1 (out filled).
+ * how many, or -1 (out filled).  Newest first, the lowest id is read only
+ * once a window came back short, to know whether it was the last: a
+ * window past the lowest id reads what the last window would.
  */
 static int
 read_page(struct db_conn *db, const struct filter *f, bool asc,
@@ -140,14 +166,13 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 	if (api_filter_indexed(f) && !api_filter_open_state(f))
 		return read_window(db, f, asc, false, cursor, 0, n, a, last,
 				   out);
-	struct db_rows *res = api_query(
-		db, out, "select min(id), max(id) from pgjob.all_jobs", 0,
-		NULL);
-	if (!res)
+	long long min = 0, max = 0;
+	bool have_min = api_filter_indexed(f) || (asc && cursor == 0);
+	if (have_min && id_bound(db, true, &min, out) < 0)
 		return -1;
-	long long min = atoll(db_rows_text(res, 0, 0));
-	long long max = atoll(db_rows_text(res, 0, 1));
-	db_rows_free(res);
+	if ((asc || cursor == 0 || api_filter_indexed(f)) &&
+	    id_bound(db, false, &max, out) < 0)
+		return -1;
 	if (api_filter_indexed(f)) {
 		/* The ids left to search, past the cursor. */
 		long long span = asc ? max - (cursor ? cursor : min) + 1
@@ -166,9 +191,10 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 	int got = 0;
 	for (;;) {
 		/* The window's far end; 0: none, the last window. */
-		long long edge =
-			asc ? (cursor + size < max ? cursor + size : 0)
-			    : (cursor - size > min ? cursor - size : 0);
+		long long edge = asc ? (cursor + size < max ? cursor + size : 0)
+				     : (cursor - size > (have_min ? min : 0)
+						? cursor - size
+						: 0);
 		int rows = read_window(db, f, asc, true, cursor, edge, n - got,
 				       a, last, out);
 		if (rows < 0)
@@ -176,6 +202,14 @@ read_page(struct db_conn *db, const struct filter *f, bool asc,
 		got += rows;
 		if (got == n || edge == 0)
 			return got;
+		if (!asc && !have_min) {
+			if (id_bound(db, true, &min, out) < 0)
+				return -1;
+			have_min = true;
+			/* That window reached the lowest id: the last. */
+			if (edge <= min)
+				return got;
+		}
 		cursor = edge;
 		if (now_ms() - t0 >= BUDGET_MS) {
 			*searched_to = edge;

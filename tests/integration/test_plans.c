@@ -30,6 +30,7 @@
 #include "common/util.h"
 #include "db/prune.h"
 #include "db/queue.h"
+#include "db/queue_counts.h"
 #include "db/session.h"
 
 /* Each statement's parameters, as EXECUTE's literals. */
@@ -644,6 +645,111 @@ test_child_enqueue_reads_its_parents_only(void **state)
 	free(ci);
 }
 
+/* The shared blocks sql reads (EXPLAIN ANALYZE's, the whole statement). */
+static long long
+blocks(PGconn *c, const char *sql)
+{
+	const char *p[1] = {sql};
+	PGresult *r = PQexecParams(c, "select pg_temp.blocks($1)", 1, NULL, p,
+				   NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("blocks: %s", PQerrorMessage(c));
+	long long n = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return n;
+}
+
+/* The queues' counts of `pgjob status` and the console (the statement
+ * parts they share, src/db/queue_counts.h), and the unserved jobs among
+ * each queue's first available ones, as `pgjob status` reads them. */
+static const char COUNTS_SQL[] =
+	"with recursive" QC_QUEUES ")"
+	" select n.queue, o.available, o.running, o.seen, s.n as scheduled,"
+	"  extract(epoch from now() - o.oldest) > 3000 as old" QC_FROM_QUEUES;
+static const char UNSERVED_SQL[] = QC_UNSERVED_HEAD("interval '30 seconds'");
+
+/*
+ * The jobs ended at a queue's head during a drain stay in jobs_claim_idx
+ * until vacuum removes them (a drain of a backlog leaves millions between
+ * two autovacuum runs), and every walk from the queue's start reads their
+ * pages: `pgjob status` walked them five times, the console's queues
+ * three, the workers' queue figures four (docs/performance.md, "A huge
+ * backlog").  Since 2026-12-07 one walk finds each queue's first open
+ * entry (QC_HEADS) and the others start there.  Here 20,000 jobs ended at
+ * the head of a queue of 20,500 (vacuum off), and each statement reads
+ * fewer blocks than two walks past them, and counts what it counted.
+ */
+static void
+test_counts_walk_past_ended_jobs_once(void **state)
+{
+	char *ci = t_db_migrated("t_plans_heads");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "alter table pgjob.jobs set (autovacuum_enabled = false)");
+	t_exec(c, "insert into pgjob.jobs (queue, kind, run_at)"
+		  " select 'a', 'k', now() - interval '1 hour'"
+		  " from generate_series(1, 20500)");
+	t_exec(c,
+	       "delete from pgjob.jobs where queue = 'a' and id <="
+	       " (select min(id) + 19999 from pgjob.jobs where queue = 'a')");
+	/* b: two due, one running, two scheduled, one of a higher
+	 * priority (first in the claim's order). */
+	t_exec(c, "insert into pgjob.jobs (queue, kind, priority, run_at)"
+		  " values ('b', 'k', 0, now()), ('b', 'k', 0, now()),"
+		  " ('b', 'k', 0, now()), ('b', 'k', 0, now() + interval"
+		  " '1 hour'), ('b', 'k', 5, now() + interval '1 hour'),"
+		  " ('b', 'k', -1, now())");
+	t_exec(c, "update pgjob.jobs set state = 'running', attempts = 1,"
+		  " lease_token = 1, locked_by = 't', attempted_at = now(),"
+		  " locked_until = now() + interval '1 hour'"
+		  " where id = (select min(id) from pgjob.jobs where queue = "
+		  "'b')");
+	t_exec(c, "analyze pgjob.jobs");
+	t_exec(c, "create function pg_temp.blocks(q text) returns bigint"
+		  " language plpgsql as $$ declare j json; begin"
+		  " execute 'explain (analyze, buffers, format json) ' || q"
+		  "  into j;"
+		  " return (j -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint"
+		  "  + (j -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint;"
+		  " end $$");
+	/* One walk from queue a's start to its first open entry. */
+	static const char walk[] =
+		"select j.id from pgjob.jobs j where " QC_OPEN
+		" and j.queue = 'a' order by j.queue, j.priority, j.run_at,"
+		" j.id limit 1";
+	/* Twice each: the first reads the heap row of every entry it
+	 * passes, finds it dead and marks it so (the walks after it only
+	 * read the index's pages), as the status before did in a drain. */
+	for (int i = 0; i < 2; i++) {
+		blocks(c, walk);
+		blocks(c, COUNTS_SQL);
+		blocks(c, UNSERVED_SQL);
+	}
+	long long one = blocks(c, walk);
+	long long counts = blocks(c, COUNTS_SQL);
+	long long unserved = blocks(c, UNSERVED_SQL);
+	print_message("one walk %lld blocks; the counts %lld, the unserved"
+		      " %lld\n",
+		      one, counts, unserved);
+	if (one < 40)
+		fail_msg("the walk read %lld blocks: no ended entries to pass",
+			 one);
+	if (counts >= 2 * one || unserved >= 2 * one)
+		fail_msg("the counts read %lld blocks and the unserved %lld,"
+			 " where one walk past the ended jobs reads %lld",
+			 counts, unserved, one);
+	t_assert_value(c, "a 500 0 500 0 t|b 3 1 4 2 f",
+		       "select string_agg(concat_ws(' ', queue, available,"
+		       " running, seen, scheduled, old), '|' order by queue)"
+		       " from (%s) x",
+		       COUNTS_SQL);
+	t_assert_value(c, "a k 500 500|b k 5 3",
+		       "select string_agg(concat_ws(' ', queue, kind, jobs,"
+		       " due), '|' order by queue) from (%s) x",
+		       UNSERVED_SQL);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -655,6 +761,7 @@ main(void)
 		cmocka_unit_test(test_unique_lookups_use_their_index),
 		cmocka_unit_test(test_release_reads_its_children_only),
 		cmocka_unit_test(test_child_enqueue_reads_its_parents_only),
+		cmocka_unit_test(test_counts_walk_past_ended_jobs_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
