@@ -294,11 +294,12 @@ test_sweep_tickets(void **state)
 	prepare_claim(c);
 	/* The tickets of (tq, {a}) and (tq, {a,c}) are in sequences of their
 	 * own (they could meet: 32 of them, by a hash). */
-	const char *seq_a = "('pgjob.sweep_at_' || (hashtext('tq {a}') & 31))"
-			    "::regclass";
-	assert_int_equal(t_long(c, "select ((hashtext('tq {a}') & 31) <>"
-				   " (hashtext('tq {a,c}') & 31))::int"),
-			 1);
+	const char *seq_a = "('pgjob.sweep_at_' || ((hashtext('tq')"
+			    " # hashtext('{a}')) & 31))::regclass";
+	assert_int_equal(
+		t_long(c, "select (((hashtext('tq') # hashtext('{a}')) & 31) <>"
+			  " ((hashtext('tq') # hashtext('{a,c}')) & 31))::int"),
+		1);
 
 	/* Not asking: from the position, job 2. */
 	sweeps(c, "{a}", 0, "1000", "{2}");
