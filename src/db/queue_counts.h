@@ -180,8 +180,11 @@
  * around it; one queued behind a backlog shows once the backlog before it
  * is gone (`pgjob status --exact` and `pgjob doctor` read them all).
  * When a queue's window was full, its rows' figures are lower bounds
- * (at_least).  The live workers are few; the windows hold QC_CAP + 1 rows
- * each at most.  Who serves a job (w, and the last "not exists") is
+ * (at_least).  The live workers are few, but each may handle thousands
+ * of kinds: their kinds are a set (w, one row a kind and worker), looked
+ * up by hash; "p.kind = any(kinds)" walked each worker's array for every
+ * pair, 2.3 s with two workers of 10,000 kinds (tests/bench/many.sh's
+ * config).  The windows hold QC_CAP + 1 rows each at most.  Who serves a job (w, and the last "not exists") is
  * pgjob.unserved()'s rule, a worker live while its heartbeat is younger
  * than live (an SQL interval) (sql/schema/functions/unserved.sql),
  * restated here because that function groups every available job: a
@@ -191,7 +194,8 @@
 #define QC_UNSERVED_HEAD(live)                                                 \
 	"with recursive"                                                       \
 	QC_HEADS("qa")                                                         \
-	" w as (select x.kinds, x.queues from pgjob.workers x"                 \
+	" w as (select k.kind, x.queues from pgjob.workers x"                  \
+	"  cross join lateral unnest(x.kinds) k(kind)"                         \
 	"  where x.heartbeat_at >= now() - " live "),"                          \
 	" h as (select qa.queue, x.kind, x.run_at, x.seen from qa"             \
 	"  cross join lateral (select y.kind, y.run_at,"                       \
@@ -209,12 +213,11 @@
 	"  least(p.due, " QC_CAP ") as due,"                                   \
 	"  round(extract(epoch from now() - p.oldest_due_at)::numeric, 3)"     \
 	"   as oldest_due_age_s,"                                              \
-	"  exists (select 1 from w where p.kind = any(w.kinds))"               \
+	"  coalesce(p.kind in (select w.kind from w), false)"                 \
 	"   as kind_handled,"                                                  \
 	"  case when p.more then '[\"jobs\", \"due\", \"oldest_due_age_s\"]'"  \
 	"   else '[]' end::json as at_least"                                   \
-	" from p where not exists (select 1 from w"                            \
-	"  where p.kind = any(w.kinds)"                                        \
+	" from p where not exists (select 1 from w where w.kind = p.kind"      \
 	"   and (w.queues is null or p.queue = any(w.queues)))"                \
 	" order by p.queue, p.kind"
 /* clang-format on */

@@ -4,8 +4,12 @@
 -- worker handles the kind at all (false: no handler anywhere; true: only
 -- not in this queue).  pgjob status, pgjob doctor, the console and the
 -- metrics read it.  Along jobs_claim_idx, as the queue depths; the pairs
--- are few, so the workers are looked at per pair, not per job.  It runs
--- with the caller's rights: the worker role reads both tables.
+-- are few, so the workers are looked at per pair, not per job.  The live
+-- workers' kinds are a set (w, a row per kind and worker), looked up by
+-- hash: until version 46 each pair walked every worker's array of kinds
+-- ("p.kind = any(w.kinds)"), and with two workers of 10,000 kinds the
+-- function took seconds of that alone.  It runs with the caller's rights:
+-- the worker role reads both tables.
 create or replace function pgjob.unserved(live interval default '30 seconds')
 returns table (kind text, queue text, jobs bigint, due bigint,
 	       oldest_due_at timestamptz, kind_handled boolean)
@@ -14,7 +18,8 @@ stable
 set search_path = pg_catalog, pg_temp
 as $$
 	with w as (
-		select x.kinds, x.queues from pgjob.workers x
+		select k.kind, x.queues from pgjob.workers x
+		 cross join lateral unnest(x.kinds) k(kind)
 		 where x.heartbeat_at >= now() - live),
 	p as (
 		select j.kind, j.queue, count(*) as jobs,
@@ -27,11 +32,11 @@ as $$
 		   and j.state = 'available'
 		 group by j.kind, j.queue)
 	select p.kind, p.queue, p.jobs, p.due, p.oldest_due_at,
-	       exists (select 1 from w where p.kind = any(w.kinds))
+	       coalesce(p.kind in (select w.kind from w), false)
 	  from p
 	 where not exists (
 		select 1 from w
-		 where p.kind = any(w.kinds)
+		 where w.kind = p.kind
 		   and (w.queues is null or p.queue = any(w.queues)))
 	 order by p.queue, p.kind
 $$;
