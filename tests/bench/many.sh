@@ -5,7 +5,7 @@
 #   tests/bench/many.sh [--jobs N] [--queues Q] [--kinds K] [--workers W]
 #                       [--concurrency C] [--queue-concurrency QC]
 #                       [--instances I] [--subset S] [--rounds R]
-#                       [--rows "one many shared alone"] [--short]
+#                       [--rows "one many shared apart alone"] [--short]
 #
 # On a private PostgreSQL at default durability (fsync on), retention 7d,
 # no-op jobs (the bench plugin), in R rounds, each row in turn with a fresh
@@ -20,7 +20,12 @@
 #           j*S .. j*S+S-1 only, all in one queue (concurrency C); N jobs
 #           over the I*S kinds in one table;
 #   alone   one such instance with its S kinds, and only its N/I jobs in
-#           the table: what "shared" is compared with.
+#           the table: what "shared" is compared with;
+#   apart   as shared, but each instance's kinds in a queue of their own:
+#           the same processes sharing the same cores, without the other
+#           instances' jobs between a claim's own in the claim's index
+#           (what shared's claims pay for the others' jobs is the
+#           difference).
 #
 # Per row: jobs/s once every worker is up (the jobs that ended after the
 # last worker's row appeared in pgjob.workers, over the time from then to
@@ -39,8 +44,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${PGJOBD_BUILD_DIR:-$root/build}" && pwd)
 
 n=100000 nq=1000 nk=10000 workers=2 conc=1000 qconc=10 inst=8 subset=100
-rounds=1 rows="one many shared alone"
-usage="usage: many.sh [--jobs N] [--queues Q] [--kinds K] [--workers W] [--concurrency C] [--queue-concurrency QC] [--instances I] [--subset S] [--rounds R] [--rows \"one many shared alone\"] [--short]"
+rounds=1 rows="one many shared apart alone"
+usage="usage: many.sh [--jobs N] [--queues Q] [--kinds K] [--workers W] [--concurrency C] [--queue-concurrency QC] [--instances I] [--subset S] [--rounds R] [--rows \"one many shared apart alone\"] [--short]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--jobs) n=$2; shift ;;
@@ -141,6 +146,19 @@ run() { # row
 			cfgs+=("$dir/sub$j.yaml")
 		done
 		kinds_sql="'k' || (i % $((ninst * subset)))" queue_sql="'default'" ;;
+	apart)
+		# As shared, but each instance's kinds in a queue of their own
+		# (s0, s1, ...): the same processes on the same cores, and no
+		# other instance's jobs between a claim's own in jobs_claim_idx.
+		ninst=$inst
+		for j in $(seq 0 $((ninst - 1))); do
+			handlers $((j * subset)) $((j * subset + subset - 1)) 0 |
+				sed "s/queue: default/queue: s$j/" |
+				config "$dir/apart$j.yaml" 1 "  s$j: { concurrency: $conc }"
+			cfgs+=("$dir/apart$j.yaml")
+		done
+		kinds_sql="'k' || (i % $((ninst * subset)))"
+		queue_sql="'s' || (i % $((ninst * subset)) / $subset)" ;;
 	esac
 	sql -c "insert into pgjob.jobs (kind, queue, payload) select $kinds_sql, $queue_sql, jsonb_build_object('id', i) from generate_series(1, $jobs) i" \
 		-c "vacuum analyze pgjob.jobs" -c "checkpoint" >/dev/null
@@ -161,7 +179,7 @@ run() { # row
 	# its queues first, which with a thousand queues takes a while), on
 	# the server's clock.
 	local nw=$((ninst * workers)) up
-	[ "$row" = shared ] || [ "$row" = alone ] && nw=$ninst
+	case $row in shared | alone | apart) nw=$ninst ;; esac
 	rm -f "$dir/up"
 	(until [ "$(sql -c "select count(*) from pgjob.workers")" -ge "$nw" ]; do
 		kill -0 "$watch" 2>/dev/null || exit 0
@@ -208,7 +226,7 @@ run() { # row
 		from pg_stat_user_indexes
 		where schemaname = 'pgjob' and relname = 'jobs' and idx_tup_read > 0
 		order by idx_tup_read desc limit 3"
-	if [ "$row" = shared ]; then
+	if [ "$row" = shared ] || [ "$row" = apart ]; then
 		echo "instance | kinds | jobs | jobs/s"
 		sql -F ' | ' -c "select g, 'k' || (g * $subset) || '..k' || (g * $subset + $subset - 1),
 				count(*), round(count(*) / extract(epoch from max(finished_at) - min(attempted_at)))
@@ -228,7 +246,7 @@ for _ in $(seq "$rounds"); do
 		rates[$row]="${rates[$row]:-} $(tail -1 <<<"$out" | cut -d' ' -f2)"
 	done
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+median() { tr ' ' '\n' | { grep . || true; } | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 ref=$(median <<<"${rates[one]:-}")
 echo "| row | jobs/s median (rounds) | x one |"
 echo "| --- | ---: | ---: |"
