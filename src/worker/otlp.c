@@ -12,9 +12,9 @@
  */
 #include "worker/otlp.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,58 +73,130 @@ realtime_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A string literal appended to a struct buf. */
+#define LIT(b, s) buf_append((b), (s), sizeof(s) - 1)
+
+/* s as the text of a JSON string, without its quotes: quotation marks,
+ * backslashes and control characters escaped, as cJSON prints them; every
+ * other byte as it is (a kind, a queue and a worker's name are an
+ * application's: anything). */
 static void
-add_attr(cJSON *attrs, const char *key, const char *s, int64_t i)
+json_text(struct buf *b, const char *s)
 {
-	cJSON *a = cJSON_CreateObject();
-	cJSON *v = cJSON_CreateObject();
-	char num[24];
-	cJSON_AddStringToObject(a, "key", key);
-	if (s) {
-		cJSON_AddStringToObject(v, "stringValue", s);
-	} else {
-		/* int64 is a string in OTLP's JSON (the protobuf mapping). */
-		snprintf(num, sizeof(num), "%lld", (long long)i);
-		cJSON_AddStringToObject(v, "intValue", num);
+	static const char hex[] = "0123456789abcdef";
+	const char *run = s;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		buf_append(b, run, (size_t)(s - run));
+		run = s + 1;
+		char e[6] = {'\\', 0};
+		size_t n = 2;
+		switch (c) {
+		case '"':
+		case '\\':
+			e[1] = (char)c;
+			break;
+		case '\b':
+			e[1] = 'b';
+			break;
+		case '\f':
+			e[1] = 'f';
+			break;
+		case '\n':
+			e[1] = 'n';
+			break;
+		case '\r':
+			e[1] = 'r';
+			break;
+		case '\t':
+			e[1] = 't';
+			break;
+		default:
+			memcpy(e + 1, "u00", 3);
+			e[4] = hex[c >> 4];
+			e[5] = hex[c & 15];
+			n = 6;
+		}
+		buf_append(b, e, n);
 	}
-	cJSON_AddItemToObject(a, "value", v);
-	cJSON_AddItemToArray(attrs, a);
+	buf_append(b, run, (size_t)(s - run));
 }
 
-/* One span of r, with the attributes all three have. */
-static cJSON *
-span_json(const struct rec *r, const char *id, const char *name, int kind,
-	  int64_t start, int64_t end, const char *op)
-{
-	char t[24];
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "traceId", r->trace);
-	cJSON_AddStringToObject(j, "spanId", id);
-	cJSON_AddStringToObject(j, "parentSpanId", r->parent);
-	cJSON_AddStringToObject(j, "name", name);
-	cJSON_AddNumberToObject(j, "kind", kind);
-	snprintf(t, sizeof(t), "%lld", (long long)start);
-	cJSON_AddStringToObject(j, "startTimeUnixNano", t);
-	snprintf(t, sizeof(t), "%lld", (long long)end);
-	cJSON_AddStringToObject(j, "endTimeUnixNano", t);
-	cJSON *a = cJSON_AddArrayToObject(j, "attributes");
-	add_attr(a, "messaging.system", "pgjob", 0);
-	if (op)
-		add_attr(a, "messaging.operation.type", op, 0);
-	add_attr(a, "messaging.destination.name", r->queue, 0);
-	add_attr(a, "messaging.message.id", NULL, r->job_id);
-	add_attr(a, "pgjob.kind", r->kind, 0);
-	return j;
-}
-
-/* The attempt's and its wait's: its number, outcome and worker. */
 static void
-attempt_attrs(cJSON *span, const struct rec *r)
+json_str(struct buf *b, const char *s)
 {
-	cJSON *a = cJSON_GetObjectItem(span, "attributes");
-	add_attr(a, "pgjob.attempt", NULL, r->attempt);
-	add_attr(a, "pgjob.outcome", r->outcome, 0);
-	add_attr(a, "pgjob.worker", r->worker, 0);
+	LIT(b, "\"");
+	json_text(b, s);
+	LIT(b, "\"");
+}
+
+/* One attribute (key a constant), after a comma unless it is the first:
+ * a string value, or (s NULL) an int64, a string in OTLP's JSON (the
+ * protobuf mapping). */
+static void
+attr(struct buf *b, bool first, const char *key, const char *s, int64_t i)
+{
+	if (!first)
+		LIT(b, ",");
+	LIT(b, "{\"key\":\"");
+	buf_append(b, key, strlen(key));
+	LIT(b, "\",\"value\":{");
+	if (s) {
+		LIT(b, "\"stringValue\":");
+		json_str(b, s);
+	} else {
+		LIT(b, "\"intValue\":\"");
+		buf_append_int(b, (long long)i);
+		LIT(b, "\"");
+	}
+	LIT(b, "}}");
+}
+
+/* One span of r, named "<verb> <queue>", with the attributes all three
+ * have, then (attempt) the attempt's and its wait's: its number, outcome
+ * and worker; then (status > 0) its status code. */
+static void
+span_json(struct buf *b, const struct rec *r, const char *id, const char *verb,
+	  int kind, int64_t start, int64_t end, const char *op, bool attempt,
+	  int status)
+{
+	LIT(b, "{\"traceId\":");
+	json_str(b, r->trace);
+	LIT(b, ",\"spanId\":");
+	json_str(b, id);
+	LIT(b, ",\"parentSpanId\":");
+	json_str(b, r->parent);
+	LIT(b, ",\"name\":\"");
+	buf_append(b, verb, strlen(verb));
+	LIT(b, " ");
+	json_text(b, r->queue);
+	LIT(b, "\",\"kind\":");
+	buf_append_int(b, kind);
+	LIT(b, ",\"startTimeUnixNano\":\"");
+	buf_append_int(b, (long long)start);
+	LIT(b, "\",\"endTimeUnixNano\":\"");
+	buf_append_int(b, (long long)end);
+	LIT(b, "\",\"attributes\":[");
+	attr(b, true, "messaging.system", "pgjob", 0);
+	if (op)
+		attr(b, false, "messaging.operation.type", op, 0);
+	attr(b, false, "messaging.destination.name", r->queue, 0);
+	attr(b, false, "messaging.message.id", NULL, r->job_id);
+	attr(b, false, "pgjob.kind", r->kind, 0);
+	if (attempt) {
+		attr(b, false, "pgjob.attempt", NULL, r->attempt);
+		attr(b, false, "pgjob.outcome", r->outcome, 0);
+		attr(b, false, "pgjob.worker", r->worker, 0);
+	}
+	LIT(b, "]");
+	if (status) {
+		LIT(b, ",\"status\":{\"code\":");
+		buf_append_int(b, status);
+		LIT(b, "}");
+	}
+	LIT(b, "}");
 }
 
 /*
@@ -135,57 +207,45 @@ attempt_attrs(cJSON *span, const struct rec *r)
  * attempt a CONSUMER span "process <queue>"; the wait, which they have no
  * name for, an INTERNAL span "wait <queue>".  All three are children of
  * the span the job was enqueued in (docs/tracing.md says why).
+ *
+ * Written as text, the fields in the order cJSON printed them until
+ * 2026-12-07: a tree of cJSON objects (some forty allocations a span)
+ * made the export cost 11 µs of pgjobd's CPU a job of three spans, a
+ * third of the rate of a 2-core machine (docs/performance.md, "Changes
+ * to the design").
  */
 static char *
 request_json(const struct otlp *o, const struct rec *s, int n)
 {
-	cJSON *root = cJSON_CreateObject();
-	cJSON *rs = cJSON_AddArrayToObject(root, "resourceSpans");
-	cJSON *r = cJSON_CreateObject();
-	cJSON_AddItemToArray(rs, r);
-	cJSON *res = cJSON_AddObjectToObject(r, "resource");
-	cJSON *rattrs = cJSON_AddArrayToObject(res, "attributes");
-	add_attr(rattrs, "service.name", o->service, 0);
-	cJSON *ss = cJSON_AddArrayToObject(r, "scopeSpans");
-	cJSON *sc = cJSON_CreateObject();
-	cJSON_AddItemToArray(ss, sc);
-	cJSON *scope = cJSON_AddObjectToObject(sc, "scope");
-	cJSON_AddStringToObject(scope, "name", "pgjobd");
-	cJSON_AddStringToObject(scope, "version", PGJOBD_VERSION);
-	cJSON *spans = cJSON_AddArrayToObject(sc, "spans");
+	struct buf b = {0};
+	LIT(&b, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
+	attr(&b, true, "service.name", o->service, 0);
+	buf_appendf(&b,
+		    "]},\"scopeSpans\":[{\"scope\":{\"name\":\"pgjobd\","
+		    "\"version\":\"%s\"},\"spans\":[",
+		    PGJOBD_VERSION);
 	for (int i = 0; i < n; i++) {
 		const struct rec *x = &s[i];
-		char name[160];
-		cJSON *j;
+		if (i)
+			LIT(&b, ",");
 		if (x->enq_ns) {
-			snprintf(name, sizeof(name), "send %s", x->queue);
-			j = span_json(x, x->enq_id, name, 4 /* PRODUCER */,
-				      x->enq_ns, x->enq_ns, "send");
-			cJSON_AddItemToArray(spans, j);
+			span_json(&b, x, x->enq_id, "send", 4 /* PRODUCER */,
+				  x->enq_ns, x->enq_ns, "send", false, 0);
+			LIT(&b, ",");
 		}
 		if (x->wait_ns) {
-			snprintf(name, sizeof(name), "wait %s", x->queue);
-			j = span_json(x, x->wait_id, name, 1 /* INTERNAL */,
-				      x->wait_ns, x->start_ns, NULL);
-			attempt_attrs(j, x);
-			cJSON_AddItemToArray(spans, j);
+			span_json(&b, x, x->wait_id, "wait", 1 /* INTERNAL */,
+				  x->wait_ns, x->start_ns, NULL, true, 0);
+			LIT(&b, ",");
 		}
-		snprintf(name, sizeof(name), "process %s", x->queue);
-		j = span_json(x, x->id, name, 5 /* CONSUMER */, x->start_ns,
-			      x->end_ns, "process");
-		attempt_attrs(j, x);
-		cJSON *st = cJSON_AddObjectToObject(j, "status");
 		/* STATUS_CODE_OK, or ERROR for an attempt that failed. */
 		int ok = strcmp(x->outcome, "done") == 0 ||
 			 strcmp(x->outcome, "snoozed") == 0;
-		cJSON_AddNumberToObject(st, "code", ok ? 1 : 2);
-		cJSON_AddItemToArray(spans, j);
+		span_json(&b, x, x->id, "process", 5 /* CONSUMER */,
+			  x->start_ns, x->end_ns, "process", true, ok ? 1 : 2);
 	}
-	char *out = cJSON_PrintUnformatted(root);
-	cJSON_Delete(root);
-	if (!out)
-		abort(); /* out of memory, as xmalloc() */
-	return out;
+	LIT(&b, "]}]}]}");
+	return b.data;
 }
 
 static size_t
