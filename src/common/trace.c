@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 static bool
 lowhex(const char *s, int n, bool nonzero)
@@ -32,18 +33,40 @@ trace_valid(const char *tp)
 	       lowhex(tp + 53, 2, false);
 }
 
-/* 8 random bytes, never all zero (an invalid span id). */
+/*
+ * 8 random bytes, never all zero (an invalid span id): splitmix64 over a
+ * state seeded from getrandom() once per process and thread (seeded again
+ * in a child after fork(), by its pid: a child must not repeat its
+ * parent's ids).  A getrandom() call per id was a system call per job
+ * (the attempt's id is made for every job in a trace, exported or not):
+ * about a tenth of a worker's CPU with jobs in traces (2026-12-07).
+ * OpenTelemetry's SDKs make span ids with a fast generator too.
+ */
 static uint64_t
 span_id(void)
 {
-	uint64_t v = 0;
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
-		/* No entropy yet (early boot): unique enough for a span. */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		v = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
-		    ((uint64_t)(uintptr_t)&ts << 17);
+	static _Thread_local uint64_t state;
+	static _Thread_local pid_t seeded_by;
+	pid_t pid = getpid();
+	if (seeded_by != pid) {
+		uint64_t seed = 0;
+		if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(seed)) {
+			/* No entropy yet (early boot): unique enough. */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			seed = ((uint64_t)ts.tv_sec * 1000000007u) ^
+			       (uint64_t)ts.tv_nsec ^
+			       ((uint64_t)(uintptr_t)&ts << 17);
+		}
+		state = seed ^ ((uint64_t)pid << 32);
+		seeded_by = pid;
 	}
+	state += 0x9e3779b97f4a7c15u;
+	uint64_t v = state;
+	v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9u;
+	v = (v ^ (v >> 27)) * 0x94d049bb133111ebu;
+	v ^= v >> 31;
 	return v ? v : 1;
 }
 

@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/trace.h"
@@ -74,6 +77,57 @@ test_span_ids(void **state)
 	assert_string_not_equal(a, d);
 }
 
+/* A child of fork() does not repeat its parent's span ids (the worker
+ * forks from the supervisor, and the ids come from a generator seeded once
+ * per process): the child's next ids, written to a pipe, are none of the
+ * parent's next ones; and 10,000 of a process's are all distinct. */
+static void
+test_span_ids_after_fork(void **state)
+{
+	enum { N = 64, MANY = 10000 };
+	char mine[N][17], theirs[N][17];
+	char first[17];
+	trace_span_id(first); /* seeded here, before the fork */
+	int fd[2];
+	assert_int_equal(pipe(fd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char id[17];
+		for (int i = 0; i < N; i++) {
+			trace_span_id(id);
+			if (write(fd[1], id, 16) != 16)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fd[1]);
+	for (int i = 0; i < N; i++)
+		trace_span_id(mine[i]);
+	for (int i = 0; i < N; i++) {
+		size_t got = 0;
+		while (got < 16) {
+			ssize_t r = read(fd[0], theirs[i] + got, 16 - got);
+			assert_true(r > 0);
+			got += (size_t)r;
+		}
+		theirs[i][16] = '\0';
+	}
+	close(fd[0]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < N; j++)
+			assert_string_not_equal(mine[i], theirs[j]);
+	static char many[MANY][17];
+	for (int i = 0; i < MANY; i++)
+		trace_span_id(many[i]);
+	qsort(many, MANY, 17, (int (*)(const void *, const void *))strcmp);
+	for (int i = 1; i < MANY; i++)
+		assert_string_not_equal(many[i - 1], many[i]);
+}
+
 int
 main(void)
 {
@@ -81,6 +135,7 @@ main(void)
 		cmocka_unit_test(test_valid),
 		cmocka_unit_test(test_attempt),
 		cmocka_unit_test(test_span_ids),
+		cmocka_unit_test(test_span_ids_after_fork),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
