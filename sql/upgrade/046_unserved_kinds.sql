@@ -2,4 +2,7 @@
 -- looks the live workers' kinds up as a set (one row a kind and worker,
 -- by hash), where each kind and queue with available jobs walked every
 -- worker's array of kinds: with two workers of 10,000 kinds, seconds.
+-- pgjob.attach(): a parent that ended done (moved to pgjob.jobs_done) while
+-- its child's enqueue waited for its lock comes back and is locked again,
+-- where the enqueue failed ("a parent was deleted").
 -- Functions only, instant.

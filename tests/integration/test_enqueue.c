@@ -323,6 +323,79 @@ test_cli_usage(void **state)
 	t_run_free(&r);
 }
 
+/*
+ * A child enqueued (depends_on) while its parent ends done: the parent,
+ * a plain job, moves to pgjob.jobs_done in its end's statement (a delete
+ * from pgjob.jobs), after the child's enqueue saw it in pgjob.jobs and
+ * while it waits for the parent's lock.  The enqueue failed there ("a
+ * parent was deleted", 23503) until schema version 46; now the parent comes
+ * back and the child is enqueued with its result, as after any end.  The
+ * move here is the finish's statement restated (src/db/finish.c), held
+ * open until the enqueue waits for it.
+ */
+static void
+test_parent_moved_while_locking(void **state)
+{
+	PGconn *c = t_connect(ci);
+	PGconn *mover = t_connect(ci);
+	long long p = t_long(c, "select pgjob.enqueue('pm_parent')");
+	t_exec(mover, "begin");
+	t_exec(mover,
+	       "with fd as (delete from pgjob.jobs j where j.id = %lld"
+	       "  returning j.*)"
+	       " insert into pgjob.jobs_done (id, queue, kind, payload,"
+	       "  priority, run_at, state, attempts, max_attempts, locked_by,"
+	       "  locked_until, lease_token, unique_key, ordering_key,"
+	       "  last_error, result, created_at, finished_at, lost_attempts,"
+	       "  limit_key, cost, attempted_at, children, parents_left,"
+	       "  on_parent_failure, workflow_id, step, batch_id,"
+	       "  enqueued_by, ring)"
+	       " select id, queue, kind, payload, priority, run_at, 'done', 1,"
+	       "  max_attempts, 'w:1', null, 1, unique_key, ordering_key,"
+	       "  last_error, '{\"made\": 1}', created_at, now(), 0,"
+	       "  limit_key, cost, now(), children, parents_left,"
+	       "  on_parent_failure, workflow_id, step, batch_id,"
+	       "  enqueued_by, pgjob.done_ring(now(), 604800000) from fd",
+	       p);
+	char q[160];
+	snprintf(q, sizeof(q),
+		 "select pgjob.enqueue('pm_child', depends_on => array[%lld])",
+		 p);
+	assert_int_equal(PQsendQuery(c, q), 1);
+	/* It waits for the parent's row (the mover's delete holds it). */
+	PGconn *watch = t_connect(ci);
+	assert_int_equal(t_poll(watch, 30,
+				"select wait_event_type = 'Lock' from"
+				" pg_stat_activity where pid = %d",
+				PQbackendPID(c)),
+			 0);
+	t_exec(mover, "commit");
+	PGresult *res = PQgetResult(c);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		fail_msg("the child's enqueue failed: %s",
+			 PQresultErrorMessage(res));
+	long long child = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	assert_null(PQgetResult(c));
+	/* Released at once, with what its parent gave; the parent back in
+	 * pgjob.jobs, marked as having children, its edge settled. */
+	t_assert_value(c, "available 1",
+		       "select state || ' ' || (payload -> 'pgjob' -> 'parents'"
+		       " -> '%lld' ->> 'made') from pgjob.jobs where id = %lld",
+		       p, child);
+	t_assert_value(c, "done true",
+		       "select state || ' ' || children from pgjob.jobs"
+		       " where id = %lld",
+		       p);
+	t_assert_value(c, "done",
+		       "select resolved from pgjob.job_deps where child ="
+		       " %lld",
+		       child);
+	PQfinish(watch);
+	PQfinish(mover);
+	PQfinish(c);
+}
+
 int
 main(void)
 {
@@ -332,6 +405,7 @@ main(void)
 		cmocka_unit_test(test_unique_key),
 		cmocka_unit_test(test_payload_must_be_object),
 		cmocka_unit_test(test_notify),
+		cmocka_unit_test(test_parent_moved_while_locking),
 		cmocka_unit_test(test_cli_enqueue),
 		cmocka_unit_test(test_cli_errors),
 		cmocka_unit_test(test_cli_database_sources),

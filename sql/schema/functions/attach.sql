@@ -17,6 +17,7 @@ as $$
 declare
 	p record;
 	n int := 0;
+	attempt int;
 	missing bigint;
 	away boolean;
 	failed boolean;
@@ -59,6 +60,21 @@ begin
 			using errcode = '23503',
 			hint = 'A parent must exist when its child is enqueued: a pruned job is gone, and under retention 0 so is a job that ended done.';
 	end if;
+	-- The parents locked.  A parent that was in pgjob.jobs when read
+	-- above can end done while this waits for its lock, and the end of a
+	-- plain job moves it to pgjob.jobs_done (a delete here, in the same
+	-- statement): the lock then finds no row.  Committed by then, the
+	-- move shows to the next statement: the parent comes back, and is
+	-- locked again.  Until version 46 such a child's enqueue failed ("a
+	-- parent was deleted") when its parent ended at that moment
+	-- (test_enqueue's test_parent_moved_while_locking).
+	for attempt in 1 .. 3 loop
+		select count(*) into n from (select 1 from pgjob.jobs j
+			where j.id = any(deps) order by j.id for update) l;
+		exit when n = cardinality(deps);
+		perform pgjob.restore_done(deps);
+	end loop;
+	n := 0;
 	for p in select j.id, j.state, j.result, j.last_error,
 			coalesce(j.step, j.id::text) as name
 		   from pgjob.jobs j where j.id = any(deps)
