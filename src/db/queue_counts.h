@@ -184,12 +184,12 @@
  * of kinds: their kinds are a set (w, one row a kind and worker), looked
  * up by hash; "p.kind = any(kinds)" walked each worker's array for every
  * pair, 2.3 s with two workers of 10,000 kinds (tests/bench/many.sh's
- * config).  The windows hold QC_CAP + 1 rows each at most.  Who serves a job (w, and the last "not exists") is
- * pgjob.unserved()'s rule, a worker live while its heartbeat is younger
- * than live (an SQL interval) (sql/schema/functions/unserved.sql),
- * restated here because that function groups every available job: a
- * change to one is a change to both (test_cli's test_status_capped and
- * test_status_text read both).
+ * config).  The windows hold QC_CAP + 1 rows each at most.  Who serves a
+ * job (w, and the last "not exists") is pgjob.unserved()'s rule, a worker
+ * live while its heartbeat is younger than live (an SQL interval)
+ * (sql/schema/functions/unserved.sql), restated here because that
+ * function groups every available job: a change to one is a change to
+ * both (test_cli's test_status_capped and test_status_text read both).
  */
 #define QC_UNSERVED_HEAD(live)                                                 \
 	"with recursive"                                                       \
