@@ -18,14 +18,22 @@ job_state_name(enum job_state s)
 }
 
 void
-job_free(struct job *job)
+job_clear(struct job *job)
 {
-	if (!job)
-		return;
 	free(job->kind);
 	free(job->queue);
 	free(job->payload);
 	free(job->ordering_key);
 	free(job->trace);
+	job->kind = job->queue = job->payload = job->ordering_key = NULL;
+	job->trace = NULL;
+}
+
+void
+job_free(struct job *job)
+{
+	if (!job)
+		return;
+	job_clear(job);
 	free(job);
 }

@@ -57,6 +57,11 @@ struct job {
 };
 
 /* Frees job and its strings; NULL is allowed. */
+/* Frees the strings a job owns (every one: a struct job held by value, as
+ * the worker's held jobs, is cleared with it, so that a string added to
+ * the job is freed in one place; until 2026-12-07 a held job's trace was
+ * not, 78 bytes lost a job in a trace). */
+void job_clear(struct job *job);
 void job_free(struct job *job);
 
 #endif

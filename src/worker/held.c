@@ -58,10 +58,7 @@ held_unlink(struct worker *w, struct held *h)
 	if (h->again)
 		w->wq[h->queue].running--;
 	handler_result_clear(&h->res);
-	free(h->job.kind);
-	free(h->job.queue);
-	free(h->job.payload);
-	free(h->job.ordering_key);
+	job_clear(&h->job);
 	free(h);
 }
 
