@@ -736,49 +736,6 @@ test_limited_race(void **state)
 	free(ci);
 }
 
-/*
- * A job in a trace costs its worker no memory once it has ended: the
- * trace the claim read (its traceparent) is freed with the job.  Until
- * 2026-12-07 a held job's was not, 78 bytes lost a job: a worker's peak
- * memory grew with every traced job it ran (21 MB after 100,000, 45 MB
- * after 400,000, where untraced jobs kept it at 14).  Two rounds of 60,000
- * jobs in traces, tracing not exported: the second raises the worker's
- * peak resident memory by less than half of what the first round's jobs
- * would have lost (4.7 MB).  Measured as growth, so that a sanitizer
- * build's larger baseline does not count.
- */
-static void
-test_traced_jobs_freed(void **state)
-{
-	char *ci = t_db_migrated("t_trace_freed");
-	PGconn *c = t_connect(ci);
-	pid_t d = t_start("trace_freed", ci,
-			  "workers: 1\n"
-			  "queues: { default: { concurrency: 1000 } }\n"
-			  "handlers:\n"
-			  "  plug: { type: plugin, library: \"%s\","
-			  " symbol: echo_trace }\n",
-			  t_bin("pgjobd_test_plugins.so"));
-	pid_t w = t_worker_pid(c, d);
-	long peak[2];
-	for (int round = 0; round < 2; round++) {
-		t_exec(c, "insert into pgjob.jobs (kind, traceparent) select"
-			  " 'plug', '00-' || md5(i::text) || '-' ||"
-			  " left(md5('p' || i), 16) || '-01'"
-			  " from generate_series(1, 60000) i");
-		t_wait_ended(c, 60000 * (round + 1), 300);
-		peak[round] = t_proc_kb(w, "VmHWM");
-	}
-	print_message("worker VmHWM %ld kB after 60,000 traced jobs, %ld kB"
-		      " after 120,000\n",
-		      peak[0], peak[1]);
-	assert_true(peak[0] > 0 && peak[1] - peak[0] < 2400);
-	assert_int_equal(t_worker_pid(c, d), w); /* the same worker */
-	t_stop_clean(d);
-	PQfinish(c);
-	free(ci);
-}
-
 int
 main(void)
 {
@@ -789,7 +746,6 @@ main(void)
 		cmocka_unit_test(test_export_fails),
 		cmocka_unit_test(test_export_refused),
 		cmocka_unit_test(test_limited_race),
-		cmocka_unit_test(test_traced_jobs_freed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
