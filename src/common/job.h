@@ -56,12 +56,12 @@ struct job {
 	const struct handler_conf *handler; /* borrowed from the config */
 };
 
-/* Frees job and its strings; NULL is allowed. */
 /* Frees the strings a job owns (every one: a struct job held by value, as
  * the worker's held jobs, is cleared with it, so that a string added to
  * the job is freed in one place; until 2026-12-07 a held job's trace was
  * not, 78 bytes lost a job in a trace). */
 void job_clear(struct job *job);
+/* Frees job and its strings; NULL is allowed. */
 void job_free(struct job *job);
 
 #endif

@@ -95,43 +95,12 @@ log_level_parse(const char *s)
 	return -1;
 }
 
-/*
- * Appends s quoted for logfmt ("..." with \" \\ \n \r \t escaped) or JSON.
- * Every other control character (C0, DEL, C1) becomes \u00XX, so that no
- * line carries what a terminal would act on, and a byte that is not UTF-8
- * becomes \xXX in logfmt, U+FFFD in JSON (which has no byte escape).
- */
+/* Appends s quoted for logfmt or JSON (text_escape_append()). */
 static void
 quote(struct buf *b, const char *s)
 {
 	buf_append(b, "\"", 1);
-	while (*s) {
-		uint32_t cp;
-		size_t n = text_char(s, &cp);
-		if (n == 0) {
-			if (lg.json)
-				buf_append(b, "\\ufffd", 6);
-			else
-				buf_appendf(b, "\\x%02x", (unsigned char)*s);
-			s++;
-			continue;
-		}
-		if (cp == '"' || cp == '\\') {
-			buf_append(b, "\\", 1);
-			buf_append(b, s, 1);
-		} else if (cp == '\n') {
-			buf_append(b, "\\n", 2);
-		} else if (cp == '\r') {
-			buf_append(b, "\\r", 2);
-		} else if (cp == '\t') {
-			buf_append(b, "\\t", 2);
-		} else if (text_is_control(cp)) {
-			buf_appendf(b, "\\u%04x", (unsigned)cp);
-		} else {
-			buf_append(b, s, n);
-		}
-		s += n;
-	}
+	text_escape_append(b, s, lg.json);
 	buf_append(b, "\"", 1);
 }
 

@@ -88,6 +88,38 @@ text_safe_append(struct buf *b, const char *s, const char *keep,
 	}
 }
 
+void
+text_escape_append(struct buf *b, const char *s, bool json)
+{
+	while (*s) {
+		uint32_t cp;
+		size_t n = text_char(s, &cp);
+		if (n == 0) {
+			if (json)
+				buf_append(b, "\\ufffd", 6);
+			else
+				buf_appendf(b, "\\x%02x", (unsigned char)*s);
+			s++;
+			continue;
+		}
+		if (cp == '"' || cp == '\\') {
+			buf_append(b, "\\", 1);
+			buf_append(b, s, 1);
+		} else if (cp == '\n') {
+			buf_append(b, "\\n", 2);
+		} else if (cp == '\r') {
+			buf_append(b, "\\r", 2);
+		} else if (cp == '\t') {
+			buf_append(b, "\\t", 2);
+		} else if (text_is_control(cp)) {
+			buf_appendf(b, "\\u%04x", (unsigned)cp);
+		} else {
+			buf_append(b, s, n);
+		}
+		s += n;
+	}
+}
+
 char *
 text_safe(const char *s, const char *keep, const char *blank)
 {

@@ -9,6 +9,7 @@
 #ifndef PGJOBD_TEXT_H
 #define PGJOBD_TEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,5 +41,15 @@ void text_safe_append(struct buf *b, const char *s, const char *keep,
 		      const char *blank);
 /* The same as a new string; caller frees. */
 char *text_safe(const char *s, const char *keep, const char *blank);
+
+/*
+ * Appends s as the inside of a quoted string (no quotes) of a logfmt line
+ * or (json) of JSON: " and \ escaped, newline, return and tab as \n \r
+ * \t, every other control character (C0, DEL, C1) as \u00XX, so that no
+ * line carries what a terminal would act on, and a byte that is not UTF-8
+ * as \xXX, or in JSON (which has no byte escape) as U+FFFD: valid JSON
+ * whatever s holds.  The log's lines and the OTLP exporter's requests.
+ */
+void text_escape_append(struct buf *b, const char *s, bool json);
 
 #endif

@@ -24,6 +24,7 @@
 #include "common/job.h"
 #include "common/log.h"
 #include "common/stats.h"
+#include "common/text.h"
 #include "common/trace.h"
 #include "common/util.h"
 #include "handlers/handler_http_curl.h"
@@ -76,59 +77,11 @@ realtime_ns(void)
 /* A string literal appended to a struct buf. */
 #define LIT(b, s) buf_append((b), (s), sizeof(s) - 1)
 
-/* s as the text of a JSON string, without its quotes: quotation marks,
- * backslashes and control characters escaped, as cJSON prints them; every
- * other byte as it is (a kind, a queue and a worker's name are an
- * application's: anything). */
-static void
-json_text(struct buf *b, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	const char *run = s;
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		buf_append(b, run, (size_t)(s - run));
-		run = s + 1;
-		char e[6] = {'\\', 0};
-		size_t n = 2;
-		switch (c) {
-		case '"':
-		case '\\':
-			e[1] = (char)c;
-			break;
-		case '\b':
-			e[1] = 'b';
-			break;
-		case '\f':
-			e[1] = 'f';
-			break;
-		case '\n':
-			e[1] = 'n';
-			break;
-		case '\r':
-			e[1] = 'r';
-			break;
-		case '\t':
-			e[1] = 't';
-			break;
-		default:
-			memcpy(e + 1, "u00", 3);
-			e[4] = hex[c >> 4];
-			e[5] = hex[c & 15];
-			n = 6;
-		}
-		buf_append(b, e, n);
-	}
-	buf_append(b, run, (size_t)(s - run));
-}
-
 static void
 json_str(struct buf *b, const char *s)
 {
 	LIT(b, "\"");
-	json_text(b, s);
+	text_escape_append(b, s, true);
 	LIT(b, "\"");
 }
 
@@ -171,7 +124,7 @@ span_json(struct buf *b, const struct rec *r, const char *id, const char *verb,
 	LIT(b, ",\"name\":\"");
 	buf_append(b, verb, strlen(verb));
 	LIT(b, " ");
-	json_text(b, r->queue);
+	text_escape_append(b, r->queue, true);
 	LIT(b, "\",\"kind\":");
 	buf_append_int(b, kind);
 	LIT(b, ",\"startTimeUnixNano\":\"");
@@ -212,7 +165,9 @@ span_json(struct buf *b, const struct rec *r, const char *id, const char *verb,
  * 2026-12-07: a tree of cJSON objects (some forty allocations a span)
  * made the export cost 11 µs of pgjobd's CPU a job of three spans, a
  * third of the rate of a 2-core machine (docs/performance.md, "Changes
- * to the design").
+ * to the design").  Strings as the log's JSON lines write them
+ * (text_escape_append()): valid JSON whatever a kind, a queue or a
+ * worker's name holds, where cJSON passed a byte that is not UTF-8 on.
  */
 static char *
 request_json(const struct otlp *o, const struct rec *s, int n)

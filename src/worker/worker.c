@@ -15,7 +15,6 @@
 #include "worker/worker.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -608,20 +607,6 @@ worker_main(const struct config *cfg, int parent_fd, int supervisor_pid,
 	signal(SIGCHLD, SIG_DFL);
 	if (supervisor_pid > 0 && getppid() != supervisor_pid)
 		return 1;
-#ifdef __GLIBC__
-	/*
-	 * Memory freed at the end of a batch stays in the heap for the next
-	 * one (up to 64 MB of it), where glibc gave it back to the system at
-	 * each free() that left more than its threshold free at the top and
-	 * took it again for the next batch: with jobs in traces (a larger
-	 * job each) that was a quarter of a worker's CPU, brk() and the page
-	 * faults after it (perf, 2026-12-07).  A fixed threshold stops the
-	 * dynamic one, so blocks under 32 MB are the heap's too.  An idle
-	 * worker still gives it all back (trim_when_idle(), claim.c).
-	 */
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-#endif
 	w.pid = getpid();
 	if (gethostname(w.host, sizeof(w.host) - 1) < 0)
 		strcpy(w.host, "localhost");

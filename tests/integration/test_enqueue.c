@@ -331,7 +331,8 @@ test_cli_usage(void **state)
  * parent was deleted", 23503) until schema version 46; now the parent comes
  * back and the child is enqueued with its result, as after any end.  The
  * move here is the finish's statement restated (src/db/finish.c), held
- * open until the enqueue waits for it.
+ * open until the enqueue waits for it.  A parent deleted meanwhile
+ * (retention 0, a prune) still fails the enqueue, and the error names it.
  */
 static void
 test_parent_moved_while_locking(void **state)
@@ -391,6 +392,31 @@ test_parent_moved_while_locking(void **state)
 		       "select resolved from pgjob.job_deps where child ="
 		       " %lld",
 		       child);
+	/* A parent deleted (retention 0, a prune) while the enqueue waits
+	 * for it: the enqueue fails, naming the parent. */
+	long long gone = t_long(c, "select pgjob.enqueue('pm_parent')");
+	t_exec(mover, "begin");
+	t_exec(mover, "delete from pgjob.jobs where id = %lld", gone);
+	snprintf(q, sizeof(q),
+		 "select pgjob.enqueue('pm_child', depends_on => array[%lld])",
+		 gone);
+	assert_int_equal(PQsendQuery(c, q), 1);
+	assert_int_equal(t_poll(watch, 30,
+				"select wait_event_type = 'Lock' from"
+				" pg_stat_activity where pid = %d",
+				PQbackendPID(c)),
+			 0);
+	t_exec(mover, "commit");
+	res = PQgetResult(c);
+	assert_int_equal(PQresultStatus(res), PGRES_FATAL_ERROR);
+	assert_string_equal(PQresultErrorField(res, PG_DIAG_SQLSTATE), "23503");
+	char want[96];
+	snprintf(want, sizeof(want), "depends_on: parent %lld was deleted",
+		 gone);
+	if (!strstr(PQresultErrorMessage(res), want))
+		fail_msg("the enqueue's error: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	assert_null(PQgetResult(c));
 	PQfinish(watch);
 	PQfinish(mover);
 	PQfinish(c);

@@ -71,12 +71,46 @@ test_safe(void **state)
 	}
 }
 
+/* A quoted string's inside for logfmt and JSON: the same escapes, but a
+ * byte that is not UTF-8 is \xXX in logfmt and U+FFFD in JSON, whose
+ * parsers must get valid UTF-8 (the OTLP exporter's requests). */
+static void
+test_escape(void **state)
+{
+	static const struct {
+		const char *s, *logfmt, *json;
+	} cases[] = {
+		{"plain é", "plain é", "plain é"},
+		{"q\"uo\\te", "q\\\"uo\\\\te", "q\\\"uo\\\\te"},
+		{"\n\r\t\x01\x1f\x7f", "\\n\\r\\t\\u0001\\u001f\\u007f",
+		 "\\n\\r\\t\\u0001\\u001f\\u007f"},
+		{"\xc2\x9b"
+		 "2J",
+		 "\\u009b2J", "\\u009b2J"},
+		{"a\xff"
+		 "b\xe2\x82",
+		 "a\\xffb\\xe2\\x82", "a\\ufffdb\\ufffd\\ufffd"},
+		{"", "", ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (int json = 0; json < 2; json++) {
+			struct buf b = {0};
+			text_escape_append(&b, cases[i].s, json);
+			assert_string_equal(b.data ? b.data : "",
+					    json ? cases[i].json
+						 : cases[i].logfmt);
+			buf_free(&b);
+		}
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_char),
 		cmocka_unit_test(test_safe),
+		cmocka_unit_test(test_escape),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

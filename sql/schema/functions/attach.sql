@@ -111,8 +111,12 @@ begin
 		else '{}' end;
 	if n < cardinality(deps) then
 		-- Deleted while this waited for its lock (retention 0, a
-		-- prune, by hand).
-		raise exception 'pgjob.enqueue: depends_on: a parent was deleted'
+		-- prune, by hand): which one, for the operator.
+		select d into missing from unnest(deps) d
+		 where not exists (select 1 from pgjob.jobs j where j.id = d)
+		 limit 1;
+		raise exception 'pgjob.enqueue: depends_on: parent % was deleted',
+			missing
 			using errcode = '23503',
 			hint = 'Under retention 0 a job that ended done is deleted: enqueue its children in the same transaction as the parent, or as a workflow.';
 	end if;
