@@ -32,7 +32,9 @@
 # AB_CHAIN=1 the N jobs are a chain instead, each enqueued after the one
 # before (pgjob.enqueue(depends_on)): one runs at a time, and each round
 # also prints the hop, from a parent's finish to its child's start
-# (mean, p50, p99), as the suite's chain row measures it.  With
+# (mean, p50, p99), as the suite's chain row measures it.  AB_SQL_A and
+# AB_SQL_B run in that build's database after its migrate: a change of
+# the schema measured before it is written (the same build twice).  With
 # AB_FANOUT=1 they are a fan-out and its fan-in, as the suite's row: one
 # job, N - 2 children after it, one job after them all; each round also
 # prints when the first and the last child started after the parent's
@@ -62,6 +64,10 @@ for v in a b; do
 	db[$v]=${base/dbname=postgres/dbname=ab_$v}
 	psql -X -q "${db[$v]}" -c "create extension pg_stat_statements"
 	"${build[$v]}/pgjob" --database "${db[$v]}" migrate >/dev/null
+	# AB_SQL_A, AB_SQL_B: SQL run in that build's database after its
+	# migrate (a schema change tried before it is written).
+	sqlv=AB_SQL_${v^^}
+	[ -n "${!sqlv:-}" ] && psql -X -q "${db[$v]}" -c "${!sqlv}"
 	cat >"$dir/$v.yaml" <<YAML
 workers: 2
 log: { level: warn }

@@ -605,6 +605,75 @@ test_release_reads_its_children_only(void **state)
 	free(ci);
 }
 
+/* The calls of the ends' statement trigger's function in w's transaction
+ * so far (track_functions). */
+static long long
+flush_calls(PGconn *w)
+{
+	return t_long(w, "select coalesce(sum(calls), 0)"
+			 " from pg_stat_xact_user_functions"
+			 " where schemaname = 'pgjob'"
+			 " and funcname = 'jobs_ended_flush'");
+}
+
+/*
+ * The ends' triggers of pgjob.jobs (jobs_ended, jobs_ended_flush,
+ * jobs_reopened) fire on updates that write finished_at (schema version
+ * 47; every update of state before): a claim's update (the state and the
+ * lease, as src/db/claim.c writes them) and a child's release do not call
+ * them, an end and a reopen still do, and what they count is counted: the
+ * child released, the workflow's ends up then down again.
+ */
+static void
+test_claims_skip_the_ends_triggers(void **state)
+{
+	char *ci = t_db_migrated("t_plans_ends_triggers");
+	PGconn *c = t_connect(ci);
+	long long wf = t_long(c, "select pgjob.enqueue_workflow('{\"steps\":"
+				 " [{\"name\": \"a\", \"kind\": \"k\"},"
+				 " {\"name\": \"b\", \"kind\": \"k\","
+				 " \"after\": [\"a\"]}]}')");
+	long long a = t_long(c,
+			     "select id from pgjob.jobs where workflow_id ="
+			     " %lld and step = 'a'",
+			     wf);
+	PGconn *w = t_connect(ci);
+	t_exec(w, "set track_functions = 'pl'");
+	t_exec(w, "begin");
+	t_exec(w,
+	       "update pgjob.jobs j set state = 'running', locked_by = 'w',"
+	       " locked_until = now() + interval '1 minute',"
+	       " lease_token = j.lease_token + 1, attempts = j.attempts + 1,"
+	       " attempted_at = now(), lost_attempts = j.lost_attempts"
+	       " where id = %lld",
+	       a);
+	assert_int_equal(flush_calls(w), 0);
+	/* The end: one call, whose release of b (an update of b's state)
+	 * calls it no more. */
+	t_exec(w,
+	       "update pgjob.jobs set state = 'done', finished_at = now(),"
+	       " locked_until = null where id = %lld",
+	       a);
+	assert_int_equal(flush_calls(w), 1);
+	t_exec(w, "commit");
+	t_assert_value(c, "available",
+		       "select state from pgjob.jobs where workflow_id = %lld"
+		       " and step = 'b'",
+		       wf);
+	t_assert_value(c, "1",
+		       "select ended from pgjob.workflows where id = %lld", wf);
+	/* A reopen (pgjob retry of a done step) takes its end back. */
+	t_exec(w,
+	       "update pgjob.jobs set state = 'available', finished_at = null"
+	       " where id = %lld",
+	       a);
+	t_assert_value(c, "0",
+		       "select ended from pgjob.workflows where id = %lld", wf);
+	PQfinish(w);
+	PQfinish(c);
+	free(ci);
+}
+
 /*
  * A graph's children enqueued one by one (pgjob.enqueue(depends_on)) in an
  * application's session (its default settings: custom plans, sequential
@@ -762,6 +831,7 @@ main(void)
 		cmocka_unit_test(test_release_reads_its_children_only),
 		cmocka_unit_test(test_child_enqueue_reads_its_parents_only),
 		cmocka_unit_test(test_counts_walk_past_ended_jobs_once),
+		cmocka_unit_test(test_claims_skip_the_ends_triggers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,7 @@
+-- Version 47: triggers and a function restated from their files.  The
+-- ends' triggers of pgjob.jobs (jobs_ended, jobs_ended_flush,
+-- jobs_reopened) fire on updates that write finished_at, where they fired
+-- on every update of state: a claim and a child's release no longer pay
+-- for them (sql/schema/triggers/jobs.sql says why every end and reopen
+-- still fires them).  pgjob.jobs_ended() measures its list of ends in
+-- bytes, without a walk of it.  Triggers and functions only, instant.
