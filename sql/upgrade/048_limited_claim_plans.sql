@@ -1,0 +1,7 @@
+-- Version 48: a function and triggers restated from their files.
+-- pgjob.claim_limited() keeps one generic plan per session
+-- (plan_cache_mode = force_generic_plan), where auto planned its
+-- candidate scan again at every call.  The update triggers of
+-- pgjob.limits (limits_notify_update, limits_forget_keys_update) fire on
+-- updates that write the columns their conditions compare, where they
+-- fired on every update of the row, a claim's included.  Instant.
