@@ -368,6 +368,13 @@ console_start() {
 console_stop() {
 	kill -TERM "$web_pid" 2>/dev/null || true
 	wait "$web_pid" 2>/dev/null || true
+	# Its last statements may still run on the server after it exits:
+	# the next row's drop of the schema would deadlock with them.
+	local i
+	for i in $(seq 100); do
+		[ "$(sql -c "select count(*) from pg_stat_activity where application_name = 'pgjob web'")" = 0 ] && break
+		sleep 0.05
+	done
 }
 console() { # busy: one 7d run beside the console; prints what drain() does
 	console_start
@@ -673,13 +680,18 @@ scale_once() { # instances workers concurrency
 	config "$dir/scale.yaml" "$2" "$c" 7d
 	sql -c "select pg_stat_statements_reset()" >/dev/null
 	: >"$dir/scale.log"
-	local before
+	local before slog sbefore
 	before=$(wc -l <"$dir/pgjobd.log")
+	# The server's log of this drain only: the whole log held the
+	# deadlocks of a row before (the console's last requests against the
+	# next row's drop of the schema), counted again at every scale run.
+	slog="$(cat "$dir/tmpdata" 2>/dev/null || echo "$dir/data")/server.log"
+	sbefore=$(wc -l <"$slog")
 	read -r a b c2 d <<<"$(drain "$scale_n" "$1" "$dir/scale.yaml")"
 	local errs
 	errs=$(tail -n +"$((before + 1))" "$dir/pgjobd.log" | grep -c -E 'level=(error|warn)|40P01|40001' || true)
 	local server_errs
-	server_errs=$(grep -c -E 'deadlock detected|could not serialize' "$(cat "$dir/tmpdata" 2>/dev/null || echo "$dir/data")/server.log" || true)
+	server_errs=$(tail -n +"$((sbefore + 1))" "$slog" | grep -c -E 'deadlock detected|could not serialize' || true)
 	local claim
 	claim=$(sql -c "select format('%s statements, %s rows per statement, %s ms mean', calls, round(rows::numeric / greatest(calls, 1), 1), round(mean_exec_time::numeric, 2)) from pg_stat_statements where query like 'with qa(name%' order by calls desc limit 1")
 	echo "$a $b $c2 $d $errs $server_errs|$claim"
