@@ -179,6 +179,83 @@ test_batch_one_statement(void **state)
 	free(ci);
 }
 
+/*
+ * A step cancelled (pgjob workflow cancel, pgjob cancel, the console) while
+ * its parent ends: the cancel holds the step's row, and counts its end for
+ * the workflow; the parent's end releases the step and counts its own.
+ * Until version 49 a parent's end took the workflow's row before its
+ * children's (pgjob.ends_count()), the cancel the other way round, and one
+ * of the two failed with a deadlock (int.test_roles saw `pgjob workflow
+ * cancel` fail under a loaded ctest).  Here the cancel holds the step
+ * first, the parent's end waits for it, and the cancel's end then takes
+ * the workflow's row: both succeed, the step stays cancelled, and the
+ * workflow counts both ends.
+ */
+static void
+test_cancel_beside_parents_end(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_ends_cancel_race");
+	PGconn *c = t_connect(ci), *cancel = t_connect(ci),
+	       *end = t_connect(ci), *watch = t_connect(ci);
+	long long wf = t_long(c, "select pgjob.enqueue_workflow('{\"steps\": ["
+				 "{\"name\": \"a\", \"kind\": \"k\"},"
+				 "{\"name\": \"b\", \"kind\": \"k\","
+				 " \"after\": [\"a\"]}]}')");
+	long long a = t_long(c,
+			     "select id from pgjob.jobs where workflow_id ="
+			     " %lld and step = 'a'",
+			     wf);
+	long long b = t_long(c,
+			     "select id from pgjob.jobs where workflow_id ="
+			     " %lld and step = 'b'",
+			     wf);
+	t_exec(c,
+	       "update pgjob.jobs set state = 'running', lease_token = 1,"
+	       " attempts = 1, locked_by = 'w', attempted_at = now(),"
+	       " locked_until = now() + interval '1 minute' where id = %lld",
+	       a);
+	t_exec(cancel, "begin");
+	t_exec(cancel, "select 1 from pgjob.jobs where id = %lld for update",
+	       b);
+	char q[192];
+	snprintf(q, sizeof(q),
+		 "update pgjob.jobs set state = 'done', finished_at = now(),"
+		 " locked_until = null where id = %lld",
+		 a);
+	assert_int_equal(PQsendQuery(end, q), 1);
+	/* The parent's end waits for the step's row. */
+	assert_int_equal(t_poll(watch, 30,
+				"select wait_event_type = 'Lock' from"
+				" pg_stat_activity where pid = %d",
+				PQbackendPID(end)),
+			 0);
+	t_exec(cancel,
+	       "update pgjob.jobs set state = 'cancelled', finished_at ="
+	       " now(), last_error = 'workflow cancelled' where id = %lld",
+	       b);
+	t_exec(cancel, "commit");
+	PGresult *res = PQgetResult(end);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		fail_msg("the parent's end failed: %s",
+			 PQresultErrorMessage(res));
+	PQclear(res);
+	assert_null(PQgetResult(end));
+	t_assert_value(c, "done cancelled",
+		       "select string_agg(state, ' ' order by id)"
+		       " from pgjob.jobs where workflow_id = %lld",
+		       wf);
+	t_assert_value(c, "2 1",
+		       "select ended || ' ' || failed from pgjob.workflows"
+		       " where id = %lld",
+		       wf);
+	PQfinish(watch);
+	PQfinish(end);
+	PQfinish(cancel);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -187,6 +264,7 @@ main(void)
 		cmocka_unit_test(test_fan_in_counted_in_parts),
 		cmocka_unit_test(test_policies_one_statement),
 		cmocka_unit_test(test_batch_one_statement),
+		cmocka_unit_test(test_cancel_beside_parents_end),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,10 +5,15 @@
 -- row triggers note them, and the loop counts them next, until nothing is
 -- noted.  Released children are announced with one NOTIFY.
 --
--- Rows are locked in id order within each kind (workflows, batches, then
--- children), so two transactions that share some take them in the same
--- order.  The state read is the one the statement wrote: the noted jobs
--- have ended, and nothing here changes an ended job.
+-- Rows are locked in id order within each kind (children, then
+-- workflows, then batches), so two transactions that share some take them
+-- in the same order; and the children before the workflows, as a cancel
+-- of a step does (it holds the step's row, then counts its end for the
+-- workflow): until version 49 a parent's end took the workflow's row
+-- first, and its end and a cancel of its child at the same moment
+-- deadlocked (test_workflow_ends' test_cancel_beside_parents_end).  The
+-- state read is the one the statement wrote: the noted jobs have ended,
+-- and nothing here changes an ended job.
 create or replace function pgjob.ends_count() returns void
 language plpgsql
 as $$
@@ -31,6 +36,9 @@ begin
 		       bool_or(j.batch_id is not null)
 		  into par, wf, bt
 		  from pgjob.jobs j where j.id = any(ids);
+		if par is not null then
+			due := due + pgjob.parents_ended(par);
+		end if;
 		if wf then
 			perform 1 from pgjob.workflows w
 			 where w.id = any(array(select j.workflow_id
@@ -68,9 +76,6 @@ begin
 				  order by 1 loop
 				perform pgjob.batch_check(b);
 			end loop;
-		end if;
-		if par is not null then
-			due := due + pgjob.parents_ended(par);
 		end if;
 	end loop;
 	perform set_config('pgjob.releasing', '', true);

@@ -1,0 +1,5 @@
+-- Version 49: a function restated from its file.  pgjob.ends_count()
+-- releases or cancels the children of the parents that ended before it
+-- counts their workflows' and batches' ends: a parent's end took the
+-- workflow's row before its children's rows, a cancel of a child the
+-- other way round, and the two at the same moment deadlocked.  Instant.
