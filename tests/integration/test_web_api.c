@@ -351,12 +351,34 @@ test_jobs_list(void **state)
 		cJSON_Delete(j);
 		assert_true(requests <= windows);
 	}
-	/* In the errors too. */
+	/* In the errors too.  A search of dead jobs reads windows as well
+	 * (a term more than the state), as far as its budget goes: on a
+	 * loaded machine one window a request, so the page asks again from
+	 * where it stopped, as the needle's above (it failed once in a
+	 * loaded ctest -j4 with a single request). */
 	j = t_web_get(db, "jobs", "q=BOOM%203", 200);
 	cJSON_Delete(j);
-	j = t_web_get(db, "jobs", "q=boom 3&state=dead", 200);
-	assert_int_equal(cJSON_GetArraySize(item(j, "jobs")), 1);
-	cJSON_Delete(j);
+	windows = t_long(c, "select (max(id) - (select min(id) from pgjob.jobs"
+			    " where last_error like 'boom %%')) / 4000 + 2"
+			    " from pgjob.all_jobs");
+	int matches = 0;
+	before = 0;
+	for (requests = 0; requests < windows; requests++) {
+		if (before)
+			snprintf(qs, sizeof(qs),
+				 "q=boom 3&state=dead&before=%.0f", before);
+		else
+			snprintf(qs, sizeof(qs), "q=boom 3&state=dead");
+		j = t_web_get(db, "jobs", qs, 200);
+		matches += cJSON_GetArraySize(item(j, "jobs"));
+		int more = !cJSON_IsNull(item(j, "searched_to"));
+		if (more)
+			before = num(j, "searched_to");
+		cJSON_Delete(j);
+		if (!more)
+			break;
+	}
+	assert_int_equal(matches, 1);
 
 	/* The queues: counts stop at 1,000 and say so. */
 	j = t_web_get(db, "queues", NULL, 200);
