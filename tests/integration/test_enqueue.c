@@ -365,11 +365,7 @@ test_parent_moved_while_locking(void **state)
 	assert_int_equal(PQsendQuery(c, q), 1);
 	/* It waits for the parent's row (the mover's delete holds it). */
 	PGconn *watch = t_connect(ci);
-	assert_int_equal(t_poll(watch, 30,
-				"select wait_event_type = 'Lock' from"
-				" pg_stat_activity where pid = %d",
-				PQbackendPID(c)),
-			 0);
+	t_wait_lock_wait(watch, PQbackendPID(c), 30);
 	t_exec(mover, "commit");
 	PGresult *res = PQgetResult(c);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -401,11 +397,7 @@ test_parent_moved_while_locking(void **state)
 		 "select pgjob.enqueue('pm_child', depends_on => array[%lld])",
 		 gone);
 	assert_int_equal(PQsendQuery(c, q), 1);
-	assert_int_equal(t_poll(watch, 30,
-				"select wait_event_type = 'Lock' from"
-				" pg_stat_activity where pid = %d",
-				PQbackendPID(c)),
-			 0);
+	t_wait_lock_wait(watch, PQbackendPID(c), 30);
 	t_exec(mover, "commit");
 	res = PQgetResult(c);
 	assert_int_equal(PQresultStatus(res), PGRES_FATAL_ERROR);

@@ -225,11 +225,7 @@ test_cancel_beside_parents_end(void **state)
 		 a);
 	assert_int_equal(PQsendQuery(end, q), 1);
 	/* The parent's end waits for the step's row. */
-	assert_int_equal(t_poll(watch, 30,
-				"select wait_event_type = 'Lock' from"
-				" pg_stat_activity where pid = %d",
-				PQbackendPID(end)),
-			 0);
+	t_wait_lock_wait(watch, PQbackendPID(end), 30);
 	t_exec(cancel,
 	       "update pgjob.jobs set state = 'cancelled', finished_at ="
 	       " now(), last_error = 'workflow cancelled' where id = %lld",
