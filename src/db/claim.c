@@ -47,23 +47,39 @@
  * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
  * parallel branch stopped (struct queue_claimed).
  *
- * Past a position, the parallel branch leaves every row whose version it
+ * But in the sweep, the parallel branch leaves every row whose version it
  * sees has an xmax: one that another claim has locked (SKIP LOCKED would
  * skip it after trying its lock), or has claimed and committed since this
  * statement's snapshot.  FOR UPDATE would follow such a row to its newest
  * version, running, lock it, find it no longer available and drop it, but
  * hold the lock to the end of the claim: the worker that ran the job
  * would then wait for this claim to write the job's end (ends waiting on
- * Lock:transactionid, with many claimers).  An xmax equal to the row's
+ * Lock:transactionid, with many claimers).  Until 2026-12-07 only a
+ * claim from a position left them; a claim from the head (a worker's
+ * first, or one a NOTIFY without a key sent back there) locked them, and
+ * sixty-four instances of one worker, whose claims start from the head
+ * together, spent 78 % of their ends' time waiting for such claims
+ * (docs/performance.md, "Many processes"; test_claim_ahead checks it).
+ * An xmax equal to the row's
  * xmin is a lock that the transaction which wrote this version took after
  * it (it would be a newer version otherwise): a workflow's released steps
  * (sql/upgrade/011_workflows.sql leaves them so), a parent its children were
  * enqueued after in the same transaction.  Those are taken: else the steps
  * a parent's end released would wait for the sweeps, one queue a second.
  * Another xmax can be a lock a transaction took and left (children
- * attached to a parent later, pgjob cancel finding nothing to do): such a
- * job waits for a claim from the head, which reads without the test (at
- * least once a second: from_positions() in src/worker/claim.c).
+ * attached to a parent later, pgjob cancel finding nothing to do), or a
+ * claim that rolled back (a sweep stopped by its time limit, a worker
+ * killed in its claim).  Those are taken when that transaction ended
+ * before the snapshot's oldest unfinished one (its xmin: age(xmax) >
+ * q.sx): a version whose xmax ended before the snapshot and is still the
+ * one the snapshot sees was only locked, or its writer rolled back, and
+ * locking it follows no newer version.  Else such a job waits for the
+ * sweep, the claim from the head that reads without the test (at least
+ * once a second: from_positions() in src/worker/claim.c).  A transaction
+ * left open for long holds the snapshots' xmin back, and with it these.
+ * (An xmax that is a multixact, several lockers, is no xid and its age
+ * means nothing: such a row may be taken, and at worst locked as every
+ * claim did before; nothing of pgjob's takes a shared lock on a job.)
  *
  * A claim that takes its turn (TURN_SQL) may start its parallel scan of a
  * queue further on than its position (ha): past the job where the last
@@ -210,7 +226,11 @@ static const char claim_sql[] =
 	"    end as hp,"
 	"   case when not ql.swept then coalesce(h.m[2], ql.hr) end as hr,"
 	"   case when not ql.swept then coalesce(h.m[3], ql.hi) end as hi,"
-	"   ql.tn, ql.qi"
+	"   ql.tn, ql.qi, ql.swept,"
+	/* How old the oldest transaction this claim's snapshot may not see
+	 * as done is: an xmax older than it is of a transaction that ended
+	 * before the snapshot (see the comment above claim_sql). */
+	"   age(pg_snapshot_xmin(pg_current_snapshot())::xid) as sx"
 	"  from ql left join lateral ("
 	/* Of the two lanes' stops that hold, the further: the greatest
 	 * position, as an array (an aggregate, where an order by would
@@ -254,10 +274,10 @@ static const char claim_sql[] =
 	"        coalesce(timestamptz 'epoch'"
 	"         + q.hr * interval '1 microsecond', '-infinity'),"
 	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
-	/* Past a position, a row that some transaction locked or updated
-	 * is left for the head scans (see the comment above claim_sql). */
-	"       and (q.hi is null or j.xmax = '0'::xid"
-	"        or j.xmax = j.xmin)"
+	/* But in the sweep, a row that some transaction locked or updated
+	 * is left for the sweep (see the comment above claim_sql). */
+	"       and (q.swept or j.xmax = '0'::xid"
+	"        or j.xmax = j.xmin or age(j.xmax) > q.sx)"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a";
 

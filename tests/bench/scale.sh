@@ -11,11 +11,15 @@
 # the queue watched to empty.  Meanwhile a procedure in the server samples
 # pg_stat_activity every 20 ms: per statement (the claim, the finish), the
 # share of its active samples in each wait event, "CPU" for none (on 2
-# cores, 16 backends that want the CPU show as CPU too).  Per run it
+# cores, 16 backends that want the CPU show as CPU too), and for a sample
+# that waits for a heavyweight lock, what the first session it waits for
+# runs (pg_blocking_pids(): the claim, the finish or other, with that
+# session's state and wait).  Per run it
 # prints jobs/s, the machine's CPU time per job (all processes, from
 # /proc/stat), WAL bytes per job, per statement its calls, mean time and
 # rows per call from pg_stat_statements, per index of pgjob.jobs the
-# entries read and heap rows fetched per job, and the samples; then per
+# entries read and heap rows fetched per job, and the samples and the
+# lock waits' holders; then per
 # configuration the median of its rounds against the first's.
 #
 # With --warm, the queue is paused while the instances start, and resumed
@@ -74,7 +78,7 @@ sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$db" "$@"; }
 sql <<'SQL'
 create extension if not exists pg_stat_statements;
 create schema scale_bench;
-create unlogged table scale_bench.samples (stmt text, wait text);
+create unlogged table scale_bench.samples (stmt text, wait text, blocker text);
 create procedure scale_bench.sample(n int) language plpgsql as $$
 begin
 	for i in 1..n loop
@@ -82,8 +86,15 @@ begin
 		select case when query like 'with qa(name%' then 'claim'
 			when query like 'with fd as%' then 'finish'
 			else 'other' end,
-			coalesce(wait_event_type || ':' || wait_event, 'CPU')
-		from pg_stat_activity
+			coalesce(wait_event_type || ':' || wait_event, 'CPU'),
+			case when wait_event_type = 'Lock' then (
+				select case when b.query like 'with qa(name%' then 'claim'
+					when b.query like 'with fd as%' then 'finish'
+					else 'other' end || ' (' || b.state
+					|| coalesce(', ' || b.wait_event, '') || ')'
+				from pg_stat_activity b
+				where b.pid = (pg_blocking_pids(a.pid))[1]) end
+		from pg_stat_activity a
 		where backend_type = 'client backend' and state = 'active'
 			and pid <> pg_backend_pid()
 			and query not like 'call scale_bench.%';
@@ -206,6 +217,14 @@ run() { # instances workers [setup file]
 			from scale_bench.samples where stmt <> 'other'
 			group by stmt, wait) s
 		where share >= 1 order by stmt, k desc"
+	echo "statement | wait event | what the session it waits for runs (state, its wait) | share of its lock waits"
+	sql -F ' | ' -c "select stmt, wait, blocker, share || ' %' from (
+			select stmt, wait, blocker, count(*) as k, round(100.0 * count(*)
+				/ sum(count(*)) over (partition by stmt), 1) as share
+			from scale_bench.samples
+			where stmt <> 'other' and wait like 'Lock:%'
+			group by stmt, wait, blocker) s
+		where share >= 2 order by stmt, k desc"
 	echo
 	echo "RATE $rate"
 }
