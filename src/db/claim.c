@@ -48,8 +48,9 @@
  * parallel branch stopped (struct queue_claimed).
  *
  * But in the sweep, the parallel branch leaves every row whose version it
- * sees has an xmax: one that another claim has locked (SKIP LOCKED would
- * skip it after trying its lock), or has claimed and committed since this
+ * sees has the xmax of a transaction its snapshot may not see as done
+ * (below): one that another claim has locked (SKIP LOCKED would skip it
+ * after trying its lock), or has claimed and committed since this
  * statement's snapshot.  FOR UPDATE would follow such a row to its newest
  * version, running, lock it, find it no longer available and drop it, but
  * hold the lock to the end of the claim: the worker that ran the job
@@ -70,16 +71,20 @@
  * attached to a parent later, pgjob cancel finding nothing to do), or a
  * claim that rolled back (a sweep stopped by its time limit, a worker
  * killed in its claim).  Those are taken when that transaction ended
- * before the snapshot's oldest unfinished one (its xmin: age(xmax) >
- * q.sx): a version whose xmax ended before the snapshot and is still the
- * one the snapshot sees was only locked, or its writer rolled back, and
- * locking it follows no newer version.  Else such a job waits for the
- * sweep, the claim from the head that reads without the test (at least
- * once a second: from_positions() in src/worker/claim.c).  A transaction
- * left open for long holds the snapshots' xmin back, and with it these.
- * (An xmax that is a multixact, several lockers, is no xid and its age
- * means nothing: such a row may be taken, and at worst locked as every
- * claim did before; nothing of pgjob's takes a shared lock on a job.)
+ * before the snapshot (pg_visible_in_snapshot() of the xmax, made a
+ * 64-bit xid with the epoch of the snapshot's xmax, q.sx, from which it is
+ * less than 2^32 back): a version whose xmax ended before the snapshot and
+ * is still the one the snapshot sees was only locked, or its writer rolled
+ * back, and locking it follows no newer version.  Not "older than the
+ * snapshot's xmin", which any write transaction left open anywhere on the
+ * server holds back (a loaded test run showed it).  A transaction that
+ * took a lock and is still open is passed over; its job waits for the
+ * next claim after it ends, or for the sweep, the claim from the head
+ * that reads without the test (at least once a second: from_positions()
+ * in src/worker/claim.c).  (An xmax that is a multixact, several lockers,
+ * is no xid and the test means nothing for it: such a row may be taken,
+ * and at worst locked as every claim did before; nothing of pgjob's
+ * takes a shared lock on a job.)
  *
  * A claim that takes its turn (TURN_SQL) may start its parallel scan of a
  * queue further on than its position (ha): past the job where the last
@@ -227,10 +232,10 @@ static const char claim_sql[] =
 	"   case when not ql.swept then coalesce(h.m[2], ql.hr) end as hr,"
 	"   case when not ql.swept then coalesce(h.m[3], ql.hi) end as hi,"
 	"   ql.tn, ql.qi, ql.swept,"
-	/* How old the oldest transaction this claim's snapshot may not see
-	 * as done is: an xmax older than it is of a transaction that ended
-	 * before the snapshot (see the comment above claim_sql). */
-	"   age(pg_snapshot_xmin(pg_current_snapshot())::xid) as sx"
+	/* The claim's snapshot, and its xmax as a number: the epoch an
+	 * xid of a row's xmax is in (see the comment above claim_sql). */
+	"   pg_current_snapshot() as sn,"
+	"   pg_snapshot_xmax(pg_current_snapshot())::text::bigint as sx"
 	"  from ql left join lateral ("
 	/* Of the two lanes' stops that hold, the further: the greatest
 	 * position, as an array (an aggregate, where an order by would
@@ -274,10 +279,13 @@ static const char claim_sql[] =
 	"        coalesce(timestamptz 'epoch'"
 	"         + q.hr * interval '1 microsecond', '-infinity'),"
 	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
-	/* But in the sweep, a row that some transaction locked or updated
-	 * is left for the sweep (see the comment above claim_sql). */
+	/* But in the sweep, a row that a transaction the snapshot may not
+	 * see as done locked or updated is left (see the comment above
+	 * claim_sql). */
 	"       and (q.swept or j.xmax = '0'::xid"
-	"        or j.xmax = j.xmin or age(j.xmax) > q.sx)"
+	"        or j.xmax = j.xmin or pg_visible_in_snapshot((q.sx"
+	"         - ((q.sx - j.xmax::text::bigint) & 4294967295))::text::xid8,"
+	"         q.sn))"
 	"     order by j.priority, j.run_at, j.id"
 	"     limit q.lim for update skip locked) a";
 

@@ -383,7 +383,12 @@ test_head_claim_leaves_rows_claimed_since(void **state)
 	/* Job 3's row keeps the xmax of a claim that rolled back (a sweep
 	 * stopped by its time limit), job 4's of a lock taken and left: both
 	 * ended before the claim's snapshot, and are taken (not left for the
-	 * next sweep). */
+	 * next sweep), though a write transaction older than both is still
+	 * open (its xid is the snapshot's xmin: any session of the server's
+	 * can be that one). */
+	PGconn *l = t_connect(ci);
+	t_exec(l, "begin");
+	t_exec(l, "select pg_current_xact_id()");
 	t_exec(o, "begin");
 	t_exec(o, "select from pgjob.jobs where id = %lld + 3 for update",
 	       base);
@@ -440,6 +445,8 @@ test_head_claim_leaves_rows_claimed_since(void **state)
 		       " id = %lld + 1 for update skip locked) l",
 		       base);
 	t_exec(c, "commit");
+	t_exec(l, "commit");
+	PQfinish(l);
 	PQfinish(o);
 	PQfinish(c);
 	free(ci);
