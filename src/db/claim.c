@@ -47,8 +47,8 @@
  * Rows: 'c' and the claimed job's columns; 'p' and, per queue, where the
  * parallel branch stopped (struct queue_claimed).
  *
- * But in the sweep, the parallel branch leaves every row whose version it
- * sees has the xmax of a transaction its snapshot may not see as done
+ * Except in the sweep, the parallel branch leaves every row whose version
+ * it sees has the xmax of a transaction its snapshot may not see as done
  * (below): one that another claim has locked (SKIP LOCKED would skip it
  * after trying its lock), or has claimed and committed since this
  * statement's snapshot.  FOR UPDATE would follow such a row to its newest
@@ -279,8 +279,8 @@ static const char claim_sql[] =
 	"        coalesce(timestamptz 'epoch'"
 	"         + q.hr * interval '1 microsecond', '-infinity'),"
 	"        coalesce(q.hi, (-9223372036854775807)::bigint))"
-	/* But in the sweep, a row that a transaction the snapshot may not
-	 * see as done locked or updated is left (see the comment above
+	/* Except in the sweep, a row that a transaction the snapshot may
+	 * not see as done locked or updated is left (see the comment above
 	 * claim_sql). */
 	"       and (q.swept or j.xmax = '0'::xid"
 	"        or j.xmax = j.xmin or pg_visible_in_snapshot((q.sx"

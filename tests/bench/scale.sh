@@ -79,18 +79,21 @@ sql <<'SQL'
 create extension if not exists pg_stat_statements;
 create schema scale_bench;
 create unlogged table scale_bench.samples (stmt text, wait text, blocker text);
+-- Which of the worker's statements a session runs, by its text.
+create function scale_bench.stmt(query text) returns text
+language sql immutable as $$
+	select case when query like 'with qa(name%' then 'claim'
+		when query like 'with fd as%' then 'finish'
+		else 'other' end
+$$;
 create procedure scale_bench.sample(n int) language plpgsql as $$
 begin
 	for i in 1..n loop
 		insert into scale_bench.samples
-		select case when query like 'with qa(name%' then 'claim'
-			when query like 'with fd as%' then 'finish'
-			else 'other' end,
+		select scale_bench.stmt(query),
 			coalesce(wait_event_type || ':' || wait_event, 'CPU'),
 			case when wait_event_type = 'Lock' then (
-				select case when b.query like 'with qa(name%' then 'claim'
-					when b.query like 'with fd as%' then 'finish'
-					else 'other' end || ' (' || b.state
+				select scale_bench.stmt(b.query) || ' (' || b.state
 					|| coalesce(', ' || b.wait_event, '') || ')'
 				from pg_stat_activity b
 				where b.pid = (pg_blocking_pids(a.pid))[1]) end
