@@ -882,9 +882,26 @@ test_counts_walk_past_ended_jobs_once(void **state)
 		blocks(c, COUNTS_SQL);
 		blocks(c, UNSERVED_SQL);
 	}
-	long long one = blocks(c, walk);
-	long long counts = blocks(c, COUNTS_SQL);
-	long long unserved = blocks(c, UNSERVED_SQL);
+	/* The fewest of five runs each.  One run can read more than its
+	 * statement's walks: EXPLAIN's buffers count the catalogs a session
+	 * reads again during execution after other sessions' DDL reset its
+	 * caches (a loaded ctest; ci26: the counts 472 blocks where the walk
+	 * beside them read 101), and a transaction open anywhere on the
+	 * server keeps the ended entries from being marked dead while it
+	 * runs (checked: one held throughout makes every statement here
+	 * read about 800, the walk 815, and the bound still holds). */
+	long long one = -1, counts = -1, unserved = -1;
+	for (int i = 0; i < 5; i++) {
+		long long w = blocks(c, walk);
+		long long n = blocks(c, COUNTS_SQL);
+		long long u = blocks(c, UNSERVED_SQL);
+		if (one < 0 || w < one)
+			one = w;
+		if (counts < 0 || n < counts)
+			counts = n;
+		if (unserved < 0 || u < unserved)
+			unserved = u;
+	}
 	print_message("one walk %lld blocks; the counts %lld, the unserved"
 		      " %lld\n",
 		      one, counts, unserved);
