@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/failpoint.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "db/db.h"
 #include "db/internal.h"
@@ -77,15 +78,18 @@
  * of those there are ($4; the worker checked each one's text,
  * pgtext_is_jsonb()), whose element k jsonb finds without a walk, and $15
  * is each end's place in it (0: none).  The errors, on failures only,
- * travel compact too, a text[] of those there are ($5), and $16 is each
- * end's place (0: none, a subscript out of range is NULL): a batch of
- * ends without one walks nothing.
+ * travel compact too, as one jsonb array of strings of those there are
+ * ($5, error_array()), and $16 is each end's place in it (0: none): as a
+ * text[] each was a walk of half the batch's errors, a batch of failures
+ * (every job failing once: 1.5 us of an end's 12 on the server).
  */
 #define FIGURE_AT(param, i) "nullif((" param "::int[])[" i "], -1)"
 #define RESULT_AT(i)                                                           \
 	"(case when ($15::int[])[" i "] > 0 then ($4::jsonb) ->"               \
 	" (($15::int[])[" i "] - 1) end)"
-#define ERROR_AT(i) "($5::text[])[($16::int[])[" i "]]"
+#define ERROR_AT(i)                                                            \
+	"(case when ($16::int[])[" i "] > 0 then ($5::jsonb) ->>"              \
+	" (($16::int[])[" i "] - 1) end)"
 /*
  * An end's state travels as its code, enum job_state (common/job.h): 0
  * available, 1 running, 2 done, 3 dead, 4 cancelled.  As names (text[]),
@@ -95,7 +99,7 @@
  */
 #define STATE_AT DB_AT_ID("$3", "smallint[]")
 #define STATE_NAMES                                                            \
-	"'{available,running,done,dead,cancelled,available,running}'::text[]"
+	"'{available,running,done,dead,cancelled,available}'::text[]"
 #define STATE_NAME "(" STATE_NAMES ")[" STATE_AT " + 1]"
 /*
  * A snooze (struct queue_finish's snooze) travels as state 5, one past
@@ -106,14 +110,24 @@
 #define SNOOZE_CODE "5"
 /*
  * A failure retried at once in place (struct queue_finish's again) travels
- * as state 6 and is written running: its next attempt counted (attempts,
- * attempted_at), a new lease token (token + 1, as a claim's) and its lease
- * ($6 carries the lease's length for it, not a delay), in one HOT update
- * of columns no index holds; run_at stays, so the row keeps its place in
- * the claim's index.  No lost attempt is counted (lost_attempts stays), by
- * which the row trigger jobs_attempt_ended tells it from a claim's
- * takeover of an expired lease and leaves its attempt row to fh
- * (sql/schema/triggers/jobs.sql, version 43).
+ * as state 6 and is written running by fr, not f: its next attempt counted
+ * (attempts, attempted_at), a new lease token (token + 1, as a claim's)
+ * and its lease ($6 carries the lease's length for it, not a delay), in
+ * one HOT update of columns no index holds; run_at stays, so the row keeps
+ * its place in the claim's index.  No lost attempt is counted
+ * (lost_attempts stays), by which the row trigger jobs_attempt_ended tells
+ * it from a claim's takeover of an expired lease and leaves its attempt row
+ * to fh (sql/schema/triggers/jobs.sql, version 43).  The failure's error
+ * and figures go to that attempt row only, not to the job's row: the new
+ * row version is then the claim's size, and fits on the page beside it
+ * (a HOT update); written to the row as well, it did not for one in five
+ * (the page's room is the claim's: fillfactor, sql/upgrade/027), and each
+ * of those wrote an entry in every index of pgjob.jobs.  The worker
+ * carries that error to the job's next end that has none of its own
+ * (worker/held.c, carried_error), so the row ends as before.  Only the
+ * statements for a batch with such an end have fr (FINISH_AGAIN): in the
+ * others it would be an update of no row, whose start alone costs a
+ * finish of one job a third of its time.
  */
 #define AGAIN_CODE "6"
 #define SNOOZE_CAPPED                                                          \
@@ -209,100 +223,139 @@ static const char finish_delete_sql[] =
 	"   select id from fd where lease_token > 1)) end as n),";
 
 /* clang-format off */
-static const char finish_tail_sql[] =
-	" f as ("
-	"  update pgjob.jobs j set state = case when " SNOOZE_CAPPED
-	"    then 'dead' else " STATE_NAME " end,"
-	"   result = " RESULT_AT(DB_ID_POS) ","
-	"   last_error = case when " SNOOZE_CAPPED " then 'snoozed "
-	QUEUE_MAX_SNOOZES_S " times, the most a job may'"
-	"    else coalesce(" ERROR_AT(DB_ID_POS) ", j.last_error) end,"
-	/* What the attempt used (sql/upgrade/012_attempt_usage.sql). */
-	"   last_wall_ms = " FIGURE_AT("$9", DB_ID_POS) ","
-	"   last_cpu_ms = " FIGURE_AT("$10", DB_ID_POS) ","
-	"   last_max_rss_kb = " FIGURE_AT("$11", DB_ID_POS) ","
-	"   last_status = " FIGURE_AT("$12", DB_ID_POS) ","
-	/* Not available: the attempt ended the job (done, failed, dead,
-	 * cancelled); available: a retry, after its delay. */
-	"   finished_at = case when " STATE_AT " not in (0, " AGAIN_CODE ")"
-	"    and (" STATE_AT " <> " SNOOZE_CODE " or " SNOOZE_CAPPED ")"
-	"    then now() end,"
-	"   run_at = case when " STATE_AT " in (0, " SNOOZE_CODE ")"
-	"    then now() + " DB_AT_ID("$6", "bigint[]") " * interval '1 millisecond'"
-	"    else j.run_at end,"
-	"   snoozes = j.snoozes + case when " STATE_AT " = " SNOOZE_CODE
-	"    then 1 else 0 end,"
-	"   attempts = j.attempts"
-	"    + case when " STATE_AT " = " AGAIN_CODE " then 1"
-	"     when " DB_AT_ID("$7", "bool[]") " and not " SNOOZE_CAPPED
-	"     then -1 else 0 end,"
-	"   lease_token = j.lease_token + case when " STATE_AT " = "
-	AGAIN_CODE " then 1 else 0 end,"
-	"   attempted_at = case when " STATE_AT " = " AGAIN_CODE
-	"    then now() else j.attempted_at end,"
-	"   locked_until = case when " STATE_AT " = " AGAIN_CODE
-	"    then statement_timestamp() + " DB_AT_ID("$6", "bigint[]")
-	"     * interval '1 millisecond' end"
-	/* Not the ids fd deleted: each would be looked up again in
-	 * jobs_pkey and its heap row read, to be left (every CTE sees the
-	 * statement's snapshot, where fd's rows are still there). */
-	"  where j.id = any(array(select u.i from unnest($1::bigint[]) u(i)"
-	"    except all select fd.id from fd))"
-	/* Nothing left when fd took every end, as it does for a batch of
-	 * plain jobs done: a one-time test, so that neither the except
-	 * above nor the scan runs. */
+/* f: every end that stays in pgjob.jobs but a retry in place (fr). */
+#define FINISH_F_SET                                                           \
+	" f as ("                                                              \
+	"  update pgjob.jobs j set state = case when " SNOOZE_CAPPED           \
+	"    then 'dead' else " STATE_NAME " end,"                             \
+	"   result = " RESULT_AT(DB_ID_POS) ","                                \
+	"   last_error = case when " SNOOZE_CAPPED " then 'snoozed "          \
+	QUEUE_MAX_SNOOZES_S " times, the most a job may'"                      \
+	"    else coalesce(" ERROR_AT(DB_ID_POS) ", j.last_error) end,"       \
+	/* What the attempt used (sql/upgrade/012_attempt_usage.sql). */       \
+	"   last_wall_ms = " FIGURE_AT("$9", DB_ID_POS) ","                    \
+	"   last_cpu_ms = " FIGURE_AT("$10", DB_ID_POS) ","                    \
+	"   last_max_rss_kb = " FIGURE_AT("$11", DB_ID_POS) ","                \
+	"   last_status = " FIGURE_AT("$12", DB_ID_POS) ","                    \
+	/* Not available: the attempt ended the job (done, failed, dead,     \
+	 * cancelled); available: a retry, after its delay. */                 \
+	"   finished_at = case when " STATE_AT " <> 0"                         \
+	"    and (" STATE_AT " <> " SNOOZE_CODE " or " SNOOZE_CAPPED ")"       \
+	"    then now() end,"                                                  \
+	"   run_at = case when " STATE_AT " in (0, " SNOOZE_CODE ")"           \
+	"    then now() + " DB_AT_ID("$6", "bigint[]")                         \
+	"     * interval '1 millisecond' else j.run_at end,"                   \
+	"   snoozes = j.snoozes + case when " STATE_AT " = " SNOOZE_CODE       \
+	"    then 1 else 0 end,"                                               \
+	"   attempts = j.attempts"                                             \
+	"    + case when " DB_AT_ID("$7", "bool[]")                            \
+	"     and not " SNOOZE_CAPPED " then -1 else 0 end,"                   \
+	"   locked_until = null"
+
+/* f's rows: not the ids fd deleted, each of which would be looked up
+ * again in jobs_pkey and its heap row read, to be left (every CTE sees the
+ * statement's snapshot, where fd's rows are still there).  Nothing left
+ * when fd took every end, as it does for a batch of plain jobs done: a
+ * one-time test, so that neither the except nor the scan runs. */
+#define FINISH_F_IDS                                                           \
+	"  where j.id = any(array(select u.i from unnest($1::bigint[]) u(i)"   \
+	"    except all select fd.id from fd))"                                \
 	"   and (select count(*) from fd) < cardinality($1::bigint[])"
-	"   and not (" DB_AT_ID("$14", "bool[]") " and " MOVED ")"
-	"   and j.lease_token = " DB_AT_ID("$2", "bigint[]")
-	/* The state test is not written j.state = 'running': the planner
-	 * would then prefer to read every running job from
-	 * jobs_running_idx (dead entries too). */
-	"   and coalesce(j.state, '') = 'running'"
-	/* A snooze past the cap: written dead (returned 's'). */
-	"  returning j.id, " STATE_AT " = " SNOOZE_CODE
-	"   and j.state = 'dead' as capped,"
-	/* The attempt row of an end that leaves the job available or dead
-	 * (fh), as pgjob.attempt_ended() would have written it: RETURNING
-	 * gives the row as written, so j.attempts is after the refund and
-	 * j.snoozes after the snooze, and the outcome is read from the
-	 * state and the codes.  Null for the other ends (done, cancelled:
-	 * the trigger's, or none). */
-	/* A retry in place: the failed attempt's row from the values
-	 * before the update (its number, token and start), which the
-	 * subquery reads under the statement's snapshot, where this
-	 * statement's own new row version is not yet visible. */
-	"   case when " STATE_AT " = " AGAIN_CODE " then"
-	"    row(j.id, j.attempts - 1, j.lease_token - 1,"
-	"     (select p.attempted_at from pgjob.jobs p where p.id = j.id),"
-	"     now(), j.locked_by, 'failed', j.last_status, j.last_error,"
-	"     j.last_wall_ms, j.last_cpu_ms, j.last_max_rss_kb"
-	"    )::pgjob.attempts"
-	"   when j.state in ('available', 'dead') then"
-	"    row(j.id, j.attempts + case when " DB_AT_ID("$7", "bool[]")
-	"      and not (" STATE_AT " = " SNOOZE_CODE " and j.state = 'dead')"
-	"      then 1 else 0 end,"
-	"     j.lease_token, j.attempted_at, now(), j.locked_by,"
-	"     case when j.state = 'dead' then 'dead'"
-	"      when " STATE_AT " = " SNOOZE_CODE " then 'snoozed'"
-	"      when " DB_AT_ID("$7", "bool[]") " then 'interrupted'"
-	"      else 'failed' end,"
-	"     j.last_status, case when j.state = 'dead' or " STATE_AT
-	"      <> " SNOOZE_CODE " then j.last_error end,"
-	"     j.last_wall_ms, j.last_cpu_ms, j.last_max_rss_kb"
+/* The same without the retries in place, fr's. */
+#define FINISH_F_IDS_AGAIN                                                     \
+	"  where j.id = any(array(select u.i from unnest($1::bigint[],"        \
+	"    $3::smallint[]) u(i, s) where u.s <> " AGAIN_CODE                 \
+	"    except all select fd.id from fd))"                                \
+	"   and (select count(*) from fd) < (select count(*)"                  \
+	"    from unnest($3::smallint[]) s where s <> " AGAIN_CODE ")"
+
+#define FINISH_F_REST                                                          \
+	"   and not (" DB_AT_ID("$14", "bool[]") " and " MOVED ")"             \
+	"   and j.lease_token = " DB_AT_ID("$2", "bigint[]")                   \
+	/* The state test is not written j.state = 'running': the planner    \
+	 * would then prefer to read every running job from                  \
+	 * jobs_running_idx (dead entries too). */                             \
+	"   and coalesce(j.state, '') = 'running'"                             \
+	/* A snooze past the cap: written dead (returned 's'). */              \
+	"  returning j.id, " STATE_AT " = " SNOOZE_CODE                        \
+	"   and j.state = 'dead' as capped,"                                   \
+	/* The attempt row of an end that leaves the job available or dead   \
+	 * (fh), as pgjob.attempt_ended() would have written it: RETURNING   \
+	 * gives the row as written, so j.attempts is after the refund and   \
+	 * j.snoozes after the snooze, and the outcome is read from the      \
+	 * state and the codes.  Null for the other ends (done, cancelled:   \
+	 * the trigger's, or none). */                                         \
+	"   case when j.state in ('available', 'dead') then"                   \
+	"    row(j.id, j.attempts + case when " DB_AT_ID("$7", "bool[]")       \
+	"      and not (" STATE_AT " = " SNOOZE_CODE " and j.state = 'dead')"  \
+	"      then 1 else 0 end,"                                             \
+	"     j.lease_token, j.attempted_at, now(), j.locked_by,"              \
+	"     case when j.state = 'dead' then 'dead'"                          \
+	"      when " STATE_AT " = " SNOOZE_CODE " then 'snoozed'"             \
+	"      when " DB_AT_ID("$7", "bool[]") " then 'interrupted'"           \
+	"      else 'failed' end,"                                             \
+	"     j.last_status, case when j.state = 'dead' or " STATE_AT          \
+	"      <> " SNOOZE_CODE " then j.last_error end,"                      \
+	"     j.last_wall_ms, j.last_cpu_ms, j.last_max_rss_kb"                \
 	"    )::pgjob.attempts end as h),"
-	/*
-	 * The attempt history of those ends, one insert for the batch: the
-	 * row trigger leaves them out (sql/schema/triggers/jobs.sql), so a
-	 * failure costs what its row costs, not a call of a plpgsql function
-	 * per job.  No call at all for a batch without one (HAVING), the
-	 * usual batch of jobs done.  In the same statement as the ends: both
-	 * are written or neither is, whenever the worker dies.  Its row
-	 * ('h') is read by nobody, but it makes the CTE run.
-	 */
-	/* not (h is null): "h is not null" of a row is false when any
-	 * of its fields is null. */
-	" fh as (select pgjob.attempts_add(array_agg(f.h)) as n"
-	"  from f where not (f.h is null) having count(*) > 0)";
+
+/*
+ * fr: the retries in place (AGAIN_CODE): attempts, token, start and lease
+ * only, and the failed attempt's row (fh) from the values before the
+ * update (its number, token and start: the subquery reads under the
+ * statement's snapshot, where this statement's own new row version is not
+ * yet visible) and the end's error and figures; jobs_attempt_ended's
+ * condition leaves the row to fh.  It names finished_at (null, as it is)
+ * although it ends nothing: PostgreSQL queues one AFTER STATEMENT event per
+ * table and command in a statement, and the last update of pgjob.jobs to
+ * end cancels the ones before; an fr that did not name finished_at took
+ * the statement trigger jobs_ended_flush away from f's ends, and a parent
+ * that died beside a retry in place released none of its children
+ * (fault.chaos; test_workflow_ends test_ends_beside_a_retry_in_place).
+ * The ends' row triggers compare the states (running to running) and
+ * note nothing.
+ */
+#define FINISH_FR                                                              \
+	" fr as ("                                                             \
+	"  update pgjob.jobs j set attempts = j.attempts + 1,"                 \
+	"   lease_token = j.lease_token + 1, attempted_at = now(),"            \
+	"   finished_at = null,"                                               \
+	"   locked_until = statement_timestamp()"                              \
+	"    + " DB_AT_ID("$6", "bigint[]") " * interval '1 millisecond'"      \
+	"  where j.id = any(array(select u.i from unnest($1::bigint[],"        \
+	"    $3::smallint[]) u(i, s) where u.s = " AGAIN_CODE "))"             \
+	"   and j.lease_token = " DB_AT_ID("$2", "bigint[]")                   \
+	"   and coalesce(j.state, '') = 'running'"                             \
+	"  returning j.id, row(j.id, j.attempts - 1, j.lease_token - 1,"       \
+	"   (select p.attempted_at from pgjob.jobs p where p.id = j.id),"      \
+	"   now(), j.locked_by, 'failed', " FIGURE_AT("$12", DB_ID_POS) ","    \
+	"   coalesce(" ERROR_AT(DB_ID_POS) ", j.last_error),"                  \
+	"   " FIGURE_AT("$9", DB_ID_POS) ", " FIGURE_AT("$10", DB_ID_POS) ","  \
+	"   " FIGURE_AT("$11", DB_ID_POS) ")::pgjob.attempts as h),"
+
+/*
+ * The attempt history of those ends, one insert for the batch: the row
+ * trigger leaves them out (sql/schema/triggers/jobs.sql), so a failure
+ * costs what its row costs, not a call of a plpgsql function per job.  No
+ * call at all for a batch without one (HAVING), the usual batch of jobs
+ * done.  In the same statement as the ends: both are written or neither
+ * is, whenever the worker dies.  Its row ('h') is read by nobody, but it
+ * makes the CTE run.  not (h is null): "h is not null" of a row is false
+ * when any of its fields is null.
+ */
+#define FINISH_FH                                                              \
+	" fh as (select pgjob.attempts_add(array_agg(f.h)) as n"               \
+	"  from f where not (f.h is null) having count(*) > 0)"
+#define FINISH_FH_AGAIN                                                        \
+	" fh as (select pgjob.attempts_add(array_agg(x.h)) as n"               \
+	"  from (select f.h from f where not (f.h is null)"                    \
+	"   union all select fr.h from fr) x having count(*) > 0)"
+
+static const char finish_tail_sql[] =
+	FINISH_F_SET FINISH_F_IDS FINISH_F_REST FINISH_FH;
+static const char finish_tail_again_sql[] =
+	FINISH_F_SET FINISH_F_IDS_AGAIN FINISH_F_REST FINISH_FR
+	FINISH_FH_AGAIN;
 /* clang-format on */
 
 static const char finish_end_sql[] =
@@ -313,6 +366,8 @@ static const char finish_delete_end_sql[] =
 	" select case when capped then 's' else 'f' end, id from f"
 	" union all select 'f', fd.id from fd, fa"
 	" union all select 'h', n from fh";
+/* With fr (FINISH_FR). */
+#define FINISH_END_FR " union all select 'f', id from fr"
 
 static void
 read_finish(const struct db_call *c, const struct db_status *st,
@@ -355,6 +410,23 @@ figure_array(const int64_t *v, size_t n)
 						      : v[i]);
 	}
 	buf_append(&b, "}", 1);
+	return b.data;
+}
+
+/* The jsonb array of the errors v[0..n) (ERROR_AT): each a JSON string
+ * (text_escape_append(), which writes a byte that is not UTF-8 as U+FFFD:
+ * in a text[], such a byte failed the whole batch's statement). */
+static char *
+error_array(const char *const *v, size_t n)
+{
+	struct buf b = {0};
+	buf_append(&b, "[", 1);
+	for (size_t i = 0; i < n; i++) {
+		buf_append(&b, i ? ",\"" : "\"", i ? 2 : 1);
+		text_escape_append(&b, v[i], true);
+		buf_append(&b, "\"", 1);
+	}
+	buf_append(&b, "]", 1);
 	return b.data;
 }
 
@@ -403,6 +475,7 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	int64_t *res_at = xcalloc(n1, sizeof(int64_t));
 	int64_t *err_at = xcalloc(n1, sizeof(int64_t));
 	size_t nr = 0, ne = 0;
+	int again = 0;
 	char *refunds = xcalloc(n1, 1), *dones = xcalloc(n1, 1);
 	/* wall, cpu, rss, status */
 	int64_t *fig = xcalloc(4 * n1, sizeof(int64_t));
@@ -415,6 +488,7 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 		/* STATE_AT; a snooze is SNOOZE_CODE, a retry in place
 		 * AGAIN_CODE. */
 		states[i] = f->snooze ? 5 : f->again ? 6 : (int64_t)f->state;
+		again |= f->again != 0;
 		/* Compact: see RESULT_AT and ERROR_AT. */
 		if (f->result) {
 			buf_append(&res, nr ? "," : "[", 1);
@@ -450,7 +524,7 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	a[2] = db_int_array(states, nf);
 	buf_append(&res, nr ? "]" : "[]", nr ? 1 : 2);
 	a[3] = res.data;
-	a[4] = db_text_array(errors, ne);
+	a[4] = error_array(errors, ne);
 	a[5] = db_int_array(delays, nf);
 	a[6] = bool_array(refunds, nf);
 	a[7] = xstrdup(delete_done ? "t" : "f");
@@ -465,13 +539,17 @@ queue_finish(struct dbev *d, const struct queue_finish *ends, size_t nf,
 	const char *p[NP];
 	for (int i = 0; i < NP; i++)
 		p[i] = a[i];
-	static const char *const names[2][2] = {
-		{"pgjob_finish", "pgjob_finish_range"},
-		{"pgjob_finish_delete", "pgjob_finish_delete_range"}};
+	/* A batch with a retry in place takes the forms with fr
+	 * (FINISH_FR), and reads its done ids one by one. */
+	static const char *const names[2][3] = {
+		{"pgjob_finish", "pgjob_finish_range", "pgjob_finish_again"},
+		{"pgjob_finish_delete", "pgjob_finish_delete_range",
+		 "pgjob_finish_delete_again"}};
+	int form = again ? 2 : range;
 	struct db_call call = DB_CALL(cb, arg);
 	dbev_failpoints(d, FP_FINISH_SEND, FP_FINISH_RESULT);
-	int rc = dbev_call(d, names[delete_done][range], 1,
-			   range ? FINISH_RANGE_NPARAMS : FINISH_NPARAMS, p,
+	int rc = dbev_call(d, names[delete_done][form], 1,
+			   form == 1 ? FINISH_RANGE_NPARAMS : FINISH_NPARAMS, p,
 			   read_finish, &call);
 	for (int i = 0; i < NP; i++)
 		free(a[i]);
@@ -498,22 +576,25 @@ queue_id_in(const int64_t *sorted, size_t n, int64_t id)
 char *
 queue_finish_sql(const char *name, int *nparams)
 {
-	*nparams = FINISH_NPARAMS;
-	if (strcmp(name, "pgjob_finish") == 0)
-		return xasprintf("%s%s%s%s", finish_fd_sql, finish_move_sql,
-				 finish_tail_sql, finish_end_sql);
-	if (strcmp(name, "pgjob_finish_delete") == 0)
-		return xasprintf("%s%s%s%s", finish_fd_sql, finish_delete_sql,
-				 finish_tail_sql, finish_delete_end_sql);
-	*nparams = FINISH_RANGE_NPARAMS;
-	if (strcmp(name, "pgjob_finish_range") == 0)
-		return xasprintf("%s%s%s%s", finish_fd_range_sql,
-				 finish_move_sql, finish_tail_sql,
-				 finish_end_sql);
-	if (strcmp(name, "pgjob_finish_delete_range") == 0)
-		return xasprintf("%s%s%s%s", finish_fd_range_sql,
-				 finish_delete_sql, finish_tail_sql,
-				 finish_delete_end_sql);
+	static const char *const forms[] = {"", "_range", "_again"};
+	for (int del = 0; del < 2; del++)
+		for (int form = 0; form < 3; form++) {
+			char n[64];
+			snprintf(n, sizeof(n), "pgjob_finish%s%s",
+				 del ? "_delete" : "", forms[form]);
+			if (strcmp(name, n) != 0)
+				continue;
+			*nparams = form == 1 ? FINISH_RANGE_NPARAMS
+					     : FINISH_NPARAMS;
+			return xasprintf(
+				"%s%s%s%s%s",
+				form == 1 ? finish_fd_range_sql : finish_fd_sql,
+				del ? finish_delete_sql : finish_move_sql,
+				form == 2 ? finish_tail_again_sql
+					  : finish_tail_sql,
+				del ? finish_delete_end_sql : finish_end_sql,
+				form == 2 ? FINISH_END_FR : "");
+		}
 	*nparams = 0;
 	return NULL;
 }

@@ -30,7 +30,9 @@ struct queue_finish {
 	 * running, its failed attempt gets its row, and the next attempt is
 	 * counted and leased (attempted_at, a new lease token, the lease
 	 * for lease_ms) in the same statement, without going back to its
-	 * queue.  The token written is token + 1. */
+	 * queue.  The token written is token + 1.  The error and figures go
+	 * to the attempt's row only: the caller gives the error to the job's
+	 * next end that has none (worker/held.c, carried_error). */
 	int again;
 	int64_t lease_ms;
 	/* What the attempt used (sql/upgrade/012_attempt_usage.sql): wall time
@@ -67,8 +69,8 @@ int queue_id_in(const int64_t *sorted, size_t n, int64_t id);
 
 /*
  * The text of the finish statement of that name (pgjob_finish,
- * pgjob_finish_delete, and their _range forms), malloc'd, with *nparams
- * set; NULL for another name.  For queue_prepare() and queue_statement().
+ * pgjob_finish_delete, and their _range and _again forms), malloc'd, with
+ * *nparams set; NULL for another name.  For queue_prepare() and queue_statement().
  */
 char *queue_finish_sql(const char *name, int *nparams);
 

@@ -1,7 +1,7 @@
 /*
  * queue: the job statements a worker prepares on each new connection, so
  * that each is parsed and planned once per connection, not once per batch:
- * the claim (claim.c), the four forms of the finish (finish.c), the
+ * the claim (claim.c), the six forms of the finish (finish.c), the
  * renewal (renew.c), the limited claim (claim_limited.c); and their texts
  * by name, for the tests of their plans.
  */
@@ -17,10 +17,11 @@
 #include "db/internal.h"
 #include "db/renew.h"
 
-/* The finish's four forms (finish.c). */
-static const char *const finishes[] = {"pgjob_finish", "pgjob_finish_delete",
-				       "pgjob_finish_range",
-				       "pgjob_finish_delete_range"};
+/* The finish's six forms (finish.c). */
+static const char *const finishes[] = {
+	"pgjob_finish",	      "pgjob_finish_delete",
+	"pgjob_finish_range", "pgjob_finish_delete_range",
+	"pgjob_finish_again", "pgjob_finish_delete_again"};
 
 char *
 queue_statement(const char *name, int *nparams)

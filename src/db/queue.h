@@ -21,8 +21,8 @@ void queue_prepare(struct dbev *d, int serial, int per_key);
 /*
  * The text of a statement queue_prepare() prepares, by its name
  * (pgjob_claim with every mode's branch, pgjob_finish, pgjob_finish_delete,
- * their _range forms, pgjob_renew), malloc'd, with *nparams set; NULL for
- * another name.  For tests of the plans it gets
+ * their _range and _again forms, pgjob_renew), malloc'd, with *nparams
+ * set; NULL for another name.  For tests of the plans it gets
  * (tests/integration/test_plans.c).
  */
 char *queue_statement(const char *name, int *nparams);

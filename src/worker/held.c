@@ -59,6 +59,7 @@ held_unlink(struct worker *w, struct held *h)
 		w->wq[h->queue].running--;
 	handler_result_clear(&h->res);
 	job_clear(&h->job);
+	free(h->carried_error);
 	free(h);
 }
 
@@ -321,6 +322,12 @@ held_ended(struct held *h, struct handler_result *res)
 		return;
 	}
 	decide(h);
+	/* An end without an error of its own writes the last retry in
+	 * place's (carried_error): the job's row ends as it did when that
+	 * retry wrote last_error itself.  A snooze too: its row keeps
+	 * last_error, and its attempt row takes no error. */
+	if (!h->fin.error && h->carried_error)
+		h->fin.error = h->carried_error;
 	if (h->again)
 		return; /* it keeps its place: held_written() runs it again */
 	w->wq[h->queue].running--;
@@ -460,6 +467,12 @@ static void
 again_start(struct held *h, int64_t sent_ms)
 {
 	struct worker *w = h->w;
+	/* The failure's error, for the job's row at its next end
+	 * (carried_error); fin.error may be the one carried before. */
+	if (h->fin.error && h->fin.error != h->carried_error) {
+		free(h->carried_error);
+		h->carried_error = xstrdup(h->fin.error);
+	}
 	h->again = 0;
 	h->job.attempt++;
 	h->job.lease_token++;

@@ -141,6 +141,11 @@ struct held {
 	/* Its end is a retry in place (fin.again): it keeps its place in
 	 * its queue's running count until that end is answered. */
 	int again;
+	/* The error of its last retry in place, which the database wrote to
+	 * the attempt's history but not to the job's row (finish.c, fr): the
+	 * next end that has no error of its own carries it to last_error, as
+	 * that retry's write did before.  Owned; NULL: none. */
+	char *carried_error;
 	int write_failures;
 	struct stats_kind *sk; /* this kind's counters, or NULL */
 	int64_t started_ms;

@@ -627,6 +627,11 @@ test_retry_in_place(void **state)
 		     "attempts || '/' || lease_token || '/' || lost_attempts"
 		     " || '/' || (run_at = created_at)",
 		     "3/3/0/true");
+	/* The failures' errors went to their attempt rows; the job's row
+	 * got the last one at its end, done (the worker carries it), or
+	 * its own, dead. */
+	t_assert_job(c, id, "last_error", "exit status 3: boom 2");
+	t_assert_job(c, dead, "last_error", "exit status 3: boom 3");
 	t_assert_value(c, "t",
 		       "select bool_and(a.worker = j.locked_by"
 		       "  and a.token = a.attempt"
@@ -662,6 +667,10 @@ test_retry_in_place(void **state)
 		" j on j.id = a.job_id where j.kind = 'pyflaky'"
 		" and a.outcome = 'failed' and a.token = a.attempt"
 		" and a.error like 'RuntimeError: boom %%'");
+	t_assert_value(
+		c, "8",
+		"select count(*) from pgjob.all_jobs where kind ="
+		" 'pyflaky' and last_error like 'RuntimeError: boom 2%%'");
 	assert_true(t_log_count("again", "attempt failed, retry at once") >= 5);
 
 	/* Killed during the attempt it started in place: that attempt is
@@ -680,6 +689,11 @@ test_retry_in_place(void **state)
 		usleep(100 * 1000);
 	}
 	free(count);
+	/* Its second attempt runs: the failure is in the history, not yet
+	 * in the job's row. */
+	t_assert_value(c, "1|failed|3|exit status 3: once", HISTORY_SQL, k);
+	t_assert_job(c, k, "coalesce(last_error, '-') || '/' || state",
+		     "-/running");
 	kill(t_holder_pid(c, k), SIGKILL);
 	t_wait_state(c, k, "done", 60);
 	t_assert_value(c, "1|failed|3|exit status 3: once\n2|lost|-|-",
@@ -687,6 +701,10 @@ test_retry_in_place(void **state)
 	t_assert_job(c, k,
 		     "attempts || '/' || lease_token || '/' || lost_attempts",
 		     "3/3/1");
+	/* The failure's error is in the history only: the worker that
+	 * carried it to the job's next end died (docs/daemon.md, "A retry at
+	 * once runs in place"). */
+	t_assert_job(c, k, "coalesce(last_error, '-')", "-");
 
 	/* A limited queue's retry went back to it: run_at moved. */
 	char *twice_count = xasprintf("%s/twice.count", t_tmpdir());

@@ -44,21 +44,30 @@ static const struct {
 			" '{t,f,f}', '{NULL,NULL,NULL}', '{NULL,NULL,NULL}',"
 			" '{t,f,f}', 1, true, 1000"},
 	{"pgjob_finish",
-	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '{x}',"
+	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '[\"x\"]',"
 	 " '{0,100}', '{f,f}', false, '{1,1}', '{1,1}', '{1,1}',"
 	 " '{-1,1}', 604800000, '{t,f}', '{1,0}', '{0,1}'"},
 	{"pgjob_finish_delete",
-	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '{x}',"
+	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '[\"x\"]',"
 	 " '{0,100}', '{f,f}', true, '{1,1}', '{1,1}', '{1,1}',"
 	 " '{-1,1}', 0, '{t,f}', '{1,0}', '{0,1}'"},
 	{"pgjob_finish_range",
-	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '{x}',"
+	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '[\"x\"]',"
 	 " '{0,100}', '{f,f}', false, '{1,1}', '{1,1}', '{1,1}',"
 	 " '{-1,1}', 604800000, '{t,f}', '{1,0}', '{0,1}', 1, 1"},
 	{"pgjob_finish_delete_range",
-	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '{x}',"
+	 "'{1,2}', '{1,1}', '{2,0}', '[{}]', '[\"x\"]',"
 	 " '{0,100}', '{f,f}', true, '{1,1}', '{1,1}', '{1,1}',"
 	 " '{-1,1}', 0, '{t,f}', '{1,0}', '{0,1}', 1, 1"},
+	/* A retry in place (state 6) beside a job done. */
+	{"pgjob_finish_again",
+	 "'{1,2}', '{1,1}', '{2,6}', '[{}]', '[\"x\"]',"
+	 " '{0,30000}', '{f,f}', false, '{1,1}', '{1,1}', '{1,1}',"
+	 " '{-1,1}', 604800000, '{t,f}', '{1,0}', '{0,1}'"},
+	{"pgjob_finish_delete_again",
+	 "'{1,2}', '{1,1}', '{2,6}', '[{}]', '[\"x\"]',"
+	 " '{0,30000}', '{f,f}', true, '{1,1}', '{1,1}', '{1,1}',"
+	 " '{-1,1}', 0, '{t,f}', '{1,0}', '{0,1}'"},
 	{"pgjob_renew", "'{1,2}', '{1,1}', 30000, 'h:1'"},
 	/* The prune of finished jobs, a duty's (prune.c). */
 	{"prune_jobs", "NULL, 604800000, 10000"},
@@ -71,7 +80,7 @@ static const struct {
 	 " '{1796365557454039}', '{5124400}', 1048576, '{f}',"
 	 " '{NULL}', '{NULL}', '{t}', 0, false, 1000"},
 };
-enum { PRUNE = 6, JOIN = 7, ONE_QUEUE = 8 };
+enum { PRUNE = 8, JOIN = 9, ONE_QUEUE = 10 };
 
 /* The control's statement: a batch joined to jobs. */
 static const char join_sql[] =
@@ -398,6 +407,8 @@ test_every_finish_ends_its_batch_only(void **state)
 		{"pgjob_finish_range", "false"},
 		{"pgjob_finish_delete", "true"},
 		{"pgjob_finish_delete_range", "true"},
+		{"pgjob_finish_again", "false"},
+		{"pgjob_finish_delete_again", "true"},
 	};
 	char *ci = t_db_migrated("t_plans_finish");
 	PGconn *w = t_connect(ci);
@@ -423,7 +434,7 @@ test_every_finish_ends_its_batch_only(void **state)
 				 b[3]);
 		char *sql = xasprintf(
 			"execute %s('{%lld,%lld,%lld,%lld}', '{1,1,2,1}',"
-			" '{2,2,2,2}', '[]', '{}', '{0,0,0,0}', '{f,f,f,f}', "
+			" '{2,2,2,2}', '[]', '[]', '{0,0,0,0}', '{f,f,f,f}', "
 			"%s,"
 			" '{1,1,1,1}', '{1,1,1,1}', '{1,1,1,1}', '{0,0,0,0}',"
 			" %s, '{t,t,t,t}', '{0,0,0,0}', '{0,0,0,0}'%s)",

@@ -11,6 +11,8 @@
 
 #include <stdlib.h>
 
+#include "db/queue.h"
+
 /* Row versions this session wrote in table t (pgjob.t) that it has not yet
  * reported: read twice in one transaction, nothing is reported between
  * the two reads, so their difference is what the statements between them
@@ -252,11 +254,86 @@ test_cancel_beside_parents_end(void **state)
 	free(ci);
 }
 
+/*
+ * A workflow's parent that dies in the same worker's finish as another
+ * job's retry in place (the statement pgjob_finish_again, src/db/finish.c):
+ * its end is counted in that statement, its children cancelled or
+ * released by their policies.  The retry's update (fr) once named no
+ * finished_at, and PostgreSQL, which queues one AFTER STATEMENT event per
+ * table and command, dropped the ends' statement trigger with it: the
+ * parent's death was noted and never counted (fault.chaos: a cancel child
+ * ran once the parent was retried and done).
+ */
+static void
+test_ends_beside_a_retry_in_place(void **state)
+{
+	(void)state;
+	char *ci = t_db_migrated("t_wf_ends_again");
+	PGconn *c = t_connect(ci);
+	long long wf = t_long(
+		c, "select pgjob.enqueue_workflow('{\"steps\": ["
+		   "{\"name\": \"p\", \"kind\": \"k\"},"
+		   "{\"name\": \"cc\", \"kind\": \"k\", \"after\": [\"p\"]},"
+		   "{\"name\": \"rr\", \"kind\": \"k\", \"after\": [\"p\"],"
+		   " \"on_parent_failure\": \"run\"}]}')");
+	long long p = t_long(c,
+			     "select id from pgjob.jobs where workflow_id ="
+			     " %lld and step = 'p'",
+			     wf);
+	long long x = t_long(c, "select pgjob.enqueue('k')");
+	t_exec(c,
+	       "update pgjob.jobs set state = 'running', lease_token = 1,"
+	       " attempts = 1, locked_by = 'w', attempted_at = now(),"
+	       " locked_until = now() + interval '1 minute'"
+	       " where id in (%lld, %lld)",
+	       p, x);
+	int n;
+	char *text = queue_statement("pgjob_finish_again", &n);
+	assert_non_null(text);
+	PGresult *r = PQprepare(c, "fin", text, n, NULL);
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	free(text);
+	/* In id order: p dead (3) with its error, x retried in place (6)
+	 * with its own, for a lease of 60 s. */
+	t_exec(c,
+	       "execute fin('{%lld,%lld}', '{1,1}', '{3,6}', '[]',"
+	       " '[\"p boom\", \"x boom\"]', '{0,60000}', '{f,f}', false,"
+	       " '{1,1}', '{1,1}', '{1,1}', '{-1,-1}', 604800000, '{f,f}',"
+	       " '{0,0}', '{1,2}')",
+	       p, x);
+	t_assert_value(c, "cc cancelled|p dead|rr available",
+		       "select string_agg(step || ' ' || state, '|'"
+		       " order by step) from pgjob.jobs where workflow_id ="
+		       " %lld",
+		       wf);
+	t_assert_value(
+		c, "dead p boom",
+		"select payload -> 'pgjob' -> 'failed' -> 'p' ->> 'state'"
+		" || ' ' || (payload -> 'pgjob' -> 'failed' -> 'p' ->>"
+		" 'error') from pgjob.jobs where workflow_id = %lld"
+		" and step = 'rr'",
+		wf);
+	/* x runs its second attempt; its failure is in its history. */
+	t_assert_value(c, "running 2 2 -",
+		       "select state || ' ' || attempts || ' ' || lease_token"
+		       " || ' ' || coalesce(last_error, '-')"
+		       " from pgjob.jobs where id = %lld",
+		       x);
+	t_assert_value(c, "1 failed x boom",
+		       "select attempt || ' ' || outcome || ' ' || error"
+		       " from pgjob.attempts where job_id = %lld",
+		       x);
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fan_in_one_statement),
+		cmocka_unit_test(test_ends_beside_a_retry_in_place),
 		cmocka_unit_test(test_fan_in_counted_in_parts),
 		cmocka_unit_test(test_policies_one_statement),
 		cmocka_unit_test(test_batch_one_statement),
