@@ -70,7 +70,8 @@ int queue_id_in(const int64_t *sorted, size_t n, int64_t id);
 /*
  * The text of the finish statement of that name (pgjob_finish,
  * pgjob_finish_delete, and their _range and _again forms), malloc'd, with
- * *nparams set; NULL for another name.  For queue_prepare() and queue_statement().
+ * *nparams set; NULL for another name.  For queue_prepare() and
+ * queue_statement().
  */
 char *queue_finish_sql(const char *name, int *nparams);
 
