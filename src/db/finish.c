@@ -121,13 +121,14 @@
  * and figures go to that attempt row only, not to the job's row: the new
  * row version is then the claim's size, and fits on the page beside it
  * (a HOT update); written to the row as well, it did not for one in five
- * (the page's room is the claim's: fillfactor, sql/upgrade/027), and each
- * of those wrote an entry in every index of pgjob.jobs.  The worker
- * carries that error to the job's next end that has none of its own
- * (worker/held.c, carried_error), so the row ends as before.  Only the
- * statements for a batch with such an end have fr (FINISH_AGAIN): in the
- * others it would be an update of no row, whose start alone costs a
- * finish of one job a third of its time.
+ * (the page's room is the claim's: fillfactor,
+ * sql/upgrade/027_hot_claim.sql), and each of those wrote an entry in
+ * every index of pgjob.jobs.  The worker carries that error to the job's
+ * next end that has none of its own (worker/held.c, carried_error), so the
+ * row ends as before.  Only the statements for a batch with such an end
+ * have fr (the _again forms): in the others it would be an update of no
+ * row, and such an update of pgjob.jobs costs a finish of one job 70-100
+ * us of its 240 (f's, measured on a scratch server, 2026-12-07).
  */
 #define AGAIN_CODE "6"
 #define SNOOZE_CAPPED                                                          \
