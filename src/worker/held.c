@@ -175,7 +175,11 @@ decide(struct held *h)
 static void
 log_end(struct held *h, int capped)
 {
-	const char *err = h->fin.error ? h->fin.error : "(no error text)";
+	/* Its own error: not the one carried from a retry in place before
+	 * it (carried_error), which goes to the job's row only. */
+	const char *own =
+		h->fin.error != h->carried_error ? h->fin.error : NULL;
+	const char *err = own ? own : "(no error text)";
 	/* A snooze's reason, which is not written as an error. */
 	const char *why = h->res.error ? h->res.error : "the handler asked";
 	struct log_job l = held_log(h);
