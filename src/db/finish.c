@@ -32,17 +32,17 @@
  * workflow, batch, parent or child: MOVED) gets a copy of its row in
  * pgjob.jobs_done (fm), in the ring of its end's period for the retention
  * $13 (sql/upgrade/019_jobs_done.sql); every other end is written in place
- * (f), as before.  Since schema version 40 a job done at a later attempt is
- * moved too: its attempt rows stay in pgjob.attempts, and pgjob.prune_done()
- * deletes them with its ring (jobs_done_tried_idx).  fd's and f's conditions
- * are each other's complement for a done row: write them together. $9, $10,
- * $11: each attempt's figures (sql/upgrade/012_attempt_usage.sql; the rows
- * deleted at retention 0 keep none).  $12: a failure's exit or HTTP status,
- * NULL for the rest (last_status, sql/upgrade/013_attempts.sql). locked_by is
- * left as it is: it names the worker of the job's last attempt.  An attempt
- * that did not end done gets its row of pgjob.attempts: from this statement
- * (fh) when it leaves the job available or dead or retries it in place
- * (AGAIN_CODE), from the trigger of
+ * (f; a retry in place by fr, below, AGAIN_CODE).  Since schema version 40 a
+ * job done at a later attempt is moved too: its attempt rows stay in
+ * pgjob.attempts, and pgjob.prune_done() deletes them with its ring
+ * (jobs_done_tried_idx).  fd's and f's conditions are each other's complement
+ * for a done row: write them together. $9, $10, $11: each attempt's figures
+ * (sql/upgrade/012_attempt_usage.sql; the rows deleted at retention 0 keep
+ * none).  $12: a failure's exit or HTTP status, NULL for the rest (last_status,
+ * sql/upgrade/013_attempts.sql). locked_by is left as it is: it names the
+ * worker of the job's last attempt.  An attempt that did not end done gets its
+ * row of pgjob.attempts: from this statement (fh) when it leaves the job
+ * available or dead or retries it in place (AGAIN_CODE), from the trigger of
  * sql/upgrade/013_attempts.sql otherwise; a job deleted at retention 0 takes
  * its rows with it (fa), in the statement of a worker with retention 0 only
  * (pgjob_finish_delete): elsewhere it would call a function at every finish to

@@ -17,8 +17,9 @@
  * bitmap scans on (the worker's session turns them off), the claim takes
  * the whole backlog and sorts it.
  *
- * And what the four forms of the finish write (the range forms read the
- * ids between a batch's own, which are not theirs to end).
+ * And what the six forms of the finish write (the range forms read the
+ * ids between a batch's own, which are not theirs to end; the _again forms
+ * have the update of retries in place beside the others).
  */
 #include "testlib.h"
 
