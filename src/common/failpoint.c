@@ -142,5 +142,8 @@ failpoint_hit(enum failpoint fp)
 	if (__atomic_add_fetch(&hits[fp], 1, __ATOMIC_RELAXED) != fail_at[fp])
 		return 0;
 	log_warnx("failpoint %s: %s", table[fp].name, table[fp].effect);
+	/* Out now: the effect may be the process's death (SIGKILL), which
+	 * would take a buffered line with it (log_set_buffered()). */
+	log_flush();
 	return 1;
 }

@@ -36,6 +36,22 @@ void log_set_database(const char *name);
 /* Parses "debug", "info", "warn", "error"; returns -1 for anything else. */
 int log_level_parse(const char *s);
 
+/*
+ * Buffered (on: 1): lines below error wait in the process until
+ * log_flush(), or until the next would not fit in one write(2) of 4096
+ * bytes; a line at error or above writes them and itself at once.  Off
+ * (the default, and in a child after fork()) writes each line as it comes;
+ * turning it off flushes.  A worker turns it on around its loop and
+ * flushes before each wait.  Lines still pending when the process dies of
+ * SIGKILL are lost; of a fatal signal nobody else handles (SIGSEGV,
+ * SIGABRT, ...), written first.
+ */
+void log_set_buffered(int on);
+void log_flush(void);
+/* log_flush() unless a line is being written: for a thread about to end
+ * the process, which must not wait on one stuck in write(2). */
+void log_flush_try(void);
+
 /* Whether a line at level would be written. */
 int log_enabled(int level);
 

@@ -304,7 +304,8 @@ static void __attribute__((noreturn)) expire(void)
 	sigemptyset(&alrm);
 	sigaddset(&alrm, SIGALRM);
 	pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
-	raise(SIGALRM); /* the default action ends the process */
+	log_flush_try(); /* the worker's lines of this turn, if it can */
+	raise(SIGALRM);	 /* the default action ends the process */
 	abort();
 }
 

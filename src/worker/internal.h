@@ -205,6 +205,7 @@ struct worker {
 	int reconnects; /* failed attempts since the last success */
 	int connected_once;
 	ev_prepare prepare;
+	ev_prepare log_flush; /* last before each wait: log_flush() */
 	ev_timer poll, renew, heartbeat, deadline, reconnect, shutdown, final;
 	ev_timer depth; /* one worker per instance reads queue depths */
 	/* When the last read of the depths was sent, and the next may be

@@ -10,7 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -271,6 +275,154 @@ test_journal_stream_not_matching(void **state)
 	free(out);
 }
 
+/* stderr to a pipe whose read end does not block; restore_stderr() puts
+ * it back.  journald's format: lines without a time, exact to compare. */
+static int saved_stderr = -1;
+
+static int
+pipe_stderr(void)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	saved_stderr = dup(2);
+	dup2(p[1], 2);
+	close(p[1]);
+	journal_here();
+	log_init("worker", LOG_INFO, 0);
+	return p[0];
+}
+
+static void
+restore_stderr(int rd)
+{
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	close(rd);
+	unsetenv("JOURNAL_STREAM");
+}
+
+/* What the pipe holds now ("" for nothing; caller frees). */
+static char *
+drain(int rd)
+{
+	char *out = calloc(1, 65536);
+	size_t n = 0;
+	ssize_t r;
+	while ((r = read(rd, out + n, 65535 - n)) > 0)
+		n += (size_t)r;
+	return out;
+}
+
+/* Buffered, a worker's loop: nothing is written until log_flush(); a line
+ * at error writes the waiting lines, then itself, in their order; turning
+ * it off writes what waits, and the lines after it go out one by one. */
+static void
+test_buffered_until_flush(void **state)
+{
+	int rd = pipe_stderr();
+	log_set_buffered(1);
+	log_info("one");
+	log_warnx("two");
+	assert_lines(drain(rd), "");
+	log_flush();
+	assert_lines(drain(rd), "<6>level=info proc=worker pid=@PID msg=one\n"
+				"<4>level=warn proc=worker pid=@PID msg=two\n");
+	log_info("three");
+	log_errorx("four");
+	assert_lines(drain(rd),
+		     "<6>level=info proc=worker pid=@PID msg=three\n"
+		     "<3>level=error proc=worker pid=@PID msg=four\n");
+	log_info("five");
+	log_set_buffered(0);
+	assert_lines(drain(rd),
+		     "<6>level=info proc=worker pid=@PID msg=five\n");
+	log_info("six");
+	assert_lines(drain(rd), "<6>level=info proc=worker pid=@PID msg=six\n");
+	restore_stderr(rd);
+}
+
+/* More than one write's worth (4096 bytes) without a flush, 60 lines of
+ * about 90 bytes: one write went out, of whole lines and at most 4096
+ * bytes, and nothing is lost or doubled. */
+static void
+test_buffered_writes_whole_lines(void **state)
+{
+	int rd = pipe_stderr();
+	log_set_buffered(1);
+	for (int i = 0; i < 60; i++)
+		log_info("line %03d of sixty, each about ninety bytes long", i);
+	char *first = drain(rd);
+	size_t n = strlen(first);
+	assert_true(n > 0 && n <= 4096);
+	assert_int_equal(first[n - 1], '\n');
+	log_set_buffered(0);
+	char *rest = drain(rd);
+	int lines = 0;
+	for (const char *s = first; (s = strchr(s, '\n')); s++)
+		lines++;
+	for (const char *s = rest; (s = strchr(s, '\n')); s++)
+		lines++;
+	assert_int_equal(lines, 60);
+	assert_non_null(strstr(first, "msg=\"line 000 of"));
+	assert_non_null(strstr(rest, "msg=\"line 059 of"));
+	free(first);
+	free(rest);
+	restore_stderr(rd);
+}
+
+/* fork(): the parent's waiting lines are written before it, once; the
+ * child writes its own at once, with its own pid. */
+static void
+test_fork_writes_before(void **state)
+{
+	int rd = pipe_stderr();
+	log_set_buffered(1);
+	log_info("parent");
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		log_info("child");
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	char want[256];
+	snprintf(want, sizeof(want),
+		 "<6>level=info proc=worker pid=@PID msg=parent\n"
+		 "<6>level=info proc=worker pid=%d msg=child\n",
+		 (int)pid);
+	assert_lines(drain(rd), want);
+	log_set_buffered(0);
+	assert_lines(drain(rd), "");
+	restore_stderr(rd);
+}
+
+/* A worker that dies of a fatal signal (abort(), a segfault) writes the
+ * lines it had not yet written, then dies of the signal as before. */
+static void
+test_fatal_signal_writes_pending(void **state)
+{
+	int rd = pipe_stderr();
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit none = {0, 0};
+		setrlimit(RLIMIT_CORE, &none);
+		log_set_buffered(1);
+		log_warnx("the last words");
+		abort();
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
+	char *out = drain(rd);
+	assert_non_null(strstr(out, "msg=\"the last words\"\n"));
+	free(out);
+	restore_stderr(rd);
+}
+
 static void
 test_level_parse(void **state)
 {
@@ -291,6 +443,10 @@ main(void)
 		cmocka_unit_test(test_journal_stream_not_matching),
 		cmocka_unit_test(test_control_characters),
 		cmocka_unit_test(test_level_parse),
+		cmocka_unit_test(test_buffered_until_flush),
+		cmocka_unit_test(test_buffered_writes_whole_lines),
+		cmocka_unit_test(test_fork_writes_before),
+		cmocka_unit_test(test_fatal_signal_writes_pending),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
