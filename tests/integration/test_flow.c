@@ -1086,6 +1086,70 @@ test_global_holders_sql(void **state)
  * Near the limit a claim in turn counts the running jobs again; close to
  * it, the queue keeps holders.  A slot acquired counts in the bound.
  */
+/*
+ * A claim in turn (a binding limit) locks its queue's row in its own
+ * transaction, after waiting for its turn on an advisory lock in a
+ * subtransaction: no MultiXact.  Until version 50 the row was locked in
+ * the subtransaction and updated by its parent, and each claim in turn
+ * created a MultiXact (~50 us, and MultiXact ids used up at the rate of
+ * the claims, which anti-wraparound vacuums then have to freeze).  Read
+ * from the row's versions (pageinspect: xmax a MultiXact, 0x1000), not
+ * from the server's counter, which other tests' sessions move.
+ */
+static void
+test_claims_use_no_multixacts(void **state)
+{
+	char *ci = t_db_migrated("t_flow_mxact");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "create extension if not exists pageinspect");
+	t_exec(c, "insert into pgjob.queues (name) values ('mq')");
+	t_exec(c, "select pgjob.set_limits('mq',"
+		  " '{\"global_concurrency\": 4}')");
+	t_exec(c, "insert into pgjob.jobs (queue, kind)"
+		  " select 'mq', 'k' from generate_series(1, 100)");
+	for (int i = 0; i < 20; i++) {
+		t_assert_value(c, "4",
+			       "select count(*) from pgjob.claim_limited('mq',"
+			       " 4, '{k}', 'parallel', 'me', 60000, 1000)"
+			       " where c_t = 'c'");
+		t_exec(c, "update pgjob.jobs set state = 'done',"
+			  " finished_at = now() where queue = 'mq'"
+			  " and state = 'running'");
+	}
+	/* The row's 20 versions or so are all there: fewer than 50
+	 * updates (no autovacuum), and the page far from full (no
+	 * pruning). */
+	assert_true(t_long(c, "select count(*) from generate_series(0,"
+			      " pg_relation_size('pgjob.limits') / 8192 - 1) p,"
+			      " heap_page_items(get_raw_page('pgjob.limits',"
+			      " p::int))") >= 20);
+	t_assert_value(c, "0",
+		       "select count(*) from generate_series(0,"
+		       " pg_relation_size('pgjob.limits') / 8192 - 1) p,"
+		       " heap_page_items(get_raw_page('pgjob.limits', p::int))"
+		       " where t_infomask & 4096 <> 0");
+	/* Far from binding: unlocked claims, which wrote their jobs in a
+	 * subtransaction until version 50 (the jobs' rows, locked by the
+	 * transaction's candidate scan, got a MultiXact each claim). */
+	t_exec(c, "select pgjob.set_limits('mq',"
+		  " '{\"global_concurrency\": 100000}')");
+	for (int i = 0; i < 5; i++) /* the 20 jobs left */
+		t_assert_value(c, "4",
+			       "select count(*) from pgjob.claim_limited('mq',"
+			       " 4, '{k}', 'parallel', 'me', 60000, 1000)"
+			       " where c_t = 'c'");
+	t_assert_value(c, "20",
+		       "select running_ub from pgjob.limits"
+		       " where queue = 'mq'");
+	t_assert_value(c, "0",
+		       "select count(*) from generate_series(0,"
+		       " pg_relation_size('pgjob.jobs') / 8192 - 1) p,"
+		       " heap_page_items(get_raw_page('pgjob.jobs', p::int))"
+		       " where t_infomask & 4096 <> 0");
+	PQfinish(c);
+	free(ci);
+}
+
 static void
 test_global_bound_sql(void **state)
 {
@@ -1435,6 +1499,7 @@ main(void)
 		cmocka_unit_test(test_global_holders_sql),
 		cmocka_unit_test(test_global_bound_sql),
 		cmocka_unit_test(test_global_bound_concurrent),
+		cmocka_unit_test(test_claims_use_no_multixacts),
 		cmocka_unit_test(test_rate_unlocked_sql),
 		cmocka_unit_test(test_key_candidates_plan),
 	};

@@ -9,10 +9,11 @@
 -- since), version 28.  A claim of such a queue (or of one without
 -- global_concurrency), with no key limit, pause or throttle to keep and a
 -- rate's bucket holding at least what it asks, reads the row without
--- locking it, claims, and only at its end adds what it took to the bound
--- and takes its cost from the bucket as the row stands then, in a
--- subtransaction undone when the row no longer admits it; the worker then
--- claims again, and that claim takes the row in turn.  Once the bound
+-- locking it, picks its jobs, and before it writes them running adds them
+-- to the bound and takes their cost from the bucket as the row stands
+-- then; when the row no longer admits them it writes none, and the worker
+-- claims again, and that claim takes the row in turn (version 50: until
+-- then it wrote the jobs first and undid them in a subtransaction).  Once the bound
 -- comes near the limit, a claim in turn counts the queue's running jobs:
 -- far from the limit still, the bound starts again from that count; near
 -- it, the queue keeps holders as before (pgjob.limit_busy_tracked()).
@@ -112,14 +113,40 @@ begin
 	end if;
 	if not fast then
 	perform set_config('lock_timeout', '20ms', true);
+	-- The queue's claims take turns on a transaction's advisory lock
+	-- (class "pgjl", the queue's hash), waited for in a subtransaction
+	-- that a timeout undoes; the row is then locked by the transaction
+	-- itself, which the claim's writes of the row are made by.  Until
+	-- version 50 the row was locked in that subtransaction: a row locked
+	-- by one transaction id and updated by another (the subtransaction's
+	-- parent) gets a MultiXact, one a claim in turn, which cost a claim
+	-- ~50 us and used up MultiXact ids at the rate of the claims
+	-- (test_flow's test_claims_use_no_multixacts).
 	begin
-		select * into l from pgjob.limits x where x.queue = q for update;
+		perform pg_advisory_xact_lock(1885825644, hashtext(q));
 	exception when lock_not_available then
 		return query select 'w'::text, null::bigint, 'busy'::text, q,
 			null::text, null::int, null::int, null::bigint, null::text,
 			null::smallint, 1::bigint, null::int, null::bigint;
 		return;
 	end;
+	select * into l from pgjob.limits x where x.queue = q
+	   for update skip locked;
+	if not found then
+		-- Held by a writer that is not a claim in turn (an unlocked
+		-- claim's end, pgjob.acquire_slot(), a change of the limits),
+		-- or no row: waited for as before, the MultiXact and all.
+		begin
+			select * into l from pgjob.limits x where x.queue = q
+			   for update;
+		exception when lock_not_available then
+			return query select 'w'::text, null::bigint, 'busy'::text,
+				q, null::text, null::int, null::int, null::bigint,
+				null::text, null::smallint, 1::bigint, null::int,
+				null::bigint;
+			return;
+		end;
+	end if;
 	perform set_config('lock_timeout', '0', true);
 	end if;
 	if l.queue is null then
@@ -299,51 +326,55 @@ begin
 		end if;
 		ids := took;
 		if fast then
-			-- The jobs first, the bound last: the row is locked only
-			-- from here to the commit.  A bound that no longer admits
-			-- them undoes their claim; the worker claims again.
+			-- The bound first, then the jobs: a bound that no longer
+			-- admits them (the row as it stands now, once any writer
+			-- of it has committed) leaves them unclaimed, and the
+			-- worker claims again.  Until version 50 the jobs were
+			-- written first and undone in a subtransaction when the
+			-- bound refused them, so that the row was locked for less
+			-- time; but the jobs' rows, locked by the candidate scan
+			-- above in the transaction and updated in the
+			-- subtransaction, got a MultiXact at every claim
+			-- (test_flow's test_claims_use_no_multixacts).
 			-- What the bucket let start: a prefix of the candidates.
 			tids := coalesce(tids[1:cardinality(ids)], '{}');
-			begin
-				crows := pgjob.claim_write(tids, null, holder,
-					lease_ms, clk, max_payload);
-				if cardinality(ids) > 0 or l.pos_id is distinct from pos0 then
-					update pgjob.limits x
-					   set running_ub = x.running_ub + cardinality(ids),
-					       tokens = case when x.rate is null then x.tokens
-						else pgjob.bucket(x.tokens, x.tokens_at, clk,
-							x.rate, x.rate_period_ms,
-							coalesce(x.burst, x.rate)) - spent end,
-					       tokens_at = case when x.rate is null
-						then x.tokens_at else clk end,
-					       pos_pr = l.pos_pr, pos_ra = l.pos_ra,
-					       pos_id = l.pos_id, pos_at = l.pos_at
-					 where x.queue = q and not x.paused
-					   and (x.throttled_until is null or x.throttled_until <= clk)
-					   and x.rate is not distinct from l.rate
-					   and x.rate_period_ms is not distinct from l.rate_period_ms
-					   and x.burst is not distinct from l.burst
-					   and (x.rate is null or (coalesce(x.tokens_at
-						<= clk, true) and pgjob.bucket(x.tokens, x.tokens_at, clk,
+			if cardinality(ids) > 0 or l.pos_id is distinct from pos0 then
+				update pgjob.limits x
+				   set running_ub = x.running_ub + cardinality(ids),
+				       tokens = case when x.rate is null then x.tokens
+					else pgjob.bucket(x.tokens, x.tokens_at, clk,
 						x.rate, x.rate_period_ms,
-						coalesce(x.burst, x.rate)) >= spent))
-					   and x.per_key_concurrency is null
-					   and x.rate_per_key is null and not x.fair
-					   and x.paused_kinds = l.paused_kinds
-					   and (x.global_concurrency is null
-						or x.running_ub + cardinality(ids) + coalesce(h, 0)
-						   <= x.global_concurrency);
-					if not found then
-						raise exception using errcode = 'PJ028';
-					end if;
+						coalesce(x.burst, x.rate)) - spent end,
+				       tokens_at = case when x.rate is null
+					then x.tokens_at else clk end,
+				       pos_pr = l.pos_pr, pos_ra = l.pos_ra,
+				       pos_id = l.pos_id, pos_at = l.pos_at
+				 where x.queue = q and not x.paused
+				   and (x.throttled_until is null or x.throttled_until <= clk)
+				   and x.rate is not distinct from l.rate
+				   and x.rate_period_ms is not distinct from l.rate_period_ms
+				   and x.burst is not distinct from l.burst
+				   and (x.rate is null or (coalesce(x.tokens_at
+					<= clk, true) and pgjob.bucket(x.tokens, x.tokens_at, clk,
+					x.rate, x.rate_period_ms,
+					coalesce(x.burst, x.rate)) >= spent))
+				   and x.per_key_concurrency is null
+				   and x.rate_per_key is null and not x.fair
+				   and x.paused_kinds = l.paused_kinds
+				   and (x.global_concurrency is null
+					or x.running_ub + cardinality(ids) + coalesce(h, 0)
+					   <= x.global_concurrency);
+				if not found then
+					return query select 'w'::text, null::bigint,
+						'busy'::text, q, null::text, null::int,
+						null::int, null::bigint, null::text,
+						null::smallint, 1::bigint, null::int,
+						null::bigint;
+					return;
 				end if;
-			exception when sqlstate 'PJ028' then
-				return query select 'w'::text, null::bigint, 'busy'::text,
-					q, null::text, null::int, null::int, null::bigint,
-					null::text, null::smallint, 1::bigint, null::int,
-					null::bigint;
-				return;
-			end;
+			end if;
+			crows := pgjob.claim_write(tids, null, holder, lease_ms, clk,
+				max_payload);
 			return query select * from unnest(crows);
 			if why is not null and cardinality(ids) < want then
 				-- Fewer than asked: the bucket had no more.

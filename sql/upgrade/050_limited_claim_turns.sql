@@ -1,0 +1,9 @@
+-- Version 50: a function restated from its file.  pgjob.claim_limited()
+-- uses no MultiXact: a claim in turn waits for its turn on a transaction's
+-- advisory lock (class "pgjl", the queue's hash) in a subtransaction and
+-- locks the queue's row of pgjob.limits in the transaction itself (locked
+-- in the subtransaction and updated by its parent, the row got a MultiXact
+-- at every claim in turn); an unlocked claim adds its jobs to the bound
+-- before it writes them running, in the transaction (written first in a
+-- subtransaction, to be undone when the bound refused them, the jobs' rows
+-- got one at every claim).  Instant.
