@@ -13,8 +13,9 @@
 -- to the bound and takes their cost from the bucket as the row stands
 -- then; when the row no longer admits them it writes none, and the worker
 -- claims again, and that claim takes the row in turn (version 50: until
--- then it wrote the jobs first and undid them in a subtransaction).  Once the bound
--- comes near the limit, a claim in turn counts the queue's running jobs:
+-- then it wrote the jobs first and undid them in a subtransaction).  Once
+-- the bound comes near the limit, a claim in turn counts the queue's
+-- running jobs:
 -- far from the limit still, the bound starts again from that count; near
 -- it, the queue keeps holders as before (pgjob.limit_busy_tracked()).
 -- Exact whatever runs at once: every write of running_ub is made under the
