@@ -42,9 +42,9 @@ int log_level_parse(const char *s);
  * bytes; a line at error or above writes them and itself at once.  Off
  * (the default, and in a child after fork()) writes each line as it comes;
  * turning it off flushes.  A worker turns it on around its loop and
- * flushes before each wait.  Lines still pending when the process dies of
- * SIGKILL are lost; of a fatal signal nobody else handles (SIGSEGV,
- * SIGABRT, ...), written first.
+ * flushes before each wait, and the plugin watchdog during a long run.  Lines
+ * still pending when the process dies of SIGKILL are lost; of a fatal signal
+ * nobody else handles (SIGSEGV, SIGABRT, ...), written first.
  */
 void log_set_buffered(int on);
 void log_flush(void);

@@ -330,6 +330,12 @@ watch(void *arg)
 		int64_t ms = d - now < WATCH_TICK_MS ? d - now : WATCH_TICK_MS;
 		struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 		nanosleep(&ts, NULL);
+		/* A run longer than a tick holds up the worker's loop, and
+		 * with it the lines the loop would write before it waits
+		 * (log_set_buffered()): written from here, at most a tick
+		 * late, rather than when the run returns. */
+		if (atomic_load(&deadline_ms) != 0)
+			log_flush_try();
 	}
 	return NULL;
 }

@@ -192,6 +192,37 @@ test_example_slow(void **state)
 	usleep(400 * 1000); /* a SIGALRM left armed would kill us now */
 }
 
+/*
+ * A worker's lines wait for its loop's turn to end (log_set_buffered());
+ * a run that holds the loop longer than the watchdog's tick does not hold
+ * them: the watchdog writes them while the run goes on.
+ */
+static void
+test_long_run_writes_waiting_lines(void **state)
+{
+	struct outcome o;
+	int p[2], saved = dup(2);
+	char out[8192] = "";
+
+	assert_int_equal(pipe(p), 0);
+	dup2(p[1], 2);
+	close(p[1]);
+	log_set_buffered(1);
+	log_info("a line before the run");
+	run_job(H_EXAMPLE, "{\"sleep_ms\": 300}", false, &o);
+	assert_int_equal(o.res.outcome, OUTCOME_DONE);
+	/* Read before anything flushes: what is there, the watchdog wrote
+	 * during the run (the run's own line waits, as the loop's would). */
+	dup2(saved, 2);
+	close(saved);
+	ssize_t n = read(p[0], out, sizeof(out) - 1);
+	assert_true(n > 0);
+	assert_non_null(strstr(out, "a line before the run"));
+	handler_result_clear(&o.res);
+	log_set_buffered(0);
+	close(p[0]);
+}
+
 static void
 test_job_fields(void **state)
 {
@@ -363,6 +394,7 @@ main(void)
 		cmocka_unit_test(test_example_retry),
 		cmocka_unit_test(test_example_dead),
 		cmocka_unit_test(test_example_slow),
+		cmocka_unit_test(test_long_run_writes_waiting_lines),
 		cmocka_unit_test(test_job_fields),
 		cmocka_unit_test(test_init_gets_config),
 		cmocka_unit_test(test_bad_answers),
