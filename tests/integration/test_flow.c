@@ -1008,6 +1008,89 @@ test_key_holders_sql(void **state)
 }
 
 /*
+ * A per-key claim reads its keys' busy counts a chunk of keys at a time, in
+ * one statement (schema version 51), where it called pgjob.key_room() for
+ * each key it visited.  Counts exact across a claim's two rounds (what it
+ * took this round is counted at the next), across chunks (a claim of two
+ * reads 3 keys, then 6, 12, ...), and a key with no row yet is counted by
+ * key_room() as before.
+ */
+static void
+test_key_rooms_by_chunk(void **state)
+{
+	char *ci = t_db_migrated("t_flow_chunks");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "set track_functions = 'pl'");
+	t_exec(c, "insert into pgjob.queues (name) values ('kc')");
+	t_exec(c, "select pgjob.set_limits('kc',"
+		  " '{\"per_key_concurrency\": 2}')");
+	/* 40 keys of 4 jobs: key i's are 1000 + 10 i + 1..4. */
+	t_exec(c,
+	       "insert into pgjob.jobs (id, queue, kind, limit_key)"
+	       " overriding system value select 1000 + 10 * i + n, 'kc', 'k',"
+	       " 'k' || lpad(i::text, 2, '0') from generate_series(0, 39) i,"
+	       " generate_series(1, 4) n");
+	/* How many jobs a claim of want took. */
+#define CLAIMED(want)                                                          \
+	"select count(*) filter (where c_t = 'c') from"                        \
+	" pgjob.claim_limited('kc', " #want ", '{k}', 'parallel', 'me',"       \
+	" 60000, 1000)"
+	/* Keys running, the most of one key, jobs running. */
+#define RUNNING                                                                \
+	"select count(*) || ' ' || max(n) || ' ' || sum(n) from (select"       \
+	" count(*) as n from pgjob.jobs where queue = 'kc'"                    \
+	" and state = 'running' group by limit_key) x"
+#define ROOM_CALLS                                                             \
+	"select coalesce(sum(calls), 0) from pg_stat_user_functions"           \
+	" where schemaname = 'pgjob' and funcname = 'key_room'"
+	/* No key has a row: each is counted by key_room() (which writes
+	 * it); the second round reads them by chunk and takes nothing. */
+	t_assert_value(c, "80", CLAIMED(200));
+	t_assert_value(c, "40 2 80", RUNNING);
+	t_exec(c, "select pg_stat_force_next_flush()");
+	long long calls0 = t_long(c, ROOM_CALLS);
+	assert_int_equal(calls0, 40);
+	/* One job of each even key ends: 20 take one each, and the next
+	 * round, which sees the counts as this claim left them, none. */
+	end_jobs(c,
+		 "select min(id) from pgjob.jobs where queue = 'kc'"
+		 " and state = 'running' and substr(limit_key, 2)::int % 2 = 0"
+		 " group by limit_key");
+	t_assert_value(c, "20", CLAIMED(200));
+	t_assert_value(c, "40 2 80", RUNNING);
+	/* Claims of two: chunks of 3, 6, 12, ... keys, the busy ones
+	 * passed, until the key with room; nothing more after it. */
+	end_jobs(c, "select id from pgjob.jobs where queue = 'kc'"
+		    " and state = 'running' and limit_key = 'k31'");
+	int took = 0;
+	for (int i = 0; i < 6; i++)
+		took += (int)t_long(c, CLAIMED(2));
+	assert_int_equal(took, 2);
+	t_assert_value(c, "40 2 80", RUNNING);
+	t_assert_value(c, "running running",
+		       "select string_agg(state, ' ' order by id) from"
+		       " pgjob.jobs where id in (1313, 1314)");
+	t_exec(c, "select pg_stat_force_next_flush()");
+	assert_int_equal(t_long(c, ROOM_CALLS), calls0);
+	/* A key with no row, among the keys of a chunk: key_room(). */
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, limit_key)"
+		  " overriding system value values (2001, 'kc', 'k', 'k15x'),"
+		  " (2002, 'kc', 'k', 'k15x'), (2003, 'kc', 'k', 'k15x')");
+	t_assert_value(c, "2", CLAIMED(200));
+	t_assert_value(c, "41 2 82", RUNNING);
+	t_assert_value(c, "running running available",
+		       "select string_agg(state, ' ' order by id) from"
+		       " pgjob.jobs where limit_key = 'k15x'");
+	t_exec(c, "select pg_stat_force_next_flush()");
+	assert_int_equal(t_long(c, ROOM_CALLS), calls0 + 1);
+#undef CLAIMED
+#undef RUNNING
+#undef ROOM_CALLS
+	PQfinish(c);
+	free(ci);
+}
+
+/*
  * A global_concurrency near binding counts its queue's running jobs from
  * the ids its claims let start (pgjob.limits.holders, schema version 27;
  * far from binding it keeps a bound instead, schema 28, below).  The
@@ -1496,6 +1579,7 @@ main(void)
 		cmocka_unit_test(test_adaptive_throttle),
 		cmocka_unit_test(test_claim_limited_sql),
 		cmocka_unit_test(test_key_holders_sql),
+		cmocka_unit_test(test_key_rooms_by_chunk),
 		cmocka_unit_test(test_global_holders_sql),
 		cmocka_unit_test(test_global_bound_sql),
 		cmocka_unit_test(test_global_bound_concurrent),

@@ -90,6 +90,24 @@ declare
 	wraps int := 0;
 	room int;
 	kr record;
+	-- A key's room in the key-by-key claim (pgjob.key_room()'s out
+	-- parameters), and the keys' busy counts read a chunk at a time
+	-- (version 51): keys, busy, first expiry, the position in them, the
+	-- key visited last, whether the chunk was full, and whether the key
+	-- was in it.
+	kroom int;
+	kktok float8;
+	kwhy text;
+	kwait bigint;
+	usemap boolean;
+	mk text[];
+	mb int[];
+	mf timestamptz[];
+	mp int := 1;
+	mlast text;
+	mfull boolean;
+	mhit boolean;
+	csz int;
 	r record;
 	n int;
 	from_head boolean;
@@ -206,6 +224,8 @@ begin
 	keyed := (l.per_key_concurrency is not null or l.rate_per_key is not null
 		  or l.fair) and queue_mode <> 'serial';
 	cur := l.key_cursor;
+	usemap := keyed and l.per_key_concurrency is not null
+		and l.rate_per_key is null;
 	-- A fair key's turn that a claim's own size cut short (a claim of one
 	-- or two jobs, as a binding global_concurrency or a worker with one
 	-- free slot makes) goes on in the next claim: key_taken is what the
@@ -471,19 +491,115 @@ begin
 				-- yet: one more job, and the turn ends.)
 				room := least(room, greatest(kw - prior, 1));
 			end if;
-			select * into kr from pgjob.key_room(l, k, clk);
-			if kr.room <= 0 then
-				why := coalesce(why, kr.why);
-				wait_ms := least(wait_ms, kr.wait_ms);
+			-- The key's room.  With per_key_concurrency alone (no
+			-- rate_per_key), from the keys' busy counts read a chunk
+			-- of keys at a time, in one statement (version 51): the
+			-- same counts as pgjob.key_busy()'s, from the same rows
+			-- (the key's holders in pgjob.limit_keys, each looked up
+			-- by primary key, and its application holds), and the
+			-- same write of the holders that no longer hold.  A call
+			-- of pgjob.key_room() per key visited was ~30 us, most of
+			-- it the calls' and their statements' fixed costs (a
+			-- binding per-key claim visits about a key a job); the
+			-- chunk's statement ~5 us a key.  The keys come in order
+			-- within a round, each once, so the chunk is walked with
+			-- them; a key past its end (when it was full) reads the
+			-- next chunk from there, and the first key of a round
+			-- reads it again (its jobs were written running, and their
+			-- ids added to their keys' holders, at the end of the round
+			-- before: claim_ids()).  A key with no row, or whose
+			-- holders are not known yet, is counted by key_room() as
+			-- before, which writes its row.  A job that ends while the
+			-- round goes on is seen at the next: the count can only be
+			-- high.
+			mhit := false;
+			if usemap and k is not null then
+				if mlast is null or k <= mlast
+				   or (mfull and k > mk[cardinality(mk)]) then
+					-- The first chunk of a claim as many keys as
+					-- it may take jobs, and one (a statement costs
+					-- ~25 us and ~5 a key, a call of key_room() ~30:
+					-- a small claim visits about a key a job); each
+					-- next one twice the one before, up to 64 (a
+					-- binding limit's claim passes many keys with no
+					-- room).
+					csz := least(64, coalesce(csz * 2, allow + 1));
+					with w as (
+						select lk.key, lk.holders
+						  from pgjob.limit_keys lk
+						 where lk.queue = q and lk.key >= k
+						   and lk.holders is not null
+						 order by lk.key limit csz),
+					m as materialized (
+						select w.key, w.holders, x.hs, x.f1, z.n, z.f
+						  from w cross join lateral (
+							select coalesce(array_agg(j.id order by j.id)
+								filter (where j.state = 'running'
+								and j.locked_until >= clk
+								and j.queue = q), '{}') as hs,
+							       min(j.locked_until) filter (where
+								j.state = 'running'
+								and j.locked_until >= clk
+								and j.queue = q) as f1
+							  from pgjob.jobs j
+							 where j.id = any(w.holders)) x
+						  cross join lateral (
+							select count(*)::int as n,
+							       min(h.expires_at) as f
+							  from pgjob.limit_holds h
+							 where h.queue = q and h.key = w.key
+							   and h.expires_at >= clk) z),
+					s as (
+						update pgjob.limit_keys lk set holders = m.hs
+						  from m
+						 where lk.queue = q and lk.key = m.key
+						   and cardinality(m.holders)
+							>= 2 * cardinality(m.hs) + 4)
+					select coalesce(array_agg(m.key order by m.key), '{}'),
+					       array_agg(cardinality(m.hs) + m.n order by m.key),
+					       array_agg(least(m.f1, m.f) order by m.key)
+					  into mk, mb, mf
+					  from m;
+					mfull := cardinality(mk) >= csz;
+					mp := 1;
+				end if;
+				mlast := k;
+				while mp <= cardinality(mk) and mk[mp] < k loop
+					mp := mp + 1;
+				end loop;
+				mhit := mp <= cardinality(mk) and mk[mp] = k;
+			end if;
+			if usemap and k is null then
+				-- The jobs without a key: no key's limit.
+				kroom := allow;
+				kktok := null;
+			elsif mhit then
+				kroom := l.per_key_concurrency - mb[mp];
+				kktok := null;
+				kwhy := null;
+				kwait := null;
+				if kroom <= 0 then
+					kwhy := 'key_concurrency';
+					kwait := ceil(extract(epoch from mf[mp] - clk)
+						* 1000)::bigint + 1;
+				end if;
+			else
+				select x.room, x.ktok, x.why, x.wait_ms
+				  into kroom, kktok, kwhy, kwait
+				  from pgjob.key_room(l, k, clk) x;
+			end if;
+			if kroom <= 0 then
+				why := coalesce(why, kwhy);
+				wait_ms := least(wait_ms, kwait);
 				cur := k;
 				continue;
 			end if;
-			room := least(room, kr.room);
+			room := least(room, kroom);
 			if tok is not null then
 				room := least(room, greatest(floor(tok)::int, 1));
 			end if;
-			if kr.ktok is not null then
-				room := least(room, greatest(floor(kr.ktok)::int, 1));
+			if kktok is not null then
+				room := least(room, greatest(floor(kktok)::int, 1));
 			end if;
 			if k is null then
 				-- The keys' jobs taken in this round written running
@@ -522,7 +638,7 @@ begin
 			end if;
 			cur := k;
 			select * into took, spent, next_cost
-			  from pgjob.take_prefix(got, tok, cap, kr.ktok, kcap);
+			  from pgjob.take_prefix(got, tok, cap, kktok, kcap);
 			if cardinality(took) < cardinality(got) then
 				why := case when tok is not null
 					and tok - spent < least(next_cost, cap)
@@ -542,9 +658,9 @@ begin
 				l.holders := l.holders || took;
 			end if;
 			tok := tok - spent;
-			if kr.ktok is not null then
+			if kktok is not null then
 				insert into pgjob.limit_keys as lk
-				values (q, k, kr.ktok - spent, clk)
+				values (q, k, kktok - spent, clk)
 				on conflict on constraint limit_keys_pkey do update
 				   set tokens = excluded.tokens, tokens_at = excluded.tokens_at;
 			end if;

@@ -1,0 +1,5 @@
+-- Version 51: a function restated from its file.  pgjob.claim_limited()'s
+-- key-by-key claim with per_key_concurrency (and no rate_per_key) reads its
+-- keys' busy counts a chunk of keys at a time, in one statement, where it
+-- called pgjob.key_room() for every key it visited (~30 us a key, most of
+-- it the calls' fixed costs).  Instant.
