@@ -88,10 +88,28 @@ text_safe_append(struct buf *b, const char *s, const char *keep,
 	}
 }
 
+/* A byte that goes out as it is in a quoted string: printable ASCII but
+ * the quote and the backslash. */
+static int
+plain_byte(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 void
 text_escape_append(struct buf *b, const char *s, bool json)
 {
 	while (*s) {
+		/* A run of plain bytes (most of any text) in one append: a
+		 * character at a time, the escaping of a batch's errors was
+		 * 8 % of a worker's CPU in a drain of failing jobs. */
+		const char *run = s;
+		while (plain_byte((unsigned char)*s))
+			s++;
+		if (s > run) {
+			buf_append(b, run, (size_t)(s - run));
+			continue;
+		}
 		uint32_t cp;
 		size_t n = text_char(s, &cp);
 		if (n == 0) {

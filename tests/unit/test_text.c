@@ -81,6 +81,9 @@ test_escape(void **state)
 		const char *s, *logfmt, *json;
 	} cases[] = {
 		{"plain é", "plain é", "plain é"},
+		{"runs: a=\"1\"\tb=\\2 é end",
+		 "runs: a=\\\"1\\\"\\tb=\\\\2 é end",
+		 "runs: a=\\\"1\\\"\\tb=\\\\2 é end"},
 		{"q\"uo\\te", "q\\\"uo\\\\te", "q\\\"uo\\\\te"},
 		{"\n\r\t\x01\x1f\x7f", "\\n\\r\\t\\u0001\\u001f\\u007f",
 		 "\\n\\r\\t\\u0001\\u001f\\u007f"},
