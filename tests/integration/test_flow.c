@@ -1565,6 +1565,58 @@ test_key_candidates_plan(void **state)
 	free(ci);
 }
 
+/*
+ * The per-key claim's chunk of keys (schema version 51) reads
+ * pgjob.limit_keys by its primary key, and writes the holders back by it,
+ * beside 20,000 keys of another queue: a scan of the table would read them
+ * all at every chunk.  (A session's generic plans are made again when
+ * ANALYZE has new figures: a plan made while the table was small is kept
+ * until autovacuum's next ANALYZE of it.)
+ */
+static void
+test_key_room_chunk_plan(void **state)
+{
+	char *ci = t_db_migrated("t_flow_chunk_plan");
+	PGconn *c = t_connect(ci);
+	t_exec(c, "insert into pgjob.queues (name) values ('kp')");
+	t_exec(c, "select pgjob.set_limits('kp',"
+		  " '{\"per_key_concurrency\": 1}')");
+	t_exec(c, "insert into pgjob.limit_keys (queue, key, holders)"
+		  " select 'other', 'k' || i, '{}' from"
+		  " generate_series(1, 20000) i");
+	/* 10 keys of 3 jobs; each key's row known, and stale (five ended
+	 * ids, none running: written back at the next count). */
+	t_exec(c, "insert into pgjob.jobs (id, queue, kind, limit_key)"
+		  " overriding system value select 100 * i + n, 'kp', 'k',"
+		  " 'k' || i from generate_series(1, 10) i,"
+		  " generate_series(1, 3) n");
+	t_exec(c, "insert into pgjob.limit_keys (queue, key, holders)"
+		  " select 'kp', 'k' || i, '{1,2,3,4,5}' from"
+		  " generate_series(1, 10) i");
+	t_exec(c, "analyze pgjob.limit_keys");
+	char *notices = NULL;
+	t_explain_nested(c, &notices);
+	t_assert_value(c, "10",
+		       "select count(*) filter (where c_t = 'c') from"
+		       " pgjob.claim_limited('kp', 100, '{k}', 'parallel',"
+		       " 'me', 60000, 1000)");
+	t_explain_stop(c);
+	assert_non_null(notices);
+	if (!strstr(notices,
+		    "Index Scan using limit_keys_pkey on limit_keys") ||
+	    !strstr(notices, "Conflict Arbiter Indexes: limit_keys_pkey") ||
+	    strstr(notices, "Seq Scan on limit_keys"))
+		fail_msg("the chunk's plans: %s", notices);
+	free(notices);
+	/* Written back: the ended ids gone, the claimed one added. */
+	t_assert_value(
+		c, "10",
+		"select count(*) from pgjob.limit_keys where queue = 'kp'"
+		" and cardinality(holders) = 1");
+	PQfinish(c);
+	free(ci);
+}
+
 int
 main(void)
 {
@@ -1586,6 +1638,7 @@ main(void)
 		cmocka_unit_test(test_claims_use_no_multixacts),
 		cmocka_unit_test(test_rate_unlocked_sql),
 		cmocka_unit_test(test_key_candidates_plan),
+		cmocka_unit_test(test_key_room_chunk_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

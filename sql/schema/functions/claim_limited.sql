@@ -549,12 +549,18 @@ begin
 							  from pgjob.limit_holds h
 							 where h.queue = q and h.key = w.key
 							   and h.expires_at >= clk) z),
+					-- Written as key_busy() writes it: each by
+					-- its key, through the primary key, whatever
+					-- the statistics (an update joined with m may
+					-- read pgjob.limit_keys whole).
 					s as (
-						update pgjob.limit_keys lk set holders = m.hs
-						  from m
-						 where lk.queue = q and lk.key = m.key
-						   and cardinality(m.holders)
-							>= 2 * cardinality(m.hs) + 4)
+						insert into pgjob.limit_keys as lk
+							(queue, key, holders)
+						select q, m.key, m.hs from m
+						 where cardinality(m.holders)
+							>= 2 * cardinality(m.hs) + 4
+						on conflict on constraint limit_keys_pkey
+						do update set holders = excluded.holders)
 					select coalesce(array_agg(m.key order by m.key), '{}'),
 					       array_agg(cardinality(m.hs) + m.n order by m.key),
 					       array_agg(least(m.f1, m.f) order by m.key)
