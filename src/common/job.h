@@ -53,6 +53,11 @@ struct job {
 	 * claim's now(): its enqueue (created_at), and the start of its wait
 	 * (created_at or run_at, the later); -1 without a trace. */
 	int64_t enqueued_us, waited_us;
+	/* It had children when it was claimed (pgjob.jobs.children): its
+	 * end may make them due, and the worker claims right behind the end
+	 * (worker/held.c, claim_after_end()).  0 when the claim does not say
+	 * (a limited claim's). */
+	int parent;
 	const struct handler_conf *handler; /* borrowed from the config */
 };
 

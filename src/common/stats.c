@@ -179,6 +179,7 @@ stats_worker_gone(struct stats *s, int index)
 	__atomic_store_n(&w->slot, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->connected, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->tasks_held, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->claim_behind[index], 0, __ATOMIC_RELAXED);
 }
 
 int
@@ -210,6 +211,33 @@ stats_healthy(const struct stats *s, const int *idx, const int *number, int n,
 	}
 	snprintf(why, len, "ok: %d workers hold slots\n", n);
 	return 1;
+}
+
+void
+stats_claim_behind(struct stats *s, int index, int be_pid, long long room)
+{
+	if (index < 0 || index >= STATS_MAX_WORKERS)
+		return;
+	if (room > 0xffffffffLL)
+		room = 0xffffffffLL;
+	uint64_t v = be_pid > 0 && room > 0 ? (uint64_t)(uint32_t)be_pid |
+						      (uint64_t)room << 32
+					    : 0;
+	__atomic_store_n(&s->claim_behind[index], v, __ATOMIC_RELEASE);
+}
+
+int
+stats_notify_behind(const struct stats *s, int be_pid, long long due)
+{
+	if (be_pid <= 0)
+		return 0;
+	for (int i = 0; i < STATS_MAX_WORKERS; i++) {
+		uint64_t v =
+			__atomic_load_n(&s->claim_behind[i], __ATOMIC_ACQUIRE);
+		if (v && (uint32_t)v == (uint32_t)be_pid)
+			return (long long)(v >> 32) >= due;
+	}
+	return 0;
 }
 
 int

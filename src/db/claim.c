@@ -350,13 +350,16 @@ static const char claim_tail_sql[] =
 	"  returning j.id, j.kind, j.queue, j.payload::text as payload,"
 	"   j.attempts, coalesce(j.max_attempts, 0) as max_attempts,"
 	"   j.lease_token, j.ordering_key, j.lost_attempts, j.run_at,"
-	"   j.traceparent, j.created_at)"
+	"   j.traceparent, j.created_at, j.children)"
 	/* A payload over $10 bytes never reaches the worker's memory: it
 	 * gets the size, and the job ends dead (see start_job()). */
 	" select 'c', id, kind, queue,"
 	"  case when octet_length(payload) <= $10 then payload end,"
 	"  attempts, max_attempts, lease_token, ordering_key,"
-	"  null::smallint, null::bigint, lost_attempts, octet_length(payload),"
+	/* A job with children: its end claims right behind it (struct job's
+	 * parent). */
+	"  case when children then 1::smallint end, null::bigint,"
+	"  lost_attempts, octet_length(payload),"
 	/* Its time in the queue (/metrics), in ms. */
 	"  (date_part('epoch', now() - run_at) * 1000)::bigint,"
 	/* Its W3C trace context (docs/tracing.md), and for a job in a

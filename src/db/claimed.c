@@ -49,6 +49,8 @@ claimed_jobs(const PGresult *res, int *n)
 		j->lease_token = strtoll(PQgetvalue(res, i, 7), NULL, 10);
 		if (!PQgetisnull(res, i, 8))
 			j->ordering_key = xstrdup(PQgetvalue(res, i, 8));
+		/* The plain claim's 'c' rows: 1 for a job with children. */
+		j->parent = !PQgetisnull(res, i, 9);
 		j->lost_attempts = atoi(PQgetvalue(res, i, 11));
 		/* NULL: over the limit, not sent (payload_bytes says how
 		 * big). */

@@ -452,6 +452,12 @@ dbev_answer_ms(const struct dbev *d)
 	return d->answer_ms;
 }
 
+int
+dbev_backend_pid(const struct dbev *d)
+{
+	return d->conn ? PQbackendPID(d->conn) : 0;
+}
+
 unsigned long
 dbev_round_trips(const struct dbev *d)
 {

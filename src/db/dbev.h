@@ -78,5 +78,7 @@ unsigned long dbev_round_trips(const struct dbev *d);
  * of seconds, but an answer time of its own.
  */
 int64_t dbev_answer_ms(const struct dbev *d);
+/* The process of its server session (PQbackendPID), 0 if none. */
+int dbev_backend_pid(const struct dbev *d);
 
 #endif

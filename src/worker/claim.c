@@ -215,6 +215,8 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	struct worker *w = c->w;
 
 	cycle_done(w);
+	if (!c->limited && w->stats)
+		stats_claim_behind(w->stats, w->index, 0, 0);
 	if (c->head && sqlstate_is(st->sqlstate, SQLSTATE_QUERY_CANCELED)) {
 		sweep_timed_out(w, c->limit_ms);
 		goto out;
@@ -485,12 +487,17 @@ send_claim(struct worker *w, struct claim *c)
 	queue_claim(w->db, &req, on_claim, c);
 }
 
-void
+long long
 claim_send(struct worker *w, int all)
 {
 	struct claim *c = all ? claim_new(w) : NULL;
-	if (c)
+	long long room = 0;
+	if (c) {
+		for (size_t k = 0; k < c->nq; k++)
+			room += c->limits[k];
 		send_claim(w, c);
+	}
 	if (!w->draining)
 		send_limited_claims(w, all);
+	return room;
 }

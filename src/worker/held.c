@@ -68,17 +68,20 @@ held_unlink(struct worker *w, struct held *h)
  * but a claim finds work only where the queue's last claim came back full
  * (due jobs beyond what it asked for may wait), the job itself went back
  * to the queue (a retry, due now or soon), or the queue is serial or
- * per_key (the end makes the next job of its line eligible).  New jobs
- * send a NOTIFY, and the poll timer claims in any case: a claim after
+ * per_key (the end makes the next job of its line eligible), or the job
+ * had children (its end may have made them due: the claim goes out in the
+ * round trip of the end, right behind it, and takes a chain's next step
+ * without waiting for the end's NOTIFY and a round trip of its own).  New
+ * jobs send a NOTIFY, and the poll timer claims in any case: a claim after
  * every end of a quiet queue only found nothing.
  */
 static void
-claim_after_end(struct worker *w, size_t q, enum job_state state)
+claim_after_end(struct worker *w, size_t q, enum job_state state, int parent)
 {
 	if (w->draining)
 		return;
 	if (!(w->wq[q].more || w->cfg->queues[q].mode != QUEUE_PARALLEL ||
-	      state == JOB_AVAILABLE))
+	      state == JOB_AVAILABLE || parent))
 		return;
 	/* A limited queue alone: its claim is a statement of its own, and
 	 * the others have nothing new. */
@@ -335,7 +338,7 @@ held_ended(struct held *h, struct handler_result *res)
 	if (h->again)
 		return; /* it keeps its place: held_written() runs it again */
 	w->wq[h->queue].running--;
-	claim_after_end(w, h->queue, h->fin.state);
+	claim_after_end(w, h->queue, h->fin.state, h->job.parent);
 }
 
 /* handler_start()'s done callback. */
@@ -357,7 +360,7 @@ held_ended_written(struct held *h, int written)
 	count_end(h, JOB_DONE, written);
 	send_span(h, JOB_DONE, written);
 	w->wq[h->queue].running--;
-	claim_after_end(w, h->queue, JOB_DONE);
+	claim_after_end(w, h->queue, JOB_DONE, h->job.parent);
 	held_unlink(w, h);
 }
 
@@ -645,19 +648,24 @@ ends_new(struct worker *w)
 	return e;
 }
 
-void
+int
 held_send_ends(struct worker *w)
 {
 	struct ends *e = ends_new(w);
 	if (!e)
-		return;
+		return 0;
+	int parents = 0;
 	struct queue_finish *f = xcalloc(e->n + 1, sizeof(*f));
-	for (size_t i = 0; i < e->n; i++)
+	for (size_t i = 0; i < e->n; i++) {
 		f[i] = e->held[i]->fin;
+		parents |= e->held[i]->job.parent && !e->held[i]->again &&
+			   f[i].state != JOB_AVAILABLE;
+	}
 	w->cycle_inflight++;
 	e->sent_ms = util_now_ms();
 	queue_finish(w->db, f, e->n, w->cfg->retention_ms, on_ends, e);
 	free(f);
+	return parents;
 }
 
 static void

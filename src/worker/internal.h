@@ -302,7 +302,9 @@ void held_ended(struct held *h, struct handler_result *res);
 void held_ended_written(struct held *h, int written);
 /* Sends the ends decided since the last turn in one statement (marked
  * WRITING; or one alone, after its batch failed). */
-void held_send_ends(struct worker *w);
+/* Sends the ends waiting to be written; whether one of them is the end of a
+ * job with children (struct job's parent). */
+int held_send_ends(struct worker *w);
 /* The jobs of a claim that answered after the worker began to retire:
  * back to their queue, unstarted. */
 void held_give_back(struct worker *w, struct queue_claimed *r);
@@ -323,8 +325,9 @@ void sqlhandler_next(struct worker *w);
 /* claim.c */
 /* The claims of the loop's turn: when all (the worker wants work), a claim
  * of every queue without limits that has room; and the limited queues
- * that want one (all: every one). */
-void claim_send(struct worker *w, int all);
+ * that want one (all: every one).  Returns how many jobs the first may
+ * take (0: not sent). */
+long long claim_send(struct worker *w, int all);
 /* The handler of kind, or NULL: a binary search of by_kind (a worker can
  * have thousands of handlers, and looks one up for every job it takes). */
 const struct handler_conf *worker_handler(const struct worker *w,

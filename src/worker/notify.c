@@ -102,6 +102,10 @@ answer_notify(struct worker *w, const char *payload, int be_pid,
 		return 0; /* claims no more: takes no turn */
 	if (!w->stats || !parsed || w->sql_inflight > 0)
 		return 1;
+	/* A claim of this instance's runs right behind the ends that sent
+	 * it (worker.c, send_turn()): its jobs are that claim's. */
+	if (stats_notify_behind(w->stats, be_pid, due))
+		return 0;
 	long long room = 0;
 	for (size_t i = 0; i < w->cfg->nqueues; i++)
 		if (w->wq[i].serves &&

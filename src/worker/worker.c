@@ -49,7 +49,25 @@ static void connect_db(struct worker *w);
  * even under SKIP LOCKED, and a statement that also held its finished rows
  * could be waited for in turn.  A transaction that only writes ends waits
  * for no claim.  The next turn waits for this one's answers.
+ *
+ * A claim right behind the end of a job with children (held.c,
+ * claim_after_end()) runs once that end has committed, and takes the
+ * children it made due: a chain's next step starts one commit after its
+ * parent's end, not after the end's NOTIFY and a claim's round trip.  The
+ * instance's other workers leave that NOTIFY to it (stats_claim_behind()),
+ * or one of them would claim for nothing at every step.  Not a worker that
+ * serves a limited queue: that claim is not this one, and a child of such a
+ * queue would wait for the poll.
  */
+static int
+serves_limited(const struct worker *w)
+{
+	for (size_t i = 0; i < w->cfg->nqueues; i++)
+		if (w->wq[i].serves && w->wq[i].limited)
+			return 1;
+	return 0;
+}
+
 static void
 send_turn(struct worker *w)
 {
@@ -58,8 +76,11 @@ send_turn(struct worker *w)
 	int all = w->want_claim && !w->draining;
 	if (all)
 		w->want_claim = 0;
-	held_send_ends(w);
-	claim_send(w, all);
+	int parents = held_send_ends(w);
+	long long room = claim_send(w, all);
+	if (parents && room > 0 && w->stats && !serves_limited(w))
+		stats_claim_behind(w->stats, w->index,
+				   dbev_backend_pid(w->db), room);
 }
 
 static void
