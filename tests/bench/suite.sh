@@ -490,8 +490,9 @@ wf_chain=$(workflow "workflow: a chain of $chain jobs, each after the one before
 			p := pgjob.enqueue('noop', depends_on => array[p]);
 		end loop;
 	end \$\$" \
-	"select format('parent end to child start: mean %s ms, p99 %s ms, max %s ms',
-		round(avg(x) * 1000, 2), round((percentile_cont(0.99) within group (order by x) * 1000)::numeric, 2),
+	"select format('parent end to child start: mean %s ms, p50 %s ms, p99 %s ms, max %s ms',
+		round(avg(x) * 1000, 2), round((percentile_cont(0.5) within group (order by x) * 1000)::numeric, 2),
+		round((percentile_cont(0.99) within group (order by x) * 1000)::numeric, 2),
 		round(max(x) * 1000, 2))
 	  from (select extract(epoch from c.attempted_at - p.finished_at) as x
 		  from pgjob.job_deps d join pgjob.all_jobs p on p.id = d.parent
