@@ -493,8 +493,15 @@ claim_send(struct worker *w, int all)
 	struct claim *c = all ? claim_new(w) : NULL;
 	long long room = 0;
 	if (c) {
-		for (size_t k = 0; k < c->nq; k++)
-			room += c->limits[k];
+		/* Room in every queue it may serve (a queue left out, full
+		 * here, could be a child's), for the jobs of any of them: the
+		 * fewest places of one. */
+		size_t plain = 0;
+		for (size_t i = 0; i < w->cfg->nqueues; i++)
+			plain += w->wq[i].serves && !w->wq[i].limited;
+		for (size_t k = 0; c->nq == plain && k < c->nq; k++)
+			if (room == 0 || c->limits[k] < room)
+				room = c->limits[k];
 		send_claim(w, c);
 	}
 	if (!w->draining)

@@ -325,8 +325,9 @@ void sqlhandler_next(struct worker *w);
 /* claim.c */
 /* The claims of the loop's turn: when all (the worker wants work), a claim
  * of every queue without limits that has room; and the limited queues
- * that want one (all: every one).  Returns how many jobs the first may
- * take (0: not sent). */
+ * that want one (all: every one).  Returns, when the first asks for every
+ * queue without limits it serves, the fewest places it asks for in one
+ * (the jobs it takes of any one queue); else 0. */
 long long claim_send(struct worker *w, int all);
 /* The handler of kind, or NULL: a binary search of by_kind (a worker can
  * have thousands of handlers, and looks one up for every job it takes). */

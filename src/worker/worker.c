@@ -56,8 +56,8 @@ static void connect_db(struct worker *w);
  * parent's end, not after the end's NOTIFY and a claim's round trip.  The
  * instance's other workers leave that NOTIFY to it (stats_claim_behind()),
  * or one of them would claim for nothing at every step.  Not a worker that
- * serves a limited queue: that claim is not this one, and a child of such a
- * queue would wait for the poll.
+ * serves a limited queue, nor a claim that leaves out a queue (full here):
+ * a child of such a queue would wait for the poll (claim_send() says 0).
  */
 static int
 serves_limited(const struct worker *w)
