@@ -220,9 +220,9 @@ stats_claim_behind(struct stats *s, int index, int be_pid, long long room)
 		return;
 	if (room > 0xffffffffLL)
 		room = 0xffffffffLL;
-	uint64_t v = be_pid > 0 && room > 0 ? (uint64_t)(uint32_t)be_pid |
-						      (uint64_t)room << 32
-					    : 0;
+	uint64_t v = be_pid > 0 && room > 0
+			     ? (uint64_t)(uint32_t)be_pid | (uint64_t)room << 32
+			     : 0;
 	__atomic_store_n(&s->claim_behind[index], v, __ATOMIC_RELEASE);
 }
 

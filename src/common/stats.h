@@ -290,8 +290,7 @@ int stats_notify_take(struct stats *s, uint64_t xid, int be_pid, long long due,
  * by every worker of the instance (stats_notify_behind()).  be_pid 0:
  * the claim answered.
  */
-void stats_claim_behind(struct stats *s, int index, int be_pid,
-			long long room);
+void stats_claim_behind(struct stats *s, int index, int be_pid, long long room);
 /* Whether a claim rides behind the ends that backend be_pid committed, of
  * a worker of this instance, with room for due jobs. */
 int stats_notify_behind(const struct stats *s, int be_pid, long long due);

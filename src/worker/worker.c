@@ -79,8 +79,8 @@ send_turn(struct worker *w)
 	int parents = held_send_ends(w);
 	long long room = claim_send(w, all);
 	if (parents && room > 0 && w->stats && !serves_limited(w))
-		stats_claim_behind(w->stats, w->index,
-				   dbev_backend_pid(w->db), room);
+		stats_claim_behind(w->stats, w->index, dbev_backend_pid(w->db),
+				   room);
 }
 
 static void

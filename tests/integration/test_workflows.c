@@ -797,11 +797,11 @@ test_every_handler_type(void **state)
  * of that end, right behind it (src/worker/worker.c, send_turn()), and its
  * siblings leave the end's NOTIFY to it: each step of a chain is claimed by
  * the worker that ended its parent, one commit after the end, where it was
- * claimed by whichever of the four took the NOTIFY first.  A sibling's claim can still come
- * between an end's commit and the claim behind it (its poll, or a NOTIFY
- * it read late), so nine in ten, not all.  A job enqueued after its parent
- * was claimed is not known to have children: its end is claimed after as
- * before (the parent of the first step here, which runs alone).
+ * claimed by whichever of the four took the NOTIFY first.  A sibling's claim
+ * can still come between an end's commit and the claim behind it (its poll, or
+ * a NOTIFY it read late), so nine in ten, not all.  (A job that got its
+ * children after it was claimed is not known to have any, and its end is
+ * claimed after as before; here the chain is enqueued in one transaction.)
  */
 static void
 test_chain_claims_behind_ends(void **state)
