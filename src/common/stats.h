@@ -195,10 +195,10 @@ struct stats {
 	 * and sending backend, stats_notify_take()) and how many workers
 	 * took it (high 16). */
 	uint64_t notify_ring[STATS_NOTIFY_RING];
-	/* Per worker entry: while a claim of its rides right behind ends of
-	 * jobs with children, its connection's backend (low 32 bits) and
-	 * how many jobs the claim may take (high 32); else 0
-	 * (stats_claim_behind()). */
+	/* Per worker entry: when a claim of its rode right behind its last
+	 * ends, of jobs with children, its connection's backend (low 32
+	 * bits) and how many jobs of a queue the claim may take (high 32);
+	 * else 0 (stats_claim_behind()). */
 	uint64_t claim_behind[STATS_MAX_WORKERS];
 	/* The database health guard (see struct stats_health). */
 	struct stats_health health;
@@ -287,8 +287,9 @@ int stats_notify_take(struct stats *s, uint64_t xid, int be_pid, long long due,
  * on its connection to backend be_pid, for up to room jobs: the children
  * those ends make due are its claim's, and the notification of them
  * (sent by be_pid at their commit, before the claim runs) is left to it
- * by every worker of the instance (stats_notify_behind()).  be_pid 0:
- * the claim answered.
+ * by every worker of the instance (stats_notify_behind()).  It holds until
+ * the worker writes again; be_pid 0: no claim behind the worker's last
+ * ends.
  */
 void stats_claim_behind(struct stats *s, int index, int be_pid, long long room);
 /* Whether a claim rides behind the ends that backend be_pid committed, of

@@ -215,8 +215,6 @@ on_claim(void *arg, const struct db_status *st, struct queue_claimed *r)
 	struct worker *w = c->w;
 
 	cycle_done(w);
-	if (!c->limited && w->stats)
-		stats_claim_behind(w->stats, w->index, 0, 0);
 	if (c->head && sqlstate_is(st->sqlstate, SQLSTATE_QUERY_CANCELED)) {
 		sweep_timed_out(w, c->limit_ms);
 		goto out;

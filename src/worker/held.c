@@ -653,7 +653,7 @@ held_send_ends(struct worker *w)
 {
 	struct ends *e = ends_new(w);
 	if (!e)
-		return 0;
+		return -1;
 	int parents = 0;
 	struct queue_finish *f = xcalloc(e->n + 1, sizeof(*f));
 	for (size_t i = 0; i < e->n; i++) {

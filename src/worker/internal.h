@@ -302,7 +302,8 @@ void held_ended(struct held *h, struct handler_result *res);
 void held_ended_written(struct held *h, int written);
 /* Sends the ends decided since the last turn in one statement (marked
  * WRITING; or one alone, after its batch failed); whether one of them ends
- * a job with children (struct job's parent). */
+ * a job with children (struct job's parent): 1 or 0, -1 when none was
+ * sent. */
 int held_send_ends(struct worker *w);
 /* The jobs of a claim that answered after the worker began to retire:
  * back to their queue, unstarted. */

@@ -102,9 +102,12 @@ answer_notify(struct worker *w, const char *payload, int be_pid,
 		return 0; /* claims no more: takes no turn */
 	if (!w->stats || !parsed || w->sql_inflight > 0)
 		return 1;
-	/* A claim of this instance's runs right behind the ends that sent
-	 * it (worker.c, send_turn()): its jobs are that claim's. */
-	if (stats_notify_behind(w->stats, be_pid, due))
+	/* Children released by ends (a payload without a key: a statement
+	 * trigger's pgjob.ends_count()) of a worker of this instance whose
+	 * claim ran right behind those ends (worker.c, send_turn()): its jobs
+	 * are that claim's.  New jobs (a key: an insert, a duty's too, on that
+	 * worker's connection) are everyone's, as before. */
+	if (!key->known && stats_notify_behind(w->stats, be_pid, due))
 		return 0;
 	long long room = 0;
 	for (size_t i = 0; i < w->cfg->nqueues; i++)

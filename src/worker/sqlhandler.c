@@ -9,6 +9,7 @@
  */
 #include "worker/internal.h"
 
+#include "common/stats.h"
 #include "common/util.h"
 
 static void
@@ -62,6 +63,11 @@ sql_start(struct worker *w, struct held *h)
 		limit = h->job.handler->timeout_ms;
 	h->state = HELD_RUNNING;
 	w->sql_inflight++;
+	/* Its transaction can end jobs with children too, and no claim of
+	 * this worker's follows it at once: the NOTIFY it sends is for every
+	 * worker (worker.c, send_turn()). */
+	if (w->stats)
+		stats_claim_behind(w->stats, w->index, 0, 0);
 	/* Runs on this worker's connection, in the transaction that also
 	 * ends the job: see queue_run_sql(). */
 	queue_run_sql(w->db, &h->job, h->job.handler->statement, limit,

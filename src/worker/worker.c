@@ -55,9 +55,13 @@ static void connect_db(struct worker *w);
  * children it made due: a chain's next step starts one commit after its
  * parent's end, not after the end's NOTIFY and a claim's round trip.  The
  * instance's other workers leave that NOTIFY to it (stats_claim_behind()),
- * or one of them would claim for nothing at every step.  Not a worker that
- * serves a limited queue, nor a claim that leaves out a queue (full here):
- * a child of such a queue would wait for the poll (claim_send() says 0).
+ * or one of them would claim for nothing at every step; and a NOTIFY of
+ * those ends read late, after the claim answered, too: what the worker
+ * says holds until its next ends go out (or an sql handler's statement,
+ * sqlhandler.c), so that a sibling's late claim does not take the next
+ * step from under the claim behind it.  Not a worker that serves a limited
+ * queue, nor a claim that leaves out a queue (full here): a child of such a
+ * queue would wait for the poll (claim_send() says 0).
  */
 static int
 serves_limited(const struct worker *w)
@@ -78,8 +82,11 @@ send_turn(struct worker *w)
 		w->want_claim = 0;
 	int parents = held_send_ends(w);
 	long long room = claim_send(w, all);
-	if (parents && room > 0 && w->stats && !serves_limited(w))
-		stats_claim_behind(w->stats, w->index, dbev_backend_pid(w->db),
+	if (parents >= 0 && w->stats)
+		stats_claim_behind(w->stats, w->index,
+				   parents && room > 0 && !serves_limited(w)
+					   ? dbev_backend_pid(w->db)
+					   : 0,
 				   room);
 }
 

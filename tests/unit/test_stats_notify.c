@@ -33,9 +33,9 @@ test_notify_take(void **state)
 }
 
 /* A claim behind a worker's ends takes the notification of those ends
- * (its backend's) while it has room for their jobs, and only until it
- * answers; another backend's notification is not its, nor one with more
- * jobs than its claim may take. */
+ * (its backend's) while it has room for their jobs, until the worker's
+ * next ends go out without one; another backend's notification is not
+ * its, nor one with more jobs than its claim may take. */
 static void
 test_claim_behind(void **state)
 {
@@ -52,7 +52,8 @@ test_claim_behind(void **state)
 	/* Another worker's claim behind its own ends. */
 	stats_claim_behind(s, 200, 5151, 1000);
 	assert_int_equal(stats_notify_behind(s, 5151, 1000), 1);
-	/* Answered: the notifications of 4242 are everyone's again. */
+	/* Its next ends went out without one: the notifications of 4242
+	 * are everyone's again. */
 	stats_claim_behind(s, 3, 0, 0);
 	assert_int_equal(stats_notify_behind(s, 4242, 1), 0);
 	assert_int_equal(stats_notify_behind(s, 5151, 1), 1);
